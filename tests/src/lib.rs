@@ -1,1 +1,274 @@
-//! placeholder
+//! Harness for the end-to-end tests: find the real binaries, pick ephemeral loopback ports,
+//! start processes that are stopped (by pid) when the test ends, make certificates with the
+//! real `openssl` tool.
+//!
+//! The binaries are the release builds that `tests/run.sh` makes before `cargo test`; set
+//! `KTLS_PROXY_BIN_DIR` to test another build.
+
+pub mod origin;
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The workspace root (this crate lives in `tests/`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Path of one of the project's binaries (`proxy`, `tls-perf`, `http-perf`, `origin`).
+pub fn bin_path(name: &str) -> PathBuf {
+    let dirs: Vec<PathBuf> = match std::env::var_os("KTLS_PROXY_BIN_DIR") {
+        Some(dir) => vec![PathBuf::from(dir)],
+        None => {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| workspace_root().join("target"));
+            vec![target.join("release"), target.join("debug")]
+        }
+    };
+    for dir in &dirs {
+        let path = dir.join(name);
+        if path.is_file() {
+            return path;
+        }
+    }
+    panic!("binary `{name}` not found in {dirs:?}: run `cargo build --release` first (tests/run.sh does)");
+}
+
+/// A loopback port that was free a moment ago. Tests bind it right away; the kernel hands out
+/// ephemeral ports round-robin, so a collision within a test run is very unlikely.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// Waits until something accepts TCP connections on `addr`.
+pub fn wait_for_port(addr: SocketAddr, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// A directory removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("ktls-proxy-{tag}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process that is killed (by pid) when dropped. Its stdout and stderr go to files,
+/// so a chatty process never blocks on a full pipe, and a failing test can show them.
+pub struct Proc {
+    child: Child,
+    name: String,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Proc {
+    /// Starts `cmd` with output captured in `logs`.
+    pub fn spawn(name: &str, mut cmd: Command, logs: &Path) -> Proc {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let stdout = logs.join(format!("{name}-{n}.out"));
+        let stderr = logs.join(format!("{name}-{n}.err"));
+        cmd.stdin(Stdio::null())
+            .stdout(fs::File::create(&stdout).expect("create stdout log"))
+            .stderr(fs::File::create(&stderr).expect("create stderr log"));
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Proc {
+            child,
+            name: name.to_string(),
+            stdout,
+            stderr,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stdout(&self) -> String {
+        fs::read_to_string(&self.stdout).unwrap_or_default()
+    }
+
+    pub fn stderr(&self) -> String {
+        fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Both logs, for assertion messages.
+    pub fn logs(&self) -> String {
+        format!(
+            "--- {} stdout ---\n{}--- {} stderr ---\n{}",
+            self.name,
+            self.stdout(),
+            self.name,
+            self.stderr()
+        )
+    }
+
+    /// Sends a signal (e.g. `libc::SIGHUP`).
+    pub fn signal(&self, sig: i32) {
+        send_signal(self.pid(), sig);
+    }
+
+    /// Waits for the process to exit, up to `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until the process prints `needle` on stdout or stderr.
+    pub fn wait_for_output(&mut self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.stdout().contains(needle) || self.stderr().contains(needle) {
+                return true;
+            }
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return self.stdout().contains(needle) || self.stderr().contains(needle);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            send_signal(self.pid(), libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `sig` to `pid`. Used to stop what a test started, by pid.
+pub fn send_signal(pid: u32, sig: i32) {
+    // `kill` is a libc call on a pid this test started; no memory is shared.
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+/// Certificate kinds the proxy must serve.
+#[derive(Clone, Copy, Debug)]
+pub enum KeyKind {
+    EcdsaP256,
+    Rsa2048,
+}
+
+/// Makes a self-signed certificate for `names` (the first is the CN) with the real `openssl`
+/// tool; returns (certificate, key) paths inside `dir`.
+pub fn gen_cert(dir: &Path, stem: &str, kind: KeyKind, names: &[&str]) -> (PathBuf, PathBuf) {
+    let crt = dir.join(format!("{stem}.crt"));
+    let key = dir.join(format!("{stem}.key"));
+    let cn = names.first().copied().unwrap_or("localhost");
+    let san: Vec<String> = names.iter().map(|n| format!("DNS:{n}")).collect();
+    let mut cmd = Command::new("openssl");
+    cmd.args(["req", "-x509", "-nodes", "-days", "30", "-subj"])
+        .arg(format!("/CN={cn}"))
+        .arg("-addext")
+        .arg(format!("subjectAltName={}", san.join(",")))
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&crt);
+    match kind {
+        KeyKind::EcdsaP256 => cmd.args(["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]),
+        KeyKind::Rsa2048 => cmd.args(["-newkey", "rsa:2048"]),
+    };
+    let out = cmd.output().expect("run openssl req");
+    assert!(
+        out.status.success(),
+        "openssl req failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (crt, key)
+}
+
+/// Writes `text` to `path`.
+pub fn write_file(path: &Path, text: &str) {
+    fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+/// Sends raw bytes over plain TCP and reads until the peer closes or `timeout` passes.
+pub fn raw_exchange(addr: SocketAddr, request: &[u8], timeout: Duration) -> io::Result<Vec<u8>> {
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.write_all(request)?;
+    let mut response = Vec::new();
+    let mut buf = [0u8; 16384];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => response.extend_from_slice(&buf[..n]),
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut =>
+            {
+                break
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(response)
+}
+
+/// Runs `curl` with `args`, bounded to `max_secs`; returns (exit status, stdout, stderr).
+pub fn curl(args: &[&str], max_secs: u32) -> (ExitStatus, String, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", &max_secs.to_string()])
+        .args(args)
+        .output()
+        .expect("run curl (apt-get install curl)");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -1,1 +1,5 @@
-//! placeholder
+//! Shared pieces of the load generators (`tls-perf`, `http-perf`) and the bundled `origin`.
+//!
+//! The binaries live under `src/bin/`; what two of them need lives here.
+
+pub mod procstat;
