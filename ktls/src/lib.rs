@@ -1,0 +1,17 @@
+//! TLS on a socket file descriptor.
+//!
+//! OpenSSL does the handshake on the connection's own fd (`SSL_set_fd`): OpenSSL turns kTLS on
+//! only for socket BIOs, never for the custom BIO that `openssl::ssl::SslStream` uses. After
+//! the handshake the record layer moves into the kernel where it can ([`offload`]); where it
+//! cannot, the connection stays on [`TlsSession`] (user-space `SSL_read`/`SSL_write`).
+//!
+//! `unsafe` lives in exactly two modules: [`ossl`] (raw OpenSSL calls the `openssl` crate does
+//! not wrap) and [`kernel`] (the kernel's TLS socket interface).
+
+pub mod kernel;
+pub mod offload;
+pub mod ossl;
+mod session;
+pub mod tickets;
+
+pub use session::{IoStatus, Progress, TlsError, TlsSession};

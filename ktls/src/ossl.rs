@@ -1,0 +1,274 @@
+//! Raw OpenSSL calls that the `openssl` crate does not wrap: attaching an SSL object to a
+//! socket fd, driving it without `SslStream`, asking whether kTLS is active, and the session
+//! ticket key callback. This is the only module of the crate that calls OpenSSL unsafely.
+
+use std::os::fd::RawFd;
+use std::os::raw::{c_int, c_uchar, c_void};
+use std::sync::OnceLock;
+
+use openssl::error::ErrorStack;
+use openssl::ex_data::Index;
+use openssl::ssl::{SslContext, SslContextBuilder, SslContextRef, SslMode, SslOptions, SslRef};
+use foreign_types::ForeignTypeRef;
+use openssl_sys as ffi;
+
+use crate::session::TlsError;
+use crate::tickets;
+
+/// `SSL_OP_ENABLE_KTLS` (ssl.h, OpenSSL 3.0); the `openssl` crate has no name for it.
+const SSL_OP_ENABLE_KTLS: u64 = 1 << 3;
+/// `BIO_CTRL_GET_KTLS_SEND` / `_RECV` (bio.h): what `BIO_get_ktls_send/recv` expand to.
+const BIO_CTRL_GET_KTLS_SEND: c_int = 73;
+const BIO_CTRL_GET_KTLS_RECV: c_int = 76;
+/// `SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB` (ssl.h).
+const SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB: c_int = 72;
+
+extern "C" {
+    // Not declared by openssl-sys; part of libssl's stable ABI since 0.9.
+    fn SSL_set_fd(ssl: *mut ffi::SSL, fd: c_int) -> c_int;
+}
+
+/// Sets what every server and client context of this project needs for kTLS: the kTLS
+/// option, buffers released while idle, and no read-ahead (so that OpenSSL never consumes an
+/// application record the kernel should decrypt).
+pub fn configure_context(builder: &mut SslContextBuilder) {
+    builder.set_options(
+        SslOptions::from_bits_retain(SSL_OP_ENABLE_KTLS) | SslOptions::IGNORE_UNEXPECTED_EOF,
+    );
+    builder.set_mode(SslMode::RELEASE_BUFFERS);
+    builder.set_read_ahead(false);
+}
+
+/// The result of one OpenSSL call.
+pub(crate) enum Outcome {
+    Ok(usize),
+    WantRead,
+    WantWrite,
+    Closed,
+    Failed(TlsError),
+}
+
+pub(crate) fn set_fd(ssl: &mut SslRef, fd: RawFd) -> Result<(), ErrorStack> {
+    // SAFETY: `ssl` is a live SSL object borrowed mutably; SSL_set_fd only creates a socket BIO
+    // (BIO_NOCLOSE) for `fd` and stores it in the SSL. The caller keeps the fd open while the
+    // SSL object lives (TlsSession's contract).
+    let ok = unsafe { SSL_set_fd(ssl.as_ptr(), fd) };
+    if ok == 1 {
+        Ok(())
+    } else {
+        Err(ErrorStack::get())
+    }
+}
+
+/// Classifies the return value of an SSL_* I/O call. Must run right after the call, on the
+/// same thread, before anything else touches the error queue.
+fn classify(ssl: &SslRef, ret: c_int, done: usize) -> Outcome {
+    if ret > 0 {
+        return Outcome::Ok(done);
+    }
+    // SAFETY: `ssl` is live; SSL_get_error only reads the SSL and this thread's error queue.
+    let code = unsafe { ffi::SSL_get_error(ssl.as_ptr(), ret) };
+    match code {
+        ffi::SSL_ERROR_WANT_READ => Outcome::WantRead,
+        ffi::SSL_ERROR_WANT_WRITE => Outcome::WantWrite,
+        ffi::SSL_ERROR_ZERO_RETURN => Outcome::Closed,
+        ffi::SSL_ERROR_SYSCALL => {
+            let errno = std::io::Error::last_os_error();
+            let stack = ErrorStack::get();
+            if errno.raw_os_error().unwrap_or(0) == 0 && stack.errors().is_empty() {
+                Outcome::Closed
+            } else if errno.raw_os_error().unwrap_or(0) != 0 {
+                Outcome::Failed(TlsError::Io(errno))
+            } else {
+                Outcome::Failed(TlsError::Protocol(stack.to_string()))
+            }
+        }
+        _ => Outcome::Failed(TlsError::Protocol(ErrorStack::get().to_string())),
+    }
+}
+
+fn clear_errors() {
+    // Stale errors from an earlier call on this thread would make SSL_get_error lie.
+    let _ = ErrorStack::get();
+}
+
+pub(crate) fn do_handshake(ssl: &mut SslRef) -> Outcome {
+    clear_errors();
+    // SAFETY: `ssl` is live and attached to an fd the caller keeps open.
+    let ret = unsafe { ffi::SSL_do_handshake(ssl.as_ptr()) };
+    classify(ssl, ret, 0)
+}
+
+pub(crate) fn read(ssl: &mut SslRef, buf: &mut [u8]) -> Outcome {
+    clear_errors();
+    let mut done = 0usize;
+    // SAFETY: `buf` is valid for `buf.len()` writable bytes; `done` is a valid out pointer.
+    let ret = unsafe {
+        ffi::SSL_read_ex(
+            ssl.as_ptr(),
+            buf.as_mut_ptr().cast::<c_void>(),
+            buf.len(),
+            &mut done,
+        )
+    };
+    classify(ssl, ret, done)
+}
+
+pub(crate) fn write(ssl: &mut SslRef, buf: &[u8]) -> Outcome {
+    clear_errors();
+    let mut done = 0usize;
+    // SAFETY: `buf` is valid for `buf.len()` readable bytes; `done` is a valid out pointer.
+    // SSL_MODE_ENABLE_PARTIAL_WRITE is not set, so a retried write passes the same buffer.
+    let ret = unsafe {
+        ffi::SSL_write_ex(
+            ssl.as_ptr(),
+            buf.as_ptr().cast::<c_void>(),
+            buf.len(),
+            &mut done,
+        )
+    };
+    classify(ssl, ret, done)
+}
+
+pub(crate) fn shutdown(ssl: &mut SslRef) {
+    clear_errors();
+    // SAFETY: `ssl` is live; SSL_shutdown writes at most one alert record to the socket.
+    unsafe { ffi::SSL_shutdown(ssl.as_ptr()) };
+    clear_errors();
+}
+
+pub(crate) fn has_pending(ssl: &SslRef) -> bool {
+    // SAFETY: `ssl` is live; SSL_pending only reads the SSL's record buffers.
+    unsafe { ffi::SSL_pending(ssl.as_ptr()) > 0 }
+}
+
+/// Whether OpenSSL handed the send direction of this connection to the kernel.
+pub fn ktls_send_active(ssl: &SslRef) -> bool {
+    // SAFETY: `ssl` is live; SSL_get_wbio returns its BIO (or null) without transferring
+    // ownership; BIO_ctrl with GET_KTLS_SEND only reads the BIO's flags.
+    unsafe {
+        let bio = ffi::SSL_get_wbio(ssl.as_ptr());
+        !bio.is_null() && ffi::BIO_ctrl(bio, BIO_CTRL_GET_KTLS_SEND, 0, std::ptr::null_mut()) > 0
+    }
+}
+
+/// Whether OpenSSL handed the receive direction of this connection to the kernel.
+pub fn ktls_recv_active(ssl: &SslRef) -> bool {
+    // SAFETY: as for `ktls_send_active`, on the read BIO.
+    unsafe {
+        let bio = ffi::SSL_get_rbio(ssl.as_ptr());
+        !bio.is_null() && ffi::BIO_ctrl(bio, BIO_CTRL_GET_KTLS_RECV, 0, std::ptr::null_mut()) > 0
+    }
+}
+
+/// The ex_data slot of an SSL_CTX that names its ticket key ring.
+fn ring_index() -> Result<Index<SslContext, usize>, ErrorStack> {
+    static INDEX: OnceLock<Result<Index<SslContext, usize>, ErrorStack>> = OnceLock::new();
+    INDEX.get_or_init(SslContext::new_ex_index).clone()
+}
+
+/// Makes `builder` issue and accept session tickets with the keys of ring `ring` (see
+/// [`tickets`]), instead of OpenSSL's random per-process key.
+pub fn set_ticket_keys(builder: &mut SslContextBuilder, ring: usize) -> Result<(), ErrorStack> {
+    builder.set_ex_data(ring_index()?, ring);
+    type TicketCb = unsafe extern "C" fn(
+        *mut ffi::SSL,
+        *mut c_uchar,
+        *mut c_uchar,
+        *mut ffi::EVP_CIPHER_CTX,
+        *mut ffi::HMAC_CTX,
+        c_int,
+    ) -> c_int;
+    let cb: TicketCb = ticket_key_callback;
+    // SAFETY: SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB expects exactly the signature of `TicketCb`
+    // (OpenSSL's `tlsext_ticket_key_cb`); callback_ctrl stores it as a generic fn pointer and
+    // casts it back before calling, so the transmute only erases the type for transport.
+    let ret = unsafe {
+        let generic = std::mem::transmute::<TicketCb, unsafe extern "C" fn()>(cb);
+        ffi::SSL_CTX_callback_ctrl__fixed_rust(
+            builder.as_ptr(),
+            SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB,
+            Some(generic),
+        )
+    };
+    if ret == 1 {
+        Ok(())
+    } else {
+        Err(ErrorStack::get())
+    }
+}
+
+/// OpenSSL's ticket key callback. `enc == 1`: choose the key for a new ticket, fill
+/// `key_name` (16 bytes) and `iv` (16 bytes for AES-256-CBC) and initialise both contexts.
+/// `enc == 0`: find the key named `key_name`; return 0 if unknown (full handshake), 1 if
+/// current, 2 if valid but old (OpenSSL then issues a fresh ticket).
+unsafe extern "C" fn ticket_key_callback(
+    ssl: *mut ffi::SSL,
+    key_name: *mut c_uchar,
+    iv: *mut c_uchar,
+    cipher_ctx: *mut ffi::EVP_CIPHER_CTX,
+    hmac_ctx: *mut ffi::HMAC_CTX,
+    enc: c_int,
+) -> c_int {
+    // SAFETY (whole function): OpenSSL calls this with a live SSL, `key_name` pointing at 16
+    // bytes, `iv` at EVP_MAX_IV_LENGTH (16) bytes, and live cipher and HMAC contexts, all valid
+    // for the duration of the call. No Rust panic can cross this boundary: nothing below panics.
+    let ctx = ffi::SSL_get_SSL_CTX(ssl);
+    if ctx.is_null() {
+        return -1;
+    }
+    let ring = match ring_index() {
+        Ok(index) => SslContextRef::from_ptr(ctx).ex_data(index).copied(),
+        Err(_) => None,
+    };
+    let name = std::slice::from_raw_parts_mut(key_name, tickets::KEY_NAME_LEN);
+    if enc == 1 {
+        let Some(key) = ring.and_then(tickets::current_key) else {
+            return -1;
+        };
+        let iv = std::slice::from_raw_parts_mut(iv, 16);
+        if ffi::RAND_bytes(iv.as_mut_ptr(), 16) != 1 {
+            return -1;
+        }
+        name.copy_from_slice(&key.name);
+        let ok = ffi::EVP_EncryptInit_ex(
+            cipher_ctx,
+            ffi::EVP_aes_256_cbc(),
+            std::ptr::null_mut(),
+            key.aes.as_ptr(),
+            iv.as_ptr(),
+        ) == 1
+            && ffi::HMAC_Init_ex(
+                hmac_ctx,
+                key.hmac.as_ptr().cast(),
+                key.hmac.len() as c_int,
+                ffi::EVP_sha256(),
+                std::ptr::null_mut(),
+            ) == 1;
+        return if ok { 1 } else { -1 };
+    }
+    let mut wanted = [0u8; tickets::KEY_NAME_LEN];
+    wanted.copy_from_slice(name);
+    let Some((key, fresh)) = tickets::find_key(&wanted) else {
+        return 0;
+    };
+    let ok = ffi::HMAC_Init_ex(
+        hmac_ctx,
+        key.hmac.as_ptr().cast(),
+        key.hmac.len() as c_int,
+        ffi::EVP_sha256(),
+        std::ptr::null_mut(),
+    ) == 1
+        && ffi::EVP_DecryptInit_ex(
+            cipher_ctx,
+            ffi::EVP_aes_256_cbc(),
+            std::ptr::null_mut(),
+            key.aes.as_ptr(),
+            iv,
+        ) == 1;
+    match (ok, fresh) {
+        (false, _) => -1,
+        (true, true) => 1,
+        (true, false) => 2,
+    }
+}

@@ -1,0 +1,172 @@
+//! Session ticket keys derived from a configured secret (`tls_tickets secret=... lifetime=N`).
+//!
+//! Keys rotate every `lifetime`: the key of period `p = unix_time / lifetime` is derived from
+//! the secret and `p`, so every process configured with the same secret (and a clock within
+//! one period) issues and accepts the same tickets — several instances resume each other's
+//! sessions. Tickets of the previous period are still accepted, and renewed.
+
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use openssl::error::ErrorStack;
+use openssl::hash::MessageDigest;
+use openssl::pkey::PKey;
+use openssl::sign::Signer;
+
+pub const KEY_NAME_LEN: usize = 16;
+
+/// One period's ticket key: the name sent in the ticket, the AES-256-CBC key, the HMAC-SHA256 key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TicketKey {
+    pub name: [u8; KEY_NAME_LEN],
+    pub aes: [u8; 32],
+    pub hmac: [u8; 32],
+}
+
+impl std::fmt::Debug for TicketKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print key material.
+        write!(f, "TicketKey({:02x?})", &self.name[..4])
+    }
+}
+
+struct Ring {
+    secret: Vec<u8>,
+    period_secs: u64,
+    /// The keys of the last period asked for, and of the one before it.
+    cached: Mutex<Option<(u64, TicketKey, TicketKey)>>,
+}
+
+static RINGS: RwLock<Vec<Ring>> = RwLock::new(Vec::new());
+
+/// Registers a key ring and returns its id (for [`crate::ossl::set_ticket_keys`]). Without a
+/// secret the ring gets a random one, so only this process accepts its tickets.
+pub fn register(secret: Option<&[u8]>, lifetime: Duration) -> Result<usize, ErrorStack> {
+    let secret = match secret {
+        Some(s) => s.to_vec(),
+        None => {
+            let mut random = vec![0u8; 32];
+            openssl::rand::rand_bytes(&mut random)?;
+            random
+        }
+    };
+    let ring = Ring {
+        secret,
+        period_secs: lifetime.as_secs().max(1),
+        cached: Mutex::new(None),
+    };
+    let mut rings = RINGS.write().unwrap_or_else(|e| e.into_inner());
+    rings.push(ring);
+    Ok(rings.len() - 1)
+}
+
+/// Derives the key of `period` from `secret`.
+pub fn derive_key(secret: &[u8], period: u64) -> Result<TicketKey, ErrorStack> {
+    let pkey = PKey::hmac(secret)?;
+    let part = |label: &[u8]| -> Result<[u8; 32], ErrorStack> {
+        let mut signer = Signer::new(MessageDigest::sha256(), &pkey)?;
+        signer.update(b"ktls-proxy session ticket ")?;
+        signer.update(label)?;
+        signer.update(&period.to_be_bytes())?;
+        let mut out = [0u8; 32];
+        signer.sign(&mut out)?;
+        Ok(out)
+    };
+    let name_full = part(b"name")?;
+    let mut name = [0u8; KEY_NAME_LEN];
+    name.copy_from_slice(&name_full[..KEY_NAME_LEN]);
+    Ok(TicketKey {
+        name,
+        aes: part(b"aes")?,
+        hmac: part(b"hmac")?,
+    })
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// (current, previous) keys of `ring` at `now`.
+fn keys_at(ring: &Ring, now: u64) -> Option<(TicketKey, TicketKey)> {
+    let period = now / ring.period_secs;
+    let mut cached = ring.cached.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((p, current, previous)) = cached.as_ref() {
+        if *p == period {
+            return Some((current.clone(), previous.clone()));
+        }
+    }
+    let current = derive_key(&ring.secret, period).ok()?;
+    let previous = derive_key(&ring.secret, period.saturating_sub(1)).ok()?;
+    *cached = Some((period, current.clone(), previous.clone()));
+    Some((current, previous))
+}
+
+/// The key new tickets of ring `ring` are issued with.
+pub fn current_key(ring: usize) -> Option<TicketKey> {
+    let rings = RINGS.read().unwrap_or_else(|e| e.into_inner());
+    keys_at(rings.get(ring)?, now_secs()).map(|(current, _)| current)
+}
+
+/// Finds the key named `name` in any ring (a client may resume under another vhost's
+/// context before SNI has switched it). Returns the key and whether it is current.
+pub fn find_key(name: &[u8; KEY_NAME_LEN]) -> Option<(TicketKey, bool)> {
+    let rings = RINGS.read().unwrap_or_else(|e| e.into_inner());
+    let now = now_secs();
+    rings.iter().find_map(|ring| {
+        let (current, previous) = keys_at(ring, now)?;
+        if &current.name == name {
+            Some((current, true))
+        } else if &previous.name == name {
+            Some((previous, false))
+        } else {
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_secret_same_keys_and_periods_differ() {
+        let a = derive_key(b"f00)9eR59*_/22", 7).expect("derive");
+        let b = derive_key(b"f00)9eR59*_/22", 7).expect("derive");
+        let c = derive_key(b"f00)9eR59*_/22", 8).expect("derive");
+        let d = derive_key(b"another secret", 7).expect("derive");
+        assert_eq!(a, b);
+        assert_ne!(a.name, c.name);
+        assert_ne!(a.aes, c.aes);
+        assert_ne!(a.name, d.name);
+        assert_ne!(a.aes, a.hmac);
+    }
+
+    #[test]
+    fn registered_rings_find_current_and_previous() {
+        let ring =
+            register(Some(b"ring test secret"), Duration::from_secs(3600)).expect("register");
+        let current = current_key(ring).expect("current key");
+        assert_eq!(find_key(&current.name).map(|(_, fresh)| fresh), Some(true));
+        let period = now_secs() / 3600;
+        let previous = derive_key(b"ring test secret", period - 1).expect("derive");
+        assert_eq!(
+            find_key(&previous.name).map(|(_, fresh)| fresh),
+            Some(false)
+        );
+        let stale = derive_key(b"ring test secret", period - 2).expect("derive");
+        assert!(find_key(&stale.name).is_none());
+    }
+
+    #[test]
+    fn random_rings_differ() {
+        let a = register(None, Duration::from_secs(60)).expect("register");
+        let b = register(None, Duration::from_secs(60)).expect("register");
+        assert_ne!(
+            current_key(a).map(|k| k.name),
+            current_key(b).map(|k| k.name)
+        );
+    }
+}
