@@ -6,10 +6,10 @@ use std::os::fd::RawFd;
 use std::os::raw::{c_int, c_uchar, c_void};
 use std::sync::OnceLock;
 
+use foreign_types::ForeignTypeRef;
 use openssl::error::ErrorStack;
 use openssl::ex_data::Index;
 use openssl::ssl::{SslContext, SslContextBuilder, SslContextRef, SslMode, SslOptions, SslRef};
-use foreign_types::ForeignTypeRef;
 use openssl_sys as ffi;
 
 use crate::session::TlsError;
@@ -26,6 +26,11 @@ const SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB: c_int = 72;
 extern "C" {
     // Not declared by openssl-sys; part of libssl's stable ABI since 0.9.
     fn SSL_set_fd(ssl: *mut ffi::SSL, fd: c_int) -> c_int;
+    // Not declared by openssl-sys either; a plain setter on the SSL_CTX.
+    fn SSL_CTX_set_timeout(
+        ctx: *mut ffi::SSL_CTX,
+        secs: std::os::raw::c_long,
+    ) -> std::os::raw::c_long;
 }
 
 /// Sets what every server and client context of this project needs for kTLS: the kTLS
@@ -270,5 +275,14 @@ unsafe extern "C" fn ticket_key_callback(
         (false, _) => -1,
         (true, true) => 1,
         (true, false) => 2,
+    }
+}
+
+/// Sets how long sessions (and so tickets) stay valid, in seconds (`SSL_CTX_set_timeout`):
+/// the ticket lifetime hint clients see.
+pub fn set_session_timeout(builder: &mut SslContextBuilder, secs: u32) {
+    // SAFETY: `builder` owns a live SSL_CTX; SSL_CTX_set_timeout only stores a number.
+    unsafe {
+        SSL_CTX_set_timeout(builder.as_ptr(), std::os::raw::c_long::from(secs));
     }
 }

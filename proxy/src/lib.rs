@@ -1,0 +1,36 @@
+//! The `proxy` binary's library: a TLS-terminating reverse proxy in the style of Tempesta FW.
+//!
+//! One process validates the configuration, builds the TLS contexts and binds every
+//! listener, then runs one mio event loop per worker thread ([`worker`]); `worker_processes`
+//! runs several such processes ([`process`]).
+
+pub mod access_log;
+pub mod buf;
+pub mod date;
+pub mod log;
+pub mod metrics;
+pub mod outbox;
+pub mod process;
+pub mod router;
+pub mod runtime;
+pub mod server;
+pub mod stats;
+pub mod timers;
+pub mod tls_setup;
+pub mod transport;
+pub mod worker;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use runtime::Runtime;
+
+/// Loads, validates and prepares a configuration. Warnings are logged; the error is the
+/// whole report (every error found), ready to print.
+pub fn load(path: &Path) -> Result<Arc<Runtime>, String> {
+    let loaded = config::load_path(path).map_err(|d| d.to_string())?;
+    for w in &loaded.warnings {
+        warn!("{w}");
+    }
+    Runtime::build(loaded.config).map_err(|e| e.to_string())
+}

@@ -1,0 +1,224 @@
+//! Process counters and their Prometheus names. Every metric name lives in this module.
+//!
+//! Counters are relaxed atomics: each is an independent tally, read only for reporting.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// How a TLS connection's records are handled after the handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsPath {
+    /// Both directions encrypted by the kernel; no user-space TLS state left.
+    KtlsBoth,
+    /// The kernel encrypts what the proxy sends; OpenSSL decrypts what it receives.
+    KtlsSendOnly,
+    UserSpace,
+}
+
+#[derive(Default)]
+pub struct WorkerMetrics {
+    pub connections_accepted: AtomicU64,
+    pub connections_open: AtomicU64,
+    pub requests: AtomicU64,
+}
+
+/// The counters of one process.
+#[derive(Default)]
+pub struct Metrics {
+    pub handshakes_full: AtomicU64,
+    pub handshakes_resumed: AtomicU64,
+    pub handshakes_failed: AtomicU64,
+    pub tls_path_ktls_both: AtomicU64,
+    pub tls_path_ktls_send: AtomicU64,
+    pub tls_path_user: AtomicU64,
+    /// kTLS setup failures by reason label (bounded: the reasons of `ktls::offload`).
+    pub ktls_fallbacks: std::sync::Mutex<Vec<(&'static str, u64)>>,
+    pub responses_1xx: AtomicU64,
+    pub responses_2xx: AtomicU64,
+    pub responses_3xx: AtomicU64,
+    pub responses_4xx: AtomicU64,
+    pub responses_5xx: AtomicU64,
+    pub upstream_connect_errors: AtomicU64,
+    pub upstream_timeouts: AtomicU64,
+    pub upstream_retries: AtomicU64,
+    pub upstream_errors: AtomicU64,
+    pub parse_errors: AtomicU64,
+    pub panics: AtomicU64,
+    pub workers: Vec<WorkerMetrics>,
+}
+
+impl Metrics {
+    pub fn new(workers: usize) -> Arc<Metrics> {
+        Arc::new(Metrics {
+            workers: (0..workers).map(|_| WorkerMetrics::default()).collect(),
+            ..Metrics::default()
+        })
+    }
+
+    pub fn count_status(&self, status: u16) {
+        let counter = match status {
+            100..=199 => &self.responses_1xx,
+            200..=299 => &self.responses_2xx,
+            300..=399 => &self.responses_3xx,
+            400..=499 => &self.responses_4xx,
+            _ => &self.responses_5xx,
+        };
+        bump(counter);
+    }
+
+    pub fn count_tls_path(&self, path: TlsPath) {
+        bump(match path {
+            TlsPath::KtlsBoth => &self.tls_path_ktls_both,
+            TlsPath::KtlsSendOnly => &self.tls_path_ktls_send,
+            TlsPath::UserSpace => &self.tls_path_user,
+        });
+    }
+
+    pub fn count_ktls_fallback(&self, reason: &'static str) {
+        let mut reasons = self
+            .ktls_fallbacks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match reasons.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => reasons.push((reason, 1)),
+        }
+    }
+
+    /// The Prometheus text exposition of every counter.
+    pub fn render(&self, cache: Option<&str>) -> String {
+        let mut out = String::with_capacity(4096);
+        let mut counter = |name: &str, help: &str, samples: &[(&str, u64)]| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (labels, value) in samples {
+                let _ = writeln!(out, "{name}{labels} {value}");
+            }
+        };
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        counter(
+            "ktls_proxy_tls_handshakes_total",
+            "TLS handshakes by outcome.",
+            &[
+                ("{result=\"full\"}", get(&self.handshakes_full)),
+                ("{result=\"resumed\"}", get(&self.handshakes_resumed)),
+                ("{result=\"failed\"}", get(&self.handshakes_failed)),
+            ],
+        );
+        counter(
+            "ktls_proxy_tls_connections_total",
+            "TLS connections by record path after the handshake.",
+            &[
+                ("{path=\"ktls_both\"}", get(&self.tls_path_ktls_both)),
+                ("{path=\"ktls_send_only\"}", get(&self.tls_path_ktls_send)),
+                ("{path=\"userspace\"}", get(&self.tls_path_user)),
+            ],
+        );
+        let fallbacks = self
+            .ktls_fallbacks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let labels: Vec<(String, u64)> = fallbacks
+            .iter()
+            .map(|(r, n)| (format!("{{reason=\"{r}\"}}"), *n))
+            .collect();
+        let label_refs: Vec<(&str, u64)> = labels.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+        counter(
+            "ktls_proxy_ktls_fallbacks_total",
+            "Connections that could not use kTLS, by reason.",
+            &label_refs,
+        );
+        counter(
+            "ktls_proxy_responses_total",
+            "Responses sent to clients by status class.",
+            &[
+                ("{class=\"1xx\"}", get(&self.responses_1xx)),
+                ("{class=\"2xx\"}", get(&self.responses_2xx)),
+                ("{class=\"3xx\"}", get(&self.responses_3xx)),
+                ("{class=\"4xx\"}", get(&self.responses_4xx)),
+                ("{class=\"5xx\"}", get(&self.responses_5xx)),
+            ],
+        );
+        counter(
+            "ktls_proxy_upstream_errors_total",
+            "Upstream failures by kind.",
+            &[
+                ("{kind=\"connect\"}", get(&self.upstream_connect_errors)),
+                ("{kind=\"timeout\"}", get(&self.upstream_timeouts)),
+                ("{kind=\"retried\"}", get(&self.upstream_retries)),
+                ("{kind=\"response\"}", get(&self.upstream_errors)),
+            ],
+        );
+        counter(
+            "ktls_proxy_parse_errors_total",
+            "Malformed client requests refused.",
+            &[("", get(&self.parse_errors))],
+        );
+        counter(
+            "ktls_proxy_panics_total",
+            "Connections closed after a panic while serving them.",
+            &[("", get(&self.panics))],
+        );
+        let per_worker = |f: fn(&WorkerMetrics) -> &AtomicU64| -> Vec<(String, u64)> {
+            self.workers
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (format!("{{worker=\"{i}\"}}"), get(f(w))))
+                .collect()
+        };
+        for (name, help, samples) in [
+            (
+                "ktls_proxy_connections_accepted_total",
+                "Client connections accepted.",
+                per_worker(|w| &w.connections_accepted),
+            ),
+            (
+                "ktls_proxy_requests_total",
+                "Client requests received.",
+                per_worker(|w| &w.requests),
+            ),
+        ] {
+            let refs: Vec<(&str, u64)> = samples.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+            counter(name, help, &refs);
+        }
+        let _ = writeln!(out, "# HELP ktls_proxy_connections_open Client connections open now.\n# TYPE ktls_proxy_connections_open gauge");
+        for (i, w) in self.workers.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "ktls_proxy_connections_open{{worker=\"{i}\"}} {}",
+                get(&w.connections_open)
+            );
+        }
+        if let Some(cache) = cache {
+            out.push_str(cache);
+        }
+        out
+    }
+}
+
+pub fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_with_labels() {
+        let m = Metrics::new(2);
+        m.count_status(204);
+        m.count_status(502);
+        m.count_tls_path(TlsPath::UserSpace);
+        m.count_ktls_fallback("no_kernel_support");
+        m.count_ktls_fallback("no_kernel_support");
+        bump(&m.workers[1].requests);
+        let text = m.render(None);
+        assert!(text.contains("ktls_proxy_responses_total{class=\"2xx\"} 1"));
+        assert!(text.contains("ktls_proxy_responses_total{class=\"5xx\"} 1"));
+        assert!(text.contains("ktls_proxy_tls_connections_total{path=\"userspace\"} 1"));
+        assert!(text.contains("ktls_proxy_ktls_fallbacks_total{reason=\"no_kernel_support\"} 2"));
+        assert!(text.contains("ktls_proxy_requests_total{worker=\"1\"} 1"));
+    }
+}

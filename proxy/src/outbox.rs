@@ -1,0 +1,147 @@
+//! What a connection still has to send, in order: bytes it produced (heads, relayed bodies)
+//! and shared bodies it did not copy (cache hits).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Above this many queued bytes a connection stops pulling more from its source.
+pub const HIGH_WATER: usize = 256 * 1024;
+
+enum Segment {
+    Owned(Vec<u8>),
+    Shared(Arc<[u8]>),
+}
+
+impl Segment {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Segment::Owned(v) => v,
+            Segment::Shared(s) => s,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Outbox {
+    segments: VecDeque<Segment>,
+    /// Bytes of the first segment already sent.
+    sent: usize,
+    queued: usize,
+}
+
+impl Outbox {
+    pub fn is_empty(&self) -> bool {
+        self.queued == 0
+    }
+
+    pub fn len(&self) -> usize {
+        self.queued
+    }
+
+    pub fn has_room(&self) -> bool {
+        self.queued < HIGH_WATER
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.queued += bytes.len();
+        if let Some(Segment::Owned(last)) = self.segments.back_mut() {
+            if last.len() + bytes.len() <= 64 * 1024 {
+                last.extend_from_slice(bytes);
+                return;
+            }
+        }
+        self.segments.push_back(Segment::Owned(bytes.to_vec()));
+    }
+
+    pub fn push_shared(&mut self, bytes: Arc<[u8]>) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.queued += bytes.len();
+        self.segments.push_back(Segment::Shared(bytes));
+    }
+
+    /// The next unsent bytes (part of one segment).
+    pub fn front(&self) -> &[u8] {
+        self.segments
+            .front()
+            .map(|s| &s.bytes()[self.sent..])
+            .unwrap_or(&[])
+    }
+
+    /// Up to `max` unsent slices, for writev.
+    pub fn slices(&self, max: usize) -> Vec<std::io::IoSlice<'_>> {
+        let mut out = Vec::with_capacity(max.min(self.segments.len()));
+        for (i, s) in self.segments.iter().take(max).enumerate() {
+            let b = if i == 0 {
+                &s.bytes()[self.sent..]
+            } else {
+                s.bytes()
+            };
+            out.push(std::io::IoSlice::new(b));
+        }
+        out
+    }
+
+    /// Marks `n` bytes sent.
+    pub fn advance(&mut self, mut n: usize) {
+        self.queued = self.queued.saturating_sub(n);
+        while n > 0 {
+            let Some(front) = self.segments.front() else {
+                break;
+            };
+            let left = front.bytes().len() - self.sent;
+            if n < left {
+                self.sent += n;
+                return;
+            }
+            n -= left;
+            self.sent = 0;
+            self.segments.pop_front();
+        }
+        if self.segments.is_empty() {
+            self.sent = 0;
+        }
+    }
+
+    /// Drops everything queued (the connection is closing).
+    pub fn clear(&mut self) {
+        self.segments.clear();
+        self.sent = 0;
+        self.queued = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_order_across_owned_and_shared() {
+        let mut o = Outbox::default();
+        o.push(b"head;");
+        o.push_shared(Arc::from(&b"body;"[..]));
+        o.push(b"next");
+        let mut out = Vec::new();
+        while !o.is_empty() {
+            let chunk = o.front().iter().take(3).copied().collect::<Vec<u8>>();
+            out.extend_from_slice(&chunk);
+            o.advance(chunk.len());
+        }
+        assert_eq!(out, b"head;body;next");
+        assert_eq!(o.len(), 0);
+    }
+
+    #[test]
+    fn slices_start_at_the_sent_offset() {
+        let mut o = Outbox::default();
+        o.push(b"abc");
+        o.push_shared(Arc::from(&b"def"[..]));
+        o.advance(2);
+        let s: Vec<u8> = o.slices(8).iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(s, b"cdef");
+    }
+}

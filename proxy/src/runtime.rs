@@ -1,0 +1,248 @@
+//! The configuration snapshot workers serve with: the validated `Config` plus everything
+//! derived from it once (TLS contexts, the compiled HTTP table, header edits, limits).
+//! SIGHUP builds a new one and swaps it in; connections keep the one they started with.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use config::{Config, HeaderOp, HeaderRule, Scheduler, UrlMatchOp};
+use http1::HeaderEdits;
+
+use crate::router::Router;
+use crate::tls_setup::{self, TlsContexts, TlsSetupError};
+
+pub struct Runtime {
+    pub config: Config,
+    pub tls: Option<TlsContexts>,
+    pub router: Router,
+    /// Index 0 is the default vhost, then `config.vhosts` in order.
+    pub vhosts: Vec<VhostRt>,
+    pub groups: Vec<GroupRt>,
+    pub limits: http1::Limits,
+    pub ktls_mode: ktls::offload::KtlsMode,
+}
+
+pub struct VhostRt {
+    pub name: String,
+    /// Server group index (and backup group index).
+    pub proxy_pass: Option<(usize, Option<usize>)>,
+    pub locations: Vec<LocationRt>,
+    pub via: Option<Vec<u8>>,
+    pub request_edits: HeaderEdits,
+    pub response_edits: HeaderEdits,
+}
+
+pub struct LocationRt {
+    pub op: UrlMatchOp,
+    pub pattern: Vec<u8>,
+    pub proxy_pass: Option<(usize, Option<usize>)>,
+    pub request_edits: HeaderEdits,
+    pub response_edits: HeaderEdits,
+}
+
+pub struct GroupRt {
+    pub name: String,
+    pub servers: Vec<ServerRt>,
+    pub hash: bool,
+    pub forward_timeout: Duration,
+    pub forward_retries: u32,
+    pub connect_retries: u32,
+    pub queue_size: usize,
+}
+
+pub struct ServerRt {
+    pub addr: SocketAddr,
+    pub weight: u32,
+    pub conns_n: usize,
+    pub backup: bool,
+}
+
+#[derive(Debug)]
+pub enum RuntimeError {
+    Tls(Vec<TlsSetupError>),
+    Regex(regex::Error),
+    Header {
+        vhost: String,
+        name: String,
+        reason: String,
+    },
+}
+
+impl fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuntimeError::Tls(errors) => {
+                for (i, e) in errors.iter().enumerate() {
+                    if i > 0 {
+                        writeln!(f)?;
+                    }
+                    write!(f, "error: {e}")?;
+                }
+                Ok(())
+            }
+            RuntimeError::Regex(e) => write!(f, "error: http_chain regular expression: {e}"),
+            RuntimeError::Header {
+                vhost,
+                name,
+                reason,
+            } => {
+                write!(
+                    f,
+                    "error: vhost `{vhost}`: header `{name}` cannot be set or added: {reason}"
+                )
+            }
+        }
+    }
+}
+
+impl Runtime {
+    /// Derives everything workers need from a validated configuration: loads and checks
+    /// certificates, compiles rules. Binds nothing.
+    pub fn build(config: Config) -> Result<Arc<Runtime>, RuntimeError> {
+        let tls = tls_setup::build(&config).map_err(RuntimeError::Tls)?;
+        let needs_tls = config.effective_listeners().iter().any(|l| l.is_tls());
+        if needs_tls && tls.is_none() {
+            return Err(RuntimeError::Tls(vec![TlsSetupError::NoCertificate]));
+        }
+        let router = Router::new(&config).map_err(RuntimeError::Regex)?;
+        let group_index = |name: &str| config.server_groups.iter().position(|g| g.name == name);
+        let pass = |p: &Option<config::ProxyPass>| {
+            p.as_ref().and_then(|p| {
+                group_index(&p.group).map(|g| (g, p.backup.as_deref().and_then(group_index)))
+            })
+        };
+        let mut vhosts = Vec::with_capacity(config.vhosts.len() + 1);
+        for v in std::iter::once(&config.default_vhost).chain(config.vhosts.iter()) {
+            let edits = |rules: &[HeaderRule]| header_edits(&v.name, rules);
+            let mut locations = Vec::with_capacity(v.locations.len());
+            for l in &v.locations {
+                locations.push(LocationRt {
+                    op: l.op,
+                    pattern: l.pattern.as_bytes().to_vec(),
+                    proxy_pass: pass(&l.proxy_pass).or(pass(&v.proxy_pass)),
+                    request_edits: edits(if l.headers.request.is_empty() {
+                        &v.headers.request
+                    } else {
+                        &l.headers.request
+                    })?,
+                    response_edits: edits(if l.headers.response.is_empty() {
+                        &v.headers.response
+                    } else {
+                        &l.headers.response
+                    })?,
+                });
+            }
+            vhosts.push(VhostRt {
+                name: v.name.clone(),
+                proxy_pass: pass(&v.proxy_pass),
+                locations,
+                via: v.hdr_via.as_ref().map(|t| t.as_bytes().to_vec()),
+                request_edits: edits(&v.headers.request)?,
+                response_edits: edits(&v.headers.response)?,
+            });
+        }
+        let groups = config
+            .server_groups
+            .iter()
+            .map(|g| GroupRt {
+                name: g.name.clone(),
+                servers: g
+                    .servers
+                    .iter()
+                    .map(|s| ServerRt {
+                        addr: s.addr,
+                        weight: s.weight.max(1),
+                        conns_n: s.conns_n.max(1) as usize,
+                        backup: s.backup,
+                    })
+                    .collect(),
+                hash: matches!(g.sched, Scheduler::Hash),
+                forward_timeout: g.forward_timeout,
+                forward_retries: g.forward_retries,
+                connect_retries: g.connect_retries,
+                queue_size: g.queue_size as usize,
+            })
+            .collect();
+        let limits = limits(&config);
+        let ktls_mode = match config.tls.ktls {
+            config::KtlsMode::Auto => ktls::offload::KtlsMode::Auto,
+            config::KtlsMode::On => ktls::offload::KtlsMode::On,
+            config::KtlsMode::Off => ktls::offload::KtlsMode::Off,
+        };
+        Ok(Arc::new(Runtime {
+            config,
+            tls,
+            router,
+            vhosts,
+            groups,
+            limits,
+            ktls_mode,
+        }))
+    }
+}
+
+fn header_edits(vhost: &str, rules: &[HeaderRule]) -> Result<HeaderEdits, RuntimeError> {
+    let mut edits = HeaderEdits::new();
+    for rule in rules {
+        let value = rule.value.as_deref().unwrap_or("").as_bytes();
+        let result = match rule.op {
+            HeaderOp::Set => edits.set(rule.name.as_bytes(), value).map(|_| ()),
+            HeaderOp::Add => edits.add(rule.name.as_bytes(), value).map(|_| ()),
+        };
+        result.map_err(|e| RuntimeError::Header {
+            vhost: vhost.to_string(),
+            name: rule.name.clone(),
+            reason: e.to_string(),
+        })?;
+    }
+    Ok(edits)
+}
+
+/// Parser limits from the configuration's frang limits and byte ranges.
+fn limits(config: &Config) -> http1::Limits {
+    let mut l = http1::Limits::default();
+    if let Some(n) = config.frang.http_header_cnt {
+        l.max_headers = n as usize;
+    }
+    if let Some(n) = config.frang.http_hdr_len {
+        l.max_field_bytes = n as usize;
+    }
+    if let Some(n) = config.default_vhost.frang.http_uri_len {
+        l.max_uri_bytes = n as usize;
+    }
+    l.max_body_bytes = config.default_vhost.frang.http_body_len;
+    let to_set = |s: &config::ByteSet| {
+        let mut set = http1::ByteSet::new();
+        for b in 0..=255u8 {
+            if s.contains(b) {
+                set.insert(b);
+            }
+        }
+        set
+    };
+    l.uri_bytes = config.byte_ranges.uri.as_ref().map(to_set);
+    l.header_value_bytes = config.byte_ranges.ctext_vchar.as_ref().map(to_set);
+    l
+}
+
+impl VhostRt {
+    /// The location serving `uri`, if any matches (first match in file order).
+    pub fn location(&self, uri: &[u8]) -> Option<&LocationRt> {
+        self.locations.iter().find(|l| match l.op {
+            UrlMatchOp::Any => true,
+            UrlMatchOp::Eq => uri.eq_ignore_ascii_case(&l.pattern),
+            UrlMatchOp::Prefix => {
+                uri.len() >= l.pattern.len()
+                    && uri[..l.pattern.len()].eq_ignore_ascii_case(&l.pattern)
+            }
+            UrlMatchOp::Suffix => {
+                uri.len() >= l.pattern.len()
+                    && uri[uri.len() - l.pattern.len()..].eq_ignore_ascii_case(&l.pattern)
+            }
+            // Regex locations are matched by the rules engine; not used for routing here.
+            UrlMatchOp::Regex => false,
+        })
+    }
+}

@@ -1,0 +1,193 @@
+//! One serving process: bind every listener (once per worker thread, SO_REUSEPORT), start the
+//! workers, then wait for signals: SIGHUP reloads, SIGTERM/SIGQUIT/SIGINT stop gracefully.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use mio::Waker;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::iterator::Signals;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::metrics::Metrics;
+use crate::runtime::Runtime;
+use crate::worker::{Shared, Worker, WorkerListener};
+
+/// Pending connections per listening socket.
+const BACKLOG: i32 = 4096;
+
+#[derive(Debug)]
+pub enum ServeError {
+    Bind {
+        addr: SocketAddr,
+        reason: std::io::Error,
+    },
+    Setup(String),
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Bind { addr, reason } => write!(
+                f,
+                "cannot listen on {addr}: {reason} (is another server using the port? ports below 1024 need root)"
+            ),
+            ServeError::Setup(reason) => f.write_str(reason),
+        }
+    }
+}
+
+/// A socket bound to `addr` that other sockets may share (SO_REUSEPORT).
+pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
+    let err = |reason| ServeError::Bind { addr, reason };
+    let socket =
+        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
+    socket.set_reuse_address(true).map_err(err)?;
+    socket.set_reuse_port(true).map_err(err)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true).map_err(err)?;
+    }
+    socket.set_nonblocking(true).map_err(err)?;
+    socket.bind(&addr.into()).map_err(err)?;
+    socket.listen(BACKLOG).map_err(err)?;
+    Ok(socket.into())
+}
+
+/// Serves until stopped. `config_path` is re-read on SIGHUP.
+pub fn serve(config_path: &Path, runtime: Arc<Runtime>) -> Result<(), ServeError> {
+    let threads = runtime
+        .config
+        .worker_threads
+        .map(|n| n as usize)
+        .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let listeners = runtime.config.effective_listeners();
+    // Bind everything before serving anything: a port in use fails the start, not a worker.
+    let mut per_worker: Vec<Vec<WorkerListener>> = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let mut set = Vec::with_capacity(listeners.len());
+        for l in &listeners {
+            let std_listener = bind(l.addr)?;
+            set.push(WorkerListener {
+                socket: mio::net::TcpListener::from_std(std_listener),
+                addr: l.addr,
+                tls: l.is_tls(),
+            });
+        }
+        per_worker.push(set);
+    }
+    for l in &listeners {
+        let proto = if l.is_tls() {
+            "https (TLS 1.2/1.3, ALPN http/1.1)"
+        } else {
+            "http"
+        };
+        crate::info!("listening on {} {proto}", l.addr);
+    }
+    announce_ktls(&runtime)?;
+    let metrics = Metrics::new(threads);
+    let shared = Arc::new(Shared::new(runtime.clone(), metrics.clone()));
+    if let Some(addr) = runtime.config.stats_listen {
+        crate::stats::start(addr, metrics.clone())?;
+        crate::info!("statistics on http://{addr}/metrics");
+    }
+    let mut wakers: Vec<Arc<Waker>> = Vec::with_capacity(threads);
+    let mut handles = Vec::with_capacity(threads);
+    for (id, set) in per_worker.into_iter().enumerate() {
+        let (worker, waker) = Worker::new(id, set, shared.clone())
+            .map_err(|e| ServeError::Setup(format!("worker {id}: {e}")))?;
+        wakers.push(waker);
+        let handle = thread::Builder::new()
+            .name(format!("worker-{id}"))
+            .spawn(move || worker.run())
+            .map_err(|e| ServeError::Setup(format!("cannot start worker thread: {e}")))?;
+        handles.push(handle);
+    }
+    crate::info!(
+        "serving with {threads} worker thread(s), pid {}",
+        std::process::id()
+    );
+    wait_for_signals(config_path, &shared, &wakers)?;
+    for waker in &wakers {
+        let _ = waker.wake();
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    crate::info!("stopped");
+    Ok(())
+}
+
+fn announce_ktls(runtime: &Runtime) -> Result<(), ServeError> {
+    use ktls::offload::KtlsMode;
+    if runtime.tls.is_none() {
+        return Ok(());
+    }
+    let support = ktls::kernel::kernel_support();
+    match (runtime.ktls_mode, support.is_available()) {
+        (KtlsMode::Off, _) => crate::info!("kTLS: off (tls_ktls off): TLS records in user space"),
+        (KtlsMode::On, false) => {
+            return Err(ServeError::Setup(format!(
+                "tls_ktls on, but the kernel cannot do kTLS: {} (load the `tls` module or set tls_ktls auto)",
+                support.describe()
+            )))
+        }
+        (_, true) => crate::info!("kTLS: available: records handed to the kernel after each handshake"),
+        (KtlsMode::Auto, false) => {
+            crate::info!("kTLS: unavailable ({}): every connection uses user-space TLS", support.describe())
+        }
+    }
+    Ok(())
+}
+
+fn wait_for_signals(
+    config_path: &Path,
+    shared: &Arc<Shared>,
+    wakers: &[Arc<Waker>],
+) -> Result<(), ServeError> {
+    let mut signals = Signals::new([SIGHUP, SIGTERM, SIGQUIT, SIGINT])
+        .map_err(|e| ServeError::Setup(format!("cannot install signal handlers: {e}")))?;
+    for signal in signals.forever() {
+        match signal {
+            SIGHUP => reload(config_path, shared),
+            _ => {
+                crate::info!(
+                    "signal {signal}: stopping (finishing requests in flight, at most 10 s)"
+                );
+                shared.begin_stop();
+                for waker in wakers {
+                    let _ = waker.wake();
+                }
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Loads the configuration again; a bad file is logged and the old one stays in force.
+fn reload(config_path: &Path, shared: &Shared) {
+    let path: PathBuf = config_path.to_path_buf();
+    match crate::load(&path) {
+        Ok(runtime) => {
+            let old = shared.runtime();
+            if old.config.effective_listeners() != runtime.config.effective_listeners() {
+                crate::warn!("reload: listeners changed; they take effect only after a restart");
+            }
+            shared.replace_runtime(runtime);
+            crate::info!("reloaded {}", path.display());
+        }
+        Err(report) => {
+            crate::error!(
+                "reload of {} failed; still serving the previous configuration:\n{report}",
+                path.display()
+            );
+        }
+    }
+}
+
+/// How long to wait for children to stop before killing them.
+pub const CHILD_STOP_TIMEOUT: Duration = Duration::from_secs(15);

@@ -1,0 +1,41 @@
+//! The `stats_listen ADDR;` extension: Prometheus text metrics over plain HTTP, served by one
+//! small thread with blocking sockets (a scrape is rare; it must not touch the workers).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crate::metrics::Metrics;
+use crate::server::ServeError;
+
+pub fn start(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<(), ServeError> {
+    let listener = crate::server::bind(addr)?;
+    listener
+        .set_nonblocking(false)
+        .map_err(|reason| ServeError::Bind { addr, reason })?;
+    let listener: TcpListener = listener;
+    thread::Builder::new()
+        .name("stats".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let mut stream = stream;
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+                let mut req = [0u8; 1024];
+                let n = stream.read(&mut req).unwrap_or(0);
+                let wanted = req[..n].starts_with(b"GET /metrics") || req[..n].starts_with(b"GET / ");
+                let (status, body) =
+                    if wanted { ("200 OK", metrics.render(None)) } else { ("404 Not Found", "not found\n".to_string()) };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(body.as_bytes());
+            }
+        })
+        .map_err(|e| ServeError::Setup(format!("cannot start the stats thread: {e}")))?;
+    Ok(())
+}

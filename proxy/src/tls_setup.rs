@@ -1,0 +1,247 @@
+//! OpenSSL server contexts built from the configuration: one per vhost with certificates,
+//! SNI choosing among them, ALPN, session tickets, and the kTLS options.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use config::{Config, Vhost};
+use openssl::error::ErrorStack;
+use openssl::ssl::{
+    AlpnError, NameType, SniError, SslAlert, SslContext, SslContextBuilder, SslMethod, SslOptions,
+    SslVersion,
+};
+
+/// TLS 1.2 suites offered: forward-secret AEAD only, ECDSA first (the reference certificate is
+/// ECDSA P-256). TLS 1.3 keeps OpenSSL's default suites.
+const TLS12_CIPHERS: &str = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:\
+ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384:\
+ECDHE-RSA-CHACHA20-POLY1305";
+const GROUPS: &str = "X25519:P-256:P-384";
+
+#[derive(Debug)]
+pub enum TlsSetupError {
+    Certificate {
+        vhost: String,
+        path: PathBuf,
+        reason: String,
+    },
+    Key {
+        vhost: String,
+        path: PathBuf,
+        reason: String,
+    },
+    KeyMismatch {
+        vhost: String,
+        certificate: PathBuf,
+        key: PathBuf,
+    },
+    OpenSsl {
+        vhost: String,
+        reason: String,
+    },
+    /// A TLS listener exists but no vhost has a certificate.
+    NoCertificate,
+}
+
+impl fmt::Display for TlsSetupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsSetupError::Certificate { vhost, path, reason } => write!(
+                f,
+                "vhost `{vhost}`: cannot load certificate {}: {reason} (check tls_certificate: the path is relative to the config file's directory)",
+                path.display()
+            ),
+            TlsSetupError::Key { vhost, path, reason } => {
+                write!(f, "vhost `{vhost}`: cannot load private key {}: {reason} (check tls_certificate_key)", path.display())
+            }
+            TlsSetupError::KeyMismatch { vhost, certificate, key } => write!(
+                f,
+                "vhost `{vhost}`: private key {} does not match certificate {}",
+                key.display(),
+                certificate.display()
+            ),
+            TlsSetupError::OpenSsl { vhost, reason } => write!(f, "vhost `{vhost}`: OpenSSL refused the TLS settings: {reason}"),
+            TlsSetupError::NoCertificate => f.write_str(
+                "a `listen ... proto=https` listener needs a certificate: add tls_certificate and tls_certificate_key at top level or in a vhost",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TlsSetupError {}
+
+/// The contexts a TLS listener accepts with.
+pub struct TlsContexts {
+    /// The context every handshake starts in; its SNI callback switches to a vhost's.
+    pub accept: SslContext,
+    /// Vhost names that have a context of their own, for logs.
+    pub names: Vec<String>,
+}
+
+/// Builds the contexts for `config`, or every error found. `Ok(None)` when no vhost has a
+/// certificate (fine as long as no listener is TLS).
+pub fn build(config: &Config) -> Result<Option<TlsContexts>, Vec<TlsSetupError>> {
+    let mut errors = Vec::new();
+    let mut by_name: HashMap<String, SslContext> = HashMap::new();
+    let mut names = Vec::new();
+    let vhosts = std::iter::once(&config.default_vhost).chain(config.vhosts.iter());
+    for vhost in vhosts {
+        if vhost.tls.certificates.is_empty() {
+            continue;
+        }
+        match vhost_context(vhost, None) {
+            Ok(builder) => {
+                by_name.insert(vhost.name.to_ascii_lowercase(), builder.build());
+                names.push(vhost.name.clone());
+            }
+            Err(mut e) => errors.append(&mut e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // Handshakes start with the default vhost's certificates, or the first vhost's.
+    let Some(start_vhost) = std::iter::once(&config.default_vhost)
+        .chain(config.vhosts.iter())
+        .find(|v| !v.tls.certificates.is_empty())
+    else {
+        return Ok(None);
+    };
+    let sni = SniPolicy {
+        by_name: Arc::new(by_name),
+        match_any: config.tls.match_any_server_name,
+    };
+    match vhost_context(start_vhost, Some(sni)) {
+        Ok(builder) => Ok(Some(TlsContexts {
+            accept: builder.build(),
+            names,
+        })),
+        Err(e) => Err(e),
+    }
+}
+
+/// How the accept context answers the client's server name.
+struct SniPolicy {
+    by_name: Arc<HashMap<String, SslContext>>,
+    /// `tls_match_any_server_name`: unknown or missing names keep the start context.
+    match_any: bool,
+}
+
+fn vhost_context(
+    vhost: &Vhost,
+    sni: Option<SniPolicy>,
+) -> Result<SslContextBuilder, Vec<TlsSetupError>> {
+    let name = vhost.name.clone();
+    let openssl_err = |e: ErrorStack| {
+        vec![TlsSetupError::OpenSsl {
+            vhost: name.clone(),
+            reason: e.to_string(),
+        }]
+    };
+    let mut b = SslContextBuilder::new(SslMethod::tls_server()).map_err(openssl_err)?;
+    b.set_min_proto_version(Some(SslVersion::TLS1_2))
+        .map_err(openssl_err)?;
+    b.set_max_proto_version(Some(SslVersion::TLS1_3))
+        .map_err(openssl_err)?;
+    b.set_cipher_list(TLS12_CIPHERS).map_err(openssl_err)?;
+    b.set_groups_list(GROUPS).map_err(openssl_err)?;
+    b.set_options(SslOptions::CIPHER_SERVER_PREFERENCE | SslOptions::NO_RENEGOTIATION);
+    ktls::ossl::configure_context(&mut b);
+    // TLS 1.3 receive offload needs the client traffic secret of each connection.
+    ktls::offload::capture_secrets(&mut b).map_err(openssl_err)?;
+    let mut errors = Vec::new();
+    for pair in &vhost.tls.certificates {
+        load_pair(
+            &mut b,
+            &vhost.name,
+            &pair.certificate,
+            &pair.key,
+            &mut errors,
+        );
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // HTTP/1.1 only for now: a client offering only h2 still gets a handshake and then speaks
+    // HTTP/1.1 or fails, as with a server without ALPN.
+    b.set_alpn_select_callback(|_, client| {
+        openssl::ssl::select_next_proto(b"\x08http/1.1", client).ok_or(AlpnError::NOACK)
+    });
+    let tickets = &vhost.tls.tickets;
+    if tickets.enabled {
+        let ring = ktls::tickets::register(
+            tickets.secret.as_deref().map(str::as_bytes),
+            tickets.lifetime,
+        )
+        .map_err(openssl_err)?;
+        ktls::ossl::set_ticket_keys(&mut b, ring).map_err(openssl_err)?;
+        ktls::ossl::set_session_timeout(
+            &mut b,
+            u32::try_from(tickets.lifetime.as_secs()).unwrap_or(u32::MAX),
+        );
+        // One ticket is enough for a client to resume; the second OpenSSL sends by default
+        // costs a record per handshake.
+        b.set_num_tickets(1).map_err(openssl_err)?;
+    } else {
+        b.set_options(SslOptions::NO_TICKET);
+        b.set_num_tickets(0).map_err(openssl_err)?;
+    }
+    if let Some(policy) = sni {
+        b.set_servername_callback(move |ssl, alert| {
+            let requested = ssl
+                .servername(NameType::HOST_NAME)
+                .map(str::to_ascii_lowercase);
+            let chosen = requested.as_deref().and_then(|n| policy.by_name.get(n));
+            match chosen {
+                Some(ctx) => ssl.set_ssl_context(ctx).map_err(|_| SniError::ALERT_FATAL),
+                None if policy.match_any => Ok(()),
+                None => {
+                    *alert = SslAlert::UNRECOGNIZED_NAME;
+                    Err(SniError::ALERT_FATAL)
+                }
+            }
+        });
+    }
+    Ok(b)
+}
+
+fn load_pair(
+    b: &mut SslContextBuilder,
+    vhost: &str,
+    cert: &Path,
+    key: &Path,
+    errors: &mut Vec<TlsSetupError>,
+) {
+    if let Err(e) = b.set_certificate_chain_file(cert) {
+        errors.push(TlsSetupError::Certificate {
+            vhost: vhost.into(),
+            path: cert.into(),
+            reason: first_reason(&e),
+        });
+        return;
+    }
+    if let Err(e) = b.set_private_key_file(key, openssl::ssl::SslFiletype::PEM) {
+        errors.push(TlsSetupError::Key {
+            vhost: vhost.into(),
+            path: key.into(),
+            reason: first_reason(&e),
+        });
+        return;
+    }
+    if b.check_private_key().is_err() {
+        errors.push(TlsSetupError::KeyMismatch {
+            vhost: vhost.into(),
+            certificate: cert.into(),
+            key: key.into(),
+        });
+    }
+}
+
+fn first_reason(e: &ErrorStack) -> String {
+    e.errors()
+        .first()
+        .and_then(|e| e.reason().map(str::to_string))
+        .unwrap_or_else(|| e.to_string())
+}

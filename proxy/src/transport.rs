@@ -1,0 +1,79 @@
+//! How a client connection's bytes travel after the handshake: plain TCP, user-space TLS
+//! (OpenSSL on the fd), or kernel TLS (plain syscalls; the kernel holds the keys).
+
+use std::io::{self, Read, Write};
+
+use ktls::offload::KtlsSocket;
+use ktls::{IoStatus, TlsError, TlsSession};
+use mio::net::TcpStream;
+
+use crate::outbox::Outbox;
+
+pub enum Transport {
+    Plain,
+    Tls(Box<TlsSession>),
+    Kernel(KtlsSocket),
+}
+
+/// Most segments handed to one writev.
+const WRITEV_MAX: usize = 16;
+
+impl Transport {
+    pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> IoStatus {
+        match self {
+            Transport::Plain => plain_status(sock.read(buf), IoStatus::WantRead),
+            Transport::Tls(session) => session.read(buf),
+            Transport::Kernel(k) => k.read(buf),
+        }
+    }
+
+    /// Writes as much of `out` as the socket takes. `Done(n)` reports bytes taken.
+    pub fn write(&mut self, sock: &mut TcpStream, out: &mut Outbox) -> IoStatus {
+        let mut total = 0;
+        while !out.is_empty() {
+            let status = match self {
+                Transport::Plain => {
+                    let slices = out.slices(WRITEV_MAX);
+                    plain_status(sock.write_vectored(&slices), IoStatus::WantWrite)
+                }
+                Transport::Tls(session) => session.write(out.front()),
+                Transport::Kernel(k) => k.writev(&out.slices(WRITEV_MAX)),
+            };
+            match status {
+                IoStatus::Done(0) => {
+                    return IoStatus::Error(TlsError::Io(io::ErrorKind::WriteZero.into()))
+                }
+                IoStatus::Done(n) => {
+                    out.advance(n);
+                    total += n;
+                }
+                IoStatus::WantRead | IoStatus::WantWrite if total > 0 => {
+                    return IoStatus::Done(total)
+                }
+                other => return other,
+            }
+        }
+        IoStatus::Done(total)
+    }
+
+    /// Says goodbye at the TLS level (close_notify), best effort.
+    pub fn shutdown(&mut self) {
+        match self {
+            Transport::Plain => {}
+            Transport::Tls(session) => session.shutdown(),
+            Transport::Kernel(k) => {
+                let _ = k.shutdown();
+            }
+        }
+    }
+}
+
+fn plain_status(result: io::Result<usize>, would_block: IoStatus) -> IoStatus {
+    match result {
+        Ok(0) if matches!(would_block, IoStatus::WantRead) => IoStatus::Closed,
+        Ok(n) => IoStatus::Done(n),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => would_block,
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => IoStatus::Done(0),
+        Err(e) => IoStatus::Error(TlsError::Io(e)),
+    }
+}

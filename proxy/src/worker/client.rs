@@ -1,0 +1,337 @@
+//! Client connections: the stage machine `Handshake -> Open`, socket reads and writes,
+//! keep-alive and the client-side deadlines.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use ktls::offload::{offload, Offload};
+use ktls::{IoStatus, Progress, TlsSession};
+use mio::net::TcpStream;
+use mio::Interest;
+use openssl::ssl::Ssl;
+
+use super::exchange::ReqState;
+use super::{client_token, Worker};
+use crate::buf::Buf;
+use crate::metrics::{bump, TlsPath};
+use crate::outbox::Outbox;
+use crate::transport::Transport;
+
+/// A handshake must finish within this long.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub enum Stage {
+    /// TLS handshake in progress on the socket.
+    Handshake(Box<TlsSession>),
+    /// HTTP/1.1 over plain TCP, user-space TLS or kernel TLS.
+    Open(Transport),
+    /// Moved out while changing stage, or closed.
+    Gone,
+}
+
+pub struct Client {
+    pub sock: TcpStream,
+    pub peer: SocketAddr,
+    pub stage: Stage,
+    pub req: ReqState,
+    /// Received bytes not yet consumed; `None` while idle (returned to the pool).
+    pub rbuf: Option<Buf>,
+    pub out: Outbox,
+    /// The peer finished sending (EOF or close_notify).
+    pub peer_closed: bool,
+    /// Close once `out` is flushed.
+    pub close_after_flush: bool,
+    pub timer_gen: u64,
+    /// When the current request head started arriving (client_header_timeout).
+    pub head_started: Option<Instant>,
+}
+
+impl Client {
+    /// Nothing in flight: no request being served, nothing to send.
+    pub fn is_idle(&self) -> bool {
+        matches!(self.req, ReqState::Head)
+            && self.out.is_empty()
+            && self.rbuf.as_ref().is_none_or(Buf::is_empty)
+    }
+}
+
+impl Worker {
+    pub(super) fn new_client(&mut self, mut sock: TcpStream, peer: SocketAddr, tls: bool) {
+        let _ = sock.set_nodelay(true);
+        let stage = if tls {
+            match self.start_tls(&sock) {
+                Some(session) => Stage::Handshake(Box::new(session)),
+                None => return,
+            }
+        } else {
+            Stage::Open(Transport::Plain)
+        };
+        let entry = self.clients.vacant_entry();
+        let ci = entry.key();
+        if let Err(e) = self.poll.registry().register(
+            &mut sock,
+            client_token(ci),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            crate::warn!("worker {}: cannot register a client socket: {e}", self.id);
+            return;
+        }
+        let handshaking = matches!(stage, Stage::Handshake(_));
+        entry.insert(Client {
+            sock,
+            peer,
+            stage,
+            req: ReqState::Head,
+            rbuf: None,
+            out: Outbox::default(),
+            peer_closed: false,
+            close_after_flush: false,
+            timer_gen: 0,
+            head_started: None,
+        });
+        let wm = &self.metrics().workers[self.id];
+        bump(&wm.connections_accepted);
+        bump(&wm.connections_open);
+        let timeout = if handshaking {
+            HANDSHAKE_TIMEOUT
+        } else {
+            self.idle_timeout()
+        };
+        self.arm_client_timer(ci, timeout);
+        self.dirty.push_back(client_token(ci));
+    }
+
+    fn start_tls(&self, sock: &TcpStream) -> Option<TlsSession> {
+        use std::os::fd::AsRawFd;
+        let ctx = &self.rt.tls.as_ref()?.accept;
+        let mut ssl = Ssl::new(ctx).ok()?;
+        ssl.set_accept_state();
+        ktls::offload::prepare_ssl(&mut ssl).ok()?;
+        TlsSession::new(ssl, sock.as_raw_fd()).ok()
+    }
+
+    /// Keep-alive timeout of idle client connections.
+    pub(super) fn idle_timeout(&self) -> Duration {
+        let t = self.rt.config.keepalive_timeout;
+        if t.is_zero() {
+            Duration::from_secs(1)
+        } else {
+            t
+        }
+    }
+
+    pub(super) fn arm_client_timer(&mut self, ci: usize, after: Duration) {
+        if let Some(c) = self.clients.get_mut(ci) {
+            c.timer_gen += 1;
+            self.timers
+                .schedule(Instant::now() + after, client_token(ci).0, c.timer_gen);
+        }
+    }
+
+    pub(super) fn client_timer(&mut self, ci: usize, gen: u64, now: Instant) {
+        let Some(c) = self.clients.get(ci) else {
+            return;
+        };
+        if c.timer_gen != gen {
+            return;
+        }
+        match (&c.stage, &c.req) {
+            (Stage::Handshake(_), _) => {
+                bump(&self.metrics().handshakes_failed);
+                self.close_client(ci);
+            }
+            (_, ReqState::Head) if c.head_started.is_some() => {
+                // A request head is arriving too slowly (client_header_timeout).
+                self.reject_head_timeout(ci, now);
+            }
+            (_, ReqState::Head) => self.close_client(ci),
+            // Waiting on the upstream: its own deadline answers 504.
+            _ => {}
+        }
+    }
+
+    /// Moves the client forward as far as its socket allows.
+    pub(super) fn drive_client(&mut self, ci: usize) {
+        if matches!(
+            self.clients.get(ci).map(|c| &c.stage),
+            Some(Stage::Handshake(_))
+        ) && !self.handshake(ci)
+        {
+            return;
+        }
+        for _ in 0..64 {
+            let mut progressed = self.read_client(ci);
+            progressed |= self.process_client(ci);
+            progressed |= self.flush_client(ci);
+            if !self.clients.contains(ci) {
+                return;
+            }
+            if !progressed {
+                break;
+            }
+        }
+        self.settle_client(ci);
+    }
+
+    /// Drives the handshake; true once the connection is open for HTTP.
+    fn handshake(&mut self, ci: usize) -> bool {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return false;
+        };
+        let Stage::Handshake(session) = &mut c.stage else {
+            return true;
+        };
+        match session.handshake() {
+            Ok(Progress::Done) => {}
+            Ok(Progress::WantRead | Progress::WantWrite) => return false,
+            Err(_) => {
+                bump(&self.shared.metrics.handshakes_failed);
+                self.close_client(ci);
+                return false;
+            }
+        }
+        let Stage::Handshake(session) = std::mem::replace(&mut c.stage, Stage::Gone) else {
+            return false;
+        };
+        let metrics = &self.shared.metrics;
+        bump(if session.ssl().session_reused() {
+            &metrics.handshakes_resumed
+        } else {
+            &metrics.handshakes_full
+        });
+        let transport = match offload(*session, self.rt.ktls_mode) {
+            Offload::Kernel(socket) => {
+                metrics.count_tls_path(TlsPath::KtlsBoth);
+                Transport::Kernel(socket)
+            }
+            Offload::UserSpace {
+                session,
+                send_offloaded,
+                reason,
+            } => {
+                metrics.count_tls_path(if send_offloaded {
+                    TlsPath::KtlsSendOnly
+                } else {
+                    TlsPath::UserSpace
+                });
+                metrics.count_ktls_fallback(reason.as_str());
+                Transport::Tls(Box::new(session))
+            }
+        };
+        c.stage = Stage::Open(transport);
+        let idle = self.idle_timeout();
+        self.arm_client_timer(ci, idle);
+        true
+    }
+
+    /// Reads what the socket has, while there is room. True if bytes arrived.
+    fn read_client(&mut self, ci: usize) -> bool {
+        let Worker { clients, bufs, .. } = self;
+        let Some(c) = clients.get_mut(ci) else {
+            return false;
+        };
+        if c.peer_closed || c.close_after_flush {
+            return false;
+        }
+        let Stage::Open(transport) = &mut c.stage else {
+            return false;
+        };
+        let rbuf = c.rbuf.get_or_insert_with(|| bufs.take());
+        let mut got = false;
+        while !rbuf.is_full() {
+            match rbuf.fill_with(|space| match transport.read(&mut c.sock, space) {
+                IoStatus::Done(n) => Ok(n),
+                other => Err(other),
+            }) {
+                Ok(0) => break,
+                Ok(_) => got = true,
+                Err(IoStatus::WantRead | IoStatus::WantWrite) => break,
+                Err(_) => {
+                    c.peer_closed = true;
+                    break;
+                }
+            }
+        }
+        if rbuf.is_empty() {
+            bufs.release_if_empty(&mut c.rbuf);
+        }
+        got
+    }
+
+    /// Writes queued bytes. True if any left.
+    pub(super) fn flush_client(&mut self, ci: usize) -> bool {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return false;
+        };
+        if c.out.is_empty() {
+            return false;
+        }
+        let Stage::Open(transport) = &mut c.stage else {
+            return false;
+        };
+        match transport.write(&mut c.sock, &mut c.out) {
+            IoStatus::Done(n) => {
+                if n > 0 {
+                    // Room in the outbox may let the upstream side continue.
+                    if let super::exchange::ReqState::Upstream(f) = &c.req {
+                        self.dirty.push_back(super::upstream_token(f.up));
+                    }
+                }
+                n > 0
+            }
+            IoStatus::WantRead | IoStatus::WantWrite => false,
+            IoStatus::Closed | IoStatus::Error(_) => {
+                c.out.clear();
+                c.peer_closed = true;
+                c.close_after_flush = true;
+                false
+            }
+        }
+    }
+
+    /// After driving: close what is finished, release idle buffers, re-arm the idle timer.
+    fn settle_client(&mut self, ci: usize) {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        let idle = c.is_idle();
+        let finished = (c.close_after_flush && c.out.is_empty())
+            || (c.peer_closed && idle)
+            || (c.peer_closed && matches!(c.req, ReqState::Head) && c.out.is_empty());
+        if finished {
+            self.close_client(ci);
+            return;
+        }
+        if idle {
+            self.bufs.release_if_empty(&mut c.rbuf);
+            if self.draining.is_some() {
+                self.close_client(ci);
+            }
+        }
+    }
+
+    /// Closes the client, its upstream exchange and returns its buffers.
+    pub(super) fn close_client(&mut self, ci: usize) {
+        if !self.clients.contains(ci) {
+            return;
+        }
+        let mut c = self.clients.remove(ci);
+        match std::mem::replace(&mut c.req, ReqState::Head) {
+            ReqState::Upstream(f) => self.abandon_upstream(f.up),
+            ReqState::Queued(_) => self.unqueue(ci),
+            ReqState::Head => {}
+        }
+        if let Stage::Open(transport) = &mut c.stage {
+            if !c.peer_closed {
+                transport.shutdown();
+            }
+        }
+        if let Some(buf) = c.rbuf.take() {
+            self.bufs.give(buf);
+        }
+        let _ = self.poll.registry().deregister(&mut c.sock);
+        let wm = &self.metrics().workers[self.id];
+        wm.connections_open
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}

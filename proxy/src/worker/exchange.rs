@@ -1,0 +1,766 @@
+//! One request at a time per client connection: parse the head, route it, answer locally
+//! (errors, redirects, blocks) or forward it to an upstream connection, stream the request
+//! body up and the response back, then take the next (pipelined) request. Responses thus
+//! leave in request order.
+
+use std::io::Write as _;
+use std::time::Instant;
+
+use http1::{
+    BodyDecoder, BodyFraming, ConnectionOption, Forwarding, ParseError, RequestHead, Version,
+};
+
+use super::client::Stage;
+use super::upstream::{request_key, Pick, UpPhase};
+use super::{client_token, upstream_token, Worker};
+use crate::metrics::bump;
+use crate::router::{RequestView, Route};
+
+pub enum ReqState {
+    /// Waiting for a request head.
+    Head,
+    /// Forwarded to upstream connection `Exchange::up`.
+    Upstream(Box<Exchange>),
+    /// Waiting for a free upstream connection of `Exchange::group`.
+    Queued(Box<Exchange>),
+}
+
+enum RespPhase {
+    AwaitHead,
+    Body(BodyDecoder),
+}
+
+/// A request on its way through an upstream.
+pub struct Exchange {
+    pub up: usize,
+    group: usize,
+    vhost: usize,
+    location: Option<usize>,
+    /// The upstream request head; kept while the request may still be replayed.
+    head: Vec<u8>,
+    /// No body and idempotent: may be sent again on another connection.
+    replayable: bool,
+    req_body: BodyDecoder,
+    req_body_done: bool,
+    resp: RespPhase,
+    is_head: bool,
+    keep_alive: bool,
+    http10: bool,
+    attempts: u32,
+    hash_key: u64,
+    /// Response bytes already queued for the client (nothing can be retried after that).
+    sent_to_client: bool,
+    status: u16,
+    body_bytes: u64,
+    log: Option<String>,
+}
+
+/// Why an exchange could not complete.
+pub enum Failure {
+    Connect,
+    /// The connection failed before a response byte arrived.
+    Reset,
+    Timeout,
+    BadResponse,
+}
+
+struct View<'a> {
+    head: &'a RequestHead,
+    buf: &'a [u8],
+}
+
+impl RequestView for View<'_> {
+    fn uri(&self) -> &[u8] {
+        self.head.path(self.buf)
+    }
+    fn host(&self) -> &[u8] {
+        strip_port(self.head.host(self.buf).unwrap_or(b""))
+    }
+    fn method(&self) -> &[u8] {
+        self.head.method_bytes(self.buf)
+    }
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.head.header(self.buf, name)
+    }
+}
+
+/// What a refusal is, for `block_action`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A malformed request (`block_action error`).
+    Error,
+    /// A blocked request (`block_action attack`).
+    Attack,
+}
+
+impl Worker {
+    /// Moves the current request forward. True if anything changed.
+    pub(super) fn process_client(&mut self, ci: usize) -> bool {
+        let Some(c) = self.clients.get(ci) else {
+            return false;
+        };
+        match c.req {
+            ReqState::Head => self.try_request(ci),
+            ReqState::Upstream(_) => self.pump_request_body(ci),
+            ReqState::Queued(_) => false,
+        }
+    }
+
+    fn try_request(&mut self, ci: usize) -> bool {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return false;
+        };
+        if c.close_after_flush || !matches!(c.stage, Stage::Open(_)) {
+            return false;
+        }
+        let Some(rbuf) = c.rbuf.as_mut() else {
+            return false;
+        };
+        if rbuf.is_empty() {
+            return false;
+        }
+        match http1::parse_request(rbuf.bytes(), &self.rt.limits) {
+            Ok(Some((head, len))) => {
+                c.head_started = None;
+                self.handle_request(ci, head, len);
+                true
+            }
+            Ok(None) if rbuf.is_full() => {
+                self.refuse(ci, 431, Refusal::Error);
+                true
+            }
+            Ok(None) => {
+                if c.head_started.is_none() {
+                    c.head_started = Some(Instant::now());
+                    if let Some(t) = self.rt.config.frang.client_header_timeout {
+                        self.arm_client_timer(ci, t);
+                    }
+                }
+                false
+            }
+            Err(e) => {
+                self.parse_refused(ci, &e);
+                true
+            }
+        }
+    }
+
+    fn parse_refused(&mut self, ci: usize, e: &ParseError) {
+        bump(&self.metrics().parse_errors);
+        if self.rt.config.block_action.error.log {
+            let peer = self.clients.get(ci).map(|c| c.peer);
+            crate::warn!("refused request from {:?}: {} ({})", peer, e, e.status());
+        }
+        self.refuse(ci, e.status(), Refusal::Error);
+    }
+
+    /// Answers a refused request per `block_action` and closes the connection.
+    pub(super) fn refuse(&mut self, ci: usize, status: u16, kind: Refusal) {
+        let action = match kind {
+            Refusal::Error => self.rt.config.block_action.error,
+            Refusal::Attack => self.rt.config.block_action.attack,
+        };
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        c.close_after_flush = true;
+        if action.reply {
+            c.out.push(http1::error_response(status, true));
+            self.metrics().count_status(status);
+        } else {
+            c.out.clear();
+            if kind == Refusal::Attack {
+                // A dropped attacker gets a reset, not a polite FIN.
+                let _ = socket2::SockRef::from(&c.sock).set_linger(Some(std::time::Duration::ZERO));
+            }
+        }
+    }
+
+    pub(super) fn reject_head_timeout(&mut self, ci: usize, _now: Instant) {
+        if self.rt.config.block_action.attack.log {
+            if let Some(c) = self.clients.get(ci) {
+                crate::warn!("frang: client_header_timeout exceeded by {}", c.peer.ip());
+            }
+        }
+        self.refuse(ci, 408, Refusal::Attack);
+        self.flush_client(ci);
+        self.close_client(ci);
+    }
+
+    fn handle_request(&mut self, ci: usize, head: RequestHead, head_len: usize) {
+        bump(&self.metrics().workers[self.id].requests);
+        let rt = self.rt.clone();
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        let Some(rbuf) = c.rbuf.as_ref() else { return };
+        let buf = rbuf.bytes();
+        let view = View { head: &head, buf };
+        let keep_alive = head.keep_alive() && !rt.config.keepalive_timeout.is_zero();
+        let log = rt
+            .config
+            .access_log
+            .enabled()
+            .then(|| access_prefix(c.peer, &head, buf));
+        match rt.router.route(&view) {
+            Route::NoMatch | Route::Block => {
+                if rt.config.block_action.attack.log {
+                    crate::warn!(
+                        "http_chain blocked {} {:?}",
+                        c.peer.ip(),
+                        String::from_utf8_lossy(view.uri())
+                    );
+                }
+                self.access_log(log.as_deref(), "-", 403, 0);
+                self.refuse(ci, 403, Refusal::Attack);
+            }
+            Route::Redirect { status, url } => {
+                // `$host` keeps the port the client used.
+                let host = String::from_utf8_lossy(head.host(buf).unwrap_or(b"")).into_owned();
+                let uri = String::from_utf8_lossy(view.uri()).into_owned();
+                let location = url.render(&host, &uri);
+                let has_body = head.framing().has_body();
+                let close = !keep_alive || has_body;
+                let date = self.date.now().to_string();
+                let Some(c) = self.clients.get_mut(ci) else {
+                    return;
+                };
+                let mut out = Vec::with_capacity(160 + location.len());
+                http1::write_status_line(&mut out, status, http1::reason_phrase(status).as_bytes());
+                http1::write_field(&mut out, b"Location", location.as_bytes());
+                http1::write_field(&mut out, b"Content-Length", b"0");
+                http1::write_field(&mut out, b"Date", date.as_bytes());
+                http1::write_field(&mut out, b"Server", b"ktls-proxy");
+                if close {
+                    http1::write_field(&mut out, b"Connection", b"close");
+                } else if head.version() == Version::Http10 {
+                    http1::write_field(&mut out, b"Connection", b"keep-alive");
+                }
+                out.extend_from_slice(b"\r\n");
+                c.out.push(&out);
+                if let Some(r) = c.rbuf.as_mut() {
+                    r.consume(head_len);
+                }
+                c.close_after_flush |= close;
+                self.metrics().count_status(status);
+                self.access_log(log.as_deref(), "-", status, 0);
+            }
+            Route::Vhost { vhost, .. } => self.forward(ci, &head, head_len, vhost, keep_alive, log),
+        }
+    }
+
+    fn forward(
+        &mut self,
+        ci: usize,
+        head: &RequestHead,
+        head_len: usize,
+        vhost: usize,
+        keep_alive: bool,
+        log: Option<String>,
+    ) {
+        let rt = self.rt.clone();
+        let Some(v) = rt.vhosts.get(vhost) else {
+            return;
+        };
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        let Some(rbuf) = c.rbuf.as_mut() else { return };
+        let buf = rbuf.bytes();
+        let uri = head.path(buf);
+        let (location, loc) = match v.location(uri) {
+            Some(l) => (v.locations.iter().position(|x| std::ptr::eq(x, l)), Some(l)),
+            None => (None, None),
+        };
+        let proxy_pass = loc.map_or(v.proxy_pass, |l| l.proxy_pass);
+        let Some((group, _backup)) = proxy_pass else {
+            rbuf.consume(head_len);
+            self.local_error(
+                ci,
+                502,
+                log.as_deref(),
+                &v.name,
+                !keep_alive || head.framing().has_body(),
+            );
+            return;
+        };
+        let edits = loc.map_or(&v.request_edits, |l| &l.request_edits);
+        let peer_ip = c.peer.ip().to_string();
+        self.scratch.clear();
+        http1::write_request_head(
+            &mut self.scratch,
+            head,
+            buf,
+            &Forwarding {
+                forwarded_for: Some(peer_ip.as_bytes()),
+                via: Some(v.via.as_deref().unwrap_or(b"ktls-proxy")),
+                edits,
+                framing: head.framing(),
+                connection: ConnectionOption::Default,
+            },
+        );
+        let replayable = !head.framing().has_body() && head.method().is_idempotent();
+        let ex = Box::new(Exchange {
+            up: usize::MAX,
+            group,
+            vhost,
+            location,
+            head: self.scratch.clone(),
+            replayable,
+            req_body: BodyDecoder::new(head.framing(), &rt.limits),
+            req_body_done: !head.framing().has_body(),
+            resp: RespPhase::AwaitHead,
+            is_head: head.method() == http1::Method::Head,
+            keep_alive,
+            http10: head.version() == Version::Http10,
+            attempts: 0,
+            hash_key: request_key(head.host(buf).unwrap_or(b""), uri),
+            sent_to_client: false,
+            status: 0,
+            body_bytes: 0,
+            log,
+        });
+        rbuf.consume(head_len);
+        self.dispatch(ci, ex);
+    }
+
+    /// Sends `ex` on a connection of its group: pooled, new, or queued for one.
+    pub(super) fn dispatch(&mut self, ci: usize, mut ex: Box<Exchange>) {
+        let mut avoid = None;
+        loop {
+            match self.pick(ex.group, ex.hash_key, avoid) {
+                Pick::Pooled(ui) => return self.attach(ci, ui, ex),
+                Pick::Connect(server) => {
+                    match self.connect(ex.group, server, UpPhase::Connecting) {
+                        Ok(ui) => return self.attach(ci, ui, ex),
+                        Err(_) => {
+                            bump(&self.metrics().upstream_connect_errors);
+                            self.mark_down(ex.group, server);
+                            avoid = Some(server);
+                            ex.attempts += 1;
+                            let limit = self
+                                .rt
+                                .groups
+                                .get(ex.group)
+                                .map_or(0, |g| g.connect_retries);
+                            if ex.attempts > limit {
+                                return self.fail_exchange(ci, ex, 502);
+                            }
+                        }
+                    }
+                }
+                Pick::Full => {
+                    if let Err(ex) = self.enqueue(ci, ex.group, ex) {
+                        self.fail_exchange(ci, ex, 503);
+                    }
+                    return;
+                }
+                Pick::Down => return self.fail_exchange(ci, ex, 502),
+            }
+        }
+    }
+
+    fn attach(&mut self, ci: usize, ui: usize, mut ex: Box<Exchange>) {
+        let Some(u) = self.upstreams.get_mut(ui) else {
+            return;
+        };
+        u.client = Some(ci);
+        u.out.push(&ex.head);
+        if !ex.replayable {
+            ex.head = Vec::new();
+        }
+        ex.up = ui;
+        let connecting = u.phase == UpPhase::Connecting;
+        if !connecting {
+            u.phase = UpPhase::Busy;
+        }
+        let timeout = self
+            .rt
+            .groups
+            .get(ex.group)
+            .map_or(std::time::Duration::from_secs(60), |g| g.forward_timeout);
+        if let Some(c) = self.clients.get_mut(ci) {
+            c.req = ReqState::Upstream(ex);
+        }
+        if !connecting {
+            self.arm_upstream_timer(ui, timeout);
+        }
+        self.dirty.push_back(upstream_token(ui));
+        self.dirty.push_back(client_token(ci));
+    }
+
+    /// Passes request body bytes from the client to the upstream, as far as it has room.
+    fn pump_request_body(&mut self, ci: usize) -> bool {
+        let Worker {
+            clients,
+            upstreams,
+            dirty,
+            ..
+        } = self;
+        let Some(c) = clients.get_mut(ci) else {
+            return false;
+        };
+        let ReqState::Upstream(ex) = &mut c.req else {
+            return false;
+        };
+        if ex.req_body_done {
+            return false;
+        }
+        let Some(u) = upstreams.get_mut(ex.up) else {
+            return false;
+        };
+        let Some(rbuf) = c.rbuf.as_mut() else {
+            return false;
+        };
+        let mut moved = false;
+        while !rbuf.is_empty() && u.out.has_room() && !ex.req_body_done {
+            match ex.req_body.decode(rbuf.bytes()) {
+                Ok(step) => {
+                    if step.consumed == 0 && !step.done {
+                        break;
+                    }
+                    // Chunked bodies travel with their framing, already validated.
+                    u.out.push(&rbuf.bytes()[..step.consumed]);
+                    rbuf.consume(step.consumed);
+                    moved = true;
+                    ex.req_body_done = step.done;
+                }
+                Err(e) => {
+                    let status = e.status();
+                    let up = ex.up;
+                    c.req = ReqState::Head;
+                    self.abandon_upstream(up);
+                    self.refuse(ci, status, Refusal::Error);
+                    return true;
+                }
+            }
+        }
+        if moved {
+            dirty.push_back(upstream_token(ex.up));
+        }
+        let truncated =
+            c.peer_closed && !ex.req_body_done && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
+        if truncated {
+            let up = ex.up;
+            c.req = ReqState::Head;
+            self.abandon_upstream(up);
+            self.close_client(ci);
+            return true;
+        }
+        moved
+    }
+
+    /// Relays what upstream `ui` sent to client `ci`. True if anything moved.
+    pub(super) fn relay_response(&mut self, ci: usize, ui: usize) -> bool {
+        let mut moved = false;
+        loop {
+            let rt = &self.rt;
+            let Worker {
+                clients,
+                upstreams,
+                scratch,
+                ..
+            } = self;
+            let Some(c) = clients.get_mut(ci) else {
+                return moved;
+            };
+            let Some(u) = upstreams.get_mut(ui) else {
+                return moved;
+            };
+            let ReqState::Upstream(ex) = &mut c.req else {
+                return moved;
+            };
+            let empty: &[u8] = &[];
+            let input = u.rbuf.as_ref().map_or(empty, |b| b.bytes());
+            match &mut ex.resp {
+                RespPhase::AwaitHead => {
+                    if input.is_empty() {
+                        if u.peer_closed {
+                            let reused = u.reused;
+                            return self.upstream_lost(ci, ui, reused) || moved;
+                        }
+                        return moved;
+                    }
+                    let head = match http1::parse_response(input, &rt.limits, ex.is_head) {
+                        Ok(Some(h)) => h,
+                        Ok(None)
+                            if !u.peer_closed && !u.rbuf.as_mut().is_some_and(|b| b.is_full()) =>
+                        {
+                            return moved
+                        }
+                        Ok(None) | Err(_) => {
+                            bump(&self.metrics().upstream_errors);
+                            self.close_upstream(ui);
+                            self.exchange_failed(ci, Failure::BadResponse);
+                            return true;
+                        }
+                    };
+                    let (head, len) = head;
+                    let status = head.status();
+                    if (100..200).contains(&status) {
+                        // Interim responses (100 Continue) go through as they are; 101 would
+                        // need a tunnel, so it is a bad response here.
+                        if status == 101 {
+                            self.close_upstream(ui);
+                            self.exchange_failed(ci, Failure::BadResponse);
+                            return true;
+                        }
+                        c.out.push(&input[..len]);
+                        if let Some(b) = u.rbuf.as_mut() {
+                            b.consume(len);
+                        }
+                        ex.sent_to_client = true;
+                        moved = true;
+                        continue;
+                    }
+                    let v = &rt.vhosts[ex.vhost];
+                    let edits = ex
+                        .location
+                        .and_then(|l| v.locations.get(l))
+                        .map_or(&v.response_edits, |l| &l.response_edits);
+                    let framing = head.forward_framing();
+                    let connection = if !ex.keep_alive {
+                        ConnectionOption::Close
+                    } else if ex.http10 {
+                        ConnectionOption::KeepAlive
+                    } else {
+                        ConnectionOption::Default
+                    };
+                    scratch.clear();
+                    http1::write_response_head(
+                        scratch,
+                        &head,
+                        input,
+                        &Forwarding {
+                            forwarded_for: None,
+                            via: None,
+                            edits,
+                            framing,
+                            connection,
+                        },
+                    );
+                    c.out.push(scratch);
+                    if matches!(framing, BodyFraming::CloseDelimited)
+                        || (ex.http10 && matches!(framing, BodyFraming::Chunked))
+                    {
+                        c.close_after_flush = true;
+                    }
+                    ex.status = status;
+                    ex.sent_to_client = true;
+                    ex.resp = RespPhase::Body(BodyDecoder::new(
+                        head.framing(),
+                        &http1::Limits {
+                            max_body_bytes: None,
+                            ..rt.limits.clone()
+                        },
+                    ));
+                    // The upstream closes after a response without keep-alive: never pool it.
+                    u.keep_alive = head.keep_alive();
+                    if let Some(b) = u.rbuf.as_mut() {
+                        b.consume(len);
+                    }
+                    moved = true;
+                }
+                RespPhase::Body(decoder) => {
+                    if !c.out.has_room() {
+                        return moved;
+                    }
+                    if input.is_empty() && !decoder.is_done() {
+                        if u.peer_closed {
+                            let complete = decoder.finish_at_eof().is_ok();
+                            if complete {
+                                return self.complete_exchange(ci, ui) || true;
+                            }
+                            bump(&self.metrics().upstream_errors);
+                            self.close_upstream(ui);
+                            self.close_client(ci);
+                            return true;
+                        }
+                        return moved;
+                    }
+                    match decoder.decode(input) {
+                        Ok(step) => {
+                            let forwarded = if matches!(decoder, BodyDecoder::Chunked(_)) {
+                                0..step.consumed
+                            } else {
+                                step.data.clone()
+                            };
+                            c.out.push(&input[forwarded.clone()]);
+                            ex.body_bytes += forwarded.len() as u64;
+                            if let Some(b) = u.rbuf.as_mut() {
+                                b.consume(step.consumed);
+                            }
+                            moved |= step.consumed > 0;
+                            if step.done {
+                                return self.complete_exchange(ci, ui) || true;
+                            }
+                            if step.consumed == 0 {
+                                return moved;
+                            }
+                        }
+                        Err(_) => {
+                            bump(&self.metrics().upstream_errors);
+                            self.close_upstream(ui);
+                            self.close_client(ci);
+                            return true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The upstream closed before a response: retry a replayable request on a fresh
+    /// connection if this one was a reused keep-alive connection, else fail.
+    fn upstream_lost(&mut self, ci: usize, ui: usize, reused: bool) -> bool {
+        self.close_upstream(ui);
+        self.exchange_failed(
+            ci,
+            if reused {
+                Failure::Reset
+            } else {
+                Failure::BadResponse
+            },
+        );
+        true
+    }
+
+    fn complete_exchange(&mut self, ci: usize, ui: usize) -> bool {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return false;
+        };
+        let ReqState::Upstream(ex) = std::mem::replace(&mut c.req, ReqState::Head) else {
+            return false;
+        };
+        if !ex.keep_alive {
+            c.close_after_flush = true;
+        }
+        let idle = self.idle_timeout();
+        self.arm_client_timer(ci, idle);
+        self.metrics().count_status(ex.status);
+        let vhost_name = self
+            .rt
+            .vhosts
+            .get(ex.vhost)
+            .map_or("-", |v| v.name.as_str())
+            .to_string();
+        self.access_log(ex.log.as_deref(), &vhost_name, ex.status, ex.body_bytes);
+        self.release_upstream(ui);
+        self.dirty.push_back(client_token(ci));
+        true
+    }
+
+    /// An exchange failed on its upstream side (the connection is already closed).
+    pub(super) fn exchange_failed(&mut self, ci: usize, failure: Failure) {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        let ReqState::Upstream(mut ex) = std::mem::replace(&mut c.req, ReqState::Head) else {
+            return;
+        };
+        if ex.sent_to_client {
+            // Part of a response is out: the only honest end is to close.
+            self.close_client(ci);
+            return;
+        }
+        let retries = self
+            .rt
+            .groups
+            .get(ex.group)
+            .map_or(0, |g| g.forward_retries);
+        match failure {
+            Failure::Connect | Failure::Reset if ex.replayable && ex.attempts < retries.max(1) => {
+                ex.attempts += 1;
+                bump(&self.metrics().upstream_retries);
+                self.dispatch(ci, ex);
+            }
+            Failure::Connect | Failure::Reset | Failure::BadResponse => {
+                self.fail_exchange(ci, ex, 502)
+            }
+            Failure::Timeout => self.fail_exchange(ci, ex, 504),
+        }
+    }
+
+    /// Answers `status` for an exchange that got no response.
+    fn fail_exchange(&mut self, ci: usize, ex: Box<Exchange>, status: u16) {
+        let vhost_name = self
+            .rt
+            .vhosts
+            .get(ex.vhost)
+            .map_or("-", |v| v.name.as_str())
+            .to_string();
+        let close = !ex.keep_alive || !ex.req_body_done;
+        self.local_error(ci, status, ex.log.as_deref(), &vhost_name, close);
+    }
+
+    fn local_error(&mut self, ci: usize, status: u16, log: Option<&str>, vhost: &str, close: bool) {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        c.req = ReqState::Head;
+        c.out.push(http1::error_response(status, close));
+        c.close_after_flush |= close;
+        self.metrics().count_status(status);
+        self.access_log(log, vhost, status, 0);
+        let idle = self.idle_timeout();
+        self.arm_client_timer(ci, idle);
+        self.dirty.push_back(client_token(ci));
+    }
+
+    fn access_log(&mut self, prefix: Option<&str>, vhost: &str, status: u16, bytes: u64) {
+        let Some(prefix) = prefix else { return };
+        let line =
+            prefix
+                .replacen("\u{0}", vhost, 1)
+                .replacen("\u{1}", &format!("{status} {bytes}"), 1);
+        crate::access_log::write(&self.rt.config.access_log, &line);
+    }
+}
+
+/// `example.com:8443` -> `example.com`, `[::1]:443` -> `[::1]`: rules compare host names.
+fn strip_port(host: &[u8]) -> &[u8] {
+    let colon = match host.first() {
+        Some(b'[') => host.iter().position(|&b| b == b']').map(|end| end + 1),
+        _ => host.iter().position(|&b| b == b':'),
+    };
+    match colon {
+        Some(i) if host.get(i) == Some(&b':') || i == host.len() => &host[..i],
+        _ => host,
+    }
+}
+
+/// The access log line of a request, with placeholders for what is known only later:
+/// `ip "vhost" "METHOD uri HTTP/x" status bytes "referer" "user-agent"` (Tempesta's format).
+fn access_prefix(peer: std::net::SocketAddr, head: &RequestHead, buf: &[u8]) -> String {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).replace('"', "%22");
+    let mut line = Vec::with_capacity(160);
+    let _ = write!(
+        line,
+        "{} \"\u{0}\" \"{} {} {}\" \u{1} \"{}\" \"{}\"",
+        peer.ip(),
+        text(head.method_bytes(buf)),
+        text(head.target(buf)),
+        if head.version() == Version::Http10 {
+            "HTTP/1.0"
+        } else {
+            "HTTP/1.1"
+        },
+        text(head.header(buf, "referer").unwrap_or(b"-")),
+        text(head.header(buf, "user-agent").unwrap_or(b"-")),
+    );
+    String::from_utf8_lossy(&line).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_port;
+
+    #[test]
+    fn ports_are_stripped_from_hosts() {
+        assert_eq!(strip_port(b"example.com:8443"), b"example.com");
+        assert_eq!(strip_port(b"example.com"), b"example.com");
+        assert_eq!(strip_port(b"[::1]:443"), b"[::1]");
+        assert_eq!(strip_port(b"[::1]"), b"[::1]");
+        assert_eq!(strip_port(b""), b"");
+    }
+}

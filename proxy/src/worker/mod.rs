@@ -1,0 +1,325 @@
+//! One worker thread: its own mio loop, its own SO_REUSEPORT listening sockets, its client
+//! and upstream connections. Nothing here is shared with other workers except through
+//! [`Shared`] (the config snapshot, counters, the cache).
+
+mod client;
+mod exchange;
+mod upstream;
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+use slab::Slab;
+
+use crate::buf::BufPool;
+use crate::metrics::{bump, Metrics};
+use crate::runtime::Runtime;
+use crate::timers::Timers;
+
+use client::Client;
+use upstream::{GroupState, Upstream};
+
+const WAKER: Token = Token(0);
+const LISTENER_BASE: usize = 1;
+const CLIENT_BASE: usize = 1 << 32;
+const UPSTREAM_BASE: usize = 2 << 32;
+/// Timer keys of health probes: PROBE_BASE + group * 65536 + server.
+const PROBE_BASE: usize = 3 << 32;
+
+/// What the workers of one process share.
+pub struct Shared {
+    runtime: RwLock<Arc<Runtime>>,
+    /// Bumped on every successful reload, so workers notice without taking the lock.
+    generation: AtomicU64,
+    stopping: AtomicBool,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Shared {
+    pub fn new(runtime: Arc<Runtime>, metrics: Arc<Metrics>) -> Shared {
+        Shared {
+            runtime: RwLock::new(runtime),
+            generation: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+            metrics,
+        }
+    }
+
+    pub fn runtime(&self) -> Arc<Runtime> {
+        self.runtime
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Installs a new configuration: new connections and requests use it.
+    pub fn replace_runtime(&self, runtime: Arc<Runtime>) {
+        *self.runtime.write().unwrap_or_else(|e| e.into_inner()) = runtime;
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    pub fn begin_stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+}
+
+/// A listening socket of this worker.
+pub struct WorkerListener {
+    pub socket: TcpListener,
+    pub addr: SocketAddr,
+    pub tls: bool,
+}
+
+enum Kind {
+    Waker,
+    Listener(usize),
+    Client(usize),
+    Upstream(usize),
+    Probe(usize),
+}
+
+fn kind(token: Token) -> Kind {
+    match token.0 {
+        0 => Kind::Waker,
+        n if n >= PROBE_BASE => Kind::Probe(n),
+        n if n >= UPSTREAM_BASE => Kind::Upstream(n - UPSTREAM_BASE),
+        n if n >= CLIENT_BASE => Kind::Client(n - CLIENT_BASE),
+        n => Kind::Listener(n - LISTENER_BASE),
+    }
+}
+
+pub struct Worker {
+    id: usize,
+    poll: Poll,
+    listeners: Vec<WorkerListener>,
+    clients: Slab<Client>,
+    upstreams: Slab<Upstream>,
+    /// Per server group: pools, health and the wait queue, for this worker.
+    groups: Vec<GroupState>,
+    timers: Timers,
+    bufs: BufPool,
+    rt: Arc<Runtime>,
+    rt_gen: u64,
+    shared: Arc<Shared>,
+    /// Connections to drive again before sleeping (tokens).
+    dirty: VecDeque<Token>,
+    draining: Option<Instant>,
+    date: crate::date::DateCache,
+    /// Reused for serialising heads, so forwarding allocates nothing per request.
+    scratch: Vec<u8>,
+}
+
+/// How long a graceful stop waits for in-flight requests.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Worker {
+    pub fn new(
+        id: usize,
+        listeners: Vec<WorkerListener>,
+        shared: Arc<Shared>,
+    ) -> io::Result<(Worker, Arc<Waker>)> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let rt = shared.runtime();
+        let rt_gen = shared.generation.load(Ordering::Acquire);
+        let mut worker = Worker {
+            id,
+            poll,
+            listeners,
+            clients: Slab::new(),
+            upstreams: Slab::new(),
+            groups: Vec::new(),
+            date: crate::date::DateCache::default(),
+            scratch: Vec::with_capacity(4096),
+            timers: Timers::default(),
+            bufs: BufPool::default(),
+            rt,
+            rt_gen,
+            shared,
+            dirty: VecDeque::new(),
+            draining: None,
+        };
+        worker.groups = upstream::group_states(&worker.rt);
+        for (i, l) in worker.listeners.iter_mut().enumerate() {
+            worker.poll.registry().register(
+                &mut l.socket,
+                Token(LISTENER_BASE + i),
+                Interest::READABLE,
+            )?;
+        }
+        Ok((worker, waker))
+    }
+
+    /// Runs until a stop is requested and in-flight work has drained (bounded).
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let now = Instant::now();
+            let timeout = self
+                .timers
+                .next_timeout(now)
+                .map(|d| d.max(Duration::from_millis(1)));
+            if let Err(e) = self
+                .poll
+                .poll(&mut events, timeout.or(Some(Duration::from_secs(1))))
+            {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    crate::error!("worker {}: poll failed: {e}", self.id);
+                    return;
+                }
+            }
+            for event in events.iter() {
+                match kind(event.token()) {
+                    Kind::Waker => {}
+                    Kind::Listener(i) => self.accept(i),
+                    Kind::Client(_) | Kind::Upstream(_) => self.dirty.push_back(event.token()),
+                    Kind::Probe(_) => {}
+                }
+            }
+            self.drain_dirty();
+            self.fire_timers();
+            self.drain_dirty();
+            if self.shared.stopping.load(Ordering::Acquire) && self.draining.is_none() {
+                self.start_drain();
+            }
+            if let Some(since) = self.draining {
+                if self.clients.is_empty() || since.elapsed() > DRAIN_TIMEOUT {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn drain_dirty(&mut self) {
+        // Each drive makes bounded progress and re-queues a peer only after moving bytes, so
+        // this ends once every connection is waiting on its socket.
+        let mut budget = 100_000usize;
+        while let Some(token) = self.dirty.pop_front() {
+            budget = budget.saturating_sub(1);
+            if budget == 0 {
+                break;
+            }
+            match kind(token) {
+                Kind::Client(ci) => self.guarded(ci, |w| w.drive_client(ci)),
+                Kind::Upstream(ui) => {
+                    let owner = self.upstreams.get(ui).and_then(|u| u.client);
+                    match owner {
+                        Some(ci) => self.guarded(ci, |w| w.drive_upstream(ui)),
+                        None => self.drive_upstream(ui),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Runs `f` for client `ci`; a panic closes that client (and its upstream) only.
+    fn guarded(&mut self, ci: usize, f: impl FnOnce(&mut Worker)) {
+        if catch_unwind(AssertUnwindSafe(|| f(self))).is_err() {
+            bump(&self.shared.metrics.panics);
+            crate::error!(
+                "worker {}: panic while serving a connection; closed it",
+                self.id
+            );
+            self.close_client(ci);
+        }
+    }
+
+    fn accept(&mut self, li: usize) {
+        loop {
+            if self.draining.is_some() {
+                return;
+            }
+            let Some(listener) = self.listeners.get(li) else {
+                return;
+            };
+            match listener.socket.accept() {
+                Ok((sock, peer)) => {
+                    let tls = listener.tls;
+                    self.refresh_runtime();
+                    self.new_client(sock, peer, tls);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: stop accepting this round; the event comes back.
+                    crate::warn!(
+                        "worker {}: accept on {} failed: {e}",
+                        self.id,
+                        self.listeners[li].addr
+                    );
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Picks up a reloaded configuration for new connections.
+    fn refresh_runtime(&mut self) {
+        let gen = self.shared.generation.load(Ordering::Acquire);
+        if gen != self.rt_gen {
+            self.rt = self.shared.runtime();
+            self.rt_gen = gen;
+            // Pooled connections belong to the old server list: close them; busy ones close
+            // when their exchange ends (their generation no longer matches).
+            let idle: Vec<usize> = self
+                .upstreams
+                .iter()
+                .filter(|(_, u)| u.client.is_none())
+                .map(|(i, _)| i)
+                .collect();
+            for ui in idle {
+                self.close_upstream(ui);
+            }
+            self.groups = upstream::group_states(&self.rt);
+        }
+    }
+
+    fn fire_timers(&mut self) {
+        let now = Instant::now();
+        while let Some((key, gen)) = self.timers.pop_due(now) {
+            match kind(Token(key)) {
+                Kind::Client(ci) => self.guarded(ci, |w| w.client_timer(ci, gen, now)),
+                Kind::Upstream(ui) => self.upstream_timer(ui, gen, now),
+                Kind::Probe(key) => self.probe(key),
+                _ => {}
+            }
+        }
+    }
+
+    fn start_drain(&mut self) {
+        self.draining = Some(Instant::now());
+        for l in &mut self.listeners {
+            let _ = self.poll.registry().deregister(&mut l.socket);
+        }
+        self.listeners.clear();
+        let idle: Vec<usize> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.is_idle())
+            .map(|(i, _)| i)
+            .collect();
+        for ci in idle {
+            self.close_client(ci);
+        }
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
+    }
+}
+
+fn client_token(ci: usize) -> Token {
+    Token(CLIENT_BASE + ci)
+}
+
+fn upstream_token(ui: usize) -> Token {
+    Token(UPSTREAM_BASE + ui)
+}

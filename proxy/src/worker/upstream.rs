@@ -1,0 +1,564 @@
+//! Upstream connections of one worker: per-server pools of persistent connections,
+//! the schedulers (`ratio`: smooth weighted round robin; `hash`: rendezvous hashing on
+//! host + URI), and server health (a failing server is taken out with a growing backoff and
+//! probed back with a connect before it gets traffic again).
+
+use std::collections::VecDeque;
+use std::hash::{Hash, Hasher};
+use std::io;
+use std::time::{Duration, Instant};
+
+use ktls::IoStatus;
+use mio::net::TcpStream;
+use mio::Interest;
+
+use super::exchange::{Exchange, Failure, ReqState};
+use super::{upstream_token, Worker, PROBE_BASE};
+use crate::buf::Buf;
+use crate::metrics::bump;
+use crate::outbox::Outbox;
+use crate::runtime::Runtime;
+
+/// Longest a server stays out before the next probe.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// A new connection must be established within this long.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpPhase {
+    Connecting,
+    /// In the pool, waiting for a request.
+    Idle,
+    /// Serving the request of `Upstream::client`.
+    Busy,
+    /// A health probe: a connect and nothing else.
+    Probe,
+}
+
+pub struct Upstream {
+    pub sock: TcpStream,
+    pub group: usize,
+    pub server: usize,
+    pub phase: UpPhase,
+    pub client: Option<usize>,
+    pub rbuf: Option<Buf>,
+    pub out: Outbox,
+    /// Has completed a request before: a failure before the first response byte may be a
+    /// stale keep-alive connection, so the request can be retried elsewhere.
+    pub reused: bool,
+    pub peer_closed: bool,
+    /// The last response allowed the connection to persist.
+    pub keep_alive: bool,
+    pub timer_gen: u64,
+    /// The runtime generation the connection belongs to; connections of an older
+    /// configuration are closed instead of pooled.
+    pub rt_gen: u64,
+}
+
+pub struct ServerState {
+    idle: Vec<usize>,
+    open: usize,
+    down_until: Option<Instant>,
+    failures: u32,
+    /// Smooth weighted round robin state.
+    current: i64,
+    probing: bool,
+}
+
+impl ServerState {
+    fn new() -> ServerState {
+        ServerState {
+            idle: Vec::new(),
+            open: 0,
+            down_until: None,
+            failures: 0,
+            current: 0,
+            probing: false,
+        }
+    }
+
+    fn is_up(&self, now: Instant) -> bool {
+        self.down_until.is_none_or(|t| now >= t) && !self.probing
+    }
+}
+
+pub struct GroupState {
+    pub servers: Vec<ServerState>,
+    /// Clients waiting for a connection (indices into the worker's clients).
+    pub queue: VecDeque<usize>,
+}
+
+pub fn group_states(rt: &Runtime) -> Vec<GroupState> {
+    rt.groups
+        .iter()
+        .map(|g| GroupState {
+            servers: g.servers.iter().map(|_| ServerState::new()).collect(),
+            queue: VecDeque::new(),
+        })
+        .collect()
+}
+
+/// The choice for one request.
+pub enum Pick {
+    /// An idle pooled connection.
+    Pooled(usize),
+    /// Open a new connection to this server.
+    Connect(usize),
+    /// Every usable server is at its connection limit.
+    Full,
+    /// No server is up.
+    Down,
+}
+
+impl Worker {
+    /// Chooses a server and connection of `group` for a request with `key` (hash scheduler).
+    pub(super) fn pick(&mut self, group: usize, key: u64, avoid: Option<usize>) -> Pick {
+        let now = Instant::now();
+        let Some(g) = self.rt.groups.get(group) else {
+            return Pick::Down;
+        };
+        let Some(state) = self.groups.get_mut(group) else {
+            return Pick::Down;
+        };
+        let up: Vec<usize> = (0..g.servers.len())
+            .filter(|&s| state.servers[s].is_up(now) && Some(s) != avoid)
+            .collect();
+        let primary: Vec<usize> = up
+            .iter()
+            .copied()
+            .filter(|&s| !g.servers[s].backup)
+            .collect();
+        let candidates = if primary.is_empty() { up } else { primary };
+        if candidates.is_empty() {
+            return Pick::Down;
+        }
+        let has_room =
+            |s: usize, st: &ServerState| !st.idle.is_empty() || st.open < g.servers[s].conns_n;
+        let usable: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&s| has_room(s, &state.servers[s]))
+            .collect();
+        if usable.is_empty() {
+            return Pick::Full;
+        }
+        let chosen = if g.hash {
+            // Rendezvous hashing: the same key keeps going to the same server while it is up.
+            *usable
+                .iter()
+                .max_by_key(|&&s| mix(key, s as u64))
+                .unwrap_or(&usable[0])
+        } else {
+            let total: i64 = usable.iter().map(|&s| i64::from(g.servers[s].weight)).sum();
+            for &s in &usable {
+                state.servers[s].current += i64::from(g.servers[s].weight);
+            }
+            let best = *usable
+                .iter()
+                .max_by_key(|&&s| state.servers[s].current)
+                .unwrap_or(&usable[0]);
+            state.servers[best].current -= total;
+            best
+        };
+        match state.servers[chosen].idle.pop() {
+            Some(ui) => Pick::Pooled(ui),
+            None => Pick::Connect(chosen),
+        }
+    }
+
+    /// Opens a connection to `server` of `group`. Errors are immediate connect failures.
+    pub(super) fn connect(
+        &mut self,
+        group: usize,
+        server: usize,
+        phase: UpPhase,
+    ) -> io::Result<usize> {
+        let addr = self.rt.groups[group].servers[server].addr;
+        let mut sock = TcpStream::connect(addr)?;
+        let _ = sock.set_nodelay(true);
+        let entry = self.upstreams.vacant_entry();
+        let ui = entry.key();
+        self.poll.registry().register(
+            &mut sock,
+            upstream_token(ui),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        entry.insert(Upstream {
+            sock,
+            group,
+            server,
+            phase,
+            client: None,
+            rbuf: None,
+            out: Outbox::default(),
+            reused: false,
+            peer_closed: false,
+            keep_alive: true,
+            timer_gen: 0,
+            rt_gen: self.rt_gen,
+        });
+        self.groups[group].servers[server].open += 1;
+        self.arm_upstream_timer(
+            ui,
+            CONNECT_TIMEOUT.min(self.rt.groups[group].forward_timeout),
+        );
+        Ok(ui)
+    }
+
+    pub(super) fn arm_upstream_timer(&mut self, ui: usize, after: Duration) {
+        if let Some(u) = self.upstreams.get_mut(ui) {
+            u.timer_gen += 1;
+            self.timers
+                .schedule(Instant::now() + after, upstream_token(ui).0, u.timer_gen);
+        }
+    }
+
+    fn disarm_upstream_timer(&mut self, ui: usize) {
+        if let Some(u) = self.upstreams.get_mut(ui) {
+            u.timer_gen += 1;
+        }
+    }
+
+    /// A server failed (connect refused or timed out): take it out and schedule a probe.
+    pub(super) fn mark_down(&mut self, group: usize, server: usize) {
+        let Some(st) = self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        else {
+            return;
+        };
+        st.failures = st.failures.saturating_add(1);
+        let backoff = Duration::from_millis(250u64 << st.failures.min(6)).min(MAX_BACKOFF);
+        st.down_until = Some(Instant::now() + backoff);
+        if !st.probing {
+            self.timers.schedule(
+                Instant::now() + backoff,
+                PROBE_BASE + group * 65_536 + server,
+                0,
+            );
+        }
+    }
+
+    fn mark_up(&mut self, group: usize, server: usize) {
+        if let Some(st) = self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        {
+            st.failures = 0;
+            st.down_until = None;
+            st.probing = false;
+        }
+    }
+
+    /// A probe timer fired for a server that is down: try to connect.
+    pub(super) fn probe(&mut self, key: usize) {
+        let group = (key - PROBE_BASE) / 65_536;
+        let server = (key - PROBE_BASE) % 65_536;
+        let still_down = self
+            .groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .is_some_and(|st| st.down_until.is_some() && !st.probing);
+        if !still_down || self.draining.is_some() {
+            return;
+        }
+        match self.connect(group, server, UpPhase::Probe) {
+            Ok(_) => self.groups[group].servers[server].probing = true,
+            Err(_) => self.mark_down(group, server),
+        }
+    }
+
+    pub(super) fn upstream_timer(&mut self, ui: usize, gen: u64, _now: Instant) {
+        let Some(u) = self.upstreams.get(ui) else {
+            return;
+        };
+        if u.timer_gen != gen {
+            return;
+        }
+        match (u.phase, u.client) {
+            (UpPhase::Connecting, Some(ci)) => {
+                let (group, server) = (u.group, u.server);
+                bump(&self.metrics().upstream_connect_errors);
+                self.close_upstream(ui);
+                self.mark_down(group, server);
+                self.exchange_failed(ci, Failure::Connect);
+            }
+            (UpPhase::Busy, Some(ci)) => {
+                bump(&self.metrics().upstream_timeouts);
+                self.close_upstream(ui);
+                self.exchange_failed(ci, Failure::Timeout);
+            }
+            (UpPhase::Probe, _) => {
+                let (group, server) = (u.group, u.server);
+                self.close_upstream(ui);
+                if let Some(st) = self
+                    .groups
+                    .get_mut(group)
+                    .and_then(|g| g.servers.get_mut(server))
+                {
+                    st.probing = false;
+                }
+                self.mark_down(group, server);
+            }
+            _ => self.close_upstream(ui),
+        }
+    }
+
+    /// Drives one upstream connection: connect completion, writes, reads, and the response.
+    pub(super) fn drive_upstream(&mut self, ui: usize) {
+        let Some(u) = self.upstreams.get_mut(ui) else {
+            return;
+        };
+        if matches!(u.phase, UpPhase::Connecting | UpPhase::Probe) {
+            match connect_result(&u.sock) {
+                None => return,
+                Some(Ok(())) => {
+                    let (group, server, probe) = (u.group, u.server, u.phase == UpPhase::Probe);
+                    self.mark_up(group, server);
+                    if probe {
+                        self.disarm_upstream_timer(ui);
+                        self.release_upstream(ui);
+                        return;
+                    }
+                    let Some(u) = self.upstreams.get_mut(ui) else {
+                        return;
+                    };
+                    u.phase = UpPhase::Busy;
+                    let timeout = self.rt.groups[group].forward_timeout;
+                    self.arm_upstream_timer(ui, timeout);
+                }
+                Some(Err(_)) => {
+                    let (group, server, client, probe) =
+                        (u.group, u.server, u.client, u.phase == UpPhase::Probe);
+                    self.close_upstream(ui);
+                    if probe {
+                        if let Some(st) = self
+                            .groups
+                            .get_mut(group)
+                            .and_then(|g| g.servers.get_mut(server))
+                        {
+                            st.probing = false;
+                        }
+                    } else {
+                        bump(&self.metrics().upstream_connect_errors);
+                    }
+                    self.mark_down(group, server);
+                    if let Some(ci) = client {
+                        self.exchange_failed(ci, Failure::Connect);
+                    }
+                    return;
+                }
+            }
+        }
+        for _ in 0..64 {
+            let mut progressed = self.flush_upstream(ui);
+            progressed |= self.read_upstream(ui);
+            let Some(u) = self.upstreams.get(ui) else {
+                return;
+            };
+            match u.client {
+                Some(ci) => progressed |= self.relay_response(ci, ui),
+                None => {
+                    // An idle pooled connection that becomes readable was closed by the
+                    // server (or sent something unasked): it cannot be used again.
+                    if u.peer_closed || u.rbuf.as_ref().is_some_and(|b| !b.is_empty()) {
+                        self.close_upstream(ui);
+                    }
+                    return;
+                }
+            }
+            if !progressed || !self.upstreams.contains(ui) {
+                break;
+            }
+        }
+    }
+
+    fn flush_upstream(&mut self, ui: usize) -> bool {
+        let Some(u) = self.upstreams.get_mut(ui) else {
+            return false;
+        };
+        if u.out.is_empty() || u.phase != UpPhase::Busy {
+            return false;
+        }
+        let mut plain = crate::transport::Transport::Plain;
+        match plain.write(&mut u.sock, &mut u.out) {
+            IoStatus::Done(n) if n > 0 => {
+                // Room again: the client may have more request body to pass.
+                if let Some(ci) = u.client {
+                    self.dirty.push_back(super::client_token(ci));
+                }
+                true
+            }
+            IoStatus::Done(_) | IoStatus::WantRead | IoStatus::WantWrite => false,
+            IoStatus::Closed | IoStatus::Error(_) => {
+                u.peer_closed = true;
+                u.out.clear();
+                true
+            }
+        }
+    }
+
+    fn read_upstream(&mut self, ui: usize) -> bool {
+        let Worker {
+            upstreams, bufs, ..
+        } = self;
+        let Some(u) = upstreams.get_mut(ui) else {
+            return false;
+        };
+        if u.peer_closed || u.phase == UpPhase::Connecting {
+            return false;
+        }
+        let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
+        let mut got = false;
+        while !rbuf.is_full() {
+            match rbuf.read_from(&mut u.sock) {
+                Ok(0) => {
+                    u.peer_closed = true;
+                    got = true;
+                    break;
+                }
+                Ok(_) => got = true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    u.peer_closed = true;
+                    got = true;
+                    break;
+                }
+            }
+        }
+        bufs.release_if_empty(&mut u.rbuf);
+        got
+    }
+
+    /// Puts a connection whose exchange finished back in its server's pool (or closes it),
+    /// then hands it to a waiting client if there is one.
+    pub(super) fn release_upstream(&mut self, ui: usize) {
+        let Some(u) = self.upstreams.get_mut(ui) else {
+            return;
+        };
+        let reusable = u.keep_alive
+            && !u.peer_closed
+            && u.rbuf.as_ref().is_none_or(Buf::is_empty)
+            && u.rt_gen == self.rt_gen;
+        if !reusable {
+            self.close_upstream(ui);
+            return;
+        }
+        u.client = None;
+        u.phase = UpPhase::Idle;
+        u.reused = true;
+        let (group, server) = (u.group, u.server);
+        self.bufs.release_if_empty(&mut u.rbuf);
+        self.disarm_upstream_timer(ui);
+        self.groups[group].servers[server].idle.push(ui);
+        self.serve_queue(group);
+    }
+
+    /// A client gave up on its exchange (closed or failed): the connection's state is
+    /// unknown mid-message, so it is closed rather than pooled.
+    pub(super) fn abandon_upstream(&mut self, ui: usize) {
+        self.close_upstream(ui);
+    }
+
+    pub(super) fn close_upstream(&mut self, ui: usize) {
+        if !self.upstreams.contains(ui) {
+            return;
+        }
+        let mut u = self.upstreams.remove(ui);
+        let _ = self.poll.registry().deregister(&mut u.sock);
+        if let Some(buf) = u.rbuf.take() {
+            self.bufs.give(buf);
+        }
+        if u.rt_gen == self.rt_gen {
+            if let Some(st) = self
+                .groups
+                .get_mut(u.group)
+                .and_then(|g| g.servers.get_mut(u.server))
+            {
+                st.open = st.open.saturating_sub(1);
+                st.idle.retain(|&i| i != ui);
+            }
+            self.serve_queue(u.group);
+        }
+    }
+
+    /// Gives freed capacity to the first waiting client of `group`.
+    fn serve_queue(&mut self, group: usize) {
+        while let Some(ci) = self.groups.get_mut(group).and_then(|g| g.queue.pop_front()) {
+            let waiting = self
+                .clients
+                .get(ci)
+                .is_some_and(|c| matches!(c.req, ReqState::Queued(_)));
+            if !waiting {
+                continue;
+            }
+            let Some(c) = self.clients.get_mut(ci) else {
+                continue;
+            };
+            let ReqState::Queued(ex) = std::mem::replace(&mut c.req, ReqState::Head) else {
+                continue;
+            };
+            self.dispatch(ci, ex);
+            return;
+        }
+    }
+
+    /// Removes a closing client from its group's wait queue.
+    pub(super) fn unqueue(&mut self, ci: usize) {
+        for g in &mut self.groups {
+            g.queue.retain(|&c| c != ci);
+        }
+    }
+
+    /// Queues a client until a connection of `group` frees up; false if the queue is full.
+    pub(super) fn enqueue(
+        &mut self,
+        ci: usize,
+        group: usize,
+        ex: Box<Exchange>,
+    ) -> Result<(), Box<Exchange>> {
+        let limit = self.rt.groups.get(group).map_or(0, |g| g.queue_size);
+        let Some(g) = self.groups.get_mut(group) else {
+            return Err(ex);
+        };
+        if g.queue.len() >= limit {
+            return Err(ex);
+        }
+        g.queue.push_back(ci);
+        if let Some(c) = self.clients.get_mut(ci) {
+            c.req = ReqState::Queued(ex);
+        }
+        Ok(())
+    }
+}
+
+/// Whether a non-blocking connect finished: None while in progress.
+fn connect_result(sock: &TcpStream) -> Option<io::Result<()>> {
+    if let Ok(Some(e)) | Err(e) = sock.take_error() {
+        return Some(Err(e));
+    }
+    match sock.peer_addr() {
+        Ok(_) => Some(Ok(())),
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+/// The hash key of a request for the `hash` scheduler.
+pub fn request_key(host: &[u8], uri: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    host.hash(&mut h);
+    uri.hash(&mut h);
+    h.finish()
+}
+
+fn mix(key: u64, server: u64) -> u64 {
+    let mut x = key ^ server.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x
+}
