@@ -1,1 +1,93 @@
-//! placeholder
+//! HTTP caching for ktls-proxy: RFC 9111 semantics and a byte-bounded,
+//! sharded, process-wide store. Knows nothing of sockets or of the
+//! proxy's configuration types: the proxy passes plain inputs (a
+//! [`Policy`], [`Request`]/[`Response`] views over its header slices, and
+//! times from its own clock) and every call returns immediately.
+//!
+//! Event-loop use, per request:
+//!
+//! 1. `cache.lookup(&policy, &req, now, waiter)`:
+//!    - [`Lookup::Hit`]: `entry.reply_kind(&req)`, then write
+//!      `reply_parts(kind).0`, an Age chunk from `entry.write_age(now, buf)`,
+//!      and `reply_parts(kind).1` (empty unless a full response).
+//!    - [`Lookup::Miss`]: forward (without the client's conditional
+//!      fields); on the response call `guard.store(...)` once the body is
+//!      buffered, `guard.not_storable(.., NotStoredReason::TooLarge, ..)`
+//!      when it is streamed instead, `guard.fail()` (or drop) on errors.
+//!    - [`Lookup::Revalidate`]: forward with `entry.validators()`; on 304
+//!      `guard.not_modified(...)`, on 200 `guard.store(...)`, on error
+//!      `guard.serve_stale(&policy, status)` or `guard.fail()`.
+//!    - [`Lookup::Wait`]: park the request; the waiter callback delivers
+//!      a [`WaitOutcome`] once (`cache.cancel_wait(ticket)` on timeout).
+//!    - [`Lookup::Pass`]: forward and do not store.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::SystemTime;
+//! use cache::{Cache, CacheLimits, ExchangeTimes, Lookup, Policy, Request, Response};
+//!
+//! let cache = Cache::new(CacheLimits::default()); // one per process, cloned per worker
+//! let policy = Policy::default(); // from the config snapshot
+//! let headers: [(&str, &[u8]); 1] = [("Accept", b"*/*")];
+//! let req = Request { vhost: "default", method: "GET", uri: b"/", headers: &headers[..] };
+//! let now = SystemTime::now();
+//! // The waiter would push the outcome to this worker's queue and wake its mio::Waker.
+//! match cache.lookup(&policy, &req, now, |_outcome| {}) {
+//!     Lookup::Miss(guard) => {
+//!         // ... forward to the origin; the response arrives:
+//!         let resp_headers: [(&str, &[u8]); 1] = [("Cache-Control", b"max-age=60")];
+//!         let resp = Response { status: 200, reason: b"OK", headers: &resp_headers[..], body_len: 2 };
+//!         let times = ExchangeTimes { request_time: now, response_time: now };
+//!         let stored = guard.store(&policy, &req, &resp, Arc::from(&b"hi"[..]), times);
+//!         assert!(stored.is_ok());
+//!     }
+//!     _ => unreachable!("empty cache"),
+//! }
+//! if let Lookup::Hit(entry) = cache.lookup(&policy, &req, now, |_| {}) {
+//!     let kind = entry.reply_kind(&req);
+//!     let mut age = Vec::new();
+//!     entry.write_age(now, &mut age);
+//!     let (head, body) = entry.reply_parts(kind);
+//!     // writev([head, &age, body]) on the client socket
+//!     assert!(head.starts_with(b"HTTP/1.1 200 OK\r\n") && age.ends_with(b"\r\n\r\n") && body == b"hi");
+//! }
+//! ```
+
+mod cache;
+mod conditional;
+mod entry;
+mod flight;
+mod freshness;
+pub mod headers;
+pub mod httpdate;
+mod key;
+mod message;
+mod metrics;
+mod policy;
+mod shard;
+mod storability;
+
+pub use cache::{Cache, CacheLimits, Lookup};
+pub use conditional::weak_match;
+pub use entry::{Entry, ReplyKind};
+pub use flight::{FetchGuard, WaitOutcome, WaitTicket, WaiterFn};
+pub use freshness::Freshness;
+pub use headers::{CacheControl, HeaderPair};
+pub use key::Key;
+pub use message::{standard_reason, ExchangeTimes, Request, Response};
+pub use metrics::MetricsSnapshot;
+pub use policy::{
+    CacheAction, CacheRules, IgnoredDirectives, Policy, PolicyError, PurgeMode, StatusPattern,
+    UriMatcher, DEFAULT_MAX_OBJECT_SIZE, DEFAULT_TOTAL_BYTES,
+};
+pub use shard::{ENTRY_OVERHEAD, SLOT_OVERHEAD};
+pub use storability::{cacheable_by_default, check_storable, NotStoredReason, Storability};
+
+/// Request fields the proxy removes before a cache-filling fetch, so the
+/// origin answers with a full, storable response.
+pub const CLIENT_CONDITIONAL_FIELDS: [&str; 4] = [
+    "if-none-match",
+    "if-modified-since",
+    "if-match",
+    "if-unmodified-since",
+];

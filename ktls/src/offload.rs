@@ -1,1 +1,249 @@
-//! (in progress)
+//! Handing a finished handshake's record layer to the kernel.
+//!
+//! | protocol | who installs TX | who installs RX                        |
+//! |----------|-----------------|----------------------------------------|
+//! | TLS 1.2  | OpenSSL         | OpenSSL                                |
+//! | TLS 1.3  | OpenSSL         | this module, from CLIENT_TRAFFIC_SECRET_0 |
+//!
+//! When both directions are in the kernel the SSL object is freed and the connection becomes a
+//! [`KtlsSocket`]; otherwise it stays a [`TlsSession`] and says why ([`FallbackReason`]).
+//! Setup for a context: `ossl::configure_context`, then [`capture_secrets`]; for each SSL
+//! before the handshake: [`prepare_ssl`].
+
+mod hkdf;
+mod secrets;
+mod socket;
+
+use std::fmt;
+use std::str::FromStr;
+
+use openssl::ssl::{SslRef, SslVersion};
+
+use crate::kernel::{self, CryptoInfo, Direction, KernelCipher, TlsVersion};
+use crate::ossl;
+use crate::session::TlsSession;
+
+pub use hkdf::{hkdf_expand_label, suite_hash, traffic_keys, HkdfError, TrafficKeys};
+pub use secrets::{capture_secrets, prepare_ssl, take_client_secret, Secret, SecretSlot};
+pub use socket::KtlsSocket;
+
+/// `tls_ktls auto|on|off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KtlsMode {
+    /// Offload where the kernel and the cipher allow, per connection; fall back otherwise.
+    #[default]
+    Auto,
+    /// As `Auto`, but the proxy refuses to start when `kernel::kernel_support()` is missing.
+    On,
+    /// Never offload.
+    Off,
+}
+
+impl KtlsMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KtlsMode::Auto => "auto",
+            KtlsMode::On => "on",
+            KtlsMode::Off => "off",
+        }
+    }
+}
+
+/// `tls_ktls` got something other than auto, on or off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadKtlsMode(pub String);
+
+impl fmt::Display for BadKtlsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tls_ktls: expected auto, on or off, got {:?}", self.0)
+    }
+}
+
+impl std::error::Error for BadKtlsMode {}
+
+impl FromStr for KtlsMode {
+    type Err = BadKtlsMode;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(KtlsMode::Auto),
+            "on" => Ok(KtlsMode::On),
+            "off" => Ok(KtlsMode::Off),
+            other => Err(BadKtlsMode(other.to_string())),
+        }
+    }
+}
+
+/// Why a connection stays (at least partly) in user space. Bounded: usable as a metrics label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackReason {
+    /// `tls_ktls off`.
+    Disabled,
+    /// The kernel has no `tls` module.
+    NoKernelSupport,
+    /// Neither TLS 1.2 nor TLS 1.3.
+    UnsupportedVersion,
+    /// The negotiated cipher has no kernel offload here (e.g. AES-CCM).
+    CipherNotOffloadable,
+    /// OpenSSL kept the send direction in user space although the cipher is offloadable.
+    SendNotOffloaded,
+    /// TLS 1.2: OpenSSL offloaded send but not receive.
+    RecvNotOffloaded,
+    /// TLS 1.3: no client traffic secret was captured (`capture_secrets`/`prepare_ssl` missing).
+    NoTrafficSecret,
+    /// Deriving the receive key failed.
+    KeyDerivationFailed,
+    /// The kernel refused the receive state (`setsockopt(SOL_TLS, TLS_RX)`); errno.
+    RxInstallFailed(i32),
+    /// OpenSSL already holds received bytes the kernel would never see.
+    PendingData,
+}
+
+impl FallbackReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FallbackReason::Disabled => "disabled",
+            FallbackReason::NoKernelSupport => "no_kernel_support",
+            FallbackReason::UnsupportedVersion => "unsupported_version",
+            FallbackReason::CipherNotOffloadable => "cipher_not_offloadable",
+            FallbackReason::SendNotOffloaded => "send_not_offloaded",
+            FallbackReason::RecvNotOffloaded => "recv_not_offloaded",
+            FallbackReason::NoTrafficSecret => "no_traffic_secret",
+            FallbackReason::KeyDerivationFailed => "key_derivation_failed",
+            FallbackReason::RxInstallFailed(_) => "rx_install_failed",
+            FallbackReason::PendingData => "pending_data",
+        }
+    }
+}
+
+impl fmt::Display for FallbackReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FallbackReason::Disabled => f.write_str("kTLS disabled by configuration"),
+            FallbackReason::NoKernelSupport => f.write_str("no kernel support"),
+            FallbackReason::UnsupportedVersion => f.write_str("protocol version not offloadable"),
+            FallbackReason::CipherNotOffloadable => f.write_str("cipher not offloadable"),
+            FallbackReason::SendNotOffloaded => f.write_str("OpenSSL did not offload send"),
+            FallbackReason::RecvNotOffloaded => f.write_str("OpenSSL did not offload receive"),
+            FallbackReason::NoTrafficSecret => f.write_str("no client traffic secret captured"),
+            FallbackReason::KeyDerivationFailed => f.write_str("receive key derivation failed"),
+            FallbackReason::RxInstallFailed(errno) => write!(
+                f,
+                "TLS_RX install failed: {}",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+            FallbackReason::PendingData => f.write_str("OpenSSL holds unread data"),
+        }
+    }
+}
+
+/// Where a connection's record layer runs after `offload`.
+pub enum Offload {
+    /// Both directions in the kernel; the SSL object is freed.
+    Kernel(KtlsSocket),
+    /// Records (or at least received records) stay with OpenSSL. `send_offloaded`: OpenSSL
+    /// itself writes through the kernel's TX state (transparent to the caller).
+    UserSpace {
+        session: TlsSession,
+        send_offloaded: bool,
+        reason: FallbackReason,
+    },
+}
+
+impl Offload {
+    /// The metrics label of the path taken: "ktls", "ktls_tx" or "user".
+    pub fn path(&self) -> &'static str {
+        match self {
+            Offload::Kernel(_) => "ktls",
+            Offload::UserSpace {
+                send_offloaded: true,
+                ..
+            } => "ktls_tx",
+            Offload::UserSpace { .. } => "user",
+        }
+    }
+}
+
+impl fmt::Debug for Offload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Offload::Kernel(socket) => f.debug_tuple("Kernel").field(socket).finish(),
+            Offload::UserSpace {
+                send_offloaded,
+                reason,
+                ..
+            } => f
+                .debug_struct("UserSpace")
+                .field("send_offloaded", send_offloaded)
+                .field("reason", reason)
+                .finish(),
+        }
+    }
+}
+
+/// Moves a session whose handshake is done to the kernel as far as `mode`, the kernel, the
+/// cipher and OpenSSL allow. Never fails: anything that cannot be offloaded stays usable in
+/// user space. Must run before the first `read` of the session.
+pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
+    let send_offloaded = ossl::ktls_send_active(session.ssl());
+    let fallback = |session: TlsSession, reason: FallbackReason| Offload::UserSpace {
+        session,
+        send_offloaded,
+        reason,
+    };
+    if mode == KtlsMode::Off {
+        return fallback(session, FallbackReason::Disabled);
+    }
+    if !kernel::kernel_support().is_available() {
+        return fallback(session, FallbackReason::NoKernelSupport);
+    }
+    let Some(version) = tls_version(session.ssl()) else {
+        return fallback(session, FallbackReason::UnsupportedVersion);
+    };
+    let Some(cipher) = negotiated_cipher(session.ssl()) else {
+        return fallback(session, FallbackReason::CipherNotOffloadable);
+    };
+    if !send_offloaded {
+        return fallback(session, FallbackReason::SendNotOffloaded);
+    }
+    // Bytes OpenSSL has read but not handed out would be lost to a kernel-side reader.
+    if session.has_pending() {
+        return fallback(session, FallbackReason::PendingData);
+    }
+    if !ossl::ktls_recv_active(session.ssl()) {
+        if version == TlsVersion::Tls12 {
+            return fallback(session, FallbackReason::RecvNotOffloaded);
+        }
+        if let Err(reason) = install_tls13_rx(&mut session, cipher) {
+            return fallback(session, reason);
+        }
+    }
+    let fd = session.fd();
+    // SSL_free sends nothing and leaves the fd open; the kernel holds both directions now.
+    drop(session.into_ssl());
+    Offload::Kernel(KtlsSocket::new(fd, version, cipher))
+}
+
+/// Installs TLS 1.3 receive from the captured client traffic secret, record sequence 0: with
+/// read-ahead off OpenSSL has read nothing past the client's Finished.
+fn install_tls13_rx(session: &mut TlsSession, cipher: KernelCipher) -> Result<(), FallbackReason> {
+    let secret = take_client_secret(session.ssl_mut()).ok_or(FallbackReason::NoTrafficSecret)?;
+    let keys =
+        traffic_keys(cipher, secret.bytes()).map_err(|_| FallbackReason::KeyDerivationFailed)?;
+    let info = CryptoInfo::tls13(cipher, &keys.key, &keys.iv, 0)
+        .map_err(|_| FallbackReason::KeyDerivationFailed)?;
+    kernel::set_crypto(session.fd(), Direction::Rx, &info)
+        .map_err(|e| FallbackReason::RxInstallFailed(e.raw_os_error().unwrap_or(0)))
+}
+
+fn tls_version(ssl: &SslRef) -> Option<TlsVersion> {
+    match ssl.version2()? {
+        SslVersion::TLS1_2 => Some(TlsVersion::Tls12),
+        SslVersion::TLS1_3 => Some(TlsVersion::Tls13),
+        _ => None,
+    }
+}
+
+fn negotiated_cipher(ssl: &SslRef) -> Option<KernelCipher> {
+    KernelCipher::from_standard_name(ssl.current_cipher()?.standard_name()?)
+}

@@ -31,15 +31,22 @@ extern "C" {
         ctx: *mut ffi::SSL_CTX,
         secs: std::os::raw::c_long,
     ) -> std::os::raw::c_long;
+    // OpenSSL 1.1.1+: TLS 1.3 KeyUpdate, and whether any input is buffered.
+    fn SSL_key_update(ssl: *mut ffi::SSL, updatetype: c_int) -> c_int;
+    fn SSL_has_pending(ssl: *const ffi::SSL) -> c_int;
 }
 
 /// Sets what every server and client context of this project needs for kTLS: the kTLS
 /// option, buffers released while idle, and no read-ahead (so that OpenSSL never consumes an
 /// application record the kernel should decrypt).
-pub fn configure_context(builder: &mut SslContextBuilder) {
-    builder.set_options(
-        SslOptions::from_bits_retain(SSL_OP_ENABLE_KTLS) | SslOptions::IGNORE_UNEXPECTED_EOF,
-    );
+///
+/// `ktls: false` (`tls_ktls off`) leaves the kTLS option off, so that OpenSSL does not offload
+/// the send direction by itself either.
+pub fn configure_context(builder: &mut SslContextBuilder, ktls: bool) {
+    builder.set_options(SslOptions::IGNORE_UNEXPECTED_EOF);
+    if ktls {
+        builder.set_options(SslOptions::from_bits_retain(SSL_OP_ENABLE_KTLS));
+    }
     builder.set_mode(SslMode::RELEASE_BUFFERS);
     builder.set_read_ahead(false);
 }
@@ -143,8 +150,23 @@ pub(crate) fn shutdown(ssl: &mut SslRef) {
 }
 
 pub(crate) fn has_pending(ssl: &SslRef) -> bool {
-    // SAFETY: `ssl` is live; SSL_pending only reads the SSL's record buffers.
-    unsafe { ffi::SSL_pending(ssl.as_ptr()) > 0 }
+    // SSL_has_pending also sees raw record bytes read but not yet processed, which a
+    // kernel-side reader would never get; SSL_pending sees only decrypted ones.
+    // SAFETY: `ssl` is live; SSL_has_pending only reads the SSL's buffers.
+    unsafe { SSL_has_pending(ssl.as_ptr()) == 1 }
+}
+
+/// Schedules a TLS 1.3 KeyUpdate (not requesting the peer's); it goes out with the next
+/// write. Tests use it to check that a kTLS connection handles a peer's KeyUpdate.
+pub fn key_update(ssl: &SslRef) -> Result<(), ErrorStack> {
+    // SAFETY: `ssl` is live; SSL_key_update only marks it to send a KeyUpdate
+    // (SSL_KEY_UPDATE_NOT_REQUESTED = 0) with the next write.
+    let ok = unsafe { SSL_key_update(ssl.as_ptr(), 0) };
+    if ok == 1 {
+        Ok(())
+    } else {
+        Err(ErrorStack::get())
+    }
 }
 
 /// Whether OpenSSL handed the send direction of this connection to the kernel.

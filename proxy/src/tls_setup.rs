@@ -83,6 +83,7 @@ pub struct TlsContexts {
 /// Builds the contexts for `config`, or every error found. `Ok(None)` when no vhost has a
 /// certificate (fine as long as no listener is TLS).
 pub fn build(config: &Config) -> Result<Option<TlsContexts>, Vec<TlsSetupError>> {
+    let ktls_enabled = config.tls.ktls != config::KtlsMode::Off;
     let mut errors = Vec::new();
     let mut by_name: HashMap<String, SslContext> = HashMap::new();
     let mut names = Vec::new();
@@ -91,7 +92,7 @@ pub fn build(config: &Config) -> Result<Option<TlsContexts>, Vec<TlsSetupError>>
         if vhost.tls.certificates.is_empty() {
             continue;
         }
-        match vhost_context(vhost, None) {
+        match vhost_context(vhost, ktls_enabled, None) {
             Ok(builder) => {
                 by_name.insert(vhost.name.to_ascii_lowercase(), builder.build());
                 names.push(vhost.name.clone());
@@ -113,7 +114,7 @@ pub fn build(config: &Config) -> Result<Option<TlsContexts>, Vec<TlsSetupError>>
         by_name: Arc::new(by_name),
         match_any: config.tls.match_any_server_name,
     };
-    match vhost_context(start_vhost, Some(sni)) {
+    match vhost_context(start_vhost, ktls_enabled, Some(sni)) {
         Ok(builder) => Ok(Some(TlsContexts {
             accept: builder.build(),
             names,
@@ -148,7 +149,7 @@ fn vhost_context(
     b.set_cipher_list(TLS12_CIPHERS).map_err(openssl_err)?;
     b.set_groups_list(GROUPS).map_err(openssl_err)?;
     b.set_options(SslOptions::CIPHER_SERVER_PREFERENCE | SslOptions::NO_RENEGOTIATION);
-    ktls::ossl::configure_context(&mut b);
+    ktls::ossl::configure_context(&mut b, ktls_enabled);
     // TLS 1.3 receive offload needs the client traffic secret of each connection.
     ktls::offload::capture_secrets(&mut b).map_err(openssl_err)?;
     let mut errors = Vec::new();

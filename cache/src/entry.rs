@@ -1,0 +1,413 @@
+//! A stored response, ready to write: the status line and header fields
+//! are serialised once at store time, the body is shared bytes. A hit
+//! clones an `Arc<Entry>` under the shard lock and writes outside it:
+//! `head()`, then a per-hit chunk from [`Entry::write_age`], then `body()`.
+
+use std::io::Write;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::freshness::{current_age, Freshness};
+use crate::headers::{self, HeaderPair};
+use crate::httpdate::{parse_http_date, write_http_date};
+use crate::message::{standard_reason, ExchangeTimes, Request, Response};
+use crate::policy::Policy;
+use crate::storability::{analyze, NotStoredReason};
+
+/// Fields the cache itself manages or that belong to one connection; never
+/// stored even if the proxy forgot to remove them.
+const NEVER_STORED: [&str; 9] = [
+    "content-length",
+    "age",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// Fields a 304 repeats from the 200 it stands for (RFC 9110 §15.4.5).
+const NOT_MODIFIED_FIELDS: [&str; 7] = [
+    "cache-control",
+    "content-location",
+    "date",
+    "etag",
+    "expires",
+    "last-modified",
+    "vary",
+];
+
+/// One `Vary`-named request field and the normalised value it had when the
+/// response was stored (`None`: the request did not carry it).
+#[derive(Debug)]
+struct VaryField {
+    name: Box<str>,
+    value: Option<Box<[u8]>>,
+}
+
+#[derive(Debug)]
+pub struct Entry {
+    /// Status line and header fields, each ending in CRLF, without the
+    /// empty line that ends the head (Age goes before it).
+    head: Box<[u8]>,
+    /// The same for the 304 answer to a matching conditional request.
+    not_modified_head: Box<[u8]>,
+    body: Arc<[u8]>,
+    status: u16,
+    etag: Option<Range<usize>>,
+    last_modified: Option<Range<usize>>,
+    /// Last-Modified, else Date: what If-Modified-Since is compared with.
+    modified_at: SystemTime,
+    response_time: SystemTime,
+    lifetime: Duration,
+    corrected_initial_age: Duration,
+    no_cache: bool,
+    must_revalidate: bool,
+    vary: Box<[VaryField]>,
+    /// Set by `cache_purge invalidate`: stale from now on.
+    invalidated: AtomicBool,
+}
+
+/// What to send for a hit; the bytes come from [`Entry::reply_parts`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyKind {
+    /// Full response: head, Age chunk, body.
+    Full,
+    /// HEAD request: head and Age chunk, no body.
+    HeadOnly,
+    /// The client's conditional request matched: 304 head and Age chunk.
+    NotModified,
+}
+
+impl Entry {
+    /// Builds an entry from an origin response if it is storable.
+    /// `body` is the decoded body (no chunked framing).
+    pub fn build<Q: HeaderPair, R: HeaderPair>(
+        policy: &Policy,
+        req: &Request<'_, Q>,
+        resp: &Response<'_, R>,
+        body: Arc<[u8]>,
+        times: ExchangeTimes,
+    ) -> Result<Entry, NotStoredReason> {
+        let resp = Response {
+            body_len: body.len(),
+            ..*resp
+        };
+        let meta = analyze(policy, req, &resp, times)?;
+        let mut head = Vec::with_capacity(256);
+        let injects = resp.reason.iter().any(|&b| b == b'\r' || b == b'\n');
+        let reason = if resp.reason.is_empty() || injects {
+            standard_reason(resp.status).as_bytes()
+        } else {
+            resp.reason
+        };
+        let _ = write!(head, "HTTP/1.1 {} ", resp.status);
+        head.extend_from_slice(reason);
+        head.extend_from_slice(b"\r\n");
+        let mut etag = None;
+        let mut last_modified = None;
+        for h in resp.headers {
+            let (name, value) = (h.name(), h.value().trim_ascii());
+            if !storable_field(policy, name, value) {
+                continue;
+            }
+            head.extend_from_slice(name);
+            head.extend_from_slice(b": ");
+            let start = head.len();
+            head.extend_from_slice(value);
+            if name.eq_ignore_ascii_case(b"etag") && etag.is_none() {
+                etag = Some(start..head.len());
+            } else if name.eq_ignore_ascii_case(b"last-modified") && last_modified.is_none() {
+                last_modified = Some(start..head.len());
+            }
+            head.extend_from_slice(b"\r\n");
+        }
+        if !meta.date_present {
+            // Age calculations downstream need a Date (RFC 9110 §6.6.1).
+            head.extend_from_slice(b"Date: ");
+            write_http_date(meta.date, &mut head);
+            head.extend_from_slice(b"\r\n");
+        }
+        if resp.status != 204 {
+            let _ = write!(head, "Content-Length: {}\r\n", body.len());
+        }
+        let modified_at = last_modified
+            .clone()
+            .and_then(|r| head.get(r))
+            .and_then(parse_http_date)
+            .unwrap_or(meta.date);
+        let not_modified_head = build_not_modified_head(&head);
+        let vary = headers::list_elements(resp.headers, "vary")
+            .map(|name| VaryField {
+                name: String::from_utf8_lossy(name).to_ascii_lowercase().into(),
+                value: normalised_value(req.headers, name),
+            })
+            .collect();
+        Ok(Entry {
+            head: head.into(),
+            not_modified_head,
+            body,
+            status: resp.status,
+            etag,
+            last_modified,
+            modified_at,
+            response_time: times.response_time,
+            lifetime: meta.lifetime,
+            corrected_initial_age: meta.corrected_initial_age,
+            no_cache: meta.no_cache,
+            must_revalidate: meta.must_revalidate,
+            vary,
+            invalidated: AtomicBool::new(false),
+        })
+    }
+
+    /// Status line and header fields, without the final empty line.
+    pub fn head(&self) -> &[u8] {
+        &self.head
+    }
+
+    pub fn body(&self) -> &Arc<[u8]> {
+        &self.body
+    }
+
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The stored ETag field value, if any.
+    pub fn etag(&self) -> Option<&[u8]> {
+        self.etag.clone().and_then(|r| self.head.get(r))
+    }
+
+    /// The stored Last-Modified field value, if any.
+    pub fn last_modified(&self) -> Option<&[u8]> {
+        self.last_modified.clone().and_then(|r| self.head.get(r))
+    }
+
+    pub(crate) fn modified_at(&self) -> SystemTime {
+        self.modified_at
+    }
+
+    /// Head bytes and body bytes to write for `kind`; the Age chunk from
+    /// [`Entry::write_age`] goes between them.
+    pub fn reply_parts(&self, kind: ReplyKind) -> (&[u8], &[u8]) {
+        match kind {
+            ReplyKind::Full => (&self.head, &self.body),
+            ReplyKind::HeadOnly => (&self.head, &[]),
+            ReplyKind::NotModified => (&self.not_modified_head, &[]),
+        }
+    }
+
+    /// Appends `Age: N\r\n\r\n`: the per-hit end of the head.
+    pub fn write_age(&self, now: SystemTime, out: &mut Vec<u8>) {
+        let _ = write!(out, "Age: {}\r\n\r\n", self.current_age(now).as_secs());
+    }
+
+    /// RFC 9111 §4.2.3 current age.
+    pub fn current_age(&self, now: SystemTime) -> Duration {
+        current_age(self.corrected_initial_age, self.response_time, now)
+    }
+
+    /// How long the entry stays fresh from `now`: zero when stale, and
+    /// always zero for no-cache or purged entries (revalidate every use).
+    pub fn remaining_freshness(&self, now: SystemTime) -> Duration {
+        if self.no_cache || self.invalidated.load(Ordering::Relaxed) {
+            return Duration::ZERO;
+        }
+        self.lifetime.saturating_sub(self.current_age(now))
+    }
+
+    pub fn has_validators(&self) -> bool {
+        self.etag.is_some() || self.last_modified.is_some()
+    }
+
+    /// Fresh, or stale (no-cache, purged, or past its lifetime).
+    pub fn freshness(&self, now: SystemTime) -> Freshness {
+        if self.remaining_freshness(now).is_zero() {
+            Freshness::Stale {
+                has_validators: self.has_validators(),
+            }
+        } else {
+            Freshness::Fresh
+        }
+    }
+
+    /// Whether this stale entry may stand in for a failed origin
+    /// (`cache_use_stale`); must-revalidate forbids it (RFC 9111 §4.2.4).
+    pub fn may_serve_stale(&self) -> bool {
+        !self.must_revalidate && !self.no_cache
+    }
+
+    pub(crate) fn invalidate(&self) {
+        self.invalidated.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the request carries the same values for every field the
+    /// stored response's Vary names (case-insensitive names, list elements
+    /// compared after trimming).
+    pub fn vary_matches<H: HeaderPair>(&self, req_headers: &[H]) -> bool {
+        self.vary.iter().all(|field| match &field.value {
+            None => !headers::has(req_headers, &field.name),
+            Some(stored) => {
+                headers::has(req_headers, &field.name)
+                    && headers::split_list(stored)
+                        .eq(headers::list_elements(req_headers, &field.name))
+            }
+        })
+    }
+
+    /// Whether two entries are the same variant (their Vary tags match).
+    pub(crate) fn same_variant(&self, other: &Entry) -> bool {
+        self.vary.len() == other.vary.len()
+            && self
+                .vary
+                .iter()
+                .zip(other.vary.iter())
+                .all(|(a, b)| a.name == b.name && a.value == b.value)
+    }
+
+    /// Header fields as stored (after `cache_resp_hdr_del`), name and value.
+    pub fn stored_fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        fields_of(&self.head)
+    }
+
+    /// Conditional header fields for revalidating with the origin:
+    /// If-None-Match from ETag and If-Modified-Since from Last-Modified.
+    /// The proxy drops the client's own conditional fields and adds these.
+    pub fn validators(&self) -> impl Iterator<Item = (&'static str, &[u8])> {
+        let inm = self.etag().map(|v| ("If-None-Match", v));
+        let ims = self.last_modified().map(|v| ("If-Modified-Since", v));
+        inm.into_iter().chain(ims)
+    }
+
+    /// RFC 9111 §4.3.4: the entry updated by a 304 from the origin. Fields
+    /// in the 304 replace stored fields of the same name; the body is shared.
+    pub fn freshened<Q: HeaderPair, R: HeaderPair>(
+        &self,
+        policy: &Policy,
+        req: &Request<'_, Q>,
+        not_modified_headers: &[R],
+        times: ExchangeTimes,
+    ) -> Result<Entry, NotStoredReason> {
+        let replaced = |name: &[u8]| {
+            not_modified_headers
+                .iter()
+                .any(|h| h.name().eq_ignore_ascii_case(name))
+        };
+        let mut merged: Vec<(&[u8], &[u8])> = self
+            .stored_fields()
+            .filter(|(name, _)| !replaced(name))
+            .collect();
+        merged.extend(
+            not_modified_headers
+                .iter()
+                .map(|h| (h.name(), h.value()))
+                .filter(|(name, _)| !name.eq_ignore_ascii_case(b"content-length")),
+        );
+        let reason = status_reason(&self.head);
+        let req: Request<'_, (&[u8], &[u8])> = Request {
+            vhost: req.vhost,
+            // A HEAD request may revalidate the GET entry it is served from.
+            method: if req.is_head() { "GET" } else { req.method },
+            uri: req.uri,
+            headers: &[],
+        };
+        // Vary values are re-derived from the stored tags: the revalidating
+        // request matched them, so they are its values too.
+        let vary_headers: Vec<(&[u8], &[u8])> = self
+            .vary
+            .iter()
+            .filter_map(|f| f.value.as_deref().map(|v| (f.name.as_bytes(), v)))
+            .collect();
+        let req = Request {
+            headers: &vary_headers[..],
+            ..req
+        };
+        let resp = Response {
+            status: self.status,
+            reason,
+            headers: &merged[..],
+            body_len: self.body.len(),
+        };
+        Entry::build(policy, &req, &resp, Arc::clone(&self.body), times)
+    }
+
+    /// Bytes this entry accounts for, without fixed per-entry overhead.
+    pub(crate) fn payload_bytes(&self) -> usize {
+        let vary: usize = self
+            .vary
+            .iter()
+            .map(|f| {
+                f.name.len()
+                    + f.value.as_ref().map_or(0, |v| v.len())
+                    + std::mem::size_of::<VaryField>()
+            })
+            .sum();
+        self.head.len() + self.not_modified_head.len() + self.body.len() + vary
+    }
+}
+
+fn storable_field(policy: &Policy, name: &[u8], value: &[u8]) -> bool {
+    // CR or LF inside a field would split the stored response.
+    let injects = |s: &[u8]| s.iter().any(|&b| b == b'\r' || b == b'\n');
+    !name.is_empty()
+        && !injects(name)
+        && !injects(value)
+        && !NEVER_STORED
+            .iter()
+            .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
+        && !policy.deletes_header(name)
+}
+
+/// Request field values named by Vary, normalised to trimmed list elements
+/// joined by commas; `None` if the request lacks the field.
+fn normalised_value<H: HeaderPair>(req_headers: &[H], name: &[u8]) -> Option<Box<[u8]>> {
+    let name = std::str::from_utf8(name).ok()?;
+    if !headers::has(req_headers, name) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for (i, element) in headers::list_elements(req_headers, name).enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(element);
+    }
+    Some(out.into())
+}
+
+fn fields_of(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    head.split(|&b| b == b'\n').skip(1).filter_map(|line| {
+        let line = line.strip_suffix(b"\r")?;
+        let colon = line.iter().position(|&b| b == b':')?;
+        let (name, value) = line.split_at(colon);
+        Some((name, value.get(1..).unwrap_or_default().trim_ascii()))
+    })
+}
+
+fn status_reason(head: &[u8]) -> &[u8] {
+    let status_line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    // "HTTP/1.1 200 OK": the reason follows the second space.
+    status_line.get(13..).unwrap_or_default()
+}
+
+fn build_not_modified_head(head: &[u8]) -> Box<[u8]> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(b"HTTP/1.1 304 Not Modified\r\n");
+    for (name, value) in fields_of(head) {
+        if NOT_MODIFIED_FIELDS
+            .iter()
+            .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
+        {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    out.into()
+}

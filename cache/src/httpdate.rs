@@ -1,0 +1,268 @@
+//! HTTP-date (RFC 9110 §5.6.7) parsing and formatting.
+//!
+//! Dates arrive from origins (Date, Expires, Last-Modified) and from clients
+//! (If-Modified-Since); all three historical formats are accepted, only
+//! IMF-fixdate is produced. Parsing never panics: every arithmetic step is
+//! checked and anything malformed yields `None`.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const MONTHS: [&[u8; 3]; 12] = [
+    b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
+];
+const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+const MONTH_NAMES: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// Parses an HTTP-date in IMF-fixdate, RFC 850 or asctime form.
+pub fn parse_http_date(raw: &[u8]) -> Option<SystemTime> {
+    let s = trim(raw);
+    let fields = if let Some(comma) = s.iter().position(|&b| b == b',') {
+        let rest = trim(s.get(comma + 1..)?);
+        if comma == 3 {
+            parse_imf_fixdate(rest)?
+        } else {
+            parse_rfc850(rest)?
+        }
+    } else {
+        parse_asctime(s)?
+    };
+    to_system_time(fields)
+}
+
+/// Appends `t` as an IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub fn write_http_date(t: SystemTime, out: &mut Vec<u8>) {
+    use std::io::Write;
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    let weekday = WEEKDAYS.get((days % 7) as usize).copied().unwrap_or("Thu");
+    let month_name = MONTH_NAMES
+        .get(month.saturating_sub(1) as usize)
+        .copied()
+        .unwrap_or("Jan");
+    // Writing into a Vec cannot fail.
+    let _ = write!(
+        out,
+        "{weekday}, {day:02} {month_name} {year:04} {:02}:{:02}:{:02} GMT",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    );
+}
+
+struct DateFields {
+    year: u64,
+    month: u64,
+    day: u64,
+    hour: u64,
+    minute: u64,
+    second: u64,
+}
+
+/// `06 Nov 1994 08:49:37 GMT`
+fn parse_imf_fixdate(s: &[u8]) -> Option<DateFields> {
+    let mut parts = s.split(|&b| b == b' ').filter(|p| !p.is_empty());
+    let day = number(parts.next()?)?;
+    let month = month(parts.next()?)?;
+    let year = number(parts.next()?)?;
+    let (hour, minute, second) = clock(parts.next()?)?;
+    gmt_then_end(&mut parts)?;
+    Some(DateFields {
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second,
+    })
+}
+
+/// `06-Nov-94 08:49:37 GMT`; two-digit years below 70 are 20xx.
+fn parse_rfc850(s: &[u8]) -> Option<DateFields> {
+    let mut parts = s.split(|&b| b == b' ').filter(|p| !p.is_empty());
+    let mut date = parts.next()?.split(|&b| b == b'-');
+    let day = number(date.next()?)?;
+    let month = month(date.next()?)?;
+    let short_year = number(date.next()?)?;
+    let year = match short_year {
+        0..=69 => short_year + 2000,
+        70..=99 => short_year + 1900,
+        _ => short_year,
+    };
+    let (hour, minute, second) = clock(parts.next()?)?;
+    gmt_then_end(&mut parts)?;
+    Some(DateFields {
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second,
+    })
+}
+
+/// `Sun Nov  6 08:49:37 1994`
+fn parse_asctime(s: &[u8]) -> Option<DateFields> {
+    let mut parts = s.split(|&b| b == b' ').filter(|p| !p.is_empty());
+    let _weekday = parts.next()?;
+    let month = month(parts.next()?)?;
+    let day = number(parts.next()?)?;
+    let (hour, minute, second) = clock(parts.next()?)?;
+    let year = number(parts.next()?)?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(DateFields {
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second,
+    })
+}
+
+fn gmt_then_end<'a>(parts: &mut impl Iterator<Item = &'a [u8]>) -> Option<()> {
+    if !parts.next()?.eq_ignore_ascii_case(b"GMT") || parts.next().is_some() {
+        return None;
+    }
+    Some(())
+}
+
+fn clock(s: &[u8]) -> Option<(u64, u64, u64)> {
+    let mut it = s.split(|&b| b == b':');
+    let h = number(it.next()?)?;
+    let m = number(it.next()?)?;
+    let sec = number(it.next()?)?;
+    if it.next().is_some() || h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    Some((h, m, sec))
+}
+
+fn month(s: &[u8]) -> Option<u64> {
+    let idx = MONTHS.iter().position(|m| s.eq_ignore_ascii_case(&m[..]))?;
+    Some(idx as u64 + 1)
+}
+
+fn number(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 4 || !s.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(s.iter().fold(0, |acc, &d| acc * 10 + u64::from(d - b'0')))
+}
+
+fn to_system_time(f: DateFields) -> Option<SystemTime> {
+    if !(1..=31).contains(&f.day) || f.year < 1970 {
+        return None;
+    }
+    let days = days_from_civil(f.year, f.month, f.day)?;
+    let secs = days
+        .checked_mul(86_400)?
+        .checked_add(f.hour * 3600 + f.minute * 60 + f.second)?;
+    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
+}
+
+/// Days since 1970-01-01 for a proleptic Gregorian date (year >= 1970).
+fn days_from_civil(year: u64, month: u64, day: u64) -> Option<u64> {
+    // Shift the year so it starts in March: the leap day is then the last
+    // day of the shifted year and month lengths follow a simple pattern.
+    let y = if month <= 2 {
+        year.checked_sub(1)?
+    } else {
+        year
+    };
+    let era = y / 400;
+    let year_of_era = y % 400;
+    let shifted_month = if month > 2 { month - 3 } else { month + 9 };
+    let day_of_year = (153 * shifted_month + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    (era * 146_097 + day_of_era).checked_sub(719_468)
+}
+
+/// Inverse of [`days_from_civil`]: (year, month 1-12, day 1-31).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = era * 400 + year_of_era + u64::from(month <= 2);
+    (year, month, day)
+}
+
+fn trim(s: &[u8]) -> &[u8] {
+    s.trim_ascii()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOV_6_1994: u64 = 784_111_777;
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn parses_all_three_formats() {
+        for raw in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "  Sun, 06 Nov 1994 08:49:37 GMT ",
+        ] {
+            assert_eq!(
+                parse_http_date(raw.as_bytes()),
+                Some(at(NOV_6_1994)),
+                "{raw}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for raw in [
+            "",
+            "0",
+            "-1",
+            "Sun, 06 Nov 1994 08:49:37",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 32 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 25:49:37 GMT",
+            "Sun, 06 Nov 99999 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMT extra",
+        ] {
+            assert_eq!(parse_http_date(raw.as_bytes()), None, "{raw}");
+        }
+    }
+
+    #[test]
+    fn formats_and_round_trips() {
+        let mut out = Vec::new();
+        write_http_date(at(NOV_6_1994), &mut out);
+        assert_eq!(out, b"Sun, 06 Nov 1994 08:49:37 GMT");
+        for secs in [0, 951_782_400, 1_709_164_800, 4_102_444_799] {
+            let mut buf = Vec::new();
+            write_http_date(at(secs), &mut buf);
+            assert_eq!(
+                parse_http_date(&buf),
+                Some(at(secs)),
+                "{}",
+                String::from_utf8_lossy(&buf)
+            );
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! One shard of the cache: an LRU of primary keys, each holding the Vary
+//! variants stored for it, byte accounting against the shard's budget,
+//! and the fetches in flight for keys of this shard.
+
+use std::collections::HashMap;
+use std::mem::size_of;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use lru::LruCache;
+
+use crate::entry::Entry;
+use crate::flight::Pending;
+use crate::key::{Key, OwnedKey};
+
+/// Fixed bytes an entry costs beyond its head, body and Vary tags: the
+/// `Entry` struct, two `Arc` headers (entry, body), its pointer in the
+/// variant list and the allocator's headers of its five allocations.
+pub const ENTRY_OVERHEAD: usize =
+    size_of::<Entry>() + 2 * 2 * size_of::<usize>() + size_of::<Arc<Entry>>() + 5 * ALLOC_HEADER;
+
+/// Fixed bytes a primary key costs: the LRU node (key, slot, two links),
+/// its hash-table bucket (two pointers and a control byte, counted twice
+/// because the table may be half empty after growing), and allocator
+/// headers for the node, the owned key and the variant list.
+pub const SLOT_OVERHEAD: usize = size_of::<u64>()
+    + size_of::<Slot>()
+    + 2 * size_of::<usize>()
+    + 2 * (2 * size_of::<usize>() + 1)
+    + 3 * ALLOC_HEADER;
+
+/// glibc malloc rounds and prefixes each allocation by about this much.
+const ALLOC_HEADER: usize = 16;
+
+/// Variants kept per primary key; more (a Vary on a high-cardinality
+/// field) push out the oldest.
+const MAX_VARIANTS: usize = 16;
+
+pub(crate) struct Slot {
+    key: OwnedKey,
+    /// Most recently stored last.
+    variants: Vec<Arc<Entry>>,
+    /// Hit-for-pass: the origin recently sent an unstorable response for
+    /// this key, so until then requests go straight to the origin instead
+    /// of queueing behind each other's fetches.
+    pass_until: Option<SystemTime>,
+}
+
+pub(crate) struct Shard {
+    lru: LruCache<u64, Slot>,
+    pub pending: HashMap<u64, Pending>,
+    bytes: usize,
+    entries: usize,
+    budget: usize,
+}
+
+/// What an insertion did, for the metrics.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct InsertOutcome {
+    pub stored: bool,
+    pub evicted: u64,
+}
+
+pub(crate) fn entry_charge(entry: &Entry) -> usize {
+    entry.payload_bytes().saturating_add(ENTRY_OVERHEAD)
+}
+
+fn slot_charge(key_bytes: usize) -> usize {
+    key_bytes.saturating_add(SLOT_OVERHEAD)
+}
+
+impl Shard {
+    pub fn new(budget: usize) -> Self {
+        Shard {
+            lru: LruCache::unbounded(),
+            pending: HashMap::new(),
+            bytes: 0,
+            entries: 0,
+            budget,
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
+
+    /// The stored variant matching `accept` for `key`, marked most recently used.
+    pub fn find(
+        &mut self,
+        hash: u64,
+        key: &Key<'_>,
+        accept: impl Fn(&Entry) -> bool,
+    ) -> Option<Arc<Entry>> {
+        let slot = self.lru.get(&hash)?;
+        if !slot.key.matches(key) {
+            return None;
+        }
+        slot.variants.iter().rev().find(|e| accept(e)).cloned()
+    }
+
+    /// Stores `entry`, replacing the variant with the same Vary tags, then
+    /// evicts least recently used keys until the shard fits its budget.
+    pub fn insert(&mut self, hash: u64, key: &Key<'_>, entry: Arc<Entry>) -> InsertOutcome {
+        let charge = entry_charge(&entry);
+        if charge.saturating_add(slot_charge(key.heap_bytes())) > self.budget {
+            return InsertOutcome::default();
+        }
+        self.slot_for(hash, key);
+        let mut released = 0;
+        let mut removed_entries = 0;
+        if let Some(slot) = self.lru.get_mut(&hash) {
+            let before = slot.variants.len();
+            slot.variants.retain(|old| {
+                let keep = !old.same_variant(&entry);
+                if !keep {
+                    released += entry_charge(old);
+                }
+                keep
+            });
+            if slot.variants.len() >= MAX_VARIANTS {
+                let oldest = slot.variants.remove(0);
+                released += entry_charge(&oldest);
+            }
+            removed_entries = before.saturating_sub(slot.variants.len());
+            slot.variants.push(entry);
+            slot.pass_until = None;
+        }
+        self.bytes = self.bytes.saturating_sub(released).saturating_add(charge);
+        self.entries = self
+            .entries
+            .saturating_sub(removed_entries)
+            .saturating_add(1);
+        let evicted = self.evict_to_budget(hash);
+        InsertOutcome {
+            stored: self.lru.contains(&hash),
+            evicted,
+        }
+    }
+
+    /// The slot for `key`, created (and charged) if absent, marked most
+    /// recently used. A colliding key's slot is replaced.
+    fn slot_for(&mut self, hash: u64, key: &Key<'_>) {
+        if self
+            .lru
+            .peek(&hash)
+            .is_some_and(|slot| !slot.key.matches(key))
+        {
+            self.remove(hash);
+        }
+        if self.lru.get(&hash).is_none() {
+            let key = OwnedKey::from_key(key);
+            self.bytes = self.bytes.saturating_add(slot_charge(key.heap_bytes()));
+            let slot = Slot {
+                key,
+                variants: Vec::new(),
+                pass_until: None,
+            };
+            self.lru.put(hash, slot);
+        }
+    }
+
+    /// Records hit-for-pass for `key` until `until`.
+    pub fn mark_pass(&mut self, hash: u64, key: &Key<'_>, until: SystemTime) -> u64 {
+        if slot_charge(key.heap_bytes()) > self.budget {
+            return 0;
+        }
+        self.slot_for(hash, key);
+        if let Some(slot) = self.lru.peek_mut(&hash) {
+            slot.pass_until = Some(until);
+        }
+        self.evict_to_budget(hash)
+    }
+
+    /// Whether a hit-for-pass marker for `key` is active at `now`.
+    pub fn pass_active(&self, hash: u64, key: &Key<'_>, now: SystemTime) -> bool {
+        self.lru
+            .peek(&hash)
+            .filter(|slot| slot.key.matches(key))
+            .and_then(|slot| slot.pass_until)
+            .is_some_and(|until| now < until)
+    }
+
+    /// Drops least recently used keys, never `keep` unless alone, until
+    /// the budget holds. Returns the number of entries evicted.
+    fn evict_to_budget(&mut self, keep: u64) -> u64 {
+        let mut evicted = 0u64;
+        while self.bytes > self.budget {
+            let Some((hash, _)) = self.lru.peek_lru() else {
+                break;
+            };
+            let hash = *hash;
+            if hash == keep && self.lru.len() > 1 {
+                // Only reachable if `keep` were least recent; promote it.
+                self.lru.promote(&hash);
+                continue;
+            }
+            evicted = evicted.saturating_add(self.remove(hash) as u64);
+        }
+        evicted
+    }
+
+    /// Removes a key and all its variants; returns how many variants.
+    pub fn remove(&mut self, hash: u64) -> usize {
+        let Some(slot) = self.lru.pop(&hash) else {
+            return 0;
+        };
+        let released: usize = slot.variants.iter().map(|e| entry_charge(e)).sum::<usize>()
+            + slot_charge(slot.key.heap_bytes());
+        self.bytes = self.bytes.saturating_sub(released);
+        self.entries = self.entries.saturating_sub(slot.variants.len());
+        slot.variants.len()
+    }
+
+    /// Purge support: removes the key (`immediate`) or marks every variant
+    /// stale (`invalidate`). Returns whether the key was stored.
+    pub fn purge(&mut self, hash: u64, key: &Key<'_>, remove: bool) -> bool {
+        let Some(slot) = self.lru.peek(&hash) else {
+            return false;
+        };
+        if !slot.key.matches(key) {
+            return false;
+        }
+        if remove {
+            self.remove(hash);
+        } else {
+            slot.variants.iter().for_each(|e| e.invalidate());
+        }
+        true
+    }
+}

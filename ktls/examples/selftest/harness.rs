@@ -1,0 +1,684 @@
+//! One self-test connection: a server on loopback built like the proxy's (TlsSession on the
+//! socket fd, then `offload`) and an independent user-space OpenSSL client (`SslStream` over a
+//! std `TcpStream`, its own record layer). Shared by `examples/selftest` (run in the kTLS
+//! guest) and `tests/userspace_fallback.rs` (run on the host, which has no kTLS).
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ktls::kernel::{self, Direction};
+use ktls::offload::{self, FallbackReason, KtlsMode, KtlsSocket, Offload};
+use ktls::{IoStatus, Progress, TlsError, TlsSession};
+use openssl::asn1::Asn1Time;
+use openssl::bn::BigNum;
+use openssl::ec::{EcGroup, EcKey};
+use openssl::hash::MessageDigest;
+use openssl::nid::Nid;
+use openssl::pkey::{PKey, Private};
+use openssl::ssl::{
+    Ssl, SslContext, SslContextBuilder, SslMethod, SslStream, SslVerifyMode, SslVersion,
+};
+use openssl::x509::{X509Name, X509};
+
+/// Any blocking socket call taking longer than this is a failed case, never a hang.
+const IO_TIMEOUT: Duration = Duration::from_secs(20);
+/// The client sends this much, then reads the echo back, so neither side can fill the other's
+/// buffers while blocked on a write.
+const ECHO_CHUNK: usize = 64 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaseKind {
+    /// Echo, sendfile, close_notify in both directions.
+    Data,
+    /// The client sends a TLS 1.3 KeyUpdate after some data.
+    KeyUpdate,
+    /// The server reads a non-blocking socket: nothing there yet -> WantRead (what the proxy's
+    /// edge-triggered loop relies on), then data, then close_notify.
+    Nonblocking,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    pub version: SslVersion,
+    /// OpenSSL name: a TLS 1.3 suite or a TLS 1.2 cipher list entry.
+    pub cipher: &'static str,
+    pub kind: CaseKind,
+}
+
+impl Case {
+    pub fn label(&self) -> String {
+        let version = if self.version == SslVersion::TLS1_3 {
+            "TLSv1.3"
+        } else {
+            "TLSv1.2"
+        };
+        let kind = match self.kind {
+            CaseKind::Data => "data",
+            CaseKind::KeyUpdate => "keyupdate",
+            CaseKind::Nonblocking => "nonblocking",
+        };
+        format!("{version} {} {kind}", self.cipher)
+    }
+}
+
+/// The six offloadable suites, a KeyUpdate case, and a TLS 1.3 CCM suite (never offloaded).
+pub fn all_cases() -> Vec<Case> {
+    let data = |version, cipher| Case {
+        version,
+        cipher,
+        kind: CaseKind::Data,
+    };
+    vec![
+        data(SslVersion::TLS1_2, "ECDHE-ECDSA-AES128-GCM-SHA256"),
+        data(SslVersion::TLS1_2, "ECDHE-ECDSA-AES256-GCM-SHA384"),
+        data(SslVersion::TLS1_2, "ECDHE-ECDSA-CHACHA20-POLY1305"),
+        data(SslVersion::TLS1_3, "TLS_AES_128_GCM_SHA256"),
+        data(SslVersion::TLS1_3, "TLS_AES_256_GCM_SHA384"),
+        data(SslVersion::TLS1_3, "TLS_CHACHA20_POLY1305_SHA256"),
+        Case {
+            version: SslVersion::TLS1_3,
+            cipher: "TLS_AES_128_GCM_SHA256",
+            kind: CaseKind::KeyUpdate,
+        },
+        Case {
+            version: SslVersion::TLS1_3,
+            cipher: "TLS_CHACHA20_POLY1305_SHA256",
+            kind: CaseKind::Nonblocking,
+        },
+        Case {
+            version: SslVersion::TLS1_2,
+            cipher: "ECDHE-ECDSA-AES256-GCM-SHA384",
+            kind: CaseKind::Nonblocking,
+        },
+        data(SslVersion::TLS1_3, "TLS_AES_128_CCM_SHA256"),
+    ]
+}
+
+/// How much data each case moves.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    pub echo: Vec<usize>,
+    pub file: usize,
+}
+
+/// Which path the server must have taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Both directions in the kernel.
+    Kernel,
+    /// User space for this reason.
+    Fallback(FallbackReason),
+}
+
+impl Expect {
+    /// What this kernel should give for `case`: offloadable suites go to the kernel when the
+    /// module is there; everything falls back with "no kernel support" when it is not.
+    pub fn for_case(case: &Case, kernel_available: bool) -> Expect {
+        if !kernel_available {
+            Expect::Fallback(FallbackReason::NoKernelSupport)
+        } else if case.cipher.contains("CCM") {
+            Expect::Fallback(FallbackReason::CipherNotOffloadable)
+        } else {
+            Expect::Kernel
+        }
+    }
+}
+
+/// What one case observed; `failures` empty means it passed.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub path: &'static str,
+    pub reason: Option<FallbackReason>,
+    pub kernel_tx: Option<String>,
+    pub kernel_rx: Option<String>,
+    pub failures: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    pub fn both_in_kernel(&self) -> bool {
+        self.path == "ktls" && self.kernel_tx.is_some() && self.kernel_rx.is_some()
+    }
+}
+
+// ---------------------------------------------------------------- certificates and contexts
+
+pub struct Identity {
+    pub key: PKey<Private>,
+    pub cert: X509,
+}
+
+/// A fresh self-signed ECDSA P-256 certificate for CN=localhost.
+pub fn make_identity() -> Result<Identity, openssl::error::ErrorStack> {
+    let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1)?;
+    let key = PKey::from_ec_key(EcKey::generate(&group)?)?;
+    let mut name = X509Name::builder()?;
+    name.append_entry_by_text("CN", "localhost")?;
+    let name = name.build();
+    let mut cert = X509::builder()?;
+    cert.set_version(2)?;
+    let serial = BigNum::from_u32(1)?.to_asn1_integer()?;
+    cert.set_serial_number(&serial)?;
+    cert.set_subject_name(&name)?;
+    cert.set_issuer_name(&name)?;
+    cert.set_pubkey(&key)?;
+    let not_before = Asn1Time::days_from_now(0)?;
+    let not_after = Asn1Time::days_from_now(2)?;
+    cert.set_not_before(&not_before)?;
+    cert.set_not_after(&not_after)?;
+    cert.sign(&key, MessageDigest::sha256())?;
+    Ok(Identity {
+        key,
+        cert: cert.build(),
+    })
+}
+
+fn pin_protocol(builder: &mut SslContextBuilder, case: &Case) -> Result<(), String> {
+    builder
+        .set_min_proto_version(Some(case.version))
+        .map_err(|e| e.to_string())?;
+    builder
+        .set_max_proto_version(Some(case.version))
+        .map_err(|e| e.to_string())?;
+    if case.version == SslVersion::TLS1_3 {
+        builder
+            .set_ciphersuites(case.cipher)
+            .map_err(|e| e.to_string())
+    } else {
+        builder
+            .set_cipher_list(case.cipher)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The server context as the proxy builds it: kTLS options plus secret capture.
+fn server_context(identity: &Identity, case: &Case) -> Result<SslContext, String> {
+    let mut builder = SslContextBuilder::new(SslMethod::tls_server()).map_err(|e| e.to_string())?;
+    ktls::ossl::configure_context(&mut builder, true);
+    offload::capture_secrets(&mut builder).map_err(|e| e.to_string())?;
+    builder
+        .set_private_key(&identity.key)
+        .map_err(|e| e.to_string())?;
+    builder
+        .set_certificate(&identity.cert)
+        .map_err(|e| e.to_string())?;
+    pin_protocol(&mut builder, case)?;
+    Ok(builder.build())
+}
+
+fn client_context(case: &Case) -> Result<SslContext, String> {
+    let mut builder = SslContextBuilder::new(SslMethod::tls_client()).map_err(|e| e.to_string())?;
+    builder.set_verify(SslVerifyMode::NONE);
+    pin_protocol(&mut builder, case)?;
+    Ok(builder.build())
+}
+
+// ---------------------------------------------------------------- data
+
+/// Deterministic bytes (xorshift32) so both sides can check without sharing buffers.
+pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn mib_per_s(bytes: usize, elapsed: Duration) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0) / elapsed.as_secs_f64().max(1e-9)
+}
+
+// ---------------------------------------------------------------- server side
+
+/// The server's connection after `offload`: kernel or user-space records.
+enum Conn {
+    Kernel(KtlsSocket),
+    User(TlsSession),
+}
+
+impl Conn {
+    fn read(&mut self, buf: &mut [u8]) -> IoStatus {
+        match self {
+            Conn::Kernel(socket) => socket.read(buf),
+            Conn::User(session) => session.read(buf),
+        }
+    }
+
+    fn write_all(&mut self, mut buf: &[u8]) -> Result<(), String> {
+        while !buf.is_empty() {
+            let status = match self {
+                Conn::Kernel(socket) => socket.write(buf),
+                Conn::User(session) => session.write(buf),
+            };
+            buf = &buf[done(status, "write")?..];
+        }
+        Ok(())
+    }
+
+    /// The kernel path sends the file with sendfile; user space must copy it through OpenSSL.
+    fn send_file(&mut self, file: &mut File, len: usize) -> Result<(), String> {
+        match self {
+            Conn::Kernel(socket) => {
+                let mut offset = 0u64;
+                while (offset as usize) < len {
+                    let left = len - offset as usize;
+                    let status = socket.sendfile(file.as_raw_fd(), &mut offset, left);
+                    if done(status, "sendfile")? == 0 {
+                        return Err("sendfile sent nothing (file too short?)".to_string());
+                    }
+                }
+                Ok(())
+            }
+            Conn::User(_) => {
+                let mut data = vec![0u8; len];
+                file.read_exact(&mut data)
+                    .map_err(|e| format!("reading the file: {e}"))?;
+                self.write_all(&data)
+            }
+        }
+    }
+
+    /// Reads on a non-blocking socket, waiting between attempts (the test has no poller).
+    fn read_nonblocking(&mut self, buf: &mut [u8]) -> IoStatus {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            match self.read(buf) {
+                IoStatus::WantRead if Instant::now() < deadline => {
+                    thread::sleep(Duration::from_millis(5))
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn shutdown(&mut self) -> Result<(), String> {
+        match self {
+            Conn::Kernel(socket) => done(socket.shutdown(), "close_notify").map(drop),
+            Conn::User(session) => {
+                session.shutdown();
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Bytes done, or why not. The sockets block with a timeout, so "want" means timed out.
+fn done(status: IoStatus, what: &str) -> Result<usize, String> {
+    match status {
+        IoStatus::Done(n) => Ok(n),
+        IoStatus::WantRead | IoStatus::WantWrite => Err(format!("{what}: timed out")),
+        IoStatus::Closed => Err(format!("{what}: peer closed")),
+        IoStatus::Error(e) => Err(format!("{what}: {e}")),
+    }
+}
+
+/// Reads exactly `len` bytes, writing each piece straight back.
+fn echo(conn: &mut Conn, len: usize) -> Result<(), String> {
+    let mut buf = vec![0u8; ECHO_CHUNK];
+    let mut left = len;
+    while left > 0 {
+        let want = left.min(buf.len());
+        let n = done(conn.read(&mut buf[..want]), "echo read")?;
+        conn.write_all(&buf[..n])?;
+        left -= n;
+    }
+    Ok(())
+}
+
+struct ServerReport {
+    path: &'static str,
+    reason: Option<FallbackReason>,
+    kernel_tx: Option<String>,
+    kernel_rx: Option<String>,
+    /// What the final read returned ("closed", "keyupdate error", ...).
+    end: String,
+    sendfile_mib_s: Option<f64>,
+}
+
+fn installed(fd: RawFd, direction: Direction) -> Option<String> {
+    match kernel::installed(fd, direction) {
+        Ok(Some((_, cipher))) => Some(cipher.as_str().to_string()),
+        _ => None,
+    }
+}
+
+fn serve(
+    listener: TcpListener,
+    ctx: SslContext,
+    case: Case,
+    sizes: Sizes,
+    file: Option<File>,
+) -> Result<ServerReport, String> {
+    let (stream, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+    stream
+        .set_read_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    stream
+        .set_write_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    // The echo is request/response: Nagle plus delayed ACKs would stall every chunk 40 ms.
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let fd = stream.as_raw_fd();
+    let mut ssl = Ssl::new(&ctx).map_err(|e| e.to_string())?;
+    offload::prepare_ssl(&mut ssl).map_err(|e| e.to_string())?;
+    ssl.set_accept_state();
+    let mut session = TlsSession::new(ssl, fd).map_err(|e| e.to_string())?;
+    match session.handshake() {
+        Ok(Progress::Done) => {}
+        Ok(other) => {
+            return Err(format!(
+                "handshake: {other:?} on a blocking socket (timeout)"
+            ))
+        }
+        Err(e) => return Err(format!("handshake: {e}")),
+    }
+    let offloaded = offload::offload(session, KtlsMode::Auto);
+    let path = offloaded.path();
+    let (mut conn, reason) = match offloaded {
+        Offload::Kernel(socket) => (Conn::Kernel(socket), None),
+        Offload::UserSpace {
+            session, reason, ..
+        } => (Conn::User(session), Some(reason)),
+    };
+    let mut report = ServerReport {
+        path,
+        reason,
+        kernel_tx: installed(fd, Direction::Tx),
+        kernel_rx: installed(fd, Direction::Rx),
+        end: String::new(),
+        sendfile_mib_s: None,
+    };
+    match case.kind {
+        CaseKind::Data => {
+            for &len in &sizes.echo {
+                echo(&mut conn, len)?;
+            }
+            if let Some(mut file) = file {
+                let started = Instant::now();
+                conn.send_file(&mut file, sizes.file)?;
+                report.sendfile_mib_s = Some(mib_per_s(sizes.file, started.elapsed()));
+            }
+            report.end = final_read(&mut conn);
+            conn.shutdown()?;
+        }
+        CaseKind::KeyUpdate => {
+            echo(&mut conn, KEY_UPDATE_PROBE.len())?;
+            // The kernel path must refuse the KeyUpdate; user space follows it and echoes.
+            report.end = match conn {
+                Conn::Kernel(_) => final_read(&mut conn),
+                Conn::User(_) => {
+                    echo(&mut conn, KEY_UPDATE_PROBE.len())?;
+                    let end = final_read(&mut conn);
+                    conn.shutdown()?;
+                    end
+                }
+            };
+        }
+        CaseKind::Nonblocking => {
+            stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+            // The client sends nothing before GO: the read must say "wait", not block or fail.
+            let mut buf = [0u8; 64];
+            match conn.read(&mut buf) {
+                IoStatus::WantRead => {}
+                other => return Err(format!("idle non-blocking read gave {other:?}")),
+            }
+            conn.write_all(GO)?;
+            let n = done(conn.read_nonblocking(&mut buf), "non-blocking read")?;
+            conn.write_all(&buf[..n])?;
+            report.end = match conn.read_nonblocking(&mut buf) {
+                IoStatus::Closed => "closed".to_string(),
+                other => format!("{other:?}"),
+            };
+            stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+            conn.shutdown()?;
+        }
+    }
+    // `conn` (which may hold the SSL on `fd`) goes before `stream` closes the fd.
+    drop(conn);
+    drop(stream);
+    Ok(report)
+}
+
+/// One more read after the client is done: what it returns is the point of the case.
+fn final_read(conn: &mut Conn) -> String {
+    let mut buf = [0u8; 64];
+    match conn.read(&mut buf) {
+        IoStatus::Closed => "closed".to_string(),
+        IoStatus::Error(TlsError::KeyUpdate) => "keyupdate error".to_string(),
+        IoStatus::Done(n) => format!("unexpected {n} data bytes"),
+        IoStatus::WantRead | IoStatus::WantWrite => "timed out".to_string(),
+        IoStatus::Error(e) => format!("error: {e}"),
+    }
+}
+
+// ---------------------------------------------------------------- client side
+
+const KEY_UPDATE_PROBE: &[u8] = b"0123456789";
+/// The server's signal that it has checked the idle read (non-blocking case).
+const GO: &[u8] = b"GO";
+
+struct ClientReport {
+    echo_mib_s: Option<f64>,
+    /// KeyUpdate case: the server echoed data sent under the new key.
+    echoed_after_key_update: bool,
+}
+
+fn exchange(stream: &mut SslStream<TcpStream>, data: &[u8]) -> Result<(), String> {
+    let mut back = vec![0u8; ECHO_CHUNK];
+    for chunk in data.chunks(ECHO_CHUNK) {
+        stream
+            .write_all(chunk)
+            .map_err(|e| format!("client write: {e}"))?;
+        let back = &mut back[..chunk.len()];
+        stream
+            .read_exact(back)
+            .map_err(|e| format!("client echo read: {e}"))?;
+        if back != chunk {
+            return Err("echoed bytes differ".to_string());
+        }
+    }
+    Ok(())
+}
+
+/// Sends close_notify and waits for the server's.
+fn close_both_ways(stream: &mut SslStream<TcpStream>) -> Result<(), String> {
+    stream
+        .shutdown()
+        .map_err(|e| format!("client close_notify: {e}"))?;
+    match stream.shutdown() {
+        Ok(openssl::ssl::ShutdownResult::Received) => Ok(()),
+        Ok(other) => Err(format!("server close_notify: {other:?}")),
+        Err(e) => Err(format!("server close_notify not received: {e}")),
+    }
+}
+
+fn client(port: u16, case: Case, sizes: &Sizes) -> Result<ClientReport, String> {
+    let ctx = client_context(&case)?;
+    let tcp = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+    tcp.set_read_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    tcp.set_write_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+    let ssl = Ssl::new(&ctx).map_err(|e| e.to_string())?;
+    let mut stream = ssl
+        .connect(tcp)
+        .map_err(|e| format!("client handshake: {e}"))?;
+    let mut report = ClientReport {
+        echo_mib_s: None,
+        echoed_after_key_update: false,
+    };
+    match case.kind {
+        CaseKind::Data => {
+            for (i, &len) in sizes.echo.iter().enumerate() {
+                let data = pattern(len, 0x1000 + i as u32);
+                let started = Instant::now();
+                exchange(&mut stream, &data)?;
+                if i + 1 == sizes.echo.len() {
+                    report.echo_mib_s = Some(mib_per_s(len, started.elapsed()));
+                }
+            }
+            if sizes.file > 0 {
+                let mut got = vec![0u8; sizes.file];
+                stream
+                    .read_exact(&mut got)
+                    .map_err(|e| format!("client file read: {e}"))?;
+                if got != pattern(sizes.file, FILE_SEED) {
+                    return Err("sendfile bytes differ".to_string());
+                }
+            }
+            close_both_ways(&mut stream)?;
+        }
+        CaseKind::KeyUpdate => {
+            exchange(&mut stream, KEY_UPDATE_PROBE)?;
+            ktls::ossl::key_update(stream.ssl()).map_err(|e| format!("key_update: {e}"))?;
+            stream
+                .write_all(KEY_UPDATE_PROBE)
+                .map_err(|e| format!("client write: {e}"))?;
+            let mut back = [0u8; KEY_UPDATE_PROBE.len()];
+            // The kernel path closes here (EOF or reset); user space echoes.
+            if stream.read_exact(&mut back).is_ok() && back == KEY_UPDATE_PROBE {
+                report.echoed_after_key_update = true;
+                close_both_ways(&mut stream)?;
+            }
+        }
+        CaseKind::Nonblocking => {
+            let mut go = [0u8; 2];
+            stream
+                .read_exact(&mut go)
+                .map_err(|e| format!("client GO read: {e}"))?;
+            if go != GO {
+                return Err("GO differs".to_string());
+            }
+            // One small record: the server's single read must get all of it.
+            exchange(&mut stream, KEY_UPDATE_PROBE)?;
+            close_both_ways(&mut stream)?;
+        }
+    }
+    Ok(report)
+}
+
+// ---------------------------------------------------------------- one case
+
+const FILE_SEED: u32 = 0x5eed;
+
+/// The file the server sends with sendfile (a real file, not a pipe: sendfile needs pages).
+fn payload_file(len: usize, dir: &std::path::Path) -> Result<File, String> {
+    let path = dir.join(format!("ktls-selftest-{}-{len}.bin", std::process::id()));
+    let mut file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(|e| format!("creating {}: {e}", path.display()))?;
+    // Unlinked at once: the open descriptor keeps the data until the case ends.
+    let _ = std::fs::remove_file(&path);
+    file.write_all(&pattern(len, FILE_SEED))
+        .map_err(|e| e.to_string())?;
+    use std::io::Seek;
+    file.rewind().map_err(|e| e.to_string())?;
+    Ok(file)
+}
+
+/// Runs one case end to end and checks it against `expect`.
+pub fn run_case(identity: &Identity, case: Case, sizes: &Sizes, expect: Expect) -> Outcome {
+    let mut outcome = Outcome::default();
+    match run_case_inner(identity, case, sizes) {
+        Ok((server, client)) => {
+            outcome.path = server.path;
+            outcome.reason = server.reason;
+            outcome.kernel_tx = server.kernel_tx;
+            outcome.kernel_rx = server.kernel_rx;
+            check(&mut outcome, case, expect, &server.end, &client);
+            if let Some(rate) = client.echo_mib_s {
+                outcome.notes.push(format!("echo={rate:.1}MiB/s"));
+            }
+            if let Some(rate) = server.sendfile_mib_s {
+                outcome.notes.push(format!("file={rate:.1}MiB/s"));
+            }
+        }
+        Err(failure) => outcome.failures.push(failure),
+    }
+    outcome
+}
+
+fn check(outcome: &mut Outcome, case: Case, expect: Expect, end: &str, client: &ClientReport) {
+    match expect {
+        Expect::Kernel if !outcome.both_in_kernel() => outcome.failures.push(format!(
+            "expected both directions in the kernel, got path={} reason={:?} tx={:?} rx={:?}",
+            outcome.path, outcome.reason, outcome.kernel_tx, outcome.kernel_rx
+        )),
+        Expect::Fallback(reason) if outcome.reason != Some(reason) => {
+            outcome.failures.push(format!(
+                "expected fallback {}, got path={} reason={:?}",
+                reason.as_str(),
+                outcome.path,
+                outcome.reason
+            ))
+        }
+        _ => {}
+    }
+    let kernel = outcome.path == "ktls";
+    match case.kind {
+        CaseKind::Data if end != "closed" => outcome
+            .failures
+            .push(format!("client close_notify: server read gave {end}")),
+        CaseKind::KeyUpdate
+            if kernel && (end != "keyupdate error" || client.echoed_after_key_update) =>
+        {
+            outcome
+                .failures
+                .push(format!("KeyUpdate on kTLS: server read gave {end}"))
+        }
+        CaseKind::KeyUpdate if !kernel && (!client.echoed_after_key_update || end != "closed") => {
+            outcome
+                .failures
+                .push(format!("KeyUpdate in user space: not followed ({end})"))
+        }
+        _ => {}
+    }
+}
+
+fn run_case_inner(
+    identity: &Identity,
+    case: Case,
+    sizes: &Sizes,
+) -> Result<(ServerReport, ClientReport), String> {
+    let ctx = server_context(identity, &case)?;
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let file = match (case.kind, sizes.file) {
+        (CaseKind::Data, len) if len > 0 => Some(payload_file(len, &std::env::temp_dir())?),
+        _ => None,
+    };
+    let server_sizes = sizes.clone();
+    let server = thread::Builder::new()
+        .name("selftest-server".to_string())
+        .spawn(move || serve(listener, ctx, case, server_sizes, file))
+        .map_err(|e| format!("spawn: {e}"))?;
+    let client_result = client(port, case, sizes);
+    if client_result.is_err() {
+        // Unblocks a server still waiting in accept (refused, harmlessly, if it is past it).
+        let _ = TcpStream::connect(("127.0.0.1", port));
+    }
+    let server_result = server
+        .join()
+        .map_err(|_| "server thread panicked".to_string())?;
+    // A server failure explains a client failure better than the other way round.
+    let server_report = server_result.map_err(|e| format!("server: {e}"))?;
+    let client_report = client_result.map_err(|e| format!("client: {e}"))?;
+    Ok((server_report, client_report))
+}

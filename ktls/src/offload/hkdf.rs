@@ -1,0 +1,91 @@
+//! The TLS 1.3 key schedule step kTLS needs: traffic secret -> record key and IV
+//! (HKDF-Expand-Label, RFC 8446 §7.1 and §7.3).
+
+use std::fmt;
+
+use openssl::error::ErrorStack;
+use openssl::md::{Md, MdRef};
+use openssl::pkey::Id;
+use openssl::pkey_ctx::{HkdfMode, PkeyCtx};
+
+use crate::kernel::KernelCipher;
+
+/// Why a key could not be derived.
+#[derive(Debug)]
+pub enum HkdfError {
+    /// The label, context or output length does not fit the HkdfLabel encoding.
+    TooLong,
+    OpenSsl(ErrorStack),
+}
+
+impl fmt::Display for HkdfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HkdfError::TooLong => f.write_str("HKDF-Expand-Label argument too long"),
+            HkdfError::OpenSsl(e) => write!(f, "HKDF-Expand failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for HkdfError {}
+
+impl From<ErrorStack> for HkdfError {
+    fn from(e: ErrorStack) -> Self {
+        HkdfError::OpenSsl(e)
+    }
+}
+
+/// `HKDF-Expand-Label(secret, label, context, len)` with the hash `md`:
+/// HKDF-Expand(secret, HkdfLabel{ uint16 len, "tls13 " + label, context }, len).
+pub fn hkdf_expand_label(
+    md: &MdRef,
+    secret: &[u8],
+    label: &str,
+    context: &[u8],
+    len: usize,
+) -> Result<Vec<u8>, HkdfError> {
+    let full_label_len = 6 + label.len();
+    let out_len = u16::try_from(len).map_err(|_| HkdfError::TooLong)?;
+    let label_len = u8::try_from(full_label_len).map_err(|_| HkdfError::TooLong)?;
+    let context_len = u8::try_from(context.len()).map_err(|_| HkdfError::TooLong)?;
+    let mut info = Vec::with_capacity(4 + full_label_len + context.len());
+    info.extend_from_slice(&out_len.to_be_bytes());
+    info.push(label_len);
+    info.extend_from_slice(b"tls13 ");
+    info.extend_from_slice(label.as_bytes());
+    info.push(context_len);
+    info.extend_from_slice(context);
+
+    let mut ctx = PkeyCtx::new_id(Id::HKDF)?;
+    ctx.derive_init()?;
+    ctx.set_hkdf_mode(HkdfMode::EXPAND_ONLY)?;
+    ctx.set_hkdf_md(md)?;
+    ctx.set_hkdf_key(secret)?;
+    ctx.add_hkdf_info(&info)?;
+    let mut out = vec![0u8; len];
+    let written = ctx.derive(Some(&mut out))?;
+    out.truncate(written);
+    Ok(out)
+}
+
+/// The hash of the TLS 1.3 suite that uses `cipher` (SHA-384 only for AES-256-GCM).
+pub fn suite_hash(cipher: KernelCipher) -> &'static MdRef {
+    match cipher {
+        KernelCipher::AesGcm256 => Md::sha384(),
+        KernelCipher::AesGcm128 | KernelCipher::Chacha20Poly1305 => Md::sha256(),
+    }
+}
+
+/// Record protection key and IV of one direction, from its traffic secret (RFC 8446 §7.3).
+pub struct TrafficKeys {
+    pub key: Vec<u8>,
+    pub iv: Vec<u8>,
+}
+
+pub fn traffic_keys(cipher: KernelCipher, secret: &[u8]) -> Result<TrafficKeys, HkdfError> {
+    let md = suite_hash(cipher);
+    Ok(TrafficKeys {
+        key: hkdf_expand_label(md, secret, "key", &[], cipher.key_len())?,
+        iv: hkdf_expand_label(md, secret, "iv", &[], 12)?,
+    })
+}
