@@ -1,1 +1,94 @@
-//! placeholder
+//! HTTP/1.1 parsing and serialisation without I/O, for both roles of a
+//! reverse proxy: requests from clients, responses from upstreams.
+//!
+//! The event loop owns the buffers and the sockets; this crate only looks
+//! at bytes. Heads are parsed with `httparse` into offsets over the
+//! caller's buffer (up to 32 fields inline, so a typical request does not
+//! allocate); bodies are decoded incrementally without being copied.
+//!
+//! ```
+//! use http1::{parse_request, BodyDecoder, Limits};
+//!
+//! let limits = Limits::default();
+//! let buf = b"POST /up HTTP/1.1\r\nHost: example.com\r\nContent-Length: 5\r\n\r\nhello";
+//! let (head, head_len) = parse_request(buf, &limits).unwrap().unwrap();
+//! assert_eq!(head.host(buf), Some(&b"example.com"[..]));
+//! let mut body = BodyDecoder::new(head.framing(), &limits);
+//! let step = body.decode(&buf[head_len..]).unwrap();
+//! assert_eq!(&buf[head_len..][step.data], b"hello");
+//! assert!(step.done);
+//! ```
+//!
+//! # Security choices
+//!
+//! A proxy is only as safe as the disagreement between it and the servers
+//! behind it: whatever this parser accepts, an upstream or a cache may
+//! read differently (request smuggling, cache poisoning). So anything
+//! with two readings is refused instead of interpreted:
+//!
+//! - **Content-Length with Transfer-Encoding** — refused in both roles
+//!   (400 for requests; the proxy answers 502 for a response). RFC 9112
+//!   lets TE win, but a message carrying both is an attack or a bug.
+//! - **Content-Length** must be `1*DIGIT` without overflow. Identical
+//!   repeated values (`5, 5`, or two fields) are folded as RFC 9110 §8.6
+//!   allows, since the writers always emit a single value of their own;
+//!   differing values are refused.
+//! - **Transfer-Encoding** must be exactly `chunked`: a final coding that
+//!   is not chunked, `chunked` twice, `xchunked`, parameters or an empty
+//!   list give 400; another coding before `chunked` (`gzip, chunked`)
+//!   gives 501, because the writers re-frame bodies. TE in an HTTP/1.0
+//!   message is faulty framing (400).
+//! - **Line breaks** must be CRLF. httparse accepts a bare LF (RFC 9112
+//!   §2.2 allows a server to); this proxy refuses it because an upstream
+//!   might not. A bare CR is refused too.
+//! - **obs-fold** (a line starting with SP/HTAB), **whitespace between a
+//!   name and its colon**, **non-token bytes in names**, and **NUL or
+//!   other controls in values** are refused (400).
+//! - **Host**: exactly one field in HTTP/1.1 (missing or repeated: 400),
+//!   made of authority bytes only. An absolute-form target's authority
+//!   takes precedence (RFC 9112 §3.2.2) and replaces Host upstream.
+//!   Userinfo in a target, fragments, and targets that are not origin,
+//!   absolute (http/https) or `*` with OPTIONS are refused; CONNECT is
+//!   501 (this is not a tunnel).
+//! - **Limits** ([`Limits`]): head size and field count (431), one field's
+//!   length (431), target length (414, also detected before the request
+//!   line is complete), body length (413, from Content-Length at once or
+//!   while decoding chunks), chunk extension and trailer sizes. Optional
+//!   [`ByteSet`]s restrict the bytes of targets and values
+//!   (`http_uri_brange`, `http_*_brange`: 400).
+//! - **Chunked bodies**: at most 16 hex digits per size, extensions only
+//!   after `;` and without controls, CRLF required after the size line and
+//!   after data, trailer fields parsed like header fields (no obs-fold)
+//!   and bounded.
+//! - **Forwarding** drops hop-by-hop fields, including those named by
+//!   Connection (but never Host), and re-writes framing itself, so the
+//!   next hop sees exactly one framing the proxy validated.
+
+mod body;
+mod byteset;
+mod canned;
+mod chunked;
+mod error;
+mod fields;
+mod limits;
+mod message;
+mod request;
+mod response;
+mod span;
+mod strict;
+mod write;
+
+pub use body::{BodyDecoder, LengthDecoder};
+pub use byteset::ByteSet;
+pub use canned::{error_response, reason_phrase};
+pub use chunked::{ChunkedDecoder, Step};
+pub use error::ParseError;
+pub use limits::Limits;
+pub use message::{BodyFraming, Method, Version};
+pub use request::{parse_request, RequestHead, TargetForm};
+pub use response::{parse_response, ResponseHead};
+pub use span::{FieldSpan, HeaderSpans, Span};
+pub use write::{
+    write_field, write_framing, write_request_head, write_response_head, write_status_line,
+    ConnectionOption, Forwarding, HeaderEdits, InvalidHeader,
+};

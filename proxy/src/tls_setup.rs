@@ -132,6 +132,7 @@ struct SniPolicy {
 
 fn vhost_context(
     vhost: &Vhost,
+    ktls_enabled: bool,
     sni: Option<SniPolicy>,
 ) -> Result<SslContextBuilder, Vec<TlsSetupError>> {
     let name = vhost.name.clone();

@@ -6,6 +6,7 @@
 //! `KTLS_PROXY_BIN_DIR` to test another build.
 
 pub mod origin;
+pub mod proxy;
 
 use std::fs;
 use std::io::{self, Read, Write};

@@ -167,10 +167,12 @@ impl Worker {
                 return;
             }
             if !progressed {
-                break;
+                self.settle_client(ci);
+                return;
             }
         }
-        self.settle_client(ci);
+        // Still moving after a full round: come back after the others (edge-triggered).
+        self.dirty.push_back(client_token(ci));
     }
 
     /// Drives the handshake; true once the connection is open for HTTP.

@@ -359,7 +359,13 @@ impl Worker {
                 return;
             };
             match u.client {
-                Some(ci) => progressed |= self.relay_response(ci, ui),
+                Some(ci) => {
+                    if self.relay_response(ci, ui) {
+                        // Bytes for the client: flush them from its side.
+                        self.dirty.push_back(super::client_token(ci));
+                        progressed = true;
+                    }
+                }
                 None => {
                     // An idle pooled connection that becomes readable was closed by the
                     // server (or sent something unasked): it cannot be used again.
@@ -370,9 +376,12 @@ impl Worker {
                 }
             }
             if !progressed || !self.upstreams.contains(ui) {
-                break;
+                return;
             }
         }
+        // Still moving after a full round: let other connections run, then come back (with
+        // edge-triggered readiness no new event would arrive for bytes already waiting).
+        self.dirty.push_back(upstream_token(ui));
     }
 
     fn flush_upstream(&mut self, ui: usize) -> bool {

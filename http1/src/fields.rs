@@ -1,0 +1,244 @@
+//! Facts derived from the header fields, computed in one pass for both
+//! roles: framing (Content-Length, Transfer-Encoding), Connection options,
+//! Host, Expect and Upgrade; plus the per-field limits.
+
+use crate::byteset::{AUTHORITY, TCHAR};
+use crate::error::ParseError;
+use crate::limits::Limits;
+use crate::span::{HeaderSpans, Span};
+
+/// What Transfer-Encoding said, all fields of that name taken as one list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TransferCoding {
+    /// No Transfer-Encoding field.
+    Absent,
+    /// Exactly one coding, `chunked`.
+    Chunked,
+}
+
+/// Everything the parsers need from the fields.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FieldFacts {
+    pub content_length: Option<u64>,
+    pub transfer_coding: TransferCoding,
+    pub connection_close: bool,
+    pub connection_keep_alive: bool,
+    pub connection_upgrade: bool,
+    /// Connection names a field other than the standard options, which
+    /// the serialisers must then drop.
+    pub connection_names_fields: bool,
+    pub host: Option<Span>,
+    pub expect_continue: bool,
+    pub upgrade_field: bool,
+}
+
+/// Scans every field once: limits, configured byte set, then the fields
+/// that matter for framing and routing.
+pub(crate) fn scan(
+    buf: &[u8],
+    fields: &HeaderSpans,
+    limits: &Limits,
+) -> Result<FieldFacts, ParseError> {
+    let mut facts = FieldFacts {
+        content_length: None,
+        transfer_coding: TransferCoding::Absent,
+        connection_close: false,
+        connection_keep_alive: false,
+        connection_upgrade: false,
+        connection_names_fields: false,
+        host: None,
+        expect_continue: false,
+        upgrade_field: false,
+    };
+    let mut transfer_encoding = TransferEncodingList::default();
+    for field in fields.iter() {
+        let line_len = field.value.end().saturating_sub(field.name.start());
+        if line_len > limits.max_field_bytes {
+            return Err(ParseError::HeaderFieldTooLong);
+        }
+        let name = field.name.get(buf);
+        let value = field.value.get(buf);
+        if let Some(allowed) = &limits.header_value_bytes {
+            if !allowed.contains_all(value) {
+                return Err(ParseError::HeaderByteNotAllowed);
+            }
+        }
+        // Dispatch on length first: most fields are none of these and
+        // are rejected by one integer comparison.
+        match name.len() {
+            4 if name.eq_ignore_ascii_case(b"host") => {
+                if facts.host.is_some() {
+                    return Err(ParseError::DuplicateHost);
+                }
+                if !AUTHORITY.contains_all(value) {
+                    return Err(ParseError::InvalidHost);
+                }
+                facts.host = Some(field.value);
+            }
+            6 if name.eq_ignore_ascii_case(b"expect") => {
+                facts.expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
+            }
+            7 if name.eq_ignore_ascii_case(b"upgrade") => facts.upgrade_field = true,
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                for option in list_elements(value) {
+                    if option.eq_ignore_ascii_case(b"close") {
+                        facts.connection_close = true;
+                    } else if option.eq_ignore_ascii_case(b"keep-alive") {
+                        facts.connection_keep_alive = true;
+                    } else if option.eq_ignore_ascii_case(b"upgrade") {
+                        facts.connection_upgrade = true;
+                    } else {
+                        facts.connection_names_fields = true;
+                    }
+                }
+            }
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                for element in value.split(|&b| b == b',') {
+                    let length = parse_decimal(element.trim_ascii())?;
+                    match facts.content_length {
+                        Some(seen) if seen != length => {
+                            return Err(ParseError::ConflictingContentLength)
+                        }
+                        _ => facts.content_length = Some(length),
+                    }
+                }
+            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                transfer_encoding.add(value)?;
+            }
+            _ => {}
+        }
+    }
+    facts.transfer_coding = transfer_encoding.finish()?;
+    Ok(facts)
+}
+
+/// The non-empty, OWS-trimmed elements of a comma-separated list.
+pub(crate) fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(|e| e.trim_ascii())
+        .filter(|e| !e.is_empty())
+}
+
+/// `1*DIGIT`, nothing else (no sign, no spaces, no hex), without overflow.
+fn parse_decimal(digits: &[u8]) -> Result<u64, ParseError> {
+    if digits.is_empty() {
+        return Err(ParseError::InvalidContentLength);
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return Err(ParseError::InvalidContentLength);
+        }
+        n = n
+            .checked_mul(10)
+            .and_then(|n| n.checked_add(u64::from(d - b'0')))
+            .ok_or(ParseError::InvalidContentLength)?;
+    }
+    Ok(n)
+}
+
+/// Transfer-Encoding fields, concatenated in order as one list.
+#[derive(Default)]
+struct TransferEncodingList {
+    present: bool,
+    codings: usize,
+    chunked_seen: usize,
+    last_is_chunked: bool,
+}
+
+impl TransferEncodingList {
+    fn add(&mut self, value: &[u8]) -> Result<(), ParseError> {
+        self.present = true;
+        for coding in list_elements(value) {
+            if !TCHAR.contains_all(coding) {
+                // Parameters (`;q=`) and garbage alike: nothing this proxy
+                // can frame, and ambiguous to whoever is downstream.
+                return Err(ParseError::InvalidTransferEncoding);
+            }
+            self.codings += 1;
+            self.last_is_chunked = coding.eq_ignore_ascii_case(b"chunked");
+            if self.last_is_chunked {
+                self.chunked_seen += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// RFC 9112 §6.3: a request whose final coding is not chunked has no
+    /// reliable length (400). Chunked twice is nonsense (400). Any other
+    /// coding, even before a final chunked, is not supported here (501):
+    /// the serialisers re-frame bodies and would lose it.
+    fn finish(&self) -> Result<TransferCoding, ParseError> {
+        if !self.present {
+            return Ok(TransferCoding::Absent);
+        }
+        if self.codings == 0 || !self.last_is_chunked || self.chunked_seen > 1 {
+            return Err(ParseError::InvalidTransferEncoding);
+        }
+        if self.codings > 1 {
+            return Err(ParseError::UnsupportedTransferCoding);
+        }
+        Ok(TransferCoding::Chunked)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_is_strict() {
+        assert_eq!(parse_decimal(b"0"), Ok(0));
+        assert_eq!(parse_decimal(b"0012"), Ok(12));
+        assert_eq!(parse_decimal(b"18446744073709551615"), Ok(u64::MAX));
+        for bad in [
+            &b""[..],
+            b"+1",
+            b"-1",
+            b"1 ",
+            b"0x10",
+            b"18446744073709551616",
+        ] {
+            assert_eq!(parse_decimal(bad), Err(ParseError::InvalidContentLength));
+        }
+    }
+
+    fn coding(values: &[&[u8]]) -> Result<TransferCoding, ParseError> {
+        let mut list = TransferEncodingList::default();
+        for v in values {
+            list.add(v)?;
+        }
+        list.finish()
+    }
+
+    #[test]
+    fn transfer_encoding_table() {
+        assert_eq!(coding(&[b"chunked"]), Ok(TransferCoding::Chunked));
+        assert_eq!(coding(&[b"Chunked "]), Ok(TransferCoding::Chunked));
+        assert_eq!(
+            coding(&[b"gzip, chunked"]),
+            Err(ParseError::UnsupportedTransferCoding)
+        );
+        assert_eq!(
+            coding(&[b"gzip", b"chunked"]),
+            Err(ParseError::UnsupportedTransferCoding)
+        );
+        for bad in [
+            &[&b"chunked, gzip"[..]][..],
+            &[b"xchunked"],
+            &[b"chunked, chunked"],
+            &[b"chunked", b"chunked"],
+            &[b""],
+            &[b"chunked;q=1"],
+            &[b"\"chunked\""],
+        ] {
+            assert_eq!(
+                coding(bad),
+                Err(ParseError::InvalidTransferEncoding),
+                "{bad:?}"
+            );
+        }
+    }
+}

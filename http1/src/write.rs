@@ -1,0 +1,386 @@
+//! Serialising heads for the other side of the proxy: a request for the
+//! upstream, a response for the client.
+//!
+//! Both writers append to a caller-owned `Vec<u8>` (reused across
+//! requests, so no allocation once it has grown) and:
+//! - drop hop-by-hop fields (RFC 9110 §7.6.1): Connection and every field
+//!   it names (except Host, which a client must not be able to strip),
+//!   Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
+//!   Upgrade, Proxy-Authenticate, Proxy-Authorization;
+//! - drop Content-Length and write the framing the caller asks for, so an
+//!   upstream or client only ever sees one unambiguous length;
+//! - append to X-Forwarded-For and Via (merging earlier values into one
+//!   field), then apply configured `set`/`add` edits.
+
+use crate::byteset::{FIELD_VALUE, TCHAR};
+use crate::canned::reason_phrase;
+use crate::fields::list_elements;
+use crate::message::BodyFraming;
+use crate::request::{RequestHead, TargetForm};
+use crate::response::ResponseHead;
+use crate::span::HeaderSpans;
+
+/// A header edit from configuration that cannot be applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvalidHeader {
+    /// The name is empty or not a token.
+    Name,
+    /// The value has CR, LF, NUL or another control character.
+    Value,
+    /// The name is a hop-by-hop or framing field the writers manage.
+    Reserved,
+}
+
+impl std::fmt::Display for InvalidHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            InvalidHeader::Name => "header name is not a token",
+            InvalidHeader::Value => "header value has a control character",
+            InvalidHeader::Reserved => "header is hop-by-hop or framing, managed by the proxy",
+        })
+    }
+}
+
+impl std::error::Error for InvalidHeader {}
+
+/// A configured field: name and value, owned.
+type OwnedField = (Box<[u8]>, Box<[u8]>);
+
+/// Configured header edits (Tempesta's `req_hdr_set`/`req_hdr_add` and
+/// `resp_hdr_*`), validated once when the configuration loads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeaderEdits {
+    set: Vec<OwnedField>,
+    add: Vec<OwnedField>,
+}
+
+impl HeaderEdits {
+    /// No edits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replace every field named `name` (case-insensitive) by one with
+    /// `value`.
+    pub fn set(&mut self, name: &[u8], value: &[u8]) -> Result<&mut Self, InvalidHeader> {
+        validate_edit(name, value)?;
+        self.set.push((name.into(), value.into()));
+        Ok(self)
+    }
+
+    /// Append a field, keeping any of the same name.
+    pub fn add(&mut self, name: &[u8], value: &[u8]) -> Result<&mut Self, InvalidHeader> {
+        validate_edit(name, value)?;
+        self.add.push((name.into(), value.into()));
+        Ok(self)
+    }
+
+    /// Whether there are no edits.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty()
+    }
+
+    fn replaces(&self, name: &[u8]) -> bool {
+        self.set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        for (name, value) in self.set.iter().chain(self.add.iter()) {
+            write_field(out, name, value);
+        }
+    }
+}
+
+fn validate_edit(name: &[u8], value: &[u8]) -> Result<(), InvalidHeader> {
+    if name.is_empty() || !TCHAR.contains_all(name) {
+        return Err(InvalidHeader::Name);
+    }
+    if !FIELD_VALUE.contains_all(value) {
+        return Err(InvalidHeader::Value);
+    }
+    if is_managed(name) {
+        return Err(InvalidHeader::Reserved);
+    }
+    Ok(())
+}
+
+/// What to say in the Connection field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConnectionOption {
+    /// Nothing: HTTP/1.1 persistence is the default.
+    #[default]
+    Default,
+    /// `Connection: keep-alive`, for an HTTP/1.0 peer.
+    KeepAlive,
+    /// `Connection: close`.
+    Close,
+}
+
+/// What the proxy adds when it forwards a head.
+#[derive(Clone, Copy, Debug)]
+pub struct Forwarding<'a> {
+    /// The client's address, appended to X-Forwarded-For (requests only).
+    pub forwarded_for: Option<&'a [u8]>,
+    /// The proxy's pseudonym, appended to Via as `1.1 NAME`.
+    pub via: Option<&'a [u8]>,
+    /// Configured edits.
+    pub edits: &'a HeaderEdits,
+    /// The framing to announce for the body that will follow. For a
+    /// response, `CloseDelimited` announces nothing and forces
+    /// `Connection: close`.
+    pub framing: BodyFraming,
+    /// The Connection field to write.
+    pub connection: ConnectionOption,
+}
+
+/// Writes the request head to send upstream: `METHOD path HTTP/1.1`, Host
+/// (taken from an absolute-form target when there was one), the
+/// end-to-end fields, then the proxy's own.
+pub fn write_request_head(
+    out: &mut Vec<u8>,
+    head: &RequestHead,
+    buf: &[u8],
+    forwarding: &Forwarding<'_>,
+) {
+    out.reserve(head.head_len() + 128);
+    out.extend_from_slice(head.method_bytes(buf));
+    out.push(b' ');
+    match head.target_form() {
+        TargetForm::Asterisk => out.push(b'*'),
+        TargetForm::Origin | TargetForm::Absolute => out.extend_from_slice(head.path(buf)),
+    }
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let host_from_target = head.host_from_target();
+    // HTTP/1.1 requires Host: from an absolute-form target it replaces the
+    // received field; an HTTP/1.0 request without any gets an empty one
+    // (RFC 9112 §3.2: the authority is unknown).
+    if host_from_target || head.host(buf).is_none() {
+        write_field(out, b"Host", head.host(buf).unwrap_or(&[]));
+    }
+    let copy = CopyRules {
+        connection_names_fields: head.connection_names_fields(),
+        drop_host: host_from_target,
+        forwarded_for: forwarding.forwarded_for.is_some(),
+        via: forwarding.via.is_some(),
+    };
+    let held = copy_fields(out, buf, head.headers(), &copy, forwarding.edits);
+    if let Some(client) = forwarding.forwarded_for {
+        let earlier = held.forwarded_for.then_some(head.headers());
+        write_appended(out, buf, earlier, b"X-Forwarded-For", b"", client);
+    }
+    write_via(out, buf, held.via.then_some(head.headers()), forwarding.via);
+    forwarding.edits.write(out);
+    write_framing(out, forwarding.framing);
+    write_connection(out, forwarding.connection);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes the response head to send to the client: an HTTP/1.1 status
+/// line with the upstream's status and reason (the standard phrase if it
+/// had none), the end-to-end fields, then the proxy's own.
+pub fn write_response_head(
+    out: &mut Vec<u8>,
+    head: &ResponseHead,
+    buf: &[u8],
+    forwarding: &Forwarding<'_>,
+) {
+    out.reserve(head.head_len() + 128);
+    let reason = match head.reason(buf) {
+        [] => reason_phrase(head.status()).as_bytes(),
+        reason => reason,
+    };
+    write_status_line(out, head.status(), reason);
+    let copy = CopyRules {
+        connection_names_fields: head.connection_names_fields(),
+        drop_host: false,
+        forwarded_for: false,
+        via: forwarding.via.is_some(),
+    };
+    let held = copy_fields(out, buf, head.headers(), &copy, forwarding.edits);
+    write_via(out, buf, held.via.then_some(head.headers()), forwarding.via);
+    forwarding.edits.write(out);
+    write_framing(out, forwarding.framing);
+    let connection = match forwarding.framing {
+        BodyFraming::CloseDelimited => ConnectionOption::Close,
+        _ => forwarding.connection,
+    };
+    write_connection(out, connection);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `HTTP/1.1 CODE REASON\r\n`, for responses the proxy makes itself (from
+/// the cache, redirects). `status` is written as three digits.
+pub fn write_status_line(out: &mut Vec<u8>, status: u16, reason: &[u8]) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    write_decimal(out, u64::from(status.clamp(100, 999)));
+    out.push(b' ');
+    out.extend_from_slice(reason);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `Name: value\r\n`. The caller vouches for the bytes (use
+/// [`HeaderEdits`] for anything from configuration); a value with CR or
+/// LF is written as empty rather than let it split the head.
+pub fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    if FIELD_VALUE.contains_all(value) {
+        out.extend_from_slice(value);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The framing field for `framing`, if it needs one.
+pub fn write_framing(out: &mut Vec<u8>, framing: BodyFraming) {
+    match framing {
+        BodyFraming::Length(length) => {
+            out.extend_from_slice(b"Content-Length: ");
+            write_decimal(out, length);
+            out.extend_from_slice(b"\r\n");
+        }
+        BodyFraming::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+        BodyFraming::None | BodyFraming::CloseDelimited => {}
+    }
+}
+
+fn write_connection(out: &mut Vec<u8>, connection: ConnectionOption) {
+    match connection {
+        ConnectionOption::Default => {}
+        ConnectionOption::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
+        ConnectionOption::Close => out.extend_from_slice(b"Connection: close\r\n"),
+    }
+}
+
+fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
+    // Digits are produced backwards into a stack buffer: u64::MAX has 20.
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        if let Some(slot) = digits.get_mut(start) {
+            *slot = b'0' + (n % 10) as u8;
+        }
+        n /= 10;
+        if n == 0 || start == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(digits.get(start..).unwrap_or(&[]));
+}
+
+/// Which received fields are not copied as they are.
+struct CopyRules {
+    connection_names_fields: bool,
+    drop_host: bool,
+    forwarded_for: bool,
+    via: bool,
+}
+
+/// Which merged fields were held back by [`copy_fields`].
+#[derive(Default)]
+struct HeldBack {
+    forwarded_for: bool,
+    via: bool,
+}
+
+fn copy_fields(
+    out: &mut Vec<u8>,
+    buf: &[u8],
+    fields: &HeaderSpans,
+    rules: &CopyRules,
+    edits: &HeaderEdits,
+) -> HeldBack {
+    let mut held = HeldBack::default();
+    for (name, value) in fields.fields(buf) {
+        if rules.forwarded_for && name.eq_ignore_ascii_case(b"x-forwarded-for") {
+            held.forwarded_for = true;
+            continue;
+        }
+        if rules.via && name.eq_ignore_ascii_case(b"via") {
+            held.via = true;
+            continue;
+        }
+        let skip = is_managed(name)
+            || (rules.drop_host && name.eq_ignore_ascii_case(b"host"))
+            || (rules.connection_names_fields && named_by_connection(buf, fields, name))
+            || (!edits.is_empty() && edits.replaces(name));
+        if !skip {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    held
+}
+
+/// Hop-by-hop fields and the framing fields the writers re-create.
+/// Dispatches on length and first letter so that most names cost two
+/// comparisons.
+#[inline]
+fn is_managed(name: &[u8]) -> bool {
+    let Some(first) = name.first() else {
+        return false;
+    };
+    let candidate: &[u8] = match (name.len(), first.to_ascii_lowercase()) {
+        (2, b't') => b"te",
+        (7, b't') => b"trailer",
+        (7, b'u') => b"upgrade",
+        (10, b'c') => b"connection",
+        (10, b'k') => b"keep-alive",
+        (14, b'c') => b"content-length",
+        (16, b'p') => b"proxy-connection",
+        (17, b't') => b"transfer-encoding",
+        (18, b'p') => b"proxy-authenticate",
+        (19, b'p') => b"proxy-authorization",
+        _ => return false,
+    };
+    name.eq_ignore_ascii_case(candidate)
+}
+
+/// Whether a Connection option names this field. Host is never dropped
+/// this way: the upstream needs it, and a client must not be able to
+/// strip it.
+fn named_by_connection(buf: &[u8], fields: &HeaderSpans, name: &[u8]) -> bool {
+    if name.eq_ignore_ascii_case(b"host") {
+        return false;
+    }
+    fields
+        .get_all(buf, "connection")
+        .flat_map(list_elements)
+        .any(|option| option.eq_ignore_ascii_case(name))
+}
+
+fn write_via(out: &mut Vec<u8>, buf: &[u8], earlier: Option<&HeaderSpans>, via: Option<&[u8]>) {
+    if let Some(pseudonym) = via {
+        write_appended(out, buf, earlier, b"Via", b"1.1 ", pseudonym);
+    }
+}
+
+/// One field holding every received value of `name` (when `earlier`
+/// holds some), comma-joined, then `prefix` + `own`.
+fn write_appended(
+    out: &mut Vec<u8>,
+    buf: &[u8],
+    earlier: Option<&HeaderSpans>,
+    name: &[u8],
+    prefix: &[u8],
+    own: &[u8],
+) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    if let Some(fields) = earlier {
+        let name_str = std::str::from_utf8(name).unwrap_or("");
+        for value in fields.get_all(buf, name_str) {
+            if !value.is_empty() {
+                out.extend_from_slice(value);
+                out.extend_from_slice(b", ");
+            }
+        }
+    }
+    out.extend_from_slice(prefix);
+    if FIELD_VALUE.contains_all(own) {
+        out.extend_from_slice(own);
+    }
+    out.extend_from_slice(b"\r\n");
+}

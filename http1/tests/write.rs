@@ -1,0 +1,225 @@
+//! Serialisation: hop-by-hop removal, appended and edited fields, framing,
+//! and round trips through the parsers.
+
+use http1::{
+    parse_request, parse_response, write_field, write_request_head, write_response_head,
+    write_status_line, BodyFraming, ConnectionOption, Forwarding, HeaderEdits, InvalidHeader,
+    Limits, TargetForm,
+};
+
+fn forwarding<'a>(edits: &'a HeaderEdits, framing: BodyFraming) -> Forwarding<'a> {
+    Forwarding {
+        forwarded_for: Some(b"192.0.2.7"),
+        via: Some(b"ktls-proxy"),
+        edits,
+        framing,
+        connection: ConnectionOption::Default,
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn upstream_request_drops_hop_by_hop_and_appends() {
+    let buf = b"POST /form?x=1 HTTP/1.1\r\n\
+Host: example.com\r\n\
+Connection: keep-alive, X-Secret, host\r\n\
+Keep-Alive: timeout=5\r\n\
+Proxy-Connection: keep-alive\r\n\
+TE: trailers\r\n\
+Trailer: X-Checksum\r\n\
+Upgrade: h2c\r\n\
+Proxy-Authorization: Basic Zm9vOmJhcg==\r\n\
+X-Secret: drop me\r\n\
+X-Forwarded-For: 10.0.0.1\r\n\
+x-forwarded-for: 10.0.0.2\r\n\
+Via: 1.0 edge\r\n\
+Accept: */*\r\n\
+X-Replace: old\r\n\
+X-Replace: older\r\n\
+Transfer-Encoding: chunked\r\n\r\n";
+    let (head, _) = parse_request(buf, &Limits::default()).unwrap().unwrap();
+    let mut edits = HeaderEdits::new();
+    edits
+        .set(b"x-replace", b"new")
+        .unwrap()
+        .add(b"X-Added", b"yes")
+        .unwrap();
+    let mut out = Vec::new();
+    write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing()));
+    assert_eq!(
+        text(&out),
+        "POST /form?x=1 HTTP/1.1\r\n\
+Host: example.com\r\n\
+Accept: */*\r\n\
+X-Forwarded-For: 10.0.0.1, 10.0.0.2, 192.0.2.7\r\n\
+Via: 1.0 edge, 1.1 ktls-proxy\r\n\
+x-replace: new\r\n\
+X-Added: yes\r\n\
+Transfer-Encoding: chunked\r\n\r\n"
+    );
+    // Round trip: the proxy's output parses, with the same facts.
+    let (again, len) = parse_request(&out, &Limits::default()).unwrap().unwrap();
+    assert_eq!(len, out.len());
+    assert_eq!(again.framing(), BodyFraming::Chunked);
+    assert_eq!(again.host(&out), Some(&b"example.com"[..]));
+    assert_eq!(again.path(&out), b"/form?x=1");
+}
+
+#[test]
+fn absolute_form_becomes_origin_form_with_host() {
+    let buf = b"GET http://origin.example/p HTTP/1.1\r\nHost: spoofed\r\nContent-Length: 3\r\n\r\n";
+    let (head, _) = parse_request(buf, &Limits::default()).unwrap().unwrap();
+    let edits = HeaderEdits::new();
+    let mut out = Vec::new();
+    let fwd = Forwarding {
+        forwarded_for: None,
+        via: None,
+        edits: &edits,
+        framing: head.framing(),
+        connection: ConnectionOption::Close,
+    };
+    write_request_head(&mut out, &head, buf, &fwd);
+    assert_eq!(
+        text(&out),
+        "GET /p HTTP/1.1\r\nHost: origin.example\r\nContent-Length: 3\r\nConnection: close\r\n\r\n"
+    );
+    let (again, _) = parse_request(&out, &Limits::default()).unwrap().unwrap();
+    assert_eq!(again.target_form(), TargetForm::Origin);
+    assert!(!again.keep_alive());
+}
+
+#[test]
+fn http10_request_is_sent_as_http11() {
+    let buf = b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
+    let (head, _) = parse_request(buf, &Limits::default()).unwrap().unwrap();
+    let edits = HeaderEdits::new();
+    let mut out = Vec::new();
+    write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing()));
+    assert_eq!(
+        text(&out),
+        "GET / HTTP/1.1\r\nHost: \r\nX-Forwarded-For: 192.0.2.7\r\nVia: 1.1 ktls-proxy\r\n\r\n"
+    );
+}
+
+#[test]
+fn client_response_reframes_and_keeps_end_to_end_fields() {
+    let buf = b"HTTP/1.1 200 OK\r\n\
+Content-Type: text/html\r\n\
+Transfer-Encoding: chunked\r\n\
+Connection: close, X-Internal\r\n\
+X-Internal: 1\r\n\
+Proxy-Authenticate: Basic\r\n\
+Set-Cookie: a=1\r\n\
+Set-Cookie: b=2\r\n\r\n";
+    let (head, _) = parse_response(buf, &Limits::default(), false)
+        .unwrap()
+        .unwrap();
+    let mut edits = HeaderEdits::new();
+    edits.set(b"Server", b"ktls-proxy").unwrap();
+    let mut out = Vec::new();
+    let fwd = Forwarding {
+        forwarded_for: Some(b"ignored for responses"),
+        via: None,
+        edits: &edits,
+        framing: BodyFraming::Length(42),
+        connection: ConnectionOption::KeepAlive,
+    };
+    write_response_head(&mut out, &head, buf, &fwd);
+    assert_eq!(
+        text(&out),
+        "HTTP/1.1 200 OK\r\n\
+Content-Type: text/html\r\n\
+Set-Cookie: a=1\r\n\
+Set-Cookie: b=2\r\n\
+Server: ktls-proxy\r\n\
+Content-Length: 42\r\n\
+Connection: keep-alive\r\n\r\n"
+    );
+    let (again, _) = parse_response(&out, &Limits::default(), false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.framing(), BodyFraming::Length(42));
+    assert!(again.keep_alive());
+    assert_eq!(again.headers().get_all(&out, "set-cookie").count(), 2);
+}
+
+#[test]
+fn close_delimited_response_forces_close_and_reason_falls_back() {
+    let buf = b"HTTP/1.0 404\r\n\r\n";
+    let (head, _) = parse_response(buf, &Limits::default(), false)
+        .unwrap()
+        .unwrap();
+    let edits = HeaderEdits::new();
+    let mut out = Vec::new();
+    let fwd = Forwarding {
+        forwarded_for: None,
+        via: Some(b"p"),
+        edits: &edits,
+        framing: head.framing(),
+        connection: ConnectionOption::Default,
+    };
+    write_response_head(&mut out, &head, buf, &fwd);
+    assert_eq!(
+        text(&out),
+        "HTTP/1.1 404 Not Found\r\nVia: 1.1 p\r\nConnection: close\r\n\r\n"
+    );
+    let (again, _) = parse_response(&out, &Limits::default(), false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.framing(), BodyFraming::CloseDelimited);
+}
+
+#[test]
+fn buffer_is_reused_without_growing() {
+    let buf = b"GET /a HTTP/1.1\r\nHost: a\r\nAccept: */*\r\n\r\n";
+    let (head, _) = parse_request(buf, &Limits::default()).unwrap().unwrap();
+    let edits = HeaderEdits::new();
+    let mut out = Vec::new();
+    write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing()));
+    let capacity = out.capacity();
+    for _ in 0..100 {
+        out.clear();
+        write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing()));
+    }
+    assert_eq!(out.capacity(), capacity);
+}
+
+#[test]
+fn edits_are_validated() {
+    let mut edits = HeaderEdits::new();
+    assert_eq!(edits.set(b"X Bad", b"v").unwrap_err(), InvalidHeader::Name);
+    assert_eq!(edits.set(b"", b"v").unwrap_err(), InvalidHeader::Name);
+    assert_eq!(
+        edits.add(b"X", b"a\r\nInjected: 1").unwrap_err(),
+        InvalidHeader::Value
+    );
+    assert_eq!(
+        edits.add(b"Content-Length", b"1").unwrap_err(),
+        InvalidHeader::Reserved
+    );
+    assert_eq!(
+        edits.set(b"connection", b"close").unwrap_err(),
+        InvalidHeader::Reserved
+    );
+    assert!(edits.is_empty());
+}
+
+#[test]
+fn low_level_writers_refuse_injection() {
+    let mut out = Vec::new();
+    write_status_line(&mut out, 302, b"Found");
+    write_field(&mut out, b"Location", b"/x\r\nSet-Cookie: evil");
+    write_field(&mut out, b"Content-Length", b"0");
+    out.extend_from_slice(b"\r\n");
+    assert_eq!(
+        text(&out),
+        "HTTP/1.1 302 Found\r\nLocation: \r\nContent-Length: 0\r\n\r\n"
+    );
+    let (head, _) = parse_response(&out, &Limits::default(), false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.status(), 302);
+}

@@ -1,0 +1,85 @@
+//! Starting the real `proxy` binary for a test: write a configuration into a temporary
+//! directory, start the process, wait until it serves.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::{bin_path, free_port, gen_cert, wait_for_port, write_file, KeyKind, Proc, TempDir};
+
+/// A running proxy and the directory holding its configuration and logs.
+pub struct Proxy {
+    pub proc: Proc,
+    pub dir: TempDir,
+    pub config: PathBuf,
+}
+
+impl Proxy {
+    /// Starts `proxy -c CONFIG` where CONFIG is `text`; waits until `wait_addr` accepts.
+    pub fn start(dir: TempDir, text: &str, wait_addr: SocketAddr) -> Proxy {
+        let config = dir.join("proxy.conf");
+        write_file(&config, text);
+        let mut cmd = Command::new(bin_path("proxy"));
+        cmd.arg("-c").arg(&config);
+        let mut proc = Proc::spawn("proxy", cmd, dir.path());
+        if !wait_for_port(wait_addr, Duration::from_secs(10))
+            || !proc.wait_for_output("serving with", Duration::from_secs(5))
+        {
+            panic!("proxy did not start on {wait_addr}\n{}", proc.logs());
+        }
+        Proxy { proc, dir, config }
+    }
+}
+
+/// Ports and certificate for a typical test: plain HTTP and HTTPS listeners on loopback.
+pub struct Setup {
+    pub dir: TempDir,
+    pub http: SocketAddr,
+    pub https: SocketAddr,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Setup {
+    pub fn new(tag: &str) -> Setup {
+        let dir = TempDir::new(tag);
+        let (cert, key) = gen_cert(
+            dir.path(),
+            "site",
+            KeyKind::EcdsaP256,
+            &["site.test", "localhost"],
+        );
+        let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        Setup {
+            dir,
+            http,
+            https,
+            cert,
+            key,
+        }
+    }
+
+    /// A configuration with one vhost `site` proxying to `origin`, plus `extra` directives at
+    /// top level and `group_extra` inside the server group.
+    pub fn config(&self, origin: SocketAddr, group_extra: &str, extra: &str) -> String {
+        format!(
+            "listen {http};\nlisten {https} proto=https;\n\
+             srv_group default {{ server {origin}; {group_extra} }}\n\
+             tls_match_any_server_name;\n\
+             vhost site {{ tls_certificate {cert}; tls_certificate_key {key}; proxy_pass default; }}\n\
+             {extra}\n\
+             http_chain {{ -> site; }}\n",
+            http = self.http,
+            https = self.https,
+            cert = self.cert.display(),
+            key = self.key.display(),
+        )
+    }
+
+    pub fn start(self, text: &str) -> Proxy {
+        let wait = self.http;
+        Proxy::start(self.dir, text, wait)
+    }
+}
