@@ -225,6 +225,15 @@ fn load_pair(
         return;
     }
     if let Err(e) = b.set_private_key_file(key, openssl::ssl::SslFiletype::PEM) {
+        // OpenSSL checks the key against the certificate while loading it.
+        if first_reason(&e).contains("mismatch") {
+            errors.push(TlsSetupError::KeyMismatch {
+                vhost: vhost.into(),
+                certificate: cert.into(),
+                key: key.into(),
+            });
+            return;
+        }
         errors.push(TlsSetupError::Key {
             vhost: vhost.into(),
             path: key.into(),

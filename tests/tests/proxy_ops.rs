@@ -1,0 +1,298 @@
+//! Operating the real proxy: `-t` checks, the published benchmark configurations, reload on
+//! SIGHUP, graceful stop on SIGTERM, several worker processes, the statistics endpoint.
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use e2e::origin::Origin;
+use e2e::proxy::Setup;
+use e2e::{
+    bin_path, curl, free_port, gen_cert, raw_exchange, wait_for_port, write_file, KeyKind, TempDir,
+};
+
+fn check(config: &std::path::Path) -> (bool, String) {
+    let out = Command::new(bin_path("proxy"))
+        .arg("-t")
+        .arg("-c")
+        .arg(config)
+        .output()
+        .expect("run proxy -t");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn get_status(addr: SocketAddr) -> u16 {
+    let resp = raw_exchange(
+        addr,
+        b"GET / HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .unwrap_or_default();
+    std::str::from_utf8(resp.get(9..12).unwrap_or(b"0"))
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn check_mode_accepts_good_and_reports_every_error_with_position() {
+    let dir = TempDir::new("check");
+    let (crt, key) = gen_cert(dir.path(), "c", KeyKind::EcdsaP256, &["c.test"]);
+    let good = dir.join("good.conf");
+    write_file(
+        &good,
+        &format!(
+            "listen 127.0.0.1:1 proto=https;\nsrv_group g {{ server 127.0.0.1:2; }}\n\
+             vhost v {{ tls_certificate {}; tls_certificate_key {}; proxy_pass g; }}\nhttp_chain {{ -> v; }}\n",
+            crt.display(),
+            key.display()
+        ),
+    );
+    let (ok, out) = check(&good);
+    assert!(ok && out.contains("is valid"), "{out}");
+
+    let bad = dir.join("bad.conf");
+    write_file(
+        &bad,
+        "listen 127.0.0.1:1;\nlisen 2;\nsrv_group g { server 127.0.0.1:2 conns_n=many; }\n",
+    );
+    let (ok, out) = check(&bad);
+    assert!(!ok, "{out}");
+    let name = bad.display().to_string();
+    assert!(
+        out.contains(&format!("{name}:2:1: error")) && out.contains("did you mean `listen`"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{name}:3:")),
+        "every error is reported, not just the first:\n{out}"
+    );
+
+    // Certificates are loaded and matched against their keys.
+    let (other_crt, _) = gen_cert(dir.path(), "o", KeyKind::EcdsaP256, &["o.test"]);
+    let mismatch = dir.join("mismatch.conf");
+    write_file(
+        &mismatch,
+        &format!(
+            "listen 127.0.0.1:1 proto=https;\nsrv_group g {{ server 127.0.0.1:2; }}\n\
+             vhost v {{ tls_certificate {}; tls_certificate_key {}; proxy_pass g; }}\nhttp_chain {{ -> v; }}\n",
+            other_crt.display(),
+            key.display()
+        ),
+    );
+    let (ok, out) = check(&mismatch);
+    assert!(!ok && out.contains("does not match"), "{out}");
+    let missing = dir.join("missing.conf");
+    write_file(
+        &missing,
+        &std::fs::read_to_string(&good)
+            .expect("read")
+            .replace(&crt.display().to_string(), "/nonexistent.crt"),
+    );
+    let (ok, out) = check(&missing);
+    assert!(!ok && out.contains("/nonexistent.crt"), "{out}");
+}
+
+/// The Tempesta configurations published with the Tempesta-vs-nginx benchmarks, extracted
+/// from the seed write-up: from a marker line to the end of the main `http_chain` block.
+fn seed_configs() -> Option<Vec<String>> {
+    let path = e2e::workspace_root().join("../shared/seeds/tempesta-vs-nginx-benchmarks.txt");
+    let text = std::fs::read_to_string(&path).ok()?;
+    let mut configs = Vec::new();
+    for marker in ["Tempesta config:", "with config"] {
+        let start = text.find(marker)? + marker.len();
+        let rest = &text[start..];
+        let main_chain = rest.find("\nhttp_chain {\n")?;
+        let end = main_chain + rest[main_chain..].find("\n}\n")? + 3;
+        configs.push(rest[..end].to_string());
+    }
+    Some(configs)
+}
+
+#[test]
+fn published_benchmark_configs_pass_the_check_verbatim_but_for_certificate_paths() {
+    let Some(configs) = seed_configs() else {
+        eprintln!("SKIP: ../shared/seeds/tempesta-vs-nginx-benchmarks.txt not found");
+        return;
+    };
+    assert_eq!(configs.len(), 2);
+    let dir = TempDir::new("seed");
+    let (crt, key) = gen_cert(
+        dir.path(),
+        "tfw-root",
+        KeyKind::EcdsaP256,
+        &["tempesta-tech.com"],
+    );
+    for (i, text) in configs.iter().enumerate() {
+        assert!(
+            text.contains("tfw-root.crt") && text.contains("http_chain"),
+            "extraction went wrong:\n{text}"
+        );
+        let text = text
+            .replace(
+                "/root/tempesta/etc/tfw-root.crt",
+                &crt.display().to_string(),
+            )
+            .replace(
+                "/root/tempesta/etc/tfw-root.key",
+                &key.display().to_string(),
+            );
+        let file = dir.join(&format!("seed{i}.conf"));
+        write_file(&file, &text);
+        let (ok, out) = check(&file);
+        assert!(ok, "published config {i} refused:\n{out}\n{text}");
+    }
+}
+
+#[test]
+fn sighup_with_a_broken_file_keeps_serving_and_a_good_one_applies() {
+    let origin = Origin::fixed(b"up");
+    let setup = Setup::new("hup");
+    let http = setup.http;
+    let conf = setup.config(origin.addr(), "", "");
+    let mut proxy = setup.start(&conf);
+    assert_eq!(get_status(http), 200);
+    write_file(&proxy.config, "this is { not a config");
+    proxy.proc.signal(libc::SIGHUP);
+    assert!(
+        proxy
+            .proc
+            .wait_for_output("reload of", Duration::from_secs(5)),
+        "{}",
+        proxy.proc.logs()
+    );
+    assert!(
+        proxy
+            .proc
+            .stderr()
+            .contains("still serving the previous configuration"),
+        "{}",
+        proxy.proc.logs()
+    );
+    assert_eq!(get_status(http), 200, "stopped serving after a bad reload");
+    // A good file takes effect: now every request is blocked by the chain.
+    let blocking = conf.replace(
+        "http_chain { -> site; }",
+        "block_action attack reply;\nhttp_chain { -> block; }",
+    );
+    write_file(&proxy.config, &blocking);
+    proxy.proc.signal(libc::SIGHUP);
+    assert!(
+        proxy
+            .proc
+            .wait_for_output("reloaded", Duration::from_secs(5)),
+        "{}",
+        proxy.proc.logs()
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get_status(http) != 403 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(get_status(http), 403, "{}", proxy.proc.logs());
+}
+
+#[test]
+fn sigterm_stops_gracefully() {
+    let origin = Origin::fixed(b"bye");
+    let setup = Setup::new("term");
+    let conf = setup.config(origin.addr(), "", "");
+    let mut proxy = setup.start(&conf);
+    let started = Instant::now();
+    proxy.proc.signal(libc::SIGTERM);
+    let status = proxy
+        .proc
+        .wait_exit(Duration::from_secs(12))
+        .expect("proxy did not exit after SIGTERM");
+    assert!(status.success(), "{status:?}\n{}", proxy.proc.logs());
+    assert!(started.elapsed() < Duration::from_secs(11));
+}
+
+#[test]
+fn worker_processes_serve_and_stop_together() {
+    let origin = Origin::fixed(b"multi");
+    let setup = Setup::new("procs");
+    let http = setup.http;
+    let conf = setup.config(origin.addr(), "", "worker_processes 2;\nworker_threads 1;");
+    let mut proxy = setup.start(&conf);
+    for _ in 0..20 {
+        assert_eq!(get_status(http), 200);
+    }
+    let tree = Command::new("pgrep")
+        .arg("-P")
+        .arg(proxy.proc.pid().to_string())
+        .output()
+        .expect("pgrep");
+    let children = String::from_utf8_lossy(&tree.stdout).lines().count();
+    assert_eq!(children, 2, "{}", proxy.proc.logs());
+    proxy.proc.signal(libc::SIGTERM);
+    assert!(
+        proxy.proc.wait_exit(Duration::from_secs(20)).is_some(),
+        "{}",
+        proxy.proc.logs()
+    );
+    let left = Command::new("pgrep")
+        .arg("-P")
+        .arg(proxy.proc.pid().to_string())
+        .output()
+        .expect("pgrep");
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "children left running"
+    );
+}
+
+#[test]
+fn stats_endpoint_counts_requests_and_tls_paths() {
+    let origin = Origin::fixed(b"s");
+    let setup = Setup::new("stats");
+    let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let https = setup.https;
+    let conf = setup.config(origin.addr(), "", &format!("stats_listen {stats};"));
+    let proxy = setup.start(&conf);
+    assert!(wait_for_port(stats, Duration::from_secs(5)));
+    let url = format!("https://site.test:{}/", https.port());
+    let resolve = format!("site.test:{}:127.0.0.1", https.port());
+    for _ in 0..3 {
+        let (st, _, err) = curl(&["-k", "--resolve", &resolve, &url], 10);
+        assert!(st.success(), "{err}");
+    }
+    let (st, metrics, err) = curl(&[&format!("http://{stats}/metrics")], 5);
+    assert!(st.success(), "{err}");
+    let value = |needle: &str| -> u64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(needle))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    assert!(
+        value("ktls_proxy_responses_total{class=\"2xx\"}") >= 3,
+        "{metrics}\n{}",
+        proxy.proc.logs()
+    );
+    assert!(
+        value("ktls_proxy_tls_handshakes_total{result=\"full\"}") >= 1,
+        "{metrics}"
+    );
+    // This machine's kernel has no kTLS: every connection takes the user-space path.
+    let tls_paths = value("ktls_proxy_tls_connections_total");
+    assert!(tls_paths >= 3, "{metrics}");
+    if !std::path::Path::new("/proc/net/tls_stat").exists() {
+        assert_eq!(
+            value("ktls_proxy_tls_connections_total{path=\"userspace\"}"),
+            tls_paths,
+            "{metrics}"
+        );
+        assert!(
+            value("ktls_proxy_ktls_fallbacks_total{reason=\"no_kernel_support\"}") >= 3,
+            "{metrics}"
+        );
+    }
+}
