@@ -1,1 +1,89 @@
-//! placeholder
+//! The Tempesta FW configuration language: lexer, parser and validation
+//! into the typed [`Config`] model.
+//!
+//! ```no_run
+//! let loaded = config::load_path(std::path::Path::new("etc/tempesta.conf"))
+//!     .unwrap_or_else(|diags| panic!("{diags}"));
+//! for w in &loaded.warnings {
+//!     eprintln!("{w}");
+//! }
+//! println!("{} listeners", loaded.config.listeners.len());
+//! ```
+
+pub mod diag;
+pub mod directives;
+mod lexer;
+pub mod model;
+mod model_chain;
+mod model_frang;
+mod model_global;
+mod model_serde;
+mod model_types;
+mod toml_load;
+mod tree;
+mod validate;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use diag::{Diagnostic, Diagnostics, Severity};
+pub use model::*;
+
+/// A configuration that loaded, with the warnings found on the way
+/// (unsupported directives, old spellings...).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub config: Config,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Reads and checks a configuration file. Files ending in `.toml` are read
+/// as TOML; anything else as Tempesta's language. Relative paths inside are
+/// resolved against the file's directory.
+pub fn load_path(path: &Path) -> Result<Loaded, Diagnostics> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| Diagnostics {
+        errors: vec![Diagnostic::file_error(
+            &name,
+            0,
+            0,
+            format!("cannot read the configuration: {e}"),
+        )
+        .with_hint("check the path given with -c and the file's permissions")],
+        warnings: Vec::new(),
+    })?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    // Absolute, so that paths in the model do not depend on the cwd later.
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    parse_str(&name, &text, &dir)
+}
+
+/// Checks configuration text. `file_name` appears in diagnostics and
+/// selects TOML when it ends in `.toml`; `base_dir` resolves relative paths.
+pub fn parse_str(file_name: &str, text: &str, base_dir: &Path) -> Result<Loaded, Diagnostics> {
+    if file_name.ends_with(".toml") {
+        return match toml_load::load(file_name, text, base_dir) {
+            Ok(config) => Ok(Loaded {
+                config,
+                warnings: Vec::new(),
+            }),
+            Err(errors) => Err(Diagnostics {
+                errors,
+                warnings: Vec::new(),
+            }),
+        };
+    }
+    let file: Arc<str> = file_name.into();
+    let mut sink = diag::Sink::default();
+    let nodes = tree::parse(&file, text, &mut sink);
+    let config = validate::validate(&nodes, base_dir, &mut sink);
+    let (errors, warnings) = sink.split();
+    if errors.is_empty() {
+        Ok(Loaded { config, warnings })
+    } else {
+        Err(Diagnostics { errors, warnings })
+    }
+}

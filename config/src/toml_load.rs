@@ -1,0 +1,262 @@
+//! Loading the model from TOML through serde, then checking what serde
+//! cannot: references between sections, ordering, value ranges. Relative
+//! paths are resolved against the file's directory, as for `.conf` files.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use crate::diag::Diagnostic;
+use crate::model::{
+    AccessLogDestination, Action, Config, Pattern, Proto, UrlMatchOp, Vhost, DEFAULT_NAME,
+};
+use crate::validate::values::resolve_path;
+
+/// Parses TOML text into a checked `Config`; errors carry the TOML
+/// position when serde knows it.
+pub fn load(file: &str, text: &str, base_dir: &Path) -> Result<Config, Vec<Diagnostic>> {
+    let mut cfg: Config = toml::from_str(text).map_err(|e| {
+        let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+        let msg = e.message().trim().to_string();
+        vec![Diagnostic::file_error(file, line, col, msg)
+            .with_hint("see docs/CONFIG.md for the TOML schema")]
+    })?;
+    resolve_paths(&mut cfg, base_dir);
+    let errors = check(file, &cfg);
+    if errors.is_empty() {
+        Ok(cfg)
+    } else {
+        Err(errors)
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (u32, u32) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (
+        u32::try_from(line).unwrap_or(u32::MAX),
+        u32::try_from(col).unwrap_or(u32::MAX),
+    )
+}
+
+fn fix(p: &mut PathBuf, base: &Path) {
+    if let Some(s) = p.to_str() {
+        *p = resolve_path(base, s);
+    }
+}
+
+fn resolve_vhost_paths(v: &mut Vhost, base: &Path) {
+    for c in &mut v.tls.certificates {
+        fix(&mut c.certificate, base);
+        fix(&mut c.key, base);
+    }
+}
+
+fn resolve_paths(cfg: &mut Config, base: &Path) {
+    resolve_vhost_paths(&mut cfg.default_vhost, base);
+    for v in &mut cfg.vhosts {
+        resolve_vhost_paths(v, base);
+    }
+    for d in &mut cfg.access_log.destinations {
+        if let AccessLogDestination::File(p) = d {
+            fix(p, base);
+        }
+    }
+    if let Some(p) = &mut cfg.access_log.logger_config {
+        fix(p, base);
+    }
+    for r in &mut cfg.response_bodies {
+        fix(&mut r.path, base);
+    }
+}
+
+struct Errors<'a> {
+    file: &'a str,
+    list: Vec<Diagnostic>,
+}
+
+impl Errors<'_> {
+    fn push(&mut self, msg: String, hint: &str) {
+        self.list
+            .push(Diagnostic::file_error(self.file, 0, 0, msg).with_hint(hint));
+    }
+}
+
+/// The cross-reference rules of the `.conf` validator, applied to a model.
+fn check(file: &str, cfg: &Config) -> Vec<Diagnostic> {
+    let mut e = Errors {
+        file,
+        list: Vec::new(),
+    };
+    let mut groups = HashSet::new();
+    for g in &cfg.server_groups {
+        if !groups.insert(g.name.as_str()) {
+            e.push(
+                format!("duplicate server group `{}`", g.name),
+                "give each group a distinct name",
+            );
+        }
+        if g.servers.is_empty() {
+            e.push(
+                format!("server group `{}` has no servers", g.name),
+                "add [[server_groups.servers]] entries",
+            );
+        }
+        for s in &g.servers {
+            if !(1..=100).contains(&s.weight) || s.conns_n == 0 {
+                e.push(
+                    format!(
+                        "server {} in `{}`: weight must be 1..=100 and conns_n at least 1",
+                        s.addr, g.name
+                    ),
+                    "fix the server entry",
+                );
+            }
+        }
+        if let Some(h) = &g.health {
+            if h != "auto" && !cfg.health_checks.iter().any(|x| &x.name == h) {
+                e.push(
+                    format!("no health_check named `{h}`"),
+                    "define it in [[health_checks]]",
+                );
+            }
+        }
+    }
+    let mut vhosts: HashSet<&str> = HashSet::new();
+    if groups.contains(DEFAULT_NAME) {
+        vhosts.insert(DEFAULT_NAME);
+    }
+    for v in std::iter::once(&cfg.default_vhost).chain(&cfg.vhosts) {
+        if v.name != DEFAULT_NAME && !vhosts.insert(v.name.as_str()) {
+            e.push(
+                format!("duplicate vhost `{}`", v.name),
+                "give each vhost a distinct name",
+            );
+        }
+        let passes = v
+            .proxy_pass
+            .iter()
+            .chain(v.locations.iter().filter_map(|l| l.proxy_pass.as_ref()));
+        for p in passes {
+            for g in std::iter::once(&p.group).chain(&p.backup) {
+                if !groups.contains(g.as_str()) {
+                    e.push(
+                        format!("vhost `{}` proxies to undefined server group `{g}`", v.name),
+                        "define it in [[server_groups]]",
+                    );
+                }
+            }
+        }
+        if v.name != DEFAULT_NAME && v.proxy_pass.is_none() {
+            e.push(
+                format!("vhost `{}` has no proxy_pass", v.name),
+                "set proxy_pass = { group = \"...\" }",
+            );
+        }
+        let patterns = v.locations.iter().map(|l| (l.op, &l.pattern)).chain(
+            v.cache
+                .rules
+                .iter()
+                .flat_map(|r| r.patterns.iter().map(move |p| (r.op, p))),
+        );
+        for (op, p) in patterns {
+            if op == UrlMatchOp::Regex && regex::Regex::new(p).is_err() {
+                e.push(
+                    format!("invalid regular expression `{p}` in vhost `{}`", v.name),
+                    "fix the pattern",
+                );
+            }
+        }
+    }
+    let mut seen_chains: HashSet<&str> = HashSet::new();
+    for ch in cfg.http_tables.chains.iter().chain([&cfg.http_tables.main]) {
+        let name = ch.name.as_deref();
+        for (i, r) in ch.rules.iter().enumerate() {
+            if let Some(c) = &r.condition {
+                if let Pattern::Regex(p) = &c.pattern {
+                    if regex::Regex::new(p).is_err() {
+                        e.push(
+                            format!("invalid regular expression `{p}`"),
+                            "fix the pattern",
+                        );
+                    }
+                }
+            }
+            let terminal = !matches!(
+                r.action,
+                Action::Mark(_) | Action::CacheTtl(_) | Action::CacheDisable(_)
+            );
+            if r.condition.is_none() && terminal && i + 1 != ch.rules.len() {
+                e.push(
+                    format!(
+                        "chain `{}`: a rule without condition must be last",
+                        name.unwrap_or("main")
+                    ),
+                    "move it to the end",
+                );
+            }
+            match &r.action {
+                Action::Chain(t) if !seen_chains.contains(t.as_str()) => e.push(
+                    format!(
+                        "chain `{}` jumps to `{t}`, which is not defined before it",
+                        name.unwrap_or("main")
+                    ),
+                    "list chains in the order they are referenced",
+                ),
+                Action::Vhost(t) if !vhosts.contains(t.as_str()) => {
+                    e.push(
+                        format!("rule refers to undefined vhost `{t}`"),
+                        "define the vhost in [[vhosts]]",
+                    );
+                }
+                Action::Redirect { status, .. } if ![301, 302, 303, 307, 308].contains(status) => {
+                    e.push(
+                        format!("{status} is not a redirect status"),
+                        "use 301, 302, 303, 307 or 308",
+                    );
+                }
+                _ => {}
+            }
+        }
+        match name {
+            Some(n) if !seen_chains.insert(n) => e.push(
+                format!("duplicate http_chain `{n}`"),
+                "give each chain a distinct name",
+            ),
+            _ => {}
+        }
+    }
+    let mut addrs = HashSet::new();
+    for l in &cfg.listeners {
+        if l.protos.is_empty() || (l.protos.contains(&Proto::Http) && l.protos.len() > 1) {
+            e.push(
+                format!(
+                    "listener {}: protos must be [\"http\"] or TLS ones (https, h2)",
+                    l.addr
+                ),
+                "fix protos",
+            );
+        }
+        if !addrs.insert(l.addr) {
+            e.push(
+                format!("duplicate listener on {}", l.addr),
+                "listen on each address once",
+            );
+        }
+    }
+    let any_cert = std::iter::once(&cfg.default_vhost)
+        .chain(&cfg.vhosts)
+        .any(|v| !v.tls.certificates.is_empty());
+    if !any_cert {
+        if let Some(l) = cfg.listeners.iter().find(|l| l.is_tls()) {
+            e.push(
+                format!(
+                    "listener {} uses TLS but no certificate is configured",
+                    l.addr
+                ),
+                "add [[vhosts.tls.certificates]]",
+            );
+        }
+    }
+    e.list
+}

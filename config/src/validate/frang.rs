@@ -1,0 +1,229 @@
+//! `frang_limits { ... }`: every limit current Tempesta documents, with the
+//! 0.7 spellings as aliases. A limit of 0 means "unlimited" (`None`).
+
+use crate::diag::did_you_mean;
+use crate::directives::{FRANG_GLOBAL, FRANG_HTTP};
+use crate::model::{FrangGlobal, FrangHttp, IpBlock, Method, RespCodeBlock};
+use crate::tree::{Directive, Node};
+use crate::validate::values::Checker;
+
+/// Applies a `frang_limits` block. `global` is `Some` only at top level;
+/// client-level limits elsewhere are errors, as in Tempesta.
+pub fn apply(
+    c: &mut Checker<'_>,
+    block: &Directive,
+    mut global: Option<&mut FrangGlobal>,
+    http: &mut FrangHttp,
+) {
+    if !block.args.is_empty() || !block.attrs.is_empty() {
+        c.error(
+            &block.pos,
+            "`frang_limits` takes no arguments",
+            "write `frang_limits { ... }`",
+        );
+    }
+    let Some(children) = &block.children else {
+        c.error(
+            &block.pos,
+            "`frang_limits` needs a block",
+            "write `frang_limits { http_uri_len 1024; ... }`",
+        );
+        return;
+    };
+    for node in children {
+        let d = match node {
+            Node::Directive(d) => d,
+            Node::Rule(r) => {
+                c.error(
+                    &r.pos,
+                    "http_chain rules are not allowed in `frang_limits`",
+                    "move the rule into an `http_chain` block",
+                );
+                continue;
+            }
+        };
+        let name = d.name.as_str();
+        if FRANG_GLOBAL.contains(&name) {
+            match global.as_deref_mut() {
+                Some(g) => apply_global(c, d, g),
+                None => c.error(
+                    &d.pos,
+                    format!("`{name}` can be used only in a top-level `frang_limits`"),
+                    "it limits a client as a whole; move it to a `frang_limits` block outside any vhost",
+                ),
+            }
+        } else if FRANG_HTTP.contains(&name) {
+            apply_http(c, d, http);
+        } else {
+            let mut err =
+                crate::diag::Diagnostic::error(&d.pos, format!("unknown frang limit `{name}`"));
+            if let Some(s) = did_you_mean(name, FRANG_GLOBAL.iter().chain(FRANG_HTTP).copied()) {
+                err = err.with_hint(format!("did you mean `{s}`?"));
+            }
+            c.sink.push(err);
+        }
+    }
+}
+
+fn apply_global(c: &mut Checker<'_>, d: &Directive, g: &mut FrangGlobal) {
+    let name = d.name.as_str();
+    let usage = format!("{name} NUM");
+    if name == "ip_block" {
+        if let Some(v) = c.single(d, "ip_block off|on|SECONDS") {
+            g.ip_block = match v.text.to_ascii_lowercase().as_str() {
+                "off" | "false" => IpBlock::Off,
+                "on" | "true" => IpBlock::Forever,
+                _ => match c.u64(v, "ip_block duration") {
+                    Some(0) => IpBlock::Forever,
+                    Some(n) => IpBlock::For(std::time::Duration::from_secs(n)),
+                    None => return,
+                },
+            };
+        }
+        return;
+    }
+    let Some(v) = c.single(d, &usage) else { return };
+    if matches!(name, "client_header_timeout" | "client_body_timeout") {
+        let Some(t) = c.secs(v, "timeout in seconds") else {
+            return;
+        };
+        let t = (!t.is_zero()).then_some(t);
+        if name == "client_header_timeout" {
+            g.client_header_timeout = t;
+        } else {
+            g.client_body_timeout = t;
+        }
+        return;
+    }
+    let Some(n) = c.limit(v, "limit") else { return };
+    let slot = match name {
+        "request_rate" => &mut g.request_rate,
+        "request_burst" => &mut g.request_burst,
+        "tcp_connection_rate" | "connection_rate" => &mut g.tcp_connection_rate,
+        "tcp_connection_burst" | "connection_burst" => &mut g.tcp_connection_burst,
+        "concurrent_tcp_connections" | "concurrent_connections" => {
+            &mut g.concurrent_tcp_connections
+        }
+        "tls_connection_rate" => &mut g.tls_connection_rate,
+        "tls_connection_burst" => &mut g.tls_connection_burst,
+        "tls_incomplete_connection_rate" => &mut g.tls_incomplete_connection_rate,
+        "http_header_chunk_cnt" => &mut g.http_header_chunk_cnt,
+        "http_body_chunk_cnt" => &mut g.http_body_chunk_cnt,
+        "http_hdr_len" | "http_field_len" => &mut g.http_hdr_len,
+        _ => &mut g.http_header_cnt,
+    };
+    *slot = n;
+}
+
+fn apply_http(c: &mut Checker<'_>, d: &Directive, h: &mut FrangHttp) {
+    let name = d.name.as_str();
+    match name {
+        "http_uri_len" => {
+            if let Some(v) = c.single(d, "http_uri_len NUM") {
+                if let Some(n) = c.limit(v, "length") {
+                    h.http_uri_len = n;
+                }
+            }
+        }
+        "http_body_len" => {
+            if let Some(v) = c.single(d, "http_body_len NUM") {
+                if let Some(n) = c.u64(v, "length") {
+                    h.http_body_len = (n != 0).then_some(n);
+                }
+            }
+        }
+        "http_strict_host_checking"
+        | "http_host_required"
+        | "http_ct_required"
+        | "http_trailer_split_allowed"
+        | "http_method_override_allowed" => {
+            // A bare name means "true", as Tempesta's boolean directives allow.
+            if !c.shape(d, 0, 1, &format!("{name} true|false")) {
+                return;
+            }
+            let value = match d.args.first() {
+                Some(v) => match c.bool(v) {
+                    Some(b) => b,
+                    None => return,
+                },
+                None => true,
+            };
+            match name {
+                "http_strict_host_checking" | "http_host_required" => {
+                    h.http_strict_host_checking = value
+                }
+                "http_ct_required" => h.http_ct_required = value,
+                "http_trailer_split_allowed" => h.http_trailer_split_allowed = value,
+                _ => h.http_method_override_allowed = value,
+            }
+        }
+        "http_methods" => {
+            if !c.shape(d, 1, usize::MAX, "http_methods METHOD...") {
+                return;
+            }
+            let mut methods = Vec::new();
+            for v in &d.args {
+                match Method::parse(&v.text) {
+                    Some(m) => {
+                        if !methods.contains(&m) {
+                            methods.push(m);
+                        }
+                    }
+                    None => c.error(
+                        &v.pos,
+                        format!("unknown HTTP method `{}`", v.text),
+                        format!(
+                            "expected one of {}",
+                            Method::ALL
+                                .iter()
+                                .map(|m| m.as_str())
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        ),
+                    ),
+                }
+            }
+            h.http_methods = methods;
+        }
+        "http_ct_vals" => {
+            if c.shape(d, 1, usize::MAX, "http_ct_vals \"TYPE\"...") {
+                h.http_ct_vals = d.args.iter().map(|v| v.text.clone()).collect();
+            }
+        }
+        _ => resp_code_block(c, d, h),
+    }
+}
+
+/// `http_resp_code_block CODE... LIMIT TIMEFRAME`.
+fn resp_code_block(c: &mut Checker<'_>, d: &Directive, h: &mut FrangHttp) {
+    let usage = "http_resp_code_block CODE... LIMIT SECONDS";
+    if !c.shape(d, 3, usize::MAX, usage) {
+        return;
+    }
+    let n = d.args.len();
+    let mut codes = Vec::new();
+    let mut ok = true;
+    for v in &d.args[..n - 2] {
+        match c.u32_in(v, "status code", 100, 599) {
+            Some(code) => codes.push(code as u16),
+            None => ok = false,
+        }
+    }
+    let limit = c.u32(&d.args[n - 2], "response limit");
+    let timeframe = c.secs(&d.args[n - 1], "time frame in seconds");
+    if let (true, Some(limit), Some(timeframe)) = (ok, limit, timeframe) {
+        if timeframe.is_zero() {
+            c.error(
+                &d.args[n - 1].pos,
+                "the time frame must be at least 1 second",
+                usage,
+            );
+            return;
+        }
+        h.http_resp_code_block = Some(RespCodeBlock {
+            codes,
+            limit,
+            timeframe,
+        });
+    }
+}

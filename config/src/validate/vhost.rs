@@ -1,0 +1,596 @@
+//! Directives that configure a vhost: inside `vhost`, inside `location`,
+//! and at top level (where they form the `default` vhost and the defaults
+//! other vhosts inherit).
+
+use std::collections::HashSet;
+
+use crate::diag::Pos;
+use crate::model::{
+    CacheAction, CachePolicy, CacheRule, CertificatePair, FrangHttp, HeaderOp, HeaderRule,
+    HeaderRules, IpPrefix, Location, Method, NonIdempotent, ProxyPass, PurgeMode, StatusPattern,
+    TlsTickets, UrlMatchOp, Vhost, VhostTls,
+};
+use crate::tree::{Directive, Node};
+use crate::validate::frang;
+use crate::validate::values::Checker;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Top level: the implicit default vhost.
+    Global,
+    Vhost,
+    Location,
+}
+
+/// Settings as written in one scope; `None`/empty means "not set here,
+/// inherit".
+#[derive(Debug, Clone, Default)]
+pub struct Draft {
+    pub proxy_pass: Option<ProxyPass>,
+    pub locations: Vec<LocationDraft>,
+    pub certificates: Vec<CertificatePair>,
+    pending_cert: Option<(std::path::PathBuf, Pos)>,
+    pub tickets: Option<TlsTickets>,
+    pub req_hdrs: Option<Vec<HeaderRule>>,
+    pub resp_hdrs: Option<Vec<HeaderRule>>,
+    pub cache_rules: Option<Vec<CacheRule>>,
+    pub control_ignore: Option<Vec<String>>,
+    pub use_stale: Option<Vec<StatusPattern>>,
+    pub resp_hdr_del: Option<Vec<String>>,
+    pub purge: Option<PurgeMode>,
+    pub purge_acl: Option<Vec<IpPrefix>>,
+    /// Already includes what was inherited when the scope opened (frang
+    /// limits are order-dependent in Tempesta).
+    pub frang: FrangHttp,
+    pub hdr_via: Option<String>,
+    pub nonidempotent: Option<Vec<NonIdempotent>>,
+    pub http_post_validate: Option<bool>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LocationDraft {
+    pub op: UrlMatchOp,
+    pub pattern: String,
+    pub draft: Draft,
+}
+
+/// Names visible to a directive: server groups defined so far.
+pub struct Scope<'a> {
+    pub groups: &'a HashSet<String>,
+}
+
+impl Draft {
+    pub fn with_frang(frang: FrangHttp) -> Draft {
+        Draft {
+            frang,
+            ..Draft::default()
+        }
+    }
+
+    /// Reports a certificate left without its key at the end of the scope.
+    pub fn finish(&mut self, c: &mut Checker<'_>) {
+        if let Some((_, pos)) = self.pending_cert.take() {
+            c.error(
+                &pos,
+                "`tls_certificate` has no matching `tls_certificate_key`",
+                "give the key file right after the certificate: `tls_certificate_key FILE;`",
+            );
+        }
+    }
+}
+
+/// Handles `d` if it is a vhost-level directive valid at `level`; returns
+/// false when the name is not one (the caller reports it).
+pub fn apply(
+    c: &mut Checker<'_>,
+    scope: &Scope<'_>,
+    level: Level,
+    d: &Directive,
+    draft: &mut Draft,
+) -> bool {
+    let name = d.name.as_str();
+    match name {
+        "proxy_pass" if level != Level::Global => proxy_pass(c, scope, d, draft),
+        "proxy_pass" => c.error(
+            &d.pos,
+            "`proxy_pass` is not allowed outside a vhost",
+            "the implicit default vhost always uses the `default` server group; declare `vhost default { ... }` to choose",
+        ),
+        "location" if level != Level::Location => location(c, scope, d, draft),
+        "tls_certificate" | "tls_certificate_key" | "tls_tickets" if level == Level::Location => {
+            return false;
+        }
+        "tls_certificate" => {
+            if let Some(v) = c.single(d, "tls_certificate FILE") {
+                let path = c.path(v);
+                draft.finish(c);
+                draft.pending_cert = Some((path, d.pos.clone()));
+            }
+        }
+        "tls_certificate_key" => {
+            if let Some(v) = c.single(d, "tls_certificate_key FILE") {
+                let key = c.path(v);
+                match draft.pending_cert.take() {
+                    Some((certificate, _)) => draft.certificates.push(CertificatePair { certificate, key }),
+                    None => c.error(
+                        &d.pos,
+                        "`tls_certificate_key` without a preceding `tls_certificate`",
+                        "give `tls_certificate FILE;` first, then its key",
+                    ),
+                }
+            }
+        }
+        "tls_tickets" => tls_tickets(c, d, draft),
+        "req_hdr_set" | "req_hdr_add" | "resp_hdr_set" | "resp_hdr_add" => header_rule(c, d, draft),
+        "cache_fulfill" | "cache_bypass" => cache_rule(c, d, draft),
+        "cache_control_ignore" | "cache_resp_hdr_del" => {
+            if c.shape(d, 1, usize::MAX, &format!("{name} NAME...")) {
+                let names = d.args.iter().map(|v| v.text.to_ascii_lowercase());
+                let list = if name == "cache_control_ignore" {
+                    &mut draft.control_ignore
+                } else {
+                    &mut draft.resp_hdr_del
+                };
+                list.get_or_insert_with(Vec::new).extend(names);
+            }
+        }
+        "cache_use_stale" => {
+            if c.shape(d, 1, usize::MAX, "cache_use_stale CODE|4*|5*...") {
+                for v in &d.args {
+                    match v.text.parse::<StatusPattern>() {
+                        Ok(p) => draft.use_stale.get_or_insert_with(Vec::new).push(p),
+                        Err(e) => c.error(&v.pos, format!("bad status `{}`", v.text), e),
+                    }
+                }
+            }
+        }
+        "cache_purge" if level != Level::Location => {
+            if c.shape(d, 0, 1, "cache_purge [invalidate|immediate]") {
+                draft.purge = match d.args.first().map(|v| (v, v.text.as_str())) {
+                    None | Some((_, "invalidate")) => Some(PurgeMode::Invalidate),
+                    Some((_, "immediate")) => Some(PurgeMode::Immediate),
+                    Some((v, other)) => {
+                        c.error(&v.pos, format!("unknown purge mode `{other}`"), "expected `invalidate` or `immediate`");
+                        None
+                    }
+                };
+            }
+        }
+        "cache_purge_acl" if level != Level::Location => {
+            if c.shape(d, 1, usize::MAX, "cache_purge_acl ADDR[/PREFIX]...") {
+                for v in &d.args {
+                    match v.text.parse::<IpPrefix>() {
+                        Ok(p) => draft.purge_acl.get_or_insert_with(Vec::new).push(p),
+                        Err(e) => c.error(&v.pos, format!("bad address `{}`", v.text), e),
+                    }
+                }
+            }
+        }
+        "frang_limits" if level != Level::Global => frang::apply(c, d, None, &mut draft.frang),
+        "hdr_via" if level != Level::Location => {
+            if c.shape(d, 0, 1, "hdr_via [TEXT]") {
+                draft.hdr_via = d.args.first().map(|v| v.text.clone());
+            }
+        }
+        "nonidempotent" => nonidempotent(c, d, draft),
+        "http_post_validate" => {
+            if c.flag(d) {
+                draft.http_post_validate = Some(true);
+            }
+        }
+        _ => return false,
+    }
+    true
+}
+
+fn proxy_pass(c: &mut Checker<'_>, scope: &Scope<'_>, d: &Directive, draft: &mut Draft) {
+    let usage = "proxy_pass GROUP [backup=GROUP]";
+    if !(c.no_block(d) & c.attrs_only(d, &["backup"])) {
+        return;
+    }
+    if d.args.len() != 1 {
+        c.error(&d.pos, "`proxy_pass` needs exactly one server group", usage);
+        return;
+    }
+    let group = &d.args[0];
+    let mut ok = check_group(c, scope, &group.text, &group.pos);
+    let backup = c.attr(d, "backup").map(|a| a.value.clone());
+    if let Some(b) = &backup {
+        ok &= check_group(c, scope, &b.text, &b.pos);
+    }
+    if draft.proxy_pass.is_some() {
+        c.error(
+            &d.pos,
+            "duplicate `proxy_pass`",
+            "a vhost or location forwards to one group; remove one of them",
+        );
+        return;
+    }
+    if ok {
+        draft.proxy_pass = Some(ProxyPass {
+            group: group.text.clone(),
+            backup: backup.map(|b| b.text),
+        });
+    }
+}
+
+fn check_group(c: &mut Checker<'_>, scope: &Scope<'_>, name: &str, pos: &Pos) -> bool {
+    if scope.groups.contains(name) {
+        return true;
+    }
+    let mut hint = "define the `srv_group` before the vhost that uses it".to_string();
+    if let Some(s) = crate::diag::did_you_mean(name, scope.groups.iter().map(String::as_str)) {
+        hint = format!("did you mean `{s}`? ({hint})");
+    }
+    c.error(pos, format!("server group `{name}` is not defined"), hint);
+    false
+}
+
+fn url_op(c: &mut Checker<'_>, text: &str, pos: &Pos) -> Option<UrlMatchOp> {
+    match text {
+        "*" => Some(UrlMatchOp::Any),
+        "eq" => Some(UrlMatchOp::Eq),
+        "prefix" => Some(UrlMatchOp::Prefix),
+        "suffix" => Some(UrlMatchOp::Suffix),
+        "regex" => Some(UrlMatchOp::Regex),
+        _ => {
+            c.error(
+                pos,
+                format!("unknown match operator `{text}`"),
+                "expected `eq`, `prefix`, `suffix`, `regex` or `*`",
+            );
+            None
+        }
+    }
+}
+
+fn check_regex(c: &mut Checker<'_>, op: UrlMatchOp, text: &str, pos: &Pos) -> bool {
+    if op == UrlMatchOp::Regex {
+        if let Err(e) = regex::Regex::new(text) {
+            c.error(
+                pos,
+                format!("invalid regular expression `{text}`"),
+                e.to_string().replace('\n', " "),
+            );
+            return false;
+        }
+    }
+    true
+}
+
+fn location(c: &mut Checker<'_>, scope: &Scope<'_>, d: &Directive, draft: &mut Draft) {
+    let usage = "location OP \"PATTERN\" { ... }";
+    c.attrs_only(d, &[]);
+    let Some(children) = &d.children else {
+        c.error(&d.pos, "`location` needs a block", usage);
+        return;
+    };
+    let (op, pattern) = match d.args.as_slice() {
+        [op] if op.text == "*" => (Some(UrlMatchOp::Any), "*".to_string()),
+        [op, pat] => {
+            let o = url_op(c, &op.text, &op.pos);
+            let ok = o.is_some_and(|o| check_regex(c, o, &pat.text, &pat.pos));
+            (o.filter(|_| ok), pat.text.clone())
+        }
+        _ => {
+            c.error(
+                &d.pos,
+                "`location` needs a match operator and a pattern",
+                usage,
+            );
+            (None, String::new())
+        }
+    };
+    if let Some(op) = op {
+        if draft
+            .locations
+            .iter()
+            .any(|l| l.op == op && l.pattern == pattern)
+        {
+            c.error(
+                &d.pos,
+                format!("duplicate location `{pattern}`"),
+                "merge the two blocks",
+            );
+        }
+    }
+    let mut inner = Draft::with_frang(draft.frang.clone());
+    for node in children {
+        match node {
+            Node::Directive(cd) => {
+                if !apply(c, scope, Level::Location, cd, &mut inner) {
+                    crate::validate::unknown_here(
+                        c,
+                        cd,
+                        "location",
+                        crate::directives::LOCATION_LEVEL,
+                    );
+                }
+            }
+            Node::Rule(r) => c.error(
+                &r.pos,
+                "http_chain rules are not allowed in `location`",
+                "move it into an `http_chain` block",
+            ),
+        }
+    }
+    inner.finish(c);
+    if let Some(op) = op {
+        draft.locations.push(LocationDraft {
+            op,
+            pattern,
+            draft: inner,
+        });
+    }
+}
+
+fn tls_tickets(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
+    let usage = "tls_tickets [enable|disable] [secret=SECRET] [lifetime=SECONDS]";
+    if !(c.no_block(d) & c.attrs_only(d, &["secret", "lifetime"])) {
+        return;
+    }
+    let mut t = TlsTickets::default();
+    match d.args.as_slice() {
+        [] => {}
+        [v] => match c.bool(v) {
+            Some(b) => t.enabled = b,
+            None => return,
+        },
+        [_, extra, ..] => {
+            c.error(&extra.pos, "too many arguments for `tls_tickets`", usage);
+            return;
+        }
+    }
+    if let Some(a) = c.attr(d, "secret") {
+        if a.value.text.is_empty() {
+            c.error(
+                &a.value.pos,
+                "the ticket secret is empty",
+                "give a secret string, e.g. secret=\"long random text\"",
+            );
+            return;
+        }
+        t.secret = Some(a.value.text.clone());
+    }
+    if let Some(a) = c.attr(d, "lifetime") {
+        match c.secs(&a.value, "ticket lifetime in seconds") {
+            Some(l) if !l.is_zero() => t.lifetime = l,
+            Some(_) => {
+                c.error(
+                    &a.value.pos,
+                    "the ticket lifetime must be at least 1 second",
+                    usage,
+                );
+                return;
+            }
+            None => return,
+        }
+    }
+    draft.tickets = Some(t);
+}
+
+fn header_rule(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
+    let name = d.name.as_str();
+    let set = name.ends_with("_set");
+    let (min, usage) = if set {
+        (1, format!("{name} NAME [VALUE]"))
+    } else {
+        (2, format!("{name} NAME VALUE"))
+    };
+    if !c.shape(d, min, 2, &usage) {
+        return;
+    }
+    let header = &d.args[0];
+    if header.text.is_empty()
+        || !header
+            .text
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b':')
+    {
+        c.error(
+            &header.pos,
+            format!("`{}` is not a header name", header.text),
+            "use letters, digits and `-`",
+        );
+        return;
+    }
+    let rule = HeaderRule {
+        op: if set { HeaderOp::Set } else { HeaderOp::Add },
+        name: header.text.clone(),
+        value: d.args.get(1).map(|v| v.text.clone()),
+    };
+    let list = if name.starts_with("req_") {
+        &mut draft.req_hdrs
+    } else {
+        &mut draft.resp_hdrs
+    };
+    list.get_or_insert_with(Vec::new).push(rule);
+}
+
+fn cache_rule(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
+    let usage = format!(
+        "{} OP \"STRING\"... (OP: eq, prefix, suffix, regex or *)",
+        d.name
+    );
+    if !c.shape(d, 1, usize::MAX, &usage) {
+        return;
+    }
+    let Some(op) = url_op(c, &d.args[0].text, &d.args[0].pos) else {
+        return;
+    };
+    let patterns: Vec<String> = d.args[1..].iter().map(|v| v.text.clone()).collect();
+    if op == UrlMatchOp::Any {
+        if patterns.iter().any(|p| p != "*") {
+            c.error(
+                &d.args[1].pos,
+                "operator `*` takes no pattern other than `*`",
+                format!("write `{} * *;`", d.name),
+            );
+            return;
+        }
+    } else if patterns.is_empty() {
+        c.error(
+            &d.pos,
+            format!("`{}` needs at least one pattern", d.name),
+            usage,
+        );
+        return;
+    }
+    for (v, p) in d.args[1..].iter().zip(&patterns) {
+        if !check_regex(c, op, p, &v.pos) {
+            return;
+        }
+    }
+    let action = if d.name == "cache_fulfill" {
+        CacheAction::Fulfill
+    } else {
+        CacheAction::Bypass
+    };
+    let patterns = if op == UrlMatchOp::Any {
+        vec!["*".to_string()]
+    } else {
+        patterns
+    };
+    draft
+        .cache_rules
+        .get_or_insert_with(Vec::new)
+        .push(CacheRule {
+            action,
+            op,
+            patterns,
+        });
+}
+
+fn nonidempotent(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
+    let usage = "nonidempotent METHOD OP \"STRING\"";
+    if !c.shape(d, 2, 3, usage) {
+        return;
+    }
+    let m = &d.args[0];
+    let method = if m.text == "*" {
+        None
+    } else {
+        match Method::parse(&m.text) {
+            Some(x) => Some(x),
+            None => {
+                c.error(
+                    &m.pos,
+                    format!("unknown HTTP method `{}`", m.text),
+                    "expected e.g. GET, POST or `*`",
+                );
+                return;
+            }
+        }
+    };
+    let Some(op) = url_op(c, &d.args[1].text, &d.args[1].pos) else {
+        return;
+    };
+    let pattern = d
+        .args
+        .get(2)
+        .map_or_else(|| "*".to_string(), |v| v.text.clone());
+    if op != UrlMatchOp::Any && d.args.len() != 3 {
+        c.error(&d.pos, "`nonidempotent` needs a pattern", usage);
+        return;
+    }
+    draft
+        .nonidempotent
+        .get_or_insert_with(Vec::new)
+        .push(NonIdempotent {
+            method,
+            op,
+            pattern,
+        });
+}
+
+// ---------------------------------------------------------------- resolve
+
+fn headers(own: &Draft, parent: &HeaderRules) -> HeaderRules {
+    HeaderRules {
+        request: own
+            .req_hdrs
+            .clone()
+            .unwrap_or_else(|| parent.request.clone()),
+        response: own
+            .resp_hdrs
+            .clone()
+            .unwrap_or_else(|| parent.response.clone()),
+    }
+}
+
+fn cache(own: &Draft, parent: &CachePolicy) -> CachePolicy {
+    CachePolicy {
+        rules: own
+            .cache_rules
+            .clone()
+            .unwrap_or_else(|| parent.rules.clone()),
+        control_ignore: own
+            .control_ignore
+            .clone()
+            .unwrap_or_else(|| parent.control_ignore.clone()),
+        use_stale: own
+            .use_stale
+            .clone()
+            .unwrap_or_else(|| parent.use_stale.clone()),
+        resp_hdr_del: own
+            .resp_hdr_del
+            .clone()
+            .unwrap_or_else(|| parent.resp_hdr_del.clone()),
+        purge: own.purge.or(parent.purge),
+        purge_acl: own
+            .purge_acl
+            .clone()
+            .unwrap_or_else(|| parent.purge_acl.clone()),
+    }
+}
+
+/// The effective vhost: each setting from `own` when given there, else from
+/// `parent` (the default vhost, or built-in defaults for the default vhost
+/// itself).
+pub fn resolve(name: &str, own: &Draft, parent: &Vhost) -> Vhost {
+    let tls = VhostTls {
+        certificates: if own.certificates.is_empty() {
+            parent.tls.certificates.clone()
+        } else {
+            own.certificates.clone()
+        },
+        tickets: own
+            .tickets
+            .clone()
+            .unwrap_or_else(|| parent.tls.tickets.clone()),
+    };
+    let mut v = Vhost {
+        name: name.to_string(),
+        proxy_pass: own.proxy_pass.clone(),
+        locations: Vec::new(),
+        tls,
+        headers: headers(own, &parent.headers),
+        cache: cache(own, &parent.cache),
+        frang: own.frang.clone(),
+        hdr_via: own.hdr_via.clone().or_else(|| parent.hdr_via.clone()),
+        nonidempotent: own
+            .nonidempotent
+            .clone()
+            .unwrap_or_else(|| parent.nonidempotent.clone()),
+        http_post_validate: own.http_post_validate.unwrap_or(parent.http_post_validate),
+    };
+    v.locations = own
+        .locations
+        .iter()
+        .map(|l| Location {
+            op: l.op,
+            pattern: l.pattern.clone(),
+            proxy_pass: l.draft.proxy_pass.clone().or_else(|| v.proxy_pass.clone()),
+            headers: headers(&l.draft, &v.headers),
+            cache: cache(&l.draft, &v.cache),
+            frang: l.draft.frang.clone(),
+            nonidempotent: l
+                .draft
+                .nonidempotent
+                .clone()
+                .unwrap_or_else(|| v.nonidempotent.clone()),
+            http_post_validate: l.draft.http_post_validate.unwrap_or(v.http_post_validate),
+        })
+        .collect();
+    v
+}
