@@ -76,6 +76,12 @@ impl HeaderEdits {
     }
 
     /// Whether there are no edits.
+    /// Appends `other`'s edits after these (both were validated when made).
+    pub fn extend(&mut self, other: &HeaderEdits) {
+        self.set.extend(other.set.iter().cloned());
+        self.add.extend(other.add.iter().cloned());
+    }
+
     pub fn is_empty(&self) -> bool {
         self.set.is_empty() && self.add.is_empty()
     }

@@ -26,6 +26,8 @@ pub struct Runtime {
 
 pub struct VhostRt {
     pub name: String,
+    /// Caching of this vhost; `None` when `cache 0` or no `cache_fulfill` rule applies.
+    pub cache: Option<Arc<CacheRt>>,
     /// Server group index (and backup group index).
     pub proxy_pass: Option<(usize, Option<usize>)>,
     pub locations: Vec<LocationRt>,
@@ -35,6 +37,7 @@ pub struct VhostRt {
 }
 
 pub struct LocationRt {
+    pub cache: Option<Arc<CacheRt>>,
     pub op: UrlMatchOp,
     pub pattern: Vec<u8>,
     pub proxy_pass: Option<(usize, Option<usize>)>,
@@ -59,6 +62,15 @@ pub struct ServerRt {
     pub backup: bool,
 }
 
+/// How one vhost (or location) caches, in the cache crate's terms.
+pub struct CacheRt {
+    pub policy: cache::Policy,
+    pub rules: cache::CacheRules,
+    /// `cache_purge`: PURGE requests evict (else they are forwarded like any method).
+    pub purge: Option<cache::PurgeMode>,
+    pub purge_acl: Vec<config::IpPrefix>,
+}
+
 #[derive(Debug)]
 pub enum RuntimeError {
     Tls(Vec<TlsSetupError>),
@@ -66,6 +78,10 @@ pub enum RuntimeError {
     Header {
         vhost: String,
         name: String,
+        reason: String,
+    },
+    Cache {
+        vhost: String,
         reason: String,
     },
 }
@@ -83,6 +99,9 @@ impl fmt::Display for RuntimeError {
                 Ok(())
             }
             RuntimeError::Regex(e) => write!(f, "error: http_chain regular expression: {e}"),
+            RuntimeError::Cache { vhost, reason } => {
+                write!(f, "error: vhost `{vhost}`: cache settings: {reason}")
+            }
             RuntimeError::Header {
                 vhost,
                 name,
@@ -116,9 +135,16 @@ impl Runtime {
         let mut vhosts = Vec::with_capacity(config.vhosts.len() + 1);
         for v in std::iter::once(&config.default_vhost).chain(config.vhosts.iter()) {
             let edits = |rules: &[HeaderRule]| header_edits(&v.name, rules);
+            let vhost_cache = cache_rt(&config, &v.name, &v.cache)?;
             let mut locations = Vec::with_capacity(v.locations.len());
             for l in &v.locations {
+                let location_cache = if l.cache.rules.is_empty() {
+                    vhost_cache.clone()
+                } else {
+                    cache_rt(&config, &v.name, &l.cache)?
+                };
                 locations.push(LocationRt {
+                    cache: location_cache,
                     op: l.op,
                     pattern: l.pattern.as_bytes().to_vec(),
                     proxy_pass: pass(&l.proxy_pass).or(pass(&v.proxy_pass)),
@@ -136,6 +162,7 @@ impl Runtime {
             }
             vhosts.push(VhostRt {
                 name: v.name.clone(),
+                cache: vhost_cache,
                 proxy_pass: pass(&v.proxy_pass),
                 locations,
                 via: v.hdr_via.as_ref().map(|t| t.as_bytes().to_vec()),
@@ -198,6 +225,74 @@ fn header_edits(vhost: &str, rules: &[HeaderRule]) -> Result<HeaderEdits, Runtim
         })?;
     }
     Ok(edits)
+}
+
+/// The cache policy of a vhost or location, or `None` when nothing there is cached.
+fn cache_rt(
+    config: &Config,
+    vhost: &str,
+    p: &config::CachePolicy,
+) -> Result<Option<Arc<CacheRt>>, RuntimeError> {
+    let err = |e: cache::PolicyError| RuntimeError::Cache {
+        vhost: vhost.to_string(),
+        reason: format!("{e:?}"),
+    };
+    if !config.cache.mode.enabled() || p.rules.is_empty() {
+        return Ok(None);
+    }
+    let mut rules = cache::CacheRules::default();
+    for rule in &p.rules {
+        let action = match rule.action {
+            config::CacheAction::Fulfill => cache::CacheAction::Fulfill,
+            config::CacheAction::Bypass => cache::CacheAction::Bypass,
+        };
+        let op = match rule.op {
+            UrlMatchOp::Any => "*",
+            UrlMatchOp::Eq => "eq",
+            UrlMatchOp::Prefix => "prefix",
+            UrlMatchOp::Suffix => "suffix",
+            // The cache crate matches no regular expressions; such rules never match.
+            UrlMatchOp::Regex => continue,
+        };
+        for pattern in &rule.patterns {
+            rules.push(action, cache::UriMatcher::parse(op, pattern).map_err(err)?);
+        }
+    }
+    let use_stale = p
+        .use_stale
+        .iter()
+        .map(|s| match s {
+            config::StatusPattern::Exact(code) => cache::StatusPattern::Exact(*code),
+            config::StatusPattern::Class(class) => cache::StatusPattern::Class(*class),
+        })
+        .collect();
+    let purge_mode = match p.purge {
+        Some(config::PurgeMode::Immediate) => cache::PurgeMode::Immediate,
+        _ => cache::PurgeMode::Invalidate,
+    };
+    let policy = cache::Policy {
+        enabled: true,
+        methods: config
+            .cache
+            .methods
+            .iter()
+            .map(|m| m.as_str().to_string())
+            .collect(),
+        default_ttl: config.cache.ttl.unwrap_or(Duration::ZERO),
+        ignore: cache::IgnoredDirectives::parse(p.control_ignore.iter().map(String::as_str))
+            .map_err(err)?,
+        use_stale,
+        resp_hdr_del: p.resp_hdr_del.clone(),
+        max_object_size: usize::try_from(config.cache.max_object_size).unwrap_or(usize::MAX),
+        purge_mode,
+        ..cache::Policy::default()
+    };
+    Ok(Some(Arc::new(CacheRt {
+        policy,
+        rules,
+        purge: p.purge.map(|_| purge_mode),
+        purge_acl: p.purge_acl.clone(),
+    })))
 }
 
 /// Parser limits from the configuration's frang limits and byte ranges.

@@ -10,7 +10,11 @@ use std::time::Duration;
 use crate::metrics::Metrics;
 use crate::server::ServeError;
 
-pub fn start(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<(), ServeError> {
+pub fn start(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    cache: cache::Cache,
+) -> Result<(), ServeError> {
     let listener = crate::server::bind(addr)?;
     listener
         .set_nonblocking(false)
@@ -27,7 +31,11 @@ pub fn start(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<(), ServeError> 
                 let n = stream.read(&mut req).unwrap_or(0);
                 let wanted = req[..n].starts_with(b"GET /metrics") || req[..n].starts_with(b"GET / ");
                 let (status, body) =
-                    if wanted { ("200 OK", metrics.render(None)) } else { ("404 Not Found", "not found\n".to_string()) };
+                    if wanted { ("200 OK", {
+                        let mut text = String::new();
+                        cache.metrics().write_prometheus(&mut text);
+                        metrics.render(Some(&text))
+                    }) } else { ("404 Not Found", "not found\n".to_string()) };
                 let head = format!(
                     "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                     body.len()

@@ -42,6 +42,10 @@ pub struct Client {
     /// Close once `out` is flushed.
     pub close_after_flush: bool,
     pub timer_gen: u64,
+    /// Unique within the worker (slab slots are reused).
+    pub id: u64,
+    /// The current request waited for another request's cache fill once: do not wait again.
+    pub cache_after_wait: bool,
     /// When the current request head started arriving (client_header_timeout).
     pub head_started: Option<Instant>,
 }
@@ -76,6 +80,7 @@ impl Worker {
             crate::warn!("worker {}: cannot register a client socket: {e}", self.id);
             return;
         }
+        self.next_client_id += 1;
         let handshaking = matches!(stage, Stage::Handshake(_));
         entry.insert(Client {
             sock,
@@ -87,6 +92,8 @@ impl Worker {
             peer_closed: false,
             close_after_flush: false,
             timer_gen: 0,
+            id: self.next_client_id,
+            cache_after_wait: false,
             head_started: None,
         });
         let wm = &self.metrics().workers[self.id];
@@ -145,6 +152,7 @@ impl Worker {
                 self.reject_head_timeout(ci, now);
             }
             (_, ReqState::Head) => self.close_client(ci),
+            (_, ReqState::CacheWait(_)) => self.cache_wait_expired(ci),
             // Waiting on the upstream: its own deadline answers 504.
             _ => {}
         }
@@ -321,6 +329,9 @@ impl Worker {
         match std::mem::replace(&mut c.req, ReqState::Head) {
             ReqState::Upstream(f) => self.abandon_upstream(f.up),
             ReqState::Queued(_) => self.unqueue(ci),
+            ReqState::CacheWait(ticket) => {
+                self.shared.cache.cancel_wait(ticket);
+            }
             ReqState::Head => {}
         }
         if let Stage::Open(transport) = &mut c.stage {

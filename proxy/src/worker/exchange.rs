@@ -4,17 +4,18 @@
 //! leave in request order.
 
 use std::io::Write as _;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http1::{
     BodyDecoder, BodyFraming, ConnectionOption, Forwarding, ParseError, RequestHead, Version,
 };
 
+use super::caching::{CacheStep, Fill};
 use super::client::Stage;
 use super::upstream::{request_key, Pick, UpPhase};
 use super::{client_token, upstream_token, Worker};
 use crate::metrics::bump;
-use crate::router::{RequestView, Route};
+use crate::router::{CacheOverride, RequestView, Route};
 
 pub enum ReqState {
     /// Waiting for a request head.
@@ -23,6 +24,9 @@ pub enum ReqState {
     Upstream(Box<Exchange>),
     /// Waiting for a free upstream connection of `Exchange::group`.
     Queued(Box<Exchange>),
+    /// Waiting for another request's fetch of the same cache key; the request head stays
+    /// unconsumed in the client's buffer and is processed again when the wait ends.
+    CacheWait(cache::WaitTicket),
 }
 
 enum RespPhase {
@@ -53,6 +57,8 @@ pub struct Exchange {
     status: u16,
     body_bytes: u64,
     log: Option<String>,
+    /// Filling or revalidating a cache entry from this response.
+    fill: Option<Box<Fill>>,
 }
 
 /// Why an exchange could not complete.
@@ -102,7 +108,7 @@ impl Worker {
         match c.req {
             ReqState::Head => self.try_request(ci),
             ReqState::Upstream(_) => self.pump_request_body(ci),
-            ReqState::Queued(_) => false,
+            ReqState::Queued(_) | ReqState::CacheWait(_) => false,
         }
     }
 
@@ -189,42 +195,60 @@ impl Worker {
 
     fn handle_request(&mut self, ci: usize, head: RequestHead, head_len: usize) {
         bump(&self.metrics().workers[self.id].requests);
-        let rt = self.rt.clone();
-        let Some(c) = self.clients.get_mut(ci) else {
+        // The buffer leaves the client while the request is handled, so that the head can be
+        // read while the worker changes; each branch says how much of it was consumed.
+        let Some(rbuf) = self.clients.get_mut(ci).and_then(|c| c.rbuf.take()) else {
             return;
         };
-        let Some(rbuf) = c.rbuf.as_ref() else { return };
-        let buf = rbuf.bytes();
-        let view = View { head: &head, buf };
+        let consumed = self.route_request(ci, &head, head_len, rbuf.bytes());
+        let mut rbuf = rbuf;
+        rbuf.consume(consumed);
+        match self.clients.get_mut(ci) {
+            Some(c) => c.rbuf = Some(rbuf),
+            None => self.bufs.give(rbuf),
+        }
+    }
+
+    /// Routes one request whose head is `buf[..head_len]`; returns the bytes consumed (0 when
+    /// the request waits for a cache fill and will be processed again).
+    fn route_request(
+        &mut self,
+        ci: usize,
+        head: &RequestHead,
+        head_len: usize,
+        buf: &[u8],
+    ) -> usize {
+        let rt = self.rt.clone();
+        let Some(peer) = self.clients.get(ci).map(|c| c.peer) else {
+            return head_len;
+        };
+        let view = View { head, buf };
         let keep_alive = head.keep_alive() && !rt.config.keepalive_timeout.is_zero();
         let log = rt
             .config
             .access_log
             .enabled()
-            .then(|| access_prefix(c.peer, &head, buf));
+            .then(|| access_prefix(peer, head, buf));
         match rt.router.route(&view) {
             Route::NoMatch | Route::Block => {
                 if rt.config.block_action.attack.log {
                     crate::warn!(
                         "http_chain blocked {} {:?}",
-                        c.peer.ip(),
+                        peer.ip(),
                         String::from_utf8_lossy(view.uri())
                     );
                 }
                 self.access_log(log.as_deref(), "-", 403, 0);
                 self.refuse(ci, 403, Refusal::Attack);
+                head_len
             }
             Route::Redirect { status, url } => {
                 // `$host` keeps the port the client used.
                 let host = String::from_utf8_lossy(head.host(buf).unwrap_or(b"")).into_owned();
                 let uri = String::from_utf8_lossy(view.uri()).into_owned();
                 let location = url.render(&host, &uri);
-                let has_body = head.framing().has_body();
-                let close = !keep_alive || has_body;
+                let close = !keep_alive || head.framing().has_body();
                 let date = self.date.now().to_string();
-                let Some(c) = self.clients.get_mut(ci) else {
-                    return;
-                };
                 let mut out = Vec::with_capacity(160 + location.len());
                 http1::write_status_line(&mut out, status, http1::reason_phrase(status).as_bytes());
                 http1::write_field(&mut out, b"Location", location.as_bytes());
@@ -237,55 +261,91 @@ impl Worker {
                     http1::write_field(&mut out, b"Connection", b"keep-alive");
                 }
                 out.extend_from_slice(b"\r\n");
-                c.out.push(&out);
-                if let Some(r) = c.rbuf.as_mut() {
-                    r.consume(head_len);
+                if let Some(c) = self.clients.get_mut(ci) {
+                    c.out.push(&out);
+                    c.close_after_flush |= close;
                 }
-                c.close_after_flush |= close;
                 self.metrics().count_status(status);
                 self.access_log(log.as_deref(), "-", status, 0);
+                head_len
             }
-            Route::Vhost { vhost, .. } => self.forward(ci, &head, head_len, vhost, keep_alive, log),
+            Route::Vhost { vhost, cache } => {
+                self.forward(ci, head, head_len, buf, vhost, cache, keep_alive, log)
+            }
         }
     }
 
+    /// Serves a request routed to `vhost`: from the cache, or through its server group.
+    #[allow(clippy::too_many_arguments)]
     fn forward(
         &mut self,
         ci: usize,
         head: &RequestHead,
         head_len: usize,
+        buf: &[u8],
         vhost: usize,
+        overrides: CacheOverride,
         keep_alive: bool,
         log: Option<String>,
-    ) {
+    ) -> usize {
         let rt = self.rt.clone();
         let Some(v) = rt.vhosts.get(vhost) else {
-            return;
+            return head_len;
         };
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        let Some(rbuf) = c.rbuf.as_mut() else { return };
-        let buf = rbuf.bytes();
         let uri = head.path(buf);
         let (location, loc) = match v.location(uri) {
             Some(l) => (v.locations.iter().position(|x| std::ptr::eq(x, l)), Some(l)),
             None => (None, None),
         };
-        let proxy_pass = loc.map_or(v.proxy_pass, |l| l.proxy_pass);
-        let Some((group, _backup)) = proxy_pass else {
-            rbuf.consume(head_len);
-            self.local_error(
-                ci,
-                502,
-                log.as_deref(),
-                &v.name,
-                !keep_alive || head.framing().has_body(),
-            );
-            return;
+        let close_on_error = !keep_alive || head.framing().has_body();
+        let Some((group, _backup)) = loc.map_or(v.proxy_pass, |l| l.proxy_pass) else {
+            self.local_error(ci, 502, log.as_deref(), &v.name, close_on_error);
+            return head_len;
         };
-        let edits = loc.map_or(&v.request_edits, |l| &l.request_edits);
-        let peer_ip = c.peer.ip().to_string();
+        let vhost_cache = loc.map_or(&v.cache, |l| &l.cache);
+        let after_wait = self
+            .clients
+            .get_mut(ci)
+            .is_some_and(|c| std::mem::take(&mut c.cache_after_wait));
+        let (mut fill, mut validators) = (None, None);
+        if let Some(rc) = vhost_cache {
+            if head.method_bytes(buf) == b"PURGE" && rc.purge.is_some() {
+                self.purge(ci, rc, &v.name, uri);
+                return head_len;
+            }
+            match self.cache_step(ci, head, buf, rc, &v.name, overrides, after_wait) {
+                CacheStep::Served => {
+                    self.access_log(log.as_deref(), &v.name, 200, 0);
+                    return head_len;
+                }
+                CacheStep::Parked(ticket) => {
+                    let timeout = rt
+                        .groups
+                        .get(group)
+                        .map_or(Duration::from_secs(60), |g| g.forward_timeout);
+                    if let Some(c) = self.clients.get_mut(ci) {
+                        c.req = ReqState::CacheWait(ticket);
+                    }
+                    self.arm_client_timer(ci, timeout);
+                    return 0;
+                }
+                CacheStep::Forward { fill: f, edits } => {
+                    fill = f;
+                    validators = edits;
+                }
+            }
+        }
+        let configured = loc.map_or(&v.request_edits, |l| &l.request_edits);
+        let edits = match &mut validators {
+            Some(extra) => {
+                extra.extend(configured);
+                &*extra
+            }
+            None => configured,
+        };
+        let Some(peer_ip) = self.clients.get(ci).map(|c| c.peer.ip().to_string()) else {
+            return head_len;
+        };
         self.scratch.clear();
         http1::write_request_head(
             &mut self.scratch,
@@ -319,9 +379,10 @@ impl Worker {
             status: 0,
             body_bytes: 0,
             log,
+            fill,
         });
-        rbuf.consume(head_len);
         self.dispatch(ci, ex);
+        head_len
     }
 
     /// Sends `ex` on a connection of its group: pooled, new, or queued for one.
@@ -513,6 +574,30 @@ impl Worker {
                         moved = true;
                         continue;
                     }
+                    // The cache may answer instead: a 304 to its revalidation refreshes the
+                    // stored entry; an error may be replaced by a stale entry.
+                    if let Some(fill) = ex.fill.as_mut() {
+                        if status == 304 && fill.revalidating.is_some() {
+                            let fields: Vec<(&[u8], &[u8])> =
+                                head.headers().fields(input).collect();
+                            let entry = fill.not_modified(&fields);
+                            u.keep_alive = head.keep_alive();
+                            if let Some(b) = u.rbuf.as_mut() {
+                                b.consume(len);
+                            }
+                            return match entry {
+                                Some(entry) => self.answer_from_cache(ci, ui, entry, true),
+                                None => {
+                                    self.close_upstream(ui);
+                                    self.exchange_failed(ci, Failure::BadResponse);
+                                    true
+                                }
+                            };
+                        }
+                        if let Some(entry) = fill.stale_instead(status) {
+                            return self.answer_from_cache(ci, ui, entry, false);
+                        }
+                    }
                     let v = &rt.vhosts[ex.vhost];
                     let edits = ex
                         .location
@@ -540,6 +625,9 @@ impl Worker {
                         },
                     );
                     c.out.push(scratch);
+                    if let Some(fill) = ex.fill.as_mut() {
+                        fill.begin_store(status, scratch, head.content_length());
+                    }
                     if matches!(framing, BodyFraming::CloseDelimited)
                         || (ex.http10 && matches!(framing, BodyFraming::Chunked))
                     {
@@ -587,6 +675,9 @@ impl Worker {
                             };
                             c.out.push(&input[forwarded.clone()]);
                             ex.body_bytes += forwarded.len() as u64;
+                            if let Some(fill) = ex.fill.as_mut() {
+                                fill.push_body(&input[step.data.clone()]);
+                            }
                             if let Some(b) = u.rbuf.as_mut() {
                                 b.consume(step.consumed);
                             }
@@ -629,9 +720,12 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return false;
         };
-        let ReqState::Upstream(ex) = std::mem::replace(&mut c.req, ReqState::Head) else {
+        let ReqState::Upstream(mut ex) = std::mem::replace(&mut c.req, ReqState::Head) else {
             return false;
         };
+        if let Some(fill) = ex.fill.take() {
+            fill.complete();
+        }
         if !ex.keep_alive {
             c.close_after_flush = true;
         }
@@ -681,8 +775,64 @@ impl Worker {
         }
     }
 
+    /// Ends the exchange of client `ci` with a stored entry instead of the upstream's
+    /// response (after a 304 to a revalidation, or a stale entry instead of an error). The
+    /// upstream connection is pooled if its response was complete, else closed.
+    fn answer_from_cache(
+        &mut self,
+        ci: usize,
+        ui: usize,
+        entry: std::sync::Arc<cache::Entry>,
+        upstream_done: bool,
+    ) -> bool {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return false;
+        };
+        let ReqState::Upstream(ex) = std::mem::replace(&mut c.req, ReqState::Head) else {
+            return false;
+        };
+        let kind = ex
+            .fill
+            .as_ref()
+            .map_or(cache::ReplyKind::Full, |f| f.reply_kind(&entry));
+        self.serve_entry(ci, &entry, kind, !ex.keep_alive, ex.http10);
+        if upstream_done {
+            self.release_upstream(ui);
+        } else {
+            self.close_upstream(ui);
+        }
+        let vhost_name = self
+            .rt
+            .vhosts
+            .get(ex.vhost)
+            .map_or("-", |v| v.name.as_str())
+            .to_string();
+        self.access_log(
+            ex.log.as_deref(),
+            &vhost_name,
+            entry.status(),
+            entry.body().len() as u64,
+        );
+        true
+    }
+
     /// Answers `status` for an exchange that got no response.
-    fn fail_exchange(&mut self, ci: usize, ex: Box<Exchange>, status: u16) {
+    fn fail_exchange(&mut self, ci: usize, mut ex: Box<Exchange>, status: u16) {
+        // `cache_use_stale`: a stale entry beats an error page.
+        if let Some(entry) = ex.fill.as_mut().and_then(|f| f.stale_instead(status)) {
+            let kind = ex
+                .fill
+                .as_ref()
+                .map_or(cache::ReplyKind::Full, |f| f.reply_kind(&entry));
+            self.serve_entry(
+                ci,
+                &entry,
+                kind,
+                !ex.keep_alive || !ex.req_body_done,
+                ex.http10,
+            );
+            return;
+        }
         let vhost_name = self
             .rt
             .vhosts

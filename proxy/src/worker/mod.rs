@@ -2,6 +2,7 @@
 //! and upstream connections. Nothing here is shared with other workers except through
 //! [`Shared`] (the config snapshot, counters, the cache).
 
+mod caching;
 mod client;
 mod exchange;
 mod upstream;
@@ -40,15 +41,22 @@ pub struct Shared {
     generation: AtomicU64,
     stopping: AtomicBool,
     pub metrics: Arc<Metrics>,
+    /// The response cache of this process, shared by all workers.
+    pub cache: cache::Cache,
 }
 
 impl Shared {
     pub fn new(runtime: Arc<Runtime>, metrics: Arc<Metrics>) -> Shared {
+        let limits = cache::CacheLimits {
+            total_bytes: usize::try_from(runtime.config.cache.size).unwrap_or(usize::MAX),
+            ..cache::CacheLimits::default()
+        };
         Shared {
             runtime: RwLock::new(runtime),
             generation: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             metrics,
+            cache: cache::Cache::new(limits),
         }
     }
 
@@ -114,6 +122,11 @@ pub struct Worker {
     date: crate::date::DateCache,
     /// Reused for serialising heads, so forwarding allocates nothing per request.
     scratch: Vec<u8>,
+    /// This worker's waker, and the clients other threads woke it for (cache waits).
+    waker: Arc<Waker>,
+    inbox: caching::Inbox,
+    /// Distinguishes a client from a later one that reuses its slab slot.
+    next_client_id: u64,
 }
 
 /// How long a graceful stop waits for in-flight requests.
@@ -145,6 +158,9 @@ impl Worker {
             shared,
             dirty: VecDeque::new(),
             draining: None,
+            waker: waker.clone(),
+            inbox: caching::Inbox::default(),
+            next_client_id: 0,
         };
         worker.groups = upstream::group_states(&worker.rt);
         for (i, l) in worker.listeners.iter_mut().enumerate() {
@@ -177,7 +193,7 @@ impl Worker {
             }
             for event in events.iter() {
                 match kind(event.token()) {
-                    Kind::Waker => {}
+                    Kind::Waker => self.drain_inbox(),
                     Kind::Listener(i) => self.accept(i),
                     Kind::Client(_) | Kind::Upstream(_) => self.dirty.push_back(event.token()),
                     Kind::Probe(_) => {}
