@@ -138,15 +138,16 @@ fn etc_conf_and_toml_load_to_the_same_config() {
         "{}",
         cert.display()
     );
-    // SNI-less loopback clients reach the vhost through the main chain.
-    let last = conf.config.http_tables.main.rules.last().expect("rules");
-    assert!(last.condition.is_none());
-    assert_eq!(last.action, Action::Vhost("tempesta-tech.com".into()));
-    let first = &conf.config.http_tables.main.rules[0];
+    // As in the reference: only the site's host is routed (others match no rule: 403).
+    let rules = &conf.config.http_tables.main.rules;
+    assert_eq!(rules.len(), 1);
     assert_eq!(
-        first.condition.as_ref().map(|c| &c.pattern),
+        rules[0].condition.as_ref().map(|c| &c.pattern),
         Some(&Pattern::Exact("tempesta-tech.com".into()))
     );
+    assert_eq!(rules[0].action, Action::Chain("redirection_chain".into()));
+    let chain = conf.config.http_tables.chain("redirection_chain").expect("chain");
+    assert_eq!(chain.rules.len(), 9, "eight redirects and the default rule");
 }
 
 #[test]
