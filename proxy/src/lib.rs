@@ -7,6 +7,7 @@
 pub mod access_log;
 pub mod buf;
 pub mod date;
+pub mod frang;
 pub mod log;
 pub mod metrics;
 pub mod outbox;

@@ -657,7 +657,8 @@ impl Worker {
                         if u.peer_closed {
                             let complete = decoder.finish_at_eof().is_ok();
                             if complete {
-                                return self.complete_exchange(ci, ui) || true;
+                                self.complete_exchange(ci, ui);
+                                return true;
                             }
                             bump(&self.metrics().upstream_errors);
                             self.close_upstream(ui);
@@ -683,7 +684,8 @@ impl Worker {
                             }
                             moved |= step.consumed > 0;
                             if step.done {
-                                return self.complete_exchange(ci, ui) || true;
+                                self.complete_exchange(ci, ui);
+                                return true;
                             }
                             if step.consumed == 0 {
                                 return moved;

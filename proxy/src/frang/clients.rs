@@ -1,0 +1,398 @@
+//! Per-client-IP accounting shared by all worker threads: connection,
+//! request and TLS handshake rates, concurrent connections, response-code
+//! blocking and `ip_block`.
+//!
+//! Clients are spread over shards by a keyed hash of the address; each
+//! shard is a bounded LRU behind its own mutex, held only for one client's
+//! counter update, so threads rarely contend and an attacker cannot aim
+//! many addresses at one shard.
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::net::IpAddr;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use config::{FrangGlobal, IpBlock, RespCodeBlock};
+
+use super::lru::LruMap;
+use super::window::{quantum, slot_len, SlotRing};
+use super::Violation;
+
+/// Tempesta's default `client_lru_size`.
+pub const DEFAULT_CLIENT_LRU_SIZE: usize = 8000;
+
+const MAX_SHARDS: usize = 64;
+
+/// The `*_rate`/`*_burst` pair of one counter and its time frame.
+#[derive(Debug, Clone, Copy)]
+struct RateLimit {
+    rate: Option<u32>,
+    burst: Option<u32>,
+    slot: Duration,
+}
+
+impl RateLimit {
+    fn new(rate: Option<u32>, burst: Option<u32>) -> RateLimit {
+        // Tempesta's `request_rate NUM [TIME_FRAME]` stretches the window;
+        // the config model has no time frame yet, so it is one second.
+        RateLimit {
+            rate: rate.filter(|&n| n > 0),
+            burst: burst.filter(|&n| n > 0),
+            slot: slot_len(Duration::from_secs(1)),
+        }
+    }
+
+    fn is_set(&self) -> bool {
+        self.rate.is_some() || self.burst.is_some()
+    }
+
+    /// Counts one event and checks the burst, then the rate.
+    fn count(
+        &self,
+        ring: &mut SlotRing,
+        epoch: Instant,
+        now: Instant,
+        names: (&'static str, &'static str),
+    ) -> Result<(), Violation> {
+        let counts = ring.add(quantum(epoch, now, self.slot));
+        if let Some(burst) = self.burst.filter(|&b| counts.in_slot > b) {
+            return Err(Violation::exceeded(names.1, counts.in_slot, burst));
+        }
+        if let Some(rate) = self.rate.filter(|&r| counts.in_frame > r) {
+            return Err(Violation::exceeded(names.0, counts.in_frame, rate));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Blocked {
+    Forever,
+    Until(Instant),
+}
+
+/// What frang remembers about one client address.
+#[derive(Debug, Default)]
+struct Client {
+    connections: u32,
+    new_connections: SlotRing,
+    requests: SlotRing,
+    tls_full_handshakes: SlotRing,
+    tls_incomplete: SlotRing,
+    blocked_responses: SlotRing,
+    blocked: Option<Blocked>,
+}
+
+impl Client {
+    /// Whether the client is blocked at `now`; forgets an expired block.
+    fn is_blocked(&mut self, now: Instant) -> bool {
+        match self.blocked {
+            Some(Blocked::Forever) => true,
+            Some(Blocked::Until(until)) if now < until => true,
+            Some(Blocked::Until(_)) => {
+                self.blocked = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn check_not_blocked(&mut self, now: Instant) -> Result<(), Violation> {
+        if self.is_blocked(now) {
+            return Err(Violation::block("ip_block", "client address is blocked"));
+        }
+        Ok(())
+    }
+}
+
+/// Process-wide frang accounting, shared by worker threads through `Arc`.
+#[derive(Debug)]
+pub struct Frang {
+    epoch: Instant,
+    requests: RateLimit,
+    tcp_connections: RateLimit,
+    tls_connections: RateLimit,
+    tls_incomplete_rate: Option<u32>,
+    concurrent_connections: Option<u32>,
+    ip_block: IpBlock,
+    hasher: RandomState,
+    shards: Box<[Mutex<LruMap<Client>>]>,
+}
+
+impl Frang {
+    /// Accounting for `global` limits, remembering at most
+    /// `client_lru_size` clients (Tempesta's `client_lru_size`, default
+    /// [`DEFAULT_CLIENT_LRU_SIZE`]).
+    pub fn new(global: &FrangGlobal, client_lru_size: usize) -> Frang {
+        Frang::with_epoch(global, client_lru_size, Instant::now())
+    }
+
+    /// As [`Frang::new`], with time slots counted from `epoch` (tests pass
+    /// their own so they know where slot boundaries fall).
+    pub fn with_epoch(global: &FrangGlobal, client_lru_size: usize, epoch: Instant) -> Frang {
+        let capacity = client_lru_size.max(1);
+        let shard_count = capacity.min(MAX_SHARDS);
+        // Split the capacity so the shards add up to exactly `capacity`.
+        let base = capacity / shard_count;
+        let extra = capacity % shard_count;
+        let shards = (0..shard_count)
+            .map(|i| Mutex::new(LruMap::new(base + usize::from(i < extra))))
+            .collect();
+        Frang {
+            epoch,
+            requests: RateLimit::new(global.request_rate, global.request_burst),
+            tcp_connections: RateLimit::new(
+                global.tcp_connection_rate,
+                global.tcp_connection_burst,
+            ),
+            tls_connections: RateLimit::new(
+                global.tls_connection_rate,
+                global.tls_connection_burst,
+            ),
+            tls_incomplete_rate: global.tls_incomplete_connection_rate.filter(|&n| n > 0),
+            concurrent_connections: global.concurrent_tcp_connections.filter(|&n| n > 0),
+            ip_block: global.ip_block,
+            hasher: RandomState::new(),
+            shards,
+        }
+    }
+
+    /// Stretches the windows of `request_rate`/`_burst` and
+    /// `tcp_connection_rate`/`_burst` to Tempesta's optional time frame
+    /// (`request_rate NUM [TIME_FRAME]`): the rate then counts over
+    /// `request` (resp. `tcp`) and a burst over an eighth of it. The config
+    /// model has no time frames yet; both default to one second.
+    pub fn with_rate_time_frames(mut self, request: Duration, tcp: Duration) -> Frang {
+        self.requests.slot = slot_len(request);
+        self.tcp_connections.slot = slot_len(tcp);
+        self
+    }
+
+    /// At accept, before anything is read: refuses a blocked address, then
+    /// counts the connection for `concurrent_tcp_connections` and
+    /// `tcp_connection_rate`/`_burst`. Refused attempts still count toward
+    /// the rate (as in Tempesta). On `Err` close the socket without a reply
+    /// and do NOT call [`Frang::on_close`]; on `Ok` call it exactly once.
+    pub fn on_connect(&self, ip: IpAddr, now: Instant) -> Result<(), Violation> {
+        self.with_client(ip, now, |frang, client| {
+            client.check_not_blocked(now)?;
+            client.connections = client.connections.saturating_add(1);
+            let result = frang.check_connect(client, now);
+            if result.is_err() {
+                client.connections = client.connections.saturating_sub(1);
+            }
+            result
+        })
+    }
+
+    fn check_connect(&self, client: &mut Client, now: Instant) -> Result<(), Violation> {
+        if let Some(max) = self
+            .concurrent_connections
+            .filter(|&m| client.connections > m)
+        {
+            return Err(Violation::exceeded(
+                "concurrent_tcp_connections",
+                client.connections,
+                max,
+            ));
+        }
+        let names = ("tcp_connection_rate", "tcp_connection_burst");
+        self.tcp_connections
+            .count(&mut client.new_connections, self.epoch, now, names)
+    }
+
+    /// When a connection accepted by [`Frang::on_connect`] closes, however
+    /// it closes.
+    pub fn on_close(&self, ip: IpAddr) {
+        let Some(mut shard) = self.shard(ip) else {
+            return;
+        };
+        // An evicted client has no entry: nothing to count down.
+        if let Some(client) = shard.get_mut(&ip) {
+            client.connections = client.connections.saturating_sub(1);
+        }
+    }
+
+    /// When a TLS handshake completes: only full handshakes (`resumed ==
+    /// false`) count toward `tls_connection_rate`/`_burst`. On `Err` reset
+    /// the connection.
+    pub fn on_tls_handshake(
+        &self,
+        ip: IpAddr,
+        resumed: bool,
+        now: Instant,
+    ) -> Result<(), Violation> {
+        if resumed || !self.tls_connections.is_set() {
+            return self.check_blocked(ip, now);
+        }
+        self.with_client(ip, now, |frang, client| {
+            client.check_not_blocked(now)?;
+            let names = ("tls_connection_rate", "tls_connection_burst");
+            frang
+                .tls_connections
+                .count(&mut client.tls_full_handshakes, frang.epoch, now, names)
+        })
+    }
+
+    /// When a TLS handshake fails (alert, bad record, EOF mid-handshake) or
+    /// times out: counts toward `tls_incomplete_connection_rate`. The
+    /// connection is closed anyway; on `Err` the address may get blocked.
+    pub fn on_tls_incomplete(&self, ip: IpAddr, now: Instant) -> Result<(), Violation> {
+        let Some(rate) = self.tls_incomplete_rate else {
+            return self.check_blocked(ip, now);
+        };
+        self.with_client(ip, now, |frang, client| {
+            client.check_not_blocked(now)?;
+            let slot = frang.tls_connections.slot;
+            let counts = client.tls_incomplete.add(quantum(frang.epoch, now, slot));
+            if counts.in_frame > rate {
+                return Err(Violation::exceeded(
+                    "tls_incomplete_connection_rate",
+                    counts.in_frame,
+                    rate,
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    /// When a request head starts arriving (its first bytes were read), or
+    /// at the latest when it is parsed: `request_rate`/`_burst`. On `Err`
+    /// reply `status` and close.
+    pub fn on_request(&self, ip: IpAddr, now: Instant) -> Result<(), Violation> {
+        if !self.requests.is_set() {
+            return self.check_blocked(ip, now);
+        }
+        self.with_client(ip, now, |frang, client| {
+            client.check_not_blocked(now)?;
+            let names = ("request_rate", "request_burst");
+            frang
+                .requests
+                .count(&mut client.requests, frang.epoch, now, names)
+        })
+    }
+
+    /// When a response with `status` is forwarded to `ip`; `rule` is the
+    /// `http_resp_code_block` of the request's location (or vhost). On `Err`
+    /// send this response, then close the connection and drop the client's
+    /// queued requests (Tempesta blocks on the response because an attacker
+    /// can pipeline many guesses before any answer).
+    pub fn on_response(
+        &self,
+        ip: IpAddr,
+        status: u16,
+        rule: Option<&RespCodeBlock>,
+        now: Instant,
+    ) -> Result<(), Violation> {
+        let Some(rule) = rule.filter(|r| (100..600).contains(&status) && r.codes.contains(&status))
+        else {
+            return Ok(());
+        };
+        self.with_client(ip, now, |frang, client| {
+            // The window is the rule's time frame, cut into FRANG_FREQ slots.
+            let slot = slot_len(rule.timeframe);
+            let counts = client
+                .blocked_responses
+                .add(quantum(frang.epoch, now, slot));
+            if counts.in_frame > rule.limit {
+                return Err(Violation::exceeded(
+                    "http_resp_code_block",
+                    counts.in_frame,
+                    rule.limit,
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    /// Applies `ip_block` for a violation found outside this type
+    /// ([`super::check_request`], [`super::ConnLimits`]): blocks the
+    /// address if `ip_block` is on. The `on_*` methods do this themselves.
+    pub fn on_violation(&self, ip: IpAddr, now: Instant) {
+        if self.ip_block == IpBlock::Off {
+            return;
+        }
+        let Some(mut shard) = self.shard(ip) else {
+            return;
+        };
+        if let Some(client) = shard.get_or_insert_with(ip, Client::default) {
+            self.block(client, now);
+        }
+    }
+
+    /// Whether `ip` is blocked by `ip_block` after an earlier violation.
+    pub fn is_blocked(&self, ip: IpAddr, now: Instant) -> bool {
+        // Without ip_block nobody is ever blocked: skip the lock.
+        if self.ip_block == IpBlock::Off {
+            return false;
+        }
+        let Some(mut shard) = self.shard(ip) else {
+            return false;
+        };
+        shard
+            .get_mut(&ip)
+            .is_some_and(|client| client.is_blocked(now))
+    }
+
+    /// Number of clients remembered (at most `client_lru_size`).
+    pub fn tracked_clients(&self) -> usize {
+        self.shards.iter().map(|shard| lock(shard).len()).sum()
+    }
+
+    fn check_blocked(&self, ip: IpAddr, now: Instant) -> Result<(), Violation> {
+        if self.is_blocked(ip, now) {
+            return Err(Violation::block("ip_block", "client address is blocked"));
+        }
+        Ok(())
+    }
+
+    /// Runs `check` on the client's entry under its shard's lock and blocks
+    /// the client on a new violation if `ip_block` is on.
+    fn with_client(
+        &self,
+        ip: IpAddr,
+        now: Instant,
+        check: impl FnOnce(&Frang, &mut Client) -> Result<(), Violation>,
+    ) -> Result<(), Violation> {
+        let Some(mut shard) = self.shard(ip) else {
+            return Ok(());
+        };
+        let Some(client) = shard.get_or_insert_with(ip, Client::default) else {
+            return Ok(());
+        };
+        let result = check(self, client);
+        if let Err(violation) = &result {
+            if violation.limit != "ip_block" {
+                self.block(client, now);
+            }
+        }
+        result
+    }
+
+    fn block(&self, client: &mut Client, now: Instant) {
+        client.blocked = match self.ip_block {
+            IpBlock::Off => None,
+            IpBlock::Forever => Some(Blocked::Forever),
+            IpBlock::For(duration) => Some(match now.checked_add(duration) {
+                Some(until) => Blocked::Until(until),
+                None => Blocked::Forever,
+            }),
+        };
+    }
+
+    /// The locked shard of `ip`; `None` only if there were no shards, which
+    /// `with_epoch` never builds.
+    fn shard(&self, ip: IpAddr) -> Option<MutexGuard<'_, LruMap<Client>>> {
+        let hash = self.hasher.hash_one(ip);
+        let count = u64::try_from(self.shards.len()).ok().filter(|&n| n > 0)?;
+        let index = usize::try_from(hash % count).ok()?;
+        self.shards.get(index).map(lock)
+    }
+}
+
+/// A poisoned shard only means a thread panicked between two counter
+/// updates; the counters are still usable.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
