@@ -34,6 +34,8 @@ pub struct Metrics {
     pub tls_path_user: AtomicU64,
     /// kTLS setup failures by reason label (bounded: the reasons of `ktls::offload`).
     pub ktls_fallbacks: std::sync::Mutex<Vec<(&'static str, u64)>>,
+    /// Blocked clients and requests by limit (frang directive names, `http_chain`).
+    pub blocks: std::sync::Mutex<Vec<(&'static str, u64)>>,
     pub responses_1xx: AtomicU64,
     pub responses_2xx: AtomicU64,
     pub responses_3xx: AtomicU64,
@@ -75,15 +77,12 @@ impl Metrics {
         });
     }
 
+    pub fn count_block(&self, limit: &'static str) {
+        count_label(&self.blocks, limit);
+    }
+
     pub fn count_ktls_fallback(&self, reason: &'static str) {
-        let mut reasons = self
-            .ktls_fallbacks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        match reasons.iter_mut().find(|(r, _)| *r == reason) {
-            Some((_, n)) => *n += 1,
-            None => reasons.push((reason, 1)),
-        }
+        count_label(&self.ktls_fallbacks, reason);
     }
 
     /// The Prometheus text exposition of every counter.
@@ -114,21 +113,24 @@ impl Metrics {
                 ("{path=\"userspace\"}", get(&self.tls_path_user)),
             ],
         );
-        let fallbacks = self
-            .ktls_fallbacks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let labels: Vec<(String, u64)> = fallbacks
-            .iter()
-            .map(|(r, n)| (format!("{{reason=\"{r}\"}}"), *n))
-            .collect();
-        let label_refs: Vec<(&str, u64)> = labels.iter().map(|(l, n)| (l.as_str(), *n)).collect();
-        counter(
-            "ktls_proxy_ktls_fallbacks_total",
-            "Connections that could not use kTLS, by reason.",
-            &label_refs,
-        );
+        for (name, help, key, counts) in [
+            (
+                "ktls_proxy_ktls_fallbacks_total",
+                "Connections that could not use kTLS, by reason.",
+                "reason",
+                &self.ktls_fallbacks,
+            ),
+            (
+                "ktls_proxy_blocks_total",
+                "Clients and requests blocked, by limit.",
+                "limit",
+                &self.blocks,
+            ),
+        ] {
+            let samples = labeled(key, counts);
+            let refs: Vec<(&str, u64)> = samples.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+            counter(name, help, &refs);
+        }
         counter(
             "ktls_proxy_responses_total",
             "Responses sent to clients by status class.",
@@ -195,6 +197,24 @@ impl Metrics {
         }
         out
     }
+}
+
+/// Adds one to `label`'s count; the labels are a small fixed set of static names.
+fn count_label(counts: &std::sync::Mutex<Vec<(&'static str, u64)>>, label: &'static str) {
+    let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+    match counts.iter_mut().find(|(l, _)| *l == label) {
+        Some((_, n)) => *n += 1,
+        None => counts.push((label, 1)),
+    }
+}
+
+/// `{key="label"}` samples of a labelled count.
+fn labeled(key: &str, counts: &std::sync::Mutex<Vec<(&'static str, u64)>>) -> Vec<(String, u64)> {
+    let counts = counts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    counts
+        .into_iter()
+        .map(|(l, n)| (format!("{{{key}=\"{l}\"}}"), n))
+        .collect()
 }
 
 pub fn bump(counter: &AtomicU64) {

@@ -22,6 +22,8 @@ pub struct Runtime {
     pub groups: Vec<GroupRt>,
     pub limits: http1::Limits,
     pub ktls_mode: ktls::offload::KtlsMode,
+    /// Per-client frang accounting; a reload starts it afresh with the new limits.
+    pub frang: crate::frang::Frang,
 }
 
 pub struct VhostRt {
@@ -198,6 +200,7 @@ impl Runtime {
             config::KtlsMode::On => ktls::offload::KtlsMode::On,
             config::KtlsMode::Off => ktls::offload::KtlsMode::Off,
         };
+        let frang = crate::frang::Frang::new(&config.frang, crate::frang::DEFAULT_CLIENT_LRU_SIZE);
         Ok(Arc::new(Runtime {
             config,
             tls,
@@ -206,6 +209,7 @@ impl Runtime {
             groups,
             limits,
             ktls_mode,
+            frang,
         }))
     }
 }

@@ -12,8 +12,9 @@
 # `ktls-vm: SKIP <why>` when no guest can be had (exit 0 only with KTLS_VM_ALLOW_SKIP=1).
 #
 # Environment:
-#   KTLS_VM_BIN_DIR     take binaries from here (selftest required; proxy, origin, tls-perf,
-#                       http-perf optional) instead of building them
+#   KTLS_VM_BIN_DIR     take binaries from here or its examples/ (selftest required; proxy,
+#                       guest_origin, guest_client, guest_sendbench for stage 2) instead of
+#                       building them
 #   KTLS_VM_GUEST       auto (default: uml, else qemu) | uml | qemu
 #   KTLS_VM_TIMEOUT     seconds the guest may run (default 600)
 #   KTLS_VM_CACHE       where downloaded .debs are kept (default <repo>/target/ktls-vm)
@@ -30,7 +31,8 @@ GUEST_KIND=${KTLS_VM_GUEST:-auto}
 TIMEOUT=${KTLS_VM_TIMEOUT:-600}
 # Modules the guest loads before the test; TLS_TX/RX allocate AEADs that are modules too.
 GUEST_MODULES="tls aesni_intel gcm ccm chacha20poly1305 chacha_x86_64 chacha_generic poly1305_x86_64 poly1305_generic ghash_clmulni_intel ghash_generic"
-OPTIONAL_BINS="proxy origin tls-perf http-perf"
+# Stage 2 (the proxy): the proxy, and the guest's origin, client and sendfile/writev bench.
+OPTIONAL_BINS="proxy guest_origin guest_client guest_sendbench"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ktls-vm.XXXXXX")
 GUEST_PID=""
@@ -106,20 +108,27 @@ if [ -n "${KTLS_VM_BIN_DIR:-}" ]; then
   SRC=$KTLS_VM_BIN_DIR
   [ -x "$SRC/selftest" ] || [ -x "$SRC/examples/selftest" ] || fail "no selftest in KTLS_VM_BIN_DIR=$SRC"
 else
-  log "building release binaries (cargo build --release -p ktls --example selftest)"
-  (cd "$ROOT" && cargo build --release -p ktls --example selftest >"$WORK/build.log" 2>&1) || {
+  log "building release binaries (cargo build --release -p ktls --examples; -p proxy)"
+  (cd "$ROOT" && cargo build --release -p ktls --examples >"$WORK/build.log" 2>&1 &&
+    cargo build --release -p proxy >>"$WORK/build.log" 2>&1) || {
     tail -20 "$WORK/build.log"
-    fail "cargo build of the selftest failed"
+    fail "cargo build failed"
   }
   SRC=$TARGET/release
 fi
-for candidate in "$SRC/selftest" "$SRC/examples/selftest"; do
-  if [ -x "$candidate" ]; then cp "$candidate" "$BIN_STAGE/selftest"; break; fi
-done
-[ -x "$BIN_STAGE/selftest" ] || fail "selftest binary not found under $SRC"
-for b in $OPTIONAL_BINS; do
-  if [ -x "$SRC/$b" ]; then cp "$SRC/$b" "$BIN_STAGE/$b"; fi
-done
+# stage_bin <name>: copies $SRC/<name> or $SRC/examples/<name>; 1 if neither exists.
+stage_bin() {
+  local candidate
+  for candidate in "$SRC/$1" "$SRC/examples/$1"; do
+    if [ -x "$candidate" ] && [ -f "$candidate" ]; then
+      cp "$candidate" "$BIN_STAGE/$1"
+      return 0
+    fi
+  done
+  return 1
+}
+stage_bin selftest || fail "selftest binary not found under $SRC"
+for b in $OPTIONAL_BINS; do stage_bin "$b"; done
 # The stage-2 clients: openssl s_client from the host, if it has one.
 if command -v openssl >/dev/null; then cp "$(command -v openssl)" "$BIN_STAGE/openssl"; fi
 log "binaries: $(ls "$BIN_STAGE" | tr '\n' ' ')"
@@ -198,6 +207,13 @@ done
 [ -f /usr/lib/ssl/openssl.cnf ] && mkdir -p "$STAGE/usr/lib/ssl" && cp -L /usr/lib/ssl/openssl.cnf "$STAGE/usr/lib/ssl/"
 [ -d "$ROOT/etc" ] && mkdir -p "$STAGE/etc/ktls-proxy" && cp -r "$ROOT/etc/." "$STAGE/etc/ktls-proxy/"
 cp "$HERE/guest.sh" "$STAGE/guest.sh"
+# Stage 2's certificate: ECDSA P-256, self-signed (the guest can make one too, more slowly).
+if command -v openssl >/dev/null; then
+  mkdir -p "$STAGE/etc/ktls-vm"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 7 \
+    -subj /CN=guest.test -keyout "$STAGE/etc/ktls-vm/key.pem" -out "$STAGE/etc/ktls-vm/cert.pem" \
+    >/dev/null 2>&1 || log "openssl could not make the stage-2 certificate; the guest will"
+fi
 cat >"$STAGE/init" <<EOF
 #!/bin/busybox sh
 /bin/busybox --install -s /bin

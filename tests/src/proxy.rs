@@ -62,14 +62,15 @@ impl Setup {
     }
 
     /// A configuration with one vhost `site` proxying to `origin`, plus `extra` directives at
-    /// top level and `group_extra` inside the server group.
+    /// top level (before the vhost, so that frang limits there apply to it) and `group_extra`
+    /// inside the server group.
     pub fn config(&self, origin: SocketAddr, group_extra: &str, extra: &str) -> String {
         format!(
             "listen {http};\nlisten {https} proto=https;\n\
              srv_group default {{ server {origin}; {group_extra} }}\n\
              tls_match_any_server_name;\n\
-             vhost site {{ tls_certificate {cert}; tls_certificate_key {key}; proxy_pass default; }}\n\
              {extra}\n\
+             vhost site {{ tls_certificate {cert}; tls_certificate_key {key}; proxy_pass default; }}\n\
              http_chain {{ -> site; }}\n",
             http = self.http,
             https = self.https,

@@ -108,7 +108,9 @@ fn vary_keeps_variants_apart() {
 #[test]
 fn purge_is_allowed_only_from_the_acl() {
     let origin = Origin::start(|_| Response::ok("p").header("Cache-Control", "max-age=60"));
-    let allowed = format!("{CACHE_ALL}\ncache_purge;\ncache_purge_acl 127.0.0.1;");
+    // As in Tempesta, PURGE must also be an allowed method (frang's default is GET POST HEAD).
+    let methods = "frang_limits { http_methods GET HEAD PURGE; }";
+    let allowed = format!("{methods}\n{CACHE_ALL}\ncache_purge;\ncache_purge_acl 127.0.0.1;");
     let (_proxy, http) = start(&origin, &allowed);
     request(http, "GET", "/p", "");
     request(http, "GET", "/p", "");
@@ -118,7 +120,7 @@ fn purge_is_allowed_only_from_the_acl() {
     assert_eq!(origin.hits("/p"), 2, "a purged entry is fetched again");
 
     let origin2 = Origin::start(|_| Response::ok("q").header("Cache-Control", "max-age=60"));
-    let denied = format!("{CACHE_ALL}\ncache_purge;\ncache_purge_acl 10.0.0.0/8;");
+    let denied = format!("{methods}\n{CACHE_ALL}\ncache_purge;\ncache_purge_acl 10.0.0.0/8;");
     let (_proxy2, http2) = start(&origin2, &denied);
     request(http2, "GET", "/q", "");
     assert_eq!(request(http2, "PURGE", "/q", "").0, 403);

@@ -158,15 +158,33 @@ fn wrk_report_format_against_origin() {
 #[test]
 fn keep_alive_reuses_connections_and_connection_close_does_not() {
     let dir = TempDir::new("hp-close");
-    let (_o, addr) = start_origin(&dir, "127.0.0.1", &[]);
+    let (o, addr) = start_origin(&dir, "127.0.0.1", &[]);
     let url = format!("http://{addr}/");
+    let pid = o.pid().to_string();
     let ka = json(&http_perf(
-        &["-c", "2", "-t", "1", "-d", "1s", "--json", &url],
+        &[
+            "-c",
+            "2",
+            "-t",
+            "1",
+            "-d",
+            "1s",
+            "--server-pid",
+            &pid,
+            "--json",
+            &url,
+        ],
         Duration::from_secs(20),
     ));
     let after_ka = origin_stats(addr);
     let ka_requests = ka["requests"].as_u64().unwrap();
     assert!(ka_requests > 20, "{ka}");
+    // --server-pid: the origin's CPU over the run, per 1000 requests.
+    assert!(
+        ka["server_cpu_secs_per_1000_requests"].as_f64().is_some(),
+        "{ka}"
+    );
+    assert_eq!(ka["server_pid"].as_u64(), Some(u64::from(o.pid())));
     // Two load connections, the reachability probe and this stats request.
     assert!(after_ka["connections"].as_u64().unwrap() <= 4, "{after_ka}");
     let close = json(&http_perf(
@@ -282,6 +300,14 @@ fn rate_mode_holds_roughly_the_rate() {
     );
 }
 
+/// Counters of a TLS `origin`, fetched with curl.
+fn tls_origin_stats(addr: SocketAddr) -> serde_json::Value {
+    let url = format!("https://127.0.0.1:{}/__origin/stats", addr.port());
+    let (status, body, err) = e2e::curl(&["-k", &url], 5);
+    assert!(status.success(), "{err}");
+    serde_json::from_str(&body).unwrap()
+}
+
 #[test]
 fn https_keep_alive_close_and_tickets() {
     let dir = TempDir::new("hp-tls");
@@ -299,11 +325,12 @@ fn https_keep_alive_close_and_tickets() {
     let connect = addr.to_string();
     // The URL names a host that does not resolve here; --connect says where to go.
     let url = "https://tempesta-tech.com/";
-    for extra in [
-        &[][..],
-        &["-H", "Connection: close"],
-        &["-H", "Connection: close", "--tickets"],
+    for (extra, resumes) in [
+        (&[][..], false),
+        (&["-H", "Connection: close"][..], false),
+        (&["-H", "Connection: close", "--tickets"][..], true),
     ] {
+        let before = tls_origin_stats(addr)["tls_resumed"].as_u64().unwrap();
         let mut args = vec![
             "-c",
             "2",
@@ -318,13 +345,24 @@ fn https_keep_alive_close_and_tickets() {
         args.extend_from_slice(extra);
         args.push(url);
         let r = json(&http_perf(&args, Duration::from_secs(20)));
-        assert!(r["requests"].as_u64().unwrap() > 5, "{extra:?}: {r}");
+        let requests = r["requests"].as_u64().unwrap();
+        assert!(requests > 5, "{extra:?}: {r}");
         let e = &r["errors"];
         assert_eq!(
             (e["connect"].as_u64(), e["read"].as_u64()),
             (Some(0), Some(0)),
             "{extra:?}: {r}"
         );
+        let resumed = tls_origin_stats(addr)["tls_resumed"].as_u64().unwrap() - before;
+        if resumes {
+            // Reconnects resume once a ticket has arrived (the first handshakes cannot).
+            assert!(
+                resumed * 10 >= requests * 9,
+                "{resumed} resumed for {requests} requests"
+            );
+        } else {
+            assert_eq!(resumed, 0, "{extra:?}: sessions resumed without --tickets");
+        }
     }
 }
 
@@ -382,10 +420,7 @@ fn hold_2000_tls_connections_two_rounds_over_two_processes() {
         "{r}"
     );
     // Every request reached the server: 2 rounds x 2000, plus this one.
-    let stats_url = format!("https://127.0.0.1:{}/__origin/stats", addr.port());
-    let (status, body, err) = e2e::curl(&["-k", &stats_url], 5);
-    assert!(status.success(), "{err}");
-    let stats: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let stats = tls_origin_stats(addr);
     assert_eq!(stats["requests"], 4001, "{stats}");
 }
 

@@ -216,3 +216,17 @@ fn requests_split_across_reads_are_reassembled() {
     let lens: Vec<usize> = r.iter().map(|(_, b)| b.len()).collect();
     assert_eq!(lens, vec![10, 2, 3]);
 }
+
+#[test]
+fn large_default_size_is_streamed_whole() {
+    let dir = TempDir::new("origin-large");
+    let (_o, addr) = start_origin(&dir, &["--size", "300000"]);
+    let req =
+        b"GET / HTTP/1.1\r\nHost: o\r\n\r\nGET / HTTP/1.1\r\nHost: o\r\nConnection: close\r\n\r\n";
+    let resp = raw_exchange(addr, req, T).unwrap();
+    let r = split_responses(&resp, &[false, false]);
+    assert_eq!(r.len(), 2);
+    assert!(r
+        .iter()
+        .all(|(_, b)| b.len() == 300000 && b.iter().all(|c| *c == b'x')));
+}

@@ -590,3 +590,90 @@ fn key_log_file_gets_secrets() {
         "{keys}"
     );
 }
+
+/// The proxy binary, if one has been built: `TLS_PERF_PROXY` names one explicitly, else the
+/// usual build directories are searched. The proxy has its own tests; this one only checks
+/// that tls-perf measures it (full and resumed handshakes, both versions).
+fn find_proxy() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("TLS_PERF_PROXY") {
+        return Some(path.into());
+    }
+    let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+    if let Some(dir) = std::env::var_os("KTLS_PROXY_BIN_DIR") {
+        dirs.push(dir.into());
+    }
+    dirs.push(e2e::workspace_root().join("target/release"));
+    dirs.into_iter()
+        .map(|d| d.join("proxy"))
+        .find(|p| p.is_file())
+}
+
+#[test]
+fn measures_the_proxy_when_it_is_built() {
+    let _serial = serial();
+    let Some(proxy_bin) = find_proxy() else {
+        eprintln!("no proxy binary built yet; skipping");
+        return;
+    };
+    let dir = TempDir::new("tls-perf-proxy");
+    let (crt, key) = gen_cert(dir.path(), "proxy", KeyKind::EcdsaP256, &["localhost"]);
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("proxy address");
+    let config = format!(
+        "listen 127.0.0.1:{port} proto=https;\n\
+         srv_group default {{ server 127.0.0.1:{backend}; }}\n\
+         tls_match_any_server_name;\n\
+         vhost localhost {{\n\
+             tls_certificate {crt};\n\
+             tls_certificate_key {key};\n\
+             tls_tickets secret=\"tls-perf e2e\" lifetime=600;\n\
+             proxy_pass default;\n\
+         }}\n",
+        backend = free_port(),
+        crt = crt.display(),
+        key = key.display()
+    );
+    let config_path = dir.join("proxy.conf");
+    e2e::write_file(&config_path, &config);
+    let mut cmd = Command::new(&proxy_bin);
+    cmd.arg("-c").arg(&config_path);
+    let mut proxy = Proc::spawn("proxy", cmd, dir.path());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let listening = loop {
+        if wait_for_port(addr, Duration::from_millis(200)) {
+            break true;
+        }
+        if proxy.wait_exit(Duration::ZERO).is_some() || Instant::now() >= deadline {
+            break false;
+        }
+    };
+    if !listening {
+        eprintln!(
+            "{} does not serve TLS yet; skipping\n{}",
+            proxy_bin.display(),
+            proxy.logs()
+        );
+        return;
+    }
+    for tls in ["1.2", "1.3"] {
+        let run = tls_perf(
+            dir.path(),
+            &["-q", "-l", "8", "-T", "2", "--tls", tls, "--tickets", "on"],
+            Some(addr),
+            Duration::from_secs(20),
+        );
+        assert!(run.status.success(), "{}\n{}", run.stdout, run.stderr);
+        let report = parse_report(&run.stdout);
+        assert_eq!(
+            report.errors,
+            0,
+            "TLS {tls}: {}\n{}",
+            run.stdout,
+            proxy.logs()
+        );
+        assert!(
+            report.handshakes > 0 && report.resumed * 10 >= report.handshakes * 8,
+            "TLS {tls}: {report:?}"
+        );
+    }
+}

@@ -319,6 +319,7 @@ impl Worker {
         }
         c.close_after_flush |= close;
         c.req = ReqState::Head;
+        c.limits.reset_for_next_request();
         let status = if kind == ReplyKind::NotModified {
             304
         } else {

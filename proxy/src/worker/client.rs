@@ -46,8 +46,10 @@ pub struct Client {
     pub id: u64,
     /// The current request waited for another request's cache fill once: do not wait again.
     pub cache_after_wait: bool,
-    /// When the current request head started arriving (client_header_timeout).
-    pub head_started: Option<Instant>,
+    /// Per-connection frang counters (chunks, header and body timeouts).
+    pub limits: crate::frang::ConnLimits,
+    /// Counted by frang's `on_connect`: `on_close` is owed when the connection ends.
+    pub frang_counted: bool,
 }
 
 impl Client {
@@ -61,11 +63,20 @@ impl Client {
 
 impl Worker {
     pub(super) fn new_client(&mut self, mut sock: TcpStream, peer: SocketAddr, tls: bool) {
+        if let Err(v) = self.rt.frang.on_connect(peer.ip(), Instant::now()) {
+            // Refused at accept: reset, no reply; the refusal is not a concurrent connection.
+            self.note_block(peer.ip(), &v, "-");
+            let _ = socket2::SockRef::from(&sock).set_linger(Some(Duration::ZERO));
+            return;
+        }
         let _ = sock.set_nodelay(true);
         let stage = if tls {
             match self.start_tls(&sock) {
                 Some(session) => Stage::Handshake(Box::new(session)),
-                None => return,
+                None => {
+                    self.rt.frang.on_close(peer.ip());
+                    return;
+                }
             }
         } else {
             Stage::Open(Transport::Plain)
@@ -78,6 +89,7 @@ impl Worker {
             Interest::READABLE | Interest::WRITABLE,
         ) {
             crate::warn!("worker {}: cannot register a client socket: {e}", self.id);
+            self.rt.frang.on_close(peer.ip());
             return;
         }
         self.next_client_id += 1;
@@ -94,7 +106,8 @@ impl Worker {
             timer_gen: 0,
             id: self.next_client_id,
             cache_after_wait: false,
-            head_started: None,
+            limits: crate::frang::ConnLimits::new(&self.rt.config.frang),
+            frang_counted: true,
         });
         let wm = &self.metrics().workers[self.id];
         bump(&wm.connections_accepted);
@@ -136,25 +149,48 @@ impl Worker {
     }
 
     pub(super) fn client_timer(&mut self, ci: usize, gen: u64, now: Instant) {
+        enum Due {
+            Handshake,
+            Head,
+            Body,
+            CacheWait,
+            Nothing,
+        }
         let Some(c) = self.clients.get(ci) else {
             return;
         };
         if c.timer_gen != gen {
             return;
         }
-        match (&c.stage, &c.req) {
-            (Stage::Handshake(_), _) => {
+        let due = match (&c.stage, &c.req) {
+            (Stage::Handshake(_), _) => Due::Handshake,
+            (_, ReqState::Head) => Due::Head,
+            (_, ReqState::Upstream(ex)) if !ex.req_body_done() => Due::Body,
+            (_, ReqState::CacheWait(_)) => Due::CacheWait,
+            // Waiting on the upstream: its own deadline answers 504.
+            _ => Due::Nothing,
+        };
+        match due {
+            Due::Handshake => {
                 bump(&self.metrics().handshakes_failed);
+                if let Some(c) = self.clients.get(ci) {
+                    let _ = self.rt.frang.on_tls_incomplete(c.peer.ip(), now);
+                }
                 self.close_client(ci);
             }
-            (_, ReqState::Head) if c.head_started.is_some() => {
-                // A request head is arriving too slowly (client_header_timeout).
-                self.reject_head_timeout(ci, now);
+            // A slowloris head (client_header_timeout) is cut by frang; otherwise this is an
+            // idle keep-alive client.
+            Due::Head => {
+                if !self.frang_deadline_passed(ci, now) {
+                    self.close_client(ci);
+                }
             }
-            (_, ReqState::Head) => self.close_client(ci),
-            (_, ReqState::CacheWait(_)) => self.cache_wait_expired(ci),
-            // Waiting on the upstream: its own deadline answers 504.
-            _ => {}
+            // A trickling body (client_body_timeout).
+            Due::Body => {
+                self.frang_deadline_passed(ci, now);
+            }
+            Due::CacheWait => self.cache_wait_expired(ci),
+            Due::Nothing => {}
         }
     }
 
@@ -169,6 +205,9 @@ impl Worker {
         }
         for _ in 0..64 {
             let mut progressed = self.read_client(ci);
+            if progressed {
+                self.account_read(ci);
+            }
             progressed |= self.process_client(ci);
             progressed |= self.flush_client(ci);
             if !self.clients.contains(ci) {
@@ -196,6 +235,8 @@ impl Worker {
             Ok(Progress::WantRead | Progress::WantWrite) => return false,
             Err(_) => {
                 bump(&self.shared.metrics.handshakes_failed);
+                let ip = c.peer.ip();
+                let _ = self.rt.frang.on_tls_incomplete(ip, Instant::now());
                 self.close_client(ci);
                 return false;
             }
@@ -203,8 +244,20 @@ impl Worker {
         let Stage::Handshake(session) = std::mem::replace(&mut c.stage, Stage::Gone) else {
             return false;
         };
+        let resumed = session.ssl().session_reused();
+        if let Err(v) = self
+            .rt
+            .frang
+            .on_tls_handshake(c.peer.ip(), resumed, Instant::now())
+        {
+            let ip = c.peer.ip();
+            let _ = socket2::SockRef::from(&c.sock).set_linger(Some(Duration::ZERO));
+            self.note_block(ip, &v, "-");
+            self.close_client(ci);
+            return false;
+        }
         let metrics = &self.shared.metrics;
-        bump(if session.ssl().session_reused() {
+        bump(if resumed {
             &metrics.handshakes_resumed
         } else {
             &metrics.handshakes_full
@@ -343,6 +396,9 @@ impl Worker {
             self.bufs.give(buf);
         }
         let _ = self.poll.registry().deregister(&mut c.sock);
+        if c.frang_counted {
+            self.rt.frang.on_close(c.peer.ip());
+        }
         let wm = &self.metrics().workers[self.id];
         wm.connections_open
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);

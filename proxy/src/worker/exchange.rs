@@ -61,6 +61,13 @@ pub struct Exchange {
     fill: Option<Box<Fill>>,
 }
 
+impl Exchange {
+    /// The whole request body has been passed upstream.
+    pub fn req_body_done(&self) -> bool {
+        self.req_body_done
+    }
+}
+
 /// Why an exchange could not complete.
 pub enum Failure {
     Connect,
@@ -127,7 +134,6 @@ impl Worker {
         }
         match http1::parse_request(rbuf.bytes(), &self.rt.limits) {
             Ok(Some((head, len))) => {
-                c.head_started = None;
                 self.handle_request(ci, head, len);
                 true
             }
@@ -135,15 +141,7 @@ impl Worker {
                 self.refuse(ci, 431, Refusal::Error);
                 true
             }
-            Ok(None) => {
-                if c.head_started.is_none() {
-                    c.head_started = Some(Instant::now());
-                    if let Some(t) = self.rt.config.frang.client_header_timeout {
-                        self.arm_client_timer(ci, t);
-                    }
-                }
-                false
-            }
+            Ok(None) => false,
             Err(e) => {
                 self.parse_refused(ci, &e);
                 true
@@ -182,19 +180,20 @@ impl Worker {
         }
     }
 
-    pub(super) fn reject_head_timeout(&mut self, ci: usize, _now: Instant) {
-        if self.rt.config.block_action.attack.log {
-            if let Some(c) = self.clients.get(ci) {
-                crate::warn!("frang: client_header_timeout exceeded by {}", c.peer.ip());
-            }
-        }
-        self.refuse(ci, 408, Refusal::Attack);
-        self.flush_client(ci);
-        self.close_client(ci);
-    }
-
     fn handle_request(&mut self, ci: usize, head: RequestHead, head_len: usize) {
         bump(&self.metrics().workers[self.id].requests);
+        let now = Instant::now();
+        if let Some(c) = self.clients.get_mut(ci) {
+            // Frang's per-request counters start over; a body's timeout runs from here.
+            c.limits.reset_for_next_request();
+            if head.framing().has_body() {
+                c.limits.on_head_complete(now);
+            }
+            if let Err(v) = self.rt.frang.on_request(c.peer.ip(), now) {
+                self.frang_violation(ci, &v, "-");
+                return;
+            }
+        }
         // The buffer leaves the client while the request is handled, so that the head can be
         // read while the worker changes; each branch says how much of it was consumed.
         let Some(rbuf) = self.clients.get_mut(ci).and_then(|c| c.rbuf.take()) else {
@@ -264,6 +263,7 @@ impl Worker {
                 if let Some(c) = self.clients.get_mut(ci) {
                     c.out.push(&out);
                     c.close_after_flush |= close;
+                    c.limits.reset_for_next_request();
                 }
                 self.metrics().count_status(status);
                 self.access_log(log.as_deref(), "-", status, 0);
@@ -297,6 +297,9 @@ impl Worker {
             Some(l) => (v.locations.iter().position(|x| std::ptr::eq(x, l)), Some(l)),
             None => (None, None),
         };
+        if !self.frang_request(ci, head, buf, vhost, location) {
+            return head_len;
+        }
         let close_on_error = !keep_alive || head.framing().has_body();
         let Some((group, _backup)) = loc.map_or(v.proxy_pass, |l| l.proxy_pass) else {
             self.local_error(ci, 502, log.as_deref(), &v.name, close_on_error);
@@ -456,6 +459,7 @@ impl Worker {
             clients,
             upstreams,
             dirty,
+            rt,
             ..
         } = self;
         let Some(c) = clients.get_mut(ci) else {
@@ -464,6 +468,7 @@ impl Worker {
         let ReqState::Upstream(ex) = &mut c.req else {
             return false;
         };
+        let body_limits = vhost_frang(&rt.config, ex.vhost, ex.location);
         if ex.req_body_done {
             return false;
         }
@@ -474,6 +479,7 @@ impl Worker {
             return false;
         };
         let mut moved = false;
+        let mut data = 0u64;
         while !rbuf.is_empty() && u.out.has_room() && !ex.req_body_done {
             match ex.req_body.decode(rbuf.bytes()) {
                 Ok(step) => {
@@ -483,6 +489,7 @@ impl Worker {
                     // Chunked bodies travel with their framing, already validated.
                     u.out.push(&rbuf.bytes()[..step.consumed]);
                     rbuf.consume(step.consumed);
+                    data += step.data.len() as u64;
                     moved = true;
                     ex.req_body_done = step.done;
                 }
@@ -495,6 +502,10 @@ impl Worker {
                     return true;
                 }
             }
+        }
+        if let Some(Err(v)) = body_limits.map(|l| c.limits.on_body_bytes(data, l)) {
+            self.frang_violation(ci, &v, "-");
+            return true;
         }
         if moved {
             dirty.push_back(upstream_token(ex.up));
@@ -741,6 +752,7 @@ impl Worker {
             .map_or("-", |v| v.name.as_str())
             .to_string();
         self.access_log(ex.log.as_deref(), &vhost_name, ex.status, ex.body_bytes);
+        self.frang_response(ci, ex.status, ex.vhost);
         self.release_upstream(ui);
         self.dirty.push_back(client_token(ci));
         true
@@ -850,6 +862,7 @@ impl Worker {
             return;
         };
         c.req = ReqState::Head;
+        c.limits.reset_for_next_request();
         c.out.push(http1::error_response(status, close));
         c.close_after_flush |= close;
         self.metrics().count_status(status);
@@ -867,6 +880,25 @@ impl Worker {
                 .replacen("\u{1}", &format!("{status} {bytes}"), 1);
         crate::access_log::write(&self.rt.config.access_log, &line);
     }
+}
+
+/// The request-level frang limits of vhost index `vhost` (0: the default vhost) and its
+/// location, from the configuration.
+pub(super) fn vhost_frang(
+    config: &config::Config,
+    vhost: usize,
+    location: Option<usize>,
+) -> Option<&config::FrangHttp> {
+    let v = if vhost == 0 {
+        Some(&config.default_vhost)
+    } else {
+        config.vhosts.get(vhost - 1)
+    }?;
+    Some(
+        location
+            .and_then(|l| v.locations.get(l))
+            .map_or(&v.frang, |l| &l.frang),
+    )
 }
 
 /// `example.com:8443` -> `example.com`, `[::1]:443` -> `[::1]`: rules compare host names.

@@ -5,6 +5,7 @@
 mod caching;
 mod client;
 mod exchange;
+mod limits;
 mod upstream;
 
 use std::collections::VecDeque;
