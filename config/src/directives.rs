@@ -17,7 +17,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "cache_db",
     "client_db",
     "client_tbl_size",
-    "client_lru_size",
     "filter_db",
     "filter_tbl_size",
     "drop_tbl_size",
@@ -50,6 +49,7 @@ pub const EXTENSIONS: &[&str] = &[
 /// Directives allowed at top level only (besides the vhost-level ones,
 /// which at top level configure the `default` vhost).
 pub const TOP_LEVEL: &[&str] = &[
+    "client_lru_size",
     "listen",
     "srv_group",
     "server",

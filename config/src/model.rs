@@ -70,6 +70,9 @@ pub struct Config {
     pub worker_processes: u32,
     /// Extension: worker threads per process; `None` = one per core.
     pub worker_threads: Option<u32>,
+    /// `client_lru_size N`: most clients tracked for frang limits (least recently seen are
+    /// forgotten beyond it); bounds that memory whatever the number of source addresses.
+    pub client_lru_size: u32,
     /// Extension: address of the plain-text statistics endpoint.
     pub stats_listen: Option<SocketAddr>,
 }
@@ -99,6 +102,7 @@ impl Default for Config {
             http_allow_empty_body_content_type: false,
             worker_processes: 1,
             worker_threads: None,
+            client_lru_size: 8000,
             stats_listen: None,
         }
     }

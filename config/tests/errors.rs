@@ -227,7 +227,7 @@ fn unknown_directives_get_did_you_mean_hints() {
 fn unsupported_tempesta_directives_are_warnings() {
     let w = ok("sticky { cookie enforce; }\n\
                 cache_db /opt/tempesta/db/cache.tdb;\n\
-                client_lru_size 8000;\n\
+                client_tbl_size 8000;\n\
                 tft { hash deadbeef 10 1000; }\n\
                 grace_shutdown_time 5;\n\
                 srv_group g { server 127.0.0.1; sticky_sessions; }\n");
@@ -240,7 +240,7 @@ fn unsupported_tempesta_directives_are_warnings() {
         vec![
             "sticky",
             "cache_db",
-            "client_lru_size",
+            "client_tbl_size",
             "tft",
             "grace_shutdown_time",
             "sticky_sessions"

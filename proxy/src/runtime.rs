@@ -200,7 +200,7 @@ impl Runtime {
             config::KtlsMode::On => ktls::offload::KtlsMode::On,
             config::KtlsMode::Off => ktls::offload::KtlsMode::Off,
         };
-        let frang = crate::frang::Frang::new(&config.frang, crate::frang::DEFAULT_CLIENT_LRU_SIZE);
+        let frang = crate::frang::Frang::new(&config.frang, config.client_lru_size as usize);
         Ok(Arc::new(Runtime {
             config,
             tls,

@@ -91,7 +91,7 @@ pub fn serve(config_path: &Path, runtime: Arc<Runtime>) -> Result<(), ServeError
     let metrics = Metrics::new(threads);
     let shared = Arc::new(Shared::new(runtime.clone(), metrics.clone()));
     if let Some(addr) = runtime.config.stats_listen {
-        crate::stats::start(addr, metrics.clone(), shared.cache.clone())?;
+        crate::stats::start(addr, shared.clone())?;
         crate::info!("statistics on http://{addr}/metrics");
     }
     let mut wakers: Vec<Arc<Waker>> = Vec::with_capacity(threads);

@@ -7,14 +7,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use crate::metrics::Metrics;
 use crate::server::ServeError;
+use crate::worker::Shared;
 
-pub fn start(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    cache: cache::Cache,
-) -> Result<(), ServeError> {
+pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<(), ServeError> {
     let listener = crate::server::bind(addr)?;
     listener
         .set_nonblocking(false)
@@ -33,8 +29,13 @@ pub fn start(
                 let (status, body) =
                     if wanted { ("200 OK", {
                         let mut text = String::new();
-                        cache.metrics().write_prometheus(&mut text);
-                        metrics.render(Some(&text))
+                        shared.cache.metrics().write_prometheus(&mut text);
+                        let tracked = shared.runtime().frang.tracked_clients();
+                        text.push_str(&format!(
+                            "# HELP ktls_proxy_frang_clients Clients tracked for frang limits.\n\
+                             # TYPE ktls_proxy_frang_clients gauge\nktls_proxy_frang_clients {tracked}\n"
+                        ));
+                        shared.metrics.render(Some(&text))
                     }) } else { ("404 Not Found", "not found\n".to_string()) };
                 let head = format!(
                     "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",

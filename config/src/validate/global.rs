@@ -202,6 +202,13 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
                 }
             }
         }
+        "client_lru_size" => {
+            if let Some(v) = c.single(d, "client_lru_size N") {
+                if let Some(n) = c.u32_in(v, "client count", 1, 100_000_000) {
+                    cfg.client_lru_size = n;
+                }
+            }
+        }
         "stats_listen" => {
             if let Some(v) = c.single(d, "stats_listen ADDR:PORT") {
                 if let Some(a) = c.socket_addr(v, 80) {

@@ -116,6 +116,7 @@ struct Walk {
 
 /// Directives that may appear only once at top level.
 const ONCE: &[&str] = &[
+    "client_lru_size",
     "cache",
     "cache_size",
     "cache_ttl",
