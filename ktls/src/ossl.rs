@@ -293,7 +293,11 @@ unsafe extern "C" fn ticket_key_callback(
             key.aes.as_ptr(),
             iv,
         ) == 1;
-    match (ok, fresh) {
+    // TLS 1.3 tickets are meant for one use (RFC 8446 C.4, and browsers use them so):
+    // returning 2 makes OpenSSL send a fresh ticket after every resumption, as it does after
+    // full handshakes. A TLS 1.2 ticket is renewed only when its key is the previous one.
+    let tls13 = ffi::SSL_version(ssl) == ffi::TLS1_3_VERSION;
+    match (ok, fresh && !tls13) {
         (false, _) => -1,
         (true, true) => 1,
         (true, false) => 2,

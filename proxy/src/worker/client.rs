@@ -39,8 +39,10 @@ pub struct Client {
     pub out: Outbox,
     /// The peer finished sending (EOF or close_notify).
     pub peer_closed: bool,
-    /// Close once `out` is flushed.
+    /// Close once `out` is flushed and no request is in flight.
     pub close_after_flush: bool,
+    /// A write failed: the client is gone.
+    pub write_failed: bool,
     pub timer_gen: u64,
     /// Unique within the worker (slab slots are reused).
     pub id: u64,
@@ -103,6 +105,7 @@ impl Worker {
             out: Outbox::default(),
             peer_closed: false,
             close_after_flush: false,
+            write_failed: false,
             timer_gen: 0,
             id: self.next_client_id,
             cache_after_wait: false,
@@ -344,9 +347,10 @@ impl Worker {
             }
             IoStatus::WantRead | IoStatus::WantWrite => false,
             IoStatus::Closed | IoStatus::Error(_) => {
+                // Nothing more can reach this client: close now, even mid-response.
                 c.out.clear();
                 c.peer_closed = true;
-                c.close_after_flush = true;
+                c.write_failed = true;
                 false
             }
         }
@@ -358,9 +362,11 @@ impl Worker {
             return;
         };
         let idle = c.is_idle();
-        let finished = (c.close_after_flush && c.out.is_empty())
-            || (c.peer_closed && idle)
-            || (c.peer_closed && matches!(c.req, ReqState::Head) && c.out.is_empty());
+        // `close_after_flush` takes effect once the current response is complete: a
+        // close-delimited body is still streaming while its head has been flushed.
+        let between_requests = matches!(c.req, ReqState::Head);
+        let finished = c.write_failed
+            || (between_requests && c.out.is_empty() && (c.close_after_flush || c.peer_closed));
         if finished {
             self.close_client(ci);
             return;

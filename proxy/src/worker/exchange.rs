@@ -59,6 +59,10 @@ pub struct Exchange {
     log: Option<String>,
     /// Filling or revalidating a cache entry from this response.
     fill: Option<Box<Fill>>,
+    /// The proxy sent `100 Continue` to the client itself.
+    continue_sent: bool,
+    /// Forward only the data of a chunked response (to an HTTP/1.0 client).
+    dechunk: bool,
 }
 
 impl Exchange {
@@ -383,7 +387,18 @@ impl Worker {
             body_bytes: 0,
             log,
             fill,
+            continue_sent: false,
+            dechunk: false,
         });
+        let mut ex = ex;
+        // `Expect: 100-continue`: tell the client to send its body now, as nginx does, rather
+        // than let it wait for the origin's answer (or its own timer).
+        if head.expect_continue() && head.framing().has_body() && !ex.http10 {
+            if let Some(c) = self.clients.get_mut(ci) {
+                c.out.push(b"HTTP/1.1 100 Continue\r\n\r\n");
+                ex.continue_sent = true;
+            }
+        }
         self.dispatch(ci, ex);
         head_len
     }
@@ -577,11 +592,15 @@ impl Worker {
                             self.exchange_failed(ci, Failure::BadResponse);
                             return true;
                         }
-                        c.out.push(&input[..len]);
+                        // The proxy answered `Expect: 100-continue` itself; an HTTP/1.0
+                        // client gets no interim responses at all.
+                        if !(ex.http10 || status == 100 && ex.continue_sent) {
+                            c.out.push(&input[..len]);
+                            ex.sent_to_client = true;
+                        }
                         if let Some(b) = u.rbuf.as_mut() {
                             b.consume(len);
                         }
-                        ex.sent_to_client = true;
                         moved = true;
                         continue;
                     }
@@ -614,7 +633,13 @@ impl Worker {
                         .location
                         .and_then(|l| v.locations.get(l))
                         .map_or(&v.response_edits, |l| &l.response_edits);
-                    let framing = head.forward_framing();
+                    // An HTTP/1.0 client cannot read chunked framing: its body is sent
+                    // close-delimited instead (the chunks' data only).
+                    let framing = match head.forward_framing() {
+                        BodyFraming::Chunked if ex.http10 => BodyFraming::CloseDelimited,
+                        framing => framing,
+                    };
+                    ex.dechunk = ex.http10 && matches!(head.framing(), BodyFraming::Chunked);
                     let connection = if !ex.keep_alive {
                         ConnectionOption::Close
                     } else if ex.http10 {
@@ -680,11 +705,12 @@ impl Worker {
                     }
                     match decoder.decode(input) {
                         Ok(step) => {
-                            let forwarded = if matches!(decoder, BodyDecoder::Chunked(_)) {
-                                0..step.consumed
-                            } else {
-                                step.data.clone()
-                            };
+                            let forwarded =
+                                if matches!(decoder, BodyDecoder::Chunked(_)) && !ex.dechunk {
+                                    0..step.consumed
+                                } else {
+                                    step.data.clone()
+                                };
                             c.out.push(&input[forwarded.clone()]);
                             ex.body_bytes += forwarded.len() as u64;
                             if let Some(fill) = ex.fill.as_mut() {
