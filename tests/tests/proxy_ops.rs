@@ -296,3 +296,27 @@ fn stats_endpoint_counts_requests_and_tls_paths() {
         );
     }
 }
+
+#[test]
+fn access_log_lines_follow_tempesta_format() {
+    let origin = Origin::fixed(b"logged");
+    let setup = Setup::new("alog");
+    let http = setup.http;
+    let log = setup.dir.join("access.log");
+    let conf = setup.config(origin.addr(), "", &format!("access_log_file {};", log.display()));
+    let _proxy = setup.start(&conf);
+    let req = b"GET /a/b?c=1 HTTP/1.1\r\nHost: site.test\r\nReferer: http://r.test/\r\nUser-Agent: agent/1.0\r\nConnection: close\r\n\r\n";
+    let resp = raw_exchange(http, req, Duration::from_secs(5)).expect("exchange");
+    assert!(resp.starts_with(b"HTTP/1.1 200"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut text = String::new();
+    while Instant::now() < deadline && text.is_empty() {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        text.trim_end(),
+        "127.0.0.1 \"site\" \"GET /a/b?c=1 HTTP/1.1\" 200 6 \"http://r.test/\" \"agent/1.0\"",
+        "access log: {text:?}"
+    );
+}
