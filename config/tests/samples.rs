@@ -146,7 +146,11 @@ fn etc_conf_and_toml_load_to_the_same_config() {
         Some(&Pattern::Exact("tempesta-tech.com".into()))
     );
     assert_eq!(rules[0].action, Action::Chain("redirection_chain".into()));
-    let chain = conf.config.http_tables.chain("redirection_chain").expect("chain");
+    let chain = conf
+        .config
+        .http_tables
+        .chain("redirection_chain")
+        .expect("chain");
     assert_eq!(chain.rules.len(), 9, "eight redirects and the default rule");
 }
 

@@ -21,9 +21,14 @@ fn start(origin: &Origin, extra: &str) -> (Proxy, SocketAddr) {
 
 /// One request (plain HTTP, new connection); returns (status, head, body).
 fn request(addr: SocketAddr, method: &str, path: &str, headers: &str) -> (u16, String, Vec<u8>) {
-    let req = format!("{method} {path} HTTP/1.1\r\nHost: site.test\r\n{headers}Connection: close\r\n\r\n");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: site.test\r\n{headers}Connection: close\r\n\r\n"
+    );
     let resp = raw_exchange(addr, req.as_bytes(), Duration::from_secs(10)).expect("exchange");
-    let split = resp.windows(4).position(|w| w == b"\r\n\r\n").map_or(resp.len(), |i| i + 4);
+    let split = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(resp.len(), |i| i + 4);
     let head = String::from_utf8_lossy(&resp[..split]).into_owned();
     let status = head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, head, resp[split..].to_vec())
@@ -31,7 +36,9 @@ fn request(addr: SocketAddr, method: &str, path: &str, headers: &str) -> (u16, S
 
 #[test]
 fn repeated_gets_reach_the_origin_once_from_any_worker() {
-    let origin = Origin::start(|r| Response::ok(format!("body of {}", r.path())).header("Cache-Control", "max-age=60"));
+    let origin = Origin::start(|r| {
+        Response::ok(format!("body of {}", r.path())).header("Cache-Control", "max-age=60")
+    });
     let (proxy, http) = start(&origin, CACHE_ALL);
     // Many separate connections: the kernel spreads them over both worker threads.
     for i in 0..40 {
@@ -42,7 +49,11 @@ fn repeated_gets_reach_the_origin_once_from_any_worker() {
             assert!(head.contains("Age: "), "a hit carries Age: {head}");
         }
     }
-    assert_eq!(origin.hits("/page"), 1, "the cache is shared by all workers");
+    assert_eq!(
+        origin.hits("/page"),
+        1,
+        "the cache is shared by all workers"
+    );
 }
 
 #[test]
@@ -63,7 +74,11 @@ fn no_store_and_private_are_never_stored_and_max_age_expires() {
     assert_eq!(origin.hits("/short"), 1);
     std::thread::sleep(Duration::from_millis(2200));
     assert_eq!(request(http, "GET", "/short", "").0, 200);
-    assert_eq!(origin.hits("/short"), 2, "an expired entry is fetched again");
+    assert_eq!(
+        origin.hits("/short"),
+        2,
+        "an expired entry is fetched again"
+    );
 }
 
 #[test]
@@ -83,7 +98,12 @@ fn head_is_answered_from_the_get_entry_and_conditionals_get_304() {
     let (status, head, body) = request(http, "GET", "/doc", "If-None-Match: \"v0\", \"v1\"\r\n");
     assert_eq!(status, 304, "{head}");
     assert!(body.is_empty() && head.contains("ETag: \"v1\""), "{head}");
-    let (status, _, _) = request(http, "GET", "/doc", "If-Modified-Since: Mon, 30 Nov 2026 11:00:00 GMT\r\n");
+    let (status, _, _) = request(
+        http,
+        "GET",
+        "/doc",
+        "If-Modified-Since: Mon, 30 Nov 2026 11:00:00 GMT\r\n",
+    );
     assert_eq!(status, 304);
     let (status, _, body) = request(http, "GET", "/doc", "If-None-Match: \"other\"\r\n");
     assert_eq!(status, 200);
@@ -95,12 +115,20 @@ fn head_is_answered_from_the_get_entry_and_conditionals_get_304() {
 fn vary_keeps_variants_apart() {
     let origin = Origin::start(|r| {
         let lang = r.header("accept-language").unwrap_or("none").to_string();
-        Response::ok(format!("lang={lang}")).header("Cache-Control", "max-age=60").header("Vary", "Accept-Language")
+        Response::ok(format!("lang={lang}"))
+            .header("Cache-Control", "max-age=60")
+            .header("Vary", "Accept-Language")
     });
     let (_proxy, http) = start(&origin, CACHE_ALL);
     for _ in 0..3 {
-        assert_eq!(request(http, "GET", "/v", "Accept-Language: en\r\n").2, b"lang=en");
-        assert_eq!(request(http, "GET", "/v", "Accept-Language: fr\r\n").2, b"lang=fr");
+        assert_eq!(
+            request(http, "GET", "/v", "Accept-Language: en\r\n").2,
+            b"lang=en"
+        );
+        assert_eq!(
+            request(http, "GET", "/v", "Accept-Language: fr\r\n").2,
+            b"lang=fr"
+        );
     }
     assert_eq!(origin.hits("/v"), 2, "one fetch per variant");
 }
@@ -134,15 +162,19 @@ fn concurrent_misses_cause_one_origin_fetch() {
     let counter = fetches.clone();
     let origin = Origin::start(move |_| {
         counter.fetch_add(1, Ordering::SeqCst);
-        Response::ok("slow and cacheable").header("Cache-Control", "max-age=60").delay(Duration::from_millis(700))
+        Response::ok("slow and cacheable")
+            .header("Cache-Control", "max-age=60")
+            .delay(Duration::from_millis(700))
     });
     let (_proxy, http) = start(&origin, CACHE_ALL);
     let clients: Vec<_> = (0..20)
         .map(|_| {
             std::thread::spawn(move || {
                 let mut s = TcpStream::connect(http).expect("connect");
-                s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-                s.write_all(b"GET /slow HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n").expect("write");
+                s.set_read_timeout(Some(Duration::from_secs(10)))
+                    .expect("timeout");
+                s.write_all(b"GET /slow HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+                    .expect("write");
                 let mut out = Vec::new();
                 let _ = s.read_to_end(&mut out);
                 out
@@ -151,21 +183,47 @@ fn concurrent_misses_cause_one_origin_fetch() {
         .collect();
     for c in clients {
         let out = c.join().expect("client thread");
-        assert!(out.starts_with(b"HTTP/1.1 200") && out.ends_with(b"slow and cacheable"), "{}", String::from_utf8_lossy(&out));
+        assert!(
+            out.starts_with(b"HTTP/1.1 200") && out.ends_with(b"slow and cacheable"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
     }
-    assert_eq!(fetches.load(Ordering::SeqCst), 1, "waiters must be answered from the single fetch");
+    assert_eq!(
+        fetches.load(Ordering::SeqCst),
+        1,
+        "waiters must be answered from the single fetch"
+    );
 }
 
 #[test]
 fn responses_larger_than_the_object_limit_are_proxied_not_cached() {
-    let origin = Origin::start(|_| Response::pattern(100 * 1024 * 1024).header("Cache-Control", "max-age=60"));
+    let origin = Origin::start(|_| {
+        Response::pattern(100 * 1024 * 1024).header("Cache-Control", "max-age=60")
+    });
     let (proxy, http) = start(&origin, CACHE_ALL);
     for _ in 0..2 {
         let file = proxy.dir.join("big.bin");
         let url = format!("http://{http}/big");
-        let (st, _, err) = e2e::curl(&["-H", "Host: site.test", "-o", &file.display().to_string(), &url], 60);
+        let (st, _, err) = e2e::curl(
+            &[
+                "-H",
+                "Host: site.test",
+                "-o",
+                &file.display().to_string(),
+                &url,
+            ],
+            60,
+        );
         assert!(st.success(), "{err}");
-        assert_eq!(std::fs::metadata(&file).expect("download").len(), 100 * 1024 * 1024);
+        assert_eq!(
+            std::fs::metadata(&file).expect("download").len(),
+            100 * 1024 * 1024
+        );
     }
-    assert_eq!(origin.hits("/big"), 2, "a 100 MB response must not be stored");
+    assert_eq!(
+        origin.hits("/big"),
+        2,
+        "a 100 MB response must not be stored"
+    );
 }

@@ -338,25 +338,38 @@ fn stale_pooled_upstream_connection_is_retried_not_502() {
 
 #[test]
 fn expect_100_continue_is_answered_by_the_proxy() {
-    let origin = Origin::start(|r| Response::ok(format!("got {}", String::from_utf8_lossy(&r.body))));
+    let origin =
+        Origin::start(|r| Response::ok(format!("got {}", String::from_utf8_lossy(&r.body))));
     let setup = Setup::new("expect");
     let conf = setup.config(origin.addr(), "", "");
     let _proxy = setup.start(&conf);
     let mut s = TcpStream::connect(proxy_addr(&conf)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(3))).expect("timeout");
-    s.write_all(b"POST /e HTTP/1.1\r\nHost: site.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n").expect("head");
+    s.set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    s.write_all(
+        b"POST /e HTTP/1.1\r\nHost: site.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .expect("head");
     let mut interim = [0u8; 25];
-    s.read_exact(&mut interim).expect("100 Continue before the body is sent");
+    s.read_exact(&mut interim)
+        .expect("100 Continue before the body is sent");
     assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
     s.write_all(b"hello").expect("body");
     let resp = read_one_response(&mut s);
-    assert!(resp.starts_with(b"HTTP/1.1 200") && resp.ends_with(b"got hello"), "{}", String::from_utf8_lossy(&resp));
+    assert!(
+        resp.starts_with(b"HTTP/1.1 200") && resp.ends_with(b"got hello"),
+        "{}",
+        String::from_utf8_lossy(&resp)
+    );
 }
 
 #[test]
 fn http10_clients_get_unchunked_bodies_and_their_keep_alive_rules() {
     let origin = Origin::start(|r| {
-        let resp = Response::ok(format!("ten bytes{}", if r.path() == "/chunked" { "!" } else { "." }));
+        let resp = Response::ok(format!(
+            "ten bytes{}",
+            if r.path() == "/chunked" { "!" } else { "." }
+        ));
         if r.path() == "/chunked" {
             resp.chunked()
         } else {
@@ -370,21 +383,38 @@ fn http10_clients_get_unchunked_bodies_and_their_keep_alive_rules() {
     // HTTP/1.0 requests carry no Host: under `http_strict_host_checking` (on by default, as
     // in Tempesta) a Host in a request older than HTTP/1.1 is refused.
     // No keep-alive: the response ends with the connection.
-    let resp = raw_exchange(addr, b"GET /plain HTTP/1.0\r\n\r\n", Duration::from_secs(5)).expect("1.0");
+    let resp =
+        raw_exchange(addr, b"GET /plain HTTP/1.0\r\n\r\n", Duration::from_secs(5)).expect("1.0");
     let text = String::from_utf8_lossy(&resp);
-    assert!(text.starts_with("HTTP/1.1 200") && text.ends_with("ten bytes."), "{text}");
+    assert!(
+        text.starts_with("HTTP/1.1 200") && text.ends_with("ten bytes."),
+        "{text}"
+    );
     // A chunked origin response reaches an HTTP/1.0 client without chunked framing.
-    let resp = raw_exchange(addr, b"GET /chunked HTTP/1.0\r\n\r\n", Duration::from_secs(5)).expect("1.0");
+    let resp = raw_exchange(
+        addr,
+        b"GET /chunked HTTP/1.0\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .expect("1.0");
     let text = String::from_utf8_lossy(&resp);
-    assert!(!text.to_ascii_lowercase().contains("transfer-encoding"), "{text}");
+    assert!(
+        !text.to_ascii_lowercase().contains("transfer-encoding"),
+        "{text}"
+    );
     assert!(text.ends_with("\r\n\r\nten bytes!"), "{text}");
     // Keep-alive asked for: granted, and a second request works on the same connection.
     let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
     for _ in 0..2 {
-        s.write_all(b"GET /plain HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").expect("write");
+        s.write_all(b"GET /plain HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .expect("write");
         let resp = read_one_response(&mut s);
         let text = String::from_utf8_lossy(&resp);
-        assert!(text.contains("Connection: keep-alive") && text.ends_with("ten bytes."), "{text}");
+        assert!(
+            text.contains("Connection: keep-alive") && text.ends_with("ten bytes."),
+            "{text}"
+        );
     }
 }

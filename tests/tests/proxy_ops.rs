@@ -303,7 +303,11 @@ fn access_log_lines_follow_tempesta_format() {
     let setup = Setup::new("alog");
     let http = setup.http;
     let log = setup.dir.join("access.log");
-    let conf = setup.config(origin.addr(), "", &format!("access_log_file {};", log.display()));
+    let conf = setup.config(
+        origin.addr(),
+        "",
+        &format!("access_log_file {};", log.display()),
+    );
     let _proxy = setup.start(&conf);
     let req = b"GET /a/b?c=1 HTTP/1.1\r\nHost: site.test\r\nReferer: http://r.test/\r\nUser-Agent: agent/1.0\r\nConnection: close\r\n\r\n";
     let resp = raw_exchange(http, req, Duration::from_secs(5)).expect("exchange");

@@ -243,7 +243,11 @@ fn tickets_resume_across_two_proxies_sharing_a_secret() {
             // A TLS 1.3 ticket is for one use: a resumed handshake brings a fresh one.
             let (resumed, fresh) = request_with_session(a, Some(&session), version);
             assert!(resumed);
-            assert_ne!(fresh.to_der().ok(), session.to_der().ok(), "no new ticket after resumption");
+            assert_ne!(
+                fresh.to_der().ok(),
+                session.to_der().ok(),
+                "no new ticket after resumption"
+            );
             let (resumed, _) = request_with_session(b, Some(&fresh), version);
             assert!(resumed, "the ticket issued on resumption does not resume");
         }
