@@ -1,1 +1,171 @@
-fn main() {}
+//! `http-perf`: an HTTP/1.1 load generator with wrk's command line and report, HDR latency,
+//! pipelining, constant-rate mode, TLS with optional resumption, JSON output, and a hold mode
+//! for C10K/C100K gates. See docs/HTTP-PERF.md.
+
+mod chunked;
+mod cli;
+mod hold;
+mod hold_conn;
+mod hold_group;
+mod load;
+mod report;
+mod response;
+mod stream;
+mod target;
+mod tls;
+mod units;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+
+use cli::Args;
+use target::{TargetError, Url};
+
+/// Why http-perf could not run (a failed gate is not an error: it is a FAIL report).
+#[derive(Debug)]
+pub enum PerfError {
+    Target(TargetError),
+    Usage(String),
+    Unreachable(SocketAddr, std::io::Error),
+    Thread(String),
+    Child(String),
+}
+
+impl fmt::Display for PerfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PerfError::Target(e) => write!(f, "{e}"),
+            PerfError::Usage(e) => write!(f, "{e}"),
+            PerfError::Unreachable(addr, e) => write!(
+                f,
+                "unable to connect to {addr}: {e}; is the server running? (use --connect ADDR:PORT to connect elsewhere)"
+            ),
+            PerfError::Thread(e) => write!(f, "a load thread failed: {e}"),
+            PerfError::Child(e) => write!(f, "a hold child process failed: {e}"),
+        }
+    }
+}
+
+impl From<TargetError> for PerfError {
+    fn from(e: TargetError) -> Self {
+        PerfError::Target(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // SIGPIPE needs no handling: the Rust runtime ignores it, so a peer closing while we
+    // write is a write error, never a silent death.
+    let outcome = if args.hold_child.is_some() {
+        hold_group::run_child(&args)
+    } else if args.hold.is_some() {
+        hold::run(&args)
+    } else {
+        run_load(&args).map(|()| true)
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("http-perf: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The target as every mode needs it: URL, address, request, TLS settings.
+pub struct Setup {
+    pub url: Url,
+    pub addr: SocketAddr,
+    pub request: Arc<Vec<u8>>,
+    pub close_each: bool,
+    /// (SNI, resume with tickets) when the URL is https.
+    pub tls: Option<(Option<String>, bool)>,
+}
+
+impl Setup {
+    pub fn from_args(args: &Args) -> Result<Setup, PerfError> {
+        let url = Url::parse(&args.url)?;
+        let addr = match args.connect {
+            Some(a) => a,
+            None => url.resolve()?,
+        };
+        let (request, close_each) = target::build_request(&url, &args.headers)?;
+        let tls = url
+            .tls
+            .then(|| (args.sni.clone().or_else(|| url.default_sni()), args.tickets));
+        Ok(Setup {
+            url,
+            addr,
+            request: Arc::new(request),
+            close_each,
+            tls,
+        })
+    }
+}
+
+/// Fails fast, as wrk does, when nothing listens at `addr`.
+pub fn probe(addr: SocketAddr, timeout: std::time::Duration) -> Result<(), PerfError> {
+    std::net::TcpStream::connect_timeout(&addr, timeout)
+        .map(drop)
+        .map_err(|e| PerfError::Unreachable(addr, e))
+}
+
+fn run_load(args: &Args) -> Result<(), PerfError> {
+    let setup = Setup::from_args(args)?;
+    if args.threads == 0 || args.connections < args.threads {
+        return Err(PerfError::Usage(
+            "the number of connections (-c) must be at least the number of threads (-t), and both above 0".into(),
+        ));
+    }
+    if args.pipeline == 0 || args.rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
+        return Err(PerfError::Usage(
+            "--pipeline and --rate must be above 0".into(),
+        ));
+    }
+    probe(setup.addr, args.timeout)?;
+    let cpu_before = args
+        .server_pid
+        .map(|pid| tls_perf::procstat::cpu_seconds(pid).unwrap_or(0.0));
+    let handles: Vec<_> = (0..args.threads)
+        .map(|i| {
+            let plan = load::LoadPlan {
+                addr: setup.addr,
+                tls: setup.tls.clone(),
+                request: Arc::clone(&setup.request),
+                close_each: setup.close_each,
+                connections: args.connections / args.threads
+                    + usize::from(i < args.connections % args.threads),
+                pipeline: args.pipeline,
+                rate: args.rate.map(|r| r / args.threads as f64),
+                duration: args.duration,
+                timeout: args.timeout,
+            };
+            std::thread::spawn(move || load::run(&plan))
+        })
+        .collect();
+    let mut results = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok(Ok(r)) => results.push(r),
+            Ok(Err(e)) => return Err(PerfError::Thread(e.to_string())),
+            Err(_) => return Err(PerfError::Thread("panicked".into())),
+        }
+    }
+    let mut summary = report::Summary::merge(&args.url, args.connections, args.duration, results)
+        .map_err(|e| PerfError::Thread(e.to_string()))?;
+    if let (Some(pid), Some(before)) = (args.server_pid, cpu_before) {
+        let after = tls_perf::procstat::cpu_seconds(pid).unwrap_or(before);
+        summary.server_cpu = Some((pid, after - before));
+    }
+    if args.json {
+        println!("{}", summary.json());
+    } else {
+        print!("{}", summary.text(args.latency));
+    }
+    Ok(())
+}

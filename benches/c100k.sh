@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# HTTPS C100K gate: one server holds and serves C100K_CONNS concurrent TLS connections.
+#
+#   benches/c100k.sh                              # 100000 connections through `proxy`
+#   C100K_CONNS=10000 benches/c100k.sh            # C10K
+#   C100K_SERVER=origin benches/c100k.sh          # `origin --cert/--key` as the TLS server
+#                                                 # (a baseline; also works without proxy)
+#
+# Phases (all by `http-perf --hold`): ramp (TCP + TLS handshake, at most
+# C100K_HANDSHAKES in flight per client thread), hold every connection idle
+# C100K_HOLD_SECS, then C100K_ROUNDS rounds that write one GET on every
+# connection before reading any response.
+#
+# PASS needs: every connection established, none dropped while idle, every
+# request of every round answered (2xx), the ramp within C100K_RAMP_LIMIT
+# seconds, and, if C100K_MAX_MEM_PER_CONN is set, server memory (RSS+swap of
+# the process tree, above its idle baseline) per open connection within it.
+#
+# Environment (defaults in brackets):
+#   C100K_CONNS [100000]  C100K_SERVER [proxy|origin]  C100K_PORT [8443]
+#   C100K_ORIGIN_PORT [8000]  C100K_ADDRS [127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4]
+#   C100K_HOLD_SECS [5]  C100K_ROUNDS [2]  C100K_RAMP_LIMIT [180]
+#   C100K_MAX_MEM_PER_CONN [unset]  C100K_CLIENT_THREADS [2]
+#   C100K_HANDSHAKES [512]  C100K_PER_PROCESS [18000]  C100K_JSON [unset: text]
+#   C100K_SERVER_PROCESSES [ceil(conns/18000)]
+#   BIN_DIR [target/release; built with cargo when a binary is missing]
+#   C100K_PROXY_BIN [$BIN_DIR/proxy]
+#
+# Servers listen on 0.0.0.0 and the client spreads connections over the four
+# loopback addresses: each destination has its own ephemeral-port space
+# (~28k ports each with the default ip_local_port_range). The per-process
+# descriptor limit (20000 here) is why both sides use several processes:
+# the server runs ceil(conns/18000) worker processes, the client one process
+# per C100K_PER_PROCESS connections.
+#
+# Everything started here is killed by pid on exit. The script refuses to run
+# if the port already answers (a leftover server would take connections).
+set -euo pipefail
+
+CONNS=${C100K_CONNS:-100000}
+SERVER=${C100K_SERVER:-proxy}
+PORT=${C100K_PORT:-8443}
+ORIGIN_PORT=${C100K_ORIGIN_PORT:-8000}
+ADDRS=${C100K_ADDRS:-127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4}
+HOLD_SECS=${C100K_HOLD_SECS:-5}
+ROUNDS=${C100K_ROUNDS:-2}
+RAMP_LIMIT=${C100K_RAMP_LIMIT:-180}
+THREADS=${C100K_CLIENT_THREADS:-2}
+HANDSHAKES=${C100K_HANDSHAKES:-512}
+PER_PROCESS=${C100K_PER_PROCESS:-18000}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN_DIR=${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
+PROXY_BIN=${C100K_PROXY_BIN:-$BIN_DIR/proxy}
+
+die() { echo "c100k: $*" >&2; exit 2; }
+
+case "$SERVER" in proxy|origin) ;; *) die "C100K_SERVER must be proxy or origin, not '$SERVER'";; esac
+[[ "$CONNS" =~ ^[0-9]+$ && "$CONNS" -gt 0 ]] || die "C100K_CONNS must be a positive number"
+
+# --- binaries -------------------------------------------------------------
+need=("$BIN_DIR/http-perf" "$BIN_DIR/origin")
+[[ $SERVER == proxy ]] && need+=("$PROXY_BIN")
+for b in "${need[@]}"; do
+    if [[ ! -x $b ]]; then
+        echo "c100k: $b missing; building release binaries" >&2
+        pkgs=(-p tls-perf)
+        [[ $SERVER == proxy ]] && pkgs+=(-p proxy)
+        (cd "$ROOT" && cargo build --release "${pkgs[@]}") || die "cargo build failed"
+        break
+    fi
+done
+for b in "${need[@]}"; do [[ -x $b ]] || die "no $b (set BIN_DIR or C100K_PROXY_BIN)"; done
+
+# --- cleanup: kill what we started, by pid ---------------------------------
+WORK=$(mktemp -d /tmp/c100k.XXXXXX)
+PIDS=()
+# A pid and all its descendants (proxy and origin fork worker processes), by pid.
+tree() {
+    local child
+    echo "$1"
+    for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$child"; done
+}
+cleanup() {
+    local pid all=() i
+    for pid in "${PIDS[@]}"; do all+=($(tree "$pid")); done
+    # Gracefully first (SIGTERM), then for sure (SIGKILL); workers die with their master.
+    for pid in "${all[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for i in $(seq 1 20); do
+        alive=0
+        for pid in "${all[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [[ $alive == 0 ]] && break
+        sleep 0.1
+    done
+    for pid in "${all[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+# Waits until $2:$3 accepts connections; fails loudly if process $1 died.
+wait_listening() {
+    local pid=$1 host=$2 port=$3 name=$4 log=$5 i
+    for i in $(seq 1 300); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "c100k: $name exited before listening on $host:$port; its log:" >&2
+            cat "$log" >&2
+            exit 2
+        fi
+        answers "$host" "$port" && return 0
+        sleep 0.1
+    done
+    echo "c100k: $name did not listen on $host:$port within 30 s; its log:" >&2
+    cat "$log" >&2
+    exit 2
+}
+
+IFS=, read -r -a ADDR_LIST <<<"$ADDRS"
+for a in "${ADDR_LIST[@]}"; do
+    answers "$a" "$PORT" && die "something already answers on $a:$PORT; stop it (or set C100K_PORT): a leftover server would take part of the connections"
+done
+if [[ $SERVER == proxy ]] && answers 127.0.0.1 "$ORIGIN_PORT"; then
+    die "something already answers on 127.0.0.1:$ORIGIN_PORT; stop it or set C100K_ORIGIN_PORT"
+fi
+
+# --- certificate: throwaway ECDSA P-256 -------------------------------------
+openssl req -x509 -nodes -days 2 -subj /CN=localhost \
+    -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" >/dev/null 2>&1 ||
+    die "openssl could not make a certificate"
+
+# Server worker processes: each holds at most ~18000 of the connections.
+K=${C100K_SERVER_PROCESSES:-$(((CONNS + 17999) / 18000))}
+[[ $K -lt 1 ]] && K=1
+# origin: threads per process so that the processes together use every core.
+CORES=$(nproc)
+ORIGIN_THREADS=$((CORES / K))
+[[ $ORIGIN_THREADS -lt 1 ]] && ORIGIN_THREADS=1
+
+# --- servers ----------------------------------------------------------------
+if [[ $SERVER == proxy ]]; then
+    "$BIN_DIR/origin" --listen "127.0.0.1:$ORIGIN_PORT" >"$WORK/origin.log" 2>&1 &
+    PIDS+=($!)
+    wait_listening "${PIDS[-1]}" 127.0.0.1 "$ORIGIN_PORT" origin "$WORK/origin.log"
+    cat >"$WORK/proxy.conf" <<CONF
+listen 0.0.0.0:$PORT proto=https;
+srv_group default {
+    server 127.0.0.1:$ORIGIN_PORT;
+}
+vhost v {
+    tls_certificate $WORK/cert.pem;
+    tls_certificate_key $WORK/key.pem;
+    proxy_pass default;
+}
+http_chain {
+    -> v;
+}
+tls_match_any_server_name;
+worker_processes $K;
+keepalive_timeout 600;
+CONF
+    "$PROXY_BIN" -c "$WORK/proxy.conf" >"$WORK/server.log" 2>&1 &
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+    wait_listening "$SERVER_PID" 127.0.0.1 "$PORT" proxy "$WORK/server.log"
+else
+    "$BIN_DIR/origin" --listen "0.0.0.0:$PORT" --cert "$WORK/cert.pem" --key "$WORK/key.pem" \
+        --processes "$K" -t "$ORIGIN_THREADS" >"$WORK/server.log" 2>&1 &
+    SERVER_PID=$!
+    PIDS+=("$SERVER_PID")
+    wait_listening "$SERVER_PID" 127.0.0.1 "$PORT" "origin (TLS)" "$WORK/server.log"
+fi
+# Let forked workers settle before the idle baseline is taken.
+sleep 1
+
+echo "c100k: $CONNS connections to $SERVER (pid $SERVER_PID, $K worker processes) on port $PORT over $ADDRS"
+echo "c100k: client: http-perf, ${THREADS} threads per process, at most $PER_PROCESS connections per process"
+
+# --- the gate ---------------------------------------------------------------
+args=(--hold "$CONNS" --hold-secs "$HOLD_SECS" --rounds "$ROUNDS" -t "$THREADS"
+      --handshakes "$HANDSHAKES" --conns-per-process "$PER_PROCESS"
+      --addrs "$ADDRS" --ramp-limit "${RAMP_LIMIT}s" --server-pid "$SERVER_PID")
+[[ -n ${C100K_MAX_MEM_PER_CONN:-} ]] && args+=(--max-mem-per-conn "$C100K_MAX_MEM_PER_CONN")
+[[ -n ${C100K_JSON:-} ]] && args+=(--json)
+# Bound: ramp limit + hold + 60 s per round + slack.
+BOUND=$((RAMP_LIMIT + HOLD_SECS + 60 * ROUNDS + 60))
+# In the background, so that a signal to this script runs the cleanup at once.
+timeout --signal=KILL "$BOUND" "$BIN_DIR/http-perf" "${args[@]}" "https://127.0.0.1:$PORT/" &
+PIDS+=($!)
+set +e
+wait "${PIDS[-1]}"
+rc=$?
+set -e
+if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "c100k: the server died during the test; its log:" >&2
+    tail -50 "$WORK/server.log" >&2
+    rc=1
+fi
+case $rc in
+    0) echo "c100k: PASS ($CONNS connections, $SERVER)" ;;
+    137) echo "c100k: FAIL: http-perf overran ${BOUND}s and was killed" >&2 ;;
+    *) echo "c100k: FAIL (exit $rc)" >&2 ;;
+esac
+exit "$rc"

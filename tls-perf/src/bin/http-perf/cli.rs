@@ -1,0 +1,148 @@
+//! The command line: wrk's options (`-c -t -d -H --latency --timeout URL`), the extras
+//! (`--pipeline --rate --tickets --json --server-pid --sni --connect`) and hold mode.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "http-perf",
+    about = "HTTP/1.1 load generator with wrk's command line and report, and a C10K/C100K hold mode",
+    after_help = "Examples:\n  http-perf -c 100 -t 2 -d 10s --latency https://127.0.0.1:8443/\n  http-perf -c 1000 -t 2 -d 30 -H \"Connection: close\" --connect 127.0.0.1:8443 https://tempesta-tech.com/\n  http-perf --hold 10000 --hold-secs 5 --rounds 2 --addrs 127.0.0.1,127.0.0.2 --server-pid PID https://127.0.0.1:8443/"
+)]
+pub struct Args {
+    /// Connections to keep open (in total, over all threads).
+    #[arg(short = 'c', long = "connections", default_value_t = 10)]
+    pub connections: usize,
+    /// Threads, each with its own event loop.
+    #[arg(short = 't', long = "threads", default_value_t = 2)]
+    pub threads: usize,
+    /// Test duration: 30, 30s, 2m, 1h.
+    #[arg(short = 'd', long = "duration", default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// A request header, "Name: value" (repeatable). "Connection: close" makes every request
+    /// use a new connection.
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Print the latency distribution (50, 75, 90, 99, 99.9, 99.99%).
+    #[arg(long)]
+    pub latency: bool,
+    /// A request (or connect) without progress for this long is a timeout error.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// TLS server name to send (default: the URL's host, unless it is an IP address).
+    #[arg(long)]
+    pub sni: Option<String>,
+    /// Connect to this address instead of resolving the URL's host.
+    #[arg(long)]
+    pub connect: Option<SocketAddr>,
+    /// Requests in flight per connection.
+    #[arg(long, default_value_t = 1)]
+    pub pipeline: usize,
+    /// Constant total request rate (requests/s); latency counts from the intended send time.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Resume TLS sessions (tickets) when reconnecting.
+    #[arg(long)]
+    pub tickets: bool,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Measure this server process tree: CPU per 1000 requests, memory per held connection.
+    #[arg(long = "server-pid")]
+    pub server_pid: Option<u32>,
+
+    /// Hold mode: open this many connections, hold them idle, then run request rounds.
+    #[arg(long)]
+    pub hold: Option<usize>,
+    /// Hold mode: seconds to hold every connection idle.
+    #[arg(long = "hold-secs", default_value_t = 5)]
+    pub hold_secs: u64,
+    /// Hold mode: rounds of one request on every connection.
+    #[arg(long, default_value_t = 2)]
+    pub rounds: usize,
+    /// Hold mode: destination addresses to spread connections over (IP or IP:PORT,
+    /// comma-separated; default the URL's or --connect address).
+    #[arg(long)]
+    pub addrs: Option<String>,
+    /// Hold mode: TCP+TLS handshakes in flight per thread during the ramp.
+    #[arg(long = "handshakes", default_value_t = 512)]
+    pub handshakes: usize,
+    /// Hold mode: the ramp must finish within this time (PASS criterion).
+    #[arg(long = "ramp-limit", default_value = "180s", value_parser = parse_duration)]
+    pub ramp_limit: Duration,
+    /// Hold mode: time allowed for every response of one round.
+    #[arg(long = "round-timeout", default_value = "60s", value_parser = parse_duration)]
+    pub round_timeout: Duration,
+    /// Hold mode: FAIL when the server's memory per connection exceeds this many bytes.
+    #[arg(long = "max-mem-per-conn")]
+    pub max_mem_per_conn: Option<u64>,
+    /// Hold mode: connections per process; more are spread over child processes (the
+    /// descriptor limit is per process).
+    #[arg(long = "conns-per-process", default_value_t = 18000)]
+    pub conns_per_process: usize,
+    /// Internal: run as hold child I of K (`I/K`), reporting JSON lines to the parent.
+    #[arg(long = "hold-child", hide = true)]
+    pub hold_child: Option<String>,
+
+    /// http://HOST[:PORT]/PATH or https://...
+    pub url: String,
+}
+
+/// Parses wrk-style durations: `10` (seconds), `10s`, `500ms`, `2m`, `1h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration; use e.g. 10s, 500ms, 2m, 1h"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "us" => n / 1e6,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("unknown unit `{unit}` in `{s}`; use ms, s, m or h")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("`{s}` is not a positive duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("1x").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn wrk_command_line() {
+        let a = Args::try_parse_from([
+            "http-perf",
+            "-c",
+            "1000",
+            "-t",
+            "4",
+            "-d",
+            "30",
+            "-H",
+            "Connection: close",
+            "https://tempesta-tech.com",
+        ])
+        .unwrap();
+        assert_eq!((a.connections, a.threads), (1000, 4));
+        assert_eq!(a.duration, Duration::from_secs(30));
+        assert_eq!(a.headers, vec!["Connection: close".to_string()]);
+    }
+}
