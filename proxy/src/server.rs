@@ -90,7 +90,9 @@ pub fn serve(config_path: &Path, runtime: Arc<Runtime>) -> Result<(), ServeError
     announce_ktls(&runtime)?;
     let metrics = Metrics::new(threads);
     let shared = Arc::new(Shared::new(runtime.clone(), metrics.clone()));
-    if let Some(addr) = runtime.config.stats_listen {
+    // With `worker_processes`, the first process serves the statistics (of its own).
+    let first_process = std::env::var(crate::process::CHILD_ENV).map_or(true, |i| i == "0");
+    if let (Some(addr), true) = (runtime.config.stats_listen, first_process) {
         crate::stats::start(addr, shared.clone())?;
         crate::info!("statistics on http://{addr}/metrics");
     }

@@ -11,11 +11,9 @@ use crate::server::ServeError;
 use crate::worker::Shared;
 
 pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<(), ServeError> {
-    let listener = crate::server::bind(addr)?;
-    listener
-        .set_nonblocking(false)
-        .map_err(|reason| ServeError::Bind { addr, reason })?;
-    let listener: TcpListener = listener;
+    // Bound exclusively (no SO_REUSEPORT): a second instance on the same address must fail
+    // loudly rather than answer some of the scrapes with its own counters.
+    let listener = TcpListener::bind(addr).map_err(|reason| ServeError::Bind { addr, reason })?;
     thread::Builder::new()
         .name("stats".into())
         .spawn(move || {
