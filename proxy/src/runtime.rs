@@ -55,6 +55,9 @@ pub struct GroupRt {
     pub forward_retries: u32,
     pub connect_retries: u32,
     pub queue_size: usize,
+    /// The `health` monitor of the group: servers are checked with its request every
+    /// `timeout` and suspended while its answer is wrong.
+    pub health: Option<Arc<config::HealthCheck>>,
 }
 
 pub struct ServerRt {
@@ -192,6 +195,18 @@ impl Runtime {
                 forward_retries: g.forward_retries,
                 connect_retries: g.connect_retries,
                 queue_size: g.queue_size as usize,
+                health: g.health.as_deref().map(|name| {
+                    // `auto` is Tempesta's built-in monitor: the defaults, unless redefined.
+                    let check = config
+                        .health_checks
+                        .iter()
+                        .find(|h| h.name == name)
+                        .cloned();
+                    Arc::new(check.unwrap_or_else(|| config::HealthCheck {
+                        name: name.to_string(),
+                        ..Default::default()
+                    }))
+                }),
             })
             .collect();
         let limits = limits(&config);

@@ -5,7 +5,7 @@
 #          with both directions in the kernel), then with the module removed and its
 #          autoloading blocked (every case must fall back to user space and still pass).
 # Stage 2: the real proxy in front of an origin, driven by independent user-space OpenSSL
-#          clients (guest_client, openssl s_client): see stage2.sh. Skipped (SKIP) when
+#          clients (guest_client, openssl s_client): see stage2_proxy below. Skipped (SKIP) when
 #          /bin/proxy is absent.
 #
 # Last line: `guest: PASS cases=N ktls_both=K` or `guest: FAIL <why>`; exit status to match.
@@ -150,6 +150,8 @@ srv_group default {
 frang_limits {
     http_methods GET HEAD;
     http_uri_len 1000;
+    # The idle-memory stage holds 2000 connections from one address (default limit 1000).
+    concurrent_tcp_connections 0;
 }
 block_action attack reply;
 block_action error reply;
@@ -354,6 +356,7 @@ idle_memory() {
   held=$(rss_kb "$PROXY_PID")
   slab1=$(awk '/^Slab:/ {print $2}' /proc/meminfo)
   open=$(metric_sum ktls_proxy_connections_open)
+  S2_DIAG="listeners: $(netstat -ltnp 2>/dev/null | grep ':8443 ' | awk '{print $NF}' | tr '\n' ' ') established to 8443: $(netstat -tn 2>/dev/null | grep -c '127.0.0.1:8443 .*ESTABLISHED') processes: $(ps -o pid,comm 2>/dev/null | grep -E 'proxy|guest_' | tr -s ' ' | tr '\n' ';')"
   path=$(metrics | grep '^ktls_proxy_tls_connections_total' | awk '$2 > 0 {print $1 "=" $2}' | sed 's/ktls_proxy_tls_connections_total//' | tr '\n' ' ')
   touch "$S2/release"
   i=0
@@ -370,6 +373,9 @@ idle_memory() {
     s2_pass "idle memory $2" "$IDLE_CONNS idle connections: VmRSS ${base} kB -> ${held} kB, $IDLE_BYTES bytes each; kernel slab +$IDLE_SLAB bytes per connection (both ends); $path"
   else
     s2_fail "idle memory $2" "hold failed (open=$open rss ${base:-?} -> ${held:-?} kB): $(tail -2 "$S2/hold.log" | tr '\n' ' ')"
+    echo "   at the measurement: $S2_DIAG"
+    metrics | grep -E '^ktls_proxy_(connections|tls_|requests|panics)' | sed 's/^/   | /'
+    sed 's/^/   | /' "$S2/proxy-idle-$2.log" | tail -20
   fi
   stop_proxy
 }
@@ -405,6 +411,12 @@ stage2_proxy() {
   fi
   mkdir -p "$S2"
   ulimit -n 16384
+  # qemu TCG emulates every instruction (~1-2 MiB/s of TLS, handshakes ~10x slower than UML):
+  # smaller sizes there keep the run inside KTLS_VM_TIMEOUT. UML's command line has con0=.
+  if ! grep -q 'con0=' /proc/cmdline; then
+    BIG=1000000 IDLE_CONNS=500 SENDBENCH_MB=4
+    echo "   (qemu guest: 1 MB bodies, $IDLE_CONNS idle connections, 4 MB per bench round)"
+  fi
   if [ -s /etc/ktls-vm/cert.pem ]; then
     cp /etc/ktls-vm/cert.pem /etc/ktls-vm/key.pem "$S2/"
   else
@@ -473,7 +485,7 @@ stage2_proxy() {
     s2_fail "proxy start (slot reuse)" "see its log above"
   fi
   HTTPS=$main_https STATS=$main_stats
-  timeout 240 /bin/guest_sendbench --mb-per-method "${SENDBENCH_MB:-20}" >"$S2/bench.log" 2>&1
+  timeout 240 /bin/guest_sendbench --mb-per-round "${SENDBENCH_MB:-16}" --rounds 3 >"$S2/bench.log" 2>&1
   rc=$?
   cat "$S2/bench.log"
   if [ -n "$slot_pid" ]; then
@@ -486,10 +498,9 @@ stage2_proxy() {
     PROXY_PID=$slot_proxy
     stop_proxy
     cat "$S2/slot.log"
-    if grep -q '^case .* PASS' "$S2/slot.log"; then
-      TOTAL_CASES=$((TOTAL_CASES + 1))
-    else
-      s2_fail "slot reuse" "$(grep '^case' "$S2/slot.log" | sed 's/.*:: //')"
+    TOTAL_CASES=$((TOTAL_CASES + 1))
+    if ! grep -q '^case .* PASS' "$S2/slot.log"; then
+      note_failure "stage 2 slot reuse: $(grep '^case' "$S2/slot.log" | sed 's/.*:: //')"
     fi
   fi
   if [ "$rc" = 0 ] && grep -q '^sendbench: PASS' "$S2/bench.log"; then

@@ -6,7 +6,8 @@
 # with an initramfs holding busybox, the project's binaries with their libraries, and the
 # tls + crypto modules. Inside, tests/ktls-vm/guest.sh runs the ktls self-test with the
 # module (both directions must be offloaded) and without it (fallback must work), then the
-# proxy stage when a `proxy` binary is present.
+# proxy stage (stage 2: the proxy with guest_origin and guest_client, idle memory per
+# connection, sendfile vs writev) when a `proxy` binary is present. Whole run ~4 min on UML.
 #
 # Last line: `ktls-vm: PASS cases=N ktls_both=K`, `ktls-vm: FAIL <why>` (exit 1), or
 # `ktls-vm: SKIP <why>` when no guest can be had (exit 0 only with KTLS_VM_ALLOW_SKIP=1).

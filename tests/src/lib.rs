@@ -7,6 +7,7 @@
 
 pub mod origin;
 pub mod proxy;
+pub mod rawclient;
 
 use std::fs;
 use std::io::{self, Read, Write};

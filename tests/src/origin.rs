@@ -222,6 +222,8 @@ impl Drop for Origin {
 }
 
 fn serve(stream: TcpStream, shared: &Shared, conn_index: usize) -> io::Result<()> {
+    // Heads and bodies are separate writes: without this, each response waits on a delayed ACK.
+    stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut writer = stream.try_clone()?;
     let mut reader = BufReader::new(stream);

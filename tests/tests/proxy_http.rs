@@ -418,3 +418,62 @@ fn http10_clients_get_unchunked_bodies_and_their_keep_alive_rules() {
         );
     }
 }
+
+#[test]
+fn health_monitor_suspends_a_failing_server_and_brings_it_back() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let b_healthy = Arc::new(AtomicBool::new(false));
+    let a = Origin::start(|r| {
+        if r.path() == "/health" {
+            Response::ok("ok")
+        } else {
+            Response::ok("A")
+        }
+    });
+    let flag = b_healthy.clone();
+    let b = Origin::start(move |r| match r.path() {
+        "/health" if flag.load(Ordering::SeqCst) => Response::ok("ok"),
+        "/health" => Response::ok("sick").status(500),
+        _ => Response::ok("B"),
+    });
+    let setup = Setup::new("health");
+    let conf = setup.config(a.addr(), &format!("server {}; health h;", b.addr()), "").replace(
+        "srv_group default",
+        "health_check h { request \"GET /health HTTP/1.0\\r\\n\\r\\n\"; resp_code 200; timeout 1; }\nsrv_group default",
+    );
+    let proxy = setup.start(&conf);
+    let addr = proxy_addr(&conf);
+    let body = |resp: Vec<u8>| {
+        resp.rsplit(|&b| b == b'\n')
+            .next()
+            .map(|b| b.to_vec())
+            .unwrap_or_default()
+    };
+    // After the first check (1 s), the sick server gets no traffic.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        b.hits("/health") >= 1,
+        "B was never checked\n{}",
+        proxy.proc.logs()
+    );
+    for _ in 0..20 {
+        assert_eq!(
+            body(get(addr, "/")),
+            b"A",
+            "a suspended server got a request"
+        );
+    }
+    // Once healthy again, the next checks bring it back.
+    b_healthy.store(true, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let mut back = false;
+    while Instant::now() < deadline && !back {
+        back = body(get(addr, "/")) == b"B";
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        back,
+        "the recovered server never got traffic again\n{}",
+        proxy.proc.logs()
+    );
+}

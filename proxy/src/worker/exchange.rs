@@ -154,12 +154,38 @@ impl Worker {
     }
 
     fn parse_refused(&mut self, ci: usize, e: &ParseError) {
+        // A size limit set by frang_limits is a frang block (403, `block_action attack`,
+        // ip_block), as in Tempesta; the parser's own defaults are plain errors.
+        if let Some(limit) = self.frang_limit_of(e) {
+            let v = crate::frang::Violation {
+                limit,
+                detail: e.to_string(),
+                status: crate::frang::FRANG_BLOCK_STATUS,
+            };
+            self.frang_violation(ci, &v, "-");
+            return;
+        }
         bump(&self.metrics().parse_errors);
         if self.rt.config.block_action.error.log {
             let peer = self.clients.get(ci).map(|c| c.peer);
             crate::warn!("refused request from {:?}: {} ({})", peer, e, e.status());
         }
         self.refuse(ci, e.status(), Refusal::Error);
+    }
+
+    /// The frang directive behind a parser limit error, when frang configured that limit.
+    fn frang_limit_of(&self, e: &ParseError) -> Option<&'static str> {
+        let global = &self.rt.config.frang;
+        let vhost = &self.rt.config.default_vhost.frang;
+        match e {
+            ParseError::UriTooLong if vhost.http_uri_len.is_some() => Some("http_uri_len"),
+            ParseError::HeaderFieldTooLong if global.http_hdr_len.is_some() => Some("http_hdr_len"),
+            ParseError::TooManyHeaders if global.http_header_cnt.is_some() => {
+                Some("http_header_cnt")
+            }
+            ParseError::BodyTooLarge if vhost.http_body_len.is_some() => Some("http_body_len"),
+            _ => None,
+        }
     }
 
     /// Answers a refused request per `block_action` and closes the connection.
@@ -196,6 +222,10 @@ impl Worker {
             if let Err(v) = self.rt.frang.on_request(c.peer.ip(), now) {
                 self.frang_violation(ci, &v, "-");
                 return;
+            }
+            // The body's first piece may never come: its deadline runs from now.
+            if head.framing().has_body() {
+                self.arm_frang_deadline(ci);
             }
         }
         // The buffer leaves the client while the request is handled, so that the head can be
@@ -509,11 +539,10 @@ impl Worker {
                     ex.req_body_done = step.done;
                 }
                 Err(e) => {
-                    let status = e.status();
                     let up = ex.up;
                     c.req = ReqState::Head;
                     self.abandon_upstream(up);
-                    self.refuse(ci, status, Refusal::Error);
+                    self.parse_refused(ci, &e);
                     return true;
                 }
             }

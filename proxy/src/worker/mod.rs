@@ -5,6 +5,7 @@
 mod caching;
 mod client;
 mod exchange;
+mod health;
 mod limits;
 mod upstream;
 
@@ -164,6 +165,7 @@ impl Worker {
             next_client_id: 0,
         };
         worker.groups = upstream::group_states(&worker.rt);
+        worker.schedule_health_checks();
         for (i, l) in worker.listeners.iter_mut().enumerate() {
             worker.poll.registry().register(
                 &mut l.socket,
@@ -296,6 +298,7 @@ impl Worker {
                 self.close_upstream(ui);
             }
             self.groups = upstream::group_states(&self.rt);
+            self.schedule_health_checks();
         }
     }
 
@@ -305,7 +308,7 @@ impl Worker {
             match kind(Token(key)) {
                 Kind::Client(ci) => self.guarded(ci, |w| w.client_timer(ci, gen, now)),
                 Kind::Upstream(ui) => self.upstream_timer(ui, gen, now),
-                Kind::Probe(key) => self.probe(key),
+                Kind::Probe(key) => self.probe(key, gen),
                 _ => {}
             }
         }

@@ -31,8 +31,10 @@ pub enum UpPhase {
     Idle,
     /// Serving the request of `Upstream::client`.
     Busy,
-    /// A health probe: a connect and nothing else.
+    /// A probe: a connect, then the group's health request if it has a monitor.
     Probe,
+    /// A health monitor's request is out; its answer decides the server's state.
+    Checking,
 }
 
 pub struct Upstream {
@@ -62,7 +64,7 @@ pub struct ServerState {
     failures: u32,
     /// Smooth weighted round robin state.
     current: i64,
-    probing: bool,
+    pub(super) probing: bool,
 }
 
 impl ServerState {
@@ -229,18 +231,25 @@ impl Worker {
             return;
         };
         st.failures = st.failures.saturating_add(1);
-        let backoff = Duration::from_millis(250u64 << st.failures.min(6)).min(MAX_BACKOFF);
+        // A monitored server is checked again after the monitor's interval; others back off.
+        let monitor = self
+            .rt
+            .groups
+            .get(group)
+            .and_then(|g| g.health.as_ref())
+            .map(|h| h.timeout.max(Duration::from_secs(1)));
+        let backoff = monitor.unwrap_or_else(|| {
+            Duration::from_millis(250u64 << st.failures.min(6)).min(MAX_BACKOFF)
+        });
         st.down_until = Some(Instant::now() + backoff);
         if !st.probing {
-            self.timers.schedule(
-                Instant::now() + backoff,
-                PROBE_BASE + group * 65_536 + server,
-                0,
-            );
+            let key = super::health::probe_key(group, server);
+            self.timers
+                .schedule(Instant::now() + backoff, key, self.rt_gen);
         }
     }
 
-    fn mark_up(&mut self, group: usize, server: usize) {
+    pub(super) fn mark_up(&mut self, group: usize, server: usize) {
         if let Some(st) = self
             .groups
             .get_mut(group)
@@ -253,15 +262,22 @@ impl Worker {
     }
 
     /// A probe timer fired for a server that is down: try to connect.
-    pub(super) fn probe(&mut self, key: usize) {
+    pub(super) fn probe(&mut self, key: usize, gen: u64) {
         let group = (key - PROBE_BASE) / 65_536;
         let server = (key - PROBE_BASE) % 65_536;
-        let still_down = self
+        // A monitored group's servers are checked periodically, up or down; others only
+        // while down. Timers of an earlier configuration are stale.
+        let monitored = self
+            .rt
+            .groups
+            .get(group)
+            .is_some_and(|g| g.health.is_some());
+        let due = self
             .groups
             .get(group)
             .and_then(|g| g.servers.get(server))
-            .is_some_and(|st| st.down_until.is_some() && !st.probing);
-        if !still_down || self.draining.is_some() {
+            .is_some_and(|st| !st.probing && (monitored || st.down_until.is_some()));
+        if gen != self.rt_gen || !due || self.draining.is_some() {
             return;
         }
         match self.connect(group, server, UpPhase::Probe) {
@@ -290,6 +306,7 @@ impl Worker {
                 self.close_upstream(ui);
                 self.exchange_failed(ci, Failure::Timeout);
             }
+            (UpPhase::Checking, _) => self.health_verdict(ui, false),
             (UpPhase::Probe, _) => {
                 let (group, server) = (u.group, u.server);
                 self.close_upstream(ui);
@@ -316,6 +333,15 @@ impl Worker {
                 None => return,
                 Some(Ok(())) => {
                     let (group, server, probe) = (u.group, u.server, u.phase == UpPhase::Probe);
+                    if probe
+                        && self
+                            .rt
+                            .groups
+                            .get(group)
+                            .is_some_and(|g| g.health.is_some())
+                    {
+                        return self.send_health_request(ui);
+                    }
                     self.mark_up(group, server);
                     if probe {
                         self.disarm_upstream_timer(ui);
@@ -352,6 +378,13 @@ impl Worker {
                 }
             }
         }
+        if self
+            .upstreams
+            .get(ui)
+            .is_some_and(|u| u.phase == UpPhase::Checking)
+        {
+            return self.drive_health(ui);
+        }
         for _ in 0..64 {
             let mut progressed = self.flush_upstream(ui);
             progressed |= self.read_upstream(ui);
@@ -384,11 +417,11 @@ impl Worker {
         self.dirty.push_back(upstream_token(ui));
     }
 
-    fn flush_upstream(&mut self, ui: usize) -> bool {
+    pub(super) fn flush_upstream(&mut self, ui: usize) -> bool {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return false;
         };
-        if u.out.is_empty() || u.phase != UpPhase::Busy {
+        if u.out.is_empty() || !matches!(u.phase, UpPhase::Busy | UpPhase::Checking) {
             return false;
         }
         let mut plain = crate::transport::Transport::Plain;
@@ -409,7 +442,7 @@ impl Worker {
         }
     }
 
-    fn read_upstream(&mut self, ui: usize) -> bool {
+    pub(super) fn read_upstream(&mut self, ui: usize) -> bool {
         let Worker {
             upstreams, bufs, ..
         } = self;
