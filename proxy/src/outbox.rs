@@ -21,9 +21,16 @@ impl Segment {
     }
 }
 
+/// Largest drained segment kept for reuse: response heads fit, and an idle connection
+/// holds no more than this.
+const SPARE_MAX: usize = 1024;
+
 #[derive(Default)]
 pub struct Outbox {
     segments: VecDeque<Segment>,
+    /// A small drained segment's allocation, reused by the next push: a keep-alive
+    /// connection's response heads then allocate nothing.
+    spare: Vec<u8>,
     /// Bytes of the first segment already sent.
     sent: usize,
     queued: usize,
@@ -53,7 +60,9 @@ impl Outbox {
                 return;
             }
         }
-        self.segments.push_back(Segment::Owned(bytes.to_vec()));
+        let mut segment = std::mem::take(&mut self.spare);
+        segment.extend_from_slice(bytes);
+        self.segments.push_back(Segment::Owned(segment));
     }
 
     pub fn push_shared(&mut self, bytes: Arc<[u8]>) {
@@ -100,7 +109,12 @@ impl Outbox {
             }
             n -= left;
             self.sent = 0;
-            self.segments.pop_front();
+            if let Some(Segment::Owned(mut done)) = self.segments.pop_front() {
+                if self.spare.capacity() == 0 && done.capacity() <= SPARE_MAX {
+                    done.clear();
+                    self.spare = done;
+                }
+            }
         }
         if self.segments.is_empty() {
             self.sent = 0;
@@ -110,6 +124,7 @@ impl Outbox {
     /// Drops everything queued (the connection is closing).
     pub fn clear(&mut self) {
         self.segments.clear();
+        self.spare = Vec::new();
         self.sent = 0;
         self.queued = 0;
     }

@@ -202,11 +202,12 @@ impl Worker {
             self.shared.cache.count_bypass();
             return forward;
         }
-        let method = String::from_utf8_lossy(head.method_bytes(buf)).into_owned();
+        // A parsed method is a token: ASCII.
+        let method = std::str::from_utf8(head.method_bytes(buf)).unwrap_or("");
         let pairs = fields(head, buf);
         let req = cache::Request {
             vhost,
-            method: &method,
+            method,
             uri,
             headers: &pairs,
         };
@@ -241,7 +242,7 @@ impl Worker {
                 guard: Some(guard),
                 cache: rt_cache.clone(),
                 vhost: vhost.to_string(),
-                method: method.clone(),
+                method: method.to_string(),
                 request: buf.get(..head.head_len()).unwrap_or(&[]).to_vec(),
                 revalidating,
                 request_time: now,
@@ -305,15 +306,16 @@ impl Worker {
             return;
         };
         let (head, body) = entry.reply_parts(kind);
-        let mut out = Vec::with_capacity(head.len() + 48);
-        out.extend_from_slice(head);
+        // Consecutive pushes land in one outbox segment: one copy of the (small) head.
+        c.out.push(head);
         if close {
-            out.extend_from_slice(b"Connection: close\r\n");
+            c.out.push(b"Connection: close\r\n");
         } else if http10 {
-            out.extend_from_slice(b"Connection: keep-alive\r\n");
+            c.out.push(b"Connection: keep-alive\r\n");
         }
-        entry.write_age(SystemTime::now(), &mut out);
-        c.out.push(&out);
+        self.scratch.clear();
+        entry.write_age(SystemTime::now(), &mut self.scratch);
+        c.out.push(&self.scratch);
         if !body.is_empty() {
             c.out.push_shared(entry.body().clone());
         }

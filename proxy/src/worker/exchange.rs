@@ -411,7 +411,11 @@ impl Worker {
             keep_alive,
             http10: head.version() == Version::Http10,
             attempts: 0,
-            hash_key: request_key(head.host(buf).unwrap_or(b""), uri),
+            hash_key: if rt.groups.get(group).is_some_and(|g| g.hash) {
+                request_key(head.host(buf).unwrap_or(b""), uri)
+            } else {
+                0
+            },
             sent_to_client: false,
             status: 0,
             body_bytes: 0,
