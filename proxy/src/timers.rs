@@ -8,9 +8,18 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub struct Timers {
     heap: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    last_gen: u64,
 }
 
 impl Timers {
+    /// A generation never handed out before (never 0). Connection slots are reused, so a
+    /// generation must be unique to the worker, not to the connection: a stale entry left by
+    /// a slot's previous connection must not match the new one.
+    pub fn next_gen(&mut self) -> u64 {
+        self.last_gen += 1;
+        self.last_gen
+    }
+
     /// Schedules `key` (a connection token) with generation `gen` at `when`.
     pub fn schedule(&mut self, when: Instant, key: usize, gen: u64) {
         self.heap.push(Reverse((when, key, gen)));
@@ -37,6 +46,14 @@ impl Timers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generations_are_unique_and_never_zero() {
+        let mut t = Timers::default();
+        let a = t.next_gen();
+        let b = t.next_gen();
+        assert!(a != 0 && b != 0 && a != b);
+    }
 
     #[test]
     fn due_in_deadline_order() {

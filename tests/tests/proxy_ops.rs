@@ -324,3 +324,36 @@ fn access_log_lines_follow_tempesta_format() {
         "access log: {text:?}"
     );
 }
+
+#[test]
+fn a_reused_connection_slot_does_not_inherit_the_previous_timer() {
+    // One worker, so the second connection takes the first one's slot. The first leaves a
+    // 2 s keep-alive timer behind; it must not close the second connection at that time.
+    let origin = Origin::fixed(b"alive");
+    let setup = Setup::new("slot");
+    let http = setup.http;
+    let conf = setup.config(origin.addr(), "", "worker_threads 1;\nkeepalive_timeout 2;");
+    let proxy = setup.start(&conf);
+    let first = std::net::TcpStream::connect(http).expect("first");
+    std::thread::sleep(Duration::from_millis(100));
+    drop(first);
+    std::thread::sleep(Duration::from_millis(1400));
+    let mut second = std::net::TcpStream::connect(http).expect("second");
+    // Past the first connection's deadline, well within the second's.
+    std::thread::sleep(Duration::from_millis(1000));
+    use std::io::{Read, Write};
+    second
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    second
+        .write_all(b"GET / HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut resp = Vec::new();
+    let _ = second.read_to_end(&mut resp);
+    assert!(
+        resp.starts_with(b"HTTP/1.1 200"),
+        "closed by a stale timer: {:?}\n{}",
+        String::from_utf8_lossy(&resp),
+        proxy.proc.logs()
+    );
+}

@@ -145,7 +145,7 @@ impl Worker {
 
     pub(super) fn arm_client_timer(&mut self, ci: usize, after: Duration) {
         if let Some(c) = self.clients.get_mut(ci) {
-            c.timer_gen += 1;
+            c.timer_gen = self.timers.next_gen();
             self.timers
                 .schedule(Instant::now() + after, client_token(ci).0, c.timer_gen);
         }

@@ -105,18 +105,9 @@ impl Worker {
 
     /// Ends a health check: the server is up (next check in `timeout`) or suspended.
     pub(super) fn health_verdict(&mut self, ui: usize, ok: bool) {
-        let Some(u) = self.upstreams.get(ui) else {
+        let Some((group, server)) = self.end_probe(ui) else {
             return;
         };
-        let (group, server) = (u.group, u.server);
-        self.close_upstream(ui);
-        if let Some(st) = self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-        {
-            st.probing = false;
-        }
         if ok {
             self.mark_up(group, server);
             let interval = self

@@ -209,7 +209,7 @@ impl Worker {
 
     pub(super) fn arm_upstream_timer(&mut self, ui: usize, after: Duration) {
         if let Some(u) = self.upstreams.get_mut(ui) {
-            u.timer_gen += 1;
+            u.timer_gen = self.timers.next_gen();
             self.timers
                 .schedule(Instant::now() + after, upstream_token(ui).0, u.timer_gen);
         }
@@ -217,7 +217,8 @@ impl Worker {
 
     fn disarm_upstream_timer(&mut self, ui: usize) {
         if let Some(u) = self.upstreams.get_mut(ui) {
-            u.timer_gen += 1;
+            // No scheduled entry has generation 0.
+            u.timer_gen = 0;
         }
     }
 
@@ -308,16 +309,9 @@ impl Worker {
             }
             (UpPhase::Checking, _) => self.health_verdict(ui, false),
             (UpPhase::Probe, _) => {
-                let (group, server) = (u.group, u.server);
-                self.close_upstream(ui);
-                if let Some(st) = self
-                    .groups
-                    .get_mut(group)
-                    .and_then(|g| g.servers.get_mut(server))
-                {
-                    st.probing = false;
+                if let Some((group, server)) = self.end_probe(ui) {
+                    self.mark_down(group, server);
                 }
-                self.mark_down(group, server);
             }
             _ => self.close_upstream(ui),
         }
@@ -358,16 +352,10 @@ impl Worker {
                 Some(Err(_)) => {
                     let (group, server, client, probe) =
                         (u.group, u.server, u.client, u.phase == UpPhase::Probe);
-                    self.close_upstream(ui);
                     if probe {
-                        if let Some(st) = self
-                            .groups
-                            .get_mut(group)
-                            .and_then(|g| g.servers.get_mut(server))
-                        {
-                            st.probing = false;
-                        }
+                        self.end_probe(ui);
                     } else {
+                        self.close_upstream(ui);
                         bump(&self.metrics().upstream_connect_errors);
                     }
                     self.mark_down(group, server);
@@ -525,6 +513,21 @@ impl Worker {
             }
             self.serve_queue(u.group);
         }
+    }
+
+    /// Closes a probe's connection and clears its server's probing mark; returns the server.
+    pub(super) fn end_probe(&mut self, ui: usize) -> Option<(usize, usize)> {
+        let u = self.upstreams.get(ui)?;
+        let (group, server) = (u.group, u.server);
+        self.close_upstream(ui);
+        if let Some(st) = self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        {
+            st.probing = false;
+        }
+        Some((group, server))
     }
 
     /// Gives freed capacity to the first waiting client of `group`.
