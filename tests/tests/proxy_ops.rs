@@ -357,3 +357,63 @@ fn a_reused_connection_slot_does_not_inherit_the_previous_timer() {
         proxy.proc.logs()
     );
 }
+
+#[test]
+fn reload_to_fewer_groups_while_a_request_is_in_flight() {
+    let fast = Origin::fixed(b"fast");
+    let slow =
+        Origin::start(|_| e2e::origin::Response::ok("slow").delay(Duration::from_millis(1500)));
+    let setup = Setup::new("reload-shrink");
+    let http = setup.http;
+    let stats = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let before = setup
+        .config(
+            fast.addr(),
+            "",
+            &format!(
+                "stats_listen {stats};\nsrv_group slow {{ server {}; }}",
+                slow.addr()
+            ),
+        )
+        .replace("proxy_pass default; }", "proxy_pass slow; }");
+    let after = setup.config(fast.addr(), "", &format!("stats_listen {stats};"));
+    let mut proxy = setup.start(&before);
+    let in_flight = std::thread::spawn(move || {
+        raw_exchange(
+            http,
+            b"GET /x HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
+            Duration::from_secs(10),
+        )
+        .unwrap_or_default()
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    write_file(&proxy.config, &after);
+    proxy.proc.signal(libc::SIGHUP);
+    assert!(
+        proxy
+            .proc
+            .wait_for_output("reloaded", Duration::from_secs(5)),
+        "{}",
+        proxy.proc.logs()
+    );
+    let resp = in_flight.join().expect("client thread");
+    assert!(
+        resp.starts_with(b"HTTP/1.1 200") && resp.ends_with(b"slow"),
+        "{}",
+        String::from_utf8_lossy(&resp)
+    );
+    // New requests use the new configuration; nothing panicked.
+    let resp = raw_exchange(
+        http,
+        b"GET / HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .expect("after reload");
+    assert!(
+        resp.ends_with(b"fast"),
+        "{}",
+        String::from_utf8_lossy(&resp)
+    );
+    let (_, metrics, _) = curl(&[&format!("http://{stats}/metrics")], 5);
+    assert!(metrics.contains("ktls_proxy_panics_total 0"), "{metrics}");
+}

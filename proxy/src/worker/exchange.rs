@@ -661,11 +661,15 @@ impl Worker {
                             return self.answer_from_cache(ci, ui, entry, false);
                         }
                     }
-                    let v = &rt.vhosts[ex.vhost];
-                    let edits = ex
-                        .location
-                        .and_then(|l| v.locations.get(l))
-                        .map_or(&v.response_edits, |l| &l.response_edits);
+                    // No response edits if the vhost vanished in a reload meanwhile.
+                    let none = http1::HeaderEdits::new();
+                    let edits = match rt.vhosts.get(ex.vhost) {
+                        Some(v) => ex
+                            .location
+                            .and_then(|l| v.locations.get(l))
+                            .map_or(&v.response_edits, |l| &l.response_edits),
+                        None => &none,
+                    };
                     // An HTTP/1.0 client cannot read chunked framing: its body is sent
                     // close-delimited instead (the chunks' data only).
                     let framing = match head.forward_framing() {

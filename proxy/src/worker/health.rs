@@ -73,7 +73,7 @@ impl Worker {
                         let mut complete = false;
                         while let Ok(step) = decoder.decode(rest) {
                             body.extend_from_slice(&rest[step.data.clone()]);
-                            rest = &rest[step.consumed..];
+                            rest = rest.get(step.consumed..).unwrap_or(&[]);
                             if step.done {
                                 complete = true;
                                 break;

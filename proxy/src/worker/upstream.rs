@@ -175,7 +175,14 @@ impl Worker {
         server: usize,
         phase: UpPhase,
     ) -> io::Result<usize> {
-        let addr = self.rt.groups[group].servers[server].addr;
+        // Indices may come from an exchange begun under the previous configuration.
+        let Some(g) = self.rt.groups.get(group) else {
+            return Err(io::ErrorKind::NotFound.into());
+        };
+        let Some(addr) = g.servers.get(server).map(|s| s.addr) else {
+            return Err(io::ErrorKind::NotFound.into());
+        };
+        let connect_timeout = CONNECT_TIMEOUT.min(g.forward_timeout);
         let mut sock = TcpStream::connect(addr)?;
         let _ = sock.set_nodelay(true);
         let entry = self.upstreams.vacant_entry();
@@ -199,11 +206,14 @@ impl Worker {
             timer_gen: 0,
             rt_gen: self.rt_gen,
         });
-        self.groups[group].servers[server].open += 1;
-        self.arm_upstream_timer(
-            ui,
-            CONNECT_TIMEOUT.min(self.rt.groups[group].forward_timeout),
-        );
+        if let Some(st) = self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        {
+            st.open += 1;
+        }
+        self.arm_upstream_timer(ui, connect_timeout);
         Ok(ui)
     }
 
@@ -282,7 +292,15 @@ impl Worker {
             return;
         }
         match self.connect(group, server, UpPhase::Probe) {
-            Ok(_) => self.groups[group].servers[server].probing = true,
+            Ok(_) => {
+                if let Some(st) = self
+                    .groups
+                    .get_mut(group)
+                    .and_then(|g| g.servers.get_mut(server))
+                {
+                    st.probing = true;
+                }
+            }
             Err(_) => self.mark_down(group, server),
         }
     }
@@ -346,7 +364,11 @@ impl Worker {
                         return;
                     };
                     u.phase = UpPhase::Busy;
-                    let timeout = self.rt.groups[group].forward_timeout;
+                    let timeout = self
+                        .rt
+                        .groups
+                        .get(group)
+                        .map_or(CONNECT_TIMEOUT, |g| g.forward_timeout);
                     self.arm_upstream_timer(ui, timeout);
                 }
                 Some(Err(_)) => {
@@ -483,7 +505,14 @@ impl Worker {
         let (group, server) = (u.group, u.server);
         self.bufs.release_if_empty(&mut u.rbuf);
         self.disarm_upstream_timer(ui);
-        self.groups[group].servers[server].idle.push(ui);
+        match self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        {
+            Some(st) => st.idle.push(ui),
+            None => return self.close_upstream(ui),
+        }
         self.serve_queue(group);
     }
 
