@@ -47,7 +47,9 @@ pub fn configure_context(builder: &mut SslContextBuilder, ktls: bool) {
     if ktls {
         builder.set_options(SslOptions::from_bits_retain(SSL_OP_ENABLE_KTLS));
     }
-    builder.set_mode(SslMode::RELEASE_BUFFERS);
+    // A retried SSL_write may pass the same bytes from another buffer (the proxy gathers
+    // small segments into one record).
+    builder.set_mode(SslMode::RELEASE_BUFFERS | SslMode::ACCEPT_MOVING_WRITE_BUFFER);
     builder.set_read_ahead(false);
 }
 

@@ -81,6 +81,23 @@ impl Outbox {
             .unwrap_or(&[])
     }
 
+    /// Appends the first `len` unsent bytes (across segments) to `dst`.
+    pub fn copy_front(&self, mut len: usize, dst: &mut Vec<u8>) {
+        for (i, s) in self.segments.iter().enumerate() {
+            if len == 0 {
+                break;
+            }
+            let b = if i == 0 {
+                &s.bytes()[self.sent..]
+            } else {
+                s.bytes()
+            };
+            let n = len.min(b.len());
+            dst.extend_from_slice(&b[..n]);
+            len -= n;
+        }
+    }
+
     /// Up to `max` unsent slices, for writev.
     pub fn slices(&self, max: usize) -> Vec<std::io::IoSlice<'_>> {
         let mut out = Vec::with_capacity(max.min(self.segments.len()));
@@ -148,6 +165,17 @@ mod tests {
         }
         assert_eq!(out, b"head;body;next");
         assert_eq!(o.len(), 0);
+    }
+
+    #[test]
+    fn copy_front_spans_segments() {
+        let mut o = Outbox::default();
+        o.push(b"abc");
+        o.push_shared(Arc::from(&b"defg"[..]));
+        o.advance(1);
+        let mut dst = Vec::new();
+        o.copy_front(5, &mut dst);
+        assert_eq!(dst, b"bcdef");
     }
 
     #[test]

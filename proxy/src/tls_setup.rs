@@ -152,7 +152,11 @@ fn vhost_context(
     b.set_options(SslOptions::CIPHER_SERVER_PREFERENCE | SslOptions::NO_RENEGOTIATION);
     ktls::ossl::configure_context(&mut b, ktls_enabled);
     // TLS 1.3 receive offload needs the client traffic secret of each connection.
-    ktls::offload::capture_secrets(&mut b).map_err(openssl_err)?;
+    // Only when kTLS can be used: the keylog callback makes OpenSSL format every secret of
+    // every handshake.
+    if ktls_enabled && ktls::kernel::kernel_support().is_available() {
+        ktls::offload::capture_secrets(&mut b).map_err(openssl_err)?;
+    }
     let mut errors = Vec::new();
     for pair in &vhost.tls.certificates {
         load_pair(

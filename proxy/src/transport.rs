@@ -11,9 +11,14 @@ use crate::outbox::Outbox;
 
 pub enum Transport {
     Plain,
-    Tls(Box<TlsSession>),
+    /// User-space TLS, and the length of a write OpenSSL asked to retry (0: none): a retry
+    /// must offer exactly the same bytes.
+    Tls(Box<TlsSession>, usize),
     Kernel(KtlsSocket),
 }
+
+/// Bytes gathered from several queued segments into one TLS record (a record's payload).
+const RECORD: usize = 16 * 1024;
 
 /// Most segments handed to one writev.
 const WRITEV_MAX: usize = 16;
@@ -22,7 +27,7 @@ impl Transport {
     pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> IoStatus {
         match self {
             Transport::Plain => plain_status(sock.read(buf), IoStatus::WantRead),
-            Transport::Tls(session) => session.read(buf),
+            Transport::Tls(session, _) => session.read(buf),
             Transport::Kernel(k) => k.read(buf),
         }
     }
@@ -36,7 +41,7 @@ impl Transport {
                     let slices = out.slices(WRITEV_MAX);
                     plain_status(sock.write_vectored(&slices), IoStatus::WantWrite)
                 }
-                Transport::Tls(session) => session.write(out.front()),
+                Transport::Tls(session, retry) => write_tls(session, retry, out),
                 Transport::Kernel(k) => k.writev(&out.slices(WRITEV_MAX)),
             };
             match status {
@@ -60,12 +65,43 @@ impl Transport {
     pub fn shutdown(&mut self) {
         match self {
             Transport::Plain => {}
-            Transport::Tls(session) => session.shutdown(),
+            Transport::Tls(session, _) => session.shutdown(),
             Transport::Kernel(k) => {
                 let _ = k.shutdown();
             }
         }
     }
+}
+
+/// One SSL_write of the front of `out`. Small segments (a cached response's head and body)
+/// are gathered so that they leave in one record and one syscall instead of one each.
+fn write_tls(session: &mut TlsSession, retry: &mut usize, out: &Outbox) -> IoStatus {
+    let want = if *retry > 0 {
+        *retry
+    } else {
+        out.len().min(RECORD)
+    };
+    let front = out.front();
+    let status = if front.len() >= want {
+        session.write(&front[..want])
+    } else {
+        GATHER.with(|g| {
+            let mut g = g.borrow_mut();
+            g.clear();
+            out.copy_front(want, &mut g);
+            session.write(&g)
+        })
+    };
+    *retry = match status {
+        IoStatus::WantRead | IoStatus::WantWrite => want,
+        _ => 0,
+    };
+    status
+}
+
+thread_local! {
+    /// Per-worker staging buffer for gathered TLS writes.
+    static GATHER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(RECORD));
 }
 
 fn plain_status(result: io::Result<usize>, would_block: IoStatus) -> IoStatus {

@@ -273,3 +273,57 @@ fn plain_and_tls_listeners_serve_keep_alive() {
         "{err}"
     );
 }
+
+#[test]
+fn cached_and_proxied_bodies_over_tls_are_byte_exact() {
+    let origin = Origin::start(|r| {
+        let len: u64 = r.path().trim_start_matches('/').parse().unwrap_or(10);
+        e2e::origin::Response::pattern(len).header("Cache-Control", "max-age=60")
+    });
+    let setup = Setup::new("tlsbodies");
+    let https = setup.https;
+    let conf = setup.config(
+        origin.addr(),
+        "",
+        "cache 1;\ncache_fulfill prefix \"/2\";\ncache_fulfill prefix \"/1\";",
+    );
+    let proxy = setup.start(&conf);
+    for (path, len, repeats) in [
+        ("/26000", 26_000u64, 20),
+        ("/1048576", 1_048_576, 5),
+        ("/5242880", 5_242_880, 2),
+    ] {
+        let url = format!("https://site.test:{}{path}", https.port());
+        let files: Vec<String> = (0..repeats)
+            .map(|i| {
+                proxy
+                    .dir
+                    .join(&format!("body{i}.bin"))
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        let resolve_arg = resolve(https);
+        let mut args = vec!["-k", "--resolve", resolve_arg.as_str()];
+        for file in &files {
+            args.extend(["-o", file.as_str(), url.as_str()]);
+        }
+        let (st, _, err) = curl(&args, 60);
+        assert!(st.success(), "{path}: {err}\n{}", proxy.proc.logs());
+        let expected = e2e::origin::pattern(len);
+        for file in &files {
+            let got = std::fs::read(file).expect("download");
+            assert!(
+                got == expected,
+                "{path}: {} bytes differ from the origin's",
+                got.len()
+            );
+        }
+    }
+    assert_eq!(
+        origin.hits("/26000"),
+        1,
+        "26 KB must be served from the cache after the first"
+    );
+    assert_eq!(origin.hits("/1048576"), 1);
+}

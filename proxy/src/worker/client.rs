@@ -281,7 +281,7 @@ impl Worker {
                     TlsPath::UserSpace
                 });
                 metrics.count_ktls_fallback(reason.as_str());
-                Transport::Tls(Box::new(session))
+                Transport::Tls(Box::new(session), 0)
             }
         };
         c.stage = Stage::Open(transport);
