@@ -146,6 +146,12 @@ if [[ $SERVER == proxy ]]; then
     wait_listening "${PIDS[-1]}" 127.0.0.1 "$ORIGIN_PORT" origin "$WORK/origin.log"
     cat >"$WORK/proxy.conf" <<CONF
 listen 0.0.0.0:$PORT proto=https;
+# One client address holds every connection, and the client names the server by IP:
+# lift frang's per-address connection limit (default 1000) and strict Host checking.
+frang_limits {
+    concurrent_tcp_connections 0;
+    http_strict_host_checking false;
+}
 srv_group default {
     server 127.0.0.1:$ORIGIN_PORT;
 }
