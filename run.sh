@@ -6,19 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-packages=(libssl-dev pkg-config openssl)
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    else
-        echo "run.sh: missing packages: ${missing[*]} (sudo apt-get install ${missing[*]})" >&2
-        exit 1
-    fi
-fi
+etc/need-packages.sh libssl-dev pkg-config openssl
 
 cargo build --release --quiet -p proxy -p tls-perf
 etc/gen-cert.sh

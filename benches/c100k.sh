@@ -22,7 +22,7 @@
 #   C100K_HOLD_SECS [5]  C100K_ROUNDS [2]  C100K_RAMP_LIMIT [180]
 #   C100K_MAX_MEM_PER_CONN [unset]  C100K_CLIENT_THREADS [2]
 #   C100K_HANDSHAKES [512]  C100K_PER_PROCESS [18000]  C100K_JSON [unset: text]
-#   C100K_SERVER_PROCESSES [ceil(conns/18000)]
+#   C100K_SERVER_PROCESSES [ceil(conns/18000)]  C100K_TICKETS [unset: full handshakes]
 #   BIN_DIR [target/release; built with cargo when a binary is missing]
 #   C100K_PROXY_BIN [$BIN_DIR/proxy]
 #
@@ -190,6 +190,8 @@ args=(--hold "$CONNS" --hold-secs "$HOLD_SECS" --rounds "$ROUNDS" -t "$THREADS"
       --addrs "$ADDRS" --ramp-limit "${RAMP_LIMIT}s" --server-pid "$SERVER_PID")
 [[ -n ${C100K_MAX_MEM_PER_CONN:-} ]] && args+=(--max-mem-per-conn "$C100K_MAX_MEM_PER_CONN")
 [[ -n ${C100K_JSON:-} ]] && args+=(--json)
+# Resumed (PSK) TLS 1.3 handshakes in the ramp: each client thread reuses its last ticket.
+[[ -n ${C100K_TICKETS:-} ]] && args+=(--tickets)
 # Bound: ramp limit + hold + 60 s per round + slack.
 BOUND=$((RAMP_LIMIT + HOLD_SECS + 60 * ROUNDS + 60))
 # In the background, so that a signal to this script runs the cleanup at once.

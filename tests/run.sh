@@ -7,20 +7,7 @@ cd "$(dirname "$0")/.."
 
 # Debian packages the build and the tests use: OpenSSL headers for the openssl crate, and the
 # real peers the end-to-end tests talk to (openssl s_client, curl).
-packages=(libssl-dev pkg-config openssl curl)
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    if [ "$(id -u)" = 0 ]; then
-        echo "tests/run.sh: installing ${missing[*]}"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    else
-        echo "tests/run.sh: missing packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})" >&2
-        exit 1
-    fi
-fi
+etc/need-packages.sh libssl-dev pkg-config openssl curl
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
