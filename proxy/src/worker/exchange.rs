@@ -380,16 +380,24 @@ impl Worker {
             }
             None => configured,
         };
-        let Some(peer_ip) = self.clients.get(ci).map(|c| c.peer.ip().to_string()) else {
+        let Some(peer) = self.clients.get(ci).map(|c| c.peer.ip()) else {
             return head_len;
         };
+        // The address as text without allocating (at most 45 bytes for IPv6).
+        let mut ip_text = [0u8; 48];
+        let ip_len = {
+            let mut cursor = std::io::Cursor::new(&mut ip_text[..]);
+            let _ = write!(cursor, "{peer}");
+            cursor.position() as usize
+        };
+        let peer_ip = ip_text.get(..ip_len).unwrap_or(&[]);
         self.scratch.clear();
         http1::write_request_head(
             &mut self.scratch,
             head,
             buf,
             &Forwarding {
-                forwarded_for: Some(peer_ip.as_bytes()),
+                forwarded_for: Some(peer_ip),
                 via: Some(v.via.as_deref().unwrap_or(b"ktls-proxy")),
                 edits,
                 framing: head.framing(),
