@@ -6,9 +6,7 @@
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use http1::{
-    BodyDecoder, BodyFraming, ConnectionOption, Forwarding, ParseError, RequestHead, Version,
-};
+use http1::{BodyDecoder, ConnectionOption, Forwarding, ParseError, RequestHead, Version};
 
 use super::caching::{CacheStep, Fill};
 use super::client::Stage;
@@ -29,7 +27,7 @@ pub enum ReqState {
     CacheWait(cache::WaitTicket),
 }
 
-enum RespPhase {
+pub(super) enum RespPhase {
     AwaitHead,
     Body(BodyDecoder),
 }
@@ -37,32 +35,32 @@ enum RespPhase {
 /// A request on its way through an upstream.
 pub struct Exchange {
     pub up: usize,
-    group: usize,
-    vhost: usize,
-    location: Option<usize>,
+    pub(super) group: usize,
+    pub(super) vhost: usize,
+    pub(super) location: Option<usize>,
     /// The upstream request head; kept while the request may still be replayed.
-    head: Vec<u8>,
+    pub(super) head: Vec<u8>,
     /// No body and idempotent: may be sent again on another connection.
-    replayable: bool,
-    req_body: BodyDecoder,
-    req_body_done: bool,
-    resp: RespPhase,
-    is_head: bool,
-    keep_alive: bool,
-    http10: bool,
-    attempts: u32,
-    hash_key: u64,
+    pub(super) replayable: bool,
+    pub(super) req_body: BodyDecoder,
+    pub(super) req_body_done: bool,
+    pub(super) resp: RespPhase,
+    pub(super) is_head: bool,
+    pub(super) keep_alive: bool,
+    pub(super) http10: bool,
+    pub(super) attempts: u32,
+    pub(super) hash_key: u64,
     /// Response bytes already queued for the client (nothing can be retried after that).
-    sent_to_client: bool,
-    status: u16,
-    body_bytes: u64,
-    log: Option<String>,
+    pub(super) sent_to_client: bool,
+    pub(super) status: u16,
+    pub(super) body_bytes: u64,
+    pub(super) log: Option<String>,
     /// Filling or revalidating a cache entry from this response.
-    fill: Option<Box<Fill>>,
+    pub(super) fill: Option<Box<Fill>>,
     /// The proxy sent `100 Continue` to the client itself.
-    continue_sent: bool,
+    pub(super) continue_sent: bool,
     /// Forward only the data of a chunked response (to an HTTP/1.0 client).
-    dechunk: bool,
+    pub(super) dechunk: bool,
 }
 
 impl Exchange {
@@ -577,380 +575,6 @@ impl Worker {
         }
         moved
     }
-
-    /// Relays what upstream `ui` sent to client `ci`. True if anything moved.
-    pub(super) fn relay_response(&mut self, ci: usize, ui: usize) -> bool {
-        let mut moved = false;
-        loop {
-            let rt = &self.rt;
-            let Worker {
-                clients,
-                upstreams,
-                scratch,
-                ..
-            } = self;
-            let Some(c) = clients.get_mut(ci) else {
-                return moved;
-            };
-            let Some(u) = upstreams.get_mut(ui) else {
-                return moved;
-            };
-            let ReqState::Upstream(ex) = &mut c.req else {
-                return moved;
-            };
-            let empty: &[u8] = &[];
-            let input = u.rbuf.as_ref().map_or(empty, |b| b.bytes());
-            match &mut ex.resp {
-                RespPhase::AwaitHead => {
-                    if input.is_empty() {
-                        if u.peer_closed {
-                            let reused = u.reused;
-                            return self.upstream_lost(ci, ui, reused) || moved;
-                        }
-                        return moved;
-                    }
-                    let head = match http1::parse_response(input, &rt.limits, ex.is_head) {
-                        Ok(Some(h)) => h,
-                        Ok(None)
-                            if !u.peer_closed && !u.rbuf.as_mut().is_some_and(|b| b.is_full()) =>
-                        {
-                            return moved
-                        }
-                        Ok(None) | Err(_) => {
-                            bump(&self.metrics().upstream_errors);
-                            self.close_upstream(ui);
-                            self.exchange_failed(ci, Failure::BadResponse);
-                            return true;
-                        }
-                    };
-                    let (head, len) = head;
-                    let status = head.status();
-                    if (100..200).contains(&status) {
-                        // Interim responses (100 Continue) go through as they are; 101 would
-                        // need a tunnel, so it is a bad response here.
-                        if status == 101 {
-                            self.close_upstream(ui);
-                            self.exchange_failed(ci, Failure::BadResponse);
-                            return true;
-                        }
-                        // The proxy answered `Expect: 100-continue` itself; an HTTP/1.0
-                        // client gets no interim responses at all.
-                        if !(ex.http10 || status == 100 && ex.continue_sent) {
-                            c.out.push(&input[..len]);
-                            ex.sent_to_client = true;
-                        }
-                        if let Some(b) = u.rbuf.as_mut() {
-                            b.consume(len);
-                        }
-                        moved = true;
-                        continue;
-                    }
-                    // The cache may answer instead: a 304 to its revalidation refreshes the
-                    // stored entry; an error may be replaced by a stale entry.
-                    if let Some(fill) = ex.fill.as_mut() {
-                        if status == 304 && fill.revalidating.is_some() {
-                            let fields: Vec<(&[u8], &[u8])> =
-                                head.headers().fields(input).collect();
-                            let entry = fill.not_modified(&fields);
-                            u.keep_alive = head.keep_alive();
-                            if let Some(b) = u.rbuf.as_mut() {
-                                b.consume(len);
-                            }
-                            return match entry {
-                                Some(entry) => self.answer_from_cache(ci, ui, entry, true),
-                                None => {
-                                    self.close_upstream(ui);
-                                    self.exchange_failed(ci, Failure::BadResponse);
-                                    true
-                                }
-                            };
-                        }
-                        if let Some(entry) = fill.stale_instead(status) {
-                            return self.answer_from_cache(ci, ui, entry, false);
-                        }
-                    }
-                    // No response edits if the vhost vanished in a reload meanwhile.
-                    let none = http1::HeaderEdits::new();
-                    let edits = match rt.vhosts.get(ex.vhost) {
-                        Some(v) => ex
-                            .location
-                            .and_then(|l| v.locations.get(l))
-                            .map_or(&v.response_edits, |l| &l.response_edits),
-                        None => &none,
-                    };
-                    // An HTTP/1.0 client cannot read chunked framing: its body is sent
-                    // close-delimited instead (the chunks' data only).
-                    let framing = match head.forward_framing() {
-                        BodyFraming::Chunked if ex.http10 => BodyFraming::CloseDelimited,
-                        framing => framing,
-                    };
-                    ex.dechunk = ex.http10 && matches!(head.framing(), BodyFraming::Chunked);
-                    let connection = if !ex.keep_alive {
-                        ConnectionOption::Close
-                    } else if ex.http10 {
-                        ConnectionOption::KeepAlive
-                    } else {
-                        ConnectionOption::Default
-                    };
-                    scratch.clear();
-                    http1::write_response_head(
-                        scratch,
-                        &head,
-                        input,
-                        &Forwarding {
-                            forwarded_for: None,
-                            via: None,
-                            edits,
-                            framing,
-                            connection,
-                        },
-                    );
-                    c.out.push(scratch);
-                    if let Some(fill) = ex.fill.as_mut() {
-                        fill.begin_store(status, scratch, head.content_length());
-                    }
-                    if matches!(framing, BodyFraming::CloseDelimited)
-                        || (ex.http10 && matches!(framing, BodyFraming::Chunked))
-                    {
-                        c.close_after_flush = true;
-                    }
-                    ex.status = status;
-                    ex.sent_to_client = true;
-                    ex.resp = RespPhase::Body(BodyDecoder::new(
-                        head.framing(),
-                        &http1::Limits {
-                            max_body_bytes: None,
-                            ..rt.limits.clone()
-                        },
-                    ));
-                    // The upstream closes after a response without keep-alive: never pool it.
-                    u.keep_alive = head.keep_alive();
-                    if let Some(b) = u.rbuf.as_mut() {
-                        b.consume(len);
-                    }
-                    moved = true;
-                }
-                RespPhase::Body(decoder) => {
-                    if !c.out.has_room() {
-                        return moved;
-                    }
-                    if input.is_empty() && !decoder.is_done() {
-                        if u.peer_closed {
-                            let complete = decoder.finish_at_eof().is_ok();
-                            if complete {
-                                self.complete_exchange(ci, ui);
-                                return true;
-                            }
-                            bump(&self.metrics().upstream_errors);
-                            self.close_upstream(ui);
-                            self.close_client(ci);
-                            return true;
-                        }
-                        return moved;
-                    }
-                    match decoder.decode(input) {
-                        Ok(step) => {
-                            let forwarded =
-                                if matches!(decoder, BodyDecoder::Chunked(_)) && !ex.dechunk {
-                                    0..step.consumed
-                                } else {
-                                    step.data.clone()
-                                };
-                            c.out.push(&input[forwarded.clone()]);
-                            ex.body_bytes += forwarded.len() as u64;
-                            if let Some(fill) = ex.fill.as_mut() {
-                                fill.push_body(&input[step.data.clone()]);
-                            }
-                            if let Some(b) = u.rbuf.as_mut() {
-                                b.consume(step.consumed);
-                            }
-                            moved |= step.consumed > 0;
-                            if step.done {
-                                self.complete_exchange(ci, ui);
-                                return true;
-                            }
-                            if step.consumed == 0 {
-                                return moved;
-                            }
-                        }
-                        Err(_) => {
-                            bump(&self.metrics().upstream_errors);
-                            self.close_upstream(ui);
-                            self.close_client(ci);
-                            return true;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// The upstream closed before a response: retry a replayable request on a fresh
-    /// connection if this one was a reused keep-alive connection, else fail.
-    fn upstream_lost(&mut self, ci: usize, ui: usize, reused: bool) -> bool {
-        self.close_upstream(ui);
-        self.exchange_failed(
-            ci,
-            if reused {
-                Failure::Reset
-            } else {
-                Failure::BadResponse
-            },
-        );
-        true
-    }
-
-    fn complete_exchange(&mut self, ci: usize, ui: usize) -> bool {
-        let Some(c) = self.clients.get_mut(ci) else {
-            return false;
-        };
-        let ReqState::Upstream(mut ex) = std::mem::replace(&mut c.req, ReqState::Head) else {
-            return false;
-        };
-        if let Some(fill) = ex.fill.take() {
-            fill.complete();
-        }
-        if !ex.keep_alive {
-            c.close_after_flush = true;
-        }
-        let idle = self.idle_timeout();
-        self.arm_client_timer(ci, idle);
-        self.metrics().count_status(ex.status);
-        let vhost_name = self
-            .rt
-            .vhosts
-            .get(ex.vhost)
-            .map_or("-", |v| v.name.as_str())
-            .to_string();
-        self.access_log(ex.log.as_deref(), &vhost_name, ex.status, ex.body_bytes);
-        self.frang_response(ci, ex.status, ex.vhost);
-        self.release_upstream(ui);
-        self.dirty.push_back(client_token(ci));
-        true
-    }
-
-    /// An exchange failed on its upstream side (the connection is already closed).
-    pub(super) fn exchange_failed(&mut self, ci: usize, failure: Failure) {
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        let ReqState::Upstream(mut ex) = std::mem::replace(&mut c.req, ReqState::Head) else {
-            return;
-        };
-        if ex.sent_to_client {
-            // Part of a response is out: the only honest end is to close.
-            self.close_client(ci);
-            return;
-        }
-        let retries = self
-            .rt
-            .groups
-            .get(ex.group)
-            .map_or(0, |g| g.forward_retries);
-        match failure {
-            Failure::Connect | Failure::Reset if ex.replayable && ex.attempts < retries.max(1) => {
-                ex.attempts += 1;
-                bump(&self.metrics().upstream_retries);
-                self.dispatch(ci, ex);
-            }
-            Failure::Connect | Failure::Reset | Failure::BadResponse => {
-                self.fail_exchange(ci, ex, 502)
-            }
-            Failure::Timeout => self.fail_exchange(ci, ex, 504),
-        }
-    }
-
-    /// Ends the exchange of client `ci` with a stored entry instead of the upstream's
-    /// response (after a 304 to a revalidation, or a stale entry instead of an error). The
-    /// upstream connection is pooled if its response was complete, else closed.
-    fn answer_from_cache(
-        &mut self,
-        ci: usize,
-        ui: usize,
-        entry: std::sync::Arc<cache::Entry>,
-        upstream_done: bool,
-    ) -> bool {
-        let Some(c) = self.clients.get_mut(ci) else {
-            return false;
-        };
-        let ReqState::Upstream(ex) = std::mem::replace(&mut c.req, ReqState::Head) else {
-            return false;
-        };
-        let kind = ex
-            .fill
-            .as_ref()
-            .map_or(cache::ReplyKind::Full, |f| f.reply_kind(&entry));
-        self.serve_entry(ci, &entry, kind, !ex.keep_alive, ex.http10);
-        if upstream_done {
-            self.release_upstream(ui);
-        } else {
-            self.close_upstream(ui);
-        }
-        let vhost_name = self
-            .rt
-            .vhosts
-            .get(ex.vhost)
-            .map_or("-", |v| v.name.as_str())
-            .to_string();
-        self.access_log(
-            ex.log.as_deref(),
-            &vhost_name,
-            entry.status(),
-            entry.body().len() as u64,
-        );
-        true
-    }
-
-    /// Answers `status` for an exchange that got no response.
-    fn fail_exchange(&mut self, ci: usize, mut ex: Box<Exchange>, status: u16) {
-        // `cache_use_stale`: a stale entry beats an error page.
-        if let Some(entry) = ex.fill.as_mut().and_then(|f| f.stale_instead(status)) {
-            let kind = ex
-                .fill
-                .as_ref()
-                .map_or(cache::ReplyKind::Full, |f| f.reply_kind(&entry));
-            self.serve_entry(
-                ci,
-                &entry,
-                kind,
-                !ex.keep_alive || !ex.req_body_done,
-                ex.http10,
-            );
-            return;
-        }
-        let vhost_name = self
-            .rt
-            .vhosts
-            .get(ex.vhost)
-            .map_or("-", |v| v.name.as_str())
-            .to_string();
-        let close = !ex.keep_alive || !ex.req_body_done;
-        self.local_error(ci, status, ex.log.as_deref(), &vhost_name, close);
-    }
-
-    fn local_error(&mut self, ci: usize, status: u16, log: Option<&str>, vhost: &str, close: bool) {
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        c.req = ReqState::Head;
-        c.limits.reset_for_next_request();
-        c.out.push(http1::error_response(status, close));
-        c.close_after_flush |= close;
-        self.metrics().count_status(status);
-        self.access_log(log, vhost, status, 0);
-        let idle = self.idle_timeout();
-        self.arm_client_timer(ci, idle);
-        self.dirty.push_back(client_token(ci));
-    }
-
-    fn access_log(&mut self, prefix: Option<&str>, vhost: &str, status: u16, bytes: u64) {
-        let Some(prefix) = prefix else { return };
-        let line =
-            prefix
-                .replacen("\u{0}", vhost, 1)
-                .replacen("\u{1}", &format!("{status} {bytes}"), 1);
-        crate::access_log::write(&self.rt.config.access_log, &line);
-    }
 }
 
 /// The request-level frang limits of vhost index `vhost` (0: the default vhost) and its
@@ -986,7 +610,7 @@ fn strip_port(host: &[u8]) -> &[u8] {
 
 /// The access log line of a request, with placeholders for what is known only later:
 /// `ip "vhost" "METHOD uri HTTP/x" status bytes "referer" "user-agent"` (Tempesta's format).
-fn access_prefix(peer: std::net::SocketAddr, head: &RequestHead, buf: &[u8]) -> String {
+pub(super) fn access_prefix(peer: std::net::SocketAddr, head: &RequestHead, buf: &[u8]) -> String {
     let text = |b: &[u8]| String::from_utf8_lossy(b).replace('"', "%22");
     let mut line = Vec::with_capacity(160);
     let _ = write!(

@@ -7,6 +7,7 @@ mod client;
 mod exchange;
 mod health;
 mod limits;
+mod response;
 mod upstream;
 
 use std::collections::VecDeque;
