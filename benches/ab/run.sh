@@ -1,0 +1,428 @@
+#!/usr/bin/env bash
+# The nginx A/B comparison: the proxy against nginx on the same machine, the
+# same certificate, the same TLS parameters and the same client tools.
+#
+#   benches/ab/run.sh                      # every row, 3 runs of 10 s each (~18-30 min)
+#   benches/ab/run.sh --quick              # every row, 1 run of 5 s each (~6 min)
+#   benches/ab/run.sh --only keepalive_10b_rps close_10b_rps
+#
+# Servers (one at a time, pinned to core 1 with 1 worker each, access logs off):
+#   proxy         target/release/proxy with etc/tempesta.conf's rules and `cache 1`
+#                 in front of the origin (the file copied with only the addresses
+#                 and certificate paths replaced, plus the bench overrides below)
+#   nginx_static  nginx serving the pages from files over TLS (etc/nginx-static.conf)
+#   nginx_cache   nginx as a TLS reverse proxy with proxy_cache in front of the
+#                 same origin (etc/nginx-cache.conf)
+# The origin (target/release/origin, 10-byte body on `/`, 26 KiB on
+# /bytes/26624, Cache-Control: public, max-age=3600) and the clients run on core 0.
+#
+# Each row runs on a freshly started server, after a 1 s warm-up per page (which
+# fills the caches) and a check that both pages answer 200 with the whole body.
+# Rows: handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
+#       (tls-perf -l 100 -t 1), keepalive_10b_rps keepalive_26k_rps
+#       close_10b_rps close_26k_rps (http-perf -c 100 -t 1), idle_tls_conn_bytes
+#       (http-perf --hold 10000 --server-pid, on a freshly started server).
+# Each row is the median of the runs (3, or 1 with --quick) with min..max. The
+# three servers run back to back for each row, in a rotating order.
+#
+# Output: a Markdown table on stdout, benches/ab/results/latest.json and
+# latest.svg (not replaced by --only runs), and every raw run and server log in
+# benches/ab/results/run-*/ (git-ignored).
+#
+# Environment: AB_PORT [24443] (TLS), AB_PLAIN_PORT [24080] (the proxy's plain
+# listener), AB_ORIGIN_PORT [24000], AB_DURATION [10, quick 5] seconds per run,
+# AB_RUNS [3, quick 1], AB_HOLD [10000] connections, BIN_DIR [target/release],
+# AB_PERF [unset; 1: `perf record -g` the server during every run, into the run
+# directory, for diagnosis only: the profiler's cost lands in the numbers].
+#
+# Everything started here is stopped by pid on exit. The script refuses to run
+# if a port it needs already answers (or if another process joins a port with
+# SO_REUSEPORT later), and stops at once (exit 1, with the log) if a server does
+# not start or dies. A run with errors (tls-perf errors, http-perf socket errors
+# or non-2xx/3xx responses, a response of the wrong size, a failed hold) is
+# reported as PROBLEM, left out of the medians, and makes the script exit 1 after
+# it has written the results.
+set -euo pipefail
+# A command failing under set -e says where, instead of a silent exit 1.
+trap 'echo "ab: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+HERE="$ROOT/benches/ab"
+BIN_DIR=${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
+ALL_ROWS=(handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
+          keepalive_10b_rps keepalive_26k_rps close_10b_rps close_26k_rps
+          idle_tls_conn_bytes)
+SERVERS=(proxy nginx_static nginx_cache)
+HOST=tempesta-tech.com
+BIG=26624           # the "26 KB" page: 26 KiB
+CLIENT_CPU=0
+SERVER_CPU=1
+# One core for the server, so one worker: nginx worker_processes 1, and the proxy's
+# default (worker_threads auto = the CPUs it may run on) picks 1 under taskset.
+WORKERS=1
+
+die() { echo "ab: $*" >&2; exit 1; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
+
+QUICK=0
+ONLY=()
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --quick) QUICK=1 ;;
+        --only) shift
+                while [[ $# -gt 0 && $1 != --* ]]; do ONLY+=("$1"); shift; done
+                [[ ${#ONLY[@]} -gt 0 ]] || die "--only needs row names: ${ALL_ROWS[*]}"
+                continue ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; die "unknown argument '$1'" ;;
+    esac
+    shift
+done
+ROWS=("${ALL_ROWS[@]}")
+if [[ ${#ONLY[@]} -gt 0 ]]; then
+    for r in "${ONLY[@]}"; do
+        [[ " ${ALL_ROWS[*]} " == *" $r "* ]] || die "unknown row '$r'; rows: ${ALL_ROWS[*]}"
+    done
+    ROWS=("${ONLY[@]}")
+fi
+if [[ $QUICK == 1 ]]; then RUNS=${AB_RUNS:-1}; DUR=${AB_DURATION:-5}; MODE=quick
+else RUNS=${AB_RUNS:-3}; DUR=${AB_DURATION:-10}; MODE=full; fi
+PORT=${AB_PORT:-24443}
+PLAIN_PORT=${AB_PLAIN_PORT:-24080}
+ORIGIN_PORT=${AB_ORIGIN_PORT:-24000}
+HOLD=${AB_HOLD:-10000}
+COMMAND="$( (env | grep -E '^AB_[A-Z_]+=' || true) | sort | tr '\n' ' ')benches/ab/run.sh"
+[[ $QUICK == 1 ]] && COMMAND+=" --quick"
+[[ ${#ONLY[@]} -gt 0 ]] && COMMAND+=" --only ${ONLY[*]}"
+[[ $(nproc) -ge 2 ]] || die "needs 2 cores (client on core $CLIENT_CPU, servers on core $SERVER_CPU)"
+
+# --- binaries and nginx -------------------------------------------------------
+# Always measure the current sources (a no-op when the binaries are up to date), unless
+# BIN_DIR points elsewhere on purpose.
+if [[ $BIN_DIR == "$ROOT/target/release" ]]; then
+    (cd "$ROOT" && cargo build --release --quiet -p proxy -p tls-perf) || die "cargo build failed"
+fi
+for b in proxy tls-perf http-perf origin; do [[ -x $BIN_DIR/$b ]] || die "no $BIN_DIR/$b"; done
+HTTP_PERF_HELP=$("$BIN_DIR/http-perf" --help) || die "$BIN_DIR/http-perf --help failed"
+for opt in --connect --hold --server-pid --json; do
+    [[ $HTTP_PERF_HELP == *"$opt"* ]] || die "http-perf has no $opt"
+done
+
+if ! command -v nginx >/dev/null 2>&1; then
+    [[ $(id -u) == 0 ]] || die "nginx is not installed; run as root (apt-get install nginx) or install it"
+    echo "ab: installing nginx (apt-get)" >&2
+    # Keep the package's service from starting (policy-rc.d), and stop it should
+    # it start anyway: only this script's own instances may run.
+    made_policy=0
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made_policy=1
+    fi
+    set +e
+    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx) >&2
+    rc=$?
+    set -e
+    [[ $made_policy == 1 ]] && rm -f /usr/sbin/policy-rc.d
+    [[ $rc == 0 ]] || die "apt-get install nginx failed"
+    if [[ -s /run/nginx.pid ]] && kill -0 "$(cat /run/nginx.pid)" 2>/dev/null; then
+        service nginx stop >&2 2>/dev/null || kill -QUIT "$(cat /run/nginx.pid)" || true
+    fi
+fi
+command -v taskset >/dev/null || die "taskset (util-linux) missing"
+command -v python3 >/dev/null || die "python3 missing"
+
+# --- cleanup: everything we started, by pid -----------------------------------
+WORK=$(mktemp -d /tmp/ab.XXXXXX)
+chmod 755 "$WORK"    # nginx workers (user nobody) read the pages and write the cache
+STAMP=$(date -u +%Y%m%d-%H%M%S)
+OUT="$HERE/results/run-$STAMP"
+mkdir -p "$OUT"
+PIDS=()
+SERVER_PID=
+tree() {
+    local child
+    echo "$1"
+    for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$child"; done
+}
+stop_pids() {
+    local pid all=() i alive
+    for pid in "$@"; do all+=($(tree "$pid")); done
+    [[ ${#all[@]} -gt 0 ]] || return 0
+    for pid in "${all[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for i in $(seq 1 50); do
+        alive=0
+        for pid in "${all[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [[ $alive == 0 ]] && break
+        sleep 0.1
+    done
+    for pid in "${all[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
+}
+cleanup() {
+    set +e
+    [[ -n $SERVER_PID ]] && stop_pids "$SERVER_PID"
+    [[ ${#PIDS[@]} -gt 0 ]] && stop_pids "${PIDS[@]}"
+    # Keep the server logs with the raw results.
+    for f in "$WORK"/*.log "$WORK"/*/error.log "$WORK"/proxy.conf "$WORK"/*/nginx.conf; do
+        [[ -f $f ]] && cp "$f" "$OUT/$(basename "$(dirname "$f")")-$(basename "$f")" 2>/dev/null
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+for p in "$PORT" "$PLAIN_PORT" "$ORIGIN_PORT"; do
+    answers 127.0.0.1 "$p" && die "something already answers on 127.0.0.1:$p; stop it or set AB_PORT / AB_PLAIN_PORT / AB_ORIGIN_PORT"
+done
+
+# Every listener on the port must belong to process tree $2: with SO_REUSEPORT
+# (the proxy, origin and these nginx configs use it) another program binding the
+# same port later would silently take part of the connections.
+check_port_owner() {
+    local port=$1 pid=$2 mine p
+    command -v ss >/dev/null || return 0
+    mine=" $(tree "$pid" | tr '\n' ' ') "
+    for p in $(ss -ltnpH "sport = :$port" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
+        [[ $mine == *" $p "* ]] ||
+            die "another process also listens on 127.0.0.1:$port (pid $p: $(ps -o args= -p "$p" | cut -c1-80)); results would mix two servers"
+    done
+}
+
+wait_listening() {
+    local pid=$1 port=$2 name=$3 log=$4 i
+    for i in $(seq 1 300); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "ab: $name exited before listening on 127.0.0.1:$port; its log:" >&2
+            cat "$log" >&2 || true
+            exit 1
+        fi
+        answers 127.0.0.1 "$port" && return 0
+        sleep 0.1
+    done
+    echo "ab: $name did not listen on 127.0.0.1:$port within 30 s; its log:" >&2
+    cat "$log" >&2 || true
+    exit 1
+}
+
+# --- certificate, pages, configs ------------------------------------------------
+openssl req -x509 -nodes -days 2 -subj "/CN=$HOST" \
+    -addext "subjectAltName=DNS:$HOST,DNS:localhost,IP:127.0.0.1" \
+    -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+    -keyout "$WORK/key.pem" -out "$WORK/cert.pem" >/dev/null 2>&1 ||
+    die "openssl could not make the certificate"
+
+mkdir -p "$WORK/www/bytes"
+printf '0123456789' >"$WORK/www/index"
+head -c "$BIG" /dev/zero | tr '\0' 'x' >"$WORK/www/bytes/$BIG"
+chmod -R a+rX "$WORK/www"
+
+# The proxy: etc/tempesta.conf with the addresses and certificate paths replaced.
+# Bench overrides, appended to frang_limits / the file (and stated in the report):
+# concurrent_tcp_connections 0 (the default of 1000 per client address would
+# refuse the idle-memory row's 10000 loopback connections) and access_log off.
+sed -e "s|^listen 127\.0\.0\.1:8443 proto=https;|listen 127.0.0.1:$PORT proto=https;|" \
+    -e "s|^listen 127\.0\.0\.1:8080;|listen 127.0.0.1:$PLAIN_PORT;|" \
+    -e "s|server 127\.0\.0\.1:8000;|server 127.0.0.1:$ORIGIN_PORT;|" \
+    -e "s|tls_certificate certs/tempesta\.crt;|tls_certificate $WORK/cert.pem;|" \
+    -e "s|tls_certificate_key certs/tempesta\.key;|tls_certificate_key $WORK/key.pem;|" \
+    -e "s|^frang_limits {|frang_limits {\n    concurrent_tcp_connections 0;  # bench override|" \
+    "$ROOT/etc/tempesta.conf" >"$WORK/proxy.conf"
+printf '\n# bench override\naccess_log off;\n' >>"$WORK/proxy.conf"
+for want in "listen 127.0.0.1:$PORT proto=https;" "listen 127.0.0.1:$PLAIN_PORT;" \
+            "server 127.0.0.1:$ORIGIN_PORT;" "tls_certificate $WORK/cert.pem;" \
+            "tls_certificate_key $WORK/key.pem;" "concurrent_tcp_connections 0;" "cache 1;"; do
+    grep -qF "$want" "$WORK/proxy.conf" ||
+        die "etc/tempesta.conf changed shape: could not make '$want' in the bench config"
+done
+"$BIN_DIR/proxy" -t -c "$WORK/proxy.conf" >"$WORK/proxy-check.log" 2>&1 ||
+    { cat "$WORK/proxy-check.log" >&2; die "the bench proxy config does not load"; }
+
+NGINX_USER="nobody nogroup"
+getent group nogroup >/dev/null || NGINX_USER=nobody
+for s in nginx_static nginx_cache; do
+    d="$WORK/$s"
+    mkdir -p "$d/tmp"
+    tpl="$ROOT/etc/nginx-${s#nginx_}.conf"
+    sed -e "s|@WORKERS@|$WORKERS|g" -e "s|@PREFIX@|$d|g" -e "s|@ADDR@|127.0.0.1:$PORT|g" \
+        -e "s|@ROOT@|$WORK/www|g" -e "s|@ORIGIN@|127.0.0.1:$ORIGIN_PORT|g" \
+        -e "s|@CERT@|$WORK/cert.pem|g" -e "s|@KEY@|$WORK/key.pem|g" \
+        -e "s|@USER@|$NGINX_USER|g" "$tpl" >"$d/nginx.conf"
+    ! grep -v '^ *#' "$d/nginx.conf" | grep -q '@[A-Z]*@' || die "unfilled placeholder in $tpl"
+    nginx -t -q -p "$d/" -c "$d/nginx.conf" -e "$d/error.log" 2>"$d/check.log" ||
+        { cat "$d/check.log" >&2; die "the $s config does not load"; }
+done
+
+# --- origin -------------------------------------------------------------------
+taskset -c "$CLIENT_CPU" "$BIN_DIR/origin" --listen "127.0.0.1:$ORIGIN_PORT" --size 10 \
+    --cache-control "public, max-age=3600" -t 1 >"$WORK/origin.log" 2>&1 &
+PIDS+=($!)
+wait_listening "${PIDS[-1]}" "$ORIGIN_PORT" origin "$WORK/origin.log"
+
+# --- machine --------------------------------------------------------------------
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+MACHINE=$(python3 "$HERE/abstat.py" machine --root "$ROOT" --load "$LOAD_START" \
+    --mode "$MODE, ${DUR}s per run" --runs "$RUNS" --command "$COMMAND" \
+    --placement "client tools and origin pinned to core $CLIENT_CPU; each server pinned to core $SERVER_CPU with $WORKERS worker (one core: nginx worker_processes 1, proxy worker_threads auto = 1 under taskset)" \
+    --client "tls-perf -l 100 -t 1 -T $DUR; http-perf -c 100 -t 1 -d ${DUR}s; http-perf --hold $HOLD -t 1")
+echo "$MACHINE" >"$OUT/machine.json"
+echo "ab: $MODE run, $RUNS run(s) per row, rows: ${ROWS[*]}" >&2
+echo "ab: load average at start: $LOAD_START (2 cores; above ~0.5 the numbers are disturbed by other work)" >&2
+echo "ab: raw results in $OUT" >&2
+
+# --- servers --------------------------------------------------------------------
+start_server() {
+    local s=$1
+    case $s in
+        proxy)
+            taskset -c "$SERVER_CPU" "$BIN_DIR/proxy" -c "$WORK/proxy.conf" >"$WORK/proxy.log" 2>&1 &
+            SERVER_PID=$!
+            wait_listening "$SERVER_PID" "$PORT" proxy "$WORK/proxy.log" ;;
+        nginx_*)
+            local d="$WORK/$s"
+            taskset -c "$SERVER_CPU" nginx -p "$d/" -c "$d/nginx.conf" -e "$d/error.log" \
+                >"$d/stdout.log" 2>&1 &
+            SERVER_PID=$!
+            wait_listening "$SERVER_PID" "$PORT" "$s" "$d/error.log" ;;
+    esac
+    sleep 1    # let the workers settle before anything is measured
+}
+stop_server() {
+    [[ -n $SERVER_PID ]] && stop_pids "$SERVER_PID"
+    SERVER_PID=
+    # The next server must not find this one's listener.
+    local i
+    for i in $(seq 1 50); do answers 127.0.0.1 "$PORT" || return 0; sleep 0.1; done
+    die "the port $PORT still answers after the server was stopped"
+}
+
+RESULTS="$OUT/results.jsonl"
+: >"$RESULTS"
+FAILED=0
+URL_10B="https://$HOST/"
+URL_BIG="https://$HOST/bytes/$BIG"
+
+# measure SERVER ROW REP TOOL BODY [extra meta] -- CMD...
+measure() {
+    local server=$1 row=$2 rep=$3 tool=$4 body=$5 extra=$6
+    shift 6
+    [[ $1 == -- ]] && shift
+    check_port_owner "$PORT" "$SERVER_PID"
+    check_port_owner "$ORIGIN_PORT" "${PIDS[0]}"
+    local meta="{\"server\":\"$server\",\"row\":\"$row\",\"rep\":$rep,\"tool\":\"$tool\",\"body_bytes\":$body$extra}"
+    # A run with errors is recorded (and left out of the medians), the other runs go
+    # on, and the script exits 1 at the end; a server that died stops everything.
+    local perf_pid=
+    if [[ -n ${AB_PERF:-} ]]; then   # diagnosis only: profiling costs the server CPU
+        perf record -g -F 499 -o "$OUT/perf-$server-$row-$rep.data" \
+            -p "$(tree "$SERVER_PID" | paste -sd,)" >/dev/null 2>"$OUT/perf-$server-$row-$rep.err" &
+        perf_pid=$!
+        PIDS+=("$perf_pid")
+        sleep 0.5
+    fi
+    python3 "$HERE/abstat.py" measure --pid "$SERVER_PID" --out "$RESULTS" --meta "$meta" -- "$@" ||
+        FAILED=$((FAILED + 1))
+    if [[ -n $perf_pid ]]; then kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid" 2>/dev/null || true; fi
+    kill -0 "$SERVER_PID" 2>/dev/null || { echo "ab: $server died during $row" >&2; return 1; }
+}
+
+tls_row() {   # server row rep tls-perf-options...
+    local server=$1 row=$2 rep=$3 extra=""
+    shift 3
+    [[ " $* " == *" --tickets on "* ]] && extra=',"resumed_expected":true'
+    measure "$server" "$row" "$rep" tls-perf 0 "$extra" -- \
+        timeout -s KILL $((DUR + 40)) taskset -c "$CLIENT_CPU" "$BIN_DIR/tls-perf" --json -q \
+        -l 100 -t 1 -T "$DUR" --sni "$HOST" --server-pid "$SERVER_PID" "$@" 127.0.0.1 "$PORT"
+}
+http_row() {  # server row rep body response-bytes url [http-perf options...]
+    local server=$1 row=$2 rep=$3 body=$4 resp=$5 url=$6
+    shift 6
+    measure "$server" "$row" "$rep" http-perf "$body" ",\"resp_bytes\":$resp" -- \
+        timeout -s KILL $((DUR + 40)) taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json \
+        -c 100 -t 1 -d "${DUR}s" --timeout 5s --connect "127.0.0.1:$PORT" \
+        --server-pid "$SERVER_PID" "$@" "$url"
+}
+warm_up() {   # fills the caches, then checks each page once: status 200, whole body
+    local url
+    for url in "$URL_10B" "$URL_BIG"; do
+        timeout -s KILL 30 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json -c 4 -t 1 -d 1s \
+            --connect "127.0.0.1:$PORT" "$url" >"$WORK/warm.json" 2>"$WORK/warm.err" ||
+            { cat "$WORK/warm.err" >&2; die "warm-up of $1 on $url failed"; }
+    done
+    RESP_10B=$(python3 "$HERE/abstat.py" probe --addr "127.0.0.1:$PORT" --host "$HOST" --path / --body 10) ||
+        die "$1 does not serve the 10-byte page on $URL_10B"
+    RESP_BIG=$(python3 "$HERE/abstat.py" probe --addr "127.0.0.1:$PORT" --host "$HOST" --path "/bytes/$BIG" --body "$BIG") ||
+        die "$1 does not serve the $BIG-byte page on $URL_BIG"
+}
+
+# One row against one server, on a freshly started server: every row starts from
+# the same state whatever ran before it (and see docs/PERFORMANCE.md on stale
+# timers in the proxy, which made rows after a connection-heavy row drop
+# connections).
+run_row() {   # server row rep
+    local s=$1 row=$2 rep=$3
+    start_server "$s"
+    if [[ $row == idle_tls_conn_bytes ]]; then
+        # The baseline is the fresh server, before the ramp (http-perf measures it).
+        measure "$s" "$row" "$rep" hold 0 "" -- \
+            timeout -s KILL 400 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json \
+            --hold "$HOLD" --hold-secs 5 --rounds 1 -t 1 --ramp-limit 240s \
+            --connect "127.0.0.1:$PORT" --server-pid "$SERVER_PID" "$URL_10B" || return 1
+    else
+        warm_up "$s"
+        case $row in
+            handshakes_full_tls12)    tls_row "$s" "$row" "$rep" --tls 1.2 --tickets off ;;
+            handshakes_full_tls13)    tls_row "$s" "$row" "$rep" --tls 1.3 --tickets off ;;
+            handshakes_resumed_tls13) tls_row "$s" "$row" "$rep" --tls 1.3 --tickets on ;;
+            keepalive_10b_rps) http_row "$s" "$row" "$rep" 10 "$RESP_10B" "$URL_10B" ;;
+            keepalive_26k_rps) http_row "$s" "$row" "$rep" "$BIG" "$RESP_BIG" "$URL_BIG" ;;
+            close_10b_rps)     http_row "$s" "$row" "$rep" 10 "$RESP_10B" "$URL_10B" -H "Connection: close" ;;
+            close_26k_rps)     http_row "$s" "$row" "$rep" "$BIG" "$RESP_BIG" "$URL_BIG" -H "Connection: close" ;;
+        esac || return 1
+    fi
+    stop_server
+}
+
+T0=$(date +%s)
+for rep in $(seq 1 "$RUNS"); do
+    for row in "${ROWS[@]}"; do
+        # The three servers back to back for each row, in an order that rotates
+        # from row to row and run to run, so that a change in the machine's
+        # background load does not favour one of them.
+        k=$(( (rep - 1) + $(printf '%s\n' "${ALL_ROWS[@]}" | grep -n -x "$row" | cut -d: -f1) ))
+        for i in 0 1 2; do
+            s=${SERVERS[$(((i + k) % 3))]}
+            echo "ab: run $rep/$RUNS: $row: $s (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+            if ! run_row "$s" "$row" "$rep"; then
+                echo "ab: FAIL: $s stopped serving (above); partial results in $OUT" >&2
+                stop_server || true
+                python3 "$HERE/abstat.py" report --results "$RESULTS" --machine "$MACHINE" \
+                    --out-json "$OUT/report.json" --out-svg "$OUT/report.svg" >"$OUT/table.md" || true
+                exit 1
+            fi
+        done
+    done
+done
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+MACHINE=$(python3 -c 'import json,sys; m=json.loads(sys.argv[1]); m["loadavg_end"]=sys.argv[2]; m["duration_s"]=int(sys.argv[3]); print(json.dumps(m))' \
+    "$MACHINE" "$LOAD_END" "$(( $(date +%s) - T0 ))")
+
+python3 "$HERE/abstat.py" report --results "$RESULTS" --machine "$MACHINE" \
+    --out-json "$OUT/report.json" --out-svg "$OUT/report.svg" >"$OUT/table.md"
+# latest.* hold the last run over every row; an --only run stays in its directory.
+if [[ ${#ONLY[@]} -eq 0 ]]; then
+    cp "$OUT/report.json" "$HERE/results/latest.json"
+    cp "$OUT/report.svg" "$HERE/results/latest.svg"
+    WROTE="benches/ab/results/latest.json and latest.svg"
+else
+    WROTE="$OUT/report.json and report.svg (an --only run does not replace latest.*)"
+fi
+echo
+echo "Load average: $LOAD_START at the start, $LOAD_END at the end ($MODE run, $(( $(date +%s) - T0 )) s)."
+echo
+cat "$OUT/table.md"
+echo >&2
+echo "ab: wrote $WROTE (raw runs: $OUT)" >&2
+if [[ $FAILED -gt 0 ]]; then
+    echo "ab: FAIL: $FAILED run(s) had errors (PROBLEM lines above, \"failed_runs\" in latest.json); they are left out of the medians" >&2
+    exit 1
+fi
