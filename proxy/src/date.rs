@@ -1,8 +1,7 @@
-//! The HTTP `Date` value (IMF-fixdate), formatted at most once per second per worker.
+//! The HTTP `Date` value (IMF-fixdate), formatted at most once per second per worker with
+//! the cache crate's date writer.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use crate::log::civil_from_days;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[derive(Default)]
 pub struct DateCache {
@@ -26,23 +25,9 @@ impl DateCache {
 }
 
 pub fn imf_fixdate(secs: u64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let days = secs / 86_400;
-    let (year, month, day) = civil_from_days(days as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
-        DAYS[(days % 7) as usize],
-        day,
-        MONTHS[(month as usize).saturating_sub(1) % 12],
-        year,
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    let mut out = Vec::with_capacity(29);
+    cache::httpdate::write_http_date(UNIX_EPOCH + Duration::from_secs(secs), &mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
