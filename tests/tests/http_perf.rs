@@ -12,17 +12,29 @@ use e2e::{bin_path, free_port, gen_cert, raw_exchange, KeyKind, Proc, TempDir};
 const T: Duration = Duration::from_secs(5);
 
 fn start_origin(dir: &TempDir, listen_ip: &str, extra: &[&str]) -> (Proc, SocketAddr) {
-    let port = free_port();
-    let listen = format!("{listen_ip}:{port}");
-    let mut cmd = Command::new(bin_path("origin"));
-    cmd.arg("--listen").arg(&listen).args(extra);
-    let mut p = Proc::spawn("origin", cmd, dir.path());
-    assert!(
-        p.wait_for_output(&format!("origin listening on {listen}"), T),
-        "origin did not start\n{}",
-        p.logs()
-    );
-    (p, format!("127.0.0.1:{port}").parse().unwrap())
+    // A port free a moment ago can be taken by one of the thousands of ephemeral client
+    // sockets this suite's parallel tests open: try a few fresh ones.
+    let mut logs = String::new();
+    for _ in 0..5 {
+        let port = free_port();
+        let listen = format!("{listen_ip}:{port}");
+        let mut cmd = Command::new(bin_path("origin"));
+        cmd.arg("--listen").arg(&listen).args(extra);
+        let mut p = Proc::spawn("origin", cmd, dir.path());
+        // Generous: the tests run in parallel on two cores, so a TLS origin with several
+        // processes can take seconds to start; the bound only matters when it hangs.
+        if p.wait_for_output(
+            &format!("origin listening on {listen}"),
+            Duration::from_secs(20),
+        ) {
+            return (p, format!("127.0.0.1:{port}").parse().unwrap());
+        }
+        logs = p.logs();
+        if !logs.contains("Address already in use") {
+            break;
+        }
+    }
+    panic!("origin did not start\n{logs}");
 }
 
 /// Runs http-perf to completion, killed (by pid) if it overruns `limit`.

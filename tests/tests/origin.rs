@@ -18,7 +18,10 @@ fn start_origin(dir: &TempDir, extra: &[&str]) -> (Proc, SocketAddr) {
     cmd.arg("--listen").arg(addr.to_string()).args(extra);
     let mut p = Proc::spawn("origin", cmd, dir.path());
     assert!(
-        p.wait_for_output(&format!("origin listening on {addr}"), T),
+        p.wait_for_output(
+            &format!("origin listening on {addr}"),
+            Duration::from_secs(20)
+        ),
         "origin did not start\n{}",
         p.logs()
     );

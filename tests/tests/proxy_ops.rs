@@ -164,7 +164,7 @@ fn sighup_with_a_broken_file_keeps_serving_and_a_good_one_applies() {
     assert!(
         proxy
             .proc
-            .wait_for_output("reload of", Duration::from_secs(5)),
+            .wait_for_output("reload of", Duration::from_secs(15)),
         "{}",
         proxy.proc.logs()
     );
@@ -187,7 +187,7 @@ fn sighup_with_a_broken_file_keeps_serving_and_a_good_one_applies() {
     assert!(
         proxy
             .proc
-            .wait_for_output("reloaded", Duration::from_secs(5)),
+            .wait_for_output("reloaded", Duration::from_secs(15)),
         "{}",
         proxy.proc.logs()
     );
@@ -392,7 +392,7 @@ fn reload_to_fewer_groups_while_a_request_is_in_flight() {
     assert!(
         proxy
             .proc
-            .wait_for_output("reloaded", Duration::from_secs(5)),
+            .wait_for_output("reloaded", Duration::from_secs(15)),
         "{}",
         proxy.proc.logs()
     );
