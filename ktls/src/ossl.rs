@@ -3,7 +3,7 @@
 //! ticket key callback. This is the only module of the crate that calls OpenSSL unsafely.
 
 use std::os::fd::RawFd;
-use std::os::raw::{c_int, c_uchar, c_void};
+use std::os::raw::{c_int, c_uchar, c_uint, c_void};
 use std::sync::OnceLock;
 
 use foreign_types::ForeignTypeRef;
@@ -278,7 +278,10 @@ unsafe extern "C" fn ticket_key_callback(
     }
     let mut wanted = [0u8; tickets::KEY_NAME_LEN];
     wanted.copy_from_slice(name);
-    let Some((key, fresh)) = tickets::find_key(&wanted) else {
+    // Only the ring of the context SNI chose (switched in the client-hello callback, before
+    // the ticket is decrypted): another vhost's or an earlier configuration's tickets are
+    // unknown here, and the client gets a full handshake.
+    let Some((key, fresh)) = ring.and_then(|ring| tickets::find_key(ring, &wanted)) else {
         return 0;
     };
     let ok = ffi::HMAC_Init_ex(
@@ -312,5 +315,63 @@ pub fn set_session_timeout(builder: &mut SslContextBuilder, secs: u32) {
     // SAFETY: `builder` owns a live SSL_CTX; SSL_CTX_set_timeout only stores a number.
     unsafe {
         SSL_CTX_set_timeout(builder.as_ptr(), std::os::raw::c_long::from(secs));
+    }
+}
+
+/// The host name of the `server_name` extension (RFC 6066 §3) of the ClientHello being
+/// processed, for a client-hello callback; `None` when absent or malformed.
+pub fn client_hello_server_name(ssl: &SslRef) -> Option<&[u8]> {
+    const TLSEXT_TYPE_SERVER_NAME: c_uint = 0;
+    let mut data: *const c_uchar = std::ptr::null();
+    let mut len: usize = 0;
+    // SAFETY: `ssl` is a live SSL inside its client-hello callback (the only time the
+    // ClientHello is available; elsewhere the call returns 0). On success OpenSSL points
+    // `data` at `len` bytes owned by the SSL object, valid until the callback returns, which
+    // the returned slice's lifetime (tied to `ssl`) does not outlive in practice: callers use
+    // it within the callback.
+    let ext = unsafe {
+        if ffi::SSL_client_hello_get0_ext(
+            ssl.as_ptr(),
+            TLSEXT_TYPE_SERVER_NAME,
+            &mut data,
+            &mut len,
+        ) != 1
+            || data.is_null()
+        {
+            return None;
+        }
+        std::slice::from_raw_parts(data, len)
+    };
+    parse_server_name(ext)
+}
+
+/// The first `host_name` entry of a `server_name` extension body.
+fn parse_server_name(ext: &[u8]) -> Option<&[u8]> {
+    let list_len = usize::from(u16::from_be_bytes([*ext.first()?, *ext.get(1)?]));
+    let mut list = ext.get(2..2 + list_len)?;
+    while let [kind, hi, lo, rest @ ..] = list {
+        let len = usize::from(u16::from_be_bytes([*hi, *lo]));
+        let name = rest.get(..len)?;
+        if *kind == 0 {
+            return Some(name);
+        }
+        list = rest.get(len..)?;
+    }
+    None
+}
+
+#[cfg(test)]
+mod server_name_tests {
+    use super::parse_server_name;
+
+    #[test]
+    fn host_name_entries_are_found_and_malformed_ones_refused() {
+        let ext = [
+            0, 14, 0, 0, 11, b'e', b'x', b'a', b'm', b'p', b'l', b'e', b'.', b'c', b'o', b'm',
+        ];
+        assert_eq!(parse_server_name(&ext), Some(&b"example.com"[..]));
+        assert_eq!(parse_server_name(&ext[..10]), None);
+        assert_eq!(parse_server_name(&[0, 3, 1, 0, 0]), None);
+        assert_eq!(parse_server_name(&[]), None);
     }
 }

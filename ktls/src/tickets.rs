@@ -1,9 +1,14 @@
 //! Session ticket keys derived from a configured secret (`tls_tickets secret=... lifetime=N`).
 //!
 //! Keys rotate every `lifetime`: the key of period `p = unix_time / lifetime` is derived from
-//! the secret and `p`, so every process configured with the same secret (and a clock within
-//! one period) issues and accepts the same tickets — several instances resume each other's
-//! sessions. Tickets of the previous period are still accepted, and renewed.
+//! the secret, the ring's scope (the vhost's name) and `p`, so every process configured with
+//! the same secret (and a clock within one period) issues and accepts the same tickets for a
+//! vhost — several instances resume each other's sessions. Tickets of the previous period are
+//! still accepted, and renewed.
+//!
+//! A ticket is accepted only by the ring it was issued from: one ring per vhost context and
+//! configuration, so a ticket issued under one vhost does not resume under another, and after
+//! a reload with another secret the old tickets are refused (the new contexts have new rings).
 
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -32,6 +37,8 @@ impl std::fmt::Debug for TicketKey {
 
 struct Ring {
     secret: Vec<u8>,
+    /// What the keys are for (a vhost's name): two scopes never share a key.
+    scope: Vec<u8>,
     period_secs: u64,
     /// The keys of the last period asked for, and of the one before it.
     cached: Mutex<Option<(u64, TicketKey, TicketKey)>>,
@@ -39,9 +46,14 @@ struct Ring {
 
 static RINGS: RwLock<Vec<Ring>> = RwLock::new(Vec::new());
 
-/// Registers a key ring and returns its id (for [`crate::ossl::set_ticket_keys`]). Without a
-/// secret the ring gets a random one, so only this process accepts its tickets.
-pub fn register(secret: Option<&[u8]>, lifetime: Duration) -> Result<usize, ErrorStack> {
+/// Registers a key ring for `scope` (a vhost's name) and returns its id (for
+/// [`crate::ossl::set_ticket_keys`]). Without a secret the ring gets a random one, so only
+/// this process accepts its tickets.
+pub fn register(
+    secret: Option<&[u8]>,
+    scope: &[u8],
+    lifetime: Duration,
+) -> Result<usize, ErrorStack> {
     let secret = match secret {
         Some(s) => s.to_vec(),
         None => {
@@ -52,6 +64,7 @@ pub fn register(secret: Option<&[u8]>, lifetime: Duration) -> Result<usize, Erro
     };
     let ring = Ring {
         secret,
+        scope: scope.to_vec(),
         period_secs: lifetime.as_secs().max(1),
         cached: Mutex::new(None),
     };
@@ -60,12 +73,16 @@ pub fn register(secret: Option<&[u8]>, lifetime: Duration) -> Result<usize, Erro
     Ok(rings.len() - 1)
 }
 
-/// Derives the key of `period` from `secret`.
-pub fn derive_key(secret: &[u8], period: u64) -> Result<TicketKey, ErrorStack> {
+/// Derives the key of `period` for `scope` from `secret`.
+pub fn derive_key(secret: &[u8], scope: &[u8], period: u64) -> Result<TicketKey, ErrorStack> {
     let pkey = PKey::hmac(secret)?;
+    // The scope is length-prefixed so that no (scope, label) pair reads as another.
+    let scope_len = u32::try_from(scope.len()).unwrap_or(u32::MAX).to_be_bytes();
     let part = |label: &[u8]| -> Result<[u8; 32], ErrorStack> {
         let mut signer = Signer::new(MessageDigest::sha256(), &pkey)?;
         signer.update(b"ktls-proxy session ticket ")?;
+        signer.update(&scope_len)?;
+        signer.update(scope)?;
         signer.update(label)?;
         signer.update(&period.to_be_bytes())?;
         let mut out = [0u8; 32];
@@ -98,8 +115,8 @@ fn keys_at(ring: &Ring, now: u64) -> Option<(TicketKey, TicketKey)> {
             return Some((current.clone(), previous.clone()));
         }
     }
-    let current = derive_key(&ring.secret, period).ok()?;
-    let previous = derive_key(&ring.secret, period.saturating_sub(1)).ok()?;
+    let current = derive_key(&ring.secret, &ring.scope, period).ok()?;
+    let previous = derive_key(&ring.secret, &ring.scope, period.saturating_sub(1)).ok()?;
     *cached = Some((period, current.clone(), previous.clone()));
     Some((current, previous))
 }
@@ -110,33 +127,32 @@ pub fn current_key(ring: usize) -> Option<TicketKey> {
     keys_at(rings.get(ring)?, now_secs()).map(|(current, _)| current)
 }
 
-/// Finds the key named `name` in any ring (a client may resume under another vhost's
-/// context before SNI has switched it). Returns the key and whether it is current.
-pub fn find_key(name: &[u8; KEY_NAME_LEN]) -> Option<(TicketKey, bool)> {
+/// Finds the key named `name` in ring `ring` only (the ring of the vhost context the
+/// handshake runs in). Returns the key and whether it is current.
+pub fn find_key(ring: usize, name: &[u8; KEY_NAME_LEN]) -> Option<(TicketKey, bool)> {
     let rings = RINGS.read().unwrap_or_else(|e| e.into_inner());
-    let now = now_secs();
-    rings.iter().find_map(|ring| {
-        let (current, previous) = keys_at(ring, now)?;
-        if &current.name == name {
-            Some((current, true))
-        } else if &previous.name == name {
-            Some((previous, false))
-        } else {
-            None
-        }
-    })
+    let (current, previous) = keys_at(rings.get(ring)?, now_secs())?;
+    if &current.name == name {
+        Some((current, true))
+    } else if &previous.name == name {
+        Some((previous, false))
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const SECRET: &[u8] = b"f00)9eR59*_/22";
+
     #[test]
     fn same_secret_same_keys_and_periods_differ() {
-        let a = derive_key(b"f00)9eR59*_/22", 7).expect("derive");
-        let b = derive_key(b"f00)9eR59*_/22", 7).expect("derive");
-        let c = derive_key(b"f00)9eR59*_/22", 8).expect("derive");
-        let d = derive_key(b"another secret", 7).expect("derive");
+        let a = derive_key(SECRET, b"site", 7).expect("derive");
+        let b = derive_key(SECRET, b"site", 7).expect("derive");
+        let c = derive_key(SECRET, b"site", 8).expect("derive");
+        let d = derive_key(b"another secret", b"site", 7).expect("derive");
         assert_eq!(a, b);
         assert_ne!(a.name, c.name);
         assert_ne!(a.aes, c.aes);
@@ -145,25 +161,58 @@ mod tests {
     }
 
     #[test]
+    fn scopes_never_share_keys() {
+        let a = derive_key(SECRET, b"site", 7).expect("derive");
+        let b = derive_key(SECRET, b"other", 7).expect("derive");
+        // Length-prefixed: moving bytes between scope and label changes the key.
+        let c = derive_key(SECRET, b"sitename", 7).expect("derive");
+        assert_ne!(a.name, b.name);
+        assert_ne!(a.aes, b.aes);
+        assert_ne!(a.name, c.name);
+    }
+
+    #[test]
     fn registered_rings_find_current_and_previous() {
-        let ring =
-            register(Some(b"ring test secret"), Duration::from_secs(3600)).expect("register");
+        let ring = register(
+            Some(b"ring test secret"),
+            b"site",
+            Duration::from_secs(3600),
+        )
+        .expect("register");
         let current = current_key(ring).expect("current key");
-        assert_eq!(find_key(&current.name).map(|(_, fresh)| fresh), Some(true));
-        let period = now_secs() / 3600;
-        let previous = derive_key(b"ring test secret", period - 1).expect("derive");
         assert_eq!(
-            find_key(&previous.name).map(|(_, fresh)| fresh),
+            find_key(ring, &current.name).map(|(_, fresh)| fresh),
+            Some(true)
+        );
+        let period = now_secs() / 3600;
+        let previous = derive_key(b"ring test secret", b"site", period - 1).expect("derive");
+        assert_eq!(
+            find_key(ring, &previous.name).map(|(_, fresh)| fresh),
             Some(false)
         );
-        let stale = derive_key(b"ring test secret", period - 2).expect("derive");
-        assert!(find_key(&stale.name).is_none());
+        let stale = derive_key(b"ring test secret", b"site", period - 2).expect("derive");
+        assert!(find_key(ring, &stale.name).is_none());
+    }
+
+    /// A ticket of one vhost's ring is not found in another's, even with the same secret, and
+    /// a ring registered with a new secret (a reload) does not know the old keys.
+    #[test]
+    fn rings_do_not_accept_each_others_tickets() {
+        let lifetime = Duration::from_secs(3600);
+        let site = register(Some(b"shared"), b"site", lifetime).expect("register");
+        let other = register(Some(b"shared"), b"other", lifetime).expect("register");
+        let reloaded = register(Some(b"rotated"), b"site", lifetime).expect("register");
+        let key = current_key(site).expect("current key");
+        assert!(find_key(site, &key.name).is_some());
+        assert!(find_key(other, &key.name).is_none());
+        assert!(find_key(reloaded, &key.name).is_none());
+        assert!(find_key(usize::MAX, &key.name).is_none());
     }
 
     #[test]
     fn random_rings_differ() {
-        let a = register(None, Duration::from_secs(60)).expect("register");
-        let b = register(None, Duration::from_secs(60)).expect("register");
+        let a = register(None, b"site", Duration::from_secs(60)).expect("register");
+        let b = register(None, b"site", Duration::from_secs(60)).expect("register");
         assert_ne!(
             current_key(a).map(|k| k.name),
             current_key(b).map(|k| k.name)

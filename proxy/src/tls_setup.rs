@@ -9,8 +9,8 @@ use std::sync::Arc;
 use config::{Config, Vhost};
 use openssl::error::ErrorStack;
 use openssl::ssl::{
-    AlpnError, NameType, SniError, SslAlert, SslContext, SslContextBuilder, SslMethod, SslOptions,
-    SslVersion,
+    AlpnError, ClientHelloResponse, NameType, SniError, SslAlert, SslContext, SslContextBuilder,
+    SslMethod, SslOptions, SslVersion,
 };
 
 /// TLS 1.2 suites offered: forward-secret AEAD only, ECDSA first (the reference certificate is
@@ -177,8 +177,10 @@ fn vhost_context(
     });
     let tickets = &vhost.tls.tickets;
     if tickets.enabled {
+        // Keys scoped to this vhost: its tickets resume only under its own name.
         let ring = ktls::tickets::register(
             tickets.secret.as_deref().map(str::as_bytes),
+            vhost.name.to_ascii_lowercase().as_bytes(),
             tickets.lifetime,
         )
         .map_err(openssl_err)?;
@@ -195,6 +197,26 @@ fn vhost_context(
         b.set_num_tickets(0).map_err(openssl_err)?;
     }
     if let Some(policy) = sni {
+        // The vhost's context is chosen from the ClientHello before anything else of it is
+        // processed, so that a session ticket is decrypted with that vhost's keys only.
+        let early = SniPolicy {
+            by_name: policy.by_name.clone(),
+            match_any: policy.match_any,
+        };
+        b.set_client_hello_callback(move |ssl, alert| {
+            let requested = ktls::ossl::client_hello_server_name(ssl)
+                .and_then(|n| std::str::from_utf8(n).ok())
+                .map(str::to_ascii_lowercase);
+            let chosen = requested.as_deref().and_then(|n| early.by_name.get(n));
+            match chosen {
+                Some(ctx) => {
+                    ssl.set_ssl_context(ctx)?;
+                    Ok(ClientHelloResponse::SUCCESS)
+                }
+                None => Ok(ClientHelloResponse::SUCCESS),
+            }
+            .inspect_err(|_| *alert = SslAlert::INTERNAL_ERROR)
+        });
         b.set_servername_callback(move |ssl, alert| {
             let requested = ssl
                 .servername(NameType::HOST_NAME)
