@@ -76,6 +76,9 @@ pub struct ChunkedDecoder {
     max_extension: usize,
     max_trailer: usize,
     trailers_seen: bool,
+    /// The trailer section's field lines as received (bounded by `max_trailer`), for a
+    /// forwarder that re-encodes the body and must choose which trailer fields go on.
+    trailer: Vec<u8>,
 }
 
 impl ChunkedDecoder {
@@ -91,6 +94,7 @@ impl ChunkedDecoder {
             max_extension: limits.max_chunk_ext_bytes,
             max_trailer: limits.max_trailer_bytes,
             trailers_seen: false,
+            trailer: Vec::new(),
         }
     }
 
@@ -108,6 +112,12 @@ impl ChunkedDecoder {
     /// re-encodes drops them; one that forwards verbatim passes them on.
     pub fn trailers_seen(&self) -> bool {
         self.trailers_seen
+    }
+
+    /// The trailer field lines received so far (`name: value\r\n` each, already
+    /// validated), without the final empty line.
+    pub fn trailer_section(&self) -> &[u8] {
+        &self.trailer
     }
 
     /// Decodes from the start of `input` up to the end of the first run of
@@ -241,6 +251,7 @@ impl ChunkedDecoder {
                 }
                 b if TCHAR.contains(b) => {
                     self.count_trailer_byte()?;
+                    self.keep_trailer_byte(b);
                     self.trailers_seen = true;
                     State::TrailerName
                 }
@@ -249,6 +260,7 @@ impl ChunkedDecoder {
             },
             State::TrailerName => {
                 self.count_trailer_byte()?;
+                self.keep_trailer_byte(byte);
                 match byte {
                     b':' => State::TrailerValue,
                     b if TCHAR.contains(b) => State::TrailerName,
@@ -257,6 +269,7 @@ impl ChunkedDecoder {
             }
             State::TrailerValue => {
                 self.count_trailer_byte()?;
+                self.keep_trailer_byte(byte);
                 match byte {
                     b'\r' => State::TrailerLf,
                     b if FIELD_VALUE.contains(b) => State::TrailerValue,
@@ -265,6 +278,7 @@ impl ChunkedDecoder {
             }
             State::TrailerLf => {
                 self.count_trailer_byte()?;
+                self.keep_trailer_byte(byte);
                 match byte {
                     b'\n' => State::TrailerStart,
                     _ => return Err(ParseError::InvalidTrailer),
@@ -306,6 +320,11 @@ impl ChunkedDecoder {
             return Err(ParseError::TrailerTooLarge);
         }
         Ok(())
+    }
+
+    /// Keeps a byte of a trailer field line (never more than `max_trailer`, counted above).
+    fn keep_trailer_byte(&mut self, byte: u8) {
+        self.trailer.push(byte);
     }
 }
 

@@ -163,6 +163,25 @@ fn trailers_are_reported() {
 }
 
 #[test]
+fn trailer_section_is_kept_whatever_the_split() {
+    let body: &[u8] = b"3\r\nabc\r\n0\r\nHost: evil\r\nX-Sum: 9\r\n\r\n";
+    for split in 0..body.len() {
+        let mut decoder = ChunkedDecoder::new(&Limits::default());
+        let (first, _) = decoder.decode_all(&body[..split], |_| {}).unwrap();
+        let (_, done) = decoder.decode_all(&body[first..], |_| {}).unwrap();
+        assert!(done, "split at {split}");
+        assert_eq!(
+            decoder.trailer_section(),
+            b"Host: evil\r\nX-Sum: 9\r\n",
+            "split at {split}"
+        );
+    }
+    let mut plain = ChunkedDecoder::new(&Limits::default());
+    plain.decode_all(b"0\r\n\r\n", |_| {}).unwrap();
+    assert!(plain.trailer_section().is_empty());
+}
+
+#[test]
 fn length_and_close_delimited_and_empty() {
     let limits = Limits {
         max_body_bytes: Some(8),

@@ -22,8 +22,8 @@ impl RequestView for Req {
     fn method(&self) -> &[u8] {
         b"GET"
     }
-    fn header(&self, _name: &str) -> Option<&[u8]> {
-        None
+    fn any_header(&self, _name: &str, _f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+        false
     }
 }
 

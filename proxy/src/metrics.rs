@@ -45,6 +45,11 @@ pub struct Metrics {
     pub upstream_timeouts: AtomicU64,
     pub upstream_retries: AtomicU64,
     pub upstream_errors: AtomicU64,
+    /// Upstream connections closed instead of pooled because they may be out of step with
+    /// their server (request body not fully sent, or a body may follow the response).
+    pub upstream_not_reused: AtomicU64,
+    /// Upstream responses refused for sending too many interim (1xx) responses.
+    pub upstream_interim_floods: AtomicU64,
     pub parse_errors: AtomicU64,
     pub panics: AtomicU64,
     pub workers: Vec<WorkerMetrics>,
@@ -150,7 +155,16 @@ impl Metrics {
                 ("{kind=\"timeout\"}", get(&self.upstream_timeouts)),
                 ("{kind=\"retried\"}", get(&self.upstream_retries)),
                 ("{kind=\"response\"}", get(&self.upstream_errors)),
+                (
+                    "{kind=\"interim_flood\"}",
+                    get(&self.upstream_interim_floods),
+                ),
             ],
+        );
+        counter(
+            "ktls_proxy_upstream_not_reused_total",
+            "Upstream connections closed rather than pooled because a request body was not fully sent or a response body might still follow.",
+            &[("", get(&self.upstream_not_reused))],
         );
         counter(
             "ktls_proxy_parse_errors_total",

@@ -17,8 +17,10 @@ pub trait RequestView {
     /// Host from an absolute URI, else the Host header; empty if none.
     fn host(&self) -> &[u8];
     fn method(&self) -> &[u8];
-    /// First field named `name` (case-insensitive).
-    fn header(&self, name: &str) -> Option<&[u8]>;
+    /// Calls `f` with the value of each field named `name` (case-insensitive), in order,
+    /// until it returns true; returns whether it did. Every field is seen: a rule must not
+    /// be bypassed by sending a second field of the same name.
+    fn any_header(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -210,28 +212,26 @@ impl Router {
 }
 
 impl Cond {
+    /// Whether the request matches: for header and cookie conditions, whether any field
+    /// (any cookie of the name, in any Cookie field) matches.
     fn matches(&self, req: &impl RequestView, mark: u32) -> bool {
-        let value: &[u8] = match &self.subject {
-            Subject::Uri => req.uri(),
-            Subject::Host => req.host(),
-            Subject::Method => req.method(),
-            Subject::Header(name) => match req.header(name) {
-                Some(v) => v,
-                None => return false,
+        match &self.subject {
+            Subject::Uri => self.matches_value(req.uri()),
+            Subject::Host => self.matches_value(req.host()),
+            Subject::Method => self.matches_value(req.method()),
+            Subject::Header(name) => req.any_header(name, &mut |v| self.matches_value(v)),
+            Subject::Cookie(name) => req.any_header("cookie", &mut |c| {
+                cookie_values(c, name).any(|v| self.matches_value(v))
+            }),
+            Subject::Mark => match self.matcher {
+                Matcher::Mark(m) => m == mark,
+                Matcher::Any => true,
+                _ => false,
             },
-            Subject::Cookie(name) => match req.header("cookie").and_then(|c| cookie_value(c, name))
-            {
-                Some(v) => v,
-                None => return false,
-            },
-            Subject::Mark => {
-                return match self.matcher {
-                    Matcher::Mark(m) => m == mark,
-                    Matcher::Any => true,
-                    _ => false,
-                }
-            }
-        };
+        }
+    }
+
+    fn matches_value(&self, value: &[u8]) -> bool {
         match &self.matcher {
             Matcher::Any => true,
             Matcher::Exact(s) => value.eq_ignore_ascii_case(s),
@@ -248,9 +248,9 @@ impl Cond {
     }
 }
 
-/// The value of cookie `name` in a Cookie header (`a=1; b=2`).
-fn cookie_value<'a>(header: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    header.split(|&b| b == b';').find_map(|pair| {
+/// The values of every cookie named `name` in a Cookie header (`a=1; b=2; a=3`).
+fn cookie_values<'a>(header: &'a [u8], name: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
+    header.split(|&b| b == b';').filter_map(move |pair| {
         let pair = trim(pair);
         let eq = pair.iter().position(|&b| b == b'=')?;
         (trim(&pair[..eq]) == name).then(|| trim(&pair[eq + 1..]))
@@ -288,11 +288,11 @@ mod tests {
         fn method(&self) -> &[u8] {
             self.method.as_bytes()
         }
-        fn header(&self, name: &str) -> Option<&[u8]> {
+        fn any_header(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
             self.headers
                 .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_bytes())
+                .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+                .any(|(_, v)| f(v.as_bytes()))
         }
     }
 
@@ -306,13 +306,49 @@ mod tests {
     }
 
     #[test]
-    fn cookie_values() {
+    fn cookie_value_lists() {
+        let first = |h: &'static [u8], n: &'static [u8]| cookie_values(h, n).next();
         assert_eq!(
-            cookie_value(b"a=1; session = xyz ;b=2", b"session"),
+            first(b"a=1; session = xyz ;b=2", b"session"),
             Some(&b"xyz"[..])
         );
-        assert_eq!(cookie_value(b"a=1", b"b"), None);
-        assert_eq!(cookie_value(b"novalue; a=1", b"a"), Some(&b"1"[..]));
+        assert_eq!(first(b"a=1", b"b"), None);
+        assert_eq!(first(b"novalue; a=1", b"a"), Some(&b"1"[..]));
+        let all: Vec<&[u8]> =
+            cookie_values(&b"user=guest; a=1; user=admin"[..], &b"user"[..]).collect();
+        assert_eq!(all, vec![&b"guest"[..], &b"admin"[..]]);
+    }
+
+    /// A second field (or a second cookie) of the same name must not hide the one a block
+    /// rule looks for (security issue, item 8).
+    #[test]
+    fn every_field_and_cookie_of_a_name_is_matched() {
+        let text = r#"
+            srv_group default { server 127.0.0.1:8000; }
+            vhost site { proxy_pass default; }
+            http_chain {
+                hdr "X-Role" == "admin" -> block;
+                cookie "user" == "admin" -> block;
+                -> site;
+            }
+        "#;
+        let loaded =
+            config::parse_str("t.conf", text, std::path::Path::new("/")).expect("config loads");
+        let router = Router::new(&loaded.config).expect("router");
+        let mut r = req("/", "site.example");
+        r.headers.push(("X-Role", "user"));
+        r.headers.push(("x-role", "admin"));
+        assert_eq!(router.route(&r), Route::Block);
+        let mut r = req("/", "site.example");
+        r.headers.push(("Cookie", "user=guest"));
+        r.headers.push(("Cookie", "user=admin"));
+        assert_eq!(router.route(&r), Route::Block);
+        let mut r = req("/", "site.example");
+        r.headers.push(("Cookie", "user=guest; user=admin"));
+        assert_eq!(router.route(&r), Route::Block);
+        let mut r = req("/", "site.example");
+        r.headers.push(("X-Role", "user"));
+        assert!(matches!(router.route(&r), Route::Vhost { .. }));
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub struct Runtime {
     pub limits: http1::Limits,
     pub ktls_mode: ktls::offload::KtlsMode,
     /// Per-client frang accounting; a reload starts it afresh with the new limits.
-    pub frang: crate::frang::Frang,
+    pub frang: Arc<crate::frang::Frang>,
 }
 
 pub struct VhostRt {
@@ -215,7 +215,10 @@ impl Runtime {
             config::KtlsMode::On => ktls::offload::KtlsMode::On,
             config::KtlsMode::Off => ktls::offload::KtlsMode::Off,
         };
-        let frang = crate::frang::Frang::new(&config.frang, config.client_lru_size as usize);
+        let frang = Arc::new(crate::frang::Frang::new(
+            &config.frang,
+            config.client_lru_size as usize,
+        ));
         Ok(Arc::new(Runtime {
             config,
             tls,

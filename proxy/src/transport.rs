@@ -26,7 +26,7 @@ const WRITEV_MAX: usize = 16;
 impl Transport {
     pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> IoStatus {
         match self {
-            Transport::Plain => plain_status(sock.read(buf), IoStatus::WantRead),
+            Transport::Plain => plain_status(retry_eintr(|| sock.read(buf)), IoStatus::WantRead),
             Transport::Tls(session, _) => session.read(buf),
             Transport::Kernel(k) => k.read(buf),
         }
@@ -39,7 +39,10 @@ impl Transport {
             let status = match self {
                 Transport::Plain => {
                     let slices = out.slices(WRITEV_MAX);
-                    plain_status(sock.write_vectored(&slices), IoStatus::WantWrite)
+                    plain_status(
+                        retry_eintr(|| sock.write_vectored(&slices)),
+                        IoStatus::WantWrite,
+                    )
                 }
                 Transport::Tls(session, retry) => write_tls(session, retry, out),
                 Transport::Kernel(k) => k.writev(&out.slices(WRITEV_MAX)),
@@ -104,12 +107,22 @@ thread_local! {
     static GATHER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(RECORD));
 }
 
+/// Repeats a socket call interrupted by a signal: EINTR says nothing about the connection
+/// (reporting it as zero bytes would make a write look failed and a read look finished).
+fn retry_eintr(mut call: impl FnMut() -> io::Result<usize>) -> io::Result<usize> {
+    loop {
+        match call() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
 fn plain_status(result: io::Result<usize>, would_block: IoStatus) -> IoStatus {
     match result {
         Ok(0) if matches!(would_block, IoStatus::WantRead) => IoStatus::Closed,
         Ok(n) => IoStatus::Done(n),
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => would_block,
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => IoStatus::Done(0),
         Err(e) => IoStatus::Error(TlsError::Io(e)),
     }
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use config::{FrangGlobal, IpBlock, RespCodeBlock};
 
-use super::lru::LruMap;
+use super::lru::{Keep, LruMap};
 use super::window::{quantum, slot_len, SlotRing};
 use super::Violation;
 
@@ -85,6 +85,19 @@ struct Client {
 }
 
 impl Client {
+    /// How much this entry matters under table pressure: a block in force is never
+    /// forgotten (an attacker with many addresses could flush its own block); open
+    /// connections (whose close is still to be counted) go only when nothing else can.
+    fn keep(&mut self, now: Instant) -> Keep {
+        if self.is_blocked(now) {
+            Keep::Always
+        } else if self.connections > 0 {
+            Keep::Preferably
+        } else {
+            Keep::Never
+        }
+    }
+
     /// Whether the client is blocked at `now`; forgets an expired block.
     fn is_blocked(&mut self, now: Instant) -> bool {
         match self.blocked {
@@ -316,7 +329,7 @@ impl Frang {
         let Some(mut shard) = self.shard(ip) else {
             return;
         };
-        if let Some(client) = shard.get_or_insert_with(ip, Client::default) {
+        if let Some(client) = shard.get_or_insert_ranked(ip, Client::default, |c| c.keep(now)) {
             self.block(client, now);
         }
     }
@@ -358,8 +371,13 @@ impl Frang {
         let Some(mut shard) = self.shard(ip) else {
             return Ok(());
         };
-        let Some(client) = shard.get_or_insert_with(ip, Client::default) else {
-            return Ok(());
+        // A client with open connections or an active block is never forgotten to make
+        // room: an attacker with many addresses could otherwise flush its own block.
+        let Some(client) = shard.get_or_insert_ranked(ip, Client::default, |c| c.keep(now)) else {
+            return Err(Violation::block(
+                "client_lru_size",
+                "client table full of blocked clients",
+            ));
         };
         let result = check(self, client);
         if let Err(violation) = &result {

@@ -363,3 +363,52 @@ fn shared_between_threads() {
     // Exactly the rate passes, however the threads interleave.
     assert_eq!(allowed, 400);
 }
+
+/// Security issue, suspected item: many new addresses must not flush a blocked client from
+/// the table (its block would be forgotten), even a table of one entry per shard.
+#[test]
+fn blocked_clients_survive_table_pressure() {
+    let epoch = Instant::now();
+    let frang = Frang::with_epoch(
+        &FrangGlobal {
+            request_rate: Some(1),
+            concurrent_tcp_connections: Some(1),
+            ip_block: IpBlock::For(Duration::from_secs(60)),
+            ..unlimited()
+        },
+        64,
+        epoch,
+    );
+    let attacker = ip(u32::MAX);
+    assert!(frang.on_request(attacker, epoch).is_ok());
+    assert!(frang.on_request(attacker, epoch).is_err());
+    assert!(frang.is_blocked(attacker, epoch));
+    for n in 0..10_000 {
+        let _ = frang.on_request(ip(n), epoch);
+    }
+    assert!(frang.tracked_clients() <= 64);
+    assert!(frang.is_blocked(attacker, epoch));
+}
+
+/// With a larger table, connected clients are kept too while unconnected ones can go.
+#[test]
+fn connected_clients_outlive_passers_by() {
+    let epoch = Instant::now();
+    let frang = Frang::with_epoch(
+        &FrangGlobal {
+            concurrent_tcp_connections: Some(1),
+            ..unlimited()
+        },
+        640,
+        epoch,
+    );
+    let connected = ip(u32::MAX - 1);
+    assert!(frang.on_connect(connected, epoch).is_ok());
+    for n in 0..20_000 {
+        let _ = frang.on_request(ip(n), epoch);
+    }
+    assert_eq!(
+        frang.on_connect(connected, epoch).unwrap_err().limit,
+        "concurrent_tcp_connections"
+    );
+}

@@ -50,8 +50,14 @@ pub struct Client {
     pub cache_after_wait: bool,
     /// Per-connection frang counters (chunks, header and body timeouts).
     pub limits: crate::frang::ConnLimits,
-    /// Counted by frang's `on_connect`: `on_close` is owed when the connection ends.
-    pub frang_counted: bool,
+    /// The frang table that counted this connection at accept (the configuration's of that
+    /// time): its `on_close` is owed there when the connection ends, even after a reload
+    /// replaced the table (new counters must not be decremented for connections they never
+    /// counted).
+    pub counted_by: Option<std::sync::Arc<crate::frang::Frang>>,
+    /// The server name the client asked for in its TLS handshake (lower case, no trailing
+    /// dot): strict host checking refuses requests routed to another vhost than it names.
+    pub sni: Option<Box<str>>,
 }
 
 impl Client {
@@ -110,7 +116,8 @@ impl Worker {
             id: self.next_client_id,
             cache_after_wait: false,
             limits: crate::frang::ConnLimits::new(&self.rt.config.frang),
-            frang_counted: true,
+            counted_by: Some(self.rt.frang.clone()),
+            sni: None,
         });
         let wm = &self.metrics().workers[self.id];
         bump(&wm.connections_accepted);
@@ -157,6 +164,8 @@ impl Worker {
             Head,
             Body,
             CacheWait,
+            Drain,
+            Queued,
             Nothing,
         }
         let Some(c) = self.clients.get(ci) else {
@@ -170,6 +179,10 @@ impl Worker {
             (_, ReqState::Head) => Due::Head,
             (_, ReqState::Upstream(ex)) if !ex.req_body_done() => Due::Body,
             (_, ReqState::CacheWait(_)) => Due::CacheWait,
+            // The rest of a body being discarded stopped arriving.
+            (_, ReqState::Drain(_)) => Due::Drain,
+            // No connection of the group freed up in time.
+            (_, ReqState::Queued(_)) => Due::Queued,
             // Waiting on the upstream: its own deadline answers 504.
             _ => Due::Nothing,
         };
@@ -193,6 +206,8 @@ impl Worker {
                 self.frang_deadline_passed(ci, now);
             }
             Due::CacheWait => self.cache_wait_expired(ci),
+            Due::Drain => self.close_client(ci),
+            Due::Queued => self.queue_expired(ci),
             Due::Nothing => {}
         }
     }
@@ -248,6 +263,10 @@ impl Worker {
             return false;
         };
         let resumed = session.ssl().session_reused();
+        c.sni = session
+            .ssl()
+            .servername(openssl::ssl::NameType::HOST_NAME)
+            .map(|name| name.trim_end_matches('.').to_ascii_lowercase().into());
         if let Err(v) = self
             .rt
             .frang
@@ -391,7 +410,7 @@ impl Worker {
             ReqState::CacheWait(ticket) => {
                 self.shared.cache.cancel_wait(ticket);
             }
-            ReqState::Head => {}
+            ReqState::Head | ReqState::Drain(_) => {}
         }
         if let Stage::Open(transport) = &mut c.stage {
             if !c.peer_closed {
@@ -402,8 +421,8 @@ impl Worker {
             self.bufs.give(buf);
         }
         let _ = self.poll.registry().deregister(&mut c.sock);
-        if c.frang_counted {
-            self.rt.frang.on_close(c.peer.ip());
+        if let Some(frang) = c.counted_by.take() {
+            frang.on_close(c.peer.ip());
         }
         let wm = &self.metrics().workers[self.id];
         wm.connections_open

@@ -10,8 +10,10 @@ use http1::{BodyDecoder, ConnectionOption, Forwarding, ParseError, RequestHead, 
 
 use super::caching::{CacheStep, Fill};
 use super::client::Stage;
+use super::request_body::{field_lines, head_field_names, push_chunk, push_last_chunk};
 use super::upstream::{request_key, Pick, UpPhase};
 use super::{client_token, upstream_token, Worker};
+use crate::frang::check_trailers;
 use crate::metrics::bump;
 use crate::router::{CacheOverride, RequestView, Route};
 
@@ -25,6 +27,8 @@ pub enum ReqState {
     /// Waiting for another request's fetch of the same cache key; the request head stays
     /// unconsumed in the client's buffer and is processed again when the wait ends.
     CacheWait(cache::WaitTicket),
+    /// The exchange ended before its request body was read: the rest is discarded.
+    Drain(super::lifecycle::Drain),
 }
 
 pub(super) enum RespPhase {
@@ -61,12 +65,34 @@ pub struct Exchange {
     pub(super) continue_sent: bool,
     /// Forward only the data of a chunked response (to an HTTP/1.0 client).
     pub(super) dechunk: bool,
+    /// The client's request head, kept for a chunked body only: its field names decide
+    /// `http_trailer_split_allowed` once the trailer arrives.
+    pub(super) chunked_head: Option<Box<[u8]>>,
+    /// Interim (1xx) responses received so far.
+    pub(super) interim: u32,
+    /// The response was to HEAD and announced a body: a faulty server may still send it.
+    pub(super) body_may_follow: bool,
 }
 
 impl Exchange {
     /// The whole request body has been passed upstream.
     pub fn req_body_done(&self) -> bool {
         self.req_body_done
+    }
+
+    /// What the upstream connection's state is when this exchange ends with its response
+    /// read to the end (`response_complete`) or not.
+    pub(super) fn upstream_end(&self, response_complete: bool) -> super::lifecycle::UpstreamEnd {
+        super::lifecycle::UpstreamEnd {
+            request_sent: self.req_body_done,
+            response_complete,
+            body_may_follow: self.body_may_follow,
+        }
+    }
+
+    /// The request body's decoder if the client has not sent all of it yet.
+    pub(super) fn unread_body(self) -> Option<BodyDecoder> {
+        (!self.req_body.is_done() && !self.req_body_done).then_some(self.req_body)
     }
 }
 
@@ -89,13 +115,17 @@ impl RequestView for View<'_> {
         self.head.path(self.buf)
     }
     fn host(&self) -> &[u8] {
-        strip_port(self.head.host(self.buf).unwrap_or(b""))
+        normalized_host(self.head.host(self.buf).unwrap_or(b""))
     }
     fn method(&self) -> &[u8] {
         self.head.method_bytes(self.buf)
     }
-    fn header(&self, name: &str) -> Option<&[u8]> {
-        self.head.header(self.buf, name)
+    fn any_header(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+        self.head
+            .headers()
+            .fields(self.buf)
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .any(|(_, v)| f(v))
     }
 }
 
@@ -117,6 +147,7 @@ impl Worker {
         match c.req {
             ReqState::Head => self.try_request(ci),
             ReqState::Upstream(_) => self.pump_request_body(ci),
+            ReqState::Drain(_) => self.discard_body(ci),
             ReqState::Queued(_) | ReqState::CacheWait(_) => false,
         }
     }
@@ -125,7 +156,10 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return false;
         };
-        if c.close_after_flush || !matches!(c.stage, Stage::Open(_)) {
+        // No new request while the answers already queued are over the outbox bound: a
+        // client that pipelines without reading stops being read (its socket buffer, then
+        // its TCP window, fill up) instead of growing the proxy.
+        if c.close_after_flush || !matches!(c.stage, Stage::Open(_)) || !c.out.has_room() {
             return false;
         }
         let Some(rbuf) = c.rbuf.as_mut() else {
@@ -346,11 +380,13 @@ impl Worker {
         if let Some(rc) = vhost_cache {
             if head.method_bytes(buf) == b"PURGE" && rc.purge.is_some() {
                 self.purge(ci, rc, &v.name, uri);
+                self.answered_locally(ci, head, keep_alive);
                 return head_len;
             }
             match self.cache_step(ci, head, buf, rc, &v.name, overrides, after_wait) {
                 CacheStep::Served => {
                     self.access_log(log.as_deref(), &v.name, 200, 0);
+                    self.answered_locally(ci, head, keep_alive);
                     return head_len;
                 }
                 CacheStep::Parked(ticket) => {
@@ -429,6 +465,10 @@ impl Worker {
             fill,
             continue_sent: false,
             dechunk: false,
+            chunked_head: matches!(head.framing(), http1::BodyFraming::Chunked)
+                .then(|| buf.get(..head_len).unwrap_or(&[]).into()),
+            interim: 0,
+            body_may_follow: false,
         });
         let mut ex = ex;
         // `Expect: 100-continue`: tell the client to send its body now, as nginx does, rather
@@ -535,14 +575,35 @@ impl Worker {
         };
         let mut moved = false;
         let mut data = 0u64;
+        let mut trailer_violation = None;
         while !rbuf.is_empty() && u.out.has_room() && !ex.req_body_done {
             match ex.req_body.decode(rbuf.bytes()) {
                 Ok(step) => {
                     if step.consumed == 0 && !step.done {
                         break;
                     }
-                    // Chunked bodies travel with their framing, already validated.
-                    u.out.push(&rbuf.bytes()[..step.consumed]);
+                    let bytes = rbuf.bytes();
+                    match &ex.req_body {
+                        BodyDecoder::Chunked(chunked) => {
+                            push_chunk(&mut u.out, bytes.get(step.data.clone()).unwrap_or(&[]));
+                            if step.done {
+                                let trailer = chunked.trailer_section();
+                                let head = ex.chunked_head.as_deref().unwrap_or(&[]);
+                                let split = body_limits.map(|l| {
+                                    check_trailers(
+                                        l,
+                                        head_field_names(head),
+                                        field_lines(trailer).map(|(name, _)| name),
+                                    )
+                                });
+                                match split {
+                                    Some(Err(v)) => trailer_violation = Some(v),
+                                    _ => push_last_chunk(&mut u.out, trailer),
+                                }
+                            }
+                        }
+                        _ => u.out.push(bytes.get(..step.consumed).unwrap_or(&[])),
+                    }
                     rbuf.consume(step.consumed);
                     data += step.data.len() as u64;
                     moved = true;
@@ -556,6 +617,10 @@ impl Worker {
                     return true;
                 }
             }
+        }
+        if let Some(v) = trailer_violation {
+            self.frang_violation(ci, &v, "-");
+            return true;
         }
         if let Some(Err(v)) = body_limits.map(|l| c.limits.on_body_bytes(data, l)) {
             self.frang_violation(ci, &v, "-");
@@ -596,6 +661,13 @@ pub(super) fn vhost_frang(
     )
 }
 
+/// The host name rules compare: the port and one trailing dot removed (`Example.com.:8443`
+/// names the same host as `example.com`; comparisons are case-insensitive).
+pub(super) fn normalized_host(host: &[u8]) -> &[u8] {
+    let host = strip_port(host);
+    host.strip_suffix(b".").unwrap_or(host)
+}
+
 /// `example.com:8443` -> `example.com`, `[::1]:443` -> `[::1]`: rules compare host names.
 fn strip_port(host: &[u8]) -> &[u8] {
     let colon = match host.first() {
@@ -632,7 +704,14 @@ pub(super) fn access_prefix(peer: std::net::SocketAddr, head: &RequestHead, buf:
 
 #[cfg(test)]
 mod tests {
-    use super::strip_port;
+    use super::{normalized_host, strip_port};
+
+    #[test]
+    fn hosts_lose_port_and_trailing_dot() {
+        assert_eq!(normalized_host(b"admin.example.:443"), b"admin.example");
+        assert_eq!(normalized_host(b"admin.example."), b"admin.example");
+        assert_eq!(normalized_host(b"[::1]:80"), b"[::1]");
+    }
 
     #[test]
     fn ports_are_stripped_from_hosts() {

@@ -99,6 +99,16 @@ impl Worker {
         let Some(limits) = vhost_frang(&rt.config, vhost, location) else {
             return true;
         };
+        // Domain fronting: SNI named one vhost, Host routed to another.
+        let sni_vhost = self
+            .clients
+            .get(ci)
+            .and_then(|c| c.sni.as_deref())
+            .and_then(|sni| {
+                rt.vhosts
+                    .iter()
+                    .position(|v| v.name.eq_ignore_ascii_case(sni))
+            });
         let tls = self.clients.get(ci).is_some_and(|c| {
             !matches!(
                 c.stage,
@@ -126,6 +136,7 @@ impl Worker {
             // Listener ports on loopback tests and benchmarks are not 80/443: the Host port is
             // not compared with the listener's.
             local_port: None,
+            sni_vhost_differs: sni_vhost.is_some_and(|sv| sv != vhost),
             ..RequestFacts::new(head.method_bytes(buf), head.path(buf))
         };
         match check_request(limits, &facts) {

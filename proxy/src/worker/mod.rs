@@ -6,7 +6,9 @@ mod caching;
 mod client;
 mod exchange;
 mod health;
+mod lifecycle;
 mod limits;
+mod request_body;
 mod response;
 mod upstream;
 

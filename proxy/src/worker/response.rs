@@ -7,6 +7,19 @@ use super::exchange::{Exchange, Failure, ReqState, RespPhase};
 use super::{client_token, Worker};
 use crate::metrics::bump;
 
+/// Interim (1xx) responses relayed for one request; a server sending more is broken or
+/// hostile, and each one would be copied to the client.
+const MAX_INTERIM_RESPONSES: u32 = 8;
+
+/// Whether a response to HEAD announced a body (which then does not follow, unless the
+/// server is faulty).
+fn announces_body(head: &http1::ResponseHead, buf: &[u8]) -> bool {
+    let bodiless_status = head.status() == 204 || head.status() == 304;
+    !bodiless_status
+        && (head.content_length().is_some_and(|n| n > 0)
+            || head.header(buf, "transfer-encoding").is_some())
+}
+
 impl Worker {
     /// Relays what upstream `ui` sent to client `ci`. True if anything moved.
     pub(super) fn relay_response(&mut self, ci: usize, ui: usize) -> bool {
@@ -56,9 +69,13 @@ impl Worker {
                     let (head, len) = head;
                     let status = head.status();
                     if (100..200).contains(&status) {
-                        // Interim responses (100 Continue) go through as they are; 101 would
-                        // need a tunnel, so it is a bad response here.
-                        if status == 101 {
+                        // Interim responses (100 Continue) go through as they are, a bounded
+                        // number of them; 101 would need a tunnel, so it is a bad response here.
+                        ex.interim += 1;
+                        if status == 101 || ex.interim > MAX_INTERIM_RESPONSES {
+                            if status != 101 {
+                                bump(&self.metrics().upstream_interim_floods);
+                            }
                             self.close_upstream(ui);
                             self.exchange_failed(ci, Failure::BadResponse);
                             return true;
@@ -146,6 +163,7 @@ impl Worker {
                     }
                     ex.status = status;
                     ex.sent_to_client = true;
+                    ex.body_may_follow = ex.is_head && announces_body(&head, input);
                     ex.resp = RespPhase::Body(BodyDecoder::new(
                         head.framing(),
                         &http1::Limits {
@@ -240,11 +258,6 @@ impl Worker {
         if let Some(fill) = ex.fill.take() {
             fill.complete();
         }
-        if !ex.keep_alive {
-            c.close_after_flush = true;
-        }
-        let idle = self.idle_timeout();
-        self.arm_client_timer(ci, idle);
         self.metrics().count_status(ex.status);
         let vhost_name = self
             .rt
@@ -254,8 +267,9 @@ impl Worker {
             .to_string();
         self.access_log(ex.log.as_deref(), &vhost_name, ex.status, ex.body_bytes);
         self.frang_response(ci, ex.status, ex.vhost);
-        self.release_upstream(ui);
-        self.dirty.push_back(client_token(ci));
+        self.end_upstream(ui, ex.upstream_end(true));
+        let close = !ex.keep_alive;
+        self.continue_client(ci, ex.unread_body(), close);
         true
     }
 
@@ -311,11 +325,7 @@ impl Worker {
             .as_ref()
             .map_or(cache::ReplyKind::Full, |f| f.reply_kind(&entry));
         self.serve_entry(ci, &entry, kind, !ex.keep_alive, ex.http10);
-        if upstream_done {
-            self.release_upstream(ui);
-        } else {
-            self.close_upstream(ui);
-        }
+        self.end_upstream(ui, ex.upstream_end(upstream_done));
         let vhost_name = self
             .rt
             .vhosts
@@ -328,6 +338,8 @@ impl Worker {
             entry.status(),
             entry.body().len() as u64,
         );
+        let close = !ex.keep_alive;
+        self.continue_client(ci, ex.unread_body(), close);
         true
     }
 
@@ -339,13 +351,9 @@ impl Worker {
                 .fill
                 .as_ref()
                 .map_or(cache::ReplyKind::Full, |f| f.reply_kind(&entry));
-            self.serve_entry(
-                ci,
-                &entry,
-                kind,
-                !ex.keep_alive || !ex.req_body_done,
-                ex.http10,
-            );
+            self.serve_entry(ci, &entry, kind, !ex.keep_alive, ex.http10);
+            let close = !ex.keep_alive;
+            self.continue_client(ci, ex.unread_body(), close);
             return;
         }
         let vhost_name = self
@@ -354,8 +362,9 @@ impl Worker {
             .get(ex.vhost)
             .map_or("-", |v| v.name.as_str())
             .to_string();
-        let close = !ex.keep_alive || !ex.req_body_done;
+        let close = !ex.keep_alive;
         self.local_error(ci, status, ex.log.as_deref(), &vhost_name, close);
+        self.continue_client(ci, ex.unread_body(), close);
     }
 
     pub(super) fn local_error(

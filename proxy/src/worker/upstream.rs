@@ -52,6 +52,9 @@ pub struct Upstream {
     /// The last response allowed the connection to persist.
     pub keep_alive: bool,
     pub timer_gen: u64,
+    /// When bytes last moved either way: `server_forward_timeout` is a time without progress,
+    /// so a slow but moving transfer is not cut.
+    pub last_progress: Instant,
     /// The runtime generation the connection belongs to; connections of an older
     /// configuration are closed instead of pooled.
     pub rt_gen: u64,
@@ -204,6 +207,7 @@ impl Worker {
             peer_closed: false,
             keep_alive: true,
             timer_gen: 0,
+            last_progress: Instant::now(),
             rt_gen: self.rt_gen,
         });
         if let Some(st) = self
@@ -219,6 +223,7 @@ impl Worker {
 
     pub(super) fn arm_upstream_timer(&mut self, ui: usize, after: Duration) {
         if let Some(u) = self.upstreams.get_mut(ui) {
+            u.last_progress = Instant::now();
             u.timer_gen = self.timers.next_gen();
             self.timers
                 .schedule(Instant::now() + after, upstream_token(ui).0, u.timer_gen);
@@ -305,13 +310,31 @@ impl Worker {
         }
     }
 
-    pub(super) fn upstream_timer(&mut self, ui: usize, gen: u64, _now: Instant) {
-        let Some(u) = self.upstreams.get(ui) else {
+    pub(super) fn upstream_timer(&mut self, ui: usize, gen: u64, now: Instant) {
+        let Some(u) = self.upstreams.get_mut(ui) else {
             return;
         };
         if u.timer_gen != gen {
             return;
         }
+        if u.phase == UpPhase::Busy {
+            // Progress since the timer was armed: wait for the rest of the quiet period.
+            let timeout = self
+                .rt
+                .groups
+                .get(u.group)
+                .map_or(CONNECT_TIMEOUT, |g| g.forward_timeout);
+            let quiet = now.saturating_duration_since(u.last_progress);
+            if quiet < timeout {
+                u.timer_gen = self.timers.next_gen();
+                self.timers
+                    .schedule(u.last_progress + timeout, upstream_token(ui).0, u.timer_gen);
+                return;
+            }
+        }
+        let Some(u) = self.upstreams.get(ui) else {
+            return;
+        };
         match (u.phase, u.client) {
             (UpPhase::Connecting, Some(ci)) => {
                 let (group, server) = (u.group, u.server);
@@ -437,6 +460,7 @@ impl Worker {
         let mut plain = crate::transport::Transport::Plain;
         match plain.write(&mut u.sock, &mut u.out) {
             IoStatus::Done(n) if n > 0 => {
+                u.last_progress = Instant::now();
                 // Room again: the client may have more request body to pass.
                 if let Some(ci) = u.client {
                     self.dirty.push_back(super::client_token(ci));
@@ -482,6 +506,9 @@ impl Worker {
             }
         }
         bufs.release_if_empty(&mut u.rbuf);
+        if got {
+            u.last_progress = Instant::now();
+        }
         got
     }
 
@@ -519,7 +546,7 @@ impl Worker {
     /// A client gave up on its exchange (closed or failed): the connection's state is
     /// unknown mid-message, so it is closed rather than pooled.
     pub(super) fn abandon_upstream(&mut self, ui: usize) {
-        self.close_upstream(ui);
+        self.end_upstream(ui, super::lifecycle::UpstreamEnd::ABANDONED);
     }
 
     pub(super) fn close_upstream(&mut self, ui: usize) {
@@ -580,6 +607,18 @@ impl Worker {
         }
     }
 
+    /// A queued request waited `server_forward_timeout` without a connection: 504.
+    pub(super) fn queue_expired(&mut self, ci: usize) {
+        self.unqueue(ci);
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        if let ReqState::Queued(ex) = std::mem::replace(&mut c.req, ReqState::Head) {
+            bump(&self.metrics().upstream_timeouts);
+            self.fail_exchange(ci, ex, 504);
+        }
+    }
+
     /// Removes a closing client from its group's wait queue.
     pub(super) fn unqueue(&mut self, ci: usize) {
         for g in &mut self.groups {
@@ -602,9 +641,16 @@ impl Worker {
             return Err(ex);
         }
         g.queue.push_back(ci);
+        let timeout = self
+            .rt
+            .groups
+            .get(group)
+            .map_or(CONNECT_TIMEOUT, |g| g.forward_timeout);
         if let Some(c) = self.clients.get_mut(ci) {
             c.req = ReqState::Queued(ex);
         }
+        // A queued request waits at most server_forward_timeout for a connection.
+        self.arm_client_timer(ci, timeout);
         Ok(())
     }
 }

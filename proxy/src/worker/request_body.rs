@@ -1,0 +1,123 @@
+//! How a request body is written upstream. A Content-Length body goes as received. A
+//! chunked body is re-encoded: its data in chunks of our own framing, then the trailer
+//! fields the proxy lets through. Chunk extensions are dropped, and so is every trailer field
+//! that frames, routes or authenticates a message or that the proxy itself manages (`Host`,
+//! `Content-Length`, `X-Forwarded-For`, ...): a client must not be able to smuggle in through
+//! the trailer what the proxy refused or rewrote in the head.
+
+use std::io::Write as _;
+
+use crate::outbox::Outbox;
+
+/// Trailer fields never forwarded (RFC 9110 §6.5.1 lists what a sender must not put in a
+/// trailer; the rest are fields the proxy adds or edits in the head).
+const DROPPED_TRAILERS: &[&str] = &[
+    "authorization",
+    "cache-control",
+    "connection",
+    "content-encoding",
+    "content-length",
+    "content-range",
+    "content-type",
+    "cookie",
+    "expect",
+    "forwarded",
+    "host",
+    "keep-alive",
+    "max-forwards",
+    "proxy-authorization",
+    "proxy-connection",
+    "range",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "via",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+];
+
+/// Whether a trailer field named `name` may reach the upstream.
+pub fn trailer_forwardable(name: &[u8]) -> bool {
+    let dropped = DROPPED_TRAILERS
+        .iter()
+        .any(|d| d.as_bytes().eq_ignore_ascii_case(name));
+    let conditional = name.len() > 3 && name[..3].eq_ignore_ascii_case(b"if-");
+    !dropped && !conditional
+}
+
+/// The field lines (`name: value\r\n`) of a validated trailer section or head, as (name,
+/// whole line) pairs.
+pub fn field_lines(section: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    section.split_inclusive(|&b| b == b'\n').filter_map(|line| {
+        let colon = line.iter().position(|&b| b == b':')?;
+        Some((&line[..colon], line))
+    })
+}
+
+/// The field names of a validated request head (its first line is the request line).
+pub fn head_field_names(head: &[u8]) -> impl Iterator<Item = &[u8]> + Clone {
+    head.split(|&b| b == b'\n')
+        .skip(1)
+        .take_while(|line| !line.is_empty() && *line != b"\r")
+        .filter_map(|line| line.iter().position(|&b| b == b':').map(|c| &line[..c]))
+}
+
+/// Queues one run of chunked-body data as a chunk of our own framing.
+pub fn push_chunk(out: &mut Outbox, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    let mut size = [0u8; 20];
+    let mut cursor = std::io::Cursor::new(&mut size[..]);
+    // A usize in hexadecimal fits 16 digits plus CRLF.
+    let _ = write!(cursor, "{:x}\r\n", data.len());
+    let len = cursor.position() as usize;
+    out.push(size.get(..len).unwrap_or(&[]));
+    out.push(data);
+    out.push(b"\r\n");
+}
+
+/// Queues the last chunk and the forwardable fields of `trailer` (a validated section).
+pub fn push_last_chunk(out: &mut Outbox, trailer: &[u8]) {
+    out.push(b"0\r\n");
+    for (name, line) in field_lines(trailer) {
+        if trailer_forwardable(name) {
+            out.push(line);
+        }
+    }
+    out.push(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(out: &mut Outbox) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        out.copy_front(out.len(), &mut bytes);
+        bytes
+    }
+
+    #[test]
+    fn managed_and_framing_fields_never_leave_in_a_trailer() {
+        let mut out = Outbox::default();
+        push_chunk(&mut out, b"hello");
+        push_last_chunk(
+            &mut out,
+            b"Host: evil\r\nX-Checksum: 1\r\ncontent-length: 0\r\nIf-Match: *\r\nX-Forwarded-For: 6.6.6.6\r\n",
+        );
+        assert_eq!(
+            drain(&mut out),
+            b"5\r\nhello\r\n0\r\nX-Checksum: 1\r\n\r\n".to_vec()
+        );
+    }
+
+    #[test]
+    fn head_names_are_listed() {
+        let head = b"POST / HTTP/1.1\r\nHost: a\r\nX-Sum: 1\r\n\r\n";
+        let names: Vec<&[u8]> = head_field_names(head).collect();
+        assert_eq!(names, vec![&b"Host"[..], &b"X-Sum"[..]]);
+    }
+}
