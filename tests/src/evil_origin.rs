@@ -12,6 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::proxy::{Proxy, Setup};
+use crate::rawclient::{Outcome, RawResponse};
+
 /// A request head as the origin read it.
 #[derive(Clone, Debug, Default)]
 pub struct Seen {
@@ -179,6 +182,25 @@ impl EvilConn {
             .is_ok()
     }
 
+    /// 200 with `origin:TARGET` as the body: the usual answer of the security tests' origins.
+    pub fn echo(&mut self, target: &str) -> bool {
+        self.respond(200, format!("origin:{target}").as_bytes())
+    }
+
+    /// Serves requests until the connection ends: reads each body and echoes its target,
+    /// except for the requests `special` handles itself (it returns true for those).
+    pub fn serve(&mut self, special: impl Fn(&mut EvilConn, &Seen) -> bool) {
+        while let Some(seen) = self.read_head(Duration::from_secs(20)) {
+            if special(self, &seen) {
+                continue;
+            }
+            let body = self.read_body(&seen, Duration::from_secs(5));
+            if body.is_none() || !self.echo(&seen.target) {
+                return;
+            }
+        }
+    }
+
     /// Writes a complete response with `status`, `body` and Content-Length.
     pub fn respond(&mut self, status: u16, body: &[u8]) -> bool {
         let head = format!(
@@ -314,5 +336,40 @@ impl Drop for EvilOrigin {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+    }
+}
+
+/// Starts the proxy of `setup` in front of `origin` with one worker thread (upstream pools are
+/// per worker: with one, which connection a later request gets is deterministic),
+/// `group_extra` in the server group and `extra` at top level. Returns it and its plain HTTP
+/// address.
+pub fn one_worker_proxy(
+    setup: Setup,
+    origin: SocketAddr,
+    group_extra: &str,
+    extra: &str,
+) -> (Proxy, SocketAddr) {
+    let conf = setup.config(origin, group_extra, &format!("worker_threads 1;\n{extra}"));
+    let addr = setup.http;
+    (setup.start(&conf), addr)
+}
+
+/// The response of `outcome` if its status is `status`; otherwise panics with what the origin
+/// received and the proxy's logs.
+pub fn expect_status(
+    outcome: Outcome,
+    status: u16,
+    what: &str,
+    proxy: &Proxy,
+    origin: &EvilOrigin,
+) -> RawResponse {
+    match outcome {
+        Outcome::Response(r) if r.status == status => r,
+        other => panic!(
+            "{what}: expected {status}, got {other}\norigin saw {:?}\n{}\n{}",
+            origin.seen_lines(),
+            origin.raw_text(),
+            proxy.proc.logs()
+        ),
     }
 }
