@@ -66,6 +66,18 @@ fn item5_managed_fields_in_trailers_never_reach_the_origin() {
     );
     let addr = setup.http;
     let proxy = setup.start(&conf);
+    // Control: a chunked request with a harmless trailer is forwarded, body intact (trailers
+    // are not refused wholesale, which would pass this test for the wrong reason).
+    let plain = b"POST /benign HTTP/1.1\r\nHost: site.test\r\nContent-Type: text/plain\r\n\
+                  Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Checksum: abc\r\n\r\n";
+    let outcome = once(addr, plain);
+    assert_eq!(
+        outcome.status(),
+        Some(200),
+        "{outcome}\n{}",
+        proxy.proc.logs()
+    );
+    assert!(origin.raw_text().contains("hello"), "{}", origin.raw_text());
     let req = b"POST /trail HTTP/1.1\r\nHost: site.test\r\nContent-Type: text/plain\r\n\
                 Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\
                 Host: evil.example\r\nContent-Length: 1000\r\nTransfer-Encoding: chunked\r\n\
