@@ -201,6 +201,11 @@ impl EvilConn {
         }
     }
 
+    /// Closes the connection both ways now (the script may still run; reads then see EOF).
+    pub fn close(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+
     /// Writes a complete response with `status`, `body` and Content-Length.
     pub fn respond(&mut self, status: u16, body: &[u8]) -> bool {
         let head = format!(

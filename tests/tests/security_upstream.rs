@@ -1,7 +1,9 @@
 //! Issue 12, attacks from a misbehaving origin through the real binary: a late body after a
 //! HEAD response and stray bytes on a pooled upstream connection (item 7), a flood of
 //! interim responses (item 10), and the suspected timer holes (`server_forward_timeout` as a
-//! fixed deadline, no timer for a request waiting in the server queue).
+//! fixed deadline, no timer for a request waiting in the server queue). Two guards that pass
+//! on the build of the issue keep the "make the class impossible" refactor honest: stray
+//! bytes on an idle pooled connection, and an origin closing mid-body.
 //!
 //! Each test says which item it attacks.
 
@@ -317,4 +319,59 @@ fn suspected_queued_request_has_a_timer() {
         Outcome::Response(r) => assert_eq!(r.body.len(), PIECE * PIECES, "download cut"),
         other => panic!("the slow download on the only connection: {other}"),
     }
+}
+
+/// A guard for the "response framing complete" fact (passes on today's main): the origin
+/// closes in the middle of a Content-Length body. The client must see its connection close
+/// after the partial body, never a complete-looking response, and never the answer to its
+/// next pipelined request spliced into the truncated one.
+#[test]
+fn origin_closing_mid_body_closes_the_client_connection() {
+    let origin = EvilOrigin::start(|conn| {
+        conn.serve(|conn, seen| {
+            if seen.target != "/cut" {
+                return false;
+            }
+            conn.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
+            conn.write(&[b'p'; 100]);
+            // Returning ends the script: the origin closes mid-body.
+            conn.close();
+            true
+        })
+    });
+    let (proxy, addr) = start(
+        Setup::new("sec-cut"),
+        origin.addr(),
+        "server_forward_timeout 3;",
+        "",
+    );
+    let mut c = RawClient::connect(addr).expect("connect");
+    let mut pipelined = get("/cut", "site.test");
+    pipelined.extend_from_slice(&get("/after", "site.test"));
+    match c.request(&pipelined, T) {
+        Outcome::Closed | Outcome::Reset => {}
+        // The head and part of the body went out, then the close: the client sees a body
+        // shorter than announced, which it knows to be truncated.
+        Outcome::Response(r) if r.body.len() < 1000 => {
+            assert_eq!(r.header("content-length"), Some("1000"), "{:?}", r.headers);
+            assert!(
+                !String::from_utf8_lossy(&r.body).contains("origin:/after"),
+                "the next response was spliced into the truncated one"
+            );
+        }
+        other => panic!("a body cut by the origin: {other}\n{}", proxy.proc.logs()),
+    }
+    let r = expect_status(
+        once(addr, &get("/after", "site.test")),
+        200,
+        "a new connection",
+        &proxy,
+        &origin,
+    );
+    assert_eq!(r.body, b"origin:/after");
+}
+
+fn once(addr: std::net::SocketAddr, request: &[u8]) -> Outcome {
+    let mut c = RawClient::connect(addr).expect("connect");
+    c.request(request, T)
 }
