@@ -5,6 +5,7 @@
 //! The binaries are the release builds that `tests/run.sh` makes before `cargo test`; set
 //! `KTLS_PROXY_BIN_DIR` to test another build.
 
+pub mod evil_origin;
 pub mod origin;
 pub mod proxy;
 pub mod rawclient;
