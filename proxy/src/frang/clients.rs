@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use config::{FrangGlobal, IpBlock, RespCodeBlock};
 
-use super::lru::{Keep, LruMap};
+use super::lru::LruMap;
 use super::window::{quantum, slot_len, SlotRing};
 use super::Violation;
 
@@ -85,17 +85,12 @@ struct Client {
 }
 
 impl Client {
-    /// How much this entry matters under table pressure: a block in force is never
-    /// forgotten (an attacker with many addresses could flush its own block); open
-    /// connections (whose close is still to be counted) go only when nothing else can.
-    fn keep(&mut self, now: Instant) -> Keep {
-        if self.is_blocked(now) {
-            Keep::Always
-        } else if self.connections > 0 {
-            Keep::Preferably
-        } else {
-            Keep::Never
-        }
+    /// State that must never be forgotten to make room (as nginx's `limit_conn` refuses new
+    /// clients when its zone is full rather than forget one): open connections, whose close
+    /// is still to be counted, and a block in force. Otherwise an attacker with many
+    /// addresses could flush its own block or connection count out of the table.
+    fn is_pinned(&mut self, now: Instant) -> bool {
+        self.connections > 0 || self.is_blocked(now)
     }
 
     /// Whether the client is blocked at `now`; forgets an expired block.
@@ -329,7 +324,9 @@ impl Frang {
         let Some(mut shard) = self.shard(ip) else {
             return;
         };
-        if let Some(client) = shard.get_or_insert_ranked(ip, Client::default, |c| c.keep(now)) {
+        if let Some(client) =
+            shard.get_or_insert_unpinned(ip, Client::default, |c| c.is_pinned(now))
+        {
             self.block(client, now);
         }
     }
@@ -373,10 +370,11 @@ impl Frang {
         };
         // A client with open connections or an active block is never forgotten to make
         // room: an attacker with many addresses could otherwise flush its own block.
-        let Some(client) = shard.get_or_insert_ranked(ip, Client::default, |c| c.keep(now)) else {
+        let Some(client) = shard.get_or_insert_unpinned(ip, Client::default, |c| c.is_pinned(now))
+        else {
             return Err(Violation::block(
                 "client_lru_size",
-                "client table full of blocked clients",
+                "client table full of connected or blocked clients (raise client_lru_size)",
             ));
         };
         let result = check(self, client);

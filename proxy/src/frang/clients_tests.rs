@@ -329,11 +329,19 @@ fn table_stays_bounded_and_recent_client_keeps_limits() {
 }
 
 #[test]
-fn tiny_table_still_works() {
+fn tiny_table_refuses_rather_than_forgets() {
     let epoch = Instant::now();
     let frang = Frang::with_epoch(&FrangGlobal::default(), 0, epoch);
-    for n in 0..10 {
+    // One entry: while its client is connected, other addresses are refused.
+    assert!(frang.on_connect(ip(0), epoch).is_ok());
+    assert_eq!(
+        frang.on_connect(ip(1), epoch).unwrap_err().limit,
+        "client_lru_size"
+    );
+    frang.on_close(ip(0));
+    for n in 1..10 {
         assert!(frang.on_connect(ip(n), epoch).is_ok());
+        frang.on_close(ip(n));
     }
     assert_eq!(frang.tracked_clients(), 1);
 }

@@ -12,17 +12,6 @@ use std::net::IpAddr;
 /// it may evict: bounded work per insert.
 pub(crate) const EVICTION_SCAN: usize = 32;
 
-/// How much an entry matters when a full map needs room.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Keep {
-    /// Nothing is lost by forgetting it.
-    Never,
-    /// Forgotten only if every candidate is at least this important.
-    Preferably,
-    /// Never forgotten to make room.
-    Always,
-}
-
 #[derive(Debug)]
 struct Node<V> {
     key: IpAddr,
@@ -69,20 +58,20 @@ impl<V> LruMap<V> {
     /// recently seen entry when full), marked as most recently seen.
     #[cfg(test)]
     pub fn get_or_insert_with(&mut self, key: IpAddr, make: impl FnOnce() -> V) -> Option<&mut V> {
-        self.get_or_insert_ranked(key, make, |_| Keep::Never)
+        self.get_or_insert_unpinned(key, make, |_| false)
     }
 
-    /// As [`LruMap::get_or_insert_with`], but when full the entry to evict is
-    /// chosen by `keep`, which ranks how much an entry matters: among the
-    /// [`EVICTION_SCAN`] least recently seen entries, the oldest of the lowest
-    /// rank goes; an entry ranked [`Keep::Always`] never goes. `None` when the
-    /// map is full and all of those are [`Keep::Always`] (the caller refuses
-    /// the new key rather than forget state that must not be forgotten).
-    pub fn get_or_insert_ranked(
+    /// As [`LruMap::get_or_insert_with`], but an entry for which `pinned` says
+    /// true is never evicted: when full, the oldest unpinned entry goes, and
+    /// pinned entries met at the old end are moved to the recent end (so they
+    /// do not clog it). At most [`EVICTION_SCAN`] entries are looked at; `None`
+    /// when all of them are pinned (the caller refuses the new key rather than
+    /// forget state that must not be forgotten).
+    pub fn get_or_insert_unpinned(
         &mut self,
         key: IpAddr,
         make: impl FnOnce() -> V,
-        mut keep: impl FnMut(&mut V) -> Keep,
+        mut pinned: impl FnMut(&mut V) -> bool,
     ) -> Option<&mut V> {
         if let Some(&at) = self.index.get(&key) {
             self.touch(at);
@@ -97,27 +86,17 @@ impl<V> LruMap<V> {
             });
             self.nodes.len().checked_sub(1)?
         } else {
-            // Reuse the chosen node in place: no allocation once full.
-            let mut candidate = self.oldest;
-            let mut best: Option<(Keep, usize)> = None;
-            for _ in 0..EVICTION_SCAN {
-                let Some(at) = candidate else { break };
-                let Some(node) = self.nodes.get_mut(at) else {
-                    break;
-                };
-                let rank = keep(&mut node.value);
-                if best.is_none_or(|(b, _)| rank < b) {
-                    best = Some((rank, at));
-                }
-                if rank == Keep::Never {
+            // Reuse an evictable node in place: no allocation once full.
+            let mut found = None;
+            for _ in 0..EVICTION_SCAN.min(self.nodes.len()) {
+                let at = self.oldest?;
+                if !pinned(&mut self.nodes.get_mut(at)?.value) {
+                    found = Some(at);
                     break;
                 }
-                candidate = node.newer;
+                self.touch(at);
             }
-            let at = match best? {
-                (Keep::Always, _) => return None,
-                (_, at) => at,
-            };
+            let at = found?;
             self.unlink(at);
             let node = self.nodes.get_mut(at)?;
             self.index.remove(&node.key);
@@ -176,29 +155,33 @@ mod tests {
     }
 
     #[test]
-    fn eviction_follows_the_ranks() {
-        let rank = |v: &mut u8| match *v {
-            0 => Keep::Never,
-            1 => Keep::Preferably,
-            _ => Keep::Always,
-        };
-        let mut map: LruMap<u8> = LruMap::new(3);
-        map.get_or_insert_with(ip(1), || 2);
-        map.get_or_insert_with(ip(2), || 1);
-        map.get_or_insert_with(ip(3), || 0);
-        // ip(1) is the oldest but kept always; ip(3) is free to go.
-        assert!(map.get_or_insert_ranked(ip(4), || 1, rank).is_some());
+    fn pinned_entries_are_never_evicted() {
+        let mut map: LruMap<bool> = LruMap::new(3);
+        map.get_or_insert_with(ip(1), || true);
+        map.get_or_insert_with(ip(2), || true);
+        map.get_or_insert_with(ip(3), || false);
+        // ip(1) and ip(2) are the oldest but pinned: ip(3) goes.
+        assert!(map
+            .get_or_insert_unpinned(ip(4), || false, |v| *v)
+            .is_some());
         assert!(map.get_mut(&ip(3)).is_none());
-        // Only ranked entries left: the oldest "preferably" one goes.
-        assert!(map.get_or_insert_ranked(ip(5), || 2, rank).is_some());
-        assert!(map.get_mut(&ip(2)).is_none());
-        assert!(map.get_mut(&ip(1)).is_some());
-        // Everything kept always: the new key is refused, nothing is forgotten.
+        assert!(map.get_mut(&ip(1)).is_some() && map.get_mut(&ip(2)).is_some());
+        // Everything pinned: the new key is refused, nothing is forgotten.
         if let Some(v) = map.get_mut(&ip(4)) {
-            *v = 2;
+            *v = true;
         }
-        assert!(map.get_or_insert_ranked(ip(6), || 0, rank).is_none());
+        assert!(map
+            .get_or_insert_unpinned(ip(5), || false, |v| *v)
+            .is_none());
         assert_eq!(map.len(), 3);
+        // Once one is unpinned it can make room.
+        if let Some(v) = map.get_mut(&ip(2)) {
+            *v = false;
+        }
+        assert!(map
+            .get_or_insert_unpinned(ip(5), || false, |v| *v)
+            .is_some());
+        assert!(map.get_mut(&ip(2)).is_none());
     }
 
     #[test]
