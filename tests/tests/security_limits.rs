@@ -105,6 +105,17 @@ fn flood(proxy: &Proxy, addr: SocketAddr, request: &[u8]) -> Flood {
 }
 
 fn assert_bounded(flood: &Flood, what: &str, proxy: &Proxy) {
+    eprintln!(
+        "{what}: pipelined {} KiB in {:?} ({}), proxy RSS peak {} KiB above baseline",
+        flood.written / 1024,
+        flood.elapsed,
+        if flood.stalled {
+            "then the proxy stopped reading"
+        } else {
+            "all of it"
+        },
+        flood.peak_growth / 1024
+    );
     assert!(
         flood.peak_growth <= RSS_SLACK,
         "{what}: the proxy grew by {} MiB (allowed {} MiB) after the client pipelined {} MiB \
