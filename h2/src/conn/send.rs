@@ -1,0 +1,207 @@
+//! The application's side: responses, bodies, trailers, resets, GOAWAY.
+
+use super::{Connection, Phase};
+use crate::error::{ErrorCode, SendError};
+use crate::frame::HEADER_LEN;
+use crate::hpack::Field;
+use crate::request::check_field;
+use crate::stream::SendState;
+use crate::write;
+
+fn check_response_field(name: &[u8], value: &[u8]) -> Result<(), SendError> {
+    let f = Field::new(name, value);
+    if name.first() == Some(&b':') || check_field(&f).is_err() {
+        return Err(SendError::InvalidResponse(
+            "field names must be lowercase tokens, values without CR/LF/NUL",
+        ));
+    }
+    if matches!(
+        name,
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
+    ) {
+        return Err(SendError::InvalidResponse(
+            "connection-specific field in an HTTP/2 response",
+        ));
+    }
+    Ok(())
+}
+
+impl Connection {
+    fn writable(&self, stream: u32) -> Result<SendState, SendError> {
+        if self.phase == Phase::Closed {
+            return Err(SendError::ConnectionClosed);
+        }
+        match self.streams.get(&stream) {
+            Some(s) if s.send != SendState::Done => Ok(s.send),
+            _ => Err(SendError::StreamNotWritable(stream)),
+        }
+    }
+
+    /// Response HEADERS (split into CONTINUATION frames by the peer's
+    /// frame size). Fields are written as given after `:status`.
+    pub fn send_headers(
+        &mut self,
+        stream: u32,
+        status: u16,
+        fields: &[(&[u8], &[u8])],
+        end_stream: bool,
+    ) -> Result<(), SendError> {
+        if self.writable(stream)? != SendState::Idle {
+            return Err(SendError::HeadersAlreadySent(stream));
+        }
+        if !(100..=999).contains(&status) {
+            return Err(SendError::InvalidResponse("status outside 100..=999"));
+        }
+        for (n, v) in fields {
+            check_response_field(n, v)?;
+        }
+        let status = status.to_string();
+        let all =
+            std::iter::once((&b":status"[..], status.as_bytes())).chain(fields.iter().copied());
+        self.write_block(stream, all, end_stream);
+        Ok(())
+    }
+
+    fn write_block<'a>(
+        &mut self,
+        stream: u32,
+        fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+        end: bool,
+    ) {
+        let mut block = Vec::new();
+        self.encoder.encode(fields, &mut block);
+        write::headers(
+            &mut self.output,
+            stream,
+            &block,
+            end,
+            self.peer.max_frame_size as usize,
+        );
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.send = if end {
+                SendState::Done
+            } else {
+                SendState::Open
+            };
+        }
+        if end {
+            self.close_if_finished(stream);
+        }
+        self.note_output();
+    }
+
+    /// Response body bytes: returns how many were accepted, limited by the
+    /// stream and connection windows and by the output queue. When fewer
+    /// than `data.len()` are accepted, wait for [`crate::Event::WindowOpened`]
+    /// (or for output to drain) and send the rest. `end_stream` applies
+    /// only if everything was accepted.
+    pub fn send_data(
+        &mut self,
+        stream: u32,
+        data: &[u8],
+        end_stream: bool,
+    ) -> Result<usize, SendError> {
+        match self.writable(stream)? {
+            SendState::Idle => return Err(SendError::HeadersNotSent(stream)),
+            SendState::Open | SendState::Done => {}
+        }
+        let frame = self.peer.max_frame_size as usize;
+        let room = self
+            .limits
+            .max_output_bytes
+            .saturating_sub(self.output_len());
+        let frames_room = room / (frame + HEADER_LEN) * frame
+            + (room % (frame + HEADER_LEN)).saturating_sub(HEADER_LEN);
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return Err(SendError::StreamNotWritable(stream));
+        };
+        let window = s.send_window.min(self.send_window).max(0) as usize;
+        let n = data.len().min(window).min(frames_room);
+        let all = n == data.len();
+        if !all && s.send_window.min(self.send_window) <= 0 && s.blocked_since.is_none() {
+            s.blocked_since = Some(self.now);
+        }
+        if !all && n > 0 {
+            s.blocked_since.get_or_insert(self.now);
+        }
+        if all {
+            s.blocked_since = None;
+        }
+        s.send_window -= n as i64;
+        self.send_window -= n as i64;
+        let end = all && end_stream;
+        if n == 0 && !end {
+            return Ok(0);
+        }
+        let mut chunks = data[..n].chunks(frame).peekable();
+        if chunks.peek().is_none() {
+            write::data(&mut self.output, stream, &[], end);
+        }
+        while let Some(chunk) = chunks.next() {
+            write::data(
+                &mut self.output,
+                stream,
+                chunk,
+                end && chunks.peek().is_none(),
+            );
+        }
+        if end {
+            if let Some(s) = self.streams.get_mut(&stream) {
+                s.send = SendState::Done;
+            }
+            self.close_if_finished(stream);
+        }
+        self.note_output();
+        Ok(n)
+    }
+
+    /// Response trailers: HEADERS with END_STREAM after the body.
+    pub fn send_trailers(
+        &mut self,
+        stream: u32,
+        fields: &[(&[u8], &[u8])],
+    ) -> Result<(), SendError> {
+        if self.writable(stream)? == SendState::Idle {
+            return Err(SendError::HeadersNotSent(stream));
+        }
+        for (n, v) in fields {
+            check_response_field(n, v)?;
+        }
+        self.write_block(stream, fields.iter().copied(), true);
+        Ok(())
+    }
+
+    /// The application gives up on a stream (upstream failed, client
+    /// went away...): RST_STREAM with `code`.
+    pub fn reset(&mut self, stream: u32, code: ErrorCode) {
+        if self.phase != Phase::Closed && self.streams.contains_key(&stream) {
+            if let Some(s) = self.streams.get_mut(&stream) {
+                // The application knows; no Reset event back to it.
+                s.delivered = false;
+            }
+            self.send_reset(stream, code);
+            self.note_output();
+        }
+    }
+
+    /// Graceful shutdown (SIGTERM, reload): GOAWAY NO_ERROR with the last
+    /// stream we accepted; streams in flight finish, newer ones are
+    /// ignored. [`Connection::is_done`] turns true when none is left.
+    pub fn go_away(&mut self) {
+        if self.phase == Phase::Closed || self.goaway_sent.is_some() {
+            return;
+        }
+        let last = self.highest_stream;
+        write::goaway(&mut self.output, last, ErrorCode::NO_ERROR, b"");
+        self.counters.goaways_sent += 1;
+        self.goaway_sent = Some(last);
+        self.note_output();
+    }
+
+    /// How many bytes `stream` could send right now (the smaller window).
+    pub fn send_capacity(&self, stream: u32) -> usize {
+        self.streams
+            .get(&stream)
+            .map_or(0, |s| s.send_window.min(self.send_window).max(0) as usize)
+    }
+}
