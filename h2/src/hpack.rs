@@ -262,9 +262,9 @@ mod tests {
     fn list_size_and_field_count_caps() {
         let mut dec = HpackDecoder::new(4096);
         let block = roundtrip(&[(b"a", &[b'v'; 100])]);
-        assert_eq!(dec.decode(&block, 132, 100).unwrap().len(), 1);
+        assert_eq!(dec.decode(&block, 133, 100).unwrap().len(), 1);
         let mut dec = HpackDecoder::new(4096);
-        assert_eq!(dec.decode(&block, 131, 100), Err(DecodeError::TooLarge));
+        assert_eq!(dec.decode(&block, 132, 100), Err(DecodeError::TooLarge));
         // 200 indexed references to :method GET.
         let bomb = vec![0x82; 200];
         assert_eq!(dec.decode(&bomb, 1 << 20, 100), Err(DecodeError::TooLarge));
