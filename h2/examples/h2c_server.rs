@@ -62,6 +62,7 @@ fn serve(mut sock: TcpStream) -> std::io::Result<()> {
             flush(&mut sock, &mut conn)?;
         }
         if conn.is_done() {
+            linger(&mut sock, &mut buf);
             return Ok(());
         }
         let now = Instant::now();
@@ -82,6 +83,22 @@ fn serve(mut sock: TcpStream) -> std::io::Result<()> {
         }
         while let Some(ev) = conn.poll_event() {
             handle(&mut conn, &mut exchanges, ev);
+        }
+    }
+}
+
+/// Closes our side and reads (discarding) for a moment, so the peer gets
+/// the GOAWAY instead of a TCP reset caused by its unread frames.
+fn linger(sock: &mut TcpStream, buf: &mut [u8]) {
+    let _ = sock.shutdown(std::net::Shutdown::Write);
+    let until = Instant::now() + Duration::from_secs(2);
+    let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+    while Instant::now() < until {
+        match sock.read(buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return,
         }
     }
 }

@@ -1,0 +1,132 @@
+//! The example h2c server (built by `cargo test` with this crate) against
+//! real peers: curl with prior knowledge for byte-exact bodies, and the
+//! Python `h2` package for frame-level cases (tests/py/h2_cases.py),
+//! including floods that must close only the flooding connection.
+//! Every peer runs under a time bound; the server is killed by pid.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn example_path() -> PathBuf {
+    // target/<profile>/deps/<this test> -> target/<profile>/examples/h2c_server
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap();
+    profile_dir.join("examples").join("h2c_server")
+}
+
+fn start() -> Server {
+    let mut child = Command::new(example_path())
+        .arg("127.0.0.1:0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start examples/h2c_server (cargo test builds it)");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("listening line");
+    Server { child, port }
+}
+
+fn curl(args: &[&str], stdin: Option<&[u8]>) -> Vec<u8> {
+    let mut child = Command::new("timeout")
+        .arg("30")
+        .arg("curl")
+        .args(["-sS", "--http2-prior-knowledge"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("curl is installed (tests/run.sh installs it)");
+    let mut input = child.stdin.take().unwrap();
+    if let Some(data) = stdin {
+        input.write_all(data).unwrap();
+    }
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "curl {args:?} failed");
+    out.stdout
+}
+
+fn python_case(port: u16, case: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/h2_cases.py");
+    let probe = Command::new("python3").args(["-c", "import h2"]).status();
+    assert!(
+        probe.is_ok_and(|s| s.success()),
+        "the Python h2 package is missing: python3 -m pip install h2 (tests/run.sh does)"
+    );
+    let out = Command::new("timeout")
+        .args(["60", "python3", script, &port.to_string(), case])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "case {case}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn curl_get_and_byte_exact_uploads() {
+    let server = start();
+    let port = server.port;
+    let url = format!("http://127.0.0.1:{port}/");
+    let head = curl(&["-i", &url], None);
+    let text = String::from_utf8_lossy(&head);
+    assert!(text.starts_with("HTTP/2 200"), "{text}");
+    assert!(text.ends_with("hello from h2\n"));
+    for size in [10usize, 26 * 1024, 5 << 20] {
+        let body: Vec<u8> = (0..size).map(|i| (i * 7 + i / 251) as u8).collect();
+        let echoed = curl(&["--data-binary", "@-", &url], Some(&body));
+        assert!(echoed == body, "echo of {size} bytes differs");
+    }
+}
+
+#[test]
+fn python_h2_streams_windows_and_resets() {
+    let server = start();
+    let port = server.port;
+    for case in ["get", "concurrent", "window", "reset_midbody"] {
+        python_case(port, case);
+    }
+}
+
+#[test]
+fn python_h2_protocol_errors() {
+    let server = start();
+    let port = server.port;
+    for case in ["hpack_table_update", "bad_stream_reset"] {
+        python_case(port, case);
+    }
+}
+
+/// Each flood closes its own connection with ENHANCE_YOUR_CALM and the
+/// case then checks a fresh connection is still served.
+#[test]
+fn python_h2_floods_close_only_the_flooder() {
+    let server = start();
+    let port = server.port;
+    for case in ["ping_flood", "rapid_reset", "continuation_flood"] {
+        python_case(port, case);
+    }
+}
