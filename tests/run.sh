@@ -9,6 +9,11 @@ cd "$(dirname "$0")/.."
 # real peers the end-to-end tests talk to (openssl s_client, curl).
 etc/need-packages.sh libssl-dev pkg-config openssl curl
 
+# The h2 crate's peer tests speak to its example server with the Python h2 package; its
+# conformance test runs httpwg-cli (RFC 9113 cases, ~1 s) when that tool is installed.
+python3 -c 'import h2' 2>/dev/null || python3 -m pip install --quiet h2
+if command -v httpwg >/dev/null; then export H2_CONFORMANCE=1; fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

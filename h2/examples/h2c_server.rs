@@ -1,6 +1,6 @@
 //! A cleartext HTTP/2 (h2c, prior knowledge) server on top of the `h2`
 //! crate, for conformance tools and tests: every request gets 200 and a
-//! small body; a POST gets its body echoed back.
+//! small body; a POST gets its body echoed back (the greeting when empty).
 //!
 //! `cargo run --release -p h2 --example h2c_server -- 127.0.0.1:8080`
 //! prints `listening on ADDR` once ready (port 0 picks a free port).
@@ -160,7 +160,9 @@ fn respond(conn: &mut Connection, exchanges: &mut HashMap<u32, Exchange>, stream
     let Some(ex) = exchanges.get_mut(&stream) else {
         return;
     };
-    let body = if ex.is_post {
+    // An empty POST gets the greeting too, so every response has a body
+    // that flow control can hold back (conformance tools rely on that).
+    let body = if ex.is_post && !ex.body.is_empty() {
         std::mem::take(&mut ex.body)
     } else {
         GREETING.to_vec()

@@ -296,7 +296,7 @@ fn parse_settings<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<Frame<'a>, H
             "SETTINGS ack with a payload",
         ));
     }
-    if payload.len() % 6 != 0 {
+    if !payload.chunks_exact(6).remainder().is_empty() {
         return Err(conn_err(
             ErrorCode::FRAME_SIZE_ERROR,
             "SETTINGS length not a multiple of 6",

@@ -161,7 +161,7 @@ fn finish(
         }
     } else {
         let path = p.path.as_deref().ok_or("missing :path")?;
-        if p.scheme.as_deref().map_or(true, <[u8]>::is_empty) {
+        if p.scheme.as_deref().is_none_or(<[u8]>::is_empty) {
             return Err("missing :scheme");
         }
         let asterisk_ok = path == b"*" && method == b"OPTIONS";

@@ -166,7 +166,7 @@ impl Connection {
         end_stream: bool,
         end_headers: bool,
     ) -> Result<(), H2Error> {
-        if id % 2 == 0 {
+        if id & 1 == 0 {
             return Err(H2Error::conn(
                 ErrorCode::PROTOCOL_ERROR,
                 "client opened an even stream",

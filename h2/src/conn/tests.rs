@@ -305,7 +305,7 @@ fn oversized_header_list_gets_431_and_connection_survives() {
     // Small on the wire, large decoded: the dynamic table repeats it.
     let big = vec![b'v'; 3000];
     let mut fields = get_req();
-    fields.extend(std::iter::repeat((&b"x-a"[..], &big[..])).take(6));
+    fields.extend(std::iter::repeat_n((&b"x-a"[..], &big[..]), 6));
     p.headers(1, &fields, true);
     assert!(p.events().is_empty());
     let frames = p.frames();
@@ -335,8 +335,10 @@ fn malformed_request_resets_stream_only() {
 
 #[test]
 fn body_flow_control_and_replenishment() {
-    let mut limits = Limits::default();
-    limits.initial_window_size = 100;
+    let limits = Limits {
+        initial_window_size: 100,
+        ..Limits::default()
+    };
     let mut p = Peer::new(limits);
     p.headers(
         1,
@@ -453,8 +455,10 @@ fn settings_flood_and_ack_timeout() {
 
 #[test]
 fn rapid_reset_budget_refills_with_completed_streams() {
-    let mut limits = Limits::default();
-    limits.reset_budget = 5;
+    let limits = Limits {
+        reset_budget: 5,
+        ..Limits::default()
+    };
     let mut p = Peer::new(limits);
     let mut id = 1;
     for _ in 0..50 {
@@ -477,8 +481,10 @@ fn rapid_reset_budget_refills_with_completed_streams() {
 
 #[test]
 fn concurrency_limit_and_per_read_cap() {
-    let mut limits = Limits::default();
-    limits.max_concurrent_streams = 2;
+    let limits = Limits {
+        max_concurrent_streams: 2,
+        ..Limits::default()
+    };
     let mut p = Peer::new(limits);
     for id in [1, 3, 5] {
         p.headers(id, &get_req(), true);
@@ -545,9 +551,11 @@ fn priority_flood_trips_control_rate_or_overhead() {
 
 #[test]
 fn overhead_ratio_trips_on_slow_control_drip() {
-    let mut limits = Limits::default();
-    limits.overhead_allowance = 100;
-    limits.max_overhead_ratio = 2;
+    let limits = Limits {
+        overhead_allowance: 100,
+        max_overhead_ratio: 2,
+        ..Limits::default()
+    };
     let mut p = Peer::new(limits);
     for i in 0..30u32 {
         p.now += Duration::from_millis(50);

@@ -2,8 +2,8 @@
 """Frame-level cases against an h2c server, written with the Python `h2`
 package (and its `hyperframe` for frames h2 refuses to send).
 
-Usage: h2_cases.py PORT CASE. Prints what it saw; exits 0 when the server
-behaved as expected, 1 otherwise. Every socket operation is bounded by a
+Usage: h2_cases.py PORT CASE... Prints what it saw; exits 0 when the server
+behaved as expected in every case, 1 otherwise. Every socket operation is bounded by a
 timeout, so a hung server fails the case instead of hanging the test.
 """
 import socket
@@ -237,7 +237,11 @@ CASES = {
 }
 
 if __name__ == "__main__":
-    port, case = int(sys.argv[1]), sys.argv[2]
-    ok = CASES[case](port)
-    print(f"{case}: {'ok' if ok else 'FAILED'}")
-    sys.exit(0 if ok else 1)
+    port = int(sys.argv[1])
+    failed = []
+    for case in sys.argv[2:]:
+        ok = CASES[case](port)
+        print(f"{case}: {'ok' if ok else 'FAILED'}")
+        if not ok:
+            failed.append(case)
+    sys.exit(1 if failed else 0)
