@@ -49,7 +49,7 @@ pub struct Limits {
     /// SETTINGS_TIMEOUT (RFC 9113 §6.5.3 leaves it to us). 5 s.
     pub settings_ack_timeout: Duration,
     /// Tempesta's `ctrl_frame_rate_multiplier`: control frames (SETTINGS,
-    /// PING, PRIORITY, RST_STREAM, WINDOW_UPDATE, empty DATA) per second
+    /// PING, PRIORITY, RST_STREAM, WINDOW_UPDATE, GOAWAY, unknown types) per second
     /// may reach this times `max_concurrent_streams`. 16 (1 600/s with
     /// the default of 100 streams).
     pub ctrl_frame_rate_multiplier: u32,
@@ -74,7 +74,9 @@ pub struct Limits {
     pub provoked_reset_budget: u32,
     /// Overhead ratio: when control-frame bytes received exceed this many
     /// times (payload bytes + `overhead_allowance`), the connection is
-    /// closed with ENHANCE_YOUR_CALM. 8.
+    /// closed with ENHANCE_YOUR_CALM. Payload is request headers and body
+    /// received plus response body sent (a downloading client answers our
+    /// DATA with WINDOW_UPDATEs). 8.
     pub max_overhead_ratio: u32,
     /// Control bytes a connection may send before payload counts: lets a
     /// fresh or idle connection do its handshake and keep-alive PINGs. 64 KiB.

@@ -92,9 +92,10 @@ impl Connection {
 
     /// Response body bytes: returns how many were accepted, limited by the
     /// stream and connection windows and by the output queue. When fewer
-    /// than `data.len()` are accepted, wait for [`crate::Event::WindowOpened`]
-    /// (or for output to drain) and send the rest. `end_stream` applies
-    /// only if everything was accepted.
+    /// than `data.len()` are accepted, send the rest after
+    /// [`crate::Event::WindowOpened`] if [`Connection::send_capacity`] is
+    /// 0, otherwise once output has drained. `end_stream` applies only if
+    /// everything was accepted.
     pub fn send_data(
         &mut self,
         stream: u32,
@@ -117,19 +118,19 @@ impl Connection {
         };
         let window = s.send_window.min(self.send_window).max(0) as usize;
         let n = data.len().min(window).min(frames_room);
-        let all = n == data.len();
-        if !all && s.send_window.min(self.send_window) <= 0 && s.blocked_since.is_none() {
-            s.blocked_since = Some(self.now);
-        }
-        if !all && n > 0 {
+        // Only a closed window stalls a stream (its timer and the
+        // WindowOpened event); a full output queue is the caller's to drain.
+        if window < data.len() {
             s.blocked_since.get_or_insert(self.now);
-        }
-        if all {
+        } else {
             s.blocked_since = None;
         }
         s.send_window -= n as i64;
         self.send_window -= n as i64;
-        let end = all && end_stream;
+        // Response payload counts for the overhead ratio: the WINDOW_UPDATE
+        // frames a downloading client sends are its answer to it.
+        self.guards.payload_bytes += n as u64;
+        let end = n == data.len() && end_stream;
         if n == 0 && !end {
             return Ok(0);
         }
