@@ -111,7 +111,10 @@ fn python_h2_streams_windows_and_resets() {
 fn python_h2_protocol_errors() {
     let server = start();
     let port = server.port;
-    python_cases(port, &["hpack_table_update", "bad_stream_reset"]);
+    python_cases(
+        port,
+        &["hpack_table_update", "bad_stream_reset", "header_list_431"],
+    );
 }
 
 /// Each flood closes its own connection with ENHANCE_YOUR_CALM and the
@@ -120,7 +123,15 @@ fn python_h2_protocol_errors() {
 fn python_h2_floods_close_only_the_flooder() {
     let server = start();
     let port = server.port;
-    python_cases(port, &["ping_flood", "rapid_reset", "continuation_flood"]);
+    python_cases(
+        port,
+        &[
+            "ping_flood",
+            "settings_flood",
+            "rapid_reset",
+            "continuation_flood",
+        ],
+    );
 }
 
 /// The httpwg-cli conformance suite (~107 RFC 9113 cases, about a
@@ -152,4 +163,22 @@ fn httpwg_conformance_suite() {
         "{summary}\n{}",
         failed.join("\n")
     );
+}
+
+/// nghttp2's load generator: many streams on few connections, all 200.
+#[test]
+fn h2load_all_requests_succeed() {
+    let server = start();
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let out = Command::new("timeout")
+        .args(["60", "h2load", "-c", "4", "-m", "20", "-n", "2000", &url])
+        .output()
+        .expect("h2load is installed (Debian nghttp2-client; tests/run.sh installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("2000 succeeded, 0 failed, 0 errored"),
+        "{text}"
+    );
+    assert!(text.contains("status codes: 2000 2xx"), "{text}");
 }

@@ -224,7 +224,36 @@ def case_bad_stream_reset(port):
     return code == 1
 
 
+def case_settings_flood(port):
+    c = Client(port)
+    try:
+        for _ in range(30):
+            c.raw(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    code = raw_goaway(c.sock)
+    print(f"GOAWAY code: {code}")
+    return code == 11 and get_ok(port)
+
+
+def case_header_list_431(port):
+    """Small on the wire, over 16 KiB decoded (the dynamic table repeats a
+    3000-byte field): 431 on that stream, the next stream is served."""
+    c = Client(port)
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, REQ + [("x-big", "v" * 3000)] * 6, end_stream=True)
+    sid2 = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid2, REQ, end_stream=True)
+    c.flush()
+    evs = c.until(lambda s: sum(isinstance(e, h2.events.StreamEnded) for e in s) >= 2)
+    status = {e.stream_id: dict(e.headers)[":status"] for e in evs if isinstance(e, h2.events.ResponseReceived)}
+    print(f"statuses: {status}")
+    return status == {sid: "431", sid2: "200"}
+
+
 CASES = {
+    "settings_flood": case_settings_flood,
+    "header_list_431": case_header_list_431,
     "get": get_ok,
     "concurrent": case_concurrent,
     "window": case_window,
