@@ -308,7 +308,7 @@ fn oversized_header_list_gets_431_and_connection_survives() {
     // Small on the wire, large decoded: the dynamic table repeats it.
     let big = vec![b'v'; 3000];
     let mut fields = get_req();
-    fields.extend(std::iter::repeat_n((&b"x-a"[..], &big[..]), 6));
+    fields.extend(vec![(&b"x-a"[..], &big[..]); 6]);
     p.headers(1, &fields, true);
     assert!(p.events().is_empty());
     let frames = p.frames();
