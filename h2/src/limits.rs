@@ -34,7 +34,8 @@ pub struct Limits {
     pub max_header_fields: u32,
     /// SETTINGS_HEADER_TABLE_SIZE we advertise and hold the peer's encoder
     /// to; a larger dynamic table size update is a COMPRESSION_ERROR. 4096
-    /// (the protocol default, so no peer is surprised).
+    /// (the protocol default, so no peer is surprised: a smaller value is
+    /// enforced from the first block, before the peer has acked it).
     pub header_table_size: u32,
     /// CONTINUATION frames after one HEADERS (CVE-2024-27316 family);
     /// real clients use none or one or two. 16.
