@@ -44,6 +44,8 @@ pub const EXTENSIONS: &[&str] = &[
     "tls_ktls",
     "cache_max_object_size",
     "access_log_file",
+    "access_log_format",
+    "pid",
 ];
 
 /// Directives allowed at top level only (besides the vhost-level ones,

@@ -75,6 +75,8 @@ pub struct Config {
     pub client_lru_size: u32,
     /// Extension: address of the plain-text statistics endpoint.
     pub stats_listen: Option<SocketAddr>,
+    /// Extension `pid PATH|off`: the pid file.
+    pub pid: PidFile,
 }
 
 impl Default for Config {
@@ -104,6 +106,7 @@ impl Default for Config {
             worker_threads: None,
             client_lru_size: 8000,
             stats_listen: None,
+            pid: PidFile::Default,
         }
     }
 }

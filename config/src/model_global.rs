@@ -51,6 +51,48 @@ pub struct BlockAction {
 pub struct AccessLog {
     pub destinations: Vec<AccessLogDestination>,
     pub logger_config: Option<PathBuf>,
+    /// Extension `access_log_format tempesta|json`: how each line is written.
+    pub format: AccessLogFormat,
+}
+
+/// The layout of an access log line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessLogFormat {
+    /// Tempesta's line: `ip "vhost" "METHOD uri HTTP/x" status bytes "referer" "user-agent"`.
+    #[default]
+    Tempesta,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+/// Where the process id is written, for `proxy -s SIGNAL` and service managers
+/// (extension `pid PATH|off`, as in nginx).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PidFile {
+    /// No `pid` directive: [`DEFAULT_PID_FILE`], written when the process may (a run
+    /// without permission to write `/run` only warns).
+    #[default]
+    Default,
+    /// `pid off`: no pid file.
+    Off,
+    /// `pid PATH`: this file; failing to write it fails the start.
+    Path(PathBuf),
+}
+
+/// The pid file used without a `pid` directive.
+pub const DEFAULT_PID_FILE: &str = "/run/ktls-proxy.pid";
+
+impl PidFile {
+    /// The file to write or read, if any.
+    pub fn path(&self) -> Option<PathBuf> {
+        match self {
+            PidFile::Default => Some(PathBuf::from(DEFAULT_PID_FILE)),
+            PidFile::Off => None,
+            PidFile::Path(p) => Some(p.clone()),
+        }
+    }
 }
 
 impl AccessLog {

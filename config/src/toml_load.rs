@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::diag::Diagnostic;
 use crate::model::{
-    AccessLogDestination, Action, Config, Pattern, Proto, UrlMatchOp, Vhost, DEFAULT_NAME,
+    AccessLogDestination, Action, Config, Pattern, PidFile, Proto, UrlMatchOp, Vhost, DEFAULT_NAME,
 };
 use crate::validate::values::resolve_path;
 
@@ -63,6 +63,9 @@ fn resolve_paths(cfg: &mut Config, base: &Path) {
         }
     }
     if let Some(p) = &mut cfg.access_log.logger_config {
+        fix(p, base);
+    }
+    if let PidFile::Path(p) = &mut cfg.pid {
         fix(p, base);
     }
     for r in &mut cfg.response_bodies {

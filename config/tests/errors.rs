@@ -87,6 +87,8 @@ const MALFORMED: &[(&str, u32, u32, &str)] = &[
     ("block_action error reply quiet;\n", 1, 26, "unknown option `quiet`"),
     ("access_log syslog;\n", 1, 12, "unknown access_log value"),
     ("access_log off dmesg;\n", 1, 1, "only access_log value"),
+    ("access_log_format xml;\n", 1, 19, "unknown access log format"),
+    ("pid /a.pid;\npid /b.pid;\n", 2, 1, "duplicate `pid`"),
     ("http_uri_brange 0x2f 0x5a-0x41;\n", 1, 22, "reversed"),
     ("http_uri_brange 300;\n", 1, 17, "not a byte"),
     ("cache_size 12Q;\n", 1, 12, "not a valid size"),

@@ -453,6 +453,19 @@ fn cache_and_misc_global_directives() {
 }
 
 #[test]
+fn pid_file_and_access_log_format() {
+    let c = load("");
+    assert_eq!(c.pid, PidFile::Default);
+    assert_eq!(c.pid.path(), Some(PathBuf::from(DEFAULT_PID_FILE)));
+    assert_eq!(c.access_log.format, AccessLogFormat::Tempesta);
+    assert_eq!(load("pid off;\n").pid.path(), None);
+    // Relative to the configuration's directory, like every other path.
+    let c = load("pid run/p.pid;\naccess_log_format json;\n");
+    assert_eq!(c.pid, PidFile::Path("/etc/t/run/p.pid".into()));
+    assert_eq!(c.access_log.format, AccessLogFormat::Json);
+}
+
+#[test]
 fn explicit_default_vhost_and_implicit_main_chain() {
     let c =
         load("srv_group default { server 127.0.0.1; }\nvhost default { resp_hdr_set X-D 1; }\n");

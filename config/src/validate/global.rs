@@ -3,8 +3,9 @@
 //! and this project's extensions.
 
 use crate::model::{
-    AccessLogDestination, BlockAction, ByteSet, CacheMode, ClientMem, Config, FailoverHttp,
-    HealthCheck, KtlsMode, Listener, Method, Proto, ResponseBody, StatusPattern,
+    AccessLogDestination, AccessLogFormat, BlockAction, ByteSet, CacheMode, ClientMem, Config,
+    FailoverHttp, HealthCheck, KtlsMode, Listener, Method, PidFile, Proto, ResponseBody,
+    StatusPattern,
 };
 use crate::tree::{Directive, Node};
 use crate::validate::values::Checker;
@@ -91,6 +92,28 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
                 cfg.access_log
                     .destinations
                     .push(AccessLogDestination::File(p));
+            }
+        }
+        "access_log_format" => {
+            if let Some(v) = c.single(d, "access_log_format tempesta|json") {
+                match v.text.as_str() {
+                    "tempesta" => cfg.access_log.format = AccessLogFormat::Tempesta,
+                    "json" => cfg.access_log.format = AccessLogFormat::Json,
+                    other => c.error(
+                        &v.pos,
+                        format!("unknown access log format `{other}`"),
+                        "expected `tempesta` (Tempesta's line) or `json` (one object per line)",
+                    ),
+                }
+            }
+        }
+        "pid" => {
+            if let Some(v) = c.single(d, "pid PATH|off") {
+                cfg.pid = if v.text == "off" {
+                    PidFile::Off
+                } else {
+                    PidFile::Path(c.path(v))
+                };
             }
         }
         "health_check" => health_check(c, d, cfg),

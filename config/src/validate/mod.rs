@@ -129,6 +129,8 @@ const ONCE: &[&str] = &[
     "worker_processes",
     "worker_threads",
     "stats_listen",
+    "pid",
+    "access_log_format",
     "client_mem",
     "hdr_via",
     "tls_tickets",
