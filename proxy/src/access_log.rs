@@ -1,27 +1,224 @@
-//! Access log lines (`access_log on` and the newer forms): to stderr for `dmesg`/`on`, appended
-//! to a file for the `access_log_file` extension. One write per line.
+//! Access log entries (`access_log on` and the newer forms): to stdout for `dmesg`/`on`,
+//! appended to a file for the `access_log_file` extension, one write per entry, in the
+//! layout `access_log_format` names (Tempesta's line, or one JSON object).
+//!
+//! Files stay open between entries; `reopen()` (SIGUSR1, `proxy -s reopen`) opens every
+//! one again by name, so logrotate can move a file away and the next entry lands in a new
+//! file at the old name, as with nginx.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
-use config::{AccessLog, AccessLogDestination};
+use config::{AccessLog, AccessLogDestination, AccessLogFormat};
+use serde::Serialize;
 
-pub fn write(config: &AccessLog, line: &str) {
+/// What is known of a request when its head is parsed; the outcome comes at the end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    pub client: IpAddr,
+    pub method: String,
+    pub uri: String,
+    pub version: &'static str,
+    pub referer: Option<String>,
+    pub user_agent: Option<String>,
+}
+
+/// One access log entry: the request and how it ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry<'a> {
+    pub request: &'a RequestRecord,
+    pub vhost: &'a str,
+    pub status: u16,
+    /// Response body bytes sent.
+    pub bytes: u64,
+    pub time: SystemTime,
+}
+
+/// The JSON layout: field names are the ones log shippers usually expect.
+#[derive(Serialize)]
+struct JsonEntry<'a> {
+    time: String,
+    client: String,
+    vhost: &'a str,
+    method: &'a str,
+    uri: &'a str,
+    version: &'a str,
+    status: u16,
+    bytes: u64,
+    referer: Option<&'a str>,
+    user_agent: Option<&'a str>,
+}
+
+impl Entry<'_> {
+    /// The entry as one line (without the newline) in `format`.
+    pub fn format(&self, format: AccessLogFormat) -> String {
+        match format {
+            AccessLogFormat::Tempesta => self.tempesta_line(),
+            AccessLogFormat::Json => self.json_line(),
+        }
+    }
+
+    /// `ip "vhost" "METHOD uri HTTP/x" status bytes "referer" "user-agent"`; a quote inside a
+    /// field is written `%22` so the fields stay separable.
+    fn tempesta_line(&self) -> String {
+        let q = |s: &str| s.replace('"', "%22");
+        let r = self.request;
+        format!(
+            "{} \"{}\" \"{} {} {}\" {} {} \"{}\" \"{}\"",
+            r.client,
+            q(self.vhost),
+            q(&r.method),
+            q(&r.uri),
+            r.version,
+            self.status,
+            self.bytes,
+            q(r.referer.as_deref().unwrap_or("-")),
+            q(r.user_agent.as_deref().unwrap_or("-")),
+        )
+    }
+
+    fn json_line(&self) -> String {
+        let r = self.request;
+        let entry = JsonEntry {
+            time: crate::log::utc_timestamp(self.time),
+            client: r.client.to_string(),
+            vhost: self.vhost,
+            method: &r.method,
+            uri: &r.uri,
+            version: r.version,
+            status: self.status,
+            bytes: self.bytes,
+            referer: r.referer.as_deref(),
+            user_agent: r.user_agent.as_deref(),
+        };
+        // Serializing plain strings and numbers cannot fail; an empty object keeps the
+        // one-entry-per-line shape if it ever did.
+        serde_json::to_string(&entry).unwrap_or_else(|_| "{}".to_string())
+    }
+}
+
+/// Writes `entry` to every destination of `config`.
+pub fn write(config: &AccessLog, entry: &Entry<'_>) {
+    let mut line = entry.format(config.format);
+    line.push('\n');
     for dest in &config.destinations {
         match dest {
             AccessLogDestination::Dmesg => {
-                let _ = std::io::stdout()
-                    .lock()
-                    .write_all(format!("{line}\n").as_bytes());
+                let _ = std::io::stdout().lock().write_all(line.as_bytes());
             }
             AccessLogDestination::File(path) => {
-                // Opened per line: simple, safe across reloads and log rotation; access logs
-                // are off in benchmarks, as in the reference configuration.
-                if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
-                    let _ = f.write_all(format!("{line}\n").as_bytes());
+                if let Some(file) = open_file(path) {
+                    // O_APPEND and one write per entry: entries of several threads and
+                    // processes never interleave within a line.
+                    let _ = (&*file).write_all(line.as_bytes());
                 }
             }
             AccessLogDestination::Mmap => {}
         }
+    }
+}
+
+/// The access log files in use, by path. Entries only ever get added: a path no longer
+/// configured after a reload costs one descriptor until the next restart.
+static OPEN_FILES: Mutex<Vec<(PathBuf, Arc<File>)>> = Mutex::new(Vec::new());
+
+fn append(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+/// The open file for `path`, opened on first use. `None` when it cannot be opened (the
+/// entry is then lost; the reason is logged by `reopen` and at each failed attempt).
+fn open_file(path: &Path) -> Option<Arc<File>> {
+    let mut files = OPEN_FILES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, f)) = files.iter().find(|(p, _)| p == path) {
+        return Some(f.clone());
+    }
+    match append(path) {
+        Ok(f) => {
+            let f = Arc::new(f);
+            files.push((path.to_path_buf(), f.clone()));
+            Some(f)
+        }
+        Err(e) => {
+            crate::error!("cannot open access log {}: {e}", path.display());
+            None
+        }
+    }
+}
+
+/// Opens every access log file again by name (after logrotate moved it away). A file that
+/// cannot be opened keeps its old descriptor, so entries still go somewhere; the failures
+/// are returned for the log.
+pub fn reopen() -> Vec<(PathBuf, std::io::Error)> {
+    let mut files = OPEN_FILES.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut failed = Vec::new();
+    for (path, file) in files.iter_mut() {
+        match append(path) {
+            Ok(f) => *file = Arc::new(f),
+            Err(e) => failed.push((path.clone(), e)),
+        }
+    }
+    failed
+}
+
+/// Opens the files of `config` now, so a wrong path or permission shows at start and the
+/// files exist before the first request (logrotate and tail expect them).
+pub fn open_all(config: &AccessLog) {
+    for dest in &config.destinations {
+        if let AccessLogDestination::File(path) = dest {
+            let _ = open_file(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> RequestRecord {
+        RequestRecord {
+            client: "192.0.2.7".parse().unwrap(),
+            method: "GET".into(),
+            uri: "/a\"b\\c\u{1}".into(),
+            version: "HTTP/1.1",
+            referer: None,
+            user_agent: Some("curl/8".into()),
+        }
+    }
+
+    fn entry(r: &RequestRecord) -> Entry<'_> {
+        Entry {
+            request: r,
+            vhost: "site",
+            status: 200,
+            bytes: 42,
+            time: std::time::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn tempesta_line_escapes_quotes() {
+        let r = record();
+        assert_eq!(
+            entry(&r).format(AccessLogFormat::Tempesta),
+            "192.0.2.7 \"site\" \"GET /a%22b\\c\u{1} HTTP/1.1\" 200 42 \"-\" \"curl/8\""
+        );
+    }
+
+    #[test]
+    fn json_line_is_one_object_that_round_trips_hostile_text() {
+        let r = record();
+        let line = entry(&r).format(AccessLogFormat::Json);
+        assert!(!line.contains('\n') && !line.contains('\u{1}'));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["uri"], "/a\"b\\c\u{1}");
+        assert_eq!(v["status"], 200);
+        assert_eq!(v["bytes"], 42);
+        assert_eq!(v["referer"], serde_json::Value::Null);
+        assert_eq!(v["time"], "1970-01-01T00:00:00Z");
     }
 }

@@ -4,6 +4,8 @@
 //! listener, then runs one mio event loop per worker thread ([`worker`]); `worker_processes`
 //! runs several such processes ([`process`]).
 
+#![forbid(unsafe_code)]
+
 pub mod access_log;
 pub mod buf;
 pub mod date;
@@ -15,6 +17,7 @@ pub mod process;
 pub mod router;
 pub mod runtime;
 pub mod server;
+pub mod service;
 pub mod stats;
 pub mod timers;
 pub mod tls_setup;

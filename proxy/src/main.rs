@@ -3,36 +3,55 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
+use proxy::service;
+
+/// The configuration used without `-c`: the example of a source checkout when run from
+/// one, else the packaged configuration.
+const CHECKOUT_CONFIG: &str = "etc/tempesta.conf";
+const PACKAGED_CONFIG: &str = "/etc/ktls-proxy/ktls-proxy.conf";
 
 /// A TLS-terminating reverse proxy and web cache with Tempesta FW's configuration language.
 #[derive(Parser, Debug)]
 #[command(name = "proxy", version, about)]
 struct Cli {
-    /// Configuration file (Tempesta syntax, or TOML when the name ends in .toml).
-    #[arg(
-        short = 'c',
-        long = "config",
-        value_name = "FILE",
-        default_value = "etc/tempesta.conf"
-    )]
-    config: PathBuf,
+    /// Configuration file (Tempesta syntax, or TOML when the name ends in .toml). Default:
+    /// etc/tempesta.conf when it exists in the current directory, else
+    /// /etc/ktls-proxy/ktls-proxy.conf.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Check the configuration (syntax, references, certificates and keys) and exit, as
     /// `nginx -t` does; binds nothing.
     #[arg(short = 't', long = "test")]
     test: bool,
+    /// Send a signal to the running proxy named by the configuration's pid file, as
+    /// `nginx -s`: reload (SIGHUP), stop (SIGTERM), quit (SIGQUIT), reopen (SIGUSR1).
+    #[arg(short = 's', long = "signal", value_name = "SIGNAL")]
+    signal: Option<service::Command>,
+    /// Print this program's manual page (roff) and exit; the package build uses it.
+    #[arg(long = "man-page", hide = true)]
+    man_page: bool,
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let runtime = match proxy::load(&cli.config) {
+    let Some(cli) = parse_command_line() else {
+        return ExitCode::FAILURE;
+    };
+    if cli.man_page {
+        return print_man_page();
+    }
+    let config_path = cli.config.clone().unwrap_or_else(default_config);
+    if let Some(command) = cli.signal {
+        return send_signal(&config_path, command);
+    }
+    let runtime = match proxy::load(&config_path) {
         Ok(rt) => rt,
         Err(report) => {
             eprintln!("{report}");
             if cli.test {
                 eprintln!(
                     "proxy: configuration file {} test failed",
-                    cli.config.display()
+                    config_path.display()
                 );
             }
             return ExitCode::from(1);
@@ -41,25 +60,90 @@ fn main() -> ExitCode {
     if cli.test {
         println!(
             "proxy: configuration file {} syntax is ok",
-            cli.config.display()
+            config_path.display()
         );
         println!(
             "proxy: configuration file {} is valid",
-            cli.config.display()
+            config_path.display()
         );
         return ExitCode::SUCCESS;
     }
     let processes = runtime.config.worker_processes;
     let result = if processes > 1 && !proxy::process::is_child() {
+        let pid = runtime.config.pid.clone();
         drop(runtime);
-        proxy::process::supervise(&cli.config, processes)
+        proxy::process::supervise(&config_path, processes, &pid)
     } else {
-        proxy::server::serve(&cli.config, runtime).map_err(|e| e.to_string())
+        proxy::server::serve(&config_path, runtime).map_err(|e| e.to_string())
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             proxy::error!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The command line, with `--version` saying what an operator reporting a problem needs:
+/// the source revision, the OpenSSL library in use and whether this kernel can do kTLS.
+/// `None` after clap printed a usage error.
+fn parse_command_line() -> Option<Cli> {
+    let long_version = format!(
+        "{} (git {})\nOpenSSL: {}\nkernel TLS: {}",
+        env!("CARGO_PKG_VERSION"),
+        env!("KTLS_PROXY_GIT_REVISION"),
+        openssl::version::version(),
+        ktls::kernel::kernel_support().describe()
+    );
+    // The string lives as long as the process: clap wants it for 'static.
+    let long_version: &'static str = Box::leak(long_version.into_boxed_str());
+    let command = Cli::command().long_version(long_version);
+    let matches = command.get_matches();
+    match Cli::from_arg_matches(&matches) {
+        Ok(cli) => Some(cli),
+        Err(e) => {
+            let _ = e.print();
+            None
+        }
+    }
+}
+
+fn default_config() -> PathBuf {
+    if std::path::Path::new(CHECKOUT_CONFIG).exists() {
+        PathBuf::from(CHECKOUT_CONFIG)
+    } else {
+        PathBuf::from(PACKAGED_CONFIG)
+    }
+}
+
+fn print_man_page() -> ExitCode {
+    let mut out = Vec::new();
+    if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut out) {
+        eprintln!("proxy: cannot render the manual page: {e}");
+        return ExitCode::FAILURE;
+    }
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(&out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
+/// `proxy -s`: only the pid file setting is needed, so the configuration is parsed but its
+/// certificates are not loaded (a broken certificate must not stop a `-s stop`).
+fn send_signal(config_path: &std::path::Path, command: service::Command) -> ExitCode {
+    let loaded = match config::load_path(config_path) {
+        Ok(l) => l,
+        Err(report) => {
+            eprintln!("{report}");
+            return ExitCode::from(1);
+        }
+    };
+    match service::send(&loaded.config.pid, command) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("proxy: {e}");
             ExitCode::from(1)
         }
     }

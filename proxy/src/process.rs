@@ -1,14 +1,19 @@
 //! `worker_processes K` (an extension): the first process re-executes itself K times; each
 //! child is a complete serving process with its own SO_REUSEPORT listeners, workers, cache
 //! and counters. This is for hosts where one process's descriptor limit (20000 here) is
-//! smaller than the connections to hold. The parent relays SIGHUP and stop signals.
+//! smaller than the connections to hold. The parent owns the pid file, relays SIGHUP,
+//! SIGUSR1 and stop signals, and tells systemd it is ready once every child has said so:
+//! each child is given a private notification socket of the parent's as `$NOTIFY_SOCKET`.
 
-use std::path::Path;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use config::PidFile;
 
 use rustix::process::{kill_process, Pid, Signal};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 use crate::server::CHILD_STOP_TIMEOUT;
@@ -20,16 +25,24 @@ pub fn is_child() -> bool {
     std::env::var_os(CHILD_ENV).is_some()
 }
 
+/// How long children may take to bind and report ready before the start counts as failed.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Starts `count` children running `proxy -c CONFIG` and supervises them until they exit.
-pub fn supervise(config_path: &Path, count: u32) -> Result<(), String> {
+pub fn supervise(config_path: &Path, count: u32, pid: &PidFile) -> Result<(), String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the proxy executable: {e}"))?;
+    // Handlers before children: a signal early in the start must not kill the supervisor.
+    let mut signals = Signals::new([SIGHUP, SIGTERM, SIGQUIT, SIGINT, SIGUSR1])
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let readiness = ReadinessSocket::bind()?;
     let mut children: Vec<Child> = Vec::with_capacity(count as usize);
     for i in 0..count {
         let child = Command::new(&exe)
             .arg("-c")
             .arg(config_path)
             .env(CHILD_ENV, i.to_string())
+            .env("NOTIFY_SOCKET", &readiness.path)
             .spawn()
             .map_err(|e| format!("cannot start worker process {i}: {e}"))?;
         children.push(child);
@@ -38,17 +51,27 @@ pub fn supervise(config_path: &Path, count: u32) -> Result<(), String> {
         "supervising {count} worker processes: {:?}",
         children.iter().map(Child::id).collect::<Vec<_>>()
     );
-    let mut signals = Signals::new([SIGHUP, SIGTERM, SIGQUIT, SIGINT])
-        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    if let Err(e) = readiness.wait_for(&mut children) {
+        send_all(&children, Signal::TERM);
+        stop_all(children)?;
+        return Err(e);
+    }
+    drop(readiness);
+    let _pid_file = crate::service::write_pid_file(pid).map_err(|e| e.to_string())?;
+    crate::service::notify(&format!(
+        "READY=1\nMAINPID={}\nSTATUS=supervising {count} worker processes",
+        std::process::id()
+    ));
     loop {
         for signal in signals.pending() {
-            let relay = if signal == SIGHUP {
-                Signal::HUP
-            } else {
-                Signal::TERM
+            let relay = match signal {
+                SIGHUP => Signal::HUP,
+                SIGUSR1 => Signal::USR1,
+                _ => Signal::TERM,
             };
             send_all(&children, relay);
-            if signal != SIGHUP {
+            if signal != SIGHUP && signal != SIGUSR1 {
+                crate::service::notify("STOPPING=1");
                 return stop_all(children);
             }
         }
@@ -63,6 +86,59 @@ pub fn supervise(config_path: &Path, count: u32) -> Result<(), String> {
             return Err(format!("worker process {i} exited: {status}"));
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// The supervisor's end of its children's readiness notifications (removed on drop).
+struct ReadinessSocket {
+    path: PathBuf,
+    socket: UnixDatagram,
+}
+
+impl ReadinessSocket {
+    fn bind() -> Result<Self, String> {
+        let path = std::env::temp_dir().join(format!("ktls-proxy-{}.notify", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let socket = UnixDatagram::bind(&path)
+            .map_err(|e| format!("cannot bind {}: {e}", path.display()))?;
+        socket
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .map_err(|e| format!("cannot set a timeout on {}: {e}", path.display()))?;
+        Ok(ReadinessSocket { path, socket })
+    }
+
+    /// Waits until every child has sent `READY=1`; fails when one exits first or time runs
+    /// out. Children send nothing after that (see `server::notify_manager`).
+    fn wait_for(&self, children: &mut [Child]) -> Result<(), String> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let mut ready = 0;
+        let mut buf = [0u8; 512];
+        while ready < children.len() {
+            if let Ok(n) = self.socket.recv(&mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]);
+                ready += usize::from(text.lines().any(|l| l == "READY=1"));
+            }
+            if let Some((i, status)) = children
+                .iter_mut()
+                .enumerate()
+                .find_map(|(i, c)| c.try_wait().ok().flatten().map(|s| (i, s)))
+            {
+                return Err(format!("worker process {i} exited while starting: {status}"));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "worker processes not ready after {} s",
+                    READY_TIMEOUT.as_secs()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ReadinessSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 

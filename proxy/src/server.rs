@@ -1,5 +1,7 @@
 //! One serving process: bind every listener (once per worker thread, SO_REUSEPORT), start the
-//! workers, then wait for signals: SIGHUP reloads, SIGTERM/SIGQUIT/SIGINT stop gracefully.
+//! workers, write the pid file and tell the service manager it is ready, then wait for
+//! signals: SIGHUP reloads, SIGUSR1 reopens the access logs, SIGTERM/SIGQUIT/SIGINT stop
+//! gracefully.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use mio::Waker;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -108,11 +110,28 @@ pub fn serve(config_path: &Path, runtime: Arc<Runtime>) -> Result<(), ServeError
             .map_err(|e| ServeError::Setup(format!("cannot start worker thread: {e}")))?;
         handles.push(handle);
     }
+    // Handlers first: a signal sent as soon as the pid file names us must not kill us.
+    let signals = Signals::new([SIGHUP, SIGTERM, SIGQUIT, SIGINT, SIGUSR1])
+        .map_err(|e| ServeError::Setup(format!("cannot install signal handlers: {e}")))?;
+    crate::access_log::open_all(&runtime.config.access_log);
+    // With `worker_processes`, the supervising process owns the pid file.
+    let _pid_file = if crate::process::is_child() {
+        None
+    } else {
+        Some(
+            crate::service::write_pid_file(&runtime.config.pid)
+                .map_err(|e| ServeError::Setup(e.to_string()))?,
+        )
+    };
     crate::info!(
         "serving with {threads} worker thread(s), pid {}",
         std::process::id()
     );
-    wait_for_signals(config_path, &shared, &wakers)?;
+    crate::service::notify(&format!(
+        "READY=1\nMAINPID={}\nSTATUS=serving with {threads} worker thread(s)",
+        std::process::id()
+    ));
+    wait_for_signals(signals, config_path, &shared, &wakers);
     for waker in &wakers {
         let _ = waker.wake();
     }
@@ -146,28 +165,57 @@ fn announce_ktls(runtime: &Runtime) -> Result<(), ServeError> {
 }
 
 fn wait_for_signals(
+    mut signals: Signals,
     config_path: &Path,
     shared: &Arc<Shared>,
     wakers: &[Arc<Waker>],
-) -> Result<(), ServeError> {
-    let mut signals = Signals::new([SIGHUP, SIGTERM, SIGQUIT, SIGINT])
-        .map_err(|e| ServeError::Setup(format!("cannot install signal handlers: {e}")))?;
+) {
     for signal in signals.forever() {
         match signal {
-            SIGHUP => reload(config_path, shared),
+            SIGHUP => {
+                notify_manager(&format!(
+                    "RELOADING=1\nMONOTONIC_USEC={}",
+                    crate::service::monotonic_usec()
+                ));
+                reload(config_path, shared);
+                notify_manager("READY=1");
+            }
+            SIGUSR1 => reopen_logs(),
             _ => {
                 crate::info!(
                     "signal {signal}: stopping (finishing requests in flight, at most 10 s)"
                 );
+                notify_manager("STOPPING=1");
                 shared.begin_stop();
                 for waker in wakers {
                     let _ = waker.wake();
                 }
-                return Ok(());
+                return;
             }
         }
     }
-    Ok(())
+}
+
+/// State changes after the start, for systemd. A child of `worker_processes` reports only
+/// its readiness, to its supervisor, which speaks for the service.
+fn notify_manager(state: &str) {
+    if !crate::process::is_child() {
+        crate::service::notify(state);
+    }
+}
+
+/// SIGUSR1: every access log file opened again by name (logrotate moved the old one).
+fn reopen_logs() {
+    let failed = crate::access_log::reopen();
+    for (path, e) in &failed {
+        crate::error!(
+            "cannot reopen access log {}: {e}; still writing to the old file",
+            path.display()
+        );
+    }
+    if failed.is_empty() {
+        crate::info!("access logs reopened");
+    }
 }
 
 /// Loads the configuration again; a bad file is logged and the old one stays in force.
@@ -179,6 +227,7 @@ fn reload(config_path: &Path, shared: &Shared) {
             if old.config.effective_listeners() != runtime.config.effective_listeners() {
                 crate::warn!("reload: listeners changed; they take effect only after a restart");
             }
+            crate::access_log::open_all(&runtime.config.access_log);
             shared.replace_runtime(runtime);
             crate::info!("reloaded {}", path.display());
         }

@@ -1,14 +1,19 @@
-//! The `stats_listen ADDR;` extension: Prometheus text metrics over plain HTTP, served by one
-//! small thread with blocking sockets (a scrape is rare; it must not touch the workers).
+//! The `stats_listen ADDR;` extension: Prometheus text metrics at `/metrics` and a live
+//! dashboard at `/` (one static page that scrapes `/metrics` and plots the counters), over
+//! plain HTTP, served by one small thread with blocking sockets (a scrape is rare; it must
+//! not touch the workers).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use crate::server::ServeError;
 use crate::worker::Shared;
+
+/// The dashboard page: no external scripts, so it works on hosts without internet access.
+const DASHBOARD: &str = include_str!("dashboard.html");
 
 pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<(), ServeError> {
     // Bound exclusively (no SO_REUSEPORT): a second instance on the same address must fail
@@ -18,31 +23,99 @@ pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<(), ServeError> {
         .name("stats".into())
         .spawn(move || {
             for stream in listener.incoming().flatten() {
-                let mut stream = stream;
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-                let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
-                let mut req = [0u8; 1024];
-                let n = stream.read(&mut req).unwrap_or(0);
-                let wanted = req[..n].starts_with(b"GET /metrics") || req[..n].starts_with(b"GET / ");
-                let (status, body) =
-                    if wanted { ("200 OK", {
-                        let mut text = String::new();
-                        shared.cache.metrics().write_prometheus(&mut text);
-                        let tracked = shared.runtime().frang.tracked_clients();
-                        text.push_str(&format!(
-                            "# HELP ktls_proxy_frang_clients Clients tracked for frang limits.\n\
-                             # TYPE ktls_proxy_frang_clients gauge\nktls_proxy_frang_clients {tracked}\n"
-                        ));
-                        shared.metrics.render(Some(&text))
-                    }) } else { ("404 Not Found", "not found\n".to_string()) };
-                let head = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = stream.write_all(head.as_bytes());
-                let _ = stream.write_all(body.as_bytes());
+                answer(stream, &shared);
             }
         })
         .map_err(|e| ServeError::Setup(format!("cannot start the stats thread: {e}")))?;
     Ok(())
+}
+
+fn answer(mut stream: TcpStream, shared: &Shared) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut req = [0u8; 1024];
+    let n = stream.read(&mut req).unwrap_or(0);
+    let (status, content_type, body) = match page(&req[..n]) {
+        Some(Page::Metrics) => ("200 OK", "text/plain; version=0.0.4", metrics(shared)),
+        Some(Page::Dashboard) => ("200 OK", "text/html; charset=utf-8", DASHBOARD.to_string()),
+        None => ("404 Not Found", "text/plain", "not found\n".to_string()),
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body.as_bytes());
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Page {
+    Metrics,
+    Dashboard,
+}
+
+/// Which page a request line asks for (the query string is ignored).
+fn page(request: &[u8]) -> Option<Page> {
+    let line = request.split(|&b| b == b'\r' || b == b'\n').next()?;
+    let mut parts = line.split(|&b| b == b' ');
+    let (method, target) = (parts.next()?, parts.next()?);
+    if method != b"GET" {
+        return None;
+    }
+    let path = target.split(|&b| b == b'?').next()?;
+    match path {
+        b"/metrics" => Some(Page::Metrics),
+        b"/" | b"/index.html" => Some(Page::Dashboard),
+        _ => None,
+    }
+}
+
+fn metrics(shared: &Shared) -> String {
+    let mut text = String::new();
+    shared.cache.metrics().write_prometheus(&mut text);
+    let tracked = shared.runtime().frang.tracked_clients();
+    text.push_str(&format!(
+        "# HELP ktls_proxy_frang_clients Clients tracked for frang limits.\n\
+         # TYPE ktls_proxy_frang_clients gauge\nktls_proxy_frang_clients {tracked}\n"
+    ));
+    shared.metrics.render(Some(&text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_by_request_line() {
+        assert_eq!(page(b"GET /metrics HTTP/1.1\r\n"), Some(Page::Metrics));
+        assert_eq!(page(b"GET /metrics?x=1 HTTP/1.1\r\n"), Some(Page::Metrics));
+        assert_eq!(page(b"GET / HTTP/1.1\r\n"), Some(Page::Dashboard));
+        assert_eq!(page(b"GET /metricsx HTTP/1.1\r\n"), None);
+        assert_eq!(page(b"POST /metrics HTTP/1.1\r\n"), None);
+        assert_eq!(page(b""), None);
+    }
+
+    #[test]
+    fn dashboard_reads_only_metrics_this_process_exports() {
+        // Every metric the page plots must exist, or its panel stays empty forever.
+        let exported = [
+            crate::metrics::Metrics::new(1).render(None),
+            {
+                let mut t = String::new();
+                cache::Cache::new(cache::CacheLimits::default())
+                    .metrics()
+                    .write_prometheus(&mut t);
+                t
+            },
+        ]
+        .concat();
+        let plotted: Vec<&str> = DASHBOARD
+            .split('"')
+            .filter(|s| s.starts_with("ktls_"))
+            .collect();
+        assert!(plotted.len() >= 8, "{plotted:?}");
+        for name in plotted {
+            assert!(exported.contains(name), "dashboard plots {name}, not exported");
+        }
+    }
 }

@@ -2,4 +2,5 @@
 //!
 //! The binaries live under `src/bin/`; what two of them need lives here.
 
+pub mod man;
 pub mod procstat;

@@ -13,6 +13,7 @@ use super::client::Stage;
 use super::request_body::{field_lines, head_field_names, push_chunk, push_last_chunk};
 use super::upstream::{request_key, Pick, UpPhase};
 use super::{client_token, upstream_token, Worker};
+use crate::access_log::RequestRecord as AccessRecord;
 use crate::frang::check_trailers;
 use crate::metrics::bump;
 use crate::router::{CacheOverride, RequestView, Route};
@@ -58,7 +59,7 @@ pub struct Exchange {
     pub(super) sent_to_client: bool,
     pub(super) status: u16,
     pub(super) body_bytes: u64,
-    pub(super) log: Option<String>,
+    pub(super) log: Option<Box<AccessRecord>>,
     /// Filling or revalidating a cache entry from this response.
     pub(super) fill: Option<Box<Fill>>,
     /// The proxy sent `100 Continue` to the client itself.
@@ -293,7 +294,7 @@ impl Worker {
             .config
             .access_log
             .enabled()
-            .then(|| access_prefix(peer, head, buf));
+            .then(|| access_record(peer, head, buf));
         match rt.router.route(&view) {
             Route::NoMatch | Route::Block => {
                 if rt.config.block_action.attack.log {
@@ -352,7 +353,7 @@ impl Worker {
         vhost: usize,
         overrides: CacheOverride,
         keep_alive: bool,
-        log: Option<String>,
+        log: Option<Box<AccessRecord>>,
     ) -> usize {
         let rt = self.rt.clone();
         let Some(v) = rt.vhosts.get(vhost) else {
@@ -680,26 +681,25 @@ fn strip_port(host: &[u8]) -> &[u8] {
     }
 }
 
-/// The access log line of a request, with placeholders for what is known only later:
-/// `ip "vhost" "METHOD uri HTTP/x" status bytes "referer" "user-agent"` (Tempesta's format).
-pub(super) fn access_prefix(peer: std::net::SocketAddr, head: &RequestHead, buf: &[u8]) -> String {
-    let text = |b: &[u8]| String::from_utf8_lossy(b).replace('"', "%22");
-    let mut line = Vec::with_capacity(160);
-    let _ = write!(
-        line,
-        "{} \"\u{0}\" \"{} {} {}\" \u{1} \"{}\" \"{}\"",
-        peer.ip(),
-        text(head.method_bytes(buf)),
-        text(head.target(buf)),
-        if head.version() == Version::Http10 {
+/// What the access log needs of a request, taken while its head is at hand.
+pub(super) fn access_record(
+    peer: std::net::SocketAddr,
+    head: &RequestHead,
+    buf: &[u8],
+) -> Box<AccessRecord> {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    Box::new(AccessRecord {
+        client: peer.ip(),
+        method: text(head.method_bytes(buf)),
+        uri: text(head.target(buf)),
+        version: if head.version() == Version::Http10 {
             "HTTP/1.0"
         } else {
             "HTTP/1.1"
         },
-        text(head.header(buf, "referer").unwrap_or(b"-")),
-        text(head.header(buf, "user-agent").unwrap_or(b"-")),
-    );
-    String::from_utf8_lossy(&line).into_owned()
+        referer: head.header(buf, "referer").map(text),
+        user_agent: head.header(buf, "user-agent").map(text),
+    })
 }
 
 #[cfg(test)]

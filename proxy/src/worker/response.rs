@@ -5,6 +5,7 @@ use http1::{BodyDecoder, BodyFraming, ConnectionOption, Forwarding};
 
 use super::exchange::{Exchange, Failure, ReqState, RespPhase};
 use super::{client_token, Worker};
+use crate::access_log::RequestRecord as AccessRecord;
 use crate::metrics::bump;
 
 /// Interim (1xx) responses relayed for one request; a server sending more is broken or
@@ -371,7 +372,7 @@ impl Worker {
         &mut self,
         ci: usize,
         status: u16,
-        log: Option<&str>,
+        log: Option<&AccessRecord>,
         vhost: &str,
         close: bool,
     ) {
@@ -391,16 +392,19 @@ impl Worker {
 
     pub(super) fn access_log(
         &mut self,
-        prefix: Option<&str>,
+        request: Option<&AccessRecord>,
         vhost: &str,
         status: u16,
         bytes: u64,
     ) {
-        let Some(prefix) = prefix else { return };
-        let line =
-            prefix
-                .replacen("\u{0}", vhost, 1)
-                .replacen("\u{1}", &format!("{status} {bytes}"), 1);
-        crate::access_log::write(&self.rt.config.access_log, &line);
+        let Some(request) = request else { return };
+        let entry = crate::access_log::Entry {
+            request,
+            vhost,
+            status,
+            bytes,
+            time: std::time::SystemTime::now(),
+        };
+        crate::access_log::write(&self.rt.config.access_log, &entry);
     }
 }

@@ -57,6 +57,9 @@ impl From<TargetError> for PerfError {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = tls_perf::man::print_if_asked(<Args as clap::CommandFactory>::command) {
+        return code;
+    }
     let args = Args::parse();
     // SIGPIPE needs no handling: the Rust runtime ignores it, so a peer closing while we
     // write is a write error, never a silent death.

@@ -81,6 +81,9 @@ impl fmt::Display for OriginError {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = tls_perf::man::print_if_asked(<Args as clap::CommandFactory>::command) {
+        return code;
+    }
     let args = Args::parse();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,

@@ -52,6 +52,9 @@ impl Output {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = tls_perf::man::print_if_asked(<Args as clap::CommandFactory>::command) {
+        return code;
+    }
     // Parse errors and --help exit here (status 2 and 0).
     let args = Args::parse();
     match run(&args) {
