@@ -20,7 +20,7 @@ if ! command -v cargo-deb >/dev/null; then
     cargo install cargo-deb --locked --quiet
     echo "deb.sh: cargo-deb installed in $(( $(date +%s) - start )) s"
 fi
-deb="$(etc/debian/build-deb.sh | tail -n 1)"
+deb="$(etc/debian/build-deb.sh --fast | tail -n 1)"
 [ -f "$deb" ] || fail "no package built: $deb"
 echo "deb.sh: built $deb ($(du -h "$deb" | cut -f1))"
 
@@ -42,14 +42,15 @@ for f in usr/bin/proxy usr/bin/tls-perf usr/bin/http-perf usr/bin/origin \
     usr/share/man/man1/proxy.1.gz usr/share/man/man1/tls-perf.1.gz \
     usr/share/man/man1/http-perf.1.gz usr/share/man/man1/origin.1.gz \
     etc/ktls-proxy/ktls-proxy.conf etc/logrotate.d/ktls-proxy \
-    lib/systemd/system/ktls-proxy.service usr/lib/modules-load.d/ktls-proxy.conf \
+    usr/lib/modules-load.d/ktls-proxy.conf \
     usr/share/ktls-proxy/make-cert usr/share/ktls-proxy/grafana/ktls-proxy.json \
     usr/share/doc/ktls-proxy/OPERATIONS.md usr/share/doc/ktls-proxy/copyright; do
     [ -e "$r/$f" ] || fail "missing /$f"
 done
 grep -qx /etc/ktls-proxy/ktls-proxy.conf "$scratch/DEBIAN/conffiles" || fail "config is not a conffile"
 grep -qx /etc/logrotate.d/ktls-proxy "$scratch/DEBIAN/conffiles" || fail "logrotate snippet is not a conffile"
-unit="$r/lib/systemd/system/ktls-proxy.service"
+unit="$(find "$r/lib/systemd/system" "$r/usr/lib/systemd/system" -name ktls-proxy.service 2>/dev/null | head -n 1 || true)"
+[ -n "$unit" ] || fail "missing ktls-proxy.service"
 for line in Type=notify 'ExecReload=/bin/kill -HUP $MAINPID' LimitNOFILE=1048576 \
     PIDFile=/run/ktls-proxy/ktls-proxy.pid; do
     grep -qxF "$line" "$unit" || fail "unit lacks $line"

@@ -10,6 +10,6 @@ command -v cargo-deb >/dev/null || { echo "build-deb.sh: cargo-deb is missing: c
 cargo build --release --bins -p proxy -p tls-perf
 mkdir -p target/man
 for bin in proxy tls-perf http-perf origin; do
-    "target/release/$bin" --man-page > "target/man/$bin.1"
+    "target/release/$bin" --man-page | gzip -9n > "target/man/$bin.1.gz"
 done
-cargo deb -p proxy --no-build --no-strip -o target/debian/ 2>&1 | tail -n 1
+cargo deb -p proxy --no-build --no-strip -o target/debian/ "$@" 2>&1 | tail -n 1
