@@ -123,7 +123,9 @@ impl ReadinessSocket {
                 .enumerate()
                 .find_map(|(i, c)| c.try_wait().ok().flatten().map(|s| (i, s)))
             {
-                return Err(format!("worker process {i} exited while starting: {status}"));
+                return Err(format!(
+                    "worker process {i} exited while starting: {status}"
+                ));
             }
             if Instant::now() > deadline {
                 return Err(format!(

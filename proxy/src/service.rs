@@ -66,8 +66,8 @@ pub fn write_pid_file(pid: &PidFile) -> Result<PidFileGuard, ServiceError> {
     };
     // Written whole to a temporary name and renamed, so a reader never sees half a number.
     let tmp = path.with_extension("pid.tmp");
-    let written = fs::write(&tmp, format!("{}\n", std::process::id()))
-        .and_then(|()| fs::rename(&tmp, &path));
+    let written =
+        fs::write(&tmp, format!("{}\n", std::process::id())).and_then(|()| fs::rename(&tmp, &path));
     match (written, pid) {
         (Ok(()), _) => Ok(PidFileGuard { path: Some(path) }),
         (Err(reason), PidFile::Default) => {
@@ -141,11 +141,9 @@ pub fn send(pid: &PidFile, command: Command) -> Result<i32, ServiceError> {
     let path = pid.path().ok_or(ServiceError::NoPidFile)?;
     let id = read_pid(&path)?;
     let target = rustix::process::Pid::from_raw(id).ok_or(ServiceError::BadPid { path })?;
-    rustix::process::kill_process(target, command.signal()).map_err(|e| {
-        ServiceError::Signal {
-            pid: id,
-            reason: e.into(),
-        }
+    rustix::process::kill_process(target, command.signal()).map_err(|e| ServiceError::Signal {
+        pid: id,
+        reason: e.into(),
     })?;
     Ok(id)
 }

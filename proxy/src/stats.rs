@@ -98,16 +98,13 @@ mod tests {
     #[test]
     fn dashboard_reads_only_metrics_this_process_exports() {
         // Every metric the page plots must exist, or its panel stays empty forever.
-        let exported = [
-            crate::metrics::Metrics::new(1).render(None),
-            {
-                let mut t = String::new();
-                cache::Cache::new(cache::CacheLimits::default())
-                    .metrics()
-                    .write_prometheus(&mut t);
-                t
-            },
-        ]
+        let exported = [crate::metrics::Metrics::new(1).render(None), {
+            let mut t = String::new();
+            cache::Cache::new(cache::CacheLimits::default())
+                .metrics()
+                .write_prometheus(&mut t);
+            t
+        }]
         .concat();
         let plotted: Vec<&str> = DASHBOARD
             .split('"')
@@ -115,7 +112,10 @@ mod tests {
             .collect();
         assert!(plotted.len() >= 8, "{plotted:?}");
         for name in plotted {
-            assert!(exported.contains(name), "dashboard plots {name}, not exported");
+            assert!(
+                exported.contains(name),
+                "dashboard plots {name}, not exported"
+            );
         }
     }
 }

@@ -232,7 +232,9 @@ fn start_notified(tag: &str, extra: &str) -> (Proc, UnixDatagram, SocketAddr, Or
         ),
     );
     let mut cmd = Command::new(bin_path("proxy"));
-    cmd.arg("-c").arg(&config).env("NOTIFY_SOCKET", &socket_path);
+    cmd.arg("-c")
+        .arg(&config)
+        .env("NOTIFY_SOCKET", &socket_path);
     let proc = Proc::spawn("proxy", cmd, setup.dir.path());
     (proc, socket, http, origin, setup.dir)
 }
@@ -256,10 +258,7 @@ fn readiness_is_notified_once_listeners_are_bound() {
     );
     proc.signal(libc::SIGHUP);
     assert!(receive_until(&socket, "RELOADING=1", &mut seen), "{seen:?}");
-    assert!(
-        seen.last().unwrap().contains("MONOTONIC_USEC="),
-        "{seen:?}"
-    );
+    assert!(seen.last().unwrap().contains("MONOTONIC_USEC="), "{seen:?}");
     assert!(receive_until(&socket, "READY=1", &mut seen), "{seen:?}");
     proc.signal(libc::SIGTERM);
     assert!(receive_until(&socket, "STOPPING=1", &mut seen), "{seen:?}");
@@ -318,7 +317,10 @@ fn version_names_revision_openssl_and_kernel_tls() {
     let cli = Command::new("openssl").arg("version").output().unwrap();
     let installed = String::from_utf8_lossy(&cli.stdout);
     let number = installed.split_whitespace().nth(1).unwrap_or("?");
-    assert!(v.contains(&format!("OpenSSL: OpenSSL {number}")), "{v}\n{installed}");
+    assert!(
+        v.contains(&format!("OpenSSL: OpenSSL {number}")),
+        "{v}\n{installed}"
+    );
     assert!(v.contains("kernel TLS: "), "{v}");
 }
 
@@ -336,7 +338,10 @@ fn man_pages_come_from_the_command_lines() {
             .unwrap();
         let page = text(&out);
         assert!(out.status.success(), "{bin}: {page}");
-        assert!(page.starts_with(".ie \\n(.g .ds Aq"), "{bin}: not roff:\n{page}");
+        assert!(
+            page.starts_with(".ie \\n(.g .ds Aq"),
+            "{bin}: not roff:\n{page}"
+        );
         assert!(page.contains(&format!(".TH {bin} 1")), "{bin}:\n{page}");
         assert!(page.contains(option), "{bin} lacks {option}:\n{page}");
     }
@@ -363,7 +368,14 @@ fn statistics_serve_metrics_and_the_dashboard() {
         "{metrics}"
     );
     let (_, missing, _) = curl(
-        &["-s", "-o", "/dev/null", "-w", "%{http_code}", &format!("http://{stats}/x")],
+        &[
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("http://{stats}/x"),
+        ],
         5,
     );
     assert_eq!(missing, "404");
@@ -398,7 +410,16 @@ fn statistics_serve_metrics_and_the_dashboard() {
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(dom.contains("scraped /metrics at"), "{dom}\n{}", text(&out));
     assert!(dom.contains("data-scrapes=\""), "{dom}");
-    for legend in ["2xx: ", "requests: ", "hit ratio: ", "open: ", "userspace: "] {
-        assert!(dom.contains(legend), "panel legend {legend:?} missing:\n{dom}");
+    for legend in [
+        "2xx: ",
+        "requests: ",
+        "hit ratio: ",
+        "open: ",
+        "userspace: ",
+    ] {
+        assert!(
+            dom.contains(legend),
+            "panel legend {legend:?} missing:\n{dom}"
+        );
     }
 }
