@@ -309,3 +309,14 @@ fn the_sticky_model_round_trips_through_toml() {
         Some("sid".to_string())
     );
 }
+
+#[test]
+fn rate_time_frames_are_kept_in_the_model() {
+    let (c, _) = ok("frang_limits { request_rate 10 5; connection_rate 3 2; }\n");
+    assert_eq!(c.frang.request_rate, Some(10));
+    assert_eq!(c.frang.request_rate_frame, Duration::from_secs(5));
+    assert_eq!(c.frang.tcp_connection_rate_frame, Duration::from_secs(2));
+    let (c, w) = ok("frang_limits { request_rate 10; }\n");
+    assert!(w.is_empty());
+    assert_eq!(c.frang.request_rate_frame, Duration::from_secs(1));
+}

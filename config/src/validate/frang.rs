@@ -105,7 +105,7 @@ fn apply_global(c: &mut Checker<'_>, d: &Directive, g: &mut FrangGlobal) {
         "request_rate" | "tcp_connection_rate" | "connection_rate"
     );
     let v = if is_rate {
-        rate_args(c, d)
+        rate_args(c, d, g)
     } else {
         c.single(d, &usage)
     };
@@ -143,18 +143,29 @@ fn apply_global(c: &mut Checker<'_>, d: &Directive, g: &mut FrangGlobal) {
 }
 
 /// `request_rate N [FRAME]`, `tcp_connection_rate N [FRAME]`: Tempesta
-/// accepts a time frame of 1..65535 seconds; this proxy counts per second.
-fn rate_args<'d>(c: &mut Checker<'_>, d: &'d Directive) -> Option<&'d crate::tree::Value> {
+/// accepts a time frame of 1..65535 seconds. Stores the frame and returns
+/// the rate's value.
+fn rate_args<'d>(
+    c: &mut Checker<'_>,
+    d: &'d Directive,
+    g: &mut FrangGlobal,
+) -> Option<&'d crate::tree::Value> {
     let usage = format!("{} NUM [SECONDS]", d.name);
     if !c.shape(d, 1, 2, &usage) {
         return None;
     }
     if let Some(frame) = d.args.get(1) {
-        c.u32_in(frame, "time frame", 1, 65535)?;
+        let secs = c.u32_in(frame, "time frame", 1, 65535)?;
+        let slot = if d.name == "request_rate" {
+            &mut g.request_rate_frame
+        } else {
+            &mut g.tcp_connection_rate_frame
+        };
+        *slot = std::time::Duration::from_secs(u64::from(secs));
         c.sink.warning(
             &frame.pos,
             format!(
-                "the time frame of `{}` is not supported; the limit is counted per second",
+                "the time frame of `{}` is parsed but the proxy still counts per second",
                 d.name
             ),
         );
