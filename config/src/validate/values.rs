@@ -171,7 +171,7 @@ impl Checker<'_> {
             );
             return None;
         }
-        if n % unit != 0 {
+        if !n.is_multiple_of(unit) {
             self.error(
                 &v.pos,
                 format!(
@@ -257,7 +257,7 @@ pub const INT_MAX: u32 = i32::MAX as u32;
 /// Bytes with the largest binary suffix that divides them: `2M`, `1K`, `1000`.
 pub fn show_bytes(n: u64) -> String {
     for (shift, suffix) in [(30, "G"), (20, "M"), (10, "K")] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{}{suffix}", n >> shift);
         }
     }
