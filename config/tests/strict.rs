@@ -147,7 +147,10 @@ fn ok(text: &str) -> (config::Config, Vec<Diagnostic>) {
 /// Valid configurations Tempesta accepts: still accepted, with the listed
 /// warnings (line, column, text) where Tempesta warns or this proxy
 /// cannot honour a detail.
-const ACCEPTED: &[(&str, &[(u32, u32, &str)])] = &[
+/// A warning expected at (line, column) whose message contains the text.
+type Expected = (u32, u32, &'static str);
+
+const ACCEPTED: &[(&str, &[Expected])] = &[
     ("cache_methods GET HEAD GET;\n", &[(1, 24, "listed twice")]),
     ("frang_limits { http_methods get post get; }\n", &[(1, 38, "listed twice")]),
     ("whitelist_mark 1 7 1;\n", &[(1, 20, "listed twice")]),
