@@ -4,15 +4,6 @@
 /// Directives of current Tempesta FW that this project parses and ignores,
 /// with a warning naming them (their blocks are skipped unread).
 pub const UNSUPPORTED: &[&str] = &[
-    // Sticky cookies and sessions.
-    "sticky",
-    "sticky_sessions",
-    "cookie",
-    "cookie_options",
-    "learn",
-    "secret",
-    "sess_lifetime",
-    "js_challenge",
     // Tempesta DB files and tables: this proxy keeps everything in memory.
     "cache_db",
     "client_db",
@@ -22,15 +13,13 @@ pub const UNSUPPORTED: &[&str] = &[
     "drop_tbl_size",
     "sessions_db",
     "sessions_tbl_size",
-    // Reconfiguration, fingerprinting, HTTP/2 and WebSocket tuning, stats.
-    "grace_shutdown_time",
+    // Fingerprinting, HTTP/2 tuning, stats.
     "tft",
     "tfh",
     "ja5t",
     "ja5h",
     "ctrl_frame_rate_multiplier",
     "window_update_frame_rate_multiplier",
-    "client_ws_timeout",
     "mmap_log_buffer_size",
     "health_stat",
     "health_stat_server",
@@ -89,6 +78,8 @@ pub const TOP_LEVEL: &[&str] = &[
     "http_max_header_list_size",
     "http_allow_empty_body_content_type",
     "tls_match_any_server_name",
+    "grace_shutdown_time",
+    "client_ws_timeout",
 ];
 
 /// Directives of a `vhost` block (and of the implicit default vhost).
@@ -113,6 +104,7 @@ pub const VHOST_LEVEL: &[&str] = &[
     "hdr_via",
     "nonidempotent",
     "http_post_validate",
+    "sticky",
 ];
 
 /// Directives of a `location` block.
@@ -142,6 +134,19 @@ pub const SRV_GROUP_LEVEL: &[&str] = &[
     "server_queue_size",
     "server_retry_nonidempotent",
     "health",
+    "sticky_sessions",
+    "learn",
+];
+
+/// Directives of a `sticky` block (top level or vhost).
+pub const STICKY_LEVEL: &[&str] = &[
+    "cookie",
+    "cookie_options",
+    "learn",
+    "secret",
+    "sess_lifetime",
+    "sticky_sessions",
+    "js_challenge",
 ];
 
 /// Client-level frang limits: top-level `frang_limits` only.
@@ -202,6 +207,7 @@ pub fn all_known() -> impl Iterator<Item = &'static str> {
         .chain(FRANG_GLOBAL)
         .chain(FRANG_HTTP)
         .chain(HEALTH_CHECK_LEVEL)
+        .chain(STICKY_LEVEL)
         .chain(EXTENSIONS)
         .chain(UNSUPPORTED)
         .copied()

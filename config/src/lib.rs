@@ -18,6 +18,7 @@ mod model_chain;
 mod model_frang;
 mod model_global;
 mod model_serde;
+mod model_sticky;
 mod model_types;
 mod toml_load;
 mod tree;

@@ -21,6 +21,7 @@ pub use crate::model_chain::*;
 pub use crate::model_frang::*;
 pub use crate::model_global::*;
 use crate::model_serde::{opt_secs, secs};
+pub use crate::model_sticky::*;
 pub use crate::model_types::{ByteSet, IpPrefix, StatusPattern, UrlPart, UrlTemplate};
 
 /// Name of the implicit server group holding servers declared at top level,
@@ -77,6 +78,14 @@ pub struct Config {
     pub stats_listen: Option<SocketAddr>,
     /// Extension `pid PATH|off`: the pid file.
     pub pid: PidFile,
+    /// `grace_shutdown_time N`: servers removed by a reload finish their
+    /// sessions and requests within this time, getting no new ones (0).
+    #[serde(with = "secs")]
+    pub grace_shutdown_time: Duration,
+    /// `client_ws_timeout N`: idle timeout of a WebSocket tunnel (3600 s;
+    /// 0 in the file: none).
+    #[serde(with = "opt_secs")]
+    pub client_ws_timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -107,6 +116,8 @@ impl Default for Config {
             client_lru_size: 8000,
             stats_listen: None,
             pid: PidFile::Default,
+            grace_shutdown_time: Duration::ZERO,
+            client_ws_timeout: Some(Duration::from_secs(3600)),
         }
     }
 }
@@ -193,6 +204,8 @@ pub struct ServerGroup {
     pub retry_nonidempotent: bool,
     /// `health NAME`: the `health_check` monitor applied to this group.
     pub health: Option<String>,
+    /// `sticky_sessions [allow_failover]` / `learn name=C` in the group.
+    pub sticky: Option<GroupSticky>,
 }
 
 impl Default for ServerGroup {
@@ -207,6 +220,7 @@ impl Default for ServerGroup {
             queue_size: 1000,
             retry_nonidempotent: false,
             health: None,
+            sticky: None,
         }
     }
 }
@@ -300,6 +314,8 @@ pub struct Vhost {
     pub hdr_via: Option<String>,
     pub nonidempotent: Vec<NonIdempotent>,
     pub http_post_validate: bool,
+    /// `sticky { ... }`, the top-level one filling in what is not set.
+    pub sticky: Sticky,
 }
 
 impl Vhost {

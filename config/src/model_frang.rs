@@ -17,10 +17,17 @@ pub struct FrangGlobal {
     pub ip_block: IpBlock,
     #[serde(with = "limit")]
     pub request_rate: Option<u32>,
+    /// `request_rate NUM [FRAME]`: the window of `request_rate` in seconds
+    /// (1..=65535, default 1).
+    #[serde(with = "secs")]
+    pub request_rate_frame: Duration,
     #[serde(with = "limit")]
     pub request_burst: Option<u32>,
     #[serde(with = "limit")]
     pub tcp_connection_rate: Option<u32>,
+    /// `tcp_connection_rate NUM [FRAME]`, as `request_rate_frame`.
+    #[serde(with = "secs")]
+    pub tcp_connection_rate_frame: Duration,
     #[serde(with = "limit")]
     pub tcp_connection_burst: Option<u32>,
     /// Default 1000.
@@ -53,8 +60,10 @@ impl Default for FrangGlobal {
         FrangGlobal {
             ip_block: IpBlock::Off,
             request_rate: None,
+            request_rate_frame: Duration::from_secs(1),
             request_burst: None,
             tcp_connection_rate: None,
+            tcp_connection_rate_frame: Duration::from_secs(1),
             tcp_connection_burst: None,
             concurrent_tcp_connections: Some(1000),
             tls_connection_rate: None,

@@ -84,9 +84,10 @@ impl ByteSet {
             Some((a, b)) => {
                 let first = parse_byte(a).ok_or_else(bad)?;
                 let last = parse_byte(b).ok_or_else(bad)?;
-                if first > last {
+                // Tempesta refuses `N-N` too ("interval bound crossing").
+                if first >= last {
                     return Err(ByteSetError(format!(
-                        "range `{item}` is reversed; write the smaller byte first"
+                        "range `{item}` is reversed or empty; write the smaller byte first, and a single byte without `-`"
                     )));
                 }
                 self.insert_range(first, last);

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use crate::diag::Diagnostic;
 use crate::model::{
-    AccessLogDestination, Action, Config, Pattern, PidFile, Proto, UrlMatchOp, Vhost, DEFAULT_NAME,
+    AccessLogDestination, Action, Config, CookieMode, Pattern, PidFile, Proto, UrlMatchOp, Vhost,
+    DEFAULT_NAME, JS_CHALLENGE_CODES,
 };
 use crate::validate::values::resolve_path;
 
@@ -45,10 +46,54 @@ fn fix(p: &mut PathBuf, base: &Path) {
     }
 }
 
+/// The `sticky` rules of the `.conf` validator that a typed model can
+/// still break.
+fn check_sticky(e: &mut Errors<'_>, v: &Vhost) {
+    let Some(c) = &v.sticky.cookie else { return };
+    let token = |b: u8| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b);
+    if c.name.is_empty() || c.name.len() > 32 || !c.name.bytes().all(token) {
+        e.push(
+            format!(
+                "vhost `{}`: `{}` is not a valid cookie name",
+                v.name, c.name
+            ),
+            "use 1 to 32 token characters",
+        );
+    }
+    if let CookieMode::Issued {
+        enforce: false,
+        max_misses: Some(_),
+    } = c.mode
+    {
+        e.push(
+            format!("vhost `{}`: max_misses needs enforce", v.name),
+            "set enforce = true or drop max_misses",
+        );
+    }
+    if let Some(js) = &c.js_challenge {
+        let enforced = matches!(c.mode, CookieMode::Issued { enforce: true, .. });
+        let delays = !js.delay_min.is_zero() && !js.delay_range.is_zero();
+        if !enforced || !delays || !JS_CHALLENGE_CODES.contains(&js.resp_code) {
+            e.push(
+                format!("vhost `{}`: invalid js_challenge", v.name),
+                "it needs an issued, enforced cookie, non-zero delays and a status from JS_CHALLENGE_CODES",
+            );
+        }
+    }
+}
+
 fn resolve_vhost_paths(v: &mut Vhost, base: &Path) {
     for c in &mut v.tls.certificates {
         fix(&mut c.certificate, base);
         fix(&mut c.key, base);
+    }
+    let js = v
+        .sticky
+        .cookie
+        .as_mut()
+        .and_then(|c| c.js_challenge.as_mut());
+    if let Some(t) = js.and_then(|j| j.template.as_mut()) {
+        fix(t, base);
     }
 }
 
@@ -150,6 +195,7 @@ fn check(file: &str, cfg: &Config) -> Vec<Diagnostic> {
                 }
             }
         }
+        check_sticky(&mut e, v);
         if v.name != DEFAULT_NAME && v.proxy_pass.is_none() {
             e.push(
                 format!("vhost `{}` has no proxy_pass", v.name),

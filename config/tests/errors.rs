@@ -91,7 +91,7 @@ const MALFORMED: &[(&str, u32, u32, &str)] = &[
     ("pid /a.pid;\npid /b.pid;\n", 2, 1, "duplicate `pid`"),
     ("http_uri_brange 0x2f 0x5a-0x41;\n", 1, 22, "reversed"),
     ("http_uri_brange 300;\n", 1, 17, "not a byte"),
-    ("cache_size 12Q;\n", 1, 12, "not a valid size"),
+    ("cache_size 12Q;\n", 1, 12, "not a valid cache_size"),
     ("client_mem 1G 500M;\n", 1, 1, "below the soft"),
     ("tls_ktls maybe;\n", 1, 10, "not a kTLS mode"),
     ("worker_threads 0;\n", 1, 16, "out of range"),
@@ -227,31 +227,24 @@ fn unknown_directives_get_did_you_mean_hints() {
 
 #[test]
 fn unsupported_tempesta_directives_are_warnings() {
-    let w = ok("sticky { cookie enforce; }\n\
-                cache_db /opt/tempesta/db/cache.tdb;\n\
+    let w = ok("cache_db /opt/tempesta/db/cache.tdb;\n\
                 client_tbl_size 8000;\n\
                 tft { hash deadbeef 10 1000; }\n\
-                grace_shutdown_time 5;\n\
-                srv_group g { server 127.0.0.1; sticky_sessions; }\n");
+                ja5h storage_size=2097152 { hash deadbeef 1 1; }\n\
+                srv_group g { server 127.0.0.1; }\n\
+                health_stat 400 5*;\n");
     let names: Vec<&str> = w
         .iter()
         .map(|d| d.message.split('`').nth(1).unwrap_or(""))
         .collect();
     assert_eq!(
         names,
-        vec![
-            "sticky",
-            "cache_db",
-            "client_tbl_size",
-            "tft",
-            "grace_shutdown_time",
-            "sticky_sessions"
-        ]
+        vec!["cache_db", "client_tbl_size", "tft", "ja5h", "health_stat"]
     );
     assert!(w
         .iter()
         .all(|d| d.severity == Severity::Warning && d.message.contains("ignored")));
-    assert_eq!((w[5].line, w[5].col), (6, 33));
+    assert_eq!((w[4].line, w[4].col), (6, 1));
     assert!(w[0].to_string().starts_with("t.conf:1:1: warning: "));
 }
 

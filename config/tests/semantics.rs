@@ -373,7 +373,7 @@ fn cache_and_misc_global_directives() {
          block_action attack reply nolog;\n\
          health_check h1 { request \"GET /h HTTP/1.0\\r\\n\\r\\n\"; request_url \"/h\"; resp_code 200 204; resp_crc32 0x1a2b; timeout 5; }\n\
          server_failover_http 404 300 10;\n\
-         http_token_brange 0x21-0x7e;\n\
+         http_token_brange 0x21-0x2b 0x2d-0x3a 0x3c-0x7e;\n\
          tls_match_any_server_name;\n\
          tls_ktls off;\n\
          worker_processes 4;\n\
@@ -442,7 +442,7 @@ fn cache_and_misc_global_directives() {
         }
     );
     let tok = c.byte_ranges.token.unwrap();
-    assert!(tok.contains(b'!') && tok.contains(b'~') && !tok.contains(b' '));
+    assert!(tok.contains(b'!') && tok.contains(b'~') && !tok.contains(b' ') && !tok.contains(b','));
     assert!(c.tls.match_any_server_name);
     assert_eq!(c.tls.ktls, KtlsMode::Off);
     assert_eq!((c.worker_processes, c.worker_threads), (4, Some(2)));

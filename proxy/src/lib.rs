@@ -19,6 +19,7 @@ pub mod runtime;
 pub mod server;
 pub mod service;
 pub mod stats;
+pub mod sticky;
 pub mod timers;
 pub mod tls_setup;
 pub mod transport;
@@ -35,6 +36,9 @@ pub fn load(path: &Path) -> Result<Arc<Runtime>, String> {
     let loaded = config::load_path(path).map_err(|d| d.to_string())?;
     for w in &loaded.warnings {
         warn!("{w}");
+    }
+    for w in sticky::unenforced(&loaded.config) {
+        warn!("{}: {w}", path.display());
     }
     Runtime::build(loaded.config).map_err(|e| e.to_string())
 }

@@ -215,10 +215,13 @@ impl Runtime {
             config::KtlsMode::On => ktls::offload::KtlsMode::On,
             config::KtlsMode::Off => ktls::offload::KtlsMode::Off,
         };
-        let frang = Arc::new(crate::frang::Frang::new(
-            &config.frang,
-            config.client_lru_size as usize,
-        ));
+        let frang = Arc::new(
+            crate::frang::Frang::new(&config.frang, config.client_lru_size as usize)
+                .with_rate_time_frames(
+                    config.frang.request_rate_frame,
+                    config.frang.tcp_connection_rate_frame,
+                ),
+        );
         Ok(Arc::new(Runtime {
             config,
             tls,

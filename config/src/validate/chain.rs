@@ -8,7 +8,13 @@ use std::time::Duration;
 
 use crate::diag::{did_you_mean, Pos};
 use crate::lexer::{Token, TokenKind};
-use crate::model::{Action, Condition, Field, HttpChain, Method, Pattern, Rule, UrlTemplate};
+use crate::model::{
+    Action, Condition, Field, HttpChain, Method, Pattern, Rule, UrlPart, UrlTemplate,
+};
+
+/// Tempesta keeps the variables of a redirect in an 8-slot array and
+/// refuses a location that fills it.
+const MAX_REDIRECT_VARS: usize = 7;
 use crate::tree::{Directive, Node, RuleTokens};
 use crate::validate::values::Checker;
 
@@ -278,11 +284,11 @@ fn field(c: &mut Checker<'_>, name: &str, pos: &Pos, arg: Option<(String, Pos)>)
             );
             return None;
         }
-        (Some((n, p)), true) if n.is_empty() => {
+        (Some((n, p)), true) if n.trim().is_empty() => {
             c.error(
                 p,
                 format!("empty {name} name"),
-                "give the header or cookie name",
+                "give the header or cookie name (Tempesta refuses a name of only spaces)",
             );
             return None;
         }
@@ -401,6 +407,15 @@ fn pattern(
         c.error(pos, "empty value", "give a value, or `*` to match anything");
         return None;
     }
+    // Tempesta trims spaces around a header value to match; nothing is left.
+    if matches!(field, Field::Header(_)) && text.trim().is_empty() {
+        c.error(
+            pos,
+            "the header value is only whitespace",
+            "give a value, or `*` to match any value",
+        );
+        return None;
+    }
     if text.len() > 1 && text.starts_with('*') && text.ends_with('*') {
         c.sink.warning(
             pos,
@@ -501,9 +516,23 @@ fn parse_action(
                     );
                     return None;
                 }
+                let url = UrlTemplate::parse(url);
+                let vars = url
+                    .parts
+                    .iter()
+                    .filter(|p| !matches!(p, UrlPart::Literal(_)))
+                    .count();
+                if vars > MAX_REDIRECT_VARS {
+                    c.error(
+                        vpos,
+                        format!("{vars} variables in the redirect location"),
+                        format!("Tempesta allows at most {MAX_REDIRECT_VARS} `$host`/`$request_uri` in one location"),
+                    );
+                    return None;
+                }
                 Some(Action::Redirect {
                     status: code.parse().unwrap_or(301),
-                    url: UrlTemplate::parse(url),
+                    url,
                 })
             }
             _ => {

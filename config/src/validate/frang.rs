@@ -5,7 +5,20 @@ use crate::diag::did_you_mean;
 use crate::directives::{FRANG_GLOBAL, FRANG_HTTP};
 use crate::model::{FrangGlobal, FrangHttp, IpBlock, Method, RespCodeBlock};
 use crate::tree::{Directive, Node};
+use crate::validate::once::{unique_args, Seen};
 use crate::validate::values::Checker;
+
+/// Tempesta 0.7 spellings name the same limit as the current ones.
+fn canonical(name: &str) -> &str {
+    match name {
+        "connection_rate" => "tcp_connection_rate",
+        "connection_burst" => "tcp_connection_burst",
+        "concurrent_connections" => "concurrent_tcp_connections",
+        "http_field_len" => "http_hdr_len",
+        "http_host_required" => "http_strict_host_checking",
+        other => other,
+    }
+}
 
 /// Applies a `frang_limits` block. `global` is `Some` only at top level;
 /// client-level limits elsewhere are errors, as in Tempesta.
@@ -30,6 +43,7 @@ pub fn apply(
         );
         return;
     };
+    let mut seen = Seen::default();
     for node in children {
         let d = match node {
             Node::Directive(d) => d,
@@ -43,6 +57,10 @@ pub fn apply(
             }
         };
         let name = d.name.as_str();
+        let known = FRANG_GLOBAL.contains(&name) || FRANG_HTTP.contains(&name);
+        if known && !seen.first(c, d, canonical(name)) {
+            continue;
+        }
         if FRANG_GLOBAL.contains(&name) {
             match global.as_deref_mut() {
                 Some(g) => apply_global(c, d, g),
@@ -73,7 +91,7 @@ fn apply_global(c: &mut Checker<'_>, d: &Directive, g: &mut FrangGlobal) {
             g.ip_block = match v.text.to_ascii_lowercase().as_str() {
                 "off" | "false" => IpBlock::Off,
                 "on" | "true" => IpBlock::Forever,
-                _ => match c.u64(v, "ip_block duration") {
+                _ => match c.u32(v, "ip_block duration").map(u64::from) {
                     Some(0) => IpBlock::Forever,
                     Some(n) => IpBlock::For(std::time::Duration::from_secs(n)),
                     None => return,
@@ -82,7 +100,16 @@ fn apply_global(c: &mut Checker<'_>, d: &Directive, g: &mut FrangGlobal) {
         }
         return;
     }
-    let Some(v) = c.single(d, &usage) else { return };
+    let is_rate = matches!(
+        name,
+        "request_rate" | "tcp_connection_rate" | "connection_rate"
+    );
+    let v = if is_rate {
+        rate_args(c, d, g)
+    } else {
+        c.single(d, &usage)
+    };
+    let Some(v) = v else { return };
     if matches!(name, "client_header_timeout" | "client_body_timeout") {
         let Some(t) = c.secs(v, "timeout in seconds") else {
             return;
@@ -115,6 +142,30 @@ fn apply_global(c: &mut Checker<'_>, d: &Directive, g: &mut FrangGlobal) {
     *slot = n;
 }
 
+/// `request_rate N [FRAME]`, `tcp_connection_rate N [FRAME]`: Tempesta
+/// accepts a time frame of 1..65535 seconds. Stores the frame and returns
+/// the rate's value.
+fn rate_args<'d>(
+    c: &mut Checker<'_>,
+    d: &'d Directive,
+    g: &mut FrangGlobal,
+) -> Option<&'d crate::tree::Value> {
+    let usage = format!("{} NUM [SECONDS]", d.name);
+    if !c.shape(d, 1, 2, &usage) {
+        return None;
+    }
+    if let Some(frame) = d.args.get(1) {
+        let secs = c.u32_in(frame, "time frame", 1, 65535)?;
+        let slot = if d.name == "request_rate" {
+            &mut g.request_rate_frame
+        } else {
+            &mut g.tcp_connection_rate_frame
+        };
+        *slot = std::time::Duration::from_secs(u64::from(secs));
+    }
+    d.args.first()
+}
+
 fn apply_http(c: &mut Checker<'_>, d: &Directive, h: &mut FrangHttp) {
     let name = d.name.as_str();
     match name {
@@ -127,8 +178,17 @@ fn apply_http(c: &mut Checker<'_>, d: &Directive, h: &mut FrangHttp) {
         }
         "http_body_len" => {
             if let Some(v) = c.single(d, "http_body_len NUM") {
+                // A C `long` in Tempesta.
                 if let Some(n) = c.u64(v, "length") {
-                    h.http_body_len = (n != 0).then_some(n);
+                    if n > i64::MAX as u64 {
+                        c.error(
+                            &v.pos,
+                            format!("length {n} is out of range"),
+                            "expected 0..=9223372036854775807",
+                        );
+                    } else {
+                        h.http_body_len = (n != 0).then_some(n);
+                    }
                 }
             }
         }
@@ -161,6 +221,7 @@ fn apply_http(c: &mut Checker<'_>, d: &Directive, h: &mut FrangHttp) {
             if !c.shape(d, 1, usize::MAX, "http_methods METHOD...") {
                 return;
             }
+            unique_args(c, d, &d.args, |v| Method::parse(&v.text), false);
             let mut methods = Vec::new();
             for v in &d.args {
                 match Method::parse(&v.text) {
@@ -203,27 +264,28 @@ fn resp_code_block(c: &mut Checker<'_>, d: &Directive, h: &mut FrangHttp) {
     let n = d.args.len();
     let mut codes = Vec::new();
     let mut ok = true;
+    unique_args(
+        c,
+        d,
+        &d.args[..n - 2],
+        |v| v.text.parse::<u16>().ok(),
+        false,
+    );
     for v in &d.args[..n - 2] {
         match c.u32_in(v, "status code", 100, 599) {
-            Some(code) => codes.push(code as u16),
+            Some(code) if !codes.contains(&(code as u16)) => codes.push(code as u16),
+            Some(_) => {}
             None => ok = false,
         }
     }
-    let limit = c.u32(&d.args[n - 2], "response limit");
-    let timeframe = c.secs(&d.args[n - 1], "time frame in seconds");
+    // Tempesta keeps both in 16 bits and refuses 0.
+    let limit = c.u32_in(&d.args[n - 2], "response limit", 1, 65535);
+    let timeframe = c.u32_in(&d.args[n - 1], "time frame in seconds", 1, 65535);
     if let (true, Some(limit), Some(timeframe)) = (ok, limit, timeframe) {
-        if timeframe.is_zero() {
-            c.error(
-                &d.args[n - 1].pos,
-                "the time frame must be at least 1 second",
-                usage,
-            );
-            return;
-        }
         h.http_resp_code_block = Some(RespCodeBlock {
             codes,
             limit,
-            timeframe,
+            timeframe: std::time::Duration::from_secs(u64::from(timeframe)),
         });
     }
 }

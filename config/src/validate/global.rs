@@ -3,11 +3,11 @@
 //! and this project's extensions.
 
 use crate::model::{
-    AccessLogDestination, AccessLogFormat, BlockAction, ByteSet, CacheMode, ClientMem, Config,
-    FailoverHttp, HealthCheck, KtlsMode, Listener, Method, PidFile, Proto, ResponseBody,
-    StatusPattern,
+    AccessLogDestination, AccessLogFormat, BlockAction, CacheMode, ClientMem, Config, FailoverHttp,
+    HealthCheck, KtlsMode, Listener, Method, PidFile, Proto, ResponseBody, StatusPattern,
 };
 use crate::tree::{Directive, Node};
+use crate::validate::once::unique_args;
 use crate::validate::values::Checker;
 
 /// Handles `d` if it is one of this module's directives.
@@ -32,22 +32,18 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
         }
         "cache_methods" => {
             if c.shape(d, 1, usize::MAX, "cache_methods METHOD...") {
-                let mut methods = Vec::new();
-                for v in &d.args {
-                    match Method::parse(&v.text) {
-                        Some(m) if !methods.contains(&m) => methods.push(m),
-                        Some(_) => {}
-                        None => c.error(
-                            &v.pos,
-                            format!("unknown HTTP method `{}`", v.text),
-                            "expected e.g. GET HEAD POST",
-                        ),
-                    }
-                }
-                cfg.cache.methods = methods;
+                cache_methods(c, d, cfg);
             }
         }
-        "cache_size" | "cache_max_object_size" => {
+        "cache_size" => {
+            if let Some(v) = c.single(d, "cache_size BYTES") {
+                // Tempesta DB extents are 2 MiB; the file is 16 MiB..128 GiB.
+                if let Some(n) = c.mem_in(v, "cache_size", 16 << 20, 128 << 30, 2 << 20) {
+                    cfg.cache.size = n;
+                }
+            }
+        }
+        "cache_max_object_size" => {
             if let Some(v) = c.single(d, &format!("{name} BYTES")) {
                 if let Some(n) = c.size(v, "size") {
                     if n == 0 {
@@ -56,8 +52,6 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
                             format!("`{name}` must be positive"),
                             "give a size in bytes, e.g. 268435456",
                         );
-                    } else if name == "cache_size" {
-                        cfg.cache.size = n;
                     } else {
                         cfg.cache.max_object_size = n;
                     }
@@ -80,7 +74,7 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
         }
         "max_concurrent_streams" => {
             if let Some(v) = c.single(d, "max_concurrent_streams NUM") {
-                if let Some(n) = c.u32(v, "stream count") {
+                if let Some(n) = c.u32_in(v, "stream count", 1, 65536) {
                     cfg.max_concurrent_streams = n;
                 }
             }
@@ -133,9 +127,12 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
         }
         "whitelist_mark" => {
             if c.shape(d, 1, usize::MAX, "whitelist_mark MARK...") {
+                unique_args(c, d, &d.args, |v| v.text.parse::<u32>().ok(), false);
                 for v in &d.args {
                     if let Some(m) = c.u32(v, "mark") {
-                        cfg.whitelist_marks.push(m);
+                        if !cfg.whitelist_marks.contains(&m) {
+                            cfg.whitelist_marks.push(m);
+                        }
                     }
                 }
             }
@@ -157,9 +154,10 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
         }
         "client_mem" => {
             if c.shape(d, 1, 2, "client_mem SOFT [HARD]") {
-                let soft = c.size(&d.args[0], "memory size");
+                // Tempesta: 1K..100G each, in whole kilobytes.
+                let soft = c.mem_in(&d.args[0], "client_mem", 1 << 10, 100 << 30, 1 << 10);
                 let hard = match d.args.get(1) {
-                    Some(v) => c.size(v, "memory size"),
+                    Some(v) => c.mem_in(v, "client_mem", 1 << 10, 100 << 30, 1 << 10),
                     None => soft.map(|s| s.saturating_mul(2)),
                 };
                 if let (Some(soft), Some(hard)) = (soft, hard) {
@@ -177,8 +175,8 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
         }
         "http_max_header_list_size" => {
             if let Some(v) = c.single(d, "http_max_header_list_size BYTES") {
-                if let Some(n) = c.limit(v, "size") {
-                    cfg.http_max_header_list_size = n;
+                if let Some(n) = c.u32(v, "size") {
+                    cfg.http_max_header_list_size = (n != 0).then_some(n);
                 }
             }
         }
@@ -232,6 +230,20 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
                 }
             }
         }
+        "grace_shutdown_time" => {
+            if let Some(v) = c.single(d, "grace_shutdown_time SECONDS") {
+                if let Some(t) = c.secs(v, "grace time") {
+                    cfg.grace_shutdown_time = t;
+                }
+            }
+        }
+        "client_ws_timeout" => {
+            if let Some(v) = c.single(d, "client_ws_timeout SECONDS") {
+                if let Some(t) = c.secs(v, "timeout in seconds") {
+                    cfg.client_ws_timeout = (!t.is_zero()).then_some(t);
+                }
+            }
+        }
         "stats_listen" => {
             if let Some(v) = c.single(d, "stats_listen ADDR:PORT") {
                 if let Some(a) = c.socket_addr(v, 80) {
@@ -239,7 +251,9 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
                 }
             }
         }
-        _ if name.starts_with("http_") && name.ends_with("_brange") => return brange(c, d, cfg),
+        _ if name.starts_with("http_") && name.ends_with("_brange") => {
+            return super::brange::apply(c, d, cfg)
+        }
         _ => return false,
     }
     true
@@ -399,6 +413,7 @@ fn health_check(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
         name: name.text.clone(),
         ..HealthCheck::default()
     };
+    let mut seen = crate::validate::once::Seen::default();
     for node in children {
         let Node::Directive(x) = node else {
             c.error(
@@ -408,6 +423,9 @@ fn health_check(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
             );
             continue;
         };
+        if !seen.check(c, x, crate::directives::HEALTH_CHECK_LEVEL) {
+            continue;
+        }
         match x.name.as_str() {
             "request" => {
                 if let Some(v) = c.single(x, "request \"GET / HTTP/1.0\\r\\n\\r\\n\"") {
@@ -421,11 +439,15 @@ fn health_check(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
             }
             "resp_code" => {
                 if c.shape(x, 1, usize::MAX, "resp_code CODE...") {
-                    h.resp_codes = x
-                        .args
-                        .iter()
-                        .filter_map(|v| c.u32_in(v, "status code", 100, 599).map(|n| n as u16))
-                        .collect();
+                    unique_args(c, x, &x.args, |v| v.text.parse::<u16>().ok(), false);
+                    let mut codes: Vec<u16> = Vec::new();
+                    for v in &x.args {
+                        match c.u32_in(v, "status code", 100, 599) {
+                            Some(n) if !codes.contains(&(n as u16)) => codes.push(n as u16),
+                            _ => {}
+                        }
+                    }
+                    h.resp_codes = codes;
                 }
             }
             "resp_crc32" => {
@@ -459,41 +481,29 @@ fn health_check(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
     cfg.health_checks.push(h);
 }
 
-fn brange(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
-    let r = &mut cfg.byte_ranges;
-    let slot = match d.name.as_str() {
-        "http_uri_brange" => &mut r.uri,
-        "http_token_brange" => &mut r.token,
-        "http_qetoken_brange" => &mut r.qetoken,
-        "http_nctl_brange" => &mut r.nctl,
-        "http_ctext_vchar_brange" => &mut r.ctext_vchar,
-        "http_xff_brange" => &mut r.xff,
-        "http_user_agent_brange" => &mut r.user_agent,
-        "http_cookie_brange" => &mut r.cookie,
-        "http_etag_brange" => &mut r.etag,
-        _ => return false,
-    };
-    if !(c.no_block(d) & c.attrs_only(d, &[])) {
-        return true;
-    }
-    if d.args.is_empty() {
-        c.error(
-            &d.pos,
-            format!("`{}` needs byte ranges", d.name),
-            "e.g. `0x2f 0x41-0x5a 48`",
-        );
-        return true;
-    }
-    let mut set = ByteSet::default();
-    let mut ok = true;
+/// `cache_methods`: Tempesta caches responses to GET, HEAD and POST only
+/// (RFC 9110 cacheable methods) and warns about a repeated method.
+fn cache_methods(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
+    unique_args(c, d, &d.args, |v| Method::parse(&v.text), false);
+    let mut methods = Vec::new();
     for v in &d.args {
-        if let Err(e) = set.add_item(&v.text) {
-            c.error(&v.pos, e.0, "bytes are 0..=255, decimal or 0x hex");
-            ok = false;
+        match Method::parse(&v.text) {
+            Some(m @ (Method::Get | Method::Head | Method::Post)) => {
+                if !methods.contains(&m) {
+                    methods.push(m);
+                }
+            }
+            Some(m) => c.error(
+                &v.pos,
+                format!("{m} responses cannot be cached"),
+                "Tempesta caches only GET, HEAD and POST",
+            ),
+            None => c.error(
+                &v.pos,
+                format!("unknown HTTP method `{}`", v.text),
+                "expected e.g. GET HEAD POST",
+            ),
         }
     }
-    if ok {
-        *slot = Some(set);
-    }
-    true
+    cfg.cache.methods = methods;
 }

@@ -1,14 +1,19 @@
 //! Turns the syntax tree into the typed [`Config`], enforcing Tempesta's
 //! ordering and cross-reference rules and reporting every problem found.
 
+mod brange;
 mod chain;
 mod frang;
 mod global;
+mod inherit;
+pub mod once;
 mod servers;
+mod stale;
+mod sticky;
 pub mod values;
 mod vhost;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 
 use crate::diag::{did_you_mean, Diagnostic, Pos, Sink};
@@ -85,6 +90,9 @@ fn where_allowed(name: &str) -> String {
     if directives::HEALTH_CHECK_LEVEL.contains(&name) {
         places.push("`health_check`");
     }
+    if directives::STICKY_LEVEL.contains(&name) {
+        places.push("`sticky`");
+    }
     format!("`{name}` belongs in {}", places.join(", "))
 }
 
@@ -108,35 +116,11 @@ struct Walk {
     vhost_names: HashSet<String>,
     all_vhost_names: HashSet<String>,
     chains: ChainState,
-    /// Directives allowed once at top level, and where they were first seen.
-    seen: HashMap<String, Pos>,
+    /// Single-valued top-level directives seen so far.
+    seen: once::Seen,
     /// Position of each accepted `listen`, parallel to `cfg.listeners`.
     listen_pos: Vec<Pos>,
 }
-
-/// Directives that may appear only once at top level.
-const ONCE: &[&str] = &[
-    "client_lru_size",
-    "cache",
-    "cache_size",
-    "cache_ttl",
-    "cache_methods",
-    "cache_max_object_size",
-    "keepalive_timeout",
-    "max_concurrent_streams",
-    "tls_match_any_server_name",
-    "tls_ktls",
-    "worker_processes",
-    "worker_threads",
-    "stats_listen",
-    "pid",
-    "access_log_format",
-    "client_mem",
-    "hdr_via",
-    "tls_tickets",
-    "cache_purge",
-    "proxy_pass",
-];
 
 pub fn validate(nodes: &[Node], base_dir: &Path, sink: &mut Sink) -> Config {
     let all_vhost_names = nodes
@@ -159,7 +143,7 @@ pub fn validate(nodes: &[Node], base_dir: &Path, sink: &mut Sink) -> Config {
         vhost_names: HashSet::new(),
         all_vhost_names,
         chains: ChainState::default(),
-        seen: HashMap::new(),
+        seen: once::Seen::default(),
         listen_pos: Vec::new(),
     };
     let mut c = Checker { sink, base_dir };
@@ -179,16 +163,8 @@ pub fn validate(nodes: &[Node], base_dir: &Path, sink: &mut Sink) -> Config {
 
 fn top_level(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
     let name = d.name.as_str();
-    if ONCE.contains(&name) {
-        if let Some(first) = w.seen.get(name) {
-            c.error(
-                &d.pos,
-                format!("duplicate `{name}`"),
-                format!("it was already set on line {}; keep one", first.line),
-            );
-            return;
-        }
-        w.seen.insert(name.to_string(), d.pos.clone());
+    if !w.seen.check(c, d, once::TOP) {
+        return;
     }
     match name {
         "vhost" => vhost_block(c, w, d),
@@ -221,7 +197,9 @@ fn top_level(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
                         w.top_group.pos = Some(d.pos.clone());
                     }
                 }
-                servers::apply(c, d, &mut w.top_group);
+                if w.top_group.seen.check(c, d, once::GROUP) {
+                    servers::apply(c, d, &mut w.top_group);
+                }
                 return;
             }
             let scope = Scope {
@@ -276,6 +254,9 @@ fn srv_group(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
     for node in children {
         match node {
             Node::Directive(x) => {
+                if !g.seen.check(c, x, once::GROUP) {
+                    continue;
+                }
                 if !servers::apply(c, x, &mut g) {
                     unknown_here(c, x, "`srv_group`", directives::SRV_GROUP_LEVEL);
                 }
@@ -329,9 +310,13 @@ fn vhost_block(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
     let scope = Scope {
         groups: &w.group_names,
     };
+    let mut seen = once::Seen::default();
     for node in children {
         match node {
             Node::Directive(x) => {
+                if !seen.check(c, x, once::VHOST) {
+                    continue;
+                }
                 if !vhost::apply(c, &scope, Level::Vhost, x, &mut draft) {
                     unknown_here(c, x, "`vhost`", directives::VHOST_LEVEL);
                 }
@@ -402,9 +387,9 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
     // Vhosts: the default one from top-level directives (or an explicit
     // `vhost default`), then the others inheriting from it.
     let builtin = Vhost::named(DEFAULT_NAME);
-    let mut default_vhost = vhost::resolve(DEFAULT_NAME, &w.global, &builtin);
+    let mut default_vhost = inherit::resolve(DEFAULT_NAME, &w.global, &builtin);
     if let Some(explicit) = w.vhosts.iter().find(|v| v.name == DEFAULT_NAME) {
-        default_vhost = vhost::resolve(DEFAULT_NAME, &explicit.draft, &default_vhost);
+        default_vhost = inherit::resolve(DEFAULT_NAME, &explicit.draft, &default_vhost);
     }
     if default_vhost.proxy_pass.is_none() && has_default_group {
         default_vhost.proxy_pass = Some(ProxyPass {
@@ -416,7 +401,7 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
         .vhosts
         .iter()
         .filter(|v| v.name != DEFAULT_NAME)
-        .map(|v| vhost::resolve(&v.name, &v.draft, &default_vhost))
+        .map(|v| inherit::resolve(&v.name, &v.draft, &default_vhost))
         .collect();
     cfg.default_vhost = default_vhost;
 

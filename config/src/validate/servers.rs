@@ -6,8 +6,11 @@
 use std::time::Duration;
 
 use crate::diag::Pos;
-use crate::model::{DynamicWeight, Prediction, RatioMode, Scheduler, Server, ServerGroup};
+use crate::model::{
+    DynamicWeight, GroupSticky, Prediction, RatioMode, Scheduler, Server, ServerGroup,
+};
 use crate::tree::Directive;
+use crate::validate::once::Seen;
 use crate::validate::values::Checker;
 
 #[derive(Debug, Clone, Default)]
@@ -22,6 +25,9 @@ pub struct GroupDraft {
     pub queue_size: Option<u32>,
     pub retry_nonidempotent: Option<bool>,
     pub health: Option<(String, Pos)>,
+    pub sticky: Option<GroupSticky>,
+    /// Single-valued group settings seen so far.
+    pub seen: Seen,
 }
 
 impl GroupDraft {
@@ -54,6 +60,7 @@ impl GroupDraft {
                 .as_ref()
                 .or(top.health.as_ref())
                 .map(|(n, _)| n.clone()),
+            sticky: self.sticky.clone().or_else(|| top.sticky.clone()),
         }
     }
 }
@@ -65,19 +72,19 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) -> bool {
     match name {
         "server" => server(c, d, g),
         "sched" => {
-            if g.sched.is_some() {
-                c.error(
-                    &d.pos,
-                    "duplicate `sched`",
-                    "a group has one scheduler; remove one of them",
-                );
-            } else if let Some(s) = sched(c, d) {
+            if let Some(s) = sched(c, d) {
                 g.sched = Some(s);
             }
         }
         "server_forward_retries" | "server_connect_retries" | "server_queue_size" => {
             if let Some(v) = c.single(d, &format!("{name} NUM")) {
-                if let Some(n) = c.u32(v, "number") {
+                // Tempesta: retries fit 16 bits, the others a C `int`.
+                let max = if name == "server_forward_retries" {
+                    65535
+                } else {
+                    super::values::INT_MAX
+                };
+                if let Some(n) = c.u32_in(v, name, 0, max) {
                     let slot = match name {
                         "server_forward_retries" => &mut g.forward_retries,
                         "server_connect_retries" => &mut g.connect_retries,
@@ -102,6 +109,18 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) -> bool {
         "health" => {
             if let Some(v) = c.single(d, "health NAME") {
                 g.health = Some((v.text.clone(), v.pos.clone()));
+            }
+        }
+        "sticky_sessions" => {
+            if let Some(s) = super::sticky::sessions(c, d) {
+                g.sticky
+                    .get_or_insert_with(GroupSticky::default)
+                    .allow_failover = s.allow_failover;
+            }
+        }
+        "learn" => {
+            if let Some(name) = super::sticky::learn_name(c, d) {
+                g.sticky.get_or_insert_with(GroupSticky::default).learn = Some(name);
             }
         }
         _ => return false,

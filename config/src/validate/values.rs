@@ -138,13 +138,56 @@ impl Checker<'_> {
         Some(n)
     }
 
-    /// A limit where 0 means "unlimited".
+    /// A limit where 0 means "unlimited". Tempesta keeps these in a C
+    /// `int`, so values above `INT_MAX` are refused.
     pub fn limit(&mut self, v: &Value, what: &str) -> Option<Option<u32>> {
-        self.u32(v, what).map(|n| (n != 0).then_some(n))
+        self.u32_in(v, what, 0, INT_MAX)
+            .map(|n| (n != 0).then_some(n))
     }
 
+    /// Whole seconds, at most `INT_MAX` as in Tempesta.
     pub fn secs(&mut self, v: &Value, what: &str) -> Option<Duration> {
-        self.u64(v, what).map(Duration::from_secs)
+        let n = self.u64(v, what)?;
+        if n > u64::from(INT_MAX) {
+            self.error(
+                &v.pos,
+                format!("{what} {n} is out of range"),
+                format!("expected 0..={INT_MAX} seconds"),
+            );
+            return None;
+        }
+        Some(Duration::from_secs(n))
+    }
+
+    /// A memory size as Tempesta's `memparse` reads it (K, M, G suffixes),
+    /// within `lo..=hi` and a multiple of `unit` bytes.
+    pub fn mem_in(&mut self, v: &Value, what: &str, lo: u64, hi: u64, unit: u64) -> Option<u64> {
+        let n = self.size(v, what)?;
+        if n < lo || n > hi {
+            self.error(
+                &v.pos,
+                format!("{what} `{}` is out of range", v.text),
+                format!("expected {}..={}", show_bytes(lo), show_bytes(hi)),
+            );
+            return None;
+        }
+        if !n.is_multiple_of(unit) {
+            self.error(
+                &v.pos,
+                format!(
+                    "{what} `{}` is not a multiple of {}",
+                    v.text,
+                    show_bytes(unit)
+                ),
+                format!(
+                    "Tempesta allocates it in {} units; round it, e.g. to {}",
+                    show_bytes(unit),
+                    show_bytes((n / unit * unit).max(unit))
+                ),
+            );
+            return None;
+        }
+        Some(n)
     }
 
     /// Tempesta's booleans: `on|off`, `true|false`, `enable|disable`,
@@ -206,6 +249,19 @@ impl Checker<'_> {
             }
         }
     }
+}
+
+/// The largest value of Tempesta's integer directives (a C `int`).
+pub const INT_MAX: u32 = i32::MAX as u32;
+
+/// Bytes with the largest binary suffix that divides them: `2M`, `1K`, `1000`.
+pub fn show_bytes(n: u64) -> String {
+    for (shift, suffix) in [(30, "G"), (20, "M"), (10, "K")] {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+            return format!("{}{suffix}", n >> shift);
+        }
+    }
+    n.to_string()
 }
 
 pub fn resolve_path(base_dir: &Path, text: &str) -> PathBuf {

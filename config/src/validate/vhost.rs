@@ -6,12 +6,13 @@ use std::collections::HashSet;
 
 use crate::diag::Pos;
 use crate::model::{
-    CacheAction, CachePolicy, CacheRule, CertificatePair, FrangHttp, HeaderOp, HeaderRule,
-    HeaderRules, IpPrefix, Location, Method, NonIdempotent, ProxyPass, PurgeMode, StatusPattern,
-    TlsTickets, UrlMatchOp, Vhost, VhostTls,
+    CacheAction, CacheRule, CertificatePair, FrangHttp, HeaderOp, HeaderRule, IpPrefix, Method,
+    NonIdempotent, ProxyPass, PurgeMode, StatusPattern, TlsTickets, UrlMatchOp,
 };
 use crate::tree::{Directive, Node};
 use crate::validate::frang;
+use crate::validate::once::{self, unique_args, Seen};
+use crate::validate::sticky::{self, StickyDraft};
 use crate::validate::values::Checker;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,7 @@ pub struct Draft {
     pub hdr_via: Option<String>,
     pub nonidempotent: Option<Vec<NonIdempotent>>,
     pub http_post_validate: Option<bool>,
+    pub sticky: Option<StickyDraft>,
 }
 
 #[derive(Debug, Clone)]
@@ -136,11 +138,8 @@ pub fn apply(
         }
         "cache_use_stale" => {
             if c.shape(d, 1, usize::MAX, "cache_use_stale CODE|4*|5*...") {
-                for v in &d.args {
-                    match v.text.parse::<StatusPattern>() {
-                        Ok(p) => draft.use_stale.get_or_insert_with(Vec::new).push(p),
-                        Err(e) => c.error(&v.pos, format!("bad status `{}`", v.text), e),
-                    }
+                if let Some(list) = super::stale::use_stale(c, d) {
+                    draft.use_stale = Some(list);
                 }
             }
         }
@@ -158,6 +157,8 @@ pub fn apply(
         }
         "cache_purge_acl" if level != Level::Location => {
             if c.shape(d, 1, usize::MAX, "cache_purge_acl ADDR[/PREFIX]...") {
+                // Tempesta refuses an address or prefix listed twice.
+                unique_args(c, d, &d.args, |v| v.text.parse::<IpPrefix>().ok(), true);
                 for v in &d.args {
                     match v.text.parse::<IpPrefix>() {
                         Ok(p) => draft.purge_acl.get_or_insert_with(Vec::new).push(p),
@@ -173,6 +174,15 @@ pub fn apply(
             }
         }
         "nonidempotent" => nonidempotent(c, d, draft),
+        "sticky" if level != Level::Location => {
+            if let Some(s) = sticky::block(c, d) {
+                if draft.sticky.is_some() {
+                    // Tempesta lets a later top-level block reset the defaults.
+                    c.sink.warning(&d.pos, "this top-level `sticky` block replaces the earlier one");
+                }
+                draft.sticky = Some(s);
+            }
+        }
         "http_post_validate" => {
             if c.flag(d) {
                 draft.http_post_validate = Some(true);
@@ -295,9 +305,13 @@ fn location(c: &mut Checker<'_>, scope: &Scope<'_>, d: &Directive, draft: &mut D
         }
     }
     let mut inner = Draft::with_frang(draft.frang.clone());
+    let mut seen = Seen::default();
     for node in children {
         match node {
             Node::Directive(cd) => {
+                if !seen.check(c, cd, once::LOCATION) {
+                    continue;
+                }
                 if !apply(c, scope, Level::Location, cd, &mut inner) {
                     crate::validate::unknown_here(
                         c,
@@ -394,6 +408,23 @@ fn header_rule(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
         );
         return;
     }
+    let list = if name.starts_with("req_") {
+        &draft.req_hdrs
+    } else {
+        &draft.resp_hdrs
+    };
+    let twice = list
+        .iter()
+        .flatten()
+        .any(|r| r.op == HeaderOp::Set && set && r.name.eq_ignore_ascii_case(&header.text));
+    if twice {
+        c.error(
+            &header.pos,
+            format!("`{name} {}` is given twice in this block", header.text),
+            "Tempesta refuses a duplicated header modification; keep one",
+        );
+        return;
+    }
     let rule = HeaderRule {
         op: if set { HeaderOp::Set } else { HeaderOp::Add },
         name: header.text.clone(),
@@ -436,6 +467,7 @@ fn cache_rule(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
         );
         return;
     }
+    unique_args(c, d, &d.args[1..], |v| Some(v.text.clone()), false);
     for (v, p) in d.args[1..].iter().zip(&patterns) {
         if !check_regex(c, op, p, &v.pos) {
             return;
@@ -501,96 +533,4 @@ fn nonidempotent(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
             op,
             pattern,
         });
-}
-
-// ---------------------------------------------------------------- resolve
-
-fn headers(own: &Draft, parent: &HeaderRules) -> HeaderRules {
-    HeaderRules {
-        request: own
-            .req_hdrs
-            .clone()
-            .unwrap_or_else(|| parent.request.clone()),
-        response: own
-            .resp_hdrs
-            .clone()
-            .unwrap_or_else(|| parent.response.clone()),
-    }
-}
-
-fn cache(own: &Draft, parent: &CachePolicy) -> CachePolicy {
-    CachePolicy {
-        rules: own
-            .cache_rules
-            .clone()
-            .unwrap_or_else(|| parent.rules.clone()),
-        control_ignore: own
-            .control_ignore
-            .clone()
-            .unwrap_or_else(|| parent.control_ignore.clone()),
-        use_stale: own
-            .use_stale
-            .clone()
-            .unwrap_or_else(|| parent.use_stale.clone()),
-        resp_hdr_del: own
-            .resp_hdr_del
-            .clone()
-            .unwrap_or_else(|| parent.resp_hdr_del.clone()),
-        purge: own.purge.or(parent.purge),
-        purge_acl: own
-            .purge_acl
-            .clone()
-            .unwrap_or_else(|| parent.purge_acl.clone()),
-    }
-}
-
-/// The effective vhost: each setting from `own` when given there, else from
-/// `parent` (the default vhost, or built-in defaults for the default vhost
-/// itself).
-pub fn resolve(name: &str, own: &Draft, parent: &Vhost) -> Vhost {
-    let tls = VhostTls {
-        certificates: if own.certificates.is_empty() {
-            parent.tls.certificates.clone()
-        } else {
-            own.certificates.clone()
-        },
-        tickets: own
-            .tickets
-            .clone()
-            .unwrap_or_else(|| parent.tls.tickets.clone()),
-    };
-    let mut v = Vhost {
-        name: name.to_string(),
-        proxy_pass: own.proxy_pass.clone(),
-        locations: Vec::new(),
-        tls,
-        headers: headers(own, &parent.headers),
-        cache: cache(own, &parent.cache),
-        frang: own.frang.clone(),
-        hdr_via: own.hdr_via.clone().or_else(|| parent.hdr_via.clone()),
-        nonidempotent: own
-            .nonidempotent
-            .clone()
-            .unwrap_or_else(|| parent.nonidempotent.clone()),
-        http_post_validate: own.http_post_validate.unwrap_or(parent.http_post_validate),
-    };
-    v.locations = own
-        .locations
-        .iter()
-        .map(|l| Location {
-            op: l.op,
-            pattern: l.pattern.clone(),
-            proxy_pass: l.draft.proxy_pass.clone().or_else(|| v.proxy_pass.clone()),
-            headers: headers(&l.draft, &v.headers),
-            cache: cache(&l.draft, &v.cache),
-            frang: l.draft.frang.clone(),
-            nonidempotent: l
-                .draft
-                .nonidempotent
-                .clone()
-                .unwrap_or_else(|| v.nonidempotent.clone()),
-            http_post_validate: l.draft.http_post_validate.unwrap_or(v.http_post_validate),
-        })
-        .collect();
-    v
 }

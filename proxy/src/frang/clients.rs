@@ -169,8 +169,8 @@ impl Frang {
     /// Stretches the windows of `request_rate`/`_burst` and
     /// `tcp_connection_rate`/`_burst` to Tempesta's optional time frame
     /// (`request_rate NUM [TIME_FRAME]`): the rate then counts over
-    /// `request` (resp. `tcp`) and a burst over an eighth of it. The config
-    /// model has no time frames yet; both default to one second.
+    /// `request` (resp. `tcp`) and a burst over an eighth of it; both default
+    /// to one second.
     pub fn with_rate_time_frames(mut self, request: Duration, tcp: Duration) -> Frang {
         self.requests.slot = slot_len(request);
         self.tcp_connections.slot = slot_len(tcp);

@@ -1,0 +1,350 @@
+//! The sticky session table: which server of a group a session is pinned
+//! to. Shared by every worker thread (sharded mutexes), bounded (the least
+//! recently used sessions are forgotten beyond the capacity), and a session
+//! expires `sess_lifetime` after its last request.
+//!
+//! The first request of a session is scheduled normally and pinned; later
+//! ones go to the same server. When that server is down, the session moves
+//! to a newly scheduled one with `allow_failover` (the caller logs it), and
+//! the request gets 502 otherwise, as in Tempesta.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::lru::Lru;
+
+/// Mutexes the table is split over, so workers rarely wait on each other.
+const SHARDS: usize = 16;
+
+/// A session within one server group: the SHA-256 of the session cookie's
+/// value (so an entry has a fixed size whatever the peer sends) and the
+/// group's index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionKey {
+    digest: [u8; 32],
+    group: u32,
+}
+
+impl SessionKey {
+    pub fn new(cookie_value: &[u8], group: u32) -> SessionKey {
+        SessionKey {
+            digest: openssl::sha::sha256(cookie_value),
+            group,
+        }
+    }
+
+    fn shard(&self) -> usize {
+        usize::from(self.digest[0]) % SHARDS
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pin {
+    server: usize,
+    last_used: Instant,
+}
+
+/// Where a request of a session goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pinned {
+    /// The session's server, alive.
+    Same(usize),
+    /// A new (or expired) session, scheduled and now pinned here.
+    New(usize),
+    /// `allow_failover`: the pinned server is down; the session moved.
+    Moved { from: usize, to: usize },
+    /// The pinned server is down and failover is off: answer 502.
+    ServerDown(usize),
+    /// The scheduler had no server to offer: answer 502.
+    NoServer,
+}
+
+/// The pinning policy of a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    pub allow_failover: bool,
+}
+
+#[derive(Debug)]
+pub struct SessionTable {
+    shards: Vec<Mutex<Lru<SessionKey, Pin>>>,
+    lifetime: Option<Duration>,
+}
+
+impl SessionTable {
+    /// A table of at most about `capacity` sessions (at least one per
+    /// shard) that expire `lifetime` after their last use (`None`: only
+    /// the capacity bounds them).
+    pub fn new(capacity: usize, lifetime: Option<Duration>) -> SessionTable {
+        let per_shard = capacity.div_ceil(SHARDS).max(1);
+        SessionTable {
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(Lru::new(per_shard)))
+                .collect(),
+            lifetime,
+        }
+    }
+
+    fn shard(&self, key: &SessionKey) -> MutexGuard<'_, Lru<SessionKey, Pin>> {
+        let m = &self.shards[key.shard()];
+        // A panic elsewhere while holding the lock leaves a consistent map
+        // (every mutation is a single call), so keep using it.
+        m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn expired(&self, pin: &Pin, now: Instant) -> bool {
+        self.lifetime
+            .is_some_and(|l| now.saturating_duration_since(pin.last_used) > l)
+    }
+
+    /// Routes one request of session `key` at `now`. `alive` says whether a
+    /// server of the group is up; `schedule` picks one the usual way.
+    pub fn route(
+        &self,
+        key: SessionKey,
+        now: Instant,
+        policy: Policy,
+        alive: impl Fn(usize) -> bool,
+        schedule: impl FnOnce() -> Option<usize>,
+    ) -> Pinned {
+        let mut shard = self.shard(&key);
+        self.drop_expired(&mut shard, now);
+        let pinned = shard.get(&key).copied().filter(|p| !self.expired(p, now));
+        let result = match pinned {
+            Some(p) if alive(p.server) => Pinned::Same(p.server),
+            Some(p) if !policy.allow_failover => return Pinned::ServerDown(p.server),
+            Some(p) => match schedule() {
+                Some(to) => Pinned::Moved { from: p.server, to },
+                None => Pinned::NoServer,
+            },
+            None => match schedule() {
+                Some(s) => Pinned::New(s),
+                None => Pinned::NoServer,
+            },
+        };
+        let server = match result {
+            Pinned::Same(s) | Pinned::New(s) | Pinned::Moved { to: s, .. } => s,
+            Pinned::ServerDown(_) | Pinned::NoServer => return result,
+        };
+        shard.insert(
+            key,
+            Pin {
+                server,
+                last_used: now,
+            },
+        );
+        result
+    }
+
+    /// Forgets the expired sessions at the old end of a shard; each call
+    /// does work only for entries it removes.
+    fn drop_expired(&self, shard: &mut Lru<SessionKey, Pin>, now: Instant) {
+        while let Some((k, p)) = shard.oldest() {
+            if !self.expired(p, now) {
+                break;
+            }
+            let k = *k;
+            shard.remove(&k);
+        }
+    }
+
+    /// Sessions currently held (expired ones not yet dropped included).
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).len())
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    const STICK: Policy = Policy {
+        allow_failover: false,
+    };
+    const FAILOVER: Policy = Policy {
+        allow_failover: true,
+    };
+
+    fn key(s: &str) -> SessionKey {
+        SessionKey::new(s.as_bytes(), 0)
+    }
+
+    #[test]
+    fn first_request_is_scheduled_then_pinned() {
+        let t = SessionTable::new(100, None);
+        let now = Instant::now();
+        assert_eq!(
+            t.route(key("a"), now, STICK, |_| true, || Some(2)),
+            Pinned::New(2)
+        );
+        // The scheduler would say 0 now; the session stays on 2.
+        assert_eq!(
+            t.route(key("a"), now, STICK, |_| true, || Some(0)),
+            Pinned::Same(2)
+        );
+        assert_eq!(
+            t.route(key("b"), now, STICK, |_| true, || Some(0)),
+            Pinned::New(0)
+        );
+        // The same cookie in another group is another session.
+        let other_group = SessionKey::new(b"a", 1);
+        assert_eq!(
+            t.route(other_group, now, STICK, |_| true, || Some(1)),
+            Pinned::New(1)
+        );
+    }
+
+    #[test]
+    fn a_dead_server_gives_502_without_failover() {
+        let t = SessionTable::new(100, None);
+        let now = Instant::now();
+        t.route(key("a"), now, STICK, |_| true, || Some(1));
+        assert_eq!(
+            t.route(key("a"), now, STICK, |s| s != 1, || Some(0)),
+            Pinned::ServerDown(1)
+        );
+        // Back up: the session is still there.
+        assert_eq!(
+            t.route(key("a"), now, STICK, |_| true, || Some(0)),
+            Pinned::Same(1)
+        );
+    }
+
+    #[test]
+    fn allow_failover_moves_the_session() {
+        let t = SessionTable::new(100, None);
+        let now = Instant::now();
+        t.route(key("a"), now, FAILOVER, |_| true, || Some(1));
+        assert_eq!(
+            t.route(key("a"), now, FAILOVER, |s| s != 1, || Some(3)),
+            Pinned::Moved { from: 1, to: 3 }
+        );
+        assert_eq!(
+            t.route(key("a"), now, FAILOVER, |_| true, || Some(0)),
+            Pinned::Same(3)
+        );
+        assert_eq!(
+            t.route(key("z"), now, FAILOVER, |_| false, || None),
+            Pinned::NoServer
+        );
+    }
+
+    #[test]
+    fn sessions_expire_after_their_lifetime_since_last_use() {
+        let t = SessionTable::new(100, Some(Duration::from_secs(10)));
+        let t0 = Instant::now();
+        t.route(key("a"), t0, STICK, |_| true, || Some(1));
+        let t8 = t0 + Duration::from_secs(8);
+        assert_eq!(
+            t.route(key("a"), t8, STICK, |_| true, || Some(0)),
+            Pinned::Same(1)
+        );
+        // 8 s after the last use: still alive although 16 s after creation.
+        let t16 = t0 + Duration::from_secs(16);
+        assert_eq!(
+            t.route(key("a"), t16, STICK, |_| true, || Some(0)),
+            Pinned::Same(1)
+        );
+        let t27 = t0 + Duration::from_secs(27);
+        assert_eq!(
+            t.route(key("a"), t27, STICK, |_| true, || Some(0)),
+            Pinned::New(0)
+        );
+    }
+
+    #[test]
+    fn attack_many_sessions_stay_within_the_bound() {
+        let t = SessionTable::new(256, None);
+        let now = Instant::now();
+        for i in 0..20_000u32 {
+            t.route(
+                SessionKey::new(&i.to_be_bytes(), 0),
+                now,
+                STICK,
+                |_| true,
+                || Some(0),
+            );
+        }
+        assert!(t.len() <= 256 + SHARDS, "{}", t.len());
+        // A huge cookie costs no more than a small one.
+        t.route(
+            SessionKey::new(&vec![b'x'; 1 << 20], 0),
+            now,
+            STICK,
+            |_| true,
+            || Some(0),
+        );
+        assert!(t.len() <= 256 + SHARDS);
+    }
+
+    #[test]
+    fn expired_sessions_are_dropped_as_new_ones_come() {
+        let t = SessionTable::new(1000, Some(Duration::from_secs(1)));
+        let t0 = Instant::now();
+        for i in 0..500u32 {
+            t.route(
+                SessionKey::new(&i.to_be_bytes(), 0),
+                t0,
+                STICK,
+                |_| true,
+                || Some(0),
+            );
+        }
+        let later = t0 + Duration::from_secs(5);
+        for i in 0..2000u32 {
+            t.route(
+                SessionKey::new(&(i + 10_000).to_be_bytes(), 0),
+                later,
+                STICK,
+                |_| true,
+                || Some(0),
+            );
+        }
+        // Only the fresh ones remain (each shard dropped its expired ones).
+        assert!(t.len() <= 1000 + SHARDS);
+        assert_eq!(
+            t.route(
+                SessionKey::new(&0u32.to_be_bytes(), 0),
+                later,
+                STICK,
+                |_| true,
+                || Some(4)
+            ),
+            Pinned::New(4)
+        );
+    }
+
+    #[test]
+    fn workers_share_one_table() {
+        let t = Arc::new(SessionTable::new(10_000, None));
+        let now = Instant::now();
+        let handles: Vec<_> = (0..4)
+            .map(|w| {
+                let t = Arc::clone(&t);
+                std::thread::spawn(move || {
+                    for i in 0..1000u32 {
+                        let k = SessionKey::new(&i.to_be_bytes(), 0);
+                        // Whoever pins first decides; all later agree.
+                        t.route(k, now, STICK, |_| true, || Some(w));
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        for i in 0..1000u32 {
+            let k = SessionKey::new(&i.to_be_bytes(), 0);
+            let first = t.route(k, now, STICK, |_| true, || Some(99));
+            assert!(matches!(first, Pinned::Same(s) if s < 4), "{first:?}");
+        }
+    }
+}
