@@ -311,6 +311,8 @@ impl Entry {
         let reason = status_reason(&self.head);
         let req: Request<'_, (&[u8], &[u8])> = Request {
             vhost: req.vhost,
+            scheme: req.scheme,
+            authority: req.authority,
             // A HEAD request may revalidate the GET entry it is served from.
             method: if req.is_head() { "GET" } else { req.method },
             uri: req.uri,

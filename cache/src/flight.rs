@@ -131,7 +131,7 @@ impl FetchGuard {
         entry: Arc<Entry>,
         req: &Request<'_, H>,
     ) -> Arc<Entry> {
-        let key = Key::new(req.vhost, req.method, req.uri);
+        let key = req.key();
         // Stored under the request's own key even if the caller passed a
         // request other than the one that reserved the fetch.
         let hash = self.inner.hash(&key);
@@ -157,7 +157,7 @@ impl FetchGuard {
             Err(reason) => {
                 // Valid for this exchange per the origin, but no longer
                 // storable: serve it once, drop it from the cache.
-                let key = Key::new(req.vhost, req.method, req.uri);
+                let key = req.key();
                 self.inner.remove(self.inner.hash(&key), &key);
                 self.not_storable(policy, req, reason, times.response_time);
                 Some(stale)
@@ -199,7 +199,7 @@ impl FetchGuard {
         reason: NotStoredReason,
         now: std::time::SystemTime,
     ) {
-        let key = Key::new(req.vhost, req.method, req.uri);
+        let key = req.key();
         self.inner.not_stored(policy, &key, reason, now);
         self.fail();
     }

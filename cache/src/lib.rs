@@ -29,7 +29,10 @@
 //! let cache = Cache::new(CacheLimits::default()); // one per process, cloned per worker
 //! let policy = Policy::default(); // from the config snapshot
 //! let headers: [(&str, &[u8]); 1] = [("Accept", b"*/*")];
-//! let req = Request { vhost: "default", method: "GET", uri: b"/", headers: &headers[..] };
+//! let req = Request {
+//!     vhost: "default", scheme: "https", authority: b"example.com",
+//!     method: "GET", uri: b"/", headers: &headers[..],
+//! };
 //! let now = SystemTime::now();
 //! // The waiter would push the outcome to this worker's queue and wake its mio::Waker.
 //! match cache.lookup(&policy, &req, now, |_outcome| {}) {
@@ -73,7 +76,7 @@ pub use entry::{Entry, ReplyKind};
 pub use flight::{FetchGuard, WaitOutcome, WaitTicket, WaiterFn};
 pub use freshness::Freshness;
 pub use headers::{CacheControl, HeaderPair};
-pub use key::Key;
+pub use key::{normalise_authority, Key};
 pub use message::{standard_reason, ExchangeTimes, Request, Response};
 pub use metrics::MetricsSnapshot;
 pub use policy::{

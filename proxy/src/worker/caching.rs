@@ -9,10 +9,12 @@ use std::time::SystemTime;
 use cache::{Entry, ExchangeTimes, FetchGuard, Lookup, NotStoredReason, ReplyKind, WaitTicket};
 use http1::{HeaderEdits, RequestHead, Version};
 
+use super::client::Stage;
 use super::exchange::ReqState;
 use super::{client_token, Worker};
 use crate::router::CacheOverride;
 use crate::runtime::CacheRt;
+use crate::transport::Transport;
 
 /// Clients whose cache wait ended, by (slab index, connection id); filled by the thread that
 /// completed the fetch, drained by this worker when its waker fires.
@@ -37,6 +39,8 @@ pub struct Fill {
     guard: Option<FetchGuard>,
     cache: Arc<CacheRt>,
     vhost: String,
+    /// `https` or `http`: how the client connection came (part of the key).
+    scheme: &'static str,
     method: String,
     /// The client's request head, kept to give the cache its fields when the response ends.
     request: Vec<u8>,
@@ -65,6 +69,8 @@ fn with_request<R>(
     let uri = head.path(&fill.request);
     Some(f(&cache::Request {
         vhost: &fill.vhost,
+        scheme: fill.scheme,
+        authority: head.host(&fill.request).unwrap_or_default(),
         method: &fill.method,
         uri,
         headers: &pairs,
@@ -205,8 +211,11 @@ impl Worker {
         // A parsed method is a token: ASCII.
         let method = std::str::from_utf8(head.method_bytes(buf)).unwrap_or("");
         let pairs = fields(head, buf);
+        let scheme = self.client_scheme(ci);
         let req = cache::Request {
             vhost,
+            scheme,
+            authority: head.host(buf).unwrap_or_default(),
             method,
             uri,
             headers: &pairs,
@@ -242,6 +251,7 @@ impl Worker {
                 guard: Some(guard),
                 cache: rt_cache.clone(),
                 vhost: vhost.to_string(),
+                scheme,
                 method: method.to_string(),
                 request: buf.get(..head.head_len()).unwrap_or(&[]).to_vec(),
                 revalidating,
@@ -362,9 +372,25 @@ impl Worker {
         }
     }
 
-    /// PURGE of `uri` on a vhost with `cache_purge`: 200 from an allowed address (the entry
-    /// is evicted or marked stale), 403 from others.
-    pub(super) fn purge(&mut self, ci: usize, rt_cache: &CacheRt, vhost: &str, uri: &[u8]) {
+    /// The scheme of the client connection, for the cache key: `https` over TLS.
+    fn client_scheme(&self, ci: usize) -> &'static str {
+        match self.clients.get(ci).map(|c| &c.stage) {
+            Some(Stage::Open(Transport::Plain)) | None => "http",
+            Some(_) => "https",
+        }
+    }
+
+    /// PURGE of the request's target on a vhost with `cache_purge`: 200 from an allowed
+    /// address (the entries for its Host, under either scheme, are evicted or marked
+    /// stale), 403 from others.
+    pub(super) fn purge(
+        &mut self,
+        ci: usize,
+        rt_cache: &CacheRt,
+        vhost: &str,
+        head: &RequestHead,
+        buf: &[u8],
+    ) {
         let Some(c) = self.clients.get(ci) else {
             return;
         };
@@ -375,7 +401,15 @@ impl Worker {
             return;
         }
         let mode = rt_cache.purge.unwrap_or(cache::PurgeMode::Invalidate);
-        self.shared.cache.purge(mode, vhost, uri);
+        let req = cache::Request {
+            vhost,
+            scheme: self.client_scheme(ci),
+            authority: head.host(buf).unwrap_or_default(),
+            method: "GET",
+            uri: head.path(buf),
+            headers: &[] as &[(&[u8], &[u8])],
+        };
+        self.shared.cache.purge(mode, &req);
         self.answer_status(ci, 200);
     }
 
