@@ -312,6 +312,16 @@ impl Cache {
         found
     }
 
+    /// Removes a key with all its variants; whether anything was stored.
+    pub(crate) fn remove_key(&self, key: &Key<'_>) -> bool {
+        let hash = self.inner.hash(key);
+        let found = self.inner.shard(hash).purge(hash, key, true);
+        if found {
+            self.inner.metrics.add(Counter::Invalidation, 1);
+        }
+        found
+    }
+
     /// Records that the response for `req` was not offered for storage
     /// (e.g. its body was over the size limit and was streamed): counts it
     /// and marks the key hit-for-pass when the reason is the response's.

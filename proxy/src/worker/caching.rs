@@ -37,7 +37,10 @@ pub enum CacheStep {
 /// An origin fetch that fills (or refreshes) a cache entry.
 pub struct Fill {
     guard: Option<FetchGuard>,
+    /// The vhost's cache policy.
     cache: Arc<CacheRt>,
+    /// The process-wide store, for invalidation.
+    store: cache::Cache,
     vhost: String,
     /// `https` or `http`: how the client connection came (part of the key).
     scheme: &'static str,
@@ -52,6 +55,9 @@ pub struct Fill {
     response_head: Vec<u8>,
     body: Vec<u8>,
     storing: bool,
+    /// The request's method is unsafe: its response invalidates instead of filling
+    /// (RFC 9111 §4.4).
+    invalidating: bool,
 }
 
 /// The request's fields as the cache crate takes them.
@@ -98,6 +104,9 @@ impl Fill {
     pub fn begin_store(&mut self, status: u16, client_head: &[u8], length: Option<u64>) {
         self.response_time = SystemTime::now();
         self.status = status;
+        if self.invalidating {
+            return self.invalidate(status, client_head);
+        }
         let max = self.cache.policy.max_object_size as u64;
         if length.is_some_and(|n| n > max) {
             self.give_up(NotStoredReason::TooLarge);
@@ -173,6 +182,21 @@ impl Fill {
         let _ = stored;
     }
 
+    /// RFC 9111 §4.4: a non-error response to an unsafe method removes the stored responses
+    /// for the target and for same-origin Location / Content-Location URIs.
+    fn invalidate(&self, status: u16, response_head: &[u8]) {
+        let Ok(Some((head, _))) =
+            http1::parse_response(response_head, &http1::Limits::default(), false)
+        else {
+            return;
+        };
+        let resp_fields: Vec<(&[u8], &[u8])> = head.headers().fields(response_head).collect();
+        let store = &self.store;
+        with_request(self, |req| {
+            store.invalidate_after_unsafe(req, status, &resp_fields)
+        });
+    }
+
     fn give_up(&mut self, reason: NotStoredReason) {
         self.storing = false;
         self.body = Vec::new();
@@ -202,14 +226,21 @@ impl Worker {
             fill: None,
             edits: None,
         };
+        // A parsed method is a token: ASCII.
+        let method = std::str::from_utf8(head.method_bytes(buf)).unwrap_or("");
+        if cache::is_unsafe_method(method) {
+            // Even when the request itself is not cacheable (§4.4).
+            return CacheStep::Forward {
+                fill: Some(self.invalidating_fill(ci, head, buf, rt_cache, vhost)),
+                edits: None,
+            };
+        }
         if overrides.disable == Some(true)
             || rt_cache.rules.decide(uri) == cache::CacheAction::Bypass
         {
             self.shared.cache.count_bypass();
             return forward;
         }
-        // A parsed method is a token: ASCII.
-        let method = std::str::from_utf8(head.method_bytes(buf)).unwrap_or("");
         let pairs = fields(head, buf);
         let scheme = self.client_scheme(ci);
         let req = cache::Request {
@@ -250,6 +281,7 @@ impl Worker {
             Box::new(Fill {
                 guard: Some(guard),
                 cache: rt_cache.clone(),
+                store: self.shared.cache.clone(),
                 vhost: vhost.to_string(),
                 scheme,
                 method: method.to_string(),
@@ -261,6 +293,7 @@ impl Worker {
                 response_head: Vec::new(),
                 body: Vec::new(),
                 storing: false,
+                invalidating: false,
             })
         };
         match self.shared.cache.lookup(policy, &req, now, waiter) {
@@ -299,6 +332,35 @@ impl Worker {
                 CacheStep::Served
             }
         }
+    }
+
+    /// A fill that only watches the response to an unsafe method, to invalidate (§4.4).
+    fn invalidating_fill(
+        &self,
+        ci: usize,
+        head: &RequestHead,
+        buf: &[u8],
+        rt_cache: &Arc<CacheRt>,
+        vhost: &str,
+    ) -> Box<Fill> {
+        let now = SystemTime::now();
+        Box::new(Fill {
+            guard: None,
+            cache: rt_cache.clone(),
+            store: self.shared.cache.clone(),
+            vhost: vhost.to_string(),
+            scheme: self.client_scheme(ci),
+            method: String::from_utf8_lossy(head.method_bytes(buf)).into_owned(),
+            request: buf.get(..head.head_len()).unwrap_or(&[]).to_vec(),
+            revalidating: None,
+            request_time: now,
+            response_time: now,
+            status: 0,
+            response_head: Vec::new(),
+            body: Vec::new(),
+            storing: false,
+            invalidating: true,
+        })
     }
 
     /// Writes a stored response for the request whose head is the first `consumed` bytes of
