@@ -362,15 +362,22 @@ impl Cache {
 }
 
 /// Whether a stored entry may answer this request without revalidation:
-/// fresh, and within the request's own max-age / min-fresh / no-cache.
+/// fresh, and within the request's own max-age / min-fresh / no-cache; or
+/// stale within the request's max-stale where the response allows it.
 fn acceptable(entry: &Entry, cc: &CacheControl, now: SystemTime) -> bool {
-    if cc.no_cache || entry.freshness(now) != Freshness::Fresh {
+    if cc.no_cache {
         return false;
     }
     let age = entry.current_age(now);
-    let within_max_age = cc.max_age.is_none_or(|max| age <= Duration::from_secs(max));
-    let min_fresh_ok = cc
-        .min_fresh
-        .is_none_or(|min| entry.remaining_freshness(now) >= Duration::from_secs(min));
-    within_max_age && min_fresh_ok
+    if cc.max_age.is_some_and(|max| age > Duration::from_secs(max)) {
+        return false;
+    }
+    match entry.freshness(now) {
+        Freshness::Fresh => cc
+            .min_fresh
+            .is_none_or(|min| entry.remaining_freshness(now) >= Duration::from_secs(min)),
+        Freshness::Stale { .. } => cc
+            .max_stale
+            .is_some_and(|max| entry.within_max_stale(now, Duration::from_secs(max))),
+    }
 }

@@ -242,6 +242,15 @@ impl Entry {
         !self.must_revalidate && !self.no_cache
     }
 
+    /// Whether this stale entry may answer a request carrying
+    /// `max-stale=max` (§5.2.1.2) without revalidation: not past its
+    /// lifetime by more than `max`, and not forbidden by must-revalidate,
+    /// proxy-revalidate, s-maxage or no-cache (§4.2.4), nor purged.
+    pub fn within_max_stale(&self, now: SystemTime, max: Duration) -> bool {
+        let staleness = self.current_age(now).saturating_sub(self.lifetime);
+        self.may_serve_stale() && !self.invalidated.load(Ordering::Relaxed) && staleness <= max
+    }
+
     pub(crate) fn invalidate(&self) {
         self.invalidated.store(true, Ordering::Relaxed);
     }
