@@ -82,8 +82,8 @@ pub use key::{normalise_authority, Key};
 pub use message::{standard_reason, ExchangeTimes, Request, Response};
 pub use metrics::MetricsSnapshot;
 pub use policy::{
-    CacheAction, CacheRules, IgnoredDirectives, Policy, PolicyError, PurgeMode, StatusPattern,
-    UriMatcher, DEFAULT_MAX_OBJECT_SIZE, DEFAULT_TOTAL_BYTES,
+    CacheAction, CacheRules, Heuristic, IgnoredDirectives, Policy, PolicyError, PurgeMode,
+    StatusPattern, UriMatcher, DEFAULT_MAX_OBJECT_SIZE, DEFAULT_TOTAL_BYTES,
 };
 pub use shard::{ENTRY_OVERHEAD, SLOT_OVERHEAD};
 pub use storability::{cacheable_by_default, check_storable, NotStoredReason, Storability};

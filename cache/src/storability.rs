@@ -177,9 +177,17 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     }
     let parsed_date = headers::first(resp.headers, "date").and_then(parse_http_date);
     let date = parsed_date.unwrap_or(times.response_time);
-    let (lifetime, explicit) = freshness_lifetime(&cc, resp.headers, date, policy.default_ttl);
+    let (mut lifetime, explicit) = freshness_lifetime(&cc, resp.headers, date, policy.default_ttl);
     if !explicit && !cc.public && !cacheable_by_default(resp.status) {
         return Err(NotStoredReason::StatusNotCacheable);
+    }
+    // §4.2.2: only without explicit freshness, for heuristically cacheable
+    // statuses or `public` (checked above); `cache_ttl` keeps precedence.
+    if !explicit && policy.default_ttl.is_zero() {
+        let last_modified = headers::first(resp.headers, "last-modified").and_then(parse_http_date);
+        if let (Some(h), Some(lm)) = (policy.heuristic, last_modified) {
+            lifetime = h.lifetime(date, lm);
+        }
     }
     let has_validators =
         headers::has(resp.headers, "etag") || headers::has(resp.headers, "last-modified");

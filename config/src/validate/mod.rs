@@ -120,6 +120,7 @@ const ONCE: &[&str] = &[
     "cache",
     "cache_size",
     "cache_ttl",
+    "cache_heuristic",
     "cache_methods",
     "cache_max_object_size",
     "keepalive_timeout",
