@@ -74,6 +74,9 @@ pub struct Entry {
     corrected_initial_age: Duration,
     no_cache: bool,
     must_revalidate: bool,
+    /// RFC 5861 `stale-if-error`: how long past its lifetime the entry may
+    /// stand in for an origin error (zero: not at all).
+    stale_if_error: Duration,
     vary: Box<[VaryField]>,
     /// Set by `cache_purge invalidate`: stale from now on.
     invalidated: AtomicBool,
@@ -177,6 +180,7 @@ impl Entry {
             corrected_initial_age: meta.corrected_initial_age,
             no_cache: meta.no_cache,
             must_revalidate: meta.must_revalidate,
+            stale_if_error: meta.stale_if_error,
             vary,
             invalidated: AtomicBool::new(false),
         })
@@ -266,6 +270,16 @@ impl Entry {
     pub fn within_max_stale(&self, now: SystemTime, max: Duration) -> bool {
         let staleness = self.current_age(now).saturating_sub(self.lifetime);
         self.may_serve_stale() && !self.invalidated.load(Ordering::Relaxed) && staleness <= max
+    }
+
+    /// RFC 5861 §4: whether the response's own `stale-if-error=N` lets
+    /// this stale entry answer instead of an origin error (500, 502, 503,
+    /// 504; the proxy maps connect failures and timeouts to 502/504) at
+    /// `now`. must-revalidate and the like still forbid it (§4.2.4).
+    pub fn stale_if_error_allows(&self, origin_status: u16, now: SystemTime) -> bool {
+        matches!(origin_status, 500 | 502 | 503 | 504)
+            && !self.stale_if_error.is_zero()
+            && self.within_max_stale(now, self.stale_if_error)
     }
 
     pub(crate) fn invalidate(&self) {

@@ -5,6 +5,7 @@
 //! the proxy cancels it first (its own timeout) with [`crate::Cache::cancel_wait`].
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use crate::cache::Inner;
 use crate::entry::Entry;
@@ -169,11 +170,23 @@ impl FetchGuard {
     /// allows it and the entry permits it, the stale entry is shared with
     /// every waiter and returned for the caller to send. Otherwise `None`
     /// and waiters are failed.
-    pub fn serve_stale(mut self, policy: &Policy, origin_status: u16) -> Option<Arc<Entry>> {
-        let usable = self
-            .stale
-            .clone()
-            .filter(|e| policy.stale_allowed_for(origin_status) && e.may_serve_stale());
+    pub fn serve_stale(self, policy: &Policy, origin_status: u16) -> Option<Arc<Entry>> {
+        self.serve_stale_at(policy, origin_status, SystemTime::now())
+    }
+
+    /// [`FetchGuard::serve_stale`] at `now`, also honouring the stored
+    /// response's own `stale-if-error` (RFC 5861 §4) without
+    /// `cache_use_stale`.
+    pub fn serve_stale_at(
+        mut self,
+        policy: &Policy,
+        origin_status: u16,
+        now: SystemTime,
+    ) -> Option<Arc<Entry>> {
+        let usable = self.stale.clone().filter(|e| {
+            (policy.stale_allowed_for(origin_status) && e.may_serve_stale())
+                || e.stale_if_error_allows(origin_status, now)
+        });
         match usable {
             Some(entry) => {
                 let shared = self.finish(WaitOutcome::Ready(Arc::clone(&entry)));

@@ -115,6 +115,10 @@ pub struct CacheControl {
     /// Request `max-stale`: `Some(DELTA_SECONDS_MAX)` without an argument
     /// (any staleness is acceptable).
     pub max_stale: Option<u64>,
+    /// Response `stale-if-error=N` (RFC 5861 §4).
+    pub stale_if_error: Option<u64>,
+    /// Response `stale-while-revalidate=N` (RFC 5861 §3).
+    pub stale_while_revalidate: Option<u64>,
 }
 
 impl CacheControl {
@@ -173,6 +177,10 @@ impl CacheControl {
             self.s_maxage = Some(seconds(self.s_maxage, arg));
         } else if is("min-fresh") {
             self.min_fresh = Some(seconds(self.min_fresh, arg));
+        } else if is("stale-if-error") {
+            self.stale_if_error = Some(seconds(self.stale_if_error, arg));
+        } else if is("stale-while-revalidate") {
+            self.stale_while_revalidate = Some(seconds(self.stale_while_revalidate, arg));
         } else if is("max-stale") {
             // Without an argument any staleness is acceptable (§5.2.1.2);
             // a malformed one accepts none.

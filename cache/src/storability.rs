@@ -129,6 +129,8 @@ pub(crate) struct ResponseMeta {
     pub no_cache: bool,
     /// must-revalidate, proxy-revalidate or s-maxage: never served stale.
     pub must_revalidate: bool,
+    /// RFC 5861 §4 stale-if-error window.
+    pub stale_if_error: Duration,
 }
 
 /// Decides storability; on success also returns the response's metadata.
@@ -207,6 +209,7 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
         ),
         no_cache: cc.no_cache,
         must_revalidate: cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some(),
+        stale_if_error: Duration::from_secs(cc.stale_if_error.unwrap_or(0)),
     })
 }
 

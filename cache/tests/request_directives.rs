@@ -86,3 +86,57 @@ fn request_directives_table() {
         );
     }
 }
+
+/// RFC 5861 §4 stale-if-error, without `cache_use_stale`: within its window
+/// for 500/502/503/504 only, never past it, never with must-revalidate.
+#[test]
+fn stale_if_error_table() {
+    // (response Cache-Control, origin status, seconds after storing, served stale?)
+    let cases: [(&str, u16, u64, bool); 8] = [
+        ("max-age=1, stale-if-error=60", 500, 30, true),
+        ("max-age=1, stale-if-error=60", 502, 30, true),
+        ("max-age=1, stale-if-error=60", 503, 30, true),
+        ("max-age=1, stale-if-error=60", 504, 61, true),
+        ("max-age=1, stale-if-error=60", 504, 62, false),
+        ("max-age=1, stale-if-error=60", 404, 30, false),
+        (
+            "max-age=1, stale-if-error=60, must-revalidate",
+            503,
+            30,
+            false,
+        ),
+        ("max-age=1", 503, 30, false),
+    ];
+    let policy = Policy::default();
+    for (i, (resp_cc, status, at, served)) in cases.into_iter().enumerate() {
+        let cache = Cache::new(CacheLimits::default());
+        let uri = format!("/sie{i}");
+        let request = req("GET", &uri, &[]);
+        let headers = hdrs(&[
+            ("Cache-Control", resp_cc),
+            ("Date", &http_date(t(0))),
+            ("ETag", "\"v\""),
+        ]);
+        let Lookup::Miss(guard) = cache.lookup(&policy, &request, t(0), no_wait) else {
+            panic!("case {i}: empty cache")
+        };
+        guard
+            .store(
+                &policy,
+                &request,
+                &resp(200, &headers, 1),
+                body("x"),
+                times_at(0),
+            )
+            .unwrap_or_else(|e| panic!("case {i}: not stored: {e:?}"));
+        let Lookup::Revalidate { guard, .. } = cache.lookup(&policy, &request, t(at), no_wait)
+        else {
+            panic!("case {i}: stale entry is revalidated")
+        };
+        let got = guard.serve_stale_at(&policy, status, t(at)).is_some();
+        assert_eq!(
+            got, served,
+            "case {i}: `{resp_cc}`, origin {status} at {at}s"
+        );
+    }
+}

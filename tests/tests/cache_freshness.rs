@@ -160,3 +160,41 @@ fn bad_cache_heuristic_is_a_config_error() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("bad.conf:2:17"), "{err}");
 }
+
+/// RFC 5861 §4: the stored response's own `stale-if-error` stands in for an origin 5xx
+/// within its window, without `cache_use_stale`; a response without it gets the error.
+#[test]
+fn stale_if_error_without_cache_use_stale() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let served = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    let origin = Origin::start(move |r| {
+        if count.fetch_add(1, Ordering::SeqCst) >= 2 {
+            return Response::ok("down").status(503);
+        }
+        let cc = if r.path() == "/sie" {
+            "max-age=1, stale-if-error=60"
+        } else {
+            "max-age=1"
+        };
+        Response::ok("good")
+            .header("Cache-Control", cc)
+            .header("ETag", "\"v\"")
+    });
+    let (_proxy, addr) = start_with(&origin, "cache 1;\ncache_fulfill * *;");
+    get(addr, "/sie", "");
+    get(addr, "/plain", "");
+    std::thread::sleep(Duration::from_millis(2300));
+    let text = get(addr, "/sie", "");
+    assert!(
+        text.ends_with("good"),
+        "stale entry instead of the 503: {text}"
+    );
+    let req = "GET /plain HTTP/1.1\r\nHost: f.example\r\nConnection: close\r\n\r\n";
+    let resp = raw_exchange(addr, req.as_bytes(), Duration::from_secs(10)).expect("exchange");
+    assert!(
+        resp.starts_with(b"HTTP/1.1 503"),
+        "{}",
+        String::from_utf8_lossy(&resp)
+    );
+}

@@ -85,13 +85,17 @@ fn with_request<R>(
 
 impl Fill {
     /// The stale entry to serve instead of the origin's `status` (an error for which
-    /// `cache_use_stale` allows it; 502/504 stand for connect failures and timeouts).
+    /// `cache_use_stale` or the entry's own `stale-if-error` allows it; 502/504 stand for
+    /// connect failures and timeouts). The guard stays for any other status.
     pub fn stale_instead(&mut self, status: u16) -> Option<Arc<Entry>> {
-        if self.revalidating.is_none() || !self.cache.policy.stale_allowed_for(status) {
+        let now = SystemTime::now();
+        let stale = self.revalidating.as_ref()?;
+        if !self.cache.policy.stale_allowed_for(status) && !stale.stale_if_error_allows(status, now)
+        {
             return None;
         }
         let guard = self.guard.take()?;
-        guard.serve_stale(&self.cache.policy, status)
+        guard.serve_stale_at(&self.cache.policy, status, now)
     }
 
     /// How a stored entry answers this fill's client request (full, head only, or 304).
