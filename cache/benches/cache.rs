@@ -42,6 +42,8 @@ fn uris(n: usize) -> Vec<String> {
 fn store(cache: &Cache, policy: &Policy, uri: &str, body: &Arc<[u8]>) {
     let req = Request {
         vhost: "default",
+        scheme: "https",
+        authority: b"example.com",
         method: "GET",
         uri: uri.as_bytes(),
         headers: REQ_HEADERS,
@@ -70,6 +72,8 @@ fn hit(c: &mut Criterion) {
             i = (i + 1) % keys.len();
             let req = Request {
                 vhost: "default",
+                scheme: "https",
+                authority: b"example.com",
                 method: "GET",
                 uri: keys[i].as_bytes(),
                 headers: REQ_HEADERS,

@@ -58,6 +58,8 @@ fn main() {
     for uri in &uris {
         let req = Request {
             vhost: "default",
+            scheme: "https",
+            authority: b"example.com",
             method: "GET",
             uri: uri.as_bytes(),
             headers: &req_headers[..],
@@ -76,6 +78,8 @@ fn main() {
         let uri = uris.get(i % keys).map(String::as_bytes).unwrap_or_default();
         let req = Request {
             vhost: "default",
+            scheme: "https",
+            authority: b"example.com",
             method: "GET",
             uri,
             headers: &req_headers[..],

@@ -43,6 +43,8 @@ fn main() {
     for uri in &uris {
         let req = Request {
             vhost: "default",
+            scheme: "https",
+            authority: b"example.com",
             method: "GET",
             uri: uri.as_bytes(),
             headers: &[] as &[(&str, &[u8])],

@@ -11,7 +11,7 @@ use crate::entry::Entry;
 use crate::flight::{FetchGuard, Pending, WaitOutcome, WaitTicket, WaiterFn};
 use crate::freshness::Freshness;
 use crate::headers::{CacheControl, HeaderPair};
-use crate::key::Key;
+use crate::key::{normalise_authority, Key};
 use crate::message::{ExchangeTimes, Request, Response};
 use crate::metrics::{Counter, Metrics, MetricsSnapshot};
 use crate::policy::{Policy, PurgeMode, DEFAULT_TOTAL_BYTES};
@@ -196,7 +196,7 @@ impl Cache {
             metrics.add(Counter::Bypass, 1);
             return Lookup::Pass;
         }
-        let key = Key::new(req.vhost, req.method, req.uri);
+        let key = req.key();
         let hash = self.inner.hash(&key);
         let mut shard = self.inner.shard(hash);
         let stored = shard.find(hash, &key, |e| e.vary_matches(req.headers));
@@ -274,13 +274,13 @@ impl Cache {
         let entry = Entry::build(policy, req, resp, body, times).map(Arc::new);
         match entry {
             Ok(entry) => {
-                let key = Key::new(req.vhost, req.method, req.uri);
+                let key = req.key();
                 let hash = self.inner.hash(&key);
                 self.inner.insert(hash, &key, Arc::clone(&entry));
                 Ok(entry)
             }
             Err(reason) => {
-                let key = Key::new(req.vhost, req.method, req.uri);
+                let key = req.key();
                 self.inner
                     .not_stored(policy, &key, reason, times.response_time);
                 Err(reason)
@@ -288,17 +288,36 @@ impl Cache {
         }
     }
 
-    /// PURGE of `uri` on `vhost` (the GET/HEAD entry and all its variants).
-    /// Returns whether anything was stored under the key.
-    pub fn purge(&self, mode: PurgeMode, vhost: &str, uri: &[u8]) -> bool {
-        let key = Key::new(vhost, "GET", uri);
-        let hash = self.inner.hash(&key);
-        let found = self
-            .inner
-            .shard(hash)
-            .purge(hash, &key, mode == PurgeMode::Immediate);
+    /// PURGE of the request's target: the GET/HEAD entry and all its
+    /// variants for its vhost and normalised authority, under both schemes
+    /// (an administrator purges a resource, whichever scheme filled it; the
+    /// caller has checked `cache_purge_acl`). Returns whether anything was
+    /// stored under either key.
+    pub fn purge<H: HeaderPair>(&self, mode: PurgeMode, req: &Request<'_, H>) -> bool {
+        let mut found = false;
+        // The port is read as the PURGE's own connection has it (`:80` over http names
+        // the same host as no port), then keyed under each scheme.
+        let authority = normalise_authority(req.scheme, req.authority);
+        for scheme in ["http", "https"] {
+            let key = Key::new(req.vhost, scheme, authority, "GET", req.uri);
+            let hash = self.inner.hash(&key);
+            found |= self
+                .inner
+                .shard(hash)
+                .purge(hash, &key, mode == PurgeMode::Immediate);
+        }
         if found {
             self.inner.metrics.add(Counter::Purge, 1);
+        }
+        found
+    }
+
+    /// Removes a key with all its variants; whether anything was stored.
+    pub(crate) fn remove_key(&self, key: &Key<'_>) -> bool {
+        let hash = self.inner.hash(key);
+        let found = self.inner.shard(hash).purge(hash, key, true);
+        if found {
+            self.inner.metrics.add(Counter::Invalidation, 1);
         }
         found
     }
@@ -313,7 +332,7 @@ impl Cache {
         reason: NotStoredReason,
         now: SystemTime,
     ) {
-        let key = Key::new(req.vhost, req.method, req.uri);
+        let key = req.key();
         self.inner.not_stored(policy, &key, reason, now);
     }
 
@@ -343,15 +362,22 @@ impl Cache {
 }
 
 /// Whether a stored entry may answer this request without revalidation:
-/// fresh, and within the request's own max-age / min-fresh / no-cache.
+/// fresh, and within the request's own max-age / min-fresh / no-cache; or
+/// stale within the request's max-stale where the response allows it.
 fn acceptable(entry: &Entry, cc: &CacheControl, now: SystemTime) -> bool {
-    if cc.no_cache || entry.freshness(now) != Freshness::Fresh {
+    if cc.no_cache {
         return false;
     }
     let age = entry.current_age(now);
-    let within_max_age = cc.max_age.is_none_or(|max| age <= Duration::from_secs(max));
-    let min_fresh_ok = cc
-        .min_fresh
-        .is_none_or(|min| entry.remaining_freshness(now) >= Duration::from_secs(min));
-    within_max_age && min_fresh_ok
+    if cc.max_age.is_some_and(|max| age > Duration::from_secs(max)) {
+        return false;
+    }
+    match entry.freshness(now) {
+        Freshness::Fresh => cc
+            .min_fresh
+            .is_none_or(|min| entry.remaining_freshness(now) >= Duration::from_secs(min)),
+        Freshness::Stale { .. } => cc
+            .max_stale
+            .is_some_and(|max| entry.within_max_stale(now, Duration::from_secs(max))),
+    }
 }

@@ -2,6 +2,11 @@
 //! are serialised once at store time, the body is shared bytes. A hit
 //! clones an `Arc<Entry>` under the shard lock and writes outside it:
 //! `head()`, then a per-hit chunk from [`Entry::write_age`], then `body()`.
+//!
+//! The same entry serves any codec: [`Entry::status`], [`Entry::fields`]
+//! (name/value views into the stored head, indexed once at store time, no
+//! second copy of the bytes) and [`Entry::body`] are what an HTTP/2 codec
+//! encodes; the HTTP/1 rendering is the cached head itself.
 
 use std::io::Write;
 use std::ops::Range;
@@ -58,6 +63,8 @@ pub struct Entry {
     not_modified_head: Box<[u8]>,
     body: Arc<[u8]>,
     status: u16,
+    /// Where each field's name and value lie in `head`.
+    fields: Box<[FieldSpan]>,
     etag: Option<Range<usize>>,
     last_modified: Option<Range<usize>>,
     /// Last-Modified, else Date: what If-Modified-Since is compared with.
@@ -67,9 +74,20 @@ pub struct Entry {
     corrected_initial_age: Duration,
     no_cache: bool,
     must_revalidate: bool,
+    /// RFC 5861 `stale-if-error`: how long past its lifetime the entry may
+    /// stand in for an origin error (zero: not at all).
+    stale_if_error: Duration,
     vary: Box<[VaryField]>,
     /// Set by `cache_purge invalidate`: stale from now on.
     invalidated: AtomicBool,
+}
+
+/// One header field of the stored head: byte offsets of its name and value
+/// (u32: a head is far below 4 GiB; 16 bytes per field).
+#[derive(Debug, Clone, Copy)]
+struct FieldSpan {
+    name: (u32, u32),
+    value: (u32, u32),
 }
 
 /// What to send for a hit; the bytes come from [`Entry::reply_parts`].
@@ -141,6 +159,7 @@ impl Entry {
             .and_then(parse_http_date)
             .unwrap_or(meta.date);
         let not_modified_head = build_not_modified_head(&head);
+        let fields = field_spans(&head);
         let vary = headers::list_elements(resp.headers, "vary")
             .map(|name| VaryField {
                 name: String::from_utf8_lossy(name).to_ascii_lowercase().into(),
@@ -152,6 +171,7 @@ impl Entry {
             not_modified_head,
             body,
             status: resp.status,
+            fields,
             etag,
             last_modified,
             modified_at,
@@ -160,6 +180,7 @@ impl Entry {
             corrected_initial_age: meta.corrected_initial_age,
             no_cache: meta.no_cache,
             must_revalidate: meta.must_revalidate,
+            stale_if_error: meta.stale_if_error,
             vary,
             invalidated: AtomicBool::new(false),
         })
@@ -242,6 +263,25 @@ impl Entry {
         !self.must_revalidate && !self.no_cache
     }
 
+    /// Whether this stale entry may answer a request carrying
+    /// `max-stale=max` (§5.2.1.2) without revalidation: not past its
+    /// lifetime by more than `max`, and not forbidden by must-revalidate,
+    /// proxy-revalidate, s-maxage or no-cache (§4.2.4), nor purged.
+    pub fn within_max_stale(&self, now: SystemTime, max: Duration) -> bool {
+        let staleness = self.current_age(now).saturating_sub(self.lifetime);
+        self.may_serve_stale() && !self.invalidated.load(Ordering::Relaxed) && staleness <= max
+    }
+
+    /// RFC 5861 §4: whether the response's own `stale-if-error=N` lets
+    /// this stale entry answer instead of an origin error (500, 502, 503,
+    /// 504; the proxy maps connect failures and timeouts to 502/504) at
+    /// `now`. must-revalidate and the like still forbid it (§4.2.4).
+    pub fn stale_if_error_allows(&self, origin_status: u16, now: SystemTime) -> bool {
+        matches!(origin_status, 500 | 502 | 503 | 504)
+            && !self.stale_if_error.is_zero()
+            && self.within_max_stale(now, self.stale_if_error)
+    }
+
     pub(crate) fn invalidate(&self) {
         self.invalidated.store(true, Ordering::Relaxed);
     }
@@ -270,9 +310,24 @@ impl Entry {
                 .all(|(a, b)| a.name == b.name && a.value == b.value)
     }
 
-    /// Header fields as stored (after `cache_resp_hdr_del`), name and value.
+    /// Header fields as stored (after `cache_resp_hdr_del`, with the
+    /// Date and Content-Length the cache wrote), name and value, in order;
+    /// connection-specific fields are never among them. Age is per hit:
+    /// [`Entry::current_age`].
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let part = |(from, to): (u32, u32)| {
+            self.head
+                .get(from as usize..to as usize)
+                .unwrap_or_default()
+        };
+        self.fields
+            .iter()
+            .map(move |f| (part(f.name), part(f.value)))
+    }
+
+    /// The same as [`Entry::fields`] (kept for existing callers).
     pub fn stored_fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        fields_of(&self.head)
+        self.fields()
     }
 
     /// Conditional header fields for revalidating with the origin:
@@ -311,6 +366,8 @@ impl Entry {
         let reason = status_reason(&self.head);
         let req: Request<'_, (&[u8], &[u8])> = Request {
             vhost: req.vhost,
+            scheme: req.scheme,
+            authority: req.authority,
             // A HEAD request may revalidate the GET entry it is served from.
             method: if req.is_head() { "GET" } else { req.method },
             uri: req.uri,
@@ -347,7 +404,11 @@ impl Entry {
                     + std::mem::size_of::<VaryField>()
             })
             .sum();
-        self.head.len() + self.not_modified_head.len() + self.body.len() + vary
+        self.head.len()
+            + self.not_modified_head.len()
+            + self.body.len()
+            + vary
+            + self.fields.len() * std::mem::size_of::<FieldSpan>()
     }
 }
 
@@ -378,6 +439,27 @@ fn normalised_value<H: HeaderPair>(req_headers: &[H], name: &[u8]) -> Option<Box
         out.extend_from_slice(element);
     }
     Some(out.into())
+}
+
+/// Name and value offsets of every field line of `head` (built by `build`:
+/// `Name: value\r\n` lines after the status line).
+fn field_spans(head: &[u8]) -> Box<[FieldSpan]> {
+    let base = head.as_ptr() as usize;
+    let offset =
+        |s: &[u8]| u32::try_from((s.as_ptr() as usize).saturating_sub(base)).unwrap_or(u32::MAX);
+    let span = |s: &[u8]| {
+        let from = offset(s);
+        (
+            from,
+            from.saturating_add(u32::try_from(s.len()).unwrap_or(0)),
+        )
+    };
+    fields_of(head)
+        .map(|(name, value)| FieldSpan {
+            name: span(name),
+            value: span(value),
+        })
+        .collect()
 }
 
 fn fields_of(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {

@@ -5,6 +5,7 @@
 //! the proxy cancels it first (its own timeout) with [`crate::Cache::cancel_wait`].
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use crate::cache::Inner;
 use crate::entry::Entry;
@@ -131,7 +132,7 @@ impl FetchGuard {
         entry: Arc<Entry>,
         req: &Request<'_, H>,
     ) -> Arc<Entry> {
-        let key = Key::new(req.vhost, req.method, req.uri);
+        let key = req.key();
         // Stored under the request's own key even if the caller passed a
         // request other than the one that reserved the fetch.
         let hash = self.inner.hash(&key);
@@ -157,7 +158,7 @@ impl FetchGuard {
             Err(reason) => {
                 // Valid for this exchange per the origin, but no longer
                 // storable: serve it once, drop it from the cache.
-                let key = Key::new(req.vhost, req.method, req.uri);
+                let key = req.key();
                 self.inner.remove(self.inner.hash(&key), &key);
                 self.not_storable(policy, req, reason, times.response_time);
                 Some(stale)
@@ -169,11 +170,23 @@ impl FetchGuard {
     /// allows it and the entry permits it, the stale entry is shared with
     /// every waiter and returned for the caller to send. Otherwise `None`
     /// and waiters are failed.
-    pub fn serve_stale(mut self, policy: &Policy, origin_status: u16) -> Option<Arc<Entry>> {
-        let usable = self
-            .stale
-            .clone()
-            .filter(|e| policy.stale_allowed_for(origin_status) && e.may_serve_stale());
+    pub fn serve_stale(self, policy: &Policy, origin_status: u16) -> Option<Arc<Entry>> {
+        self.serve_stale_at(policy, origin_status, SystemTime::now())
+    }
+
+    /// [`FetchGuard::serve_stale`] at `now`, also honouring the stored
+    /// response's own `stale-if-error` (RFC 5861 §4) without
+    /// `cache_use_stale`.
+    pub fn serve_stale_at(
+        mut self,
+        policy: &Policy,
+        origin_status: u16,
+        now: SystemTime,
+    ) -> Option<Arc<Entry>> {
+        let usable = self.stale.clone().filter(|e| {
+            (policy.stale_allowed_for(origin_status) && e.may_serve_stale())
+                || e.stale_if_error_allows(origin_status, now)
+        });
         match usable {
             Some(entry) => {
                 let shared = self.finish(WaitOutcome::Ready(Arc::clone(&entry)));
@@ -199,7 +212,7 @@ impl FetchGuard {
         reason: NotStoredReason,
         now: std::time::SystemTime,
     ) {
-        let key = Key::new(req.vhost, req.method, req.uri);
+        let key = req.key();
         self.inner.not_stored(policy, &key, reason, now);
         self.fail();
     }

@@ -49,7 +49,10 @@ pub fn corrected_initial_age<H: HeaderPair>(
     request_time: SystemTime,
     response_time: SystemTime,
 ) -> Duration {
-    let age_value = headers::first(headers, "age")
+    // §5.1: a list-valued Age uses its first member; an invalid value is
+    // ignored.
+    let age_value = headers::list_elements(headers, "age")
+        .next()
         .and_then(headers::delta_seconds)
         .map_or(Duration::ZERO, Duration::from_secs);
     let apparent_age = response_time.duration_since(date).unwrap_or(Duration::ZERO);
@@ -141,6 +144,18 @@ mod tests {
             corrected_initial_age(&none, t(0), t(99), t(100)),
             Duration::from_secs(100)
         );
+        // §5.1: first member of a list; invalid forms ignored.
+        for (age, want) in [
+            ("30, 60", 32),
+            ("-5", 2),
+            ("1e3", 2),
+            ("", 2),
+            ("2147483649", 2_147_483_650),
+        ] {
+            let headers: [(&str, &[u8]); 1] = [("Age", age.as_bytes())];
+            let got = corrected_initial_age(&headers, t(10), t(8), t(10));
+            assert_eq!(got, Duration::from_secs(want), "Age: {age}");
+        }
         // Clock going backwards never panics.
         assert_eq!(current_age(Duration::ZERO, t(10), t(5)), Duration::ZERO);
     }

@@ -112,6 +112,13 @@ pub struct CacheControl {
     pub max_age: Option<u64>,
     pub s_maxage: Option<u64>,
     pub min_fresh: Option<u64>,
+    /// Request `max-stale`: `Some(DELTA_SECONDS_MAX)` without an argument
+    /// (any staleness is acceptable).
+    pub max_stale: Option<u64>,
+    /// Response `stale-if-error=N` (RFC 5861 §4).
+    pub stale_if_error: Option<u64>,
+    /// Response `stale-while-revalidate=N` (RFC 5861 §3).
+    pub stale_while_revalidate: Option<u64>,
 }
 
 impl CacheControl {
@@ -132,22 +139,21 @@ impl CacheControl {
     }
 
     fn apply(&mut self, directive: &[u8]) {
+        // `token [ "=" ( token / quoted-string ) ]` (§5.2): no whitespace
+        // around "=", so `max-age =3` and `max-age= 3` are malformed.
         let (name, arg) = match directive.iter().position(|&b| b == b'=') {
             Some(eq) => {
                 let (n, a) = directive.split_at(eq);
-                (
-                    n.trim_ascii(),
-                    Some(strip_quotes(a.get(1..).unwrap_or_default())),
-                )
+                (n, Some(unquote(a.get(1..).unwrap_or_default())))
             }
             None => (directive, None),
         };
-        // A malformed or repeated seconds argument makes the response stale
-        // rather than fresh for longer than intended (RFC 9111 §4.2.1).
-        let seconds = |prev: Option<u64>| {
-            let parsed = arg.and_then(delta_seconds).unwrap_or(0);
-            Some(prev.map_or(parsed, |p| p.min(parsed)))
+        // Whitespace before "=" makes the argument invalid (read as 0 below).
+        let arg = match arg {
+            Some(_) if name.last().is_some_and(u8::is_ascii_whitespace) => Some(&b""[..]),
+            other => other,
         };
+        let name = name.trim_ascii();
         let is = |known: &str| name.eq_ignore_ascii_case(known.as_bytes());
         if is("no-store") {
             self.no_store = true;
@@ -166,17 +172,53 @@ impl CacheControl {
         } else if is("only-if-cached") {
             self.only_if_cached = true;
         } else if is("max-age") {
-            self.max_age = seconds(self.max_age);
+            self.max_age = Some(seconds(self.max_age, arg));
         } else if is("s-maxage") {
-            self.s_maxage = seconds(self.s_maxage);
+            self.s_maxage = Some(seconds(self.s_maxage, arg));
         } else if is("min-fresh") {
-            self.min_fresh = seconds(self.min_fresh);
+            self.min_fresh = Some(seconds(self.min_fresh, arg));
+        } else if is("stale-if-error") {
+            self.stale_if_error = Some(seconds(self.stale_if_error, arg));
+        } else if is("stale-while-revalidate") {
+            self.stale_while_revalidate = Some(seconds(self.stale_while_revalidate, arg));
+        } else if is("max-stale") {
+            // Without an argument any staleness is acceptable (§5.2.1.2);
+            // a malformed one accepts none.
+            self.max_stale = Some(match arg {
+                None => DELTA_SECONDS_MAX,
+                Some(_) => seconds(self.max_stale, arg),
+            });
         }
     }
 }
 
-fn strip_quotes(raw: &[u8]) -> &[u8] {
-    let raw = raw.trim_ascii();
+/// A seconds argument, combined with an earlier occurrence of the same
+/// directive. RFC 9111 §4.2.1: invalid freshness information (`100a`,
+/// `1.5`, `-1`, empty, whitespace) is read as 0, i.e. stale; a repeated
+/// directive with a different value makes the response stale too (the RFC
+/// allows the first or stale; stale is the safer choice for a shared cache).
+fn seconds(prev: Option<u64>, arg: Option<&[u8]>) -> u64 {
+    let parsed = arg.and_then(delta_seconds_strict).unwrap_or(0);
+    match prev {
+        Some(p) if p != parsed => 0,
+        _ => parsed,
+    }
+}
+
+/// delta-seconds exactly (§1.2.2): one or more digits, nothing else;
+/// values over 2^31 are 2^31.
+fn delta_seconds_strict(raw: &[u8]) -> Option<u64> {
+    if raw.first().is_some_and(u8::is_ascii_whitespace)
+        || raw.last().is_some_and(u8::is_ascii_whitespace)
+    {
+        return None;
+    }
+    delta_seconds(raw)
+}
+
+/// The value of a directive argument: a quoted-string's content (§5.2
+/// asks recipients to accept `max-age="5"`), else the token as is.
+fn unquote(raw: &[u8]) -> &[u8] {
     raw.strip_prefix(b"\"")
         .and_then(|r| r.strip_suffix(b"\""))
         .unwrap_or(raw)
@@ -211,10 +253,44 @@ mod tests {
         assert_eq!(c.s_maxage, Some(30));
     }
 
+    /// RFC 9111 §1.2.2, §4.2.1, §5.2: exact delta-seconds, table-driven.
+    #[test]
+    fn max_age_forms() {
+        let cases: [(&str, Option<u64>); 16] = [
+            ("max-age=100", Some(100)),
+            ("MAX-AGE=100", Some(100)),
+            ("max-age=\"100\"", Some(100)),
+            ("max-age=100a", Some(0)),
+            ("max-age=1.5", Some(0)),
+            ("max-age=-1", Some(0)),
+            ("max-age=", Some(0)),
+            ("max-age", Some(0)),
+            ("max-age =3", Some(0)),
+            ("max-age= 3", Some(0)),
+            ("max-age=\"3\"x", Some(0)),
+            ("max-age=100, max-age=10", Some(0)),
+            ("max-age=10, max-age=10", Some(10)),
+            ("max-age=2147483648", Some(DELTA_SECONDS_MAX)),
+            ("max-age=99999999999999999999999", Some(DELTA_SECONDS_MAX)),
+            ("no-cache", None),
+        ];
+        for (value, want) in cases {
+            assert_eq!(cc(&[value]).max_age, want, "{value}");
+        }
+    }
+
+    #[test]
+    fn max_stale_forms_rfc9111_5_2_1_2() {
+        assert_eq!(cc(&["max-stale"]).max_stale, Some(DELTA_SECONDS_MAX));
+        assert_eq!(cc(&["max-stale=30"]).max_stale, Some(30));
+        assert_eq!(cc(&["max-stale=x"]).max_stale, Some(0));
+        assert_eq!(cc(&["no-cache"]).max_stale, None);
+    }
+
     #[test]
     fn malformed_or_conflicting_ages_are_conservative() {
         assert_eq!(cc(&["max-age=abc"]).max_age, Some(0));
-        assert_eq!(cc(&["max-age=100, max-age=10"]).max_age, Some(10));
+        assert_eq!(cc(&["s-maxage=5", "s-maxage=6"]).s_maxage, Some(0));
         assert_eq!(
             cc(&["max-age=99999999999999999999999"]).max_age,
             Some(DELTA_SECONDS_MAX)

@@ -29,7 +29,10 @@
 //! let cache = Cache::new(CacheLimits::default()); // one per process, cloned per worker
 //! let policy = Policy::default(); // from the config snapshot
 //! let headers: [(&str, &[u8]); 1] = [("Accept", b"*/*")];
-//! let req = Request { vhost: "default", method: "GET", uri: b"/", headers: &headers[..] };
+//! let req = Request {
+//!     vhost: "default", scheme: "https", authority: b"example.com",
+//!     method: "GET", uri: b"/", headers: &headers[..],
+//! };
 //! let now = SystemTime::now();
 //! // The waiter would push the outcome to this worker's queue and wake its mio::Waker.
 //! match cache.lookup(&policy, &req, now, |_outcome| {}) {
@@ -60,6 +63,7 @@ mod flight;
 mod freshness;
 pub mod headers;
 pub mod httpdate;
+mod invalidation;
 mod key;
 mod message;
 mod metrics;
@@ -73,12 +77,13 @@ pub use entry::{Entry, ReplyKind};
 pub use flight::{FetchGuard, WaitOutcome, WaitTicket, WaiterFn};
 pub use freshness::Freshness;
 pub use headers::{CacheControl, HeaderPair};
-pub use key::Key;
+pub use invalidation::is_unsafe_method;
+pub use key::{normalise_authority, Key};
 pub use message::{standard_reason, ExchangeTimes, Request, Response};
 pub use metrics::MetricsSnapshot;
 pub use policy::{
-    CacheAction, CacheRules, IgnoredDirectives, Policy, PolicyError, PurgeMode, StatusPattern,
-    UriMatcher, DEFAULT_MAX_OBJECT_SIZE, DEFAULT_TOTAL_BYTES,
+    CacheAction, CacheRules, Heuristic, IgnoredDirectives, Policy, PolicyError, PurgeMode,
+    StatusPattern, UriMatcher, DEFAULT_MAX_OBJECT_SIZE, DEFAULT_TOTAL_BYTES,
 };
 pub use shard::{ENTRY_OVERHEAD, SLOT_OVERHEAD};
 pub use storability::{cacheable_by_default, check_storable, NotStoredReason, Storability};

@@ -4,12 +4,18 @@
 use std::time::SystemTime;
 
 use crate::headers::HeaderPair;
+use crate::key::Key;
 
 /// A client request as far as caching is concerned.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a, H: HeaderPair> {
     /// Virtual host name (or any stable id rendered as text); part of the key.
     pub vhost: &'a str,
+    /// `https` when the client connection is TLS, `http` otherwise; part of the key.
+    pub scheme: &'a str,
+    /// The Host field value, or the authority of an absolute-form target
+    /// (empty when there is none); part of the key after normalisation.
+    pub authority: &'a [u8],
     pub method: &'a str,
     /// Request target as received (path and query).
     pub uri: &'a [u8],
@@ -19,6 +25,17 @@ pub struct Request<'a, H: HeaderPair> {
 impl<H: HeaderPair> Request<'_, H> {
     pub fn is_head(&self) -> bool {
         self.method.eq_ignore_ascii_case("HEAD")
+    }
+
+    /// The primary cache key of this request (RFC 9111 §2).
+    pub fn key(&self) -> Key<'_> {
+        Key::new(
+            self.vhost,
+            self.scheme,
+            self.authority,
+            self.method,
+            self.uri,
+        )
     }
 }
 

@@ -16,6 +16,7 @@ pub(crate) struct Metrics {
     stores: AtomicU64,
     evictions: AtomicU64,
     purges: AtomicU64,
+    invalidations: AtomicU64,
     not_modified: AtomicU64,
     stale_served: AtomicU64,
     revalidations: AtomicU64,
@@ -32,6 +33,7 @@ pub(crate) enum Counter {
     Store,
     Eviction,
     Purge,
+    Invalidation,
     NotModified,
     StaleServed,
     Revalidation,
@@ -47,6 +49,7 @@ impl Metrics {
             Counter::Store => &self.stores,
             Counter::Eviction => &self.evictions,
             Counter::Purge => &self.purges,
+            Counter::Invalidation => &self.invalidations,
             Counter::NotModified => &self.not_modified,
             Counter::StaleServed => &self.stale_served,
             Counter::Revalidation => &self.revalidations,
@@ -80,6 +83,7 @@ impl Metrics {
             stores: get(Counter::Store),
             evictions: get(Counter::Eviction),
             purges: get(Counter::Purge),
+            invalidations: get(Counter::Invalidation),
             not_modified: get(Counter::NotModified),
             stale_served: get(Counter::StaleServed),
             revalidations: get(Counter::Revalidation),
@@ -100,6 +104,8 @@ pub struct MetricsSnapshot {
     pub stores: u64,
     pub evictions: u64,
     pub purges: u64,
+    /// Keys removed by responses to unsafe methods (RFC 9111 §4.4).
+    pub invalidations: u64,
     /// 304s answered from cache.
     pub not_modified: u64,
     /// Stale entries sent under `cache_use_stale`.
@@ -144,6 +150,11 @@ impl MetricsSnapshot {
                 self.evictions,
             ),
             ("purges_total", "Keys purged", self.purges),
+            (
+                "invalidations_total",
+                "Keys invalidated by responses to unsafe methods",
+                self.invalidations,
+            ),
             (
                 "not_modified_total",
                 "304 responses answered from cache",

@@ -3,7 +3,7 @@
 //! a configuration reload only changes what the proxy passes next.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// Default total byte budget, Tempesta's `cache_size` default (256 MiB).
 pub const DEFAULT_TOTAL_BYTES: usize = 256 * 1024 * 1024;
@@ -38,6 +38,43 @@ pub struct Policy {
     /// go straight to the origin for this long instead of waiting for one
     /// another's fetches. Zero disables. Not a Tempesta directive.
     pub hit_for_pass: Duration,
+    /// Heuristic freshness (RFC 9111 §4.2.2) for responses with
+    /// Last-Modified and no explicit lifetime, when `default_ttl` is zero;
+    /// `None` turns it off.
+    pub heuristic: Option<Heuristic>,
+}
+
+/// A fraction of the time since Last-Modified, capped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heuristic {
+    /// Percent of (Date − Last-Modified), 1..=100.
+    pub percent: u32,
+    /// The longest heuristic lifetime.
+    pub max: Duration,
+}
+
+impl Default for Heuristic {
+    /// 10 % (the figure §4.2.2 mentions), at most one day (Apache Traffic
+    /// Server's default cap): a week-old file is fresh for ~17 hours.
+    fn default() -> Self {
+        Heuristic {
+            percent: 10,
+            max: Duration::from_secs(86_400),
+        }
+    }
+}
+
+impl Heuristic {
+    /// The lifetime for a response dated `date`, last modified at
+    /// `last_modified`; zero when Last-Modified is not before Date.
+    pub fn lifetime(&self, date: SystemTime, last_modified: SystemTime) -> Duration {
+        let since = date.duration_since(last_modified).unwrap_or(Duration::ZERO);
+        let secs = since
+            .as_secs()
+            .saturating_mul(u64::from(self.percent.min(100)))
+            / 100;
+        Duration::from_secs(secs).min(self.max)
+    }
 }
 
 impl Default for Policy {
@@ -52,6 +89,7 @@ impl Default for Policy {
             max_object_size: DEFAULT_MAX_OBJECT_SIZE,
             purge_mode: PurgeMode::Invalidate,
             hit_for_pass: Duration::from_secs(10),
+            heuristic: Some(Heuristic::default()),
         }
     }
 }

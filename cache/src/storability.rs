@@ -129,6 +129,8 @@ pub(crate) struct ResponseMeta {
     pub no_cache: bool,
     /// must-revalidate, proxy-revalidate or s-maxage: never served stale.
     pub must_revalidate: bool,
+    /// RFC 5861 §4 stale-if-error window.
+    pub stale_if_error: Duration,
 }
 
 /// Decides storability; on success also returns the response's metadata.
@@ -177,9 +179,17 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     }
     let parsed_date = headers::first(resp.headers, "date").and_then(parse_http_date);
     let date = parsed_date.unwrap_or(times.response_time);
-    let (lifetime, explicit) = freshness_lifetime(&cc, resp.headers, date, policy.default_ttl);
+    let (mut lifetime, explicit) = freshness_lifetime(&cc, resp.headers, date, policy.default_ttl);
     if !explicit && !cc.public && !cacheable_by_default(resp.status) {
         return Err(NotStoredReason::StatusNotCacheable);
+    }
+    // §4.2.2: only without explicit freshness, for heuristically cacheable
+    // statuses or `public` (checked above); `cache_ttl` keeps precedence.
+    if !explicit && policy.default_ttl.is_zero() {
+        let last_modified = headers::first(resp.headers, "last-modified").and_then(parse_http_date);
+        if let (Some(h), Some(lm)) = (policy.heuristic, last_modified) {
+            lifetime = h.lifetime(date, lm);
+        }
     }
     let has_validators =
         headers::has(resp.headers, "etag") || headers::has(resp.headers, "last-modified");
@@ -199,6 +209,7 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
         ),
         no_cache: cc.no_cache,
         must_revalidate: cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some(),
+        stale_if_error: Duration::from_secs(cc.stale_if_error.unwrap_or(0)),
     })
 }
 

@@ -282,7 +282,7 @@ fn purge_invalidate_and_immediate() {
         &[("Cache-Control", "max-age=60"), ("ETag", "\"p\"")],
         "p",
     );
-    assert!(cache.purge(PurgeMode::Invalidate, VHOST, b"/p"));
+    assert!(cache.purge(PurgeMode::Invalidate, &req("PURGE", "/p", &[])));
     match lookup(&cache, &policy, "GET", "/p", &[], 1) {
         Lookup::Revalidate { entry, guard } => {
             assert!(entry.validators().count() == 1);
@@ -290,12 +290,12 @@ fn purge_invalidate_and_immediate() {
         }
         other => panic!("invalidated entry must revalidate, got {other:?}"),
     }
-    assert!(cache.purge(PurgeMode::Immediate, VHOST, b"/p"));
+    assert!(cache.purge(PurgeMode::Immediate, &req("PURGE", "/p", &[])));
     assert!(matches!(
         lookup(&cache, &policy, "GET", "/p", &[], 1),
         Lookup::Miss(_)
     ));
-    assert!(!cache.purge(PurgeMode::Immediate, VHOST, b"/p"));
+    assert!(!cache.purge(PurgeMode::Immediate, &req("PURGE", "/p", &[])));
     let m = cache.metrics();
     assert_eq!((m.entries, m.bytes, m.purges), (0, 0, 2));
 }
@@ -455,7 +455,7 @@ fn restoring_a_variant_replaces_it_and_accounting_returns_to_zero() {
         panic!()
     };
     assert!(Arc::ptr_eq(&hit, &second));
-    assert!(cache.purge(PurgeMode::Immediate, VHOST, b"/same"));
+    assert!(cache.purge(PurgeMode::Immediate, &req("PURGE", "/same", &[])));
     assert_eq!(cache.bytes(), 0);
 }
 

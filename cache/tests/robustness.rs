@@ -76,6 +76,8 @@ fn random_header_values_never_panic() {
         let uri = rng.bytes(16);
         let req = Request {
             vhost: "v",
+            scheme: "https",
+            authority: b"example.com",
             method: "GET",
             uri: &uri,
             headers: &headers[..],

@@ -493,7 +493,25 @@ pub struct CacheGlobal {
     pub size: u64,
     /// Extension: larger responses are streamed, not stored (default 8 MiB).
     pub max_object_size: u64,
+    /// Extension `cache_heuristic PERCENT [MAX_SECONDS] | off`: heuristic
+    /// freshness (RFC 9111 §4.2.2) for responses with Last-Modified and no
+    /// explicit lifetime when `cache_ttl` is not set; `None` is off.
+    pub heuristic: Option<CacheHeuristic>,
 }
+
+/// Heuristic freshness: `percent` of the time since Last-Modified, at most
+/// `max_secs` seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheHeuristic {
+    pub percent: u32,
+    pub max_secs: u64,
+}
+
+/// 10 % capped at one day, as Apache Traffic Server's defaults.
+pub const DEFAULT_CACHE_HEURISTIC: CacheHeuristic = CacheHeuristic {
+    percent: 10,
+    max_secs: 86_400,
+};
 
 pub const DEFAULT_CACHE_SIZE: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_CACHE_MAX_OBJECT_SIZE: u64 = 8 * 1024 * 1024;
@@ -506,6 +524,7 @@ impl Default for CacheGlobal {
             ttl: None,
             size: DEFAULT_CACHE_SIZE,
             max_object_size: DEFAULT_CACHE_MAX_OBJECT_SIZE,
+            heuristic: Some(DEFAULT_CACHE_HEURISTIC),
         }
     }
 }

@@ -310,6 +310,10 @@ fn cache_rt(
         resp_hdr_del: p.resp_hdr_del.clone(),
         max_object_size: usize::try_from(config.cache.max_object_size).unwrap_or(usize::MAX),
         purge_mode,
+        heuristic: config.cache.heuristic.map(|h| cache::Heuristic {
+            percent: h.percent,
+            max: Duration::from_secs(h.max_secs),
+        }),
         ..cache::Policy::default()
     };
     Ok(Some(Arc::new(CacheRt {

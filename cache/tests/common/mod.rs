@@ -30,6 +30,8 @@ pub fn hdrs(pairs: &[(&'static str, &str)]) -> Vec<Hdr> {
 pub fn req<'a>(method: &'a str, uri: &'a str, headers: &'a [Hdr]) -> Request<'a, Hdr> {
     Request {
         vhost: VHOST,
+        scheme: "https",
+        authority: b"example.com",
         method,
         uri: uri.as_bytes(),
         headers,

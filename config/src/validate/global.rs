@@ -58,6 +58,7 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
                 }
             }
         }
+        "cache_heuristic" => cache_heuristic(c, d, cfg),
         "cache_ttl" => {
             if let Some(v) = c.single(d, "cache_ttl SECONDS") {
                 if let Some(t) = c.secs(v, "lifetime in seconds") {
@@ -506,4 +507,26 @@ fn cache_methods(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
         }
     }
     cfg.cache.methods = methods;
+}
+
+/// `cache_heuristic off | PERCENT [MAX_SECONDS]`.
+fn cache_heuristic(c: &mut Checker, d: &Directive, cfg: &mut Config) {
+    if !c.shape(d, 1, 2, "cache_heuristic off | PERCENT [MAX_SECONDS]") {
+        return;
+    }
+    if d.args.len() == 1 && d.args[0].text.eq_ignore_ascii_case("off") {
+        cfg.cache.heuristic = None;
+        return;
+    }
+    let Some(percent) = c.u32_in(&d.args[0], "percentage", 1, 100) else {
+        return;
+    };
+    let max_secs = match d.args.get(1) {
+        Some(v) => match c.secs(v, "largest heuristic lifetime in seconds") {
+            Some(t) => t.as_secs(),
+            None => return,
+        },
+        None => crate::model::DEFAULT_CACHE_HEURISTIC.max_secs,
+    };
+    cfg.cache.heuristic = Some(crate::model::CacheHeuristic { percent, max_secs });
 }

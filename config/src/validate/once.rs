@@ -50,6 +50,7 @@ pub const TOP: &[&str] = &[
     "cache",
     "cache_size",
     "cache_ttl",
+    "cache_heuristic",
     "cache_methods",
     "cache_max_object_size",
     "cache_use_stale",

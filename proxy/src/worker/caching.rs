@@ -9,10 +9,12 @@ use std::time::SystemTime;
 use cache::{Entry, ExchangeTimes, FetchGuard, Lookup, NotStoredReason, ReplyKind, WaitTicket};
 use http1::{HeaderEdits, RequestHead, Version};
 
+use super::client::Stage;
 use super::exchange::ReqState;
 use super::{client_token, Worker};
 use crate::router::CacheOverride;
 use crate::runtime::CacheRt;
+use crate::transport::Transport;
 
 /// Clients whose cache wait ended, by (slab index, connection id); filled by the thread that
 /// completed the fetch, drained by this worker when its waker fires.
@@ -35,8 +37,13 @@ pub enum CacheStep {
 /// An origin fetch that fills (or refreshes) a cache entry.
 pub struct Fill {
     guard: Option<FetchGuard>,
+    /// The vhost's cache policy.
     cache: Arc<CacheRt>,
+    /// The process-wide store, for invalidation.
+    store: cache::Cache,
     vhost: String,
+    /// `https` or `http`: how the client connection came (part of the key).
+    scheme: &'static str,
     method: String,
     /// The client's request head, kept to give the cache its fields when the response ends.
     request: Vec<u8>,
@@ -48,6 +55,9 @@ pub struct Fill {
     response_head: Vec<u8>,
     body: Vec<u8>,
     storing: bool,
+    /// The request's method is unsafe: its response invalidates instead of filling
+    /// (RFC 9111 §4.4).
+    invalidating: bool,
 }
 
 /// The request's fields as the cache crate takes them.
@@ -65,6 +75,8 @@ fn with_request<R>(
     let uri = head.path(&fill.request);
     Some(f(&cache::Request {
         vhost: &fill.vhost,
+        scheme: fill.scheme,
+        authority: head.host(&fill.request).unwrap_or_default(),
         method: &fill.method,
         uri,
         headers: &pairs,
@@ -73,13 +85,17 @@ fn with_request<R>(
 
 impl Fill {
     /// The stale entry to serve instead of the origin's `status` (an error for which
-    /// `cache_use_stale` allows it; 502/504 stand for connect failures and timeouts).
+    /// `cache_use_stale` or the entry's own `stale-if-error` allows it; 502/504 stand for
+    /// connect failures and timeouts). The guard stays for any other status.
     pub fn stale_instead(&mut self, status: u16) -> Option<Arc<Entry>> {
-        if self.revalidating.is_none() || !self.cache.policy.stale_allowed_for(status) {
+        let now = SystemTime::now();
+        let stale = self.revalidating.as_ref()?;
+        if !self.cache.policy.stale_allowed_for(status) && !stale.stale_if_error_allows(status, now)
+        {
             return None;
         }
         let guard = self.guard.take()?;
-        guard.serve_stale(&self.cache.policy, status)
+        guard.serve_stale_at(&self.cache.policy, status, now)
     }
 
     /// How a stored entry answers this fill's client request (full, head only, or 304).
@@ -92,6 +108,9 @@ impl Fill {
     pub fn begin_store(&mut self, status: u16, client_head: &[u8], length: Option<u64>) {
         self.response_time = SystemTime::now();
         self.status = status;
+        if self.invalidating {
+            return self.invalidate(status, client_head);
+        }
         let max = self.cache.policy.max_object_size as u64;
         if length.is_some_and(|n| n > max) {
             self.give_up(NotStoredReason::TooLarge);
@@ -167,6 +186,21 @@ impl Fill {
         let _ = stored;
     }
 
+    /// RFC 9111 §4.4: a non-error response to an unsafe method removes the stored responses
+    /// for the target and for same-origin Location / Content-Location URIs.
+    fn invalidate(&self, status: u16, response_head: &[u8]) {
+        let Ok(Some((head, _))) =
+            http1::parse_response(response_head, &http1::Limits::default(), false)
+        else {
+            return;
+        };
+        let resp_fields: Vec<(&[u8], &[u8])> = head.headers().fields(response_head).collect();
+        let store = &self.store;
+        with_request(self, |req| {
+            store.invalidate_after_unsafe(req, status, &resp_fields)
+        });
+    }
+
     fn give_up(&mut self, reason: NotStoredReason) {
         self.storing = false;
         self.body = Vec::new();
@@ -196,17 +230,27 @@ impl Worker {
             fill: None,
             edits: None,
         };
+        // A parsed method is a token: ASCII.
+        let method = std::str::from_utf8(head.method_bytes(buf)).unwrap_or("");
+        if cache::is_unsafe_method(method) {
+            // Even when the request itself is not cacheable (§4.4).
+            return CacheStep::Forward {
+                fill: Some(self.invalidating_fill(ci, head, buf, rt_cache, vhost)),
+                edits: None,
+            };
+        }
         if overrides.disable == Some(true)
             || rt_cache.rules.decide(uri) == cache::CacheAction::Bypass
         {
             self.shared.cache.count_bypass();
             return forward;
         }
-        // A parsed method is a token: ASCII.
-        let method = std::str::from_utf8(head.method_bytes(buf)).unwrap_or("");
         let pairs = fields(head, buf);
+        let scheme = self.client_scheme(ci);
         let req = cache::Request {
             vhost,
+            scheme,
+            authority: head.host(buf).unwrap_or_default(),
             method,
             uri,
             headers: &pairs,
@@ -241,7 +285,9 @@ impl Worker {
             Box::new(Fill {
                 guard: Some(guard),
                 cache: rt_cache.clone(),
+                store: self.shared.cache.clone(),
                 vhost: vhost.to_string(),
+                scheme,
                 method: method.to_string(),
                 request: buf.get(..head.head_len()).unwrap_or(&[]).to_vec(),
                 revalidating,
@@ -251,6 +297,7 @@ impl Worker {
                 response_head: Vec::new(),
                 body: Vec::new(),
                 storing: false,
+                invalidating: false,
             })
         };
         match self.shared.cache.lookup(policy, &req, now, waiter) {
@@ -289,6 +336,35 @@ impl Worker {
                 CacheStep::Served
             }
         }
+    }
+
+    /// A fill that only watches the response to an unsafe method, to invalidate (§4.4).
+    fn invalidating_fill(
+        &self,
+        ci: usize,
+        head: &RequestHead,
+        buf: &[u8],
+        rt_cache: &Arc<CacheRt>,
+        vhost: &str,
+    ) -> Box<Fill> {
+        let now = SystemTime::now();
+        Box::new(Fill {
+            guard: None,
+            cache: rt_cache.clone(),
+            store: self.shared.cache.clone(),
+            vhost: vhost.to_string(),
+            scheme: self.client_scheme(ci),
+            method: String::from_utf8_lossy(head.method_bytes(buf)).into_owned(),
+            request: buf.get(..head.head_len()).unwrap_or(&[]).to_vec(),
+            revalidating: None,
+            request_time: now,
+            response_time: now,
+            status: 0,
+            response_head: Vec::new(),
+            body: Vec::new(),
+            storing: false,
+            invalidating: true,
+        })
     }
 
     /// Writes a stored response for the request whose head is the first `consumed` bytes of
@@ -362,9 +438,25 @@ impl Worker {
         }
     }
 
-    /// PURGE of `uri` on a vhost with `cache_purge`: 200 from an allowed address (the entry
-    /// is evicted or marked stale), 403 from others.
-    pub(super) fn purge(&mut self, ci: usize, rt_cache: &CacheRt, vhost: &str, uri: &[u8]) {
+    /// The scheme of the client connection, for the cache key: `https` over TLS.
+    fn client_scheme(&self, ci: usize) -> &'static str {
+        match self.clients.get(ci).map(|c| &c.stage) {
+            Some(Stage::Open(Transport::Plain)) | None => "http",
+            Some(_) => "https",
+        }
+    }
+
+    /// PURGE of the request's target on a vhost with `cache_purge`: 200 from an allowed
+    /// address (the entries for its Host, under either scheme, are evicted or marked
+    /// stale), 403 from others.
+    pub(super) fn purge(
+        &mut self,
+        ci: usize,
+        rt_cache: &CacheRt,
+        vhost: &str,
+        head: &RequestHead,
+        buf: &[u8],
+    ) {
         let Some(c) = self.clients.get(ci) else {
             return;
         };
@@ -375,7 +467,15 @@ impl Worker {
             return;
         }
         let mode = rt_cache.purge.unwrap_or(cache::PurgeMode::Invalidate);
-        self.shared.cache.purge(mode, vhost, uri);
+        let req = cache::Request {
+            vhost,
+            scheme: self.client_scheme(ci),
+            authority: head.host(buf).unwrap_or_default(),
+            method: "GET",
+            uri: head.path(buf),
+            headers: &[] as &[(&[u8], &[u8])],
+        };
+        self.shared.cache.purge(mode, &req);
         self.answer_status(ci, 200);
     }
 

@@ -380,7 +380,7 @@ impl Worker {
         let (mut fill, mut validators) = (None, None);
         if let Some(rc) = vhost_cache {
             if head.method_bytes(buf) == b"PURGE" && rc.purge.is_some() {
-                self.purge(ci, rc, &v.name, uri);
+                self.purge(ci, rc, &v.name, head, buf);
                 self.answered_locally(ci, head, keep_alive);
                 return head_len;
             }
