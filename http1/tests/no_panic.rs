@@ -116,7 +116,7 @@ fn check_request(buf: &[u8], limits: &Limits) {
         edits: &edits,
         framing: head.framing(),
         connection: ConnectionOption::Default,
-        limits: limits,
+        limits,
     };
     // A head that would not fit the limits once the proxy's fields are
     // added is refused (431) rather than sent; one that fits parses.
@@ -146,7 +146,7 @@ fn check_response(buf: &[u8], limits: &Limits, is_head: bool) {
         edits: &edits,
         framing: head.framing(),
         connection: ConnectionOption::Default,
-        limits: limits,
+        limits,
     };
     if write_response_head(&mut out, &head, buf, &fwd).is_err() {
         assert!(out.is_empty());
