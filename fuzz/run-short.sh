@@ -44,7 +44,14 @@ fi
 targets="${FUZZ_TARGETS:-$(all_targets)}"
 echo "== cargo fuzz build ($(echo $targets | wc -w) targets)"
 start=$(date +%s)
-cargo fuzz build --sanitizer none $targets 2>&1 | grep -v "^\s*Compiling" || true
+build_log="$(mktemp)"
+# One build for every target ([[bin]] in Cargo.toml); a failure stops here.
+if ! cargo fuzz build --sanitizer none >"$build_log" 2>&1; then
+    tail -40 "$build_log" >&2
+    echo "cargo fuzz build failed" >&2
+    exit 1
+fi
+rm -f "$build_log"
 for target in $targets; do
     if [ ! -x "target/x86_64-unknown-linux-gnu/release/$target" ]; then
         echo "fuzz target $target did not build" >&2
