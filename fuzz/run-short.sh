@@ -18,6 +18,9 @@ cd "$(dirname "$0")"
 seconds="${FUZZ_SECONDS:-60}"
 export RUSTC_BOOTSTRAP=1
 
+# libfuzzer-sys compiles libFuzzer (C++).
+../etc/need-packages.sh g++
+
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "== installing cargo-fuzz (once per machine)"
     cargo install cargo-fuzz --locked --quiet
