@@ -66,12 +66,24 @@ impl std::error::Error for OversizedHead {}
 /// ended by CRLF, blank line) against `limits`. The measures are those of
 /// the parsers or larger (a written line is never shorter than the span a
 /// parser measures), so a head that passes here always parses.
-pub(crate) fn check_written_head(head: &[u8], limits: &Limits) -> Result<(), OversizedHead> {
+///
+/// `fields_at_most` is an upper bound on the fields written (received
+/// fields plus what the writer may add). When it and the head's length are
+/// within the limits the head cannot exceed them, and the bytes are not
+/// scanned: that is every ordinary head, so forwarding stays one copy.
+pub(crate) fn check_written_head(
+    head: &[u8],
+    limits: &Limits,
+    fields_at_most: usize,
+) -> Result<(), OversizedHead> {
     if head.len() > limits.max_head_bytes {
         return Err(OversizedHead::HeadTooLarge {
             bytes: head.len(),
             limit: limits.max_head_bytes,
         });
+    }
+    if fields_at_most <= limits.max_headers && head.len() <= limits.max_field_bytes {
+        return Ok(());
     }
     let mut lines = 0usize;
     let mut longest_field = 0usize;
@@ -116,12 +128,35 @@ mod tests {
         }
     }
 
+    /// Without the shortcut, so that the scan itself is tested.
+    fn check_written_head_scanned(head: &[u8], limits: &Limits) -> Result<(), OversizedHead> {
+        check_written_head(head, limits, usize::MAX)
+    }
+
+    #[test]
+    fn the_shortcut_needs_both_bounds_within_the_limits() {
+        let head = b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n";
+        // A loose bound still finds the real count by scanning.
+        assert_eq!(check_written_head(head, &limits(2, 100, 100), 50), Ok(()));
+        assert!(check_written_head(head, &limits(1, 100, 100), 50).is_err());
+        // A head longer than a field may be could hold a long field: scanned.
+        assert!(check_written_head(
+            b"GET / HTTP/1.1\r\nA: 123456\r\n\r\n",
+            &limits(9, 8, 100),
+            1
+        )
+        .is_err());
+    }
+
     #[test]
     fn counts_fields_between_start_line_and_blank_line() {
         let head = b"GET / HTTP/1.1\r\nHost: a\r\nVia: 1.1 p\r\n\r\n";
-        assert_eq!(check_written_head(head, &limits(2, 100, 100)), Ok(()));
         assert_eq!(
-            check_written_head(head, &limits(1, 100, 100)),
+            check_written_head_scanned(head, &limits(2, 100, 100)),
+            Ok(())
+        );
+        assert_eq!(
+            check_written_head_scanned(head, &limits(1, 100, 100)),
             Err(OversizedHead::TooManyFields {
                 fields: 2,
                 limit: 1
@@ -132,13 +167,16 @@ mod tests {
     #[test]
     fn measures_field_lines_without_crlf_and_head_with_it() {
         let head = b"GET / HTTP/1.1\r\nHost: abc\r\n\r\n";
-        assert_eq!(check_written_head(head, &limits(10, 9, head.len())), Ok(()));
         assert_eq!(
-            check_written_head(head, &limits(10, 8, 100)),
+            check_written_head_scanned(head, &limits(10, 9, head.len())),
+            Ok(())
+        );
+        assert_eq!(
+            check_written_head_scanned(head, &limits(10, 8, 100)),
             Err(OversizedHead::FieldTooLong { bytes: 9, limit: 8 })
         );
         assert_eq!(
-            check_written_head(head, &limits(10, 100, head.len() - 1)),
+            check_written_head_scanned(head, &limits(10, 100, head.len() - 1)),
             Err(OversizedHead::HeadTooLarge {
                 bytes: head.len(),
                 limit: head.len() - 1
@@ -149,6 +187,9 @@ mod tests {
     #[test]
     fn the_start_line_is_not_a_field() {
         let head = b"GET /a-long-target-longer-than-the-field-limit HTTP/1.1\r\nHost: a\r\n\r\n";
-        assert_eq!(check_written_head(head, &limits(1, 7, 1000)), Ok(()));
+        assert_eq!(
+            check_written_head_scanned(head, &limits(1, 7, 1000)),
+            Ok(())
+        );
     }
 }

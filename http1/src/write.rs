@@ -90,6 +90,11 @@ impl HeaderEdits {
         self.set.is_empty() && self.add.is_empty()
     }
 
+    /// How many fields the edits write.
+    pub fn len(&self) -> usize {
+        self.set.len() + self.add.len()
+    }
+
     fn replaces(&self, name: &[u8]) -> bool {
         self.set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
     }
@@ -190,7 +195,7 @@ pub fn write_request_head(
     write_framing(out, forwarding.framing);
     write_connection(out, forwarding.connection);
     out.extend_from_slice(b"\r\n");
-    keep_if_fits(out, start, forwarding.limits)
+    keep_if_fits(out, start, forwarding, head.headers().len())
 }
 
 /// Writes the response head to send to the client: an HTTP/1.1 status
@@ -228,13 +233,23 @@ pub fn write_response_head(
     };
     write_connection(out, connection);
     out.extend_from_slice(b"\r\n");
-    keep_if_fits(out, start, forwarding.limits)
+    keep_if_fits(out, start, forwarding, head.headers().len())
 }
 
+/// Fields a writer adds at most besides the received ones and the edits:
+/// Host, X-Forwarded-For, Via, the framing field and Connection.
+const ADDED_FIELDS_AT_MOST: usize = 5;
+
 /// Checks the head written at `out[start..]`; takes it back if it does not fit.
-fn keep_if_fits(out: &mut Vec<u8>, start: usize, limits: &Limits) -> Result<(), OversizedHead> {
+fn keep_if_fits(
+    out: &mut Vec<u8>,
+    start: usize,
+    forwarding: &Forwarding<'_>,
+    received_fields: usize,
+) -> Result<(), OversizedHead> {
+    let fields_at_most = received_fields + forwarding.edits.len() + ADDED_FIELDS_AT_MOST;
     let written = out.get(start..).unwrap_or(&[]);
-    let verdict = check_written_head(written, limits);
+    let verdict = check_written_head(written, forwarding.limits, fields_at_most);
     if verdict.is_err() {
         out.truncate(start);
     }
