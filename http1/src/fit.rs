@@ -185,6 +185,24 @@ mod tests {
     }
 
     #[test]
+    fn forwarding_limits_are_the_defaults_or_larger() {
+        let defaults = Limits::default();
+        let small = limits(5, 30, 1000).for_forwarding();
+        assert_eq!(small.max_headers, defaults.max_headers);
+        assert_eq!(small.max_field_bytes, defaults.max_field_bytes);
+        assert_eq!(small.max_head_bytes, defaults.max_head_bytes);
+        let large = limits(300, 20_000, 64 * 1024).for_forwarding();
+        assert_eq!(
+            (
+                large.max_headers,
+                large.max_field_bytes,
+                large.max_head_bytes
+            ),
+            (300, 20_000, 64 * 1024)
+        );
+    }
+
+    #[test]
     fn the_start_line_is_not_a_field() {
         let head = b"GET /a-long-target-longer-than-the-field-limit HTTP/1.1\r\nHost: a\r\n\r\n";
         assert_eq!(

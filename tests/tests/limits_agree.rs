@@ -1,8 +1,9 @@
 //! Issue 12 item 11 through the real binary: the proxy never forwards a head that a peer
-//! enforcing the proxy's own limits (here the default `http_header_cnt 50`) would refuse. A
-//! request at the limit would leave with X-Forwarded-For and Via on top (51 fields): refused
-//! with 431 and never sent upstream. A response at the limit would reach the client with the
-//! proxy's Connection field on top (51 fields): answered with 502 instead. One field less on each
+//! enforcing the same limits would refuse (here `http_header_cnt 100`, the HTTP/1 parser's
+//! default field count). A request at the limit would leave with X-Forwarded-For and Via on
+//! top (101 fields): refused with 431 and never sent upstream. A response at the limit would
+//! reach the client with the proxy's Connection field on top (101 fields): answered with 502
+//! instead. A smaller frang limit only restricts what the client sends (frang.rs tests that). One field less on each
 //! side goes through, and what arrives parses with the same parser and limits.
 
 use std::io::Write;
@@ -13,8 +14,10 @@ use e2e::origin::{Origin, Response};
 use e2e::proxy::Setup;
 use e2e::raw_exchange;
 
-/// The default `http_header_cnt` (Tempesta's), which the proxy parses both roles with.
-const LIMIT: usize = 50;
+/// The configured `http_header_cnt`, which the proxy parses both roles with and, being the
+/// parser's default, also holds its forwarded heads to.
+const LIMIT: usize = 100;
+const CONFIG: &str = "frang_limits { http_header_cnt 100; }";
 
 fn peer_limits() -> http1::Limits {
     http1::Limits {
@@ -56,11 +59,11 @@ fn request_at_the_limit_is_refused_rather_than_forwarded_over_it() {
     let origin = Origin::start(|_| Response::ok("fine"));
     let setup = Setup::new("limits-req");
     let addr = setup.http;
-    let conf = setup.config(origin.addr(), "", "");
+    let conf = setup.config(origin.addr(), "", CONFIG);
     let proxy = setup.start(&conf);
 
-    // Host + 48 + Connection = 50 fields: the proxy's own parser accepts it, but forwarded it
-    // would have 51 (Connection is dropped, X-Forwarded-For and Via added).
+    // Host + 98 + Connection = 100 fields: the proxy's own parser accepts it, but forwarded it
+    // would have 101 (Connection is dropped, X-Forwarded-For and Via added).
     let at_limit = request_with_fields(LIMIT - 2);
     assert!(http1::parse_request(&at_limit, &peer_limits()).is_ok_and(|r| r.is_some()));
     let response = exchange(addr, &at_limit);
@@ -85,7 +88,7 @@ fn request_at_the_limit_is_refused_rather_than_forwarded_over_it() {
         proxy.proc.logs()
     );
 
-    // One field less: forwarded with exactly the limit (Host, 47, X-Forwarded-For, Via).
+    // One field less: forwarded with exactly the limit (Host, 97, X-Forwarded-For, Via).
     let fits = request_with_fields(LIMIT - 3);
     let response = exchange(addr, &fits);
     assert_eq!(parse_as_peer(&response).map(|(s, _)| s), Ok(200));
@@ -106,13 +109,13 @@ fn response_at_the_limit_is_a_bad_response_rather_than_relayed_over_it() {
     });
     let setup = Setup::new("limits-resp");
     let addr = setup.http;
-    let conf = setup.config(origin.addr(), "", "");
+    let conf = setup.config(origin.addr(), "", CONFIG);
     let proxy = setup.start(&conf);
     let get = |fields: usize| {
         format!("GET /fields/{fields} HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
     };
 
-    // 50 fields from the origin; the proxy adds `Connection: close` for this client.
+    // 100 fields from the origin; the proxy adds `Connection: close` for this client.
     let response = exchange(addr, get(LIMIT - 1).as_bytes());
     assert_eq!(
         parse_as_peer(&response).map(|(status, _)| status),

@@ -437,11 +437,11 @@ impl Worker {
                 edits,
                 framing: head.framing(),
                 connection: ConnectionOption::Default,
-                limits: &rt.limits,
+                limits: &rt.forward_limits,
             },
         );
-        // With the proxy's own fields the head would exceed the limits an upstream parsing like
-        // this proxy enforces: refuse it here rather than send what the next hop refuses.
+        // With the proxy's own fields the head would exceed what a peer parsing like this proxy
+        // accepts (`Limits::for_forwarding`): refuse it here rather than send it.
         if let Err(oversized) = written {
             bump(&self.metrics().parse_errors);
             if rt.config.block_action.error.log {

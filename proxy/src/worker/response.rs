@@ -151,11 +151,11 @@ impl Worker {
                             edits,
                             framing,
                             connection,
-                            limits: &rt.limits,
+                            limits: &rt.forward_limits,
                         },
                     );
-                    // Response edits took the head over the limits a client parsing like this
-                    // proxy enforces: a bad response, never relayed.
+                    // The proxy's fields took the head over what a client parsing like this
+                    // proxy accepts (`Limits::for_forwarding`): a bad response, never relayed.
                     if written.is_err() {
                         bump(&self.metrics().upstream_errors);
                         self.close_upstream(ui);
