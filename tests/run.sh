@@ -24,6 +24,8 @@ echo "== cargo test (unit and end-to-end, release build)"
 KTLS_PROXY_BIN_DIR="$PWD/target/release" cargo test --workspace --release --quiet
 echo "== Debian package (cargo deb, dpkg -x, the packaged binary and config; dpkg -i in CI)"
 tests/deb.sh
+echo "== fuzz targets (${FUZZ_SECONDS:-60} s each)"
+fuzz/run-short.sh
 if [ -x tests/ktls-vm/run.sh ]; then
     echo "== kTLS in a Linux guest"
     tests/ktls-vm/run.sh

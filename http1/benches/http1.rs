@@ -68,10 +68,11 @@ fn benches(c: &mut Criterion) {
             edits: &edits,
             framing: request.framing(),
             connection: ConnectionOption::Default,
+            limits: &limits,
         };
         b.iter(|| {
             out.clear();
-            write_request_head(&mut out, black_box(&request), BROWSER_GET, &fwd);
+            write_request_head(&mut out, black_box(&request), BROWSER_GET, &fwd).unwrap();
             out.len()
         })
     });
@@ -82,10 +83,11 @@ fn benches(c: &mut Criterion) {
             edits: &edits,
             framing: BodyFraming::Length(5120),
             connection: ConnectionOption::Default,
+            limits: &limits,
         };
         b.iter(|| {
             out.clear();
-            write_response_head(&mut out, black_box(&response), RESPONSE, &fwd);
+            write_response_head(&mut out, black_box(&response), RESPONSE, &fwd).unwrap();
             out.len()
         })
     });

@@ -63,6 +63,11 @@
 //! - **Forwarding** drops hop-by-hop fields, including those named by
 //!   Connection (but never Host), and re-writes framing itself, so the
 //!   next hop sees exactly one framing the proxy validated.
+//! - **Parser and writer agree**: a forwarded head is checked against the
+//!   same limits (field count, field length, head size) it was parsed
+//!   with, after the proxy's own fields are added; one that would not fit
+//!   is refused ([`OversizedHead`]: 431 for a request, 502 for a
+//!   response), so the proxy never sends what it would refuse itself.
 
 mod body;
 mod byteset;
@@ -70,6 +75,7 @@ mod canned;
 mod chunked;
 mod error;
 mod fields;
+mod fit;
 mod limits;
 mod message;
 mod request;
@@ -83,6 +89,7 @@ pub use byteset::ByteSet;
 pub use canned::{error_response, reason_phrase};
 pub use chunked::{ChunkedDecoder, Step};
 pub use error::ParseError;
+pub use fit::OversizedHead;
 pub use limits::Limits;
 pub use message::{BodyFraming, Method, Version};
 pub use request::{parse_request, RequestHead, TargetForm};

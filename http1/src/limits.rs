@@ -47,3 +47,23 @@ impl Default for Limits {
         }
     }
 }
+
+impl Limits {
+    /// The limits a forwarded head must fit: this parser's defaults, raised
+    /// to these limits where they are larger. Smaller configured limits
+    /// restrict what a peer may send (frang's `http_header_cnt 5` lets a
+    /// client send five fields, as in Tempesta, whatever the proxy adds);
+    /// the next hop is only assumed to parse like this crate does by
+    /// default, or like this proxy does when it was configured to accept
+    /// more. So the proxy never sends a head that it, or a peer with the
+    /// default limits, would refuse.
+    pub fn for_forwarding(&self) -> Limits {
+        let defaults = Limits::default();
+        Limits {
+            max_head_bytes: self.max_head_bytes.max(defaults.max_head_bytes),
+            max_headers: self.max_headers.max(defaults.max_headers),
+            max_field_bytes: self.max_field_bytes.max(defaults.max_field_bytes),
+            ..defaults
+        }
+    }
+}

@@ -10,11 +10,15 @@
 //! - drop Content-Length and write the framing the caller asks for, so an
 //!   upstream or client only ever sees one unambiguous length;
 //! - append to X-Forwarded-For and Via (merging earlier values into one
-//!   field), then apply configured `set`/`add` edits.
+//!   field), then apply configured `set`/`add` edits;
+//! - check what they wrote against [`Forwarding::limits`] and take it back
+//!   when it does not fit (see [`OversizedHead`]).
 
 use crate::byteset::{FIELD_VALUE, TCHAR};
 use crate::canned::reason_phrase;
 use crate::fields::list_elements;
+use crate::fit::{check_written_head, OversizedHead};
+use crate::limits::Limits;
 use crate::message::BodyFraming;
 use crate::request::{RequestHead, TargetForm};
 use crate::response::ResponseHead;
@@ -86,6 +90,11 @@ impl HeaderEdits {
         self.set.is_empty() && self.add.is_empty()
     }
 
+    /// How many fields the edits write.
+    pub fn len(&self) -> usize {
+        self.set.len() + self.add.len()
+    }
+
     fn replaces(&self, name: &[u8]) -> bool {
         self.set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
     }
@@ -137,17 +146,24 @@ pub struct Forwarding<'a> {
     pub framing: BodyFraming,
     /// The Connection field to write.
     pub connection: ConnectionOption,
+    /// The limits the written head must fit: the proxy's own parsing
+    /// limits, so that a next hop enforcing the same ones accepts it.
+    pub limits: &'a Limits,
 }
 
 /// Writes the request head to send upstream: `METHOD path HTTP/1.1`, Host
 /// (taken from an absolute-form target when there was one), the
 /// end-to-end fields, then the proxy's own.
+///
+/// When the result would not fit `forwarding.limits`, `out` is left as it
+/// was and the error says which limit (answer the client 431).
 pub fn write_request_head(
     out: &mut Vec<u8>,
     head: &RequestHead,
     buf: &[u8],
     forwarding: &Forwarding<'_>,
-) {
+) -> Result<(), OversizedHead> {
+    let start = out.len();
     out.reserve(head.head_len() + 128);
     out.extend_from_slice(head.method_bytes(buf));
     out.push(b' ');
@@ -179,17 +195,22 @@ pub fn write_request_head(
     write_framing(out, forwarding.framing);
     write_connection(out, forwarding.connection);
     out.extend_from_slice(b"\r\n");
+    keep_if_fits(out, start, forwarding, head.headers().len())
 }
 
 /// Writes the response head to send to the client: an HTTP/1.1 status
 /// line with the upstream's status and reason (the standard phrase if it
 /// had none), the end-to-end fields, then the proxy's own.
+///
+/// When the result would not fit `forwarding.limits`, `out` is left as it
+/// was and the error says which limit (answer the client 502).
 pub fn write_response_head(
     out: &mut Vec<u8>,
     head: &ResponseHead,
     buf: &[u8],
     forwarding: &Forwarding<'_>,
-) {
+) -> Result<(), OversizedHead> {
+    let start = out.len();
     out.reserve(head.head_len() + 128);
     let reason = match head.reason(buf) {
         [] => reason_phrase(head.status()).as_bytes(),
@@ -212,6 +233,27 @@ pub fn write_response_head(
     };
     write_connection(out, connection);
     out.extend_from_slice(b"\r\n");
+    keep_if_fits(out, start, forwarding, head.headers().len())
+}
+
+/// Fields a writer adds at most besides the received ones and the edits:
+/// Host, X-Forwarded-For, Via, the framing field and Connection.
+const ADDED_FIELDS_AT_MOST: usize = 5;
+
+/// Checks the head written at `out[start..]`; takes it back if it does not fit.
+fn keep_if_fits(
+    out: &mut Vec<u8>,
+    start: usize,
+    forwarding: &Forwarding<'_>,
+    received_fields: usize,
+) -> Result<(), OversizedHead> {
+    let fields_at_most = received_fields + forwarding.edits.len() + ADDED_FIELDS_AT_MOST;
+    let written = out.get(start..).unwrap_or(&[]);
+    let verdict = check_written_head(written, forwarding.limits, fields_at_most);
+    if verdict.is_err() {
+        out.truncate(start);
+    }
+    verdict
 }
 
 /// `HTTP/1.1 CODE REASON\r\n`, for responses the proxy makes itself (from

@@ -14,8 +14,21 @@ fn forwarding<'a>(edits: &'a HeaderEdits, framing: BodyFraming) -> Forwarding<'a
         edits,
         framing,
         connection: ConnectionOption::Default,
+        limits: &DEFAULT_LIMITS,
     }
 }
+
+static DEFAULT_LIMITS: Limits = Limits {
+    max_head_bytes: 16 * 1024,
+    max_headers: 100,
+    max_uri_bytes: 8 * 1024,
+    max_field_bytes: 8 * 1024,
+    max_body_bytes: None,
+    max_chunk_ext_bytes: 1024,
+    max_trailer_bytes: 4 * 1024,
+    uri_bytes: None,
+    header_value_bytes: None,
+};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -48,7 +61,7 @@ Transfer-Encoding: chunked\r\n\r\n";
         .add(b"X-Added", b"yes")
         .unwrap();
     let mut out = Vec::new();
-    write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing()));
+    write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing())).unwrap();
     assert_eq!(
         text(&out),
         "POST /form?x=1 HTTP/1.1\r\n\
@@ -80,8 +93,9 @@ fn absolute_form_becomes_origin_form_with_host() {
         edits: &edits,
         framing: head.framing(),
         connection: ConnectionOption::Close,
+        limits: &DEFAULT_LIMITS,
     };
-    write_request_head(&mut out, &head, buf, &fwd);
+    write_request_head(&mut out, &head, buf, &fwd).unwrap();
     assert_eq!(
         text(&out),
         "GET /p HTTP/1.1\r\nHost: origin.example\r\nContent-Length: 3\r\nConnection: close\r\n\r\n"
@@ -97,7 +111,7 @@ fn http10_request_is_sent_as_http11() {
     let (head, _) = parse_request(buf, &Limits::default()).unwrap().unwrap();
     let edits = HeaderEdits::new();
     let mut out = Vec::new();
-    write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing()));
+    write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing())).unwrap();
     assert_eq!(
         text(&out),
         "GET / HTTP/1.1\r\nHost: \r\nX-Forwarded-For: 192.0.2.7\r\nVia: 1.1 ktls-proxy\r\n\r\n"
@@ -126,8 +140,9 @@ Set-Cookie: b=2\r\n\r\n";
         edits: &edits,
         framing: BodyFraming::Length(42),
         connection: ConnectionOption::KeepAlive,
+        limits: &DEFAULT_LIMITS,
     };
-    write_response_head(&mut out, &head, buf, &fwd);
+    write_response_head(&mut out, &head, buf, &fwd).unwrap();
     assert_eq!(
         text(&out),
         "HTTP/1.1 200 OK\r\n\
@@ -160,8 +175,9 @@ fn close_delimited_response_forces_close_and_reason_falls_back() {
         edits: &edits,
         framing: head.framing(),
         connection: ConnectionOption::Default,
+        limits: &DEFAULT_LIMITS,
     };
-    write_response_head(&mut out, &head, buf, &fwd);
+    write_response_head(&mut out, &head, buf, &fwd).unwrap();
     assert_eq!(
         text(&out),
         "HTTP/1.1 404 Not Found\r\nVia: 1.1 p\r\nConnection: close\r\n\r\n"
@@ -178,11 +194,11 @@ fn buffer_is_reused_without_growing() {
     let (head, _) = parse_request(buf, &Limits::default()).unwrap().unwrap();
     let edits = HeaderEdits::new();
     let mut out = Vec::new();
-    write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing()));
+    write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing())).unwrap();
     let capacity = out.capacity();
     for _ in 0..100 {
         out.clear();
-        write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing()));
+        write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing())).unwrap();
     }
     assert_eq!(out.capacity(), capacity);
 }
@@ -222,4 +238,102 @@ fn low_level_writers_refuse_injection() {
         .unwrap()
         .unwrap();
     assert_eq!(head.status(), 302);
+}
+
+/// A head with `fields` fields named X-F<n>, after `start` and before the
+/// blank line.
+fn head_with_fields(start: &str, fields: usize) -> Vec<u8> {
+    let mut head = start.as_bytes().to_vec();
+    for n in 0..fields {
+        head.extend_from_slice(format!("X-F{n}: {n}\r\n").as_bytes());
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+/// Issue 12 item 11, found by the fuzz target: 99 fields parse at the
+/// default limits, and the forwarded head (plus Via and Connection: close
+/// for a close-delimited body) had 101, which the same parser refuses.
+#[test]
+fn response_at_the_field_limit_is_refused_instead_of_forwarded_unparseable() {
+    let limits = Limits::default();
+    let edits = HeaderEdits::new();
+    let buf = head_with_fields("HTTP/1.1 200 OK\r\n", 99);
+    let (head, _) = parse_response(&buf, &limits, false).unwrap().unwrap();
+    assert_eq!(head.framing(), BodyFraming::CloseDelimited);
+    let fwd = Forwarding {
+        via: Some(b"p"),
+        ..forwarding(&edits, head.framing())
+    };
+    let mut out = b"kept".to_vec();
+    assert_eq!(
+        write_response_head(&mut out, &head, &buf, &fwd),
+        Err(http1::OversizedHead::TooManyFields {
+            fields: 101,
+            limit: 100
+        })
+    );
+    assert_eq!(out, b"kept", "a refused head is taken back whole");
+
+    // Two fewer fit exactly, and the result parses with the same limits.
+    let buf = head_with_fields("HTTP/1.1 200 OK\r\n", 98);
+    let (head, _) = parse_response(&buf, &limits, false).unwrap().unwrap();
+    out.clear();
+    let fwd = Forwarding {
+        via: Some(b"p"),
+        ..forwarding(&edits, head.framing())
+    };
+    write_response_head(&mut out, &head, &buf, &fwd).unwrap();
+    let (again, _) = parse_response(&out, &limits, false).unwrap().unwrap();
+    assert_eq!(again.headers().iter().count(), 100);
+}
+
+#[test]
+fn request_whose_forwarded_head_exceeds_the_limits_is_refused_with_431() {
+    let limits = Limits::default();
+    let edits = HeaderEdits::new();
+    // Host and 98 more: 99 received, 101 with X-Forwarded-For and Via.
+    let buf = head_with_fields("GET / HTTP/1.1\r\nHost: a\r\n", 98);
+    let (head, _) = parse_request(&buf, &limits).unwrap().unwrap();
+    let mut out = Vec::new();
+    let refused =
+        write_request_head(&mut out, &head, &buf, &forwarding(&edits, head.framing())).unwrap_err();
+    assert_eq!(refused.request_status(), 431);
+    assert!(refused.to_string().contains("http_header_cnt"), "{refused}");
+    assert!(out.is_empty());
+
+    // Configured edits count too.
+    let buf = head_with_fields("GET / HTTP/1.1\r\nHost: a\r\n", 97);
+    let (head, _) = parse_request(&buf, &limits).unwrap().unwrap();
+    write_request_head(&mut out, &head, &buf, &forwarding(&edits, head.framing())).unwrap();
+    assert!(parse_request(&out, &limits).unwrap().is_some());
+    let mut more = HeaderEdits::new();
+    more.add(b"X-Edge", b"1").unwrap();
+    out.clear();
+    assert!(write_request_head(&mut out, &head, &buf, &forwarding(&more, head.framing())).is_err());
+}
+
+#[test]
+fn merged_forwarded_for_longer_than_a_field_is_refused() {
+    let limits = Limits {
+        max_field_bytes: 64,
+        ..Limits::default()
+    };
+    let edits = HeaderEdits::new();
+    // Each field fits; merged with the proxy's own address they do not.
+    let buf = format!(
+        "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: {}\r\nX-Forwarded-For: {}\r\n\r\n",
+        "1".repeat(40),
+        "2".repeat(40)
+    );
+    let (head, _) = parse_request(buf.as_bytes(), &limits).unwrap().unwrap();
+    let mut out = Vec::new();
+    let fwd = Forwarding {
+        limits: &limits,
+        ..forwarding(&edits, head.framing())
+    };
+    assert!(matches!(
+        write_request_head(&mut out, &head, buf.as_bytes(), &fwd),
+        Err(http1::OversizedHead::FieldTooLong { limit: 64, .. })
+    ));
 }

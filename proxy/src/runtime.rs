@@ -21,6 +21,8 @@ pub struct Runtime {
     pub vhosts: Vec<VhostRt>,
     pub groups: Vec<GroupRt>,
     pub limits: http1::Limits,
+    /// What a forwarded head must fit (`Limits::for_forwarding`): larger heads get 431/502.
+    pub forward_limits: http1::Limits,
     pub ktls_mode: ktls::offload::KtlsMode,
     /// Per-client frang accounting; a reload starts it afresh with the new limits.
     pub frang: Arc<crate::frang::Frang>,
@@ -228,6 +230,7 @@ impl Runtime {
             router,
             vhosts,
             groups,
+            forward_limits: limits.for_forwarding(),
             limits,
             ktls_mode,
             frang,

@@ -7,8 +7,10 @@
 
 pub mod evil_origin;
 pub mod origin;
+pub mod pipeline_client;
 pub mod proxy;
 pub mod rawclient;
+pub mod tagged_origin;
 
 use std::fs;
 use std::io::{self, Read, Write};

@@ -427,7 +427,7 @@ impl Worker {
         };
         let peer_ip = ip_text.get(..ip_len).unwrap_or(&[]);
         self.scratch.clear();
-        http1::write_request_head(
+        let written = http1::write_request_head(
             &mut self.scratch,
             head,
             buf,
@@ -437,8 +437,20 @@ impl Worker {
                 edits,
                 framing: head.framing(),
                 connection: ConnectionOption::Default,
+                limits: &rt.forward_limits,
             },
         );
+        // With the proxy's own fields the head would exceed what a peer parsing like this proxy
+        // accepts (`Limits::for_forwarding`): refuse it here rather than send it.
+        if let Err(oversized) = written {
+            bump(&self.metrics().parse_errors);
+            if rt.config.block_action.error.log {
+                crate::warn!("refused request from {peer}: {oversized}");
+            }
+            self.access_log(log.as_deref(), &v.name, oversized.request_status(), 0);
+            self.refuse(ci, oversized.request_status(), Refusal::Error);
+            return head_len;
+        }
         let replayable = !head.framing().has_body() && head.method().is_idempotent();
         let ex = Box::new(Exchange {
             up: usize::MAX,

@@ -141,7 +141,7 @@ impl Worker {
                         ConnectionOption::Default
                     };
                     scratch.clear();
-                    http1::write_response_head(
+                    let written = http1::write_response_head(
                         scratch,
                         &head,
                         input,
@@ -151,8 +151,17 @@ impl Worker {
                             edits,
                             framing,
                             connection,
+                            limits: &rt.forward_limits,
                         },
                     );
+                    // The proxy's fields took the head over what a client parsing like this
+                    // proxy accepts (`Limits::for_forwarding`): a bad response, never relayed.
+                    if written.is_err() {
+                        bump(&self.metrics().upstream_errors);
+                        self.close_upstream(ui);
+                        self.exchange_failed(ci, Failure::BadResponse);
+                        return true;
+                    }
                     c.out.push(scratch);
                     if let Some(fill) = ex.fill.as_mut() {
                         fill.begin_store(status, scratch, head.content_length());
