@@ -147,7 +147,10 @@ impl Metrics {
             .into_iter()
             .map(|(reason, n)| (format!("{{reason=\"{reason}\"}}"), n))
             .collect();
-        let refs: Vec<(&str, u64)> = record_errors.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+        let refs: Vec<(&str, u64)> = record_errors
+            .iter()
+            .map(|(l, n)| (l.as_str(), *n))
+            .collect();
         counter(
             "ktls_proxy_tls_record_errors_total",
             "Connections the proxy's record layer closed, by the alert sent (peer_alert: the peer sent a fatal one).",
