@@ -165,7 +165,7 @@ pub enum Offload {
     /// Both directions on the proxy's record layer; the SSL object is freed. `reason`: why
     /// not the kernel.
     Records {
-        socket: RecordSocket,
+        socket: Box<RecordSocket>,
         reason: FallbackReason,
     },
     /// Records (or at least received records) stay with OpenSSL. `send_offloaded`: OpenSSL
@@ -272,7 +272,7 @@ fn to_records(mut session: TlsSession, reason: FallbackReason) -> Offload {
             // SSL_free sends nothing and leaves the fd open: the layer owns the records now.
             drop(session.into_ssl());
             Offload::Records {
-                socket: RecordSocket::new(fd, layer),
+                socket: Box::new(RecordSocket::new(fd, layer)),
                 reason,
             }
         }

@@ -247,7 +247,7 @@ fn mib_per_s(bytes: usize, elapsed: Duration) -> f64 {
 enum Conn {
     Kernel(KtlsSocket),
     User(TlsSession),
-    Records(ktls::record::RecordSocket),
+    Records(Box<ktls::record::RecordSocket>),
 }
 
 impl Conn {

@@ -20,3 +20,17 @@ pub use handover::server_record_layer;
 pub use keys::DirectionKeys;
 pub use layer::{content, Inbound, RecordLayer};
 pub use socket::RecordSocket;
+
+#[cfg(test)]
+mod tests {
+    /// What an idle connection on the proxy's record layer holds (docs/KTLS.md): keys and
+    /// sequence numbers, no cipher context, no buffer.
+    #[test]
+    fn an_idle_connection_holds_a_few_hundred_bytes() {
+        let layer = std::mem::size_of::<super::RecordLayer>();
+        let socket = std::mem::size_of::<super::RecordSocket>();
+        println!("RecordLayer {layer} bytes, RecordSocket {socket} bytes");
+        assert!(layer <= 240, "RecordLayer grew to {layer} bytes");
+        assert!(socket <= 272, "RecordSocket grew to {socket} bytes");
+    }
+}
