@@ -259,6 +259,7 @@ pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
     let fd = session.fd();
     // SSL_free sends nothing and leaves the fd open; the kernel holds both directions now.
     drop(session.into_ssl());
+    ossl::note_ssl_freed();
     Offload::Kernel(KtlsSocket::new(fd, version, cipher))
 }
 
@@ -271,6 +272,7 @@ fn to_records(mut session: TlsSession, reason: FallbackReason) -> Offload {
             let fd = session.fd();
             // SSL_free sends nothing and leaves the fd open: the layer owns the records now.
             drop(session.into_ssl());
+            ossl::note_ssl_freed();
             Offload::Records {
                 socket: Box::new(RecordSocket::new(fd, layer)),
                 reason,
