@@ -256,7 +256,7 @@ pub fn note_ssl_freed() {
         c.set(n);
         n
     });
-    if n % HANDOVERS_PER_TRIM == 0 {
+    if n.is_multiple_of(HANDOVERS_PER_TRIM) {
         release_freed_handshake_memory();
     }
 }

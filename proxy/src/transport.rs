@@ -11,10 +11,6 @@ use mio::net::TcpStream;
 
 use crate::outbox::Outbox;
 
-// The proxy's record layer is the common case on hosts without kTLS, and its state lives
-// inline, in the worker's connection slab, rather than in a separate small allocation that
-// would land between the pages a handshake just freed and keep them resident.
-#[allow(clippy::large_enum_variant)]
 pub enum Transport {
     Plain,
     /// User-space TLS, and the length of a write OpenSSL asked to retry (0: none): a retry
@@ -22,7 +18,7 @@ pub enum Transport {
     Tls(Box<TlsSession>, usize),
     /// The proxy's record layer: several records sealed straight from the queued segments
     /// (a cache hit's stored body included) and written with one syscall.
-    Records(RecordSocket),
+    Records(Box<RecordSocket>),
     Kernel(KtlsSocket),
 }
 

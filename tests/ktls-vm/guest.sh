@@ -168,6 +168,9 @@ http_chain {
     -> guest.test;
 }
 worker_threads 1;
+# The idle stage's first connection waits for all the others to open (over a minute on a
+# loaded host): the default 75 s keep-alive timeout must not cut it.
+keepalive_timeout 600;
 tls_ktls $2;
 stats_listen $STATS;
 CONF

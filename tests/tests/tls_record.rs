@@ -196,14 +196,22 @@ fn curl_every_version_and_aead_bodies_byte_exact_both_ways() {
     );
 }
 
-/// Runs `openssl s_client -quiet` feeding `steps` (text, then a pause) to its stdin, keeps
+/// One write to s_client's stdin: after `after` whole responses came back, `text`, then a
+/// pause (s_client takes a command letter only as the first byte of one stdin read).
+struct Step<'a> {
+    after: usize,
+    text: &'a [u8],
+    pause_ms: u64,
+}
+
+/// Runs `openssl s_client -quiet` feeding `steps` to its stdin, keeps
 /// stdin open until `responses` whole responses came back (or 30 s), then closes it (the
 /// interactive `k`/`K` commands work only with `-no_ign_eof`). Returns stdout (the raw HTTP
 /// responses) and stderr.
 fn s_client_steps(
     addr: SocketAddr,
     args: &[&str],
-    steps: &[(&[u8], u64)],
+    steps: &[Step<'_>],
     responses: usize,
 ) -> (Vec<u8>, String) {
     let mut child = Command::new("timeout")
@@ -230,17 +238,20 @@ fn s_client_steps(
             }
         })
     };
-    for (text, pause_ms) in steps {
-        let _ = stdin.write_all(text);
-        let _ = stdin.flush();
-        std::thread::sleep(Duration::from_millis(*pause_ms));
-    }
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while complete_responses(&seen.lock().unwrap()) < responses
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(20));
+    let wait_for = |n: usize| {
+        while complete_responses(&seen.lock().unwrap()) < n && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    for step in steps {
+        wait_for(step.after);
+        let _ = stdin.write_all(step.text);
+        let _ = stdin.flush();
+        std::thread::sleep(Duration::from_millis(step.pause_ms));
     }
+    wait_for(responses);
     drop(stdin);
     let out = child.wait_with_output().expect("s_client output");
     let _ = reader.join();
@@ -315,7 +326,11 @@ fn s_client_resumes_and_its_key_updates_are_followed() {
         let (out, err) = s_client_steps(
             run.https,
             &[flag, cipher_flag, suite, "-sess_out", &sess],
-            &[(&request, 0)],
+            &[Step {
+                after: 0,
+                text: &request,
+                pause_ms: 0,
+            }],
             1,
         );
         assert_eq!(bodies(&out), vec![pattern(26_000)], "{suite}: {err}");
@@ -323,7 +338,11 @@ fn s_client_resumes_and_its_key_updates_are_followed() {
         let (out, err) = s_client_steps(
             run.https,
             &[flag, cipher_flag, suite, "-sess_in", &sess],
-            &[(&request, 0)],
+            &[Step {
+                after: 0,
+                text: &request,
+                pause_ms: 0,
+            }],
             1,
         );
         assert_eq!(bodies(&out), vec![pattern(10)], "{suite} resumed: {err}");
@@ -342,7 +361,29 @@ fn s_client_resumes_and_its_key_updates_are_followed() {
         let (out, err) = s_client_steps(
             run.https,
             &["-tls1_3", "-ciphersuites", suite],
-            &[(&first, 300), (b"K\n", 300), (b"k\n", 300), (&last, 0)],
+            // The commands only once the handshake is done and the first answer is in.
+            &[
+                Step {
+                    after: 0,
+                    text: &first,
+                    pause_ms: 0,
+                },
+                Step {
+                    after: 1,
+                    text: b"K\n",
+                    pause_ms: 300,
+                },
+                Step {
+                    after: 1,
+                    text: b"k\n",
+                    pause_ms: 300,
+                },
+                Step {
+                    after: 1,
+                    text: &last,
+                    pause_ms: 0,
+                },
+            ],
             2,
         );
         assert_eq!(err.matches("KEYUPDATE").count(), 2, "{suite}: {err}");

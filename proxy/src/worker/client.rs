@@ -292,7 +292,7 @@ impl Worker {
             Offload::Records { socket, reason } => {
                 metrics.count_tls_path(TlsPath::Records);
                 metrics.count_ktls_fallback(reason.as_str());
-                Transport::Records(*socket)
+                Transport::Records(socket)
             }
             Offload::UserSpace {
                 session,
