@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the build and the tests use: OpenSSL headers for the openssl crate, and the
-# real peers the end-to-end tests talk to (openssl s_client, curl, h2load).
-etc/need-packages.sh libssl-dev pkg-config openssl curl nghttp2-client
+# real peers the end-to-end tests talk to (openssl s_client, curl, Python's ssl, h2load).
+etc/need-packages.sh libssl-dev pkg-config openssl curl python3 nghttp2-client
 
 # The h2 crate's peer tests speak to its example server with the Python h2 package; its
 # conformance test runs httpwg-cli (RFC 9113 cases, ~1 s) when that tool is installed.

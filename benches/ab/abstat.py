@@ -27,6 +27,8 @@ import time
 
 SERVERS = ["proxy", "nginx_static", "nginx_cache"]
 BASELINES = ["nginx_static", "nginx_cache"]
+# With AB_PROXY_OPENSSL=1: the proxy with `tls_ktls off` (OpenSSL's record layer).
+OPENSSL_PROXY = "proxy_openssl"
 # A server at or above this share of its core is the bottleneck of the run.
 SERVER_BOUND_UTIL = 0.90
 
@@ -250,7 +252,7 @@ def aggregate(records):
     for r in records:
         key = r["row"]
         if key not in rows:
-            rows[key] = {s: [] for s in SERVERS}
+            rows[key] = {s: [] for s in SERVERS + [OPENSSL_PROXY]}
             order.append(key)
         if r.get("problems") or r.get("value") is None:
             failed.setdefault(key, {}).setdefault(r["server"], 0)
@@ -266,7 +268,7 @@ def aggregate(records):
         row = {"name": name, "unit": unit, "runs": {}, "spread": {}, "advantage": {},
                "failed_runs": failed.get(name, {})}
         med_val, med_cpu, med_util = {}, {}, {}
-        for s in SERVERS:
+        for s in SERVERS + [OPENSSL_PROXY]:
             vals = [r["value"] for r in runs[s]]
             row["runs"][s] = len(vals)
             med_val[s] = _median(vals)
@@ -295,6 +297,17 @@ def aggregate(records):
                 else:
                     p, n = med_cpu["proxy"], med_cpu[b]
                     row["advantage"][b] = (n / p) if (p and n is not None) else None
+        p, o = med_val["proxy"], med_val[OPENSSL_PROXY]
+        if o is not None and p:
+            # > 1: the proxy's record layer is better (less memory, more req/s, less CPU).
+            if unit == "bytes/conn":
+                row["records_vs_openssl"] = {"memory": o / p}
+            else:
+                pc, oc = med_cpu["proxy"], med_cpu[OPENSSL_PROXY]
+                row["records_vs_openssl"] = {
+                    "throughput": p / o,
+                    "cpu_per_op": (oc / pc) if (pc and oc is not None) else None,
+                }
         out.append(row)
     return out
 
@@ -326,6 +339,17 @@ def markdown(rows):
             f"| {r['name']} | {r['unit']} | {cell('proxy')} | {cell('nginx_static')} | "
             f"{cell('nginx_cache')} | {_fmt(r['advantage'].get('nginx_static'), 'ratio')} | "
             f"{_fmt(r['advantage'].get('nginx_cache'), 'ratio')} | {by} | {cpu} | {util} |")
+    compared = [r for r in rows if "records_vs_openssl" in r]
+    if compared:
+        lines += ["", "The proxy's record layer (proxy) vs OpenSSL's (proxy_openssl, `tls_ktls off`), "
+                  "same run; ratios > 1 favour the proxy's record layer:", "",
+                  "| row | unit | proxy | proxy_openssl | memory ratio | throughput ratio | CPU/op ratio |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in compared:
+            v = r["records_vs_openssl"]
+            lines.append(f"| {r['name']} | {r['unit']} | {_fmt(r['proxy'])} | {_fmt(r[OPENSSL_PROXY])} | "
+                         f"{_fmt(v.get('memory'), 'ratio')} | {_fmt(v.get('throughput'), 'ratio')} | "
+                         f"{_fmt(v.get('cpu_per_op'), 'ratio')} |")
     return "\n".join(lines)
 
 

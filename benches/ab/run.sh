@@ -29,6 +29,10 @@
 # latest.svg (not replaced by --only runs), and every raw run and server log in
 # benches/ab/results/run-*/ (git-ignored).
 #
+# AB_PROXY_OPENSSL=1 adds a fourth server, proxy_openssl: the same proxy and config
+# with `tls_ktls off;` (OpenSSL's record layer for the life of each connection), in
+# the same rotation, and a second table: the proxy's record layer vs OpenSSL's.
+#
 # Environment: AB_PORT [24443] (TLS), AB_PLAIN_PORT [24080] (the proxy's plain
 # listener), AB_ORIGIN_PORT [24000], AB_DURATION [10, quick 5] seconds per run,
 # AB_RUNS [3, quick 1], AB_HOLD [10000] connections, BIN_DIR [target/release],
@@ -53,6 +57,7 @@ ALL_ROWS=(handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
           keepalive_10b_rps keepalive_26k_rps close_10b_rps close_26k_rps
           idle_tls_conn_bytes)
 SERVERS=(proxy nginx_static nginx_cache)
+[[ ${AB_PROXY_OPENSSL:-0} == 1 ]] && SERVERS+=(proxy_openssl)
 HOST=tempesta-tech.com
 BIG=26624           # the "26 KB" page: 26 KiB
 CLIENT_CPU=0
@@ -234,6 +239,8 @@ for want in "listen 127.0.0.1:$PORT proto=https;" "listen 127.0.0.1:$PLAIN_PORT;
     grep -qF "$want" "$WORK/proxy.conf" ||
         die "etc/tempesta.conf changed shape: could not make '$want' in the bench config"
 done
+{ cat "$WORK/proxy.conf"; printf '\n# the OpenSSL record layer comparison\ntls_ktls off;\n'; } \
+    >"$WORK/proxy_openssl.conf"
 "$BIN_DIR/proxy" -t -c "$WORK/proxy.conf" >"$WORK/proxy-check.log" 2>&1 ||
     { cat "$WORK/proxy-check.log" >&2; die "the bench proxy config does not load"; }
 
@@ -273,10 +280,10 @@ echo "ab: raw results in $OUT" >&2
 start_server() {
     local s=$1
     case $s in
-        proxy)
-            taskset -c "$SERVER_CPU" "$BIN_DIR/proxy" -c "$WORK/proxy.conf" >"$WORK/proxy.log" 2>&1 &
+        proxy|proxy_openssl)
+            taskset -c "$SERVER_CPU" "$BIN_DIR/proxy" -c "$WORK/$s.conf" >"$WORK/$s.log" 2>&1 &
             SERVER_PID=$!
-            wait_listening "$SERVER_PID" "$PORT" proxy "$WORK/proxy.log" ;;
+            wait_listening "$SERVER_PID" "$PORT" "$s" "$WORK/$s.log" ;;
         nginx_*)
             local d="$WORK/$s"
             taskset -c "$SERVER_CPU" nginx -p "$d/" -c "$d/nginx.conf" -e "$d/error.log" \
@@ -385,12 +392,12 @@ run_row() {   # server row rep
 T0=$(date +%s)
 for rep in $(seq 1 "$RUNS"); do
     for row in "${ROWS[@]}"; do
-        # The three servers back to back for each row, in an order that rotates
+        # The servers back to back for each row, in an order that rotates
         # from row to row and run to run, so that a change in the machine's
         # background load does not favour one of them.
         k=$(( (rep - 1) + $(printf '%s\n' "${ALL_ROWS[@]}" | grep -n -x "$row" | cut -d: -f1) ))
-        for i in 0 1 2; do
-            s=${SERVERS[$(((i + k) % 3))]}
+        for i in "${!SERVERS[@]}"; do
+            s=${SERVERS[$(((i + k) % ${#SERVERS[@]}))]}
             echo "ab: run $rep/$RUNS: $row: $s (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
             if ! run_row "$s" "$row" "$rep"; then
                 echo "ab: FAIL: $s stopped serving (above); partial results in $OUT" >&2

@@ -461,19 +461,21 @@ impl Default for TlsTickets {
 pub struct GlobalTls {
     /// `tls_match_any_server_name`: unknown or missing SNI -> default vhost.
     pub match_any_server_name: bool,
-    /// Extension `tls_ktls auto|on|off`.
+    /// Extension `tls_ktls auto|on|user|off`.
     pub ktls: KtlsMode,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KtlsMode {
-    /// Use kTLS when the kernel offers it, user-space records otherwise.
+    /// Use kTLS when the kernel offers it, the proxy's own record layer otherwise.
     #[default]
     Auto,
     /// Refuse to start when the kernel cannot do kTLS.
     On,
-    /// Always user-space records.
+    /// Never the kernel: always the proxy's own record layer.
+    User,
+    /// OpenSSL's record layer for the life of each connection.
     Off,
 }
 

@@ -94,6 +94,7 @@ const MALFORMED: &[(&str, u32, u32, &str)] = &[
     ("cache_size 12Q;\n", 1, 12, "not a valid cache_size"),
     ("client_mem 1G 500M;\n", 1, 1, "below the soft"),
     ("tls_ktls maybe;\n", 1, 10, "not a kTLS mode"),
+    ("tls_ktls kernel;\n", 1, 10, "not a kTLS mode"),
     ("worker_threads 0;\n", 1, 16, "out of range"),
     ("health_check h { timeout x; }\n", 1, 26, "not a valid timeout"),
     ("health_check h { resp_crc32 zz; }\n", 1, 29, "not a CRC32"),

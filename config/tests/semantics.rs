@@ -486,3 +486,16 @@ fn comments_quotes_and_layout_do_not_matter() {
     let b = load("# header\nlisten\n  80\n;\n\nserver \"127.0.0.1:8000\"\n conns_n = \"2\" ;");
     assert_eq!(a, b);
 }
+
+#[test]
+fn tls_ktls_takes_every_record_path() {
+    for (word, mode) in [
+        ("auto", KtlsMode::Auto),
+        ("on", KtlsMode::On),
+        ("user", KtlsMode::User),
+        ("off", KtlsMode::Off),
+    ] {
+        let c = load(&format!("tls_ktls {word};\n"));
+        assert_eq!(c.tls.ktls, mode, "tls_ktls {word}");
+    }
+}

@@ -308,7 +308,7 @@ fn serve(
     }
     let mut sock = match offload::offload(session, KtlsMode::Auto) {
         Offload::Kernel(sock) => sock,
-        Offload::UserSpace { reason, .. } => {
+        Offload::UserSpace { reason, .. } | Offload::Records { reason, .. } => {
             return Err(format!("not offloaded to the kernel ({})", reason.as_str()))
         }
     };

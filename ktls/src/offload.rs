@@ -6,7 +6,10 @@
 //! | TLS 1.3  | OpenSSL         | this module, from CLIENT_TRAFFIC_SECRET_0 |
 //!
 //! When both directions are in the kernel the SSL object is freed and the connection becomes a
-//! [`KtlsSocket`]; otherwise it stays a [`TlsSession`] and says why ([`FallbackReason`]).
+//! [`KtlsSocket`]. Where the kernel cannot take them, the proxy's own record layer does the
+//! same in user space ([`RecordSocket`], the SSL object is freed too); only what neither can
+//! take (or `tls_ktls off`) stays a [`TlsSession`] on OpenSSL's record layer. Every path
+//! except the kernel one says why ([`FallbackReason`]).
 //! Setup for a context: `ossl::configure_context`, then [`capture_secrets`]; for each SSL
 //! before the handshake: [`prepare_ssl`].
 
@@ -21,21 +24,29 @@ use openssl::ssl::{SslRef, SslVersion};
 
 use crate::kernel::{self, CryptoInfo, Direction, KernelCipher, TlsVersion};
 use crate::ossl;
+use crate::record::{server_record_layer, RecordSocket};
 use crate::session::TlsSession;
 
 pub use hkdf::{hkdf_expand_label, suite_hash, traffic_keys, HkdfError, TrafficKeys};
-pub use secrets::{capture_secrets, prepare_ssl, take_client_secret, Secret, SecretSlot};
+pub(crate) use secrets::note_written;
+pub use secrets::{
+    capture_secrets, prepare_ssl, take_client_secret, take_tls13_handover, Secret, SecretSlot,
+    Tls13Handover,
+};
 pub use socket::KtlsSocket;
 
-/// `tls_ktls auto|on|off`.
+/// `tls_ktls auto|on|user|off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KtlsMode {
-    /// Offload where the kernel and the cipher allow, per connection; fall back otherwise.
+    /// Offload where the kernel and the cipher allow, per connection; the proxy's record
+    /// layer otherwise.
     #[default]
     Auto,
     /// As `Auto`, but the proxy refuses to start when `kernel::kernel_support()` is missing.
     On,
-    /// Never offload.
+    /// Never the kernel: always the proxy's record layer (where the cipher allows).
+    User,
+    /// OpenSSL's own record layer for the life of the connection (comparison, escape hatch).
     Off,
 }
 
@@ -44,6 +55,7 @@ impl KtlsMode {
         match self {
             KtlsMode::Auto => "auto",
             KtlsMode::On => "on",
+            KtlsMode::User => "user",
             KtlsMode::Off => "off",
         }
     }
@@ -55,7 +67,11 @@ pub struct BadKtlsMode(pub String);
 
 impl fmt::Display for BadKtlsMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "tls_ktls: expected auto, on or off, got {:?}", self.0)
+        write!(
+            f,
+            "tls_ktls: expected auto, on, user or off, got {:?}",
+            self.0
+        )
     }
 }
 
@@ -68,6 +84,7 @@ impl FromStr for KtlsMode {
         match s {
             "auto" => Ok(KtlsMode::Auto),
             "on" => Ok(KtlsMode::On),
+            "user" => Ok(KtlsMode::User),
             "off" => Ok(KtlsMode::Off),
             other => Err(BadKtlsMode(other.to_string())),
         }
@@ -79,6 +96,8 @@ impl FromStr for KtlsMode {
 pub enum FallbackReason {
     /// `tls_ktls off`.
     Disabled,
+    /// `tls_ktls user`: the proxy's record layer was asked for.
+    UserChosen,
     /// The kernel has no `tls` module.
     NoKernelSupport,
     /// Neither TLS 1.2 nor TLS 1.3.
@@ -103,6 +122,7 @@ impl FallbackReason {
     pub fn as_str(self) -> &'static str {
         match self {
             FallbackReason::Disabled => "disabled",
+            FallbackReason::UserChosen => "user_chosen",
             FallbackReason::NoKernelSupport => "no_kernel_support",
             FallbackReason::UnsupportedVersion => "unsupported_version",
             FallbackReason::CipherNotOffloadable => "cipher_not_offloadable",
@@ -120,6 +140,7 @@ impl fmt::Display for FallbackReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FallbackReason::Disabled => f.write_str("kTLS disabled by configuration"),
+            FallbackReason::UserChosen => f.write_str("tls_ktls user"),
             FallbackReason::NoKernelSupport => f.write_str("no kernel support"),
             FallbackReason::UnsupportedVersion => f.write_str("protocol version not offloadable"),
             FallbackReason::CipherNotOffloadable => f.write_str("cipher not offloadable"),
@@ -141,6 +162,12 @@ impl fmt::Display for FallbackReason {
 pub enum Offload {
     /// Both directions in the kernel; the SSL object is freed.
     Kernel(KtlsSocket),
+    /// Both directions on the proxy's record layer; the SSL object is freed. `reason`: why
+    /// not the kernel.
+    Records {
+        socket: Box<RecordSocket>,
+        reason: FallbackReason,
+    },
     /// Records (or at least received records) stay with OpenSSL. `send_offloaded`: OpenSSL
     /// itself writes through the kernel's TX state (transparent to the caller).
     UserSpace {
@@ -151,10 +178,11 @@ pub enum Offload {
 }
 
 impl Offload {
-    /// The metrics label of the path taken: "ktls", "ktls_tx" or "user".
+    /// The metrics label of the path taken: "ktls", "records", "ktls_tx" or "user".
     pub fn path(&self) -> &'static str {
         match self {
             Offload::Kernel(_) => "ktls",
+            Offload::Records { .. } => "records",
             Offload::UserSpace {
                 send_offloaded: true,
                 ..
@@ -168,6 +196,11 @@ impl fmt::Debug for Offload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Offload::Kernel(socket) => f.debug_tuple("Kernel").field(socket).finish(),
+            Offload::Records { socket, reason } => f
+                .debug_struct("Records")
+                .field("socket", socket)
+                .field("reason", reason)
+                .finish(),
             Offload::UserSpace {
                 send_offloaded,
                 reason,
@@ -182,8 +215,9 @@ impl fmt::Debug for Offload {
 }
 
 /// Moves a session whose handshake is done to the kernel as far as `mode`, the kernel, the
-/// cipher and OpenSSL allow. Never fails: anything that cannot be offloaded stays usable in
-/// user space. Must run before the first `read` of the session.
+/// cipher and OpenSSL allow, and to the proxy's record layer where the kernel cannot take it.
+/// Never fails: anything neither can take stays usable on OpenSSL. Must run before the first
+/// `read` of the session.
 pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
     let send_offloaded = ossl::ktls_send_active(session.ssl());
     let fallback = |session: TlsSession, reason: FallbackReason| Offload::UserSpace {
@@ -191,11 +225,15 @@ pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
         send_offloaded,
         reason,
     };
-    if mode == KtlsMode::Off {
-        return fallback(session, FallbackReason::Disabled);
+    match mode {
+        KtlsMode::Off => return fallback(session, FallbackReason::Disabled),
+        KtlsMode::User if !send_offloaded => {
+            return to_records(session, FallbackReason::UserChosen)
+        }
+        KtlsMode::User | KtlsMode::Auto | KtlsMode::On => {}
     }
     if !kernel::kernel_support().is_available() {
-        return fallback(session, FallbackReason::NoKernelSupport);
+        return to_records(session, FallbackReason::NoKernelSupport);
     }
     let Some(version) = tls_version(session.ssl()) else {
         return fallback(session, FallbackReason::UnsupportedVersion);
@@ -204,7 +242,7 @@ pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
         return fallback(session, FallbackReason::CipherNotOffloadable);
     };
     if !send_offloaded {
-        return fallback(session, FallbackReason::SendNotOffloaded);
+        return to_records(session, FallbackReason::SendNotOffloaded);
     }
     // Bytes OpenSSL has read but not handed out would be lost to a kernel-side reader.
     if session.has_pending() {
@@ -221,7 +259,31 @@ pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
     let fd = session.fd();
     // SSL_free sends nothing and leaves the fd open; the kernel holds both directions now.
     drop(session.into_ssl());
+    ossl::note_ssl_freed();
     Offload::Kernel(KtlsSocket::new(fd, version, cipher))
+}
+
+/// Hands a session OpenSSL has not offloaded any direction of to the proxy's record layer;
+/// where that cannot be done (an unsupported cipher, bytes OpenSSL holds), OpenSSL keeps it.
+/// `reason` (why not the kernel) is reported either way.
+fn to_records(mut session: TlsSession, reason: FallbackReason) -> Offload {
+    match server_record_layer(&mut session) {
+        Ok(layer) => {
+            let fd = session.fd();
+            // SSL_free sends nothing and leaves the fd open: the layer owns the records now.
+            drop(session.into_ssl());
+            ossl::note_ssl_freed();
+            Offload::Records {
+                socket: Box::new(RecordSocket::new(fd, layer)),
+                reason,
+            }
+        }
+        Err(_) => Offload::UserSpace {
+            session,
+            send_offloaded: false,
+            reason,
+        },
+    }
 }
 
 /// Installs TLS 1.3 receive from the captured client traffic secret, record sequence 0: with

@@ -34,6 +34,47 @@ extern "C" {
     // OpenSSL 1.1.1+: TLS 1.3 KeyUpdate, and whether any input is buffered.
     fn SSL_key_update(ssl: *mut ffi::SSL, updatetype: c_int) -> c_int;
     fn SSL_has_pending(ssl: *const ffi::SSL) -> c_int;
+    // Not declared by openssl-sys; a plain setter on the SSL (OpenSSL 0.9.7+).
+    fn SSL_set_msg_callback(ssl: *mut ffi::SSL, cb: Option<MsgCallback>);
+    // OpenSSL 1.1.1+: pad TLS 1.3 records to a multiple of `block_size`.
+    fn SSL_CTX_set_block_padding(ctx: *mut ffi::SSL_CTX, block_size: usize) -> c_int;
+}
+
+/// OpenSSL's `SSL_set_msg_callback` callback type.
+type MsgCallback = unsafe extern "C" fn(
+    write_p: c_int,
+    version: c_int,
+    content_type: c_int,
+    buf: *const c_void,
+    len: usize,
+    ssl: *mut ffi::SSL,
+    arg: *mut c_void,
+);
+
+/// Makes OpenSSL report what this SSL writes to `offload::secrets` (the server's Finished and
+/// the record headers after it), so that the hand-over knows the write sequence number.
+pub(crate) fn count_records(ssl: &mut SslRef) {
+    // SAFETY: `ssl` is live and borrowed mutably; SSL_set_msg_callback only stores the
+    // function pointer, whose signature matches OpenSSL's `msg_callback`.
+    unsafe { SSL_set_msg_callback(ssl.as_ptr(), Some(message_callback)) }
+}
+
+unsafe extern "C" fn message_callback(
+    write_p: c_int,
+    _version: c_int,
+    content_type: c_int,
+    buf: *const c_void,
+    len: usize,
+    ssl: *mut ffi::SSL,
+    _arg: *mut c_void,
+) {
+    // SAFETY: OpenSSL calls this with a live SSL and `buf` valid for `len` bytes for the
+    // duration of the call. Nothing below panics, so no unwind crosses the FFI boundary.
+    if write_p != 1 || ssl.is_null() || buf.is_null() {
+        return;
+    }
+    let bytes = std::slice::from_raw_parts(buf.cast::<u8>(), len.min(1));
+    crate::offload::note_written(SslRef::from_ptr(ssl), content_type, bytes);
 }
 
 /// Sets what every server and client context of this project needs for kTLS: the kTLS
@@ -168,6 +209,66 @@ pub fn key_update(ssl: &SslRef) -> Result<(), ErrorStack> {
         Ok(())
     } else {
         Err(ErrorStack::get())
+    }
+}
+
+/// Schedules a TLS 1.3 KeyUpdate that asks the peer to update its key too
+/// (SSL_KEY_UPDATE_REQUESTED); it goes out with the next write.
+pub fn request_key_update(ssl: &SslRef) -> Result<(), ErrorStack> {
+    // SAFETY: `ssl` is live; SSL_key_update only marks it to send a KeyUpdate
+    // (SSL_KEY_UPDATE_REQUESTED = 1) with the next write.
+    let ok = unsafe { SSL_key_update(ssl.as_ptr(), 1) };
+    if ok == 1 {
+        Ok(())
+    } else {
+        Err(ErrorStack::get())
+    }
+}
+
+/// Makes OpenSSL pad every TLS 1.3 record it writes to a multiple of `block` bytes (the
+/// differential tests compare the proxy's padding with it).
+pub fn set_block_padding(builder: &mut SslContextBuilder, block: usize) -> Result<(), ErrorStack> {
+    // SAFETY: `builder` owns a live SSL_CTX; SSL_CTX_set_block_padding only stores a number.
+    let ok = unsafe { SSL_CTX_set_block_padding(builder.as_ptr(), block) };
+    if ok == 1 {
+        Ok(())
+    } else {
+        Err(ErrorStack::get())
+    }
+}
+
+/// Hand-overs per thread between two [`release_freed_handshake_memory`] calls.
+const HANDOVERS_PER_TRIM: u32 = 256;
+
+thread_local! {
+    static HANDOVERS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Called after each SSL object is freed at a hand-over. A handshake allocates tens of
+/// kilobytes (the SSL object, its buffers, the certificate chain work) and frees nearly all of
+/// it at the hand-over, but the allocator keeps those pages: with hundreds of handshakes in
+/// flight, the freed holes between the connections' small long-lived allocations stay
+/// resident and cost more than the connections themselves. Every `HANDOVERS_PER_TRIM`
+/// hand-overs of a thread, the free pages go back to the kernel (`malloc_trim`).
+pub fn note_ssl_freed() {
+    let n = HANDOVERS.with(|c| {
+        let n = c.get().wrapping_add(1);
+        c.set(n);
+        n
+    });
+    if n.is_multiple_of(HANDOVERS_PER_TRIM) {
+        release_freed_handshake_memory();
+    }
+}
+
+/// Returns the allocator's free pages to the kernel (glibc `malloc_trim(0)`; elsewhere
+/// nothing). Costs a walk over the free lists: call it rarely.
+pub fn release_freed_handshake_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions; it only madvises pages that hold no live
+    // allocation, under the allocator's own locks.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

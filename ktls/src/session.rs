@@ -45,6 +45,8 @@ pub enum TlsError {
     Alert(u8),
     /// OpenSSL could not be set up for this connection.
     Setup(String),
+    /// The proxy's record layer closed the connection (after sending the matching alert).
+    Record(crate::record::RecordError),
 }
 
 impl fmt::Display for TlsError {
@@ -56,6 +58,7 @@ impl fmt::Display for TlsError {
             TlsError::KeyUpdate => f.write_str("peer sent KeyUpdate, which kTLS cannot follow"),
             TlsError::Alert(code) => write!(f, "peer sent TLS alert {code}"),
             TlsError::Setup(reason) => write!(f, "TLS setup failed: {reason}"),
+            TlsError::Record(e) => write!(f, "TLS record layer: {e}"),
         }
     }
 }

@@ -13,6 +13,9 @@ pub enum TlsPath {
     KtlsBoth,
     /// The kernel encrypts what the proxy sends; OpenSSL decrypts what it receives.
     KtlsSendOnly,
+    /// The proxy's own record layer, both directions; no SSL object left.
+    Records,
+    /// OpenSSL's record layer (`tls_ktls off`, or a cipher the proxy's layer does not do).
     UserSpace,
 }
 
@@ -31,6 +34,7 @@ pub struct Metrics {
     pub handshakes_failed: AtomicU64,
     pub tls_path_ktls_both: AtomicU64,
     pub tls_path_ktls_send: AtomicU64,
+    pub tls_path_records: AtomicU64,
     pub tls_path_user: AtomicU64,
     /// kTLS setup failures by reason label (bounded: the reasons of `ktls::offload`).
     pub ktls_fallbacks: std::sync::Mutex<Vec<(&'static str, u64)>>,
@@ -78,6 +82,7 @@ impl Metrics {
         bump(match path {
             TlsPath::KtlsBoth => &self.tls_path_ktls_both,
             TlsPath::KtlsSendOnly => &self.tls_path_ktls_send,
+            TlsPath::Records => &self.tls_path_records,
             TlsPath::UserSpace => &self.tls_path_user,
         });
     }
@@ -115,6 +120,7 @@ impl Metrics {
             &[
                 ("{path=\"ktls_both\"}", get(&self.tls_path_ktls_both)),
                 ("{path=\"ktls_send_only\"}", get(&self.tls_path_ktls_send)),
+                ("{path=\"records\"}", get(&self.tls_path_records)),
                 ("{path=\"userspace\"}", get(&self.tls_path_user)),
             ],
         );
@@ -136,6 +142,29 @@ impl Metrics {
             let refs: Vec<(&str, u64)> = samples.iter().map(|(l, n)| (l.as_str(), *n)).collect();
             counter(name, help, &refs);
         }
+        // The proxy's record layer counts its rare events itself (process-wide atomics).
+        let record_errors: Vec<(String, u64)> = ktls::record::stats::errors()
+            .into_iter()
+            .map(|(reason, n)| (format!("{{reason=\"{reason}\"}}"), n))
+            .collect();
+        let refs: Vec<(&str, u64)> = record_errors
+            .iter()
+            .map(|(l, n)| (l.as_str(), *n))
+            .collect();
+        counter(
+            "ktls_proxy_tls_record_errors_total",
+            "Connections the proxy's record layer closed, by the alert sent (peer_alert: the peer sent a fatal one).",
+            &refs,
+        );
+        let (updates_received, updates_sent) = ktls::record::stats::key_updates();
+        counter(
+            "ktls_proxy_tls_key_updates_total",
+            "TLS 1.3 KeyUpdates on the proxy's record layer.",
+            &[
+                ("{direction=\"received\"}", updates_received),
+                ("{direction=\"sent\"}", updates_sent),
+            ],
+        );
         counter(
             "ktls_proxy_responses_total",
             "Responses sent to clients by status class.",

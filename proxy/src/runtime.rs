@@ -215,6 +215,7 @@ impl Runtime {
         let ktls_mode = match config.tls.ktls {
             config::KtlsMode::Auto => ktls::offload::KtlsMode::Auto,
             config::KtlsMode::On => ktls::offload::KtlsMode::On,
+            config::KtlsMode::User => ktls::offload::KtlsMode::User,
             config::KtlsMode::Off => ktls::offload::KtlsMode::Off,
         };
         let frang = Arc::new(

@@ -149,16 +149,17 @@ fn announce_ktls(runtime: &Runtime) -> Result<(), ServeError> {
     }
     let support = ktls::kernel::kernel_support();
     match (runtime.ktls_mode, support.is_available()) {
-        (KtlsMode::Off, _) => crate::info!("kTLS: off (tls_ktls off): TLS records in user space"),
+        (KtlsMode::Off, _) => crate::info!("kTLS: off (tls_ktls off): OpenSSL's record layer for every connection"),
+        (KtlsMode::User, _) => crate::info!("kTLS: user (tls_ktls user): the proxy's record layer after each handshake, SSL objects freed"),
         (KtlsMode::On, false) => {
             return Err(ServeError::Setup(format!(
                 "tls_ktls on, but the kernel cannot do kTLS: {} (load the `tls` module or set tls_ktls auto)",
                 support.describe()
             )))
         }
-        (_, true) => crate::info!("kTLS: available: records handed to the kernel after each handshake"),
+        (_, true) => crate::info!("kTLS: available: records handed to the kernel after each handshake (the proxy's record layer where the kernel cannot take them)"),
         (KtlsMode::Auto, false) => {
-            crate::info!("kTLS: unavailable ({}): every connection uses user-space TLS", support.describe())
+            crate::info!("kTLS: unavailable ({}): the proxy's record layer after each handshake, SSL objects freed", support.describe())
         }
     }
     Ok(())

@@ -83,7 +83,7 @@ pub struct TlsContexts {
 /// Builds the contexts for `config`, or every error found. `Ok(None)` when no vhost has a
 /// certificate (fine as long as no listener is TLS).
 pub fn build(config: &Config) -> Result<Option<TlsContexts>, Vec<TlsSetupError>> {
-    let ktls_enabled = config.tls.ktls != config::KtlsMode::Off;
+    let ktls_mode = config.tls.ktls;
     let mut errors = Vec::new();
     let mut by_name: HashMap<String, SslContext> = HashMap::new();
     let mut names = Vec::new();
@@ -92,7 +92,7 @@ pub fn build(config: &Config) -> Result<Option<TlsContexts>, Vec<TlsSetupError>>
         if vhost.tls.certificates.is_empty() {
             continue;
         }
-        match vhost_context(vhost, ktls_enabled, None) {
+        match vhost_context(vhost, ktls_mode, None) {
             Ok(builder) => {
                 by_name.insert(vhost.name.to_ascii_lowercase(), builder.build());
                 names.push(vhost.name.clone());
@@ -114,7 +114,7 @@ pub fn build(config: &Config) -> Result<Option<TlsContexts>, Vec<TlsSetupError>>
         by_name: Arc::new(by_name),
         match_any: config.tls.match_any_server_name,
     };
-    match vhost_context(start_vhost, ktls_enabled, Some(sni)) {
+    match vhost_context(start_vhost, ktls_mode, Some(sni)) {
         Ok(builder) => Ok(Some(TlsContexts {
             accept: builder.build(),
             names,
@@ -132,7 +132,7 @@ struct SniPolicy {
 
 fn vhost_context(
     vhost: &Vhost,
-    ktls_enabled: bool,
+    ktls_mode: config::KtlsMode,
     sni: Option<SniPolicy>,
 ) -> Result<SslContextBuilder, Vec<TlsSetupError>> {
     let name = vhost.name.clone();
@@ -150,11 +150,12 @@ fn vhost_context(
     b.set_cipher_list(TLS12_CIPHERS).map_err(openssl_err)?;
     b.set_groups_list(GROUPS).map_err(openssl_err)?;
     b.set_options(SslOptions::CIPHER_SERVER_PREFERENCE | SslOptions::NO_RENEGOTIATION);
-    ktls::ossl::configure_context(&mut b, ktls_enabled);
-    // TLS 1.3 receive offload needs the client traffic secret of each connection.
-    // Only when kTLS can be used: the keylog callback makes OpenSSL format every secret of
-    // every handshake.
-    if ktls_enabled && ktls::kernel::kernel_support().is_available() {
+    // OpenSSL offloads send by itself only where the kernel may take the records.
+    let kernel_allowed = matches!(ktls_mode, config::KtlsMode::Auto | config::KtlsMode::On);
+    ktls::ossl::configure_context(&mut b, kernel_allowed);
+    // Both hand-overs (the kernel's TLS 1.3 receive, the proxy's record layer) need each
+    // connection's traffic secrets; `tls_ktls off` keeps OpenSSL's records and needs none.
+    if ktls_mode != config::KtlsMode::Off {
         ktls::offload::capture_secrets(&mut b).map_err(openssl_err)?;
     }
     let mut errors = Vec::new();

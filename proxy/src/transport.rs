@@ -1,9 +1,11 @@
-//! How a client connection's bytes travel after the handshake: plain TCP, user-space TLS
-//! (OpenSSL on the fd), or kernel TLS (plain syscalls; the kernel holds the keys).
+//! How a client connection's bytes travel after the handshake: plain TCP, OpenSSL's record
+//! layer on the fd, the proxy's own record layer (keys only, no SSL object), or kernel TLS
+//! (plain syscalls; the kernel holds the keys).
 
 use std::io::{self, Read, Write};
 
 use ktls::offload::KtlsSocket;
+use ktls::record::RecordSocket;
 use ktls::{IoStatus, TlsError, TlsSession};
 use mio::net::TcpStream;
 
@@ -14,6 +16,9 @@ pub enum Transport {
     /// User-space TLS, and the length of a write OpenSSL asked to retry (0: none): a retry
     /// must offer exactly the same bytes.
     Tls(Box<TlsSession>, usize),
+    /// The proxy's record layer: several records sealed straight from the queued segments
+    /// (a cache hit's stored body included) and written with one syscall.
+    Records(Box<RecordSocket>),
     Kernel(KtlsSocket),
 }
 
@@ -28,6 +33,7 @@ impl Transport {
         match self {
             Transport::Plain => plain_status(retry_eintr(|| sock.read(buf)), IoStatus::WantRead),
             Transport::Tls(session, _) => session.read(buf),
+            Transport::Records(r) => r.read(buf),
             Transport::Kernel(k) => k.read(buf),
         }
     }
@@ -45,6 +51,9 @@ impl Transport {
                     )
                 }
                 Transport::Tls(session, retry) => write_tls(session, retry, out),
+                // A `WantWrite` here leaves sealed records in the socket's own buffer; the
+                // outbox keeps their plaintext until a later call reports it written.
+                Transport::Records(r) => r.writev(&out.slices(WRITEV_MAX)),
                 Transport::Kernel(k) => k.writev(&out.slices(WRITEV_MAX)),
             };
             match status {
@@ -69,6 +78,7 @@ impl Transport {
         match self {
             Transport::Plain => {}
             Transport::Tls(session, _) => session.shutdown(),
+            Transport::Records(r) => r.shutdown(),
             Transport::Kernel(k) => {
                 let _ = k.shutdown();
             }

@@ -194,15 +194,16 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
             }
         }
         "tls_ktls" => {
-            if let Some(v) = c.single(d, "tls_ktls auto|on|off") {
+            if let Some(v) = c.single(d, "tls_ktls auto|on|user|off") {
                 match v.text.as_str() {
                     "auto" => cfg.tls.ktls = KtlsMode::Auto,
                     "on" => cfg.tls.ktls = KtlsMode::On,
+                    "user" => cfg.tls.ktls = KtlsMode::User,
                     "off" => cfg.tls.ktls = KtlsMode::Off,
                     _ => c.error(
                         &v.pos,
                         format!("`{}` is not a kTLS mode", v.text),
-                        "expected auto, on or off",
+                        "expected auto, on, user or off",
                     ),
                 }
             }

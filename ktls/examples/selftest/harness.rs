@@ -242,10 +242,12 @@ fn mib_per_s(bytes: usize, elapsed: Duration) -> f64 {
 
 // ---------------------------------------------------------------- server side
 
-/// The server's connection after `offload`: kernel or user-space records.
+/// The server's connection after `offload`: kernel records, the proxy's record layer, or
+/// OpenSSL's.
 enum Conn {
     Kernel(KtlsSocket),
     User(TlsSession),
+    Records(Box<ktls::record::RecordSocket>),
 }
 
 impl Conn {
@@ -253,6 +255,7 @@ impl Conn {
         match self {
             Conn::Kernel(socket) => socket.read(buf),
             Conn::User(session) => session.read(buf),
+            Conn::Records(socket) => socket.read(buf),
         }
     }
 
@@ -261,6 +264,7 @@ impl Conn {
             let status = match self {
                 Conn::Kernel(socket) => socket.write(buf),
                 Conn::User(session) => session.write(buf),
+                Conn::Records(socket) => socket.write(buf),
             };
             buf = &buf[done(status, "write")?..];
         }
@@ -281,7 +285,7 @@ impl Conn {
                 }
                 Ok(())
             }
-            Conn::User(_) => {
+            Conn::User(_) | Conn::Records(_) => {
                 let mut data = vec![0u8; len];
                 file.read_exact(&mut data)
                     .map_err(|e| format!("reading the file: {e}"))?;
@@ -308,6 +312,10 @@ impl Conn {
             Conn::Kernel(socket) => done(socket.shutdown(), "close_notify").map(drop),
             Conn::User(session) => {
                 session.shutdown();
+                Ok(())
+            }
+            Conn::Records(socket) => {
+                socket.shutdown();
                 Ok(())
             }
         }
@@ -391,6 +399,7 @@ fn serve(
         Offload::UserSpace {
             session, reason, ..
         } => (Conn::User(session), Some(reason)),
+        Offload::Records { socket, reason } => (Conn::Records(socket), Some(reason)),
     };
     let mut report = ServerReport {
         path,
@@ -418,7 +427,7 @@ fn serve(
             // The kernel path must refuse the KeyUpdate; user space follows it and echoes.
             report.end = match conn {
                 Conn::Kernel(_) => final_read(&mut conn),
-                Conn::User(_) => {
+                Conn::User(_) | Conn::Records(_) => {
                     echo(&mut conn, KEY_UPDATE_PROBE.len())?;
                     let end = final_read(&mut conn);
                     conn.shutdown()?;

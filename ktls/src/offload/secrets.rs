@@ -1,9 +1,17 @@
-//! Per-connection capture of the TLS 1.3 client application traffic secret.
+//! Per-connection capture of the TLS 1.3 application traffic secrets, and of how many records
+//! OpenSSL wrote under the server's application key before the hand-over.
 //!
 //! OpenSSL 3.0 offloads TLS 1.3 send only; to put receive in the kernel too, the server needs
-//! CLIENT_TRAFFIC_SECRET_0, which OpenSSL exposes only through the keylog callback. The
-//! callback gets `&SslRef`, so each SSL carries a slot (ex_data) with interior mutability that
-//! the callback fills and `offload` empties: connections never share state or a lock.
+//! CLIENT_TRAFFIC_SECRET_0, and the proxy's own record layer needs SERVER_TRAFFIC_SECRET_0 as
+//! well. OpenSSL exposes them only through the keylog callback. The callback gets `&SslRef`,
+//! so each SSL carries a slot (ex_data) with interior mutability that the callback fills and
+//! the hand-over empties: connections never share state or a lock.
+//!
+//! The server's write sequence number at the hand-over is not 0 in TLS 1.3: OpenSSL sends its
+//! NewSessionTickets after the handshake under the application key. The message callback
+//! (`ossl::count_records`) counts the record headers OpenSSL writes after the server's
+//! Finished message: OpenSSL builds a record (and reports its header) before it reports the
+//! message the record carried, so the Finished record itself is not counted.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -12,12 +20,36 @@ use openssl::ex_data::Index;
 use openssl::ssl::{Ssl, SslContextBuilder, SslRef};
 
 const CLIENT_TRAFFIC_SECRET_0: &str = "CLIENT_TRAFFIC_SECRET_0 ";
+const SERVER_TRAFFIC_SECRET_0: &str = "SERVER_TRAFFIC_SECRET_0 ";
+/// Handshake message type of Finished; the message callback's pseudo content type of a
+/// record header (`SSL3_RT_HEADER`).
+const HANDSHAKE_FINISHED: u8 = 20;
+const CONTENT_HANDSHAKE: i32 = 22;
+const SSL3_RT_HEADER: i32 = 0x100;
 /// The longest TLS 1.3 secret is a SHA-384 output.
 const MAX_SECRET_LEN: usize = 48;
 
-/// The ex_data value of one SSL: its client traffic secret once the handshake logged it.
+/// The ex_data value of one SSL: what its handshake logged.
 #[derive(Default)]
-pub struct SecretSlot(Mutex<Option<Secret>>);
+pub struct SecretSlot(Mutex<Captured>);
+
+#[derive(Default)]
+struct Captured {
+    client: Option<Secret>,
+    server: Option<Secret>,
+    /// The server's Finished went out: records written from now on use the application key.
+    finished_written: bool,
+    /// Records OpenSSL wrote under the server's application traffic key (TLS 1.3 tickets).
+    app_records_written: u64,
+}
+
+/// What the proxy's record layer takes over from a TLS 1.3 handshake.
+pub struct Tls13Handover {
+    pub client: Secret,
+    pub server: Secret,
+    /// The server's next write sequence number.
+    pub server_seq: u64,
+}
 
 /// Secret bytes, overwritten before the memory is released.
 pub struct Secret(Vec<u8>);
@@ -54,31 +86,71 @@ pub fn capture_secrets(builder: &mut SslContextBuilder) -> Result<(), ErrorStack
 /// user space (FallbackReason::NoTrafficSecret).
 pub fn prepare_ssl(ssl: &mut SslRef) -> Result<(), ErrorStack> {
     ssl.set_ex_data(slot_index()?, SecretSlot::default());
+    crate::ossl::count_records(ssl);
     Ok(())
 }
 
-/// Moves the captured secret out of the SSL (it is needed exactly once).
+/// Moves the captured client secret out of the SSL (it is needed exactly once).
 pub fn take_client_secret(ssl: &mut SslRef) -> Option<Secret> {
     let index = slot_index().ok()?;
     let slot = ssl.ex_data_mut(index)?;
-    slot.0.get_mut().ok()?.take()
+    slot.0.get_mut().ok()?.client.take()
+}
+
+/// Moves both captured secrets and the server's write sequence number out of the SSL.
+pub fn take_tls13_handover(ssl: &mut SslRef) -> Option<Tls13Handover> {
+    let index = slot_index().ok()?;
+    let captured = ssl.ex_data_mut(index)?.0.get_mut().ok()?;
+    Some(Tls13Handover {
+        client: captured.client.take()?,
+        server: captured.server.take()?,
+        server_seq: captured.app_records_written,
+    })
+}
+
+fn with_captured(ssl: &SslRef, f: impl FnOnce(&mut Captured)) {
+    let Ok(index) = slot_index() else {
+        return;
+    };
+    if let Some(SecretSlot(slot)) = ssl.ex_data(index) {
+        if let Ok(mut guard) = slot.lock() {
+            f(&mut guard);
+        }
+    }
 }
 
 fn record_keylog_line(ssl: &SslRef, line: &str) {
-    let Some(rest) = line.strip_prefix(CLIENT_TRAFFIC_SECRET_0) else {
+    let (rest, client) = if let Some(rest) = line.strip_prefix(CLIENT_TRAFFIC_SECRET_0) {
+        (rest, true)
+    } else if let Some(rest) = line.strip_prefix(SERVER_TRAFFIC_SECRET_0) {
+        (rest, false)
+    } else {
         return;
     };
     // "<client_random hex> <secret hex>"
     let Some(secret) = rest.split(' ').nth(1).and_then(decode_hex) else {
         return;
     };
-    let Ok(index) = slot_index() else {
-        return;
-    };
-    if let Some(SecretSlot(slot)) = ssl.ex_data(index) {
-        if let Ok(mut guard) = slot.lock() {
-            *guard = Some(secret);
+    with_captured(ssl, |c| {
+        if client {
+            c.client = Some(secret);
+        } else {
+            c.server = Some(secret);
         }
+    });
+}
+
+/// OpenSSL's message callback, for what this SSL writes: the server's Finished message, then
+/// every record header after it.
+pub(crate) fn note_written(ssl: &SslRef, content_type: i32, bytes: &[u8]) {
+    if content_type == CONTENT_HANDSHAKE && bytes.first() == Some(&HANDSHAKE_FINISHED) {
+        with_captured(ssl, |c| c.finished_written = true);
+    } else if content_type == SSL3_RT_HEADER {
+        with_captured(ssl, |c| {
+            if c.finished_written {
+                c.app_records_written += 1;
+            }
+        });
     }
 }
 

@@ -289,6 +289,11 @@ impl Worker {
                 metrics.count_tls_path(TlsPath::KtlsBoth);
                 Transport::Kernel(socket)
             }
+            Offload::Records { socket, reason } => {
+                metrics.count_tls_path(TlsPath::Records);
+                metrics.count_ktls_fallback(reason.as_str());
+                Transport::Records(socket)
+            }
             Offload::UserSpace {
                 session,
                 send_offloaded,

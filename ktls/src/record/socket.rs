@@ -1,0 +1,359 @@
+//! A connection whose records the proxy's own record layer protects: the sans-IO
+//! [`RecordLayer`] driven on a non-blocking socket fd. Same calling conventions as
+//! `KtlsSocket` and `TlsSession` (`IoStatus`), same retry rule as `SSL_write`: a write that
+//! returns `WantWrite` has sealed records that are not all on the wire yet, and the next
+//! write must offer at least the same bytes again; it is answered from the sealed records.
+
+use std::io::{self, IoSlice};
+use std::ops::Range;
+use std::os::fd::RawFd;
+
+use super::error::{alert, RecordError};
+use super::layer::{Inbound, RecordLayer, MAX_RECORD};
+use super::{pool, stats};
+use crate::kernel;
+use crate::session::{IoStatus, TlsError};
+
+/// Received bytes of one connection, while it has any.
+struct Rx {
+    buf: Vec<u8>,
+    /// Undecrypted bytes: `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Decrypted application data not yet handed out.
+    plain: Range<usize>,
+}
+
+/// Sealed records the socket has not taken yet.
+struct Tx {
+    buf: Vec<u8>,
+    sent: usize,
+    /// Plaintext bytes these records carry that the caller has not been told about.
+    plain: usize,
+}
+
+/// An established TLS connection on the proxy's record layer. The fd stays owned by the
+/// caller and must outlive this value.
+pub struct RecordSocket {
+    fd: RawFd,
+    layer: RecordLayer,
+    rx: Option<Box<Rx>>,
+    tx: Option<Box<Tx>>,
+    peer_closed: bool,
+    /// A fatal error was met; nothing more is read or written.
+    failed: bool,
+}
+
+impl std::fmt::Debug for RecordSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordSocket")
+            .field("fd", &self.fd)
+            .field("version", &self.layer.version())
+            .field("cipher", &self.layer.cipher())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RecordSocket {
+    pub fn new(fd: RawFd, layer: RecordLayer) -> RecordSocket {
+        RecordSocket {
+            fd,
+            layer,
+            rx: None,
+            tx: None,
+            peer_closed: false,
+            failed: false,
+        }
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    pub fn layer(&self) -> &RecordLayer {
+        &self.layer
+    }
+
+    /// Whether the connection holds a receive or send buffer (false while idle).
+    pub fn holds_buffers(&self) -> bool {
+        self.rx.is_some() || self.tx.is_some()
+    }
+
+    /// Reads decrypted application data. `Closed` on close_notify or end of stream between
+    /// records; an error (after sending the matching alert) for anything else.
+    pub fn read(&mut self, buf: &mut [u8]) -> IoStatus {
+        if buf.is_empty() {
+            return IoStatus::Done(0);
+        }
+        if self.failed {
+            return IoStatus::Error(TlsError::Protocol("connection already failed".into()));
+        }
+        if self.peer_closed {
+            return IoStatus::Closed;
+        }
+        loop {
+            if let Some(n) = self.hand_out(buf) {
+                return IoStatus::Done(n);
+            }
+            match self.open_next() {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(status) => return status,
+            }
+            match self.fill() {
+                Ok(true) => continue,
+                Ok(false) => {
+                    self.release_rx_if_empty();
+                    return IoStatus::WantRead;
+                }
+                Err(status) => return status,
+            }
+        }
+    }
+
+    /// Copies decrypted data out, if any.
+    fn hand_out(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let rx = self.rx.as_mut()?;
+        if rx.plain.is_empty() {
+            return None;
+        }
+        let n = rx.plain.len().min(buf.len());
+        buf[..n].copy_from_slice(&rx.buf[rx.plain.start..rx.plain.start + n]);
+        rx.plain.start += n;
+        self.release_rx_if_empty();
+        Some(n)
+    }
+
+    /// Opens the next whole record in the receive buffer. True if it made progress.
+    fn open_next(&mut self) -> Result<bool, IoStatus> {
+        let Some(rx) = self.rx.as_mut() else {
+            return Ok(false);
+        };
+        if rx.start == rx.end {
+            return Ok(false);
+        }
+        let start = rx.start;
+        let outcome = self.layer.open_record(&mut rx.buf[start..rx.end]);
+        match outcome {
+            Ok(Inbound::Incomplete) => Ok(false),
+            Ok(Inbound::Data { consumed, plain }) => {
+                rx.plain = start + plain.start..start + plain.end;
+                rx.start += consumed;
+                Ok(true)
+            }
+            Ok(Inbound::Closed { .. }) => {
+                self.peer_closed = true;
+                self.release_rx();
+                Err(IoStatus::Closed)
+            }
+            Ok(Inbound::Skip { consumed }) => {
+                rx.start += consumed;
+                Ok(true)
+            }
+            Ok(Inbound::KeyUpdated { consumed, answer }) => {
+                rx.start += consumed;
+                stats::count_key_update(false);
+                if answer {
+                    self.answer_key_update()?;
+                }
+                Ok(true)
+            }
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// The peer asked for our KeyUpdate: it is sealed now (after any records already
+    /// sealed, before any later ones) and sent as far as the socket takes it.
+    fn answer_key_update(&mut self) -> Result<(), IoStatus> {
+        let mut tx = self.tx.take().unwrap_or_else(|| {
+            Box::new(Tx {
+                buf: pool::take_tx(),
+                sent: 0,
+                plain: 0,
+            })
+        });
+        let sealed = self.layer.seal_key_update(false, &mut tx.buf);
+        self.tx = Some(tx);
+        if let Err(e) = sealed {
+            return Err(self.fail(e));
+        }
+        stats::count_key_update(true);
+        match self.flush() {
+            Ok(_) => Ok(()),
+            Err(status) => Err(status),
+        }
+    }
+
+    /// Reads from the socket into the receive buffer. True if bytes came.
+    fn fill(&mut self) -> Result<bool, IoStatus> {
+        let rx = self.rx.get_or_insert_with(|| {
+            Box::new(Rx {
+                buf: pool::take_rx(),
+                start: 0,
+                end: 0,
+                plain: 0..0,
+            })
+        });
+        if rx.start == rx.end {
+            rx.start = 0;
+            rx.end = 0;
+        } else if rx.buf.len() - rx.end < MAX_RECORD {
+            rx.buf.copy_within(rx.start..rx.end, 0);
+            rx.end -= rx.start;
+            rx.start = 0;
+        }
+        let end = rx.end;
+        match kernel::read(self.fd, &mut rx.buf[end..]) {
+            Ok(0) if rx.start < rx.end => Err(IoStatus::Error(TlsError::UnexpectedEof)),
+            Ok(0) => {
+                self.peer_closed = true;
+                self.release_rx();
+                Err(IoStatus::Closed)
+            }
+            Ok(n) => {
+                rx.end += n;
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(IoStatus::Error(TlsError::Io(e))),
+        }
+    }
+
+    fn release_rx_if_empty(&mut self) {
+        if self
+            .rx
+            .as_ref()
+            .is_some_and(|rx| rx.plain.is_empty() && rx.start == rx.end)
+        {
+            self.release_rx();
+        }
+    }
+
+    fn release_rx(&mut self) {
+        if let Some(rx) = self.rx.take() {
+            pool::give_rx(rx.buf);
+        }
+    }
+
+    /// Seals and writes application data from `bufs` (several records per syscall).
+    /// `Done(n)`: `n` bytes are on the wire. `WantWrite`: try again with the same bytes.
+    pub fn writev(&mut self, bufs: &[IoSlice<'_>]) -> IoStatus {
+        if self.failed {
+            return IoStatus::Error(TlsError::Protocol("connection already failed".into()));
+        }
+        if self.tx.is_some() {
+            match self.flush() {
+                Ok(Some(0)) => {}
+                Ok(Some(plain)) => return IoStatus::Done(plain),
+                Ok(None) => return IoStatus::WantWrite,
+                Err(status) => return status,
+            }
+        }
+        let mut buf = pool::take_tx();
+        let sealed = match self.layer.seal_data(bufs, pool::BURST, &mut buf) {
+            Ok(0) => {
+                pool::give_tx(buf);
+                return IoStatus::Done(0);
+            }
+            Ok(n) => n,
+            Err(e) => {
+                pool::give_tx(buf);
+                return self.fail(e);
+            }
+        };
+        self.tx = Some(Box::new(Tx {
+            buf,
+            sent: 0,
+            plain: sealed,
+        }));
+        match self.flush() {
+            Ok(Some(plain)) => IoStatus::Done(plain),
+            Ok(None) => IoStatus::WantWrite,
+            Err(status) => status,
+        }
+    }
+
+    pub fn write(&mut self, buf: &[u8]) -> IoStatus {
+        self.writev(&[IoSlice::new(buf)])
+    }
+
+    /// Writes sealed records. `Some(plain)` when all are out (their plaintext count, now
+    /// reported), `None` when the socket is full.
+    fn flush(&mut self) -> Result<Option<usize>, IoStatus> {
+        let Some(tx) = self.tx.as_mut() else {
+            return Ok(Some(0));
+        };
+        while tx.sent < tx.buf.len() {
+            match kernel::write(self.fd, &tx.buf[tx.sent..]) {
+                Ok(0) => {
+                    return Err(IoStatus::Error(TlsError::Io(
+                        io::ErrorKind::WriteZero.into(),
+                    )))
+                }
+                Ok(n) => tx.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) => {
+                    self.failed = true;
+                    return Err(IoStatus::Closed);
+                }
+                Err(e) => {
+                    self.failed = true;
+                    return Err(IoStatus::Error(TlsError::Io(e)));
+                }
+            }
+        }
+        let plain = tx.plain;
+        if let Some(tx) = self.tx.take() {
+            pool::give_tx(tx.buf);
+        }
+        Ok(Some(plain))
+    }
+
+    /// Sends the alert for `e` (best effort, after what is already sealed), counts it and
+    /// marks the connection failed.
+    fn fail(&mut self, e: RecordError) -> IoStatus {
+        stats::count_error(&e);
+        if let Some(description) = e.alert() {
+            self.send_alert(description);
+        }
+        self.failed = true;
+        self.release_rx();
+        IoStatus::Error(TlsError::Record(e))
+    }
+
+    fn send_alert(&mut self, description: u8) {
+        let mut tx = self.tx.take().unwrap_or_else(|| {
+            Box::new(Tx {
+                buf: pool::take_tx(),
+                sent: 0,
+                plain: 0,
+            })
+        });
+        let sealed = self.layer.seal_alert(description, &mut tx.buf).is_ok();
+        self.tx = Some(tx);
+        if sealed {
+            let _ = self.flush();
+        }
+    }
+
+    /// Sends close_notify, best effort (the connection is being closed either way).
+    pub fn shutdown(&mut self) {
+        if !self.failed {
+            self.send_alert(alert::CLOSE_NOTIFY);
+            self.failed = true;
+        }
+        self.release_rx();
+        if let Some(tx) = self.tx.take() {
+            pool::give_tx(tx.buf);
+        }
+    }
+}
+
+impl Drop for RecordSocket {
+    fn drop(&mut self) {
+        self.release_rx();
+        if let Some(tx) = self.tx.take() {
+            pool::give_tx(tx.buf);
+        }
+    }
+}
