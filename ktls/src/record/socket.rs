@@ -203,7 +203,14 @@ impl RecordSocket {
             rx.start = 0;
         }
         let end = rx.end;
-        match kernel::read(self.fd, &mut rx.buf[end..]) {
+        // EINTR says nothing about the connection: read again.
+        let result = loop {
+            match kernel::read(self.fd, &mut rx.buf[end..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        match result {
             Ok(0) if rx.start < rx.end => Err(IoStatus::Error(TlsError::UnexpectedEof)),
             Ok(0) => {
                 self.peer_closed = true;
@@ -291,6 +298,7 @@ impl RecordSocket {
                     )))
                 }
                 Ok(n) => tx.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) => {
                     self.failed = true;
