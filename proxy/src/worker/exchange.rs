@@ -10,11 +10,9 @@ use http1::{BodyDecoder, ConnectionOption, Forwarding, ParseError, RequestHead, 
 
 use super::caching::{CacheStep, Fill};
 use super::client::Stage;
-use super::request_body::{field_lines, head_field_names, push_chunk, push_last_chunk};
 use super::upstream::{request_key, Pick, UpPhase};
 use super::{client_token, upstream_token, Worker};
 use crate::access_log::RequestRecord as AccessRecord;
-use crate::frang::check_trailers;
 use crate::metrics::bump;
 use crate::router::{CacheOverride, RequestView, Route};
 
@@ -186,7 +184,7 @@ impl Worker {
         }
     }
 
-    fn parse_refused(&mut self, ci: usize, e: &ParseError) {
+    pub(super) fn parse_refused(&mut self, ci: usize, e: &ParseError) {
         // A size limit set by frang_limits is a frang block (403, `block_action attack`,
         // ip_block), as in Tempesta; the parser's own defaults are plain errors.
         if let Some(limit) = self.frang_limit_of(e) {
@@ -559,99 +557,6 @@ impl Worker {
         }
         self.dirty.push_back(upstream_token(ui));
         self.dirty.push_back(client_token(ci));
-    }
-
-    /// Passes request body bytes from the client to the upstream, as far as it has room.
-    fn pump_request_body(&mut self, ci: usize) -> bool {
-        let Worker {
-            clients,
-            upstreams,
-            dirty,
-            rt,
-            ..
-        } = self;
-        let Some(c) = clients.get_mut(ci) else {
-            return false;
-        };
-        let ReqState::Upstream(ex) = &mut c.req else {
-            return false;
-        };
-        let body_limits = vhost_frang(&rt.config, ex.vhost, ex.location);
-        if ex.req_body_done {
-            return false;
-        }
-        let Some(u) = upstreams.get_mut(ex.up) else {
-            return false;
-        };
-        let Some(rbuf) = c.rbuf.as_mut() else {
-            return false;
-        };
-        let mut moved = false;
-        let mut data = 0u64;
-        let mut trailer_violation = None;
-        while !rbuf.is_empty() && u.out.has_room() && !ex.req_body_done {
-            match ex.req_body.decode(rbuf.bytes()) {
-                Ok(step) => {
-                    if step.consumed == 0 && !step.done {
-                        break;
-                    }
-                    let bytes = rbuf.bytes();
-                    match &ex.req_body {
-                        BodyDecoder::Chunked(chunked) => {
-                            push_chunk(&mut u.out, bytes.get(step.data.clone()).unwrap_or(&[]));
-                            if step.done {
-                                let trailer = chunked.trailer_section();
-                                let head = ex.chunked_head.as_deref().unwrap_or(&[]);
-                                let split = body_limits.map(|l| {
-                                    check_trailers(
-                                        l,
-                                        head_field_names(head),
-                                        field_lines(trailer).map(|(name, _)| name),
-                                    )
-                                });
-                                match split {
-                                    Some(Err(v)) => trailer_violation = Some(v),
-                                    _ => push_last_chunk(&mut u.out, trailer),
-                                }
-                            }
-                        }
-                        _ => u.out.push(bytes.get(..step.consumed).unwrap_or(&[])),
-                    }
-                    rbuf.consume(step.consumed);
-                    data += step.data.len() as u64;
-                    moved = true;
-                    ex.req_body_done = step.done;
-                }
-                Err(e) => {
-                    let up = ex.up;
-                    c.req = ReqState::Head;
-                    self.abandon_upstream(up);
-                    self.parse_refused(ci, &e);
-                    return true;
-                }
-            }
-        }
-        if let Some(v) = trailer_violation {
-            self.frang_violation(ci, &v, "-");
-            return true;
-        }
-        if let Some(Err(v)) = body_limits.map(|l| c.limits.on_body_bytes(data, l)) {
-            self.frang_violation(ci, &v, "-");
-            return true;
-        }
-        if moved {
-            dirty.push_back(upstream_token(ex.up));
-        }
-        let truncated =
-            c.peer_closed && !ex.req_body_done && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
-        if truncated {
-            let up = ex.up;
-            c.req = ReqState::Head;
-            self.abandon_upstream(up);
-            self.close_client(ci);
-            return true;
-        }
-        moved
     }
 }
 

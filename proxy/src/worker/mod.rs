@@ -8,6 +8,7 @@ mod exchange;
 mod health;
 mod lifecycle;
 mod limits;
+mod queue;
 mod request_body;
 mod response;
 mod upstream;

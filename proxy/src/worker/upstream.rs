@@ -12,7 +12,7 @@ use ktls::IoStatus;
 use mio::net::TcpStream;
 use mio::Interest;
 
-use super::exchange::{Exchange, Failure, ReqState};
+use super::exchange::Failure;
 use super::{upstream_token, Worker, PROBE_BASE};
 use crate::buf::Buf;
 use crate::metrics::bump;
@@ -22,7 +22,7 @@ use crate::runtime::Runtime;
 /// Longest a server stays out before the next probe.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A new connection must be established within this long.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpPhase {
@@ -584,74 +584,6 @@ impl Worker {
             st.probing = false;
         }
         Some((group, server))
-    }
-
-    /// Gives freed capacity to the first waiting client of `group`.
-    fn serve_queue(&mut self, group: usize) {
-        while let Some(ci) = self.groups.get_mut(group).and_then(|g| g.queue.pop_front()) {
-            let waiting = self
-                .clients
-                .get(ci)
-                .is_some_and(|c| matches!(c.req, ReqState::Queued(_)));
-            if !waiting {
-                continue;
-            }
-            let Some(c) = self.clients.get_mut(ci) else {
-                continue;
-            };
-            let ReqState::Queued(ex) = std::mem::replace(&mut c.req, ReqState::Head) else {
-                continue;
-            };
-            self.dispatch(ci, ex);
-            return;
-        }
-    }
-
-    /// A queued request waited `server_forward_timeout` without a connection: 504.
-    pub(super) fn queue_expired(&mut self, ci: usize) {
-        self.unqueue(ci);
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        if let ReqState::Queued(ex) = std::mem::replace(&mut c.req, ReqState::Head) {
-            bump(&self.metrics().upstream_timeouts);
-            self.fail_exchange(ci, ex, 504);
-        }
-    }
-
-    /// Removes a closing client from its group's wait queue.
-    pub(super) fn unqueue(&mut self, ci: usize) {
-        for g in &mut self.groups {
-            g.queue.retain(|&c| c != ci);
-        }
-    }
-
-    /// Queues a client until a connection of `group` frees up; false if the queue is full.
-    pub(super) fn enqueue(
-        &mut self,
-        ci: usize,
-        group: usize,
-        ex: Box<Exchange>,
-    ) -> Result<(), Box<Exchange>> {
-        let limit = self.rt.groups.get(group).map_or(0, |g| g.queue_size);
-        let Some(g) = self.groups.get_mut(group) else {
-            return Err(ex);
-        };
-        if g.queue.len() >= limit {
-            return Err(ex);
-        }
-        g.queue.push_back(ci);
-        let timeout = self
-            .rt
-            .groups
-            .get(group)
-            .map_or(CONNECT_TIMEOUT, |g| g.forward_timeout);
-        if let Some(c) = self.clients.get_mut(ci) {
-            c.req = ReqState::Queued(ex);
-        }
-        // A queued request waits at most server_forward_timeout for a connection.
-        self.arm_client_timer(ci, timeout);
-        Ok(())
     }
 }
 
