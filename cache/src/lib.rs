@@ -56,6 +56,8 @@
 //! }
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod cache;
 mod conditional;
 mod entry;

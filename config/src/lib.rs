@@ -10,6 +10,8 @@
 //! println!("{} listeners", loaded.config.listeners.len());
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod diag;
 pub mod directives;
 mod lexer;

@@ -69,6 +69,8 @@
 //!   is refused ([`OversizedHead`]: 431 for a request, 502 for a
 //!   response), so the proxy never sends what it would refuse itself.
 
+#![forbid(unsafe_code)]
+
 mod body;
 mod byteset;
 mod canned;
