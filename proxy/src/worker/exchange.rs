@@ -91,7 +91,7 @@ impl Exchange {
 
     /// The request body's decoder if the client has not sent all of it yet.
     pub(super) fn unread_body(self) -> Option<BodyDecoder> {
-        (!self.req_body.is_done() && !self.req_body_done).then_some(self.req_body)
+        (!self.req_body_done).then_some(self.req_body)
     }
 }
 
