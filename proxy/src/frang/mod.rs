@@ -1,6 +1,7 @@
 //! Tempesta's frang limits: per-client rate limits shared by all worker
-//! threads ([`Frang`]), per-connection chunk counters and timeouts
-//! ([`ConnLimits`]) and per-request checks against a vhost's or location's
+//! threads ([`Frang`]), the head-reading counters and timeout of a connection
+//! ([`ConnLimits`]), the body counters and timeout of a request
+//! ([`RequestLimits`]) and per-request checks against a vhost's or location's
 //! limits ([`check_request`], [`check_trailers`]).
 //!
 //! No sockets here: the worker calls these at the points of a connection's
@@ -10,6 +11,7 @@
 //! `http_header_cnt` and `http_hdr_len` are enforced by the HTTP/1.1 parser
 //! limits (see `runtime.rs`), not here.
 
+mod body;
 mod clients;
 mod conn;
 mod lru;
@@ -21,6 +23,7 @@ mod clients_tests;
 #[cfg(test)]
 mod request_tests;
 
+pub use body::RequestLimits;
 pub use clients::{Frang, DEFAULT_CLIENT_LRU_SIZE};
 pub use conn::ConnLimits;
 pub use request::{check_request, check_trailers, RequestFacts, METHOD_OVERRIDE_HEADERS};

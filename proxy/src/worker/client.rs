@@ -10,7 +10,7 @@ use mio::net::TcpStream;
 use mio::Interest;
 use openssl::ssl::Ssl;
 
-use super::exchange::ReqState;
+use super::h1::{ConnState, H1Codec};
 use super::{client_token, Worker};
 use crate::buf::Buf;
 use crate::metrics::{bump, TlsPath};
@@ -33,7 +33,8 @@ pub struct Client {
     pub sock: TcpStream,
     pub peer: SocketAddr,
     pub stage: Stage,
-    pub req: ReqState,
+    /// The HTTP/1.1 codec: the connection's requests and responses.
+    pub codec: H1Codec,
     /// Received bytes not yet consumed; `None` while idle (returned to the pool).
     pub rbuf: Option<Buf>,
     pub out: Outbox,
@@ -46,9 +47,7 @@ pub struct Client {
     pub timer_gen: u64,
     /// Unique within the worker (slab slots are reused).
     pub id: u64,
-    /// The current request waited for another request's cache fill once: do not wait again.
-    pub cache_after_wait: bool,
-    /// Per-connection frang counters (chunks, header and body timeouts).
+    /// frang's counters of the request head being read.
     pub limits: crate::frang::ConnLimits,
     /// The frang table that counted this connection at accept (the configuration's of that
     /// time): its `on_close` is owed there when the connection ends, even after a reload
@@ -63,9 +62,7 @@ pub struct Client {
 impl Client {
     /// Nothing in flight: no request being served, nothing to send.
     pub fn is_idle(&self) -> bool {
-        matches!(self.req, ReqState::Head)
-            && self.out.is_empty()
-            && self.rbuf.as_ref().is_none_or(Buf::is_empty)
+        self.codec.is_idle() && self.out.is_empty() && self.rbuf.as_ref().is_none_or(Buf::is_empty)
     }
 }
 
@@ -106,7 +103,7 @@ impl Worker {
             sock,
             peer,
             stage,
-            req: ReqState::Head,
+            codec: H1Codec::default(),
             rbuf: None,
             out: Outbox::default(),
             peer_closed: false,
@@ -114,7 +111,6 @@ impl Worker {
             write_failed: false,
             timer_gen: 0,
             id: self.next_client_id,
-            cache_after_wait: false,
             limits: crate::frang::ConnLimits::new(&self.rt.config.frang),
             counted_by: Some(self.rt.frang.clone()),
             sni: None,
@@ -162,10 +158,7 @@ impl Worker {
         enum Due {
             Handshake,
             Head,
-            Body,
-            CacheWait,
             Drain,
-            Queued,
             Nothing,
         }
         let Some(c) = self.clients.get(ci) else {
@@ -174,17 +167,13 @@ impl Worker {
         if c.timer_gen != gen {
             return;
         }
-        let due = match (&c.stage, &c.req) {
+        let due = match (&c.stage, c.codec.state()) {
             (Stage::Handshake(_), _) => Due::Handshake,
-            (_, ReqState::Head) => Due::Head,
-            (_, ReqState::Upstream(ex)) if !ex.req_body_done() => Due::Body,
-            (_, ReqState::CacheWait(_)) => Due::CacheWait,
+            (_, ConnState::Idle) => Due::Head,
             // The rest of a body being discarded stopped arriving.
-            (_, ReqState::Drain(_)) => Due::Drain,
-            // No connection of the group freed up in time.
-            (_, ReqState::Queued(_)) => Due::Queued,
-            // Waiting on the upstream: its own deadline answers 504.
-            _ => Due::Nothing,
+            (_, ConnState::Drain(_)) => Due::Drain,
+            // An exchange in progress keeps its own deadlines (exchange and upstream timers).
+            (_, ConnState::Busy(_)) => Due::Nothing,
         };
         match due {
             Due::Handshake => {
@@ -197,17 +186,11 @@ impl Worker {
             // A slowloris head (client_header_timeout) is cut by frang; otherwise this is an
             // idle keep-alive client.
             Due::Head => {
-                if !self.frang_deadline_passed(ci, now) {
+                if !self.head_deadline_passed(ci, now) {
                     self.close_client(ci);
                 }
             }
-            // A trickling body (client_body_timeout).
-            Due::Body => {
-                self.frang_deadline_passed(ci, now);
-            }
-            Due::CacheWait => self.cache_wait_expired(ci),
             Due::Drain => self.close_client(ci),
-            Due::Queued => self.queue_expired(ci),
             Due::Nothing => {}
         }
     }
@@ -363,8 +346,14 @@ impl Worker {
             IoStatus::Done(n) => {
                 if n > 0 {
                     // Room in the outbox may let the upstream side continue.
-                    if let super::exchange::ReqState::Upstream(f) = &c.req {
-                        self.dirty.push_back(super::upstream_token(f.up));
+                    let up = c
+                        .codec
+                        .current()
+                        .and_then(|id| self.exchanges.get(id))
+                        .and_then(|ex| ex.forward())
+                        .map(|f| f.up);
+                    if let Some(ui) = up {
+                        self.dirty.push_back(super::upstream_token(ui));
                     }
                 }
                 n > 0
@@ -388,7 +377,7 @@ impl Worker {
         let idle = c.is_idle();
         // `close_after_flush` takes effect once the current response is complete: a
         // close-delimited body is still streaming while its head has been flushed.
-        let between_requests = matches!(c.req, ReqState::Head);
+        let between_requests = c.codec.is_idle();
         let finished = c.write_failed
             || (between_requests && c.out.is_empty() && (c.close_after_flush || c.peer_closed));
         if finished {
@@ -409,13 +398,8 @@ impl Worker {
             return;
         }
         let mut c = self.clients.remove(ci);
-        match std::mem::replace(&mut c.req, ReqState::Head) {
-            ReqState::Upstream(f) => self.abandon_upstream(f.up),
-            ReqState::Queued(_) => self.unqueue(ci),
-            ReqState::CacheWait(ticket) => {
-                self.shared.cache.cancel_wait(ticket);
-            }
-            ReqState::Head | ReqState::Drain(_) => {}
+        if let Some(id) = c.codec.reset() {
+            self.drop_exchange(id);
         }
         if let Stage::Open(transport) = &mut c.stage {
             if !c.peer_closed {

@@ -11,24 +11,13 @@
 //! - A client connection whose request body was not completely read when the response was
 //!   queued first discards the rest of that body (a bounded amount), so that its remaining
 //!   bytes are never parsed as requests; past the bound, or if it is closing anyway, it is
-//!   closed after the response.
+//!   closed after the response. That part is the codec's (`h1.rs`, `H1Codec::exchange_done`),
+//!   called from the one end of every exchange (`finish.rs`).
 
-use http1::{BodyDecoder, RequestHead};
-
-use super::exchange::ReqState;
+use super::exchange::ExchangeId;
 use super::upstream::UpPhase;
-use super::{client_token, Worker};
+use super::Worker;
 use crate::metrics::bump;
-
-/// Most request-body bytes discarded after an early answer before the connection is closed
-/// instead: a client that keeps sending is not worth a reused connection.
-pub const DRAIN_MAX_BYTES: u64 = 1024 * 1024;
-
-/// The rest of a request body being discarded after its exchange ended.
-pub struct Drain {
-    decoder: BodyDecoder,
-    discarded: u64,
-}
 
 /// What is known about an upstream connection when its exchange ends.
 #[derive(Clone, Copy)]
@@ -52,6 +41,18 @@ impl UpstreamEnd {
 }
 
 impl Worker {
+    /// Ends exchange `id`'s use of upstream connection `ui`, if the connection is still
+    /// its own (a failed connection may already be closed and its slot reused).
+    pub(super) fn end_upstream_of(&mut self, id: ExchangeId, ui: usize, end: UpstreamEnd) {
+        if self
+            .upstreams
+            .get(ui)
+            .is_some_and(|u| u.exchange == Some(id))
+        {
+            self.end_upstream(ui, end);
+        }
+    }
+
     /// Ends upstream connection `ui`'s part in an exchange: pooled when `end` and the
     /// connection's own state say it is in step with its server, closed otherwise.
     pub(super) fn end_upstream(&mut self, ui: usize, end: UpstreamEnd) {
@@ -75,86 +76,5 @@ impl Worker {
             }
             self.close_upstream(ui);
         }
-    }
-
-    /// The response to client `ci`'s current request is queued. `body` is the request
-    /// body's decoder when the body was not completely read (None when it was, or when the
-    /// request had none); `close` says the connection ends after this response anyway.
-    pub(super) fn continue_client(&mut self, ci: usize, body: Option<BodyDecoder>, close: bool) {
-        let idle = self.idle_timeout();
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        c.limits.reset_for_next_request();
-        c.close_after_flush |= close;
-        c.req = match body {
-            Some(decoder) if !decoder.is_done() && !c.close_after_flush => ReqState::Drain(Drain {
-                decoder,
-                discarded: 0,
-            }),
-            Some(decoder) if !decoder.is_done() => {
-                // Closing anyway: nothing more of this connection is read.
-                c.close_after_flush = true;
-                ReqState::Head
-            }
-            _ => ReqState::Head,
-        };
-        self.arm_client_timer(ci, idle);
-        self.dirty.push_back(client_token(ci));
-    }
-
-    /// The proxy answered client `ci`'s request itself (PURGE, a cache hit, only-if-cached):
-    /// a body the request announced is discarded before the next request is read.
-    pub(super) fn answered_locally(&mut self, ci: usize, head: &RequestHead, keep_alive: bool) {
-        let body = head
-            .framing()
-            .has_body()
-            .then(|| BodyDecoder::new(head.framing(), &self.rt.limits));
-        self.continue_client(ci, body, !keep_alive);
-    }
-
-    /// Discards what has arrived of a request body whose exchange already ended. True if
-    /// anything changed.
-    pub(super) fn discard_body(&mut self, ci: usize) -> bool {
-        let Some(c) = self.clients.get_mut(ci) else {
-            return false;
-        };
-        let ReqState::Drain(drain) = &mut c.req else {
-            return false;
-        };
-        let Some(rbuf) = c.rbuf.as_mut() else {
-            if c.peer_closed {
-                c.req = ReqState::Head;
-                c.close_after_flush = true;
-                return true;
-            }
-            return false;
-        };
-        let mut moved = false;
-        while !rbuf.is_empty() && !drain.decoder.is_done() {
-            match drain.decoder.decode(rbuf.bytes()) {
-                Ok(step) if step.consumed > 0 || step.done => {
-                    drain.discarded += step.consumed as u64;
-                    rbuf.consume(step.consumed);
-                    moved = true;
-                }
-                Ok(_) => break,
-                Err(_) => {
-                    // A malformed rest of a body: the connection is out of step.
-                    drain.discarded = u64::MAX;
-                    break;
-                }
-            }
-        }
-        if drain.decoder.is_done() {
-            c.req = ReqState::Head;
-            return true;
-        }
-        if drain.discarded > DRAIN_MAX_BYTES || (c.peer_closed && rbuf.is_empty()) {
-            c.req = ReqState::Head;
-            c.close_after_flush = true;
-            return true;
-        }
-        moved
     }
 }

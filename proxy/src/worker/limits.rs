@@ -1,33 +1,51 @@
 //! Frang limits at the points of a connection's life where they apply: accept, handshake,
 //! every read carrying head or body bytes, the routed request, every response, close. A
 //! violation is logged once (unless `nolog`), counted by limit, blocks the address when
-//! `ip_block` says so, and ends the connection per `block_action attack`.
+//! `ip_block` says so, and ends the connection per `block_action attack`. The head being
+//! read is the connection's (`ConnLimits`, the client timer); a body is its exchange's
+//! (`RequestLimits`, the exchange timer).
 
 use std::net::IpAddr;
 use std::time::Instant;
 
-use http1::RequestHead;
-
-use super::exchange::{vhost_frang, Refusal, ReqState};
+use super::exchange::ExchangeId;
+use super::finish::Refusal;
+use super::h1::ConnState;
 use super::Worker;
 use crate::frang::{check_request, RequestFacts, Violation, METHOD_OVERRIDE_HEADERS};
 
+/// The request-level frang limits of vhost index `vhost` (0: the default vhost) and its
+/// location, from the configuration.
+pub(super) fn vhost_frang(
+    config: &config::Config,
+    vhost: usize,
+    location: Option<usize>,
+) -> Option<&config::FrangHttp> {
+    let v = if vhost == 0 {
+        Some(&config.default_vhost)
+    } else {
+        config.vhosts.get(vhost - 1)
+    }?;
+    Some(
+        location
+            .and_then(|l| v.locations.get(l))
+            .map_or(&v.frang, |l| &l.frang),
+    )
+}
+
 impl Worker {
-    /// Records and answers a violation by client `ci`.
-    pub(super) fn frang_violation(&mut self, ci: usize, v: &Violation, vhost: &str) {
+    /// Records and answers a violation by client `ci` (during exchange `id`, if one exists).
+    pub(super) fn frang_violation(&mut self, ci: usize, id: Option<ExchangeId>, v: &Violation) {
         let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
             return;
         };
-        self.note_block(ip, v, vhost);
+        let vhost = self.vhost_name(id.and_then(|id| self.exchanges.get(id)?.vhost));
+        self.note_block(ip, v, &vhost);
         self.rt.frang.on_violation(ip, Instant::now());
-        if let Some(ReqState::Upstream(ex)) = self
-            .clients
-            .get_mut(ci)
-            .map(|c| std::mem::replace(&mut c.req, ReqState::Head))
-        {
-            self.abandon_upstream(ex.up);
+        match id {
+            Some(id) => self.refuse_exchange(id, v.status, Refusal::Attack),
+            None => self.refuse(ci, v.status, Refusal::Attack),
         }
-        self.refuse(ci, v.status, Refusal::Attack);
     }
 
     /// Logs (unless `nolog`) and counts a block.
@@ -39,34 +57,49 @@ impl Worker {
     }
 
     /// A read brought bytes: count a head or body chunk for the frang chunk limits and
-    /// timeouts, and re-arm the client's deadline.
+    /// timeouts, and re-arm the deadline it moves.
     pub(super) fn account_read(&mut self, ci: usize) {
         let now = Instant::now();
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
-        let result = match &c.req {
-            ReqState::Head => c.limits.on_head_chunk(now),
-            ReqState::Upstream(ex) if !ex.req_body_done() => c.limits.on_body_chunk(now),
-            _ => Ok(()),
-        };
-        match result {
-            Ok(()) => self.arm_frang_deadline(ci),
-            Err(v) => self.frang_violation(ci, &v, "-"),
+        match *c.codec.state() {
+            ConnState::Idle => match c.limits.on_head_chunk(now) {
+                Ok(()) => self.arm_head_deadline(ci),
+                Err(v) => self.frang_violation(ci, None, &v),
+            },
+            ConnState::Busy(id) => {
+                let Some(ex) = self.exchanges.get_mut(id).filter(|ex| ex.reading_body()) else {
+                    return;
+                };
+                match ex.limits.on_body_chunk(now) {
+                    Ok(()) => self.arm_body_deadline(id),
+                    Err(v) => self.frang_violation(ci, Some(id), &v),
+                }
+            }
+            ConnState::Drain(_) => {}
         }
     }
 
-    /// Arms the client timer at the header or body deadline, if one applies.
-    pub(super) fn arm_frang_deadline(&mut self, ci: usize) {
+    /// Arms client `ci`'s timer at its header deadline, if one applies.
+    fn arm_head_deadline(&mut self, ci: usize) {
         let Some((at, _)) = self.clients.get(ci).and_then(|c| c.limits.deadline()) else {
             return;
         };
         self.arm_client_timer(ci, at.saturating_duration_since(Instant::now()));
     }
 
-    /// The client timer fired while a request head or body was arriving: cut the client if
-    /// its deadline has passed (a slowloris head, a trickling body).
-    pub(super) fn frang_deadline_passed(&mut self, ci: usize, now: Instant) -> bool {
+    /// Arms exchange `id`'s timer at its body deadline, if one applies.
+    pub(super) fn arm_body_deadline(&mut self, id: ExchangeId) {
+        let Some((at, _)) = self.exchanges.get(id).and_then(|ex| ex.limits.deadline()) else {
+            return;
+        };
+        self.arm_exchange_timer(id, at.saturating_duration_since(Instant::now()));
+    }
+
+    /// The client timer fired while a request head was arriving: cut the client if its
+    /// deadline has passed (a slowloris head). False if no header deadline applies.
+    pub(super) fn head_deadline_passed(&mut self, ci: usize, now: Instant) -> bool {
         let Some((at, limit)) = self.clients.get(ci).and_then(|c| c.limits.deadline()) else {
             return false;
         };
@@ -74,95 +107,105 @@ impl Worker {
             self.arm_client_timer(ci, at - now);
             return true;
         }
+        self.deadline_violation(ci, None, limit);
+        true
+    }
+
+    /// Exchange `id`'s timer fired while its body was arriving: cut the client if the body
+    /// deadline has passed (a trickling body).
+    pub(super) fn body_deadline(&mut self, id: ExchangeId, now: Instant) {
+        let Some((at, limit)) = self.exchanges.get(id).and_then(|ex| ex.limits.deadline()) else {
+            return;
+        };
+        if now < at {
+            return self.arm_exchange_timer(id, at - now);
+        }
+        if let Some(ci) = self.client_of(id) {
+            self.deadline_violation(ci, Some(id), limit);
+        }
+    }
+
+    fn deadline_violation(&mut self, ci: usize, id: Option<ExchangeId>, limit: &'static str) {
         let v = Violation {
             limit,
             detail: "deadline passed".to_string(),
             status: crate::frang::FRANG_BLOCK_STATUS,
         };
-        self.frang_violation(ci, &v, "-");
+        self.frang_violation(ci, id, &v);
         self.flush_client(ci);
         self.close_client(ci);
-        true
     }
 
-    /// The request-level limits of the vhost (or location) serving the request. False if the
-    /// request was refused.
-    pub(super) fn frang_request(
-        &mut self,
-        ci: usize,
-        head: &RequestHead,
-        buf: &[u8],
-        vhost: usize,
-        location: Option<usize>,
-    ) -> bool {
+    /// The request-level limits of the vhost (or location) serving exchange `id`. False if
+    /// the request was refused.
+    pub(super) fn frang_request(&mut self, id: ExchangeId) -> bool {
         let rt = self.rt.clone();
-        let Some(limits) = vhost_frang(&rt.config, vhost, location) else {
+        let Some(ex) = self.exchanges.get(id) else {
+            return false;
+        };
+        let vhost = ex.vhost.unwrap_or(0);
+        let Some(limits) = vhost_frang(&rt.config, vhost, ex.location) else {
             return true;
         };
+        let Some(c) = self.clients.get(ex.client) else {
+            return false;
+        };
         // Domain fronting: SNI named one vhost, Host routed to another.
-        let sni_vhost = self
-            .clients
-            .get(ci)
-            .and_then(|c| c.sni.as_deref())
-            .and_then(|sni| {
-                rt.vhosts
-                    .iter()
-                    .position(|v| v.name.eq_ignore_ascii_case(sni))
-            });
-        let tls = self.clients.get(ci).is_some_and(|c| {
-            !matches!(
-                c.stage,
-                super::client::Stage::Open(crate::transport::Transport::Plain)
-            )
+        let sni_vhost = c.sni.as_deref().and_then(|sni| {
+            rt.vhosts
+                .iter()
+                .position(|v| v.name.eq_ignore_ascii_case(sni))
         });
+        let request = &ex.request;
+        let head = request.head();
         let facts = RequestFacts {
-            version: head.version(),
-            host_header: head.header(buf, "host"),
+            version: request.version(),
+            host_header: request.header("host"),
             uri_host: if head.target_form() == http1::TargetForm::Absolute {
-                head.host(buf)
+                request.authority()
             } else {
                 None
             },
-            content_type: head.header(buf, "content-type"),
-            has_body: head.framing().has_body(),
-            content_length: match head.framing() {
+            content_type: request.header("content-type"),
+            has_body: request.has_body(),
+            content_length: match request.framing() {
                 http1::BodyFraming::Length(n) => Some(n),
                 _ => None,
             },
             method_override: METHOD_OVERRIDE_HEADERS
                 .iter()
-                .find_map(|h| head.header(buf, h)),
-            tls,
+                .find_map(|h| request.header(h)),
+            tls: request.scheme() == super::request::Scheme::Https,
             // Listener ports on loopback tests and benchmarks are not 80/443: the Host port is
             // not compared with the listener's.
             local_port: None,
             sni_vhost_differs: sni_vhost.is_some_and(|sv| sv != vhost),
-            ..RequestFacts::new(head.method_bytes(buf), head.path(buf))
+            ..RequestFacts::new(request.method_bytes(), request.path())
         };
         match check_request(limits, &facts) {
             Ok(()) => true,
             Err(violation) => {
-                let name = rt.vhosts.get(vhost).map_or("-", |v| v.name.as_str());
-                self.frang_violation(ci, &violation, name);
+                let ci = ex.client;
+                self.frang_violation(ci, Some(id), &violation);
                 false
             }
         }
     }
 
-    /// A response with `status` is going to client `ci` (http_resp_code_block). On a
-    /// violation the response still goes out, then the connection closes.
+    /// A response with `status` from the origin is going to client `ci`
+    /// (http_resp_code_block). On a violation the response still goes out, then the
+    /// connection closes.
     pub(super) fn frang_response(&mut self, ci: usize, status: u16, vhost: usize) {
         let rt = self.rt.clone();
         let rule =
             vhost_frang(&rt.config, vhost, None).and_then(|l| l.http_resp_code_block.as_ref());
+        if rule.is_none() {
+            return;
+        }
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
         let ip = c.peer.ip();
-        c.limits.reset_for_next_request();
-        if rule.is_none() {
-            return;
-        }
         if let Err(v) = rt.frang.on_response(ip, status, rule, Instant::now()) {
             c.close_after_flush = true;
             let name = rt.vhosts.get(vhost).map_or("-", |v| v.name.as_str());

@@ -5,12 +5,18 @@
 mod caching;
 mod client;
 mod exchange;
+mod fill;
+mod finish;
+mod forward;
+mod h1;
 mod health;
 mod lifecycle;
 mod limits;
 mod queue;
+mod request;
 mod request_body;
 mod response;
+mod route;
 mod upstream;
 
 use std::collections::VecDeque;
@@ -31,6 +37,7 @@ use crate::runtime::Runtime;
 use crate::timers::Timers;
 
 use client::Client;
+use exchange::{ExchangeId, Exchanges, EXCHANGE_TIMER_BASE};
 use upstream::{GroupState, Upstream};
 
 const WAKER: Token = Token(0);
@@ -97,11 +104,14 @@ enum Kind {
     Client(usize),
     Upstream(usize),
     Probe(usize),
+    /// A timer of an exchange (slab index).
+    Exchange(usize),
 }
 
 fn kind(token: Token) -> Kind {
     match token.0 {
         0 => Kind::Waker,
+        n if n >= EXCHANGE_TIMER_BASE => Kind::Exchange(n - EXCHANGE_TIMER_BASE),
         n if n >= PROBE_BASE => Kind::Probe(n),
         n if n >= UPSTREAM_BASE => Kind::Upstream(n - UPSTREAM_BASE),
         n if n >= CLIENT_BASE => Kind::Client(n - CLIENT_BASE),
@@ -114,6 +124,8 @@ pub struct Worker {
     poll: Poll,
     listeners: Vec<WorkerListener>,
     clients: Slab<Client>,
+    /// Every request in progress, whatever its stage.
+    exchanges: Exchanges,
     upstreams: Slab<Upstream>,
     /// Per server group: pools, health and the wait queue, for this worker.
     groups: Vec<GroupState>,
@@ -153,6 +165,7 @@ impl Worker {
             poll,
             listeners,
             clients: Slab::new(),
+            exchanges: Exchanges::default(),
             upstreams: Slab::new(),
             groups: Vec::new(),
             date: crate::date::DateCache::default(),
@@ -203,7 +216,7 @@ impl Worker {
                     Kind::Waker => self.drain_inbox(),
                     Kind::Listener(i) => self.accept(i),
                     Kind::Client(_) | Kind::Upstream(_) => self.dirty.push_back(event.token()),
-                    Kind::Probe(_) => {}
+                    Kind::Probe(_) | Kind::Exchange(_) => {}
                 }
             }
             self.drain_dirty();
@@ -232,7 +245,8 @@ impl Worker {
             match kind(token) {
                 Kind::Client(ci) => self.guarded(ci, |w| w.drive_client(ci)),
                 Kind::Upstream(ui) => {
-                    let owner = self.upstreams.get(ui).and_then(|u| u.client);
+                    let exchange = self.upstreams.get(ui).and_then(|u| u.exchange);
+                    let owner = exchange.and_then(|id| self.client_of(id));
                     match owner {
                         Some(ci) => self.guarded(ci, |w| w.drive_upstream(ui)),
                         None => self.drive_upstream(ui),
@@ -240,6 +254,14 @@ impl Worker {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// Runs `f` for exchange `id`, guarded as its client is.
+    fn guarded_exchange(&mut self, id: ExchangeId, f: impl FnOnce(&mut Worker)) {
+        match self.client_of(id) {
+            Some(ci) => self.guarded(ci, f),
+            None => self.drop_exchange(id),
         }
     }
 
@@ -295,7 +317,7 @@ impl Worker {
             let idle: Vec<usize> = self
                 .upstreams
                 .iter()
-                .filter(|(_, u)| u.client.is_none())
+                .filter(|(_, u)| u.exchange.is_none())
                 .map(|(i, _)| i)
                 .collect();
             for ui in idle {
@@ -313,6 +335,11 @@ impl Worker {
                 Kind::Client(ci) => self.guarded(ci, |w| w.client_timer(ci, gen, now)),
                 Kind::Upstream(ui) => self.upstream_timer(ui, gen, now),
                 Kind::Probe(key) => self.probe(key, gen),
+                Kind::Exchange(index) => {
+                    if let Some(id) = self.exchanges.id_at(index) {
+                        self.guarded_exchange(id, |w| w.exchange_timer(index, gen, now));
+                    }
+                }
                 _ => {}
             }
         }

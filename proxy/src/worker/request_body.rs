@@ -9,7 +9,8 @@ use std::io::Write as _;
 
 use http1::BodyDecoder;
 
-use super::exchange::{vhost_frang, ReqState};
+use super::exchange::ExchangeId;
+use super::limits::vhost_frang;
 use super::{upstream_token, Worker};
 use crate::frang::check_trailers;
 use crate::outbox::Outbox;
@@ -95,98 +96,113 @@ pub fn push_last_chunk(out: &mut Outbox, trailer: &[u8]) {
     out.push(b"\r\n");
 }
 
+/// What a pass over the client's body bytes found.
+enum Pumped {
+    Moved(bool),
+    /// Malformed framing.
+    Invalid(http1::ParseError),
+    Violation(crate::frang::Violation),
+    /// The client closed before the body ended.
+    Truncated,
+}
+
 impl Worker {
-    /// Passes request body bytes from the client to the upstream, as far as it has room.
-    pub(super) fn pump_request_body(&mut self, ci: usize) -> bool {
+    /// Passes exchange `id`'s request body from its client to its upstream connection, as
+    /// far as the upstream has room. True if anything changed.
+    pub(super) fn pump_request_body(&mut self, id: ExchangeId) -> bool {
+        let Some(ci) = self.client_of(id) else {
+            return false;
+        };
+        match self.pump(id, ci) {
+            Pumped::Moved(moved) => moved,
+            Pumped::Invalid(e) => {
+                self.parse_refused(ci, Some(id), &e);
+                true
+            }
+            Pumped::Violation(v) => {
+                self.frang_violation(ci, Some(id), &v);
+                true
+            }
+            Pumped::Truncated => {
+                self.close_client(ci);
+                true
+            }
+        }
+    }
+
+    fn pump(&mut self, id: ExchangeId, ci: usize) -> Pumped {
         let Worker {
             clients,
             upstreams,
+            exchanges,
             dirty,
             rt,
             ..
         } = self;
-        let Some(c) = clients.get_mut(ci) else {
-            return false;
+        let (Some(c), Some(ex)) = (clients.get_mut(ci), exchanges.get_mut(id)) else {
+            return Pumped::Moved(false);
         };
-        let ReqState::Upstream(ex) = &mut c.req else {
-            return false;
+        let body_limits = vhost_frang(&rt.config, ex.vhost.unwrap_or(0), ex.location);
+        let Some((request, limits, fwd)) = ex.body_parts() else {
+            return Pumped::Moved(false);
         };
-        let body_limits = vhost_frang(&rt.config, ex.vhost, ex.location);
-        if ex.req_body_done {
-            return false;
+        if fwd.req_body_done {
+            return Pumped::Moved(false);
         }
-        let Some(u) = upstreams.get_mut(ex.up) else {
-            return false;
+        let Some(u) = upstreams.get_mut(fwd.up) else {
+            return Pumped::Moved(false);
         };
         let Some(rbuf) = c.rbuf.as_mut() else {
-            return false;
+            return Pumped::Moved(false);
         };
         let mut moved = false;
         let mut data = 0u64;
-        let mut trailer_violation = None;
-        while !rbuf.is_empty() && u.out.has_room() && !ex.req_body_done {
-            match ex.req_body.decode(rbuf.bytes()) {
-                Ok(step) => {
-                    if step.consumed == 0 && !step.done {
-                        break;
-                    }
-                    let bytes = rbuf.bytes();
-                    match &ex.req_body {
-                        BodyDecoder::Chunked(chunked) => {
-                            push_chunk(&mut u.out, bytes.get(step.data.clone()).unwrap_or(&[]));
-                            if step.done {
-                                let trailer = chunked.trailer_section();
-                                let head = ex.chunked_head.as_deref().unwrap_or(&[]);
-                                let split = body_limits.map(|l| {
-                                    check_trailers(
-                                        l,
-                                        head_field_names(head),
-                                        field_lines(trailer).map(|(name, _)| name),
-                                    )
-                                });
-                                match split {
-                                    Some(Err(v)) => trailer_violation = Some(v),
-                                    _ => push_last_chunk(&mut u.out, trailer),
-                                }
-                            }
-                        }
-                        _ => u.out.push(bytes.get(..step.consumed).unwrap_or(&[])),
-                    }
-                    rbuf.consume(step.consumed);
-                    data += step.data.len() as u64;
-                    moved = true;
-                    ex.req_body_done = step.done;
-                }
-                Err(e) => {
-                    let up = ex.up;
-                    c.req = ReqState::Head;
-                    self.abandon_upstream(up);
-                    self.parse_refused(ci, &e);
-                    return true;
-                }
+        while !rbuf.is_empty() && u.out.has_room() && !fwd.req_body_done {
+            let step = match fwd.req_body.decode(rbuf.bytes()) {
+                Ok(step) => step,
+                Err(e) => return Pumped::Invalid(e),
+            };
+            if step.consumed == 0 && !step.done {
+                break;
             }
+            let bytes = rbuf.bytes();
+            match &fwd.req_body {
+                BodyDecoder::Chunked(chunked) => {
+                    push_chunk(&mut u.out, bytes.get(step.data.clone()).unwrap_or(&[]));
+                    if step.done {
+                        let trailer = chunked.trailer_section();
+                        let split = body_limits.map(|l| {
+                            check_trailers(
+                                l,
+                                head_field_names(request.bytes()),
+                                field_lines(trailer).map(|(name, _)| name),
+                            )
+                        });
+                        match split {
+                            Some(Err(v)) => return Pumped::Violation(v),
+                            _ => push_last_chunk(&mut u.out, trailer),
+                        }
+                    }
+                }
+                _ => u.out.push(bytes.get(..step.consumed).unwrap_or(&[])),
+            }
+            rbuf.consume(step.consumed);
+            data += step.data.len() as u64;
+            moved = true;
+            fwd.req_body_done = step.done;
         }
-        if let Some(v) = trailer_violation {
-            self.frang_violation(ci, &v, "-");
-            return true;
-        }
-        if let Some(Err(v)) = body_limits.map(|l| c.limits.on_body_bytes(data, l)) {
-            self.frang_violation(ci, &v, "-");
-            return true;
+        if let Some(Err(v)) = body_limits.map(|l| limits.on_body_bytes(data, l)) {
+            return Pumped::Violation(v);
         }
         if moved {
-            dirty.push_back(upstream_token(ex.up));
+            dirty.push_back(upstream_token(fwd.up));
         }
         let truncated =
-            c.peer_closed && !ex.req_body_done && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
+            c.peer_closed && !fwd.req_body_done && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
         if truncated {
-            let up = ex.up;
-            c.req = ReqState::Head;
-            self.abandon_upstream(up);
-            self.close_client(ci);
-            return true;
+            return Pumped::Truncated;
         }
-        moved
+        Pumped::Moved(moved)
     }
 }
 

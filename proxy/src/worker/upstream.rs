@@ -12,7 +12,7 @@ use ktls::IoStatus;
 use mio::net::TcpStream;
 use mio::Interest;
 
-use super::exchange::Failure;
+use super::response::Failure;
 use super::{upstream_token, Worker, PROBE_BASE};
 use crate::buf::Buf;
 use crate::metrics::bump;
@@ -29,7 +29,7 @@ pub enum UpPhase {
     Connecting,
     /// In the pool, waiting for a request.
     Idle,
-    /// Serving the request of `Upstream::client`.
+    /// Serving the request of `Upstream::exchange`.
     Busy,
     /// A probe: a connect, then the group's health request if it has a monitor.
     Probe,
@@ -42,7 +42,8 @@ pub struct Upstream {
     pub group: usize,
     pub server: usize,
     pub phase: UpPhase,
-    pub client: Option<usize>,
+    /// The exchange this connection serves.
+    pub exchange: Option<super::exchange::ExchangeId>,
     pub rbuf: Option<Buf>,
     pub out: Outbox,
     /// Has completed a request before: a failure before the first response byte may be a
@@ -89,8 +90,8 @@ impl ServerState {
 
 pub struct GroupState {
     pub servers: Vec<ServerState>,
-    /// Clients waiting for a connection (indices into the worker's clients).
-    pub queue: VecDeque<usize>,
+    /// Exchanges waiting for a connection.
+    pub queue: VecDeque<super::exchange::ExchangeId>,
 }
 
 pub fn group_states(rt: &Runtime) -> Vec<GroupState> {
@@ -200,7 +201,7 @@ impl Worker {
             group,
             server,
             phase,
-            client: None,
+            exchange: None,
             rbuf: None,
             out: Outbox::default(),
             reused: false,
@@ -335,18 +336,18 @@ impl Worker {
         let Some(u) = self.upstreams.get(ui) else {
             return;
         };
-        match (u.phase, u.client) {
-            (UpPhase::Connecting, Some(ci)) => {
+        match (u.phase, u.exchange) {
+            (UpPhase::Connecting, Some(id)) => {
                 let (group, server) = (u.group, u.server);
                 bump(&self.metrics().upstream_connect_errors);
                 self.close_upstream(ui);
                 self.mark_down(group, server);
-                self.exchange_failed(ci, Failure::Connect);
+                self.exchange_failed(id, Failure::Connect);
             }
-            (UpPhase::Busy, Some(ci)) => {
+            (UpPhase::Busy, Some(id)) => {
                 bump(&self.metrics().upstream_timeouts);
                 self.close_upstream(ui);
-                self.exchange_failed(ci, Failure::Timeout);
+                self.exchange_failed(id, Failure::Timeout);
             }
             (UpPhase::Checking, _) => self.health_verdict(ui, false),
             (UpPhase::Probe, _) => {
@@ -395,8 +396,8 @@ impl Worker {
                     self.arm_upstream_timer(ui, timeout);
                 }
                 Some(Err(_)) => {
-                    let (group, server, client, probe) =
-                        (u.group, u.server, u.client, u.phase == UpPhase::Probe);
+                    let (group, server, exchange, probe) =
+                        (u.group, u.server, u.exchange, u.phase == UpPhase::Probe);
                     if probe {
                         self.end_probe(ui);
                     } else {
@@ -404,8 +405,8 @@ impl Worker {
                         bump(&self.metrics().upstream_connect_errors);
                     }
                     self.mark_down(group, server);
-                    if let Some(ci) = client {
-                        self.exchange_failed(ci, Failure::Connect);
+                    if let Some(id) = exchange {
+                        self.exchange_failed(id, Failure::Connect);
                     }
                     return;
                 }
@@ -424,11 +425,13 @@ impl Worker {
             let Some(u) = self.upstreams.get(ui) else {
                 return;
             };
-            match u.client {
-                Some(ci) => {
-                    if self.relay_response(ci, ui) {
+            match u.exchange {
+                Some(id) => {
+                    if self.relay_response(id, ui) {
                         // Bytes for the client: flush them from its side.
-                        self.dirty.push_back(super::client_token(ci));
+                        if let Some(ci) = self.client_of(id) {
+                            self.dirty.push_back(super::client_token(ci));
+                        }
                         progressed = true;
                     }
                 }
@@ -462,8 +465,10 @@ impl Worker {
             IoStatus::Done(n) if n > 0 => {
                 u.last_progress = Instant::now();
                 // Room again: the client may have more request body to pass.
-                if let Some(ci) = u.client {
-                    self.dirty.push_back(super::client_token(ci));
+                if let Some(id) = u.exchange {
+                    if let Some(ci) = self.client_of(id) {
+                        self.dirty.push_back(super::client_token(ci));
+                    }
                 }
                 true
             }
@@ -526,7 +531,7 @@ impl Worker {
             self.close_upstream(ui);
             return;
         }
-        u.client = None;
+        u.exchange = None;
         u.phase = UpPhase::Idle;
         u.reused = true;
         let (group, server) = (u.group, u.server);
@@ -541,12 +546,6 @@ impl Worker {
             None => return self.close_upstream(ui),
         }
         self.serve_queue(group);
-    }
-
-    /// A client gave up on its exchange (closed or failed): the connection's state is
-    /// unknown mid-message, so it is closed rather than pooled.
-    pub(super) fn abandon_upstream(&mut self, ui: usize) {
-        self.end_upstream(ui, super::lifecycle::UpstreamEnd::ABANDONED);
     }
 
     pub(super) fn close_upstream(&mut self, ui: usize) {

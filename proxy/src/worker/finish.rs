@@ -1,0 +1,253 @@
+//! The end of an exchange, written once. Whatever way an exchange ends (a relayed response,
+//! a cache hit, a 304, a stale answer, PURGE, a redirect, a block, an error page), it goes
+//! through [`Worker::finish`]: the access-log line with the status and body bytes the client
+//! got, the status counters, frang's response accounting, the upstream connection's reuse
+//! decision (`lifecycle.rs`), the client connection's continuation (the codec) and its idle
+//! timer. An exchange whose client went away goes through [`Worker::drop_exchange`] instead:
+//! nothing reaches anyone, so nothing is logged.
+
+use http1::BodyDecoder;
+
+use super::exchange::{ExchangeId, Forward, Stage};
+use super::h1::{self, Reply, ReplyTo};
+use super::lifecycle::UpstreamEnd;
+use super::{client_token, Worker};
+use crate::access_log::RequestRecord as AccessRecord;
+
+/// How an exchange ended.
+pub struct Outcome {
+    /// The status the client received; 0 when nothing was sent (a dropped request).
+    pub status: u16,
+    /// Body bytes sent to the client.
+    pub bytes: u64,
+    /// The client connection closes after this response.
+    pub close: bool,
+    /// The upstream side, when the caller holds it (else it is taken from the exchange).
+    pub forward: Option<Box<Forward>>,
+    /// What is known of the upstream connection's state (abandoned when not given).
+    pub upstream_end: Option<UpstreamEnd>,
+    /// The status came from the origin: frang's `http_resp_code_block` counts it.
+    pub from_origin: bool,
+}
+
+impl Outcome {
+    /// A response the proxy made itself.
+    pub fn local(status: u16, bytes: u64, close: bool) -> Outcome {
+        Outcome {
+            status,
+            bytes,
+            close,
+            forward: None,
+            upstream_end: None,
+            from_origin: false,
+        }
+    }
+}
+
+/// What a refusal is, for `block_action`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A malformed request (`block_action error`).
+    Error,
+    /// A blocked request (`block_action attack`).
+    Attack,
+}
+
+impl Worker {
+    /// Ends exchange `id` with `outcome`.
+    pub(super) fn finish(&mut self, id: ExchangeId, mut outcome: Outcome) {
+        let Some(mut ex) = self.exchanges.remove(id) else {
+            return;
+        };
+        let stage_forward = match ex.take_stage() {
+            Stage::Upstream(f) => Some(f),
+            Stage::Queued(f) => {
+                self.unqueue(id);
+                Some(f)
+            }
+            Stage::CacheWait(ticket) => {
+                self.shared.cache.cancel_wait(ticket);
+                None
+            }
+            Stage::New => None,
+        };
+        let forward = outcome.forward.take().or(stage_forward);
+        // The request body: what its forward did not read, or all of it (never forwarded).
+        let unread = match forward {
+            Some(f) => {
+                let end = outcome.upstream_end.unwrap_or(UpstreamEnd::ABANDONED);
+                self.end_upstream_of(id, f.up, end);
+                f.unread_body()
+            }
+            None => ex
+                .request
+                .has_body()
+                .then(|| BodyDecoder::new(ex.request.framing(), &self.rt.limits)),
+        };
+        if outcome.status != 0 {
+            self.metrics().count_status(outcome.status);
+        }
+        let vhost_name = self.vhost_name(ex.vhost);
+        self.access_log(
+            ex.log.as_deref(),
+            &vhost_name,
+            outcome.status,
+            outcome.bytes,
+        );
+        let Some(ci) = self
+            .clients
+            .get(ex.client)
+            .filter(|c| c.id == ex.client_id)
+            .map(|_| ex.client)
+        else {
+            return;
+        };
+        if outcome.from_origin {
+            self.frang_response(ci, outcome.status, ex.vhost.unwrap_or(0));
+        }
+        let idle = self.idle_timeout();
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        if c.codec.current() == Some(id) {
+            let closing = outcome.close || c.close_after_flush;
+            c.close_after_flush |= c.codec.exchange_done(unread, closing);
+        } else {
+            c.close_after_flush |= outcome.close;
+        }
+        self.arm_client_timer(ci, idle);
+        self.dirty.push_back(client_token(ci));
+    }
+
+    /// Forgets exchange `id` whose client is gone: its upstream connection (if any) is
+    /// closed mid-message, its queue place and cache wait released.
+    pub(super) fn drop_exchange(&mut self, id: ExchangeId) {
+        let Some(mut ex) = self.exchanges.remove(id) else {
+            return;
+        };
+        match ex.take_stage() {
+            Stage::Upstream(f) => self.end_upstream_of(id, f.up, UpstreamEnd::ABANDONED),
+            Stage::Queued(_) => self.unqueue(id),
+            Stage::CacheWait(ticket) => {
+                self.shared.cache.cancel_wait(ticket);
+            }
+            Stage::New => {}
+        }
+    }
+
+    /// Answers exchange `id` with a response of the proxy's own and finishes it.
+    pub(super) fn answer(&mut self, id: ExchangeId, reply: Reply<'_>, close: bool) {
+        let (status, bytes) = self.write_reply(id, &reply, close);
+        self.finish(id, Outcome::local(status, bytes, close));
+    }
+
+    /// Writes `reply` to exchange `id`'s client; returns the status and body bytes sent.
+    pub(super) fn write_reply(
+        &mut self,
+        id: ExchangeId,
+        reply: &Reply<'_>,
+        close: bool,
+    ) -> (u16, u64) {
+        let status = reply.status();
+        let Some(ex) = self.exchanges.get(id) else {
+            return (status, 0);
+        };
+        let to = ReplyTo {
+            http10: h1::is_http10(&ex.request),
+            close,
+        };
+        let Some(ci) = self.client_of(id) else {
+            return (status, 0);
+        };
+        let date = match reply {
+            Reply::Redirect { .. } => self.date.now().to_string(),
+            _ => String::new(),
+        };
+        let Some(c) = self.clients.get_mut(ci) else {
+            return (status, 0);
+        };
+        let bytes = h1::write_reply(&mut c.out, reply, to, &date);
+        (status, bytes)
+    }
+
+    /// Refuses exchange `id` per `block_action` (reply, or drop; an attack drop resets the
+    /// connection) and closes the connection after it.
+    pub(super) fn refuse_exchange(&mut self, id: ExchangeId, status: u16, kind: Refusal) {
+        let action = self.block_action(kind);
+        if action.reply {
+            let (status, bytes) = self.write_reply(id, &Reply::Status(status), true);
+            self.finish(id, Outcome::local(status, bytes, true));
+        } else {
+            if let Some(ci) = self.client_of(id) {
+                self.drop_response(ci, kind);
+            }
+            self.finish(id, Outcome::local(0, 0, true));
+        }
+    }
+
+    /// Refuses what client `ci` sent before any exchange exists (a malformed or oversized
+    /// head) per `block_action`, and closes the connection after it.
+    pub(super) fn refuse(&mut self, ci: usize, status: u16, kind: Refusal) {
+        let action = self.block_action(kind);
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        c.close_after_flush = true;
+        if action.reply {
+            let to = ReplyTo {
+                http10: false,
+                close: true,
+            };
+            h1::write_reply(&mut c.out, &Reply::Status(status), to, "");
+            self.metrics().count_status(status);
+        } else {
+            self.drop_response(ci, kind);
+        }
+    }
+
+    fn block_action(&self, kind: Refusal) -> config::BlockAction {
+        match kind {
+            Refusal::Error => self.rt.config.block_action.error,
+            Refusal::Attack => self.rt.config.block_action.attack,
+        }
+    }
+
+    /// `block_action ... drop`: nothing more is sent; a dropped attacker gets a reset, not a
+    /// polite FIN.
+    fn drop_response(&mut self, ci: usize, kind: Refusal) {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        c.close_after_flush = true;
+        c.out.clear();
+        if kind == Refusal::Attack {
+            let _ = socket2::SockRef::from(&c.sock).set_linger(Some(std::time::Duration::ZERO));
+        }
+    }
+
+    /// The name of vhost `vhost` for logs; `-` when the request was not routed to one.
+    pub(super) fn vhost_name(&self, vhost: Option<usize>) -> String {
+        vhost
+            .and_then(|v| self.rt.vhosts.get(v))
+            .map_or("-", |v| v.name.as_str())
+            .to_string()
+    }
+
+    pub(super) fn access_log(
+        &mut self,
+        request: Option<&AccessRecord>,
+        vhost: &str,
+        status: u16,
+        bytes: u64,
+    ) {
+        let Some(request) = request else { return };
+        let entry = crate::access_log::Entry {
+            request,
+            vhost,
+            status,
+            bytes,
+            time: std::time::SystemTime::now(),
+        };
+        crate::access_log::write(&self.rt.config.access_log, &entry);
+    }
+}

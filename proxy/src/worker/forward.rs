@@ -1,0 +1,240 @@
+//! Sending an exchange upstream: the upstream request head (the HTTP/1.1 writer, with the
+//! proxy's fields and the vhost's edits), `100 Continue` for a client that waits for it,
+//! and the choice of a connection: pooled, new, or a place in the group's queue.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use http1::{BodyDecoder, ConnectionOption, Forwarding, HeaderEdits};
+
+use super::caching::Fill;
+use super::exchange::{ExchangeId, Forward, RespPhase};
+use super::finish::Refusal;
+use super::h1::{self, Reply};
+use super::upstream::{request_key, Pick, UpPhase};
+use super::{client_token, upstream_token, Worker};
+use crate::metrics::bump;
+
+/// An upstream request head written into the worker's scratch buffer.
+struct Draft {
+    written: Result<(), http1::OversizedHead>,
+    peer: std::net::IpAddr,
+}
+
+impl Worker {
+    /// Sends exchange `id` to `group`, filling or revalidating a cache entry from the
+    /// response when `fill` is set (`validators`: the stored validators to send).
+    pub(super) fn forward(
+        &mut self,
+        id: ExchangeId,
+        group: usize,
+        fill: Option<Box<Fill>>,
+        mut validators: Option<HeaderEdits>,
+    ) {
+        let rt = self.rt.clone();
+        let Some(draft) = self.upstream_head(id, validators.as_mut()) else {
+            return;
+        };
+        // With the proxy's own fields the head would exceed what a peer parsing like this proxy
+        // accepts (`Limits::for_forwarding`): refuse it here rather than send it.
+        if let Err(oversized) = draft.written {
+            bump(&self.metrics().parse_errors);
+            if rt.config.block_action.error.log {
+                crate::warn!("refused request from {}: {oversized}", draft.peer);
+            }
+            return self.refuse_exchange(id, oversized.request_status(), Refusal::Error);
+        }
+        let Some(ex) = self.exchanges.get(id) else {
+            return;
+        };
+        let request = &ex.request;
+        let has_body = request.has_body();
+        let forward = Box::new(Forward {
+            up: usize::MAX,
+            group,
+            head: self.scratch.clone(),
+            replayable: !has_body && request.method().is_idempotent(),
+            req_body: BodyDecoder::new(request.framing(), &rt.limits),
+            req_body_done: !has_body,
+            resp: RespPhase::AwaitHead,
+            is_head: request.method() == http1::Method::Head,
+            http10: h1::is_http10(request),
+            attempts: 0,
+            hash_key: if rt.groups.get(group).is_some_and(|g| g.hash) {
+                request_key(request.authority().unwrap_or(b""), request.path())
+            } else {
+                0
+            },
+            sent_to_client: false,
+            status: 0,
+            body_bytes: 0,
+            fill,
+            continue_sent: false,
+            dechunk: false,
+            interim: 0,
+            body_may_follow: false,
+        });
+        let expect_continue = request.expect_continue() && has_body && !forward.http10;
+        let mut forward = forward;
+        // `Expect: 100-continue`: tell the client to send its body now, as nginx does, rather
+        // than let it wait for the origin's answer (or its own timer).
+        if expect_continue {
+            if let Some(c) = self.clients.get_mut(ex.client) {
+                h1::write_continue(&mut c.out);
+                forward.continue_sent = true;
+            }
+        }
+        self.dispatch(id, forward);
+    }
+
+    /// Writes exchange `id`'s upstream request head into `scratch`.
+    fn upstream_head(
+        &mut self,
+        id: ExchangeId,
+        validators: Option<&mut HeaderEdits>,
+    ) -> Option<Draft> {
+        let rt = &self.rt;
+        let ex = self.exchanges.get(id)?;
+        let v = ex.vhost.and_then(|v| rt.vhosts.get(v))?;
+        let configured = ex
+            .location
+            .and_then(|l| v.locations.get(l))
+            .map_or(&v.request_edits, |l| &l.request_edits);
+        let edits = match validators {
+            Some(extra) => {
+                extra.extend(configured);
+                &*extra
+            }
+            None => configured,
+        };
+        let peer = self.clients.get(ex.client)?.peer.ip();
+        // The address as text without allocating (at most 45 bytes for IPv6).
+        let mut ip_text = [0u8; 48];
+        let ip_len = {
+            let mut cursor = std::io::Cursor::new(&mut ip_text[..]);
+            let _ = write!(cursor, "{peer}");
+            cursor.position() as usize
+        };
+        let request = &ex.request;
+        self.scratch.clear();
+        let written = http1::write_request_head(
+            &mut self.scratch,
+            request.head(),
+            request.bytes(),
+            &Forwarding {
+                forwarded_for: Some(ip_text.get(..ip_len).unwrap_or(&[])),
+                via: Some(v.via.as_deref().unwrap_or(b"ktls-proxy")),
+                edits,
+                framing: request.framing(),
+                connection: ConnectionOption::Default,
+                limits: &rt.forward_limits,
+            },
+        );
+        Some(Draft { written, peer })
+    }
+
+    /// Sends `forward` on a connection of its group: pooled, new, or queued for one.
+    pub(super) fn dispatch(&mut self, id: ExchangeId, mut forward: Box<Forward>) {
+        let mut avoid = None;
+        loop {
+            match self.pick(forward.group, forward.hash_key, avoid) {
+                Pick::Pooled(ui) => return self.attach(id, ui, forward),
+                Pick::Connect(server) => {
+                    match self.connect(forward.group, server, UpPhase::Connecting) {
+                        Ok(ui) => return self.attach(id, ui, forward),
+                        Err(_) => {
+                            bump(&self.metrics().upstream_connect_errors);
+                            self.mark_down(forward.group, server);
+                            avoid = Some(server);
+                            forward.attempts += 1;
+                            let limit = self
+                                .rt
+                                .groups
+                                .get(forward.group)
+                                .map_or(0, |g| g.connect_retries);
+                            if forward.attempts > limit {
+                                return self.fail_exchange(id, forward, 502);
+                            }
+                        }
+                    }
+                }
+                Pick::Full => {
+                    if let Err(forward) = self.enqueue(id, forward) {
+                        self.fail_exchange(id, forward, 503);
+                    }
+                    return;
+                }
+                Pick::Down => return self.fail_exchange(id, forward, 502),
+            }
+        }
+    }
+
+    fn attach(&mut self, id: ExchangeId, ui: usize, mut forward: Box<Forward>) {
+        let Some(ci) = self.client_of(id) else {
+            // The client left meanwhile: the connection goes back unused.
+            self.release_upstream(ui);
+            return self.drop_exchange(id);
+        };
+        let Some(u) = self.upstreams.get_mut(ui) else {
+            return;
+        };
+        u.exchange = Some(id);
+        u.out.push(&forward.head);
+        if !forward.replayable {
+            forward.head = Vec::new();
+        }
+        forward.up = ui;
+        let connecting = u.phase == UpPhase::Connecting;
+        if !connecting {
+            u.phase = UpPhase::Busy;
+        }
+        let timeout = self
+            .rt
+            .groups
+            .get(forward.group)
+            .map_or(Duration::from_secs(60), |g| g.forward_timeout);
+        if let Some(ex) = self.exchanges.get_mut(id) {
+            ex.send(forward);
+        }
+        if !connecting {
+            self.arm_upstream_timer(ui, timeout);
+        }
+        self.dirty.push_back(upstream_token(ui));
+        self.dirty.push_back(client_token(ci));
+    }
+
+    /// Answers `status` for an exchange that got no response from its group: a stale
+    /// entry if `cache_use_stale` allows one, else the error page.
+    pub(super) fn fail_exchange(&mut self, id: ExchangeId, mut forward: Box<Forward>, status: u16) {
+        let Some(ex) = self.exchanges.get(id) else {
+            return;
+        };
+        let close = !ex.keep_alive;
+        if let Some(entry) = forward.fill.as_mut().and_then(|f| f.stale_instead(status)) {
+            let kind = forward
+                .fill
+                .as_ref()
+                .map_or(cache::ReplyKind::Full, |f| f.reply_kind(&entry));
+            let reply = Reply::Stored {
+                entry: &entry,
+                kind,
+            };
+            let (status, bytes) = self.write_reply(id, &reply, close);
+            return self.finish(
+                id,
+                super::finish::Outcome {
+                    forward: Some(forward),
+                    ..super::finish::Outcome::local(status, bytes, close)
+                },
+            );
+        }
+        let (status, bytes) = self.write_reply(id, &Reply::Status(status), close);
+        self.finish(
+            id,
+            super::finish::Outcome {
+                forward: Some(forward),
+                ..super::finish::Outcome::local(status, bytes, close)
+            },
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! The request an exchange owns, in the one shape routing, frang, the cache and the upstream
+//! writer read whatever protocol the client spoke: method, scheme, authority, target, fields
+//! and body framing over a validated HTTP/1.1-form head. The HTTP/1 codec hands over the head
+//! exactly as received; an HTTP/2 codec renders its decoded header block into the same form,
+//! which the same strict parser then checks, so every rule sees one representation.
+
+use http1::{BodyFraming, Method, RequestHead, Version};
+
+use crate::router::RequestView;
+
+/// How the client connection came: part of the cache key and of frang's facts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+}
+
+/// A parsed request head and the bytes its spans refer to.
+pub struct Request {
+    head: RequestHead,
+    bytes: Box<[u8]>,
+    scheme: Scheme,
+}
+
+impl Request {
+    /// `bytes` must be the buffer `head` was parsed from (at least its head).
+    pub fn new(head: RequestHead, bytes: &[u8], scheme: Scheme) -> Request {
+        let len = head.head_len().min(bytes.len());
+        Request {
+            bytes: bytes.get(..len).unwrap_or(&[]).into(),
+            head,
+            scheme,
+        }
+    }
+
+    pub fn head(&self) -> &RequestHead {
+        &self.head
+    }
+
+    /// The head's bytes, for the accessors of [`RequestHead`].
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    pub fn method(&self) -> Method {
+        self.head.method()
+    }
+
+    pub fn method_bytes(&self) -> &[u8] {
+        self.head.method_bytes(&self.bytes)
+    }
+
+    pub fn version(&self) -> Version {
+        self.head.version()
+    }
+
+    /// Path and query.
+    pub fn path(&self) -> &[u8] {
+        self.head.path(&self.bytes)
+    }
+
+    /// The target as sent (origin or absolute form).
+    pub fn target(&self) -> &[u8] {
+        self.head.target(&self.bytes)
+    }
+
+    /// The authority: the absolute target's, else the Host field's.
+    pub fn authority(&self) -> Option<&[u8]> {
+        self.head.host(&self.bytes)
+    }
+
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.head.header(&self.bytes, name)
+    }
+
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.head.headers().fields(&self.bytes)
+    }
+
+    pub fn framing(&self) -> BodyFraming {
+        self.head.framing()
+    }
+
+    pub fn has_body(&self) -> bool {
+        self.head.framing().has_body()
+    }
+
+    /// The client asked to keep the connection open after this exchange.
+    pub fn keep_alive(&self) -> bool {
+        self.head.keep_alive()
+    }
+
+    pub fn expect_continue(&self) -> bool {
+        self.head.expect_continue()
+    }
+}
+
+impl RequestView for Request {
+    fn uri(&self) -> &[u8] {
+        self.path()
+    }
+    fn host(&self) -> &[u8] {
+        normalized_host(self.authority().unwrap_or(b""))
+    }
+    fn method(&self) -> &[u8] {
+        self.method_bytes()
+    }
+    fn any_header(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+        self.fields()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .any(|(_, v)| f(v))
+    }
+}
+
+/// The host name rules compare: the port and one trailing dot removed (`Example.com.:8443`
+/// names the same host as `example.com`; comparisons are case-insensitive).
+pub fn normalized_host(host: &[u8]) -> &[u8] {
+    let host = strip_port(host);
+    host.strip_suffix(b".").unwrap_or(host)
+}
+
+/// `example.com:8443` -> `example.com`, `[::1]:443` -> `[::1]`: rules compare host names.
+fn strip_port(host: &[u8]) -> &[u8] {
+    let colon = match host.first() {
+        Some(b'[') => host.iter().position(|&b| b == b']').map(|end| end + 1),
+        _ => host.iter().position(|&b| b == b':'),
+    };
+    match colon {
+        Some(i) if host.get(i) == Some(&b':') || i == host.len() => &host[..i],
+        _ => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_lose_port_and_trailing_dot() {
+        assert_eq!(normalized_host(b"admin.example.:443"), b"admin.example");
+        assert_eq!(normalized_host(b"admin.example."), b"admin.example");
+        assert_eq!(normalized_host(b"[::1]:80"), b"[::1]");
+    }
+
+    #[test]
+    fn ports_are_stripped_from_hosts() {
+        assert_eq!(strip_port(b"example.com:8443"), b"example.com");
+        assert_eq!(strip_port(b"example.com"), b"example.com");
+        assert_eq!(strip_port(b"[::1]:443"), b"[::1]");
+        assert_eq!(strip_port(b"[::1]"), b"[::1]");
+        assert_eq!(strip_port(b""), b"");
+    }
+
+    #[test]
+    fn a_request_owns_only_its_head() {
+        let buf = b"GET /a?b HTTP/1.1\r\nHost: Example.com.:8443\r\n\r\nGET /next HTTP/1.1\r\n";
+        let (head, len) = http1::parse_request(buf, &http1::Limits::default())
+            .unwrap()
+            .unwrap();
+        let req = Request::new(head, buf, Scheme::Https);
+        assert_eq!(req.bytes().len(), len);
+        assert_eq!(req.path(), b"/a?b");
+        assert_eq!(RequestView::host(&req), b"Example.com");
+        assert_eq!(req.scheme().as_str(), "https");
+    }
+}

@@ -1,0 +1,277 @@
+//! From bytes to an exchange: the client's codec yields a request, frang counts it, an
+//! exchange is made for it, `http_chain` routes it (block, redirect, or a vhost), and a
+//! routed request is served from the cache or sent to the vhost's server group.
+
+use std::time::{Duration, Instant};
+
+use http1::ParseError;
+
+use super::caching::CacheStep;
+use super::client::Stage as ConnStage;
+use super::exchange::{ExchangeId, NewExchange};
+use super::finish::Refusal;
+use super::h1::{ConnState, Parsed, Reply};
+use super::request::{Request, Scheme};
+use super::{client_token, Worker};
+use crate::access_log::RequestRecord as AccessRecord;
+use crate::frang::RequestLimits;
+use crate::metrics::bump;
+use crate::router::{CacheOverride, RequestView, Route};
+use crate::transport::Transport;
+
+impl Worker {
+    /// Moves client `ci`'s current request forward. True if anything changed.
+    pub(super) fn process_client(&mut self, ci: usize) -> bool {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return false;
+        };
+        match c.codec.state() {
+            ConnState::Idle => self.try_request(ci),
+            ConnState::Busy(id) => {
+                let id = *id;
+                self.pump_request_body(id)
+            }
+            ConnState::Drain(_) => {
+                let (moved, close) = c.codec.discard_body(c.rbuf.as_mut(), c.peer_closed);
+                c.close_after_flush |= close;
+                moved
+            }
+        }
+    }
+
+    fn try_request(&mut self, ci: usize) -> bool {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return false;
+        };
+        // No new request while the answers already queued are over the outbox bound: a
+        // client that pipelines without reading stops being read (its socket buffer, then
+        // its TCP window, fill up) instead of growing the proxy.
+        let scheme = match &c.stage {
+            ConnStage::Open(Transport::Plain) => Scheme::Http,
+            ConnStage::Open(_) => Scheme::Https,
+            _ => return false,
+        };
+        if c.close_after_flush || !c.out.has_room() {
+            return false;
+        }
+        let Some(rbuf) = c.rbuf.as_mut().filter(|b| !b.is_empty()) else {
+            return false;
+        };
+        match c.codec.next_request(rbuf, &self.rt.limits, scheme) {
+            Parsed::Request(request) => self.handle_request(ci, request),
+            Parsed::Partial => return false,
+            Parsed::TooLarge => self.refuse(ci, 431, Refusal::Error),
+            Parsed::Invalid(e) => self.parse_refused(ci, None, &e),
+        }
+        true
+    }
+
+    /// A request (`id`, or none yet) was malformed or over a limit.
+    pub(super) fn parse_refused(&mut self, ci: usize, id: Option<ExchangeId>, e: &ParseError) {
+        // A size limit set by frang_limits is a frang block (403, `block_action attack`,
+        // ip_block), as in Tempesta; the parser's own defaults are plain errors.
+        if let Some(limit) = self.frang_limit_of(e) {
+            let v = crate::frang::Violation {
+                limit,
+                detail: e.to_string(),
+                status: crate::frang::FRANG_BLOCK_STATUS,
+            };
+            self.frang_violation(ci, id, &v);
+            return;
+        }
+        bump(&self.metrics().parse_errors);
+        if self.rt.config.block_action.error.log {
+            let peer = self.clients.get(ci).map(|c| c.peer);
+            crate::warn!("refused request from {:?}: {} ({})", peer, e, e.status());
+        }
+        match id {
+            Some(id) => self.refuse_exchange(id, e.status(), Refusal::Error),
+            None => self.refuse(ci, e.status(), Refusal::Error),
+        }
+    }
+
+    /// The frang directive behind a parser limit error, when frang configured that limit.
+    fn frang_limit_of(&self, e: &ParseError) -> Option<&'static str> {
+        let global = &self.rt.config.frang;
+        let vhost = &self.rt.config.default_vhost.frang;
+        match e {
+            ParseError::UriTooLong if vhost.http_uri_len.is_some() => Some("http_uri_len"),
+            ParseError::HeaderFieldTooLong if global.http_hdr_len.is_some() => Some("http_hdr_len"),
+            ParseError::TooManyHeaders if global.http_header_cnt.is_some() => {
+                Some("http_header_cnt")
+            }
+            ParseError::BodyTooLarge if vhost.http_body_len.is_some() => Some("http_body_len"),
+            _ => None,
+        }
+    }
+
+    /// A complete request head from client `ci`: count it, make its exchange, route it.
+    fn handle_request(&mut self, ci: usize, request: Request) {
+        bump(&self.metrics().workers[self.id].requests);
+        let now = Instant::now();
+        let rt = self.rt.clone();
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        c.limits.head_complete();
+        let (peer, client_id) = (c.peer, c.id);
+        if let Err(v) = rt.frang.on_request(peer.ip(), now) {
+            self.frang_violation(ci, None, &v);
+            return;
+        }
+        let keep_alive = request.keep_alive() && !rt.config.keepalive_timeout.is_zero();
+        let log = rt
+            .config
+            .access_log
+            .enabled()
+            .then(|| access_record(peer, &request));
+        let has_body = request.has_body();
+        let id = self.exchanges.insert(NewExchange {
+            client: ci,
+            client_id,
+            limits: RequestLimits::new(&rt.config.frang, has_body, now),
+            request,
+            keep_alive,
+            log,
+        });
+        if let Some(c) = self.clients.get_mut(ci) {
+            c.codec.begin(id);
+        }
+        // The body's first piece may never come: its deadline runs from now.
+        if has_body {
+            self.arm_body_deadline(id);
+        }
+        self.route(id);
+    }
+
+    /// Applies `http_chain` to exchange `id`.
+    fn route(&mut self, id: ExchangeId) {
+        let rt = self.rt.clone();
+        let Some(ex) = self.exchanges.get(id) else {
+            return;
+        };
+        match rt.router.route(&ex.request) {
+            Route::NoMatch | Route::Block => {
+                if rt.config.block_action.attack.log {
+                    crate::warn!(
+                        "http_chain blocked {} {:?}",
+                        ex.log
+                            .as_ref()
+                            .map_or_else(String::new, |l| l.client.to_string()),
+                        String::from_utf8_lossy(ex.request.uri())
+                    );
+                }
+                self.refuse_exchange(id, 403, Refusal::Attack);
+            }
+            Route::Redirect { status, url } => {
+                // `$host` keeps the port the client used.
+                let host = String::from_utf8_lossy(ex.request.authority().unwrap_or(b""));
+                let uri = String::from_utf8_lossy(ex.request.uri());
+                let location = url.render(&host, &uri);
+                let close = !ex.keep_alive || ex.request.has_body();
+                self.answer(
+                    id,
+                    Reply::Redirect {
+                        status,
+                        location: &location,
+                    },
+                    close,
+                );
+            }
+            Route::Vhost { vhost, cache } => {
+                let location = rt
+                    .vhosts
+                    .get(vhost)
+                    .and_then(|v| v.location(ex.request.path()).map(|l| (v, l)))
+                    .and_then(|(v, l)| v.locations.iter().position(|x| std::ptr::eq(x, l)));
+                if let Some(ex) = self.exchanges.get_mut(id) {
+                    ex.vhost = Some(vhost);
+                    ex.location = location;
+                }
+                self.serve(id, cache);
+            }
+        }
+    }
+
+    /// Serves exchange `id`, routed to a vhost: from the cache, or through its server group.
+    pub(super) fn serve(&mut self, id: ExchangeId, overrides: CacheOverride) {
+        let rt = self.rt.clone();
+        if !self.frang_request(id) {
+            return;
+        }
+        let Some(ex) = self.exchanges.get(id) else {
+            return;
+        };
+        let Some(v) = ex.vhost.and_then(|v| rt.vhosts.get(v)) else {
+            return;
+        };
+        let loc = ex.location.and_then(|l| v.locations.get(l));
+        let close_on_error = !ex.keep_alive || ex.request.has_body();
+        let Some((group, _backup)) = loc.map_or(v.proxy_pass, |l| l.proxy_pass) else {
+            return self.answer(id, Reply::Status(502), close_on_error);
+        };
+        let mut validators = None;
+        let mut fill = None;
+        if let Some(rc) = loc.map_or(&v.cache, |l| &l.cache) {
+            match self.cache_step(id, rc, &v.name, overrides) {
+                CacheStep::Served => return,
+                CacheStep::Parked(ticket) => {
+                    let timeout = rt
+                        .groups
+                        .get(group)
+                        .map_or(Duration::from_secs(60), |g| g.forward_timeout);
+                    if let Some(ex) = self.exchanges.get_mut(id) {
+                        ex.park(ticket);
+                    }
+                    self.arm_exchange_timer(id, timeout);
+                    return;
+                }
+                CacheStep::Forward { fill: f, edits } => {
+                    fill = f;
+                    validators = edits;
+                }
+            }
+        }
+        self.forward(id, group, fill, validators);
+    }
+
+    /// A parked exchange's cache wait ended (the fetch it waited for finished, or the wait
+    /// timed out): serve it again; it does not wait a second time.
+    pub(super) fn resume_after_wait(&mut self, id: ExchangeId) {
+        let Some(ex) = self.exchanges.get_mut(id) else {
+            return;
+        };
+        if let super::exchange::Stage::CacheWait(ticket) = ex.take_stage() {
+            self.shared.cache.cancel_wait(ticket);
+        }
+        let Some(ex) = self.exchanges.get_mut(id) else {
+            return;
+        };
+        ex.cache_after_wait = true;
+        let ci = ex.client;
+        // The route is taken again: a reload meanwhile may have changed the overrides.
+        let overrides = match self.rt.router.route(&ex.request) {
+            Route::Vhost { cache, .. } => cache,
+            _ => CacheOverride::default(),
+        };
+        self.serve(id, overrides);
+        self.dirty.push_back(client_token(ci));
+    }
+}
+
+/// What the access log needs of a request, taken while its head is at hand.
+fn access_record(peer: std::net::SocketAddr, request: &Request) -> Box<AccessRecord> {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    Box::new(AccessRecord {
+        client: peer.ip(),
+        method: text(request.method_bytes()),
+        uri: text(request.target()),
+        version: if request.version() == http1::Version::Http10 {
+            "HTTP/1.0"
+        } else {
+            "HTTP/1.1"
+        },
+        referer: request.header("referer").map(text),
+        user_agent: request.header("user-agent").map(text),
+    })
+}
