@@ -283,3 +283,47 @@ impl Worker {
         (c.id == ex.client_id).then_some(ex.client)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worker::request::Scheme;
+
+    fn new_exchange(client: usize) -> NewExchange {
+        let bytes = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        let (head, _) = http1::parse_request(bytes, &http1::Limits::default())
+            .unwrap()
+            .unwrap();
+        NewExchange {
+            client,
+            client_id: client as u64,
+            request: Request::new(head, bytes, Scheme::Http),
+            keep_alive: true,
+            log: None,
+            limits: RequestLimits::new(&config::FrangGlobal::default(), false, Instant::now()),
+        }
+    }
+
+    #[test]
+    fn an_id_never_names_a_later_exchange_in_its_slot() {
+        let mut exchanges = Exchanges::default();
+        let first = exchanges.insert(new_exchange(1));
+        assert!(exchanges.remove(first).is_some());
+        let second = exchanges.insert(new_exchange(2));
+        assert_eq!(first.index, second.index, "the slot is reused");
+        assert!(exchanges.get(first).is_none());
+        assert!(exchanges.remove(first).is_none());
+        assert_eq!(exchanges.get(second).map(|e| e.client), Some(2));
+        assert_eq!(exchanges.id_at(second.index), Some(second));
+    }
+
+    #[test]
+    fn only_an_exchange_at_a_server_gives_up_its_forward() {
+        let mut exchanges = Exchanges::default();
+        let id = exchanges.insert(new_exchange(1));
+        let ex = exchanges.get_mut(id).unwrap();
+        assert!(ex.take_forward().is_none());
+        assert!(matches!(ex.stage(), Stage::New));
+        assert!(!ex.reading_body());
+    }
+}

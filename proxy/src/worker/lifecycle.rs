@@ -40,6 +40,36 @@ impl UpstreamEnd {
     };
 }
 
+/// What the upstream connection itself says when its exchange ends.
+#[derive(Clone, Copy)]
+pub struct ConnFacts {
+    /// The last response allowed the connection to persist.
+    pub keep_alive: bool,
+    pub peer_closed: bool,
+    /// Request bytes still queued for the server.
+    pub unsent_bytes: bool,
+    /// Bytes arrived beyond the response.
+    pub unread_bytes: bool,
+    /// The connection belongs to the current configuration's server list.
+    pub current_config: bool,
+    /// It was serving a request (not connecting, probing or idle).
+    pub busy: bool,
+}
+
+/// Whether an upstream connection may serve another request: only when it is known to be in
+/// step with its server.
+pub fn reusable(end: UpstreamEnd, conn: ConnFacts) -> bool {
+    end.request_sent
+        && end.response_complete
+        && !end.body_may_follow
+        && conn.keep_alive
+        && !conn.peer_closed
+        && !conn.unsent_bytes
+        && !conn.unread_bytes
+        && conn.current_config
+        && conn.busy
+}
+
 impl Worker {
     /// Ends exchange `id`'s use of upstream connection `ui`, if the connection is still
     /// its own (a failed connection may already be closed and its slot reused).
@@ -59,22 +89,119 @@ impl Worker {
         let Some(u) = self.upstreams.get(ui) else {
             return;
         };
-        let reusable = end.request_sent
-            && end.response_complete
-            && !end.body_may_follow
-            && u.keep_alive
-            && !u.peer_closed
-            && u.out.is_empty()
-            && u.rbuf.as_ref().is_none_or(crate::buf::Buf::is_empty)
-            && u.rt_gen == self.rt_gen
-            && u.phase == UpPhase::Busy;
-        if reusable {
+        let conn = ConnFacts {
+            keep_alive: u.keep_alive,
+            peer_closed: u.peer_closed,
+            unsent_bytes: !u.out.is_empty(),
+            unread_bytes: u.rbuf.as_ref().is_some_and(|b| !b.is_empty()),
+            current_config: u.rt_gen == self.rt_gen,
+            busy: u.phase == UpPhase::Busy,
+        };
+        if reusable(end, conn) {
             self.release_upstream(ui);
         } else {
             if !end.request_sent || end.body_may_follow {
                 bump(&self.metrics().upstream_not_reused);
             }
             self.close_upstream(ui);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLEAN_END: UpstreamEnd = UpstreamEnd {
+        request_sent: true,
+        response_complete: true,
+        body_may_follow: false,
+    };
+    const CLEAN_CONN: ConnFacts = ConnFacts {
+        keep_alive: true,
+        peer_closed: false,
+        unsent_bytes: false,
+        unread_bytes: false,
+        current_config: true,
+        busy: true,
+    };
+
+    #[test]
+    fn only_a_connection_in_step_with_its_server_is_reused() {
+        assert!(reusable(CLEAN_END, CLEAN_CONN));
+        let ends = [
+            (
+                "body not all sent",
+                UpstreamEnd {
+                    request_sent: false,
+                    ..CLEAN_END
+                },
+            ),
+            (
+                "response cut",
+                UpstreamEnd {
+                    response_complete: false,
+                    ..CLEAN_END
+                },
+            ),
+            (
+                "HEAD announced a body",
+                UpstreamEnd {
+                    body_may_follow: true,
+                    ..CLEAN_END
+                },
+            ),
+            ("abandoned", UpstreamEnd::ABANDONED),
+        ];
+        for (what, end) in ends {
+            assert!(!reusable(end, CLEAN_CONN), "{what}");
+        }
+        let conns = [
+            (
+                "Connection: close",
+                ConnFacts {
+                    keep_alive: false,
+                    ..CLEAN_CONN
+                },
+            ),
+            (
+                "server closed",
+                ConnFacts {
+                    peer_closed: true,
+                    ..CLEAN_CONN
+                },
+            ),
+            (
+                "request bytes unsent",
+                ConnFacts {
+                    unsent_bytes: true,
+                    ..CLEAN_CONN
+                },
+            ),
+            (
+                "bytes past the response",
+                ConnFacts {
+                    unread_bytes: true,
+                    ..CLEAN_CONN
+                },
+            ),
+            (
+                "old configuration",
+                ConnFacts {
+                    current_config: false,
+                    ..CLEAN_CONN
+                },
+            ),
+            (
+                "not serving",
+                ConnFacts {
+                    busy: false,
+                    ..CLEAN_CONN
+                },
+            ),
+        ];
+        for (what, conn) in conns {
+            assert!(!reusable(CLEAN_END, conn), "{what}");
         }
     }
 }
