@@ -180,6 +180,8 @@ pub enum Proto {
     Https,
     /// HTTP/2 over TLS (ALPN `h2`).
     H2,
+    /// HTTP/2 over TCP by prior knowledge (an extension: Tempesta has no cleartext HTTP/2).
+    H2c,
 }
 
 // ---------------------------------------------------------------- servers

@@ -7,11 +7,13 @@
 #![forbid(unsafe_code)]
 
 pub mod access_log;
+pub mod alpn;
 pub mod buf;
 pub mod date;
 pub mod frang;
 pub mod log;
 pub mod metrics;
+pub mod metrics_h2;
 pub mod outbox;
 pub mod process;
 pub mod router;

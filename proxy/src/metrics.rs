@@ -57,6 +57,7 @@ pub struct Metrics {
     pub parse_errors: AtomicU64,
     pub panics: AtomicU64,
     pub workers: Vec<WorkerMetrics>,
+    pub h2: crate::metrics_h2::H2Metrics,
 }
 
 impl Metrics {
@@ -235,6 +236,7 @@ impl Metrics {
                 get(&w.connections_open)
             );
         }
+        self.h2.render(&mut out);
         if let Some(cache) = cache {
             out.push_str(cache);
         }

@@ -77,6 +77,7 @@ pub fn serve(config_path: &Path, runtime: Arc<Runtime>) -> Result<(), ServeError
                 socket: mio::net::TcpListener::from_std(std_listener),
                 addr: l.addr,
                 tls: l.is_tls(),
+                protos: l.protos.clone(),
             });
         }
         per_worker.push(set);

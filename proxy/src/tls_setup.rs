@@ -9,8 +9,8 @@ use std::sync::Arc;
 use config::{Config, Vhost};
 use openssl::error::ErrorStack;
 use openssl::ssl::{
-    AlpnError, ClientHelloResponse, NameType, SniError, SslAlert, SslContext, SslContextBuilder,
-    SslMethod, SslOptions, SslVersion,
+    ClientHelloResponse, NameType, SniError, SslAlert, SslContext, SslContextBuilder, SslMethod,
+    SslOptions, SslVersion,
 };
 
 /// TLS 1.2 suites offered: forward-secret AEAD only, ECDSA first (the reference certificate is
@@ -171,11 +171,8 @@ fn vhost_context(
     if !errors.is_empty() {
         return Err(errors);
     }
-    // HTTP/1.1 only for now: a client offering only h2 still gets a handshake and then speaks
-    // HTTP/1.1 or fails, as with a server without ALPN.
-    b.set_alpn_select_callback(|_, client| {
-        openssl::ssl::select_next_proto(b"\x08http/1.1", client).ok_or(AlpnError::NOACK)
-    });
+    // The listener's protocols travel on each connection's SSL object (`alpn.rs`).
+    b.set_alpn_select_callback(crate::alpn::select);
     let tickets = &vhost.tls.tickets;
     if tickets.enabled {
         // Keys scoped to this vhost: its tickets resume only under its own name.

@@ -262,7 +262,7 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
 }
 
 fn listen(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
-    let usage = "listen PORT | IPADDR[:PORT] [proto=http|https|h2|\"h2,https\"]";
+    let usage = "listen PORT | IPADDR[:PORT] [proto=http|https|h2|\"h2,https\"|h2c]";
     if !(c.no_block(d) & c.attrs_only(d, &["proto"])) {
         return;
     }
@@ -280,11 +280,12 @@ fn listen(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
                 "http" => protos.push(Proto::Http),
                 "https" => protos.push(Proto::Https),
                 "h2" => protos.push(Proto::H2),
+                "h2c" => protos.push(Proto::H2c),
                 _ => {
                     c.error(
                         &a.value.pos,
                         format!("unknown protocol `{p}`"),
-                        "expected http, https, h2 or \"h2,https\"",
+                        "expected http, https, h2, \"h2,https\" or h2c",
                     );
                     return;
                 }
@@ -295,6 +296,14 @@ fn listen(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
     }
     protos.sort();
     protos.dedup();
+    if protos.contains(&Proto::H2c) && protos.len() > 1 {
+        c.error(
+            &d.pos,
+            "`h2c` (cleartext HTTP/2) cannot share a listener with another protocol",
+            "use a separate `listen` line for h2c",
+        );
+        return;
+    }
     if protos.contains(&Proto::Http) && protos.len() > 1 {
         c.error(
             &d.pos,

@@ -10,7 +10,9 @@ use mio::net::TcpStream;
 use mio::Interest;
 use openssl::ssl::Ssl;
 
+use super::codec::Codec;
 use super::h1::{ConnState, H1Codec};
+use super::request::Scheme;
 use super::{client_token, Worker};
 use crate::buf::Buf;
 use crate::metrics::{bump, TlsPath};
@@ -33,8 +35,8 @@ pub struct Client {
     pub sock: TcpStream,
     pub peer: SocketAddr,
     pub stage: Stage,
-    /// The HTTP/1.1 codec: the connection's requests and responses.
-    pub codec: H1Codec,
+    /// The codec (HTTP/1.1 or HTTP/2): the connection's requests and responses.
+    pub codec: Codec,
     /// Received bytes not yet consumed; `None` while idle (returned to the pool).
     pub rbuf: Option<Buf>,
     pub out: Outbox,
@@ -67,7 +69,13 @@ impl Client {
 }
 
 impl Worker {
-    pub(super) fn new_client(&mut self, mut sock: TcpStream, peer: SocketAddr, tls: bool) {
+    pub(super) fn new_client(
+        &mut self,
+        mut sock: TcpStream,
+        peer: SocketAddr,
+        tls: bool,
+        protos: &[config::Proto],
+    ) {
         if let Err(v) = self.rt.frang.on_connect(peer.ip(), Instant::now()) {
             // Refused at accept: reset, no reply; the refusal is not a concurrent connection.
             self.note_block(peer.ip(), &v, "-");
@@ -76,7 +84,7 @@ impl Worker {
         }
         let _ = sock.set_nodelay(true);
         let stage = if tls {
-            match self.start_tls(&sock) {
+            match self.start_tls(&sock, crate::alpn::Alpn::of(protos)) {
                 Some(session) => Stage::Handshake(Box::new(session)),
                 None => {
                     self.rt.frang.on_close(peer.ip());
@@ -103,7 +111,7 @@ impl Worker {
             sock,
             peer,
             stage,
-            codec: H1Codec::default(),
+            codec: Codec::H1(H1Codec::default()),
             rbuf: None,
             out: Outbox::default(),
             peer_closed: false,
@@ -124,14 +132,19 @@ impl Worker {
             self.idle_timeout()
         };
         self.arm_client_timer(ci, timeout);
+        if !tls && protos.contains(&config::Proto::H2c) {
+            // h2c by prior knowledge: the first bytes must be the HTTP/2 preface.
+            self.start_h2(ci, Scheme::Http);
+        }
         self.dirty.push_back(client_token(ci));
     }
 
-    fn start_tls(&self, sock: &TcpStream) -> Option<TlsSession> {
+    fn start_tls(&self, sock: &TcpStream, alpn: crate::alpn::Alpn) -> Option<TlsSession> {
         use std::os::fd::AsRawFd;
         let ctx = &self.rt.tls.as_ref()?.accept;
         let mut ssl = Ssl::new(ctx).ok()?;
         ssl.set_accept_state();
+        crate::alpn::set_policy(&mut ssl, alpn);
         ktls::offload::prepare_ssl(&mut ssl).ok()?;
         TlsSession::new(ssl, sock.as_raw_fd()).ok()
     }
@@ -159,6 +172,7 @@ impl Worker {
             Handshake,
             Head,
             Drain,
+            H2,
             Nothing,
         }
         let Some(c) = self.clients.get(ci) else {
@@ -167,13 +181,17 @@ impl Worker {
         if c.timer_gen != gen {
             return;
         }
-        let due = match (&c.stage, c.codec.state()) {
+        let due = match (&c.stage, &c.codec) {
             (Stage::Handshake(_), _) => Due::Handshake,
-            (_, ConnState::Idle) => Due::Head,
-            // The rest of a body being discarded stopped arriving.
-            (_, ConnState::Drain(_)) => Due::Drain,
-            // An exchange in progress keeps its own deadlines (exchange and upstream timers).
-            (_, ConnState::Busy(_)) => Due::Nothing,
+            (_, Codec::H2(_)) => Due::H2,
+            (_, Codec::H1(h1)) => match h1.state() {
+                ConnState::Idle => Due::Head,
+                // The rest of a body being discarded stopped arriving.
+                ConnState::Drain(_) => Due::Drain,
+                // An exchange in progress keeps its own deadlines (exchange and upstream
+                // timers).
+                ConnState::Busy(_) => Due::Nothing,
+            },
         };
         match due {
             Due::Handshake => {
@@ -191,6 +209,7 @@ impl Worker {
                 }
             }
             Due::Drain => self.close_client(ci),
+            Due::H2 => self.h2_timer(ci, now),
             Due::Nothing => {}
         }
     }
@@ -246,6 +265,7 @@ impl Worker {
             return false;
         };
         let resumed = session.ssl().session_reused();
+        let h2 = crate::alpn::negotiated_h2(session.ssl());
         c.sni = session
             .ssl()
             .servername(openssl::ssl::NameType::HOST_NAME)
@@ -292,8 +312,12 @@ impl Worker {
             }
         };
         c.stage = Stage::Open(transport);
-        let idle = self.idle_timeout();
-        self.arm_client_timer(ci, idle);
+        if h2 {
+            self.start_h2(ci, Scheme::Https);
+        } else {
+            let idle = self.idle_timeout();
+            self.arm_client_timer(ci, idle);
+        }
         true
     }
 
@@ -348,7 +372,8 @@ impl Worker {
                     // Room in the outbox may let the upstream side continue.
                     let up = c
                         .codec
-                        .current()
+                        .h1()
+                        .and_then(H1Codec::current)
                         .and_then(|id| self.exchanges.get(id))
                         .and_then(|ex| ex.forward())
                         .map(|f| f.up);
@@ -398,7 +423,7 @@ impl Worker {
             return;
         }
         let mut c = self.clients.remove(ci);
-        if let Some(id) = c.codec.reset() {
+        for id in c.codec.reset() {
             self.drop_exchange(id);
         }
         if let Stage::Open(transport) = &mut c.stage {

@@ -46,6 +46,8 @@ pub struct Exchange {
     /// The client connection (slab index) and its unique id.
     pub client: usize,
     pub client_id: u64,
+    /// The HTTP/2 stream carrying the exchange (0 on HTTP/1).
+    pub stream: u32,
     pub request: Request,
     stage: Stage,
     /// The vhost serving the request (0: the default vhost; None until routed) and its
@@ -192,6 +194,7 @@ pub struct Exchanges {
 pub struct NewExchange {
     pub client: usize,
     pub client_id: u64,
+    pub stream: u32,
     pub request: Request,
     pub keep_alive: bool,
     pub log: Option<Box<AccessRecord>>,
@@ -206,6 +209,7 @@ impl Exchanges {
             serial,
             client: new.client,
             client_id: new.client_id,
+            stream: new.stream,
             request: new.request,
             stage: Stage::New,
             vhost: None,
@@ -297,6 +301,7 @@ mod tests {
         NewExchange {
             client,
             client_id: client as u64,
+            stream: 0,
             request: Request::new(head, bytes, Scheme::Http),
             keep_alive: true,
             log: None,

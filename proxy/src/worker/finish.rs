@@ -8,6 +8,7 @@
 
 use http1::BodyDecoder;
 
+use super::codec::{self, Codec};
 use super::exchange::{ExchangeId, Forward, Stage};
 use super::h1::{self, Reply, ReplyTo};
 use super::lifecycle::UpstreamEnd;
@@ -109,11 +110,24 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
-        if c.codec.current() == Some(id) {
-            let closing = outcome.close || c.close_after_flush;
-            c.close_after_flush |= c.codec.exchange_done(unread, closing);
-        } else {
-            c.close_after_flush |= outcome.close;
+        match &mut c.codec {
+            Codec::H1(h1) if h1.current() == Some(id) => {
+                let closing = outcome.close || c.close_after_flush;
+                c.close_after_flush |= h1.exchange_done(unread, closing);
+            }
+            Codec::H1(_) => c.close_after_flush |= outcome.close,
+            Codec::H2(h2) => {
+                h2.end(ex.stream);
+                h2.exchange_done(ex.stream);
+                if outcome.close {
+                    // A refused request ends the connection, after the streams in flight.
+                    h2.conn.go_away();
+                }
+                h2.flush_into(&mut c.out);
+                self.arm_h2_timer(ci);
+                self.dirty.push_back(client_token(ci));
+                return;
+            }
         }
         self.arm_client_timer(ci, idle);
         self.dirty.push_back(client_token(ci));
@@ -156,6 +170,7 @@ impl Worker {
             http10: h1::is_http10(&ex.request),
             close,
         };
+        let (stream, head_only) = (ex.stream, ex.request.method() == http1::Method::Head);
         let Some(ci) = self.client_of(id) else {
             return (status, 0);
         };
@@ -166,7 +181,7 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return (status, 0);
         };
-        let bytes = h1::write_reply(&mut c.out, reply, to, &date);
+        let bytes = codec::reply(c, stream, reply, to, &date, head_only);
         (status, bytes)
     }
 
@@ -192,6 +207,12 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
+        if let Codec::H2(h2) = &mut c.codec {
+            // No stream to answer on: the connection ends after the streams in flight.
+            h2.conn.go_away();
+            h2.flush_into(&mut c.out);
+            return;
+        }
         c.close_after_flush = true;
         if action.reply {
             let to = ReplyTo {

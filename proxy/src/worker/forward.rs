@@ -80,8 +80,7 @@ impl Worker {
         // than let it wait for the origin's answer (or its own timer).
         if expect_continue {
             if let Some(c) = self.clients.get_mut(ex.client) {
-                h1::write_continue(&mut c.out);
-                forward.continue_sent = true;
+                forward.continue_sent = super::codec::continue_100(c);
             }
         }
         self.dispatch(id, forward);

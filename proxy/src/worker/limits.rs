@@ -8,6 +8,7 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
+use super::codec::Codec;
 use super::exchange::ExchangeId;
 use super::finish::Refusal;
 use super::h1::ConnState;
@@ -63,7 +64,12 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
-        match *c.codec.state() {
+        let Codec::H1(h1) = &c.codec else {
+            // HTTP/2 bodies are counted per DATA frame (`h2_serve.rs`); its header blocks are
+            // bounded by the h2 crate's limits.
+            return;
+        };
+        match *h1.state() {
             ConnState::Idle => match c.limits.on_head_chunk(now) {
                 Ok(()) => self.arm_head_deadline(ci),
                 Err(v) => self.frang_violation(ci, None, &v),

@@ -4,11 +4,14 @@
 
 mod caching;
 mod client;
+mod codec;
 mod exchange;
 mod fill;
 mod finish;
 mod forward;
 mod h1;
+mod h2;
+mod h2_serve;
 mod health;
 mod lifecycle;
 mod limits;
@@ -96,6 +99,8 @@ pub struct WorkerListener {
     pub socket: TcpListener,
     pub addr: SocketAddr,
     pub tls: bool,
+    /// The protocols the listener serves (`listen ... proto=`).
+    pub protos: Vec<config::Proto>,
 }
 
 enum Kind {
@@ -287,9 +292,9 @@ impl Worker {
             };
             match listener.socket.accept() {
                 Ok((sock, peer)) => {
-                    let tls = listener.tls;
+                    let (tls, protos) = (listener.tls, listener.protos.clone());
                     self.refresh_runtime();
-                    self.new_client(sock, peer, tls);
+                    self.new_client(sock, peer, tls, &protos);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -325,6 +330,8 @@ impl Worker {
             }
             self.groups = upstream::group_states(&self.rt);
             self.schedule_health_checks();
+            // HTTP/2 clients reconnect to meet the new configuration.
+            self.go_away_all();
         }
     }
 
@@ -354,11 +361,31 @@ impl Worker {
         let idle: Vec<usize> = self
             .clients
             .iter()
-            .filter(|(_, c)| c.is_idle())
+            .filter(|(_, c)| c.is_idle() && c.codec.h1().is_some())
             .map(|(i, _)| i)
             .collect();
         for ci in idle {
             self.close_client(ci);
+        }
+        self.go_away_all();
+    }
+
+    /// Tells every HTTP/2 client that no new stream will be served (GOAWAY with the last
+    /// stream accepted); the streams in flight finish, then the connection closes.
+    fn go_away_all(&mut self) {
+        for (ci, c) in self.clients.iter_mut() {
+            // Not `close_after_flush`: the streams in flight still read WINDOW_UPDATEs; the
+            // codec says when the connection is done.
+            if let client::Client {
+                codec: codec::Codec::H2(h2),
+                out,
+                ..
+            } = c
+            {
+                h2.conn.go_away();
+                h2.flush_into(out);
+                self.dirty.push_back(client_token(ci));
+            }
         }
     }
 

@@ -29,6 +29,8 @@ pub struct Request {
     head: RequestHead,
     bytes: Box<[u8]>,
     scheme: Scheme,
+    /// The client spoke HTTP/2 (the head was rendered from its header block).
+    h2: bool,
 }
 
 impl Request {
@@ -39,6 +41,22 @@ impl Request {
             bytes: bytes.get(..len).unwrap_or(&[]).into(),
             head,
             scheme,
+            h2: false,
+        }
+    }
+
+    /// Marks a request rendered from an HTTP/2 header block.
+    pub fn rendered_from_h2(mut self) -> Request {
+        self.h2 = true;
+        self
+    }
+
+    /// The protocol as the access log names it.
+    pub fn version_label(&self) -> &'static str {
+        match (self.h2, self.head.version()) {
+            (true, _) => "HTTP/2.0",
+            (false, Version::Http10) => "HTTP/1.0",
+            (false, _) => "HTTP/1.1",
         }
     }
 

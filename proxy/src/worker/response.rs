@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use http1::BodyDecoder;
 
+use super::codec::{self, Codec};
 use super::exchange::{ExchangeId, RespPhase};
 use super::finish::Outcome;
-use super::h1::{self, Reply, ReplyTo};
+use super::h1::{Reply, ReplyTo};
 use super::Worker;
 use crate::metrics::bump;
 
@@ -106,9 +107,7 @@ impl Worker {
                 Step::Broken => {
                     bump(&self.metrics().upstream_errors);
                     self.close_upstream(ui);
-                    if let Some(ci) = self.client_of(id) {
-                        self.close_client(ci);
-                    }
+                    self.abort_response(id);
                     return true;
                 }
             }
@@ -135,7 +134,8 @@ impl Worker {
         let Some(u) = upstreams.get_mut(ui) else {
             return Step::Wait;
         };
-        let (vhost, location, keep_alive) = (ex.vhost, ex.location, ex.keep_alive);
+        let (vhost, location, keep_alive, stream) =
+            (ex.vhost, ex.location, ex.keep_alive, ex.stream);
         let Some(fwd) = ex.forward_mut() else {
             return Step::Wait;
         };
@@ -168,8 +168,7 @@ impl Worker {
             // The proxy answered `Expect: 100-continue` itself; an HTTP/1.0 client gets no
             // interim responses at all.
             if !(fwd.http10 || status == 100 && fwd.continue_sent) {
-                h1::write_interim(&mut c.out, &input[..len]);
-                fwd.sent_to_client = true;
+                fwd.sent_to_client |= codec::interim(c, &input[..len]);
             }
             if let Some(b) = u.rbuf.as_mut() {
                 b.consume(len);
@@ -204,15 +203,14 @@ impl Worker {
             http10: fwd.http10,
             close: !keep_alive,
         };
-        let Ok(plan) = h1::write_response_head(
-            &mut c.out,
-            scratch,
-            &head,
+        let relayed = codec::RelayedHead {
+            head: &head,
             input,
             edits,
-            &rt.forward_limits,
+            limits: &rt.forward_limits,
             to,
-        ) else {
+        };
+        let Ok(plan) = codec::response_head(c, stream, scratch, &relayed) else {
             // The proxy's fields took the head over what a client parsing like this proxy
             // accepts (`Limits::for_forwarding`): a bad response, never relayed.
             return Step::Bad { count: true };
@@ -259,13 +257,14 @@ impl Worker {
         let Some(u) = upstreams.get_mut(ui) else {
             return Step::Wait;
         };
+        let stream = ex.stream;
         let Some(fwd) = ex.forward_mut() else {
             return Step::Wait;
         };
         let RespPhase::Body(decoder) = &mut fwd.resp else {
             return Step::Wait;
         };
-        if !c.out.has_room() {
+        if !codec::has_room(c, stream) {
             return Step::Wait;
         }
         let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
@@ -282,8 +281,9 @@ impl Worker {
             return Step::Broken;
         };
         let chunked = matches!(decoder, BodyDecoder::Chunked(_));
-        fwd.body_bytes += h1::write_body(
-            &mut c.out,
+        fwd.body_bytes += codec::body(
+            c,
+            stream,
             &input[..step.consumed],
             &input[step.data.clone()],
             chunked,
@@ -334,12 +334,7 @@ impl Worker {
             return;
         };
         if forward.sent_to_client {
-            // Part of a response is out: the only honest end is to close.
-            let client = self.client_of(id);
-            self.drop_exchange(id);
-            if let Some(ci) = client {
-                self.close_client(ci);
-            }
+            self.abort_response(id);
             return;
         }
         let retries = self
@@ -394,5 +389,27 @@ impl Worker {
         };
         self.finish(id, outcome);
         true
+    }
+
+    /// Part of exchange `id`'s response is out and the rest will not come: the only honest
+    /// end is to cut it. HTTP/1.1 closes the connection; HTTP/2 resets the stream.
+    fn abort_response(&mut self, id: ExchangeId) {
+        let Some(ci) = self.client_of(id) else {
+            return self.drop_exchange(id);
+        };
+        let stream = self.exchanges.get(id).map_or(0, |ex| ex.stream);
+        self.drop_exchange(id);
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        match &mut c.codec {
+            Codec::H1(_) => self.close_client(ci),
+            Codec::H2(h2) => {
+                h2.forget(stream);
+                h2.cancel(stream);
+                h2.flush_into(&mut c.out);
+                self.dirty.push_back(super::client_token(ci));
+            }
+        }
     }
 }

@@ -8,6 +8,7 @@ use http1::ParseError;
 
 use super::caching::CacheStep;
 use super::client::Stage as ConnStage;
+use super::codec::Codec;
 use super::exchange::{ExchangeId, NewExchange};
 use super::finish::Refusal;
 use super::h1::{ConnState, Parsed, Reply};
@@ -25,14 +26,17 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return false;
         };
-        match c.codec.state() {
+        let Codec::H1(h1) = &mut c.codec else {
+            return self.process_h2(ci);
+        };
+        match h1.state() {
             ConnState::Idle => self.try_request(ci),
             ConnState::Busy(id) => {
                 let id = *id;
                 self.pump_request_body(id)
             }
             ConnState::Drain(_) => {
-                let (moved, close) = c.codec.discard_body(c.rbuf.as_mut(), c.peer_closed);
+                let (moved, close) = h1.discard_body(c.rbuf.as_mut(), c.peer_closed);
                 c.close_after_flush |= close;
                 moved
             }
@@ -57,7 +61,10 @@ impl Worker {
         let Some(rbuf) = c.rbuf.as_mut().filter(|b| !b.is_empty()) else {
             return false;
         };
-        match c.codec.next_request(rbuf, &self.rt.limits, scheme) {
+        let Codec::H1(h1) = &mut c.codec else {
+            return false;
+        };
+        match h1.next_request(rbuf, &self.rt.limits, scheme) {
             Parsed::Request(request) => self.handle_request(ci, request),
             Parsed::Partial => return false,
             Parsed::TooLarge => self.refuse(ci, 431, Refusal::Error),
@@ -129,13 +136,14 @@ impl Worker {
         let id = self.exchanges.insert(NewExchange {
             client: ci,
             client_id,
+            stream: 0,
             limits: RequestLimits::new(&rt.config.frang, has_body, now),
             request,
             keep_alive,
             log,
         });
-        if let Some(c) = self.clients.get_mut(ci) {
-            c.codec.begin(id);
+        if let Some(Codec::H1(h1)) = self.clients.get_mut(ci).map(|c| &mut c.codec) {
+            h1.begin(id);
         }
         // The body's first piece may never come: its deadline runs from now.
         if has_body {
@@ -145,7 +153,7 @@ impl Worker {
     }
 
     /// Applies `http_chain` to exchange `id`.
-    fn route(&mut self, id: ExchangeId) {
+    pub(super) fn route(&mut self, id: ExchangeId) {
         let rt = self.rt.clone();
         let Some(ex) = self.exchanges.get(id) else {
             return;
@@ -260,17 +268,13 @@ impl Worker {
 }
 
 /// What the access log needs of a request, taken while its head is at hand.
-fn access_record(peer: std::net::SocketAddr, request: &Request) -> Box<AccessRecord> {
+pub(super) fn access_record(peer: std::net::SocketAddr, request: &Request) -> Box<AccessRecord> {
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     Box::new(AccessRecord {
         client: peer.ip(),
         method: text(request.method_bytes()),
         uri: text(request.target()),
-        version: if request.version() == http1::Version::Http10 {
-            "HTTP/1.0"
-        } else {
-            "HTTP/1.1"
-        },
+        version: request.version_label(),
         referer: request.header("referer").map(text),
         user_agent: request.header("user-agent").map(text),
     })

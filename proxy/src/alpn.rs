@@ -1,0 +1,78 @@
+//! Which application protocol a TLS listener offers (ALPN, RFC 7301), per connection: the
+//! vhost's SSL context is shared by every listener, so the listener's choice travels on the
+//! connection's SSL object.
+
+use std::sync::OnceLock;
+
+use config::Proto;
+use openssl::ex_data::Index;
+use openssl::ssl::{AlpnError, Ssl, SslRef};
+
+/// What a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alpn {
+    /// `proto=https`: HTTP/1.1 only.
+    Http1,
+    /// `proto=h2`: HTTP/2 only; a client that offers other protocols but not `h2` gets
+    /// `no_application_protocol`.
+    H2,
+    /// `proto="h2,https"`: HTTP/2 when the client offers it, else HTTP/1.1.
+    Both,
+}
+
+impl Alpn {
+    pub fn of(protos: &[Proto]) -> Alpn {
+        match (protos.contains(&Proto::H2), protos.contains(&Proto::Https)) {
+            (true, true) => Alpn::Both,
+            (true, false) => Alpn::H2,
+            _ => Alpn::Http1,
+        }
+    }
+
+    /// Our protocols in order of preference, in the wire format.
+    fn wire(self) -> &'static [u8] {
+        match self {
+            Alpn::Http1 => b"\x08http/1.1",
+            Alpn::H2 => b"\x02h2",
+            Alpn::Both => b"\x02h2\x08http/1.1",
+        }
+    }
+}
+
+fn index() -> Option<Index<Ssl, Alpn>> {
+    static INDEX: OnceLock<Option<Index<Ssl, Alpn>>> = OnceLock::new();
+    *INDEX.get_or_init(|| Ssl::new_ex_index().ok())
+}
+
+/// Records the listener's policy on a new connection.
+pub fn set_policy(ssl: &mut SslRef, policy: Alpn) {
+    if let Some(i) = index() {
+        ssl.set_ex_data(i, policy);
+    }
+}
+
+/// The ALPN select callback of every server context.
+pub fn select<'a>(ssl: &mut SslRef, client: &'a [u8]) -> Result<&'a [u8], AlpnError> {
+    let policy = index()
+        .and_then(|i| ssl.ex_data(i).copied())
+        .unwrap_or(Alpn::Http1);
+    match openssl::ssl::select_next_proto(policy.wire(), client) {
+        Some(p) => Ok(p),
+        // An h2-only listener refuses a client that cannot speak it; otherwise no protocol is
+        // acknowledged and the client speaks HTTP/1.1, as with a server without ALPN.
+        None if policy == Alpn::H2 => Err(AlpnError::ALERT_FATAL),
+        None => Err(AlpnError::NOACK),
+    }
+}
+
+/// Whether the handshake settled on HTTP/2 (an h2-only listener without ALPN: the client
+/// must speak it by prior knowledge).
+pub fn negotiated_h2(ssl: &SslRef) -> bool {
+    let policy = index()
+        .and_then(|i| ssl.ex_data(i).copied())
+        .unwrap_or(Alpn::Http1);
+    match ssl.selected_alpn_protocol() {
+        Some(p) => p == b"h2",
+        None => policy == Alpn::H2,
+    }
+}

@@ -1,0 +1,162 @@
+//! A client connection's codec, HTTP/1.1 or HTTP/2, and the response sink the exchange
+//! core writes through: a reply of the proxy's own, an interim head, a relayed head, relayed
+//! body bytes, the end, a reset. Each call goes to the codec's own writer (`h1.rs`,
+//! `h2.rs`); nothing else writes a client's bytes.
+
+use http1::{HeaderEdits, Limits, ResponseHead};
+
+use super::client::Client;
+use super::exchange::ExchangeId;
+use super::h1::{self, BodyPlan, H1Codec, Reply, ReplyTo};
+use super::h2::H2Codec;
+
+pub enum Codec {
+    H1(H1Codec),
+    H2(Box<H2Codec>),
+}
+
+impl Codec {
+    /// No exchange in progress and nothing waiting to be sent by the codec itself.
+    pub fn is_idle(&self) -> bool {
+        match self {
+            Codec::H1(h1) => h1.is_idle(),
+            Codec::H2(h2) => h2.is_idle(),
+        }
+    }
+
+    pub fn h1(&self) -> Option<&H1Codec> {
+        match self {
+            Codec::H1(h1) => Some(h1),
+            Codec::H2(_) => None,
+        }
+    }
+
+    /// The exchanges in progress, handed back when the client is gone.
+    pub fn reset(&mut self) -> Vec<ExchangeId> {
+        match self {
+            Codec::H1(h1) => h1.reset().into_iter().collect(),
+            Codec::H2(h2) => h2.reset_all(),
+        }
+    }
+}
+
+/// Writes a reply of the proxy's own on `stream`; returns the body bytes sent.
+pub fn reply(
+    c: &mut Client,
+    stream: u32,
+    reply: &Reply<'_>,
+    to: ReplyTo,
+    date: &str,
+    head_only: bool,
+) -> u64 {
+    match &mut c.codec {
+        Codec::H1(_) => h1::write_reply(&mut c.out, reply, to, date),
+        Codec::H2(h2) => {
+            let bytes = h2.reply(stream, reply, date, head_only);
+            h2.flush_into(&mut c.out);
+            bytes
+        }
+    }
+}
+
+/// An upstream's interim (1xx) head: relayed to an HTTP/1.1 client as it came; HTTP/2
+/// clients get none (the proxy sends no interim HEADERS).
+pub fn interim(c: &mut Client, raw_head: &[u8]) -> bool {
+    match &mut c.codec {
+        Codec::H1(_) => {
+            h1::write_interim(&mut c.out, raw_head);
+            true
+        }
+        Codec::H2(_) => false,
+    }
+}
+
+/// `Expect: 100-continue` answered by the proxy (HTTP/1.1 only: an HTTP/2 client sends its
+/// body when its window lets it).
+pub fn continue_100(c: &mut Client) -> bool {
+    match &mut c.codec {
+        Codec::H1(_) => {
+            h1::write_continue(&mut c.out);
+            true
+        }
+        Codec::H2(_) => false,
+    }
+}
+
+/// What a relayed response head needs besides the head itself.
+pub struct RelayedHead<'a> {
+    pub head: &'a ResponseHead,
+    pub input: &'a [u8],
+    pub edits: &'a HeaderEdits,
+    pub limits: &'a Limits,
+    pub to: ReplyTo,
+}
+
+/// A relayed response head, rendered for this client into `scratch` (the form the cache
+/// stores) and sent. Err when it cannot be (over the limits, or not expressible).
+pub fn response_head(
+    c: &mut Client,
+    stream: u32,
+    scratch: &mut Vec<u8>,
+    relayed: &RelayedHead<'_>,
+) -> Result<BodyPlan, ()> {
+    let to = match c.codec {
+        Codec::H1(_) => relayed.to,
+        // Framing is the codec's: the rendering is for the cache and the field list.
+        Codec::H2(_) => ReplyTo {
+            http10: false,
+            close: false,
+        },
+    };
+    let plan = h1::render_response_head(
+        scratch,
+        relayed.head,
+        relayed.input,
+        relayed.edits,
+        relayed.limits,
+        to,
+    )?;
+    match &mut c.codec {
+        Codec::H1(_) => {
+            c.out.push(scratch);
+            Ok(plan)
+        }
+        Codec::H2(h2) => {
+            h2.send_h1_head(stream, scratch, false)?;
+            h2.flush_into(&mut c.out);
+            Ok(BodyPlan {
+                dechunk: true,
+                close_delimited: false,
+            })
+        }
+    }
+}
+
+/// Relayed body bytes: `raw` as the upstream framed them, `data` the decoded part.
+/// Returns the body bytes sent.
+pub fn body(
+    c: &mut Client,
+    stream: u32,
+    raw: &[u8],
+    data: &[u8],
+    chunked: bool,
+    dechunk: bool,
+) -> u64 {
+    match &mut c.codec {
+        Codec::H1(_) => h1::write_body(&mut c.out, raw, data, chunked, dechunk),
+        Codec::H2(h2) => {
+            h2.data(stream, data.to_vec());
+            h2.flush_into(&mut c.out);
+            data.len() as u64
+        }
+    }
+}
+
+/// Whether more of a response may be relayed to this client now.
+pub fn has_room(c: &Client, stream: u32) -> bool {
+    c.out.has_room()
+        && match &c.codec {
+            Codec::H1(_) => true,
+            Codec::H2(h2) => h2.has_room(stream),
+        }
+}

@@ -1,0 +1,440 @@
+//! The HTTP/2 codec of a client connection, on the sans-IO `h2` crate: it maps streams to
+//! exchanges, renders each stream's request into the neutral [`Request`] (an HTTP/1.1-form
+//! head the same strict parser checks), keeps each stream's request body until the exchange
+//! can take it, and is the response sink of its exchanges: HEADERS from a reply or a relayed
+//! head, DATA limited by the stream's window (what the window does not take waits here, per
+//! stream and bounded), END_STREAM.
+//!
+//! The connection's frames go out through the client's outbox: after every step the
+//! caller moves [`Connection::output`](h2::Connection::output) into it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use h2::{Connection, ErrorCode, Field};
+
+use super::exchange::ExchangeId;
+use super::h1::Reply;
+use super::request::{Request, Scheme};
+use crate::outbox::Outbox;
+
+/// Response bytes a stream may hold here, waiting for its window, before the exchange stops
+/// relaying (its upstream is not read meanwhile): the stream's backpressure.
+pub const STREAM_TAIL_MAX: usize = 64 * 1024;
+
+/// A request body as it arrives on a stream, until its exchange takes it.
+#[derive(Default)]
+pub struct InBody {
+    /// Received, not yet passed to the exchange.
+    pub data: Vec<u8>,
+    /// The body ended (END_STREAM or trailers).
+    pub end: bool,
+    pub trailers: Vec<Field>,
+    /// Bytes passed on whose window credit is not yet returned to the peer (returned once
+    /// the upstream has room: a slow upstream slows the client through its window).
+    pub owed: usize,
+}
+
+/// Response bytes waiting for a stream's window.
+#[derive(Default)]
+struct Tail {
+    chunks: VecDeque<(Chunk, usize)>,
+    bytes: usize,
+    end: bool,
+}
+
+enum Chunk {
+    Owned(Vec<u8>),
+    Shared(Arc<[u8]>),
+}
+
+impl Chunk {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Chunk::Owned(v) => v,
+            Chunk::Shared(a) => a,
+        }
+    }
+}
+
+pub struct H2Codec {
+    pub conn: Connection,
+    /// For the open-streams gauge and, at the end, the connection's counters.
+    metrics: Arc<crate::metrics::Metrics>,
+    scheme: Scheme,
+    /// Streams with an exchange in progress.
+    streams: HashMap<u32, ExchangeId>,
+    bodies: HashMap<u32, InBody>,
+    tails: HashMap<u32, Tail>,
+    /// Since when no exchange is in progress (the keep-alive timeout runs from there).
+    idle_since: Option<Instant>,
+    /// When the client timer was last armed for this connection.
+    pub armed_at: Option<Instant>,
+}
+
+impl H2Codec {
+    pub fn new(
+        limits: h2::Limits,
+        scheme: Scheme,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Result<H2Codec, &'static str> {
+        Ok(H2Codec {
+            metrics,
+            conn: Connection::new(limits, Instant::now())?,
+            scheme,
+            streams: HashMap::new(),
+            bodies: HashMap::new(),
+            tails: HashMap::new(),
+            idle_since: Some(Instant::now()),
+            armed_at: None,
+        })
+    }
+
+    /// When the connection became idle, if it is.
+    pub fn idle_at(&self) -> Option<Instant> {
+        self.idle_since.filter(|_| self.is_idle())
+    }
+
+    /// No exchange in progress and nothing waiting to be sent.
+    pub fn is_idle(&self) -> bool {
+        self.streams.is_empty() && self.tails.is_empty()
+    }
+
+    pub fn exchange_of(&self, stream: u32) -> Option<ExchangeId> {
+        self.streams.get(&stream).copied()
+    }
+
+    pub fn exchanges(&self) -> impl Iterator<Item = (u32, ExchangeId)> + '_ {
+        self.streams.iter().map(|(&s, &id)| (s, id))
+    }
+
+    pub fn begin(&mut self, stream: u32, id: ExchangeId) {
+        self.idle_since = None;
+        if self.streams.insert(stream, id).is_none() {
+            self.gauge(1);
+        }
+    }
+
+    /// Moves the open-streams gauge.
+    fn gauge(&self, delta: i64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let _ = self
+            .metrics
+            .h2
+            .streams_open
+            .fetch_update(Relaxed, Relaxed, |v| Some(v.saturating_add_signed(delta)));
+    }
+
+    /// The exchange on `stream` ended: what it did not read of its body is dropped (and its
+    /// window credit returned, so other streams are not starved). A client still sending
+    /// it may finish: its DATA is discarded with the credit returned at once, as nginx
+    /// does (RST_STREAM NO_ERROR, which RFC 9113 §8.1 allows, makes some clients, curl 7.88
+    /// among them, fail the response).
+    pub fn exchange_done(&mut self, stream: u32) {
+        if self.streams.remove(&stream).is_some() {
+            self.gauge(-1);
+        }
+        if self.streams.is_empty() {
+            self.idle_since.get_or_insert_with(Instant::now);
+        }
+        if let Some(body) = self.bodies.remove(&stream) {
+            let credit = body.owed + body.data.len();
+            if credit > 0 {
+                self.conn.consumed(stream, credit);
+            }
+        }
+    }
+
+    /// The stream is gone (reset by either side): forget everything about it.
+    pub fn forget(&mut self, stream: u32) -> Option<ExchangeId> {
+        self.bodies.remove(&stream);
+        self.tails.remove(&stream);
+        let id = self.streams.remove(&stream);
+        if id.is_some() {
+            self.gauge(-1);
+        }
+        if self.streams.is_empty() {
+            self.idle_since.get_or_insert_with(Instant::now);
+        }
+        id
+    }
+
+    /// Every exchange in progress (the client is gone).
+    pub fn reset_all(&mut self) -> Vec<ExchangeId> {
+        self.bodies.clear();
+        self.tails.clear();
+        let ids: Vec<ExchangeId> = self.streams.drain().map(|(_, id)| id).collect();
+        self.gauge(-(ids.len() as i64));
+        ids
+    }
+
+    pub fn body_mut(&mut self, stream: u32) -> &mut InBody {
+        self.bodies.entry(stream).or_default()
+    }
+
+    /// The exchange passed `n` body bytes on and the upstream has room: return the credit.
+    pub fn release_credit(&mut self, stream: u32) {
+        if let Some(body) = self.bodies.get_mut(&stream) {
+            if body.owed > 0 {
+                let owed = std::mem::take(&mut body.owed);
+                self.conn.consumed(stream, owed);
+            }
+        }
+    }
+
+    /// Renders a stream's request into the neutral form. Err: the status to answer with.
+    pub fn request(
+        &self,
+        req: &h2::Request,
+        end_stream: bool,
+        limits: &http1::Limits,
+    ) -> Result<Request, u16> {
+        let (Some(path), Some(authority)) = (&req.path, &req.authority) else {
+            // CONNECT (no :path) is not proxied; a request without any authority neither.
+            return Err(if req.path.is_none() { 501 } else { 400 });
+        };
+        let mut head = Vec::with_capacity(256);
+        head.extend_from_slice(&req.method);
+        head.push(b' ');
+        head.extend_from_slice(path);
+        head.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+        head.extend_from_slice(authority);
+        head.extend_from_slice(b"\r\n");
+        for f in &req.fields {
+            // The authority is the Host written above; TE is hop-by-hop; the client's body
+            // comes as its window allows, so no one waits for a `100 Continue`.
+            if f.name == b"host" || f.name == b"te" || f.name == b"expect" {
+                continue;
+            }
+            head.extend_from_slice(&f.name);
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(&f.value);
+            head.extend_from_slice(b"\r\n");
+        }
+        // A body without a length reaches the upstream chunked.
+        if !end_stream && req.content_length.is_none() {
+            head.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        }
+        head.extend_from_slice(b"\r\n");
+        match http1::parse_request(&head, limits) {
+            Ok(Some((parsed, _))) => {
+                Ok(Request::new(parsed, &head, self.scheme).rendered_from_h2())
+            }
+            Ok(None) => Err(431),
+            Err(e) => Err(e.status()),
+        }
+    }
+
+    /// Writes a reply of the proxy's own on `stream`; returns the body bytes.
+    pub fn reply(&mut self, stream: u32, reply: &Reply<'_>, date: &str, head_only: bool) -> u64 {
+        let status = reply.status();
+        match reply {
+            Reply::Status(status) if *status != 200 => {
+                let page = format!("{} {}\n", status, http1::reason_phrase(*status));
+                let len = page.len().to_string();
+                let fields: [(&[u8], &[u8]); 3] = [
+                    (b"server", b"ktls-proxy"),
+                    (b"content-type", b"text/plain"),
+                    (b"content-length", len.as_bytes()),
+                ];
+                if self
+                    .conn
+                    .send_headers(stream, *status, &fields, head_only)
+                    .is_err()
+                {
+                    return 0;
+                }
+                if head_only {
+                    return 0;
+                }
+                self.data(stream, page.into_bytes());
+                self.end(stream);
+                page_len(*status)
+            }
+            Reply::Status(_) => {
+                let fields: [(&[u8], &[u8]); 2] =
+                    [(b"server", b"ktls-proxy"), (b"content-length", b"0")];
+                let _ = self.conn.send_headers(stream, status, &fields, true);
+                0
+            }
+            Reply::Redirect { location, .. } => {
+                let fields: [(&[u8], &[u8]); 4] = [
+                    (b"location", location.as_bytes()),
+                    (b"content-length", b"0"),
+                    (b"date", date.as_bytes()),
+                    (b"server", b"ktls-proxy"),
+                ];
+                let _ = self.conn.send_headers(stream, status, &fields, true);
+                0
+            }
+            Reply::Stored { entry, kind } => {
+                let (head, body) = entry.reply_parts(*kind);
+                let mut h1_head = head.to_vec();
+                entry.write_age(SystemTime::now(), &mut h1_head);
+                let body_len = body.len();
+                if self.send_h1_head(stream, &h1_head, body_len == 0).is_err() {
+                    return 0;
+                }
+                if body_len > 0 {
+                    self.shared(stream, entry.body().clone());
+                    self.end(stream);
+                }
+                body_len as u64
+            }
+        }
+    }
+
+    /// Sends an HTTP/1-form response head (as the H1 writer rendered it for this client:
+    /// edits applied, hop-by-hop fields removed) as HEADERS.
+    pub fn send_h1_head(
+        &mut self,
+        stream: u32,
+        h1_head: &[u8],
+        end_stream: bool,
+    ) -> Result<(), ()> {
+        let limits = http1::Limits {
+            max_head_bytes: h1_head.len().max(1),
+            max_headers: 1024,
+            max_field_bytes: h1_head.len().max(1),
+            ..http1::Limits::default()
+        };
+        let Ok(Some((head, _))) = http1::parse_response(h1_head, &limits, false) else {
+            return Err(());
+        };
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        let fields: Vec<(&[u8], &[u8])> = head.headers().fields(h1_head).collect();
+        for (name, _) in &fields {
+            names.push(name.to_ascii_lowercase());
+        }
+        let list: Vec<(&[u8], &[u8])> = names
+            .iter()
+            .zip(&fields)
+            .filter(|(n, _)| !is_connection_specific(n))
+            .map(|(n, (_, v))| (&n[..], *v))
+            .collect();
+        self.conn
+            .send_headers(stream, head.status(), &list, end_stream)
+            .map_err(|_| ())
+    }
+
+    /// Relayed body bytes for `stream`.
+    pub fn data(&mut self, stream: u32, data: Vec<u8>) {
+        if data.is_empty() {
+            return;
+        }
+        let tail = self.tails.entry(stream).or_default();
+        tail.bytes += data.len();
+        tail.chunks.push_back((Chunk::Owned(data), 0));
+        self.pump(stream);
+    }
+
+    /// A stored body, shared without copying until it is framed.
+    pub fn shared(&mut self, stream: u32, data: Arc<[u8]>) {
+        let tail = self.tails.entry(stream).or_default();
+        tail.bytes += data.len();
+        tail.chunks.push_back((Chunk::Shared(data), 0));
+        self.pump(stream);
+    }
+
+    /// The response on `stream` is complete.
+    pub fn end(&mut self, stream: u32) {
+        self.tails.entry(stream).or_default().end = true;
+        self.pump(stream);
+    }
+
+    /// Whether the exchange on `stream` may relay more body now.
+    pub fn has_room(&self, stream: u32) -> bool {
+        self.tails
+            .get(&stream)
+            .is_none_or(|t| t.bytes < STREAM_TAIL_MAX)
+    }
+
+    /// Sends what the windows take of `stream`'s waiting bytes. True if any went out.
+    pub fn pump(&mut self, stream: u32) -> bool {
+        let Some(tail) = self.tails.get_mut(&stream) else {
+            return false;
+        };
+        let mut moved = false;
+        loop {
+            let last = tail.chunks.len() == 1 && tail.end;
+            let Some((chunk, offset)) = tail.chunks.front_mut() else {
+                break;
+            };
+            let rest = &chunk.bytes()[*offset..];
+            match self.conn.send_data(stream, rest, last) {
+                Ok(n) => {
+                    moved |= n > 0 || last;
+                    *offset += n;
+                    tail.bytes -= n;
+                    if n < rest.len() {
+                        return moved;
+                    }
+                    tail.chunks.pop_front();
+                    if last {
+                        self.tails.remove(&stream);
+                        return true;
+                    }
+                }
+                Err(_) => {
+                    self.tails.remove(&stream);
+                    return moved;
+                }
+            }
+        }
+        if tail.end {
+            // Nothing left but the end (which a reply may have sent already).
+            let _ = self.conn.send_data(stream, &[], true);
+            self.tails.remove(&stream);
+            return true;
+        }
+        moved
+    }
+
+    /// Sends what every waiting stream's window takes (after a WINDOW_UPDATE).
+    pub fn pump_all(&mut self) -> bool {
+        let streams: Vec<u32> = self.tails.keys().copied().collect();
+        let mut moved = false;
+        for s in streams {
+            moved |= self.pump(s);
+        }
+        moved
+    }
+
+    /// Gives up on `stream`'s response (its upstream failed mid-body).
+    pub fn cancel(&mut self, stream: u32) {
+        self.tails.remove(&stream);
+        self.conn.reset(stream, ErrorCode::INTERNAL_ERROR);
+    }
+
+    /// Moves the connection's frames into the client's outbox.
+    pub fn flush_into(&mut self, out: &mut Outbox) {
+        let output = self.conn.output();
+        if !output.is_empty() {
+            let n = output.len();
+            out.push(output);
+            self.conn.advance_output(n);
+        }
+    }
+}
+
+impl Drop for H2Codec {
+    /// The connection's counters join the process's when it ends.
+    fn drop(&mut self) {
+        self.gauge(-(self.streams.len() as i64));
+        self.metrics.h2.add(self.conn.counters());
+    }
+}
+
+/// Fields an HTTP/2 message must not carry (RFC 9113 §8.2.2).
+fn is_connection_specific(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
+    )
+}
+
+/// The body length of the proxy's page for `status`.
+fn page_len(status: u16) -> u64 {
+    format!("{} {}\n", status, http1::reason_phrase(status)).len() as u64
+}

@@ -1,0 +1,357 @@
+//! HTTP/2 connections on the exchange core: the bytes a client sent go into its `h2`
+//! connection; each event becomes exchange work (a request opens an exchange, DATA feeds
+//! its body, a reset drops it); request bodies move to the upstream as it takes them, and
+//! the window credit goes back to the client only then; response bytes waiting for windows
+//! move as windows open; the connection's frames go out through the outbox.
+
+use std::time::Instant;
+
+use h2::Event;
+
+use super::codec::Codec;
+use super::exchange::{ExchangeId, NewExchange};
+use super::h1::Reply;
+use super::h2::H2Codec;
+use super::limits::vhost_frang;
+use super::request::Scheme;
+use super::request_body::{push_chunk, push_last_chunk};
+use super::route::access_record;
+use super::{client_token, upstream_token, Worker};
+use crate::frang::RequestLimits;
+use crate::metrics::bump;
+
+impl Worker {
+    /// The HTTP/2 limits of this configuration.
+    fn h2_limits(&self) -> h2::Limits {
+        h2::Limits {
+            max_concurrent_streams: self.rt.config.max_concurrent_streams,
+            ..h2::Limits::default()
+        }
+    }
+
+    /// Client `ci` speaks HTTP/2 from now on (ALPN `h2`, or an h2c listener).
+    pub(super) fn start_h2(&mut self, ci: usize, scheme: Scheme) {
+        let limits = self.h2_limits();
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        match H2Codec::new(limits, scheme, self.shared.metrics.clone()) {
+            Ok(mut h2) => {
+                h2.flush_into(&mut c.out);
+                c.codec = Codec::H2(Box::new(h2));
+                bump(&self.shared.metrics.h2.connections);
+                self.arm_h2_timer(ci);
+            }
+            Err(e) => {
+                crate::warn!("worker {}: cannot start HTTP/2: {e}", self.id);
+                c.close_after_flush = true;
+            }
+        }
+    }
+
+    /// Moves an HTTP/2 connection forward. True if anything changed.
+    pub(super) fn process_h2(&mut self, ci: usize) -> bool {
+        let now = Instant::now();
+        let Some(c) = self.clients.get_mut(ci) else {
+            return false;
+        };
+        let Codec::H2(h2) = &mut c.codec else {
+            return false;
+        };
+        let mut moved = false;
+        // Input while the connection takes it and the answers queued are under the bound:
+        // otherwise the read buffer fills and the socket is not read.
+        if let Some(rbuf) = c.rbuf.as_mut() {
+            if !rbuf.is_empty() && h2.conn.wants_read() && c.out.has_room() {
+                let n = rbuf.len();
+                h2.conn.recv(rbuf.bytes(), now);
+                rbuf.consume(n);
+                moved = true;
+            }
+        }
+        let events: Vec<Event> = std::iter::from_fn(|| h2.conn.poll_event()).collect();
+        for event in events {
+            moved = true;
+            self.h2_event(ci, event, now);
+        }
+        moved |= self.h2_pump(ci);
+        if let Some(c) = self.clients.get_mut(ci) {
+            if let Codec::H2(h2) = &mut c.codec {
+                h2.flush_into(&mut c.out);
+                if h2.conn.is_done() {
+                    c.close_after_flush = true;
+                }
+            }
+        }
+        self.arm_h2_timer(ci);
+        moved
+    }
+
+    fn h2_event(&mut self, ci: usize, event: Event, now: Instant) {
+        match event {
+            Event::Request {
+                stream,
+                request,
+                end_stream,
+            } => self.h2_request(ci, stream, &request, end_stream, now),
+            Event::Data {
+                stream,
+                data,
+                end_stream,
+            } => self.h2_data(ci, stream, data, end_stream, now),
+            Event::Trailers { stream, fields } => {
+                if let Some(h2) = self.h2_codec(ci) {
+                    let body = h2.body_mut(stream);
+                    body.trailers = fields;
+                    body.end = true;
+                }
+            }
+            Event::Reset { stream, .. } => {
+                if let Some(id) = self.h2_codec(ci).and_then(|h2| h2.forget(stream)) {
+                    self.drop_exchange(id);
+                }
+            }
+            Event::WindowOpened { stream } => {
+                if let Some(h2) = self.h2_codec(ci) {
+                    h2.pump(stream);
+                }
+            }
+            Event::GoAway { .. } => {}
+            Event::Closed { .. } => {
+                let dropped = match self.clients.get_mut(ci) {
+                    Some(c) => {
+                        c.close_after_flush = true;
+                        c.codec.reset()
+                    }
+                    None => Vec::new(),
+                };
+                for id in dropped {
+                    self.drop_exchange(id);
+                }
+            }
+        }
+    }
+
+    fn h2_codec(&mut self, ci: usize) -> Option<&mut H2Codec> {
+        match &mut self.clients.get_mut(ci)?.codec {
+            Codec::H2(h2) => Some(h2),
+            Codec::H1(_) => None,
+        }
+    }
+
+    /// A stream opened with a request: make its exchange and route it.
+    fn h2_request(
+        &mut self,
+        ci: usize,
+        stream: u32,
+        req: &h2::Request,
+        end_stream: bool,
+        now: Instant,
+    ) {
+        let rt = self.rt.clone();
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        let (peer, client_id) = (c.peer, c.id);
+        let Codec::H2(h2) = &mut c.codec else {
+            return;
+        };
+        bump(&self.shared.metrics.workers[self.id].requests);
+        let request = match h2.request(req, end_stream, &rt.limits) {
+            Ok(request) => request,
+            Err(status) => {
+                // Not expressible as a request the rules can see: answered on the stream.
+                bump(&self.shared.metrics.parse_errors);
+                h2.reply(stream, &Reply::Status(status), "", false);
+                h2.flush_into(&mut c.out);
+                self.shared.metrics.count_status(status);
+                return;
+            }
+        };
+        let has_body = request.has_body();
+        let log = rt
+            .config
+            .access_log
+            .enabled()
+            .then(|| access_record(peer, &request));
+        let id = self.exchanges.insert(NewExchange {
+            client: ci,
+            client_id,
+            stream,
+            limits: RequestLimits::new(&rt.config.frang, has_body, now),
+            request,
+            // The connection outlives its streams; closing is the codec's (GOAWAY).
+            keep_alive: true,
+            log,
+        });
+        h2.begin(stream, id);
+        if end_stream {
+            h2.body_mut(stream).end = true;
+        }
+        // Every stream counts against frang's request rate, as a request on HTTP/1.1 does.
+        if let Err(v) = rt.frang.on_request(peer.ip(), now) {
+            self.frang_violation(ci, Some(id), &v);
+            return;
+        }
+        if has_body {
+            self.arm_body_deadline(id);
+        }
+        self.route(id);
+    }
+
+    /// Request body bytes on `stream`: kept for its exchange (bounded by the stream's
+    /// window, as the credit returns only when the upstream has taken them), counted by
+    /// frang; without an exchange they are dropped and the credit returned at once.
+    fn h2_data(&mut self, ci: usize, stream: u32, data: Vec<u8>, end_stream: bool, now: Instant) {
+        let Some(h2) = self.h2_codec(ci) else {
+            return;
+        };
+        let Some(id) = h2.exchange_of(stream) else {
+            h2.conn.consumed(stream, data.len());
+            return;
+        };
+        let rt = self.rt.clone();
+        let Some(ex) = self.exchanges.get_mut(id) else {
+            return;
+        };
+        let body_limits = vhost_frang(&rt.config, ex.vhost.unwrap_or(0), ex.location);
+        let chunk = ex.limits.on_body_chunk(now).and_then(|()| {
+            body_limits.map_or(Ok(()), |l| ex.limits.on_body_bytes(data.len() as u64, l))
+        });
+        if let Err(v) = chunk {
+            if let Some(h2) = self.h2_codec(ci) {
+                h2.conn.consumed(stream, data.len());
+            }
+            return self.frang_violation(ci, Some(id), &v);
+        }
+        if let Some(h2) = self.h2_codec(ci) {
+            let body = h2.body_mut(stream);
+            body.data.extend_from_slice(&data);
+            body.end |= end_stream;
+        }
+        self.arm_body_deadline(id);
+    }
+
+    /// Moves request bodies to their upstreams and waiting response bytes into windows;
+    /// wakes upstreams whose stream has room again. True if anything moved.
+    fn h2_pump(&mut self, ci: usize) -> bool {
+        let Some(h2) = self.h2_codec(ci) else {
+            return false;
+        };
+        let mut moved = h2.pump_all();
+        let streams: Vec<(u32, ExchangeId)> = h2.exchanges().collect();
+        for (stream, id) in streams {
+            moved |= self.pump_h2_body(ci, stream, id);
+            let Some(up) = self
+                .exchanges
+                .get(id)
+                .and_then(|ex| ex.forward())
+                .map(|f| f.up)
+            else {
+                continue;
+            };
+            let waiting = self
+                .upstreams
+                .get(up)
+                .is_some_and(|u| u.rbuf.as_ref().is_some_and(|b| !b.is_empty()));
+            let room = self.h2_codec(ci).is_some_and(|h2| h2.has_room(stream));
+            if waiting && room {
+                self.dirty.push_back(upstream_token(up));
+            }
+        }
+        moved
+    }
+
+    /// Passes what arrived of `stream`'s body to its exchange's upstream connection.
+    fn pump_h2_body(&mut self, ci: usize, stream: u32, id: ExchangeId) -> bool {
+        let Worker {
+            clients,
+            exchanges,
+            upstreams,
+            dirty,
+            ..
+        } = self;
+        let Some(Codec::H2(h2)) = clients.get_mut(ci).map(|c| &mut c.codec) else {
+            return false;
+        };
+        let Some((request, _, fwd)) = exchanges.get_mut(id).and_then(|ex| ex.body_parts()) else {
+            return false;
+        };
+        if fwd.req_body_done {
+            return false;
+        }
+        let Some(u) = upstreams.get_mut(fwd.up) else {
+            return false;
+        };
+        let chunked = matches!(request.framing(), http1::BodyFraming::Chunked);
+        let body = h2.body_mut(stream);
+        let mut moved = false;
+        if !body.data.is_empty() && u.out.has_room() {
+            let data = std::mem::take(&mut body.data);
+            if chunked {
+                push_chunk(&mut u.out, &data);
+            } else {
+                u.out.push(&data);
+            }
+            body.owed += data.len();
+            moved = true;
+        }
+        if body.data.is_empty() && body.end {
+            if chunked {
+                let mut trailer = Vec::new();
+                for f in &body.trailers {
+                    trailer.extend_from_slice(&f.name);
+                    trailer.extend_from_slice(b": ");
+                    trailer.extend_from_slice(&f.value);
+                    trailer.extend_from_slice(b"\r\n");
+                }
+                push_last_chunk(&mut u.out, &trailer);
+            }
+            fwd.req_body_done = true;
+            moved = true;
+        }
+        if u.out.has_room() {
+            h2.release_credit(stream);
+        }
+        if moved {
+            dirty.push_back(upstream_token(fwd.up));
+        }
+        moved
+    }
+
+    /// The client timer of an HTTP/2 connection: the protocol's own deadlines (SETTINGS
+    /// ack, stalled streams and output), and the keep-alive timeout once no stream is left.
+    pub(super) fn h2_timer(&mut self, ci: usize, now: Instant) {
+        let keepalive = self.idle_timeout();
+        let draining = self.draining.is_some();
+        if let Some(h2) = self.h2_codec(ci) {
+            h2.armed_at = None;
+            h2.conn.on_timeout(now);
+            if h2.idle_at().is_some_and(|at| now >= at + keepalive) || (draining && h2.is_idle()) {
+                h2.conn.go_away();
+                if let Some(c) = self.clients.get_mut(ci) {
+                    c.close_after_flush = true;
+                }
+            }
+        }
+        self.process_h2(ci);
+        self.dirty.push_back(client_token(ci));
+    }
+
+    /// Arms the client timer at the connection's next deadline.
+    pub(super) fn arm_h2_timer(&mut self, ci: usize) {
+        let keepalive = self.idle_timeout();
+        let Some(h2) = self.h2_codec(ci) else {
+            return;
+        };
+        let idle = h2.idle_at().map(|at| at + keepalive);
+        let Some(at) = [h2.conn.next_deadline(), idle].into_iter().flatten().min() else {
+            return;
+        };
+        if h2.armed_at.is_some_and(|armed| armed <= at) {
+            return;
+        }
+        h2.armed_at = Some(at);
+        self.arm_client_timer(ci, at.saturating_duration_since(Instant::now()));
+    }
+}
