@@ -364,7 +364,8 @@ impl H2Codec {
             let rest = &chunk.bytes()[*offset..];
             match self.conn.send_data(stream, rest, last) {
                 Ok(n) => {
-                    moved |= n > 0 || last;
+                    // A last chunk the window holds back is not progress: only bytes are.
+                    moved |= n > 0;
                     *offset += n;
                     tail.bytes -= n;
                     if n < rest.len() {
