@@ -225,7 +225,7 @@ chmod -R a+rX "$WORK/www"
 # Bench overrides, appended to frang_limits / the file (and stated in the report):
 # concurrent_tcp_connections 0 (the default of 1000 per client address would
 # refuse the idle-memory row's 10000 loopback connections) and access_log off.
-sed -e "s|^listen 127\.0\.0\.1:8443 proto=https;|listen 127.0.0.1:$PORT proto=https;|" \
+sed -e "s|^listen 127\.0\.0\.1:8443 \(proto=.*\);|listen 127.0.0.1:$PORT \1;|" \
     -e "s|^listen 127\.0\.0\.1:8080;|listen 127.0.0.1:$PLAIN_PORT;|" \
     -e "s|server 127\.0\.0\.1:8000;|server 127.0.0.1:$ORIGIN_PORT;|" \
     -e "s|tls_certificate certs/tempesta\.crt;|tls_certificate $WORK/cert.pem;|" \
@@ -233,7 +233,7 @@ sed -e "s|^listen 127\.0\.0\.1:8443 proto=https;|listen 127.0.0.1:$PORT proto=ht
     -e "s|^frang_limits {|frang_limits {\n    concurrent_tcp_connections 0;  # bench override|" \
     "$ROOT/etc/tempesta.conf" >"$WORK/proxy.conf"
 printf '\n# bench override\naccess_log off;\n' >>"$WORK/proxy.conf"
-for want in "listen 127.0.0.1:$PORT proto=https;" "listen 127.0.0.1:$PLAIN_PORT;" \
+for want in "listen 127.0.0.1:$PORT proto=" "listen 127.0.0.1:$PLAIN_PORT;" \
             "server 127.0.0.1:$ORIGIN_PORT;" "tls_certificate $WORK/cert.pem;" \
             "tls_certificate_key $WORK/key.pem;" "concurrent_tcp_connections 0;" "cache 1;"; do
     grep -qF "$want" "$WORK/proxy.conf" ||

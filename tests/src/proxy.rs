@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::{bin_path, free_port, gen_cert, wait_for_port, write_file, KeyKind, Proc, TempDir};
+use crate::{
+    bin_path, free_port, gen_cert, wait_for_port, workspace_root, write_file, KeyKind, Proc,
+    TempDir,
+};
 
 /// A running proxy and the directory holding its configuration and logs.
 pub struct Proxy {
@@ -83,4 +86,35 @@ impl Setup {
         let wait = self.http;
         Proxy::start(self.dir, text, wait)
     }
+}
+
+/// etc/tempesta.conf with its listeners, backend and certificate moved to this test's.
+pub fn shipped_config(
+    dir: &TempDir,
+    http: SocketAddr,
+    https: SocketAddr,
+    origin: SocketAddr,
+) -> String {
+    let text = std::fs::read_to_string(workspace_root().join("etc/tempesta.conf"))
+        .expect("read etc/tempesta.conf");
+    let (crt, key) = gen_cert(
+        dir.path(),
+        "tempesta",
+        KeyKind::EcdsaP256,
+        &["tempesta-tech.com"],
+    );
+    for needle in [
+        "127.0.0.1:8443",
+        "127.0.0.1:8080",
+        "127.0.0.1:8000",
+        "certs/tempesta.crt",
+        "certs/tempesta.key",
+    ] {
+        assert!(text.contains(needle), "etc/tempesta.conf has no {needle}");
+    }
+    text.replace("127.0.0.1:8443", &https.to_string())
+        .replace("127.0.0.1:8080", &http.to_string())
+        .replace("127.0.0.1:8000", &origin.to_string())
+        .replace("certs/tempesta.crt", &crt.display().to_string())
+        .replace("certs/tempesta.key", &key.display().to_string())
 }

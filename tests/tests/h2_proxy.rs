@@ -386,3 +386,38 @@ fn httpwg_conformance_through_the_proxy() {
             .join("\n")
     );
 }
+
+#[test]
+fn the_shipped_config_serves_http2_to_curl() {
+    let origin = origin();
+    let dir = e2e::TempDir::new("h2-shipped");
+    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let text = e2e::proxy::shipped_config(&dir, http, https, origin.addr());
+    assert!(
+        text.contains("proto=\"h2,https\""),
+        "etc/tempesta.conf offers h2"
+    );
+    let proxy = Proxy::start(dir, &text, https);
+    let resolve = format!("tempesta-tech.com:{}:127.0.0.1", https.port());
+    let get = |path: &str| {
+        let url = format!("https://tempesta-tech.com:{}{path}", https.port());
+        let out = Command::new("timeout")
+            .args([
+                "30",
+                "curl",
+                "-sk",
+                "--http2",
+                "--resolve",
+                &resolve,
+                "-o",
+                "/dev/null",
+            ])
+            .args(["-w", "%{http_version} %{http_code}", &url])
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(get("/"), "2 200", "{}", proxy.proc.logs());
+    assert_eq!(get("/index.html"), "2 301", "a shipped redirect over h2");
+}

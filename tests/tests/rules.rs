@@ -34,37 +34,6 @@ fn echo_origin() -> Origin {
     Origin::start(|r| Response::ok(format!("origin:{}", r.path())))
 }
 
-/// etc/tempesta.conf with its listeners, backend and certificate moved to this test's.
-fn shipped_config(
-    dir: &TempDir,
-    http: SocketAddr,
-    https: SocketAddr,
-    origin: SocketAddr,
-) -> String {
-    let text = std::fs::read_to_string(workspace_root().join("etc/tempesta.conf"))
-        .expect("read etc/tempesta.conf");
-    let (crt, key) = gen_cert(
-        dir.path(),
-        "tempesta",
-        KeyKind::EcdsaP256,
-        &["tempesta-tech.com"],
-    );
-    for needle in [
-        "127.0.0.1:8443",
-        "127.0.0.1:8080",
-        "127.0.0.1:8000",
-        "certs/tempesta.crt",
-        "certs/tempesta.key",
-    ] {
-        assert!(text.contains(needle), "etc/tempesta.conf has no {needle}");
-    }
-    text.replace("127.0.0.1:8443", &https.to_string())
-        .replace("127.0.0.1:8080", &http.to_string())
-        .replace("127.0.0.1:8000", &origin.to_string())
-        .replace("certs/tempesta.crt", &crt.display().to_string())
-        .replace("certs/tempesta.key", &key.display().to_string())
-}
-
 const SHIPPED_REDIRECTS: [(&str, &str); 8] = [
     ("/blog", "/blog/1"),
     ("/blog/", "/blog/1"),
@@ -85,7 +54,7 @@ fn shipped_config_redirects_proxies_and_refuses_unknown_hosts() {
     let dir = TempDir::new("rules-shipped");
     let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let text = shipped_config(&dir, http, https, origin.addr());
+    let text = e2e::proxy::shipped_config(&dir, http, https, origin.addr());
     let proxy = Proxy::start(dir, &text, http);
 
     // Every redirect on one keep-alive connection: exact status and Location, a Date, an
@@ -107,7 +76,7 @@ fn shipped_config_redirects_proxies_and_refuses_unknown_hosts() {
         );
         assert!(r.body.is_empty(), "{from}");
     }
-    // Over TLS with SNI, too.
+    // Over TLS with SNI, too (HTTP/2: the listener is `proto="h2,https"`).
     let url = format!("https://tempesta-tech.com:{}/c++-services", https.port());
     let resolve = format!("tempesta-tech.com:{}:127.0.0.1", https.port());
     let (st, out, err) = curl(
@@ -125,7 +94,8 @@ fn shipped_config_redirects_proxies_and_refuses_unknown_hosts() {
     );
     assert!(st.success(), "{err}\n{}", proxy.proc.logs());
     let lower = out.to_ascii_lowercase();
-    assert!(lower.starts_with("http/1.1 301"), "{out}");
+    // The shipped listener offers h2 first (ALPN), and curl takes it.
+    assert!(lower.starts_with("http/2 301"), "{out}");
     assert!(
         lower.contains("\r\nlocation: /development-services\r\n"),
         "{out}"
