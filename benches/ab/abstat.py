@@ -40,6 +40,8 @@ ROW_UNITS = {
     "keepalive_26k_rps": "req/s",
     "close_10b_rps": "req/s",
     "close_26k_rps": "req/s",
+    "h2_10b_rps": "req/s",
+    "h2_26k_rps": "req/s",
     "idle_tls_conn_bytes": "bytes/conn",
 }
 
@@ -125,6 +127,22 @@ def _check(meta, rep, wall):
             # for headers whose values change length (Date is fixed-size; Age grows).
             if abs(per - want) > 64:
                 problems.append(f"{per:.0f} bytes per response, the 200 page is {want} bytes")
+    elif tool == "h2load":
+        ops = rep["succeeded"]
+        rate = rep["req_per_sec"]
+        if rep["failed"] or rep["errored"]:
+            problems.append(f"h2load: {rep['failed']} failed, {rep['errored']} errored")
+        if rep["non_2xx"]:
+            problems.append(f"h2load: {rep['non_2xx']} responses not 2xx")
+        if ops == 0:
+            problems.append("h2load completed no request")
+        else:
+            # h2load's data count includes the streams still in flight when the time is
+            # up: at least the whole page per completed request.
+            per = rep["data_bytes"] / ops
+            want = meta.get("body_bytes", 0)
+            if per < want:
+                problems.append(f"{per:.0f} body bytes per response, the page is {want}")
     elif tool == "hold":
         srv = rep.get("server") or {}
         ops = rep.get("established", 0)
@@ -136,6 +154,32 @@ def _check(meta, rep, wall):
     else:
         raise SystemExit(f"unknown tool {tool}")
     return ops, rate, problems
+
+
+def parse_h2load(text):
+    """The numbers of h2load's text report (it has no JSON output)."""
+    import re
+
+    def num(pattern):
+        m = re.search(pattern, text)
+        if not m:
+            raise ValueError(f"h2load report without {pattern!r}")
+        return float(m.group(1))
+
+    two = num(r"status codes: (\d+) 2xx")
+    three = num(r"status codes: \d+ 2xx, (\d+) 3xx")
+    four = num(r"(\d+) 4xx")
+    five = num(r"(\d+) 5xx")
+    return {
+        "succeeded": int(num(r"(\d+) succeeded")),
+        "failed": int(num(r"(\d+) failed")),
+        "errored": int(num(r"(\d+) errored")),
+        "req_per_sec": num(r"finished in [\d.]+m?s, ([\d.]+) req/s"),
+        "non_2xx": int(three + four + five),
+        "ok_2xx": int(two),
+        "data_bytes": num(r"\((\d+)\) data"),
+        "text": text[-2000:],
+    }
 
 
 def cmd_measure(a):
@@ -154,9 +198,9 @@ def cmd_measure(a):
     problems = []
     rep = None
     try:
-        rep = json.loads(p.stdout)
+        rep = parse_h2load(p.stdout) if meta["tool"] == "h2load" else json.loads(p.stdout)
     except ValueError:
-        problems.append(f"no JSON report from the client (exit {p.returncode})")
+        problems.append(f"no report from the client (exit {p.returncode})")
     if p.returncode not in (0,) and not (meta["tool"] == "hold" and p.returncode == 1):
         problems.append(f"client exit status {p.returncode}")
     if not alive:

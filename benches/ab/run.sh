@@ -20,7 +20,9 @@
 # fills the caches) and a check that both pages answer 200 with the whole body.
 # Rows: handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
 #       (tls-perf -l 100 -t 1), keepalive_10b_rps keepalive_26k_rps
-#       close_10b_rps close_26k_rps (http-perf -c 100 -t 1), idle_tls_conn_bytes
+#       close_10b_rps close_26k_rps (http-perf -c 100 -t 1), h2_10b_rps h2_26k_rps
+#       (h2load -c 10 -m 100 -t 1 over TLS with ALPN h2, as tempesta-test runs it;
+#       nginx listens with `http2`), idle_tls_conn_bytes
 #       (http-perf --hold 10000 --server-pid, on a freshly started server).
 # Each row is the median of the runs (3, or 1 with --quick) with min..max. The
 # three servers run back to back for each row, in a rotating order.
@@ -55,7 +57,7 @@ HERE="$ROOT/benches/ab"
 BIN_DIR=${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
 ALL_ROWS=(handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
           keepalive_10b_rps keepalive_26k_rps close_10b_rps close_26k_rps
-          idle_tls_conn_bytes)
+          h2_10b_rps h2_26k_rps idle_tls_conn_bytes)
 SERVERS=(proxy nginx_static nginx_cache)
 [[ ${AB_PROXY_OPENSSL:-0} == 1 ]] && SERVERS+=(proxy_openssl)
 HOST=tempesta-tech.com
@@ -348,6 +350,12 @@ http_row() {  # server row rep body response-bytes url [http-perf options...]
         -c 100 -t 1 -d "${DUR}s" --timeout 5s --connect "127.0.0.1:$PORT" \
         --server-pid "$SERVER_PID" "$@" "$url"
 }
+h2_row() {    # server row rep body url: h2load as tempesta-test runs it (10 connections x 100 streams)
+    local server=$1 row=$2 rep=$3 body=$4 url=$5
+    measure "$server" "$row" "$rep" h2load "$body" "" -- \
+        timeout -s KILL $((DUR + 40)) taskset -c "$CLIENT_CPU" h2load -c 10 -m 100 -t 1 \
+        -D "$DUR" --warm-up-time=1 --connect-to="127.0.0.1:$PORT" "$url"
+}
 warm_up() {   # fills the caches, then checks each page once: status 200, whole body
     local url
     for url in "$URL_10B" "$URL_BIG"; do
@@ -384,6 +392,8 @@ run_row() {   # server row rep
             keepalive_26k_rps) http_row "$s" "$row" "$rep" "$BIG" "$RESP_BIG" "$URL_BIG" ;;
             close_10b_rps)     http_row "$s" "$row" "$rep" 10 "$RESP_10B" "$URL_10B" -H "Connection: close" ;;
             close_26k_rps)     http_row "$s" "$row" "$rep" "$BIG" "$RESP_BIG" "$URL_BIG" -H "Connection: close" ;;
+            h2_10b_rps)        h2_row "$s" "$row" "$rep" 10 "$URL_10B" ;;
+            h2_26k_rps)        h2_row "$s" "$row" "$rep" "$BIG" "$URL_BIG" ;;
         esac || return 1
     fi
     stop_server
