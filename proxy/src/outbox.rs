@@ -65,6 +65,15 @@ impl Outbox {
         self.segments.push_back(Segment::Owned(segment));
     }
 
+    /// Queues a buffer by value, without copying it.
+    pub fn push_vec(&mut self, bytes: Vec<u8>) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.queued += bytes.len();
+        self.segments.push_back(Segment::Owned(bytes));
+    }
+
     pub fn push_shared(&mut self, bytes: Arc<[u8]>) {
         if bytes.is_empty() {
             return;

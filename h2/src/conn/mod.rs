@@ -284,6 +284,24 @@ impl Connection {
         self.note_output();
     }
 
+    /// Takes every byte of [`Connection::output`] at once, by value (the caller queues the
+    /// buffer itself instead of copying it).
+    pub fn take_output(&mut self) -> Vec<u8> {
+        let out = if self.output_start == 0 {
+            std::mem::take(&mut self.output)
+        } else {
+            let rest = self.output.split_off(self.output_start);
+            self.output.clear();
+            rest
+        };
+        self.output_start = 0;
+        self.ping_ack_at = None;
+        if !out.is_empty() {
+            self.output_stall_since = None;
+        }
+        out
+    }
+
     fn output_len(&self) -> usize {
         self.output.len() - self.output_start
     }

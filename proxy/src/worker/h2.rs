@@ -409,11 +409,14 @@ impl H2Codec {
     }
 
     /// Moves the connection's frames into the client's outbox.
+    /// Small output is copied (the connection keeps its buffer); a large one (DATA) moves
+    /// into the outbox without a copy.
     pub fn flush_into(&mut self, out: &mut Outbox) {
-        let output = self.conn.output();
-        if !output.is_empty() {
-            let n = output.len();
-            out.push(output);
+        let n = self.conn.output().len();
+        if n >= 4096 {
+            out.push_vec(self.conn.take_output());
+        } else if n > 0 {
+            out.push(self.conn.output());
             self.conn.advance_output(n);
         }
     }
