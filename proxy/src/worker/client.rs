@@ -366,9 +366,18 @@ impl Worker {
         let Stage::Open(transport) = &mut c.stage else {
             return false;
         };
+        let was_full = !c.out.has_room();
         match transport.write(&mut c.sock, &mut c.out) {
             IoStatus::Done(n) => {
                 if n > 0 {
+                    // An HTTP/2 outbox that was full held back every stream: wake them.
+                    if let Codec::H2(h2) = &c.codec {
+                        if was_full && c.out.has_room() {
+                            let ids: Vec<_> = h2.exchanges().map(|(_, id)| id).collect();
+                            self.wake_upstreams(ids);
+                            return true;
+                        }
+                    }
                     // Room in the outbox may let the upstream side continue.
                     let up = c
                         .codec

@@ -9,6 +9,7 @@
 //! caller moves [`Connection::output`](h2::Connection::output) into it.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -58,15 +59,38 @@ impl Chunk {
     }
 }
 
+/// Stream ids are small odd integers chosen by the client in increasing order: a
+/// multiplicative hash spreads them, SipHash's protection against chosen keys is not needed
+/// (the maps are bounded by `max_concurrent_streams`).
+#[derive(Default)]
+pub struct StreamIdHasher(u64);
+
+impl Hasher for StreamIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type StreamMap<V> = HashMap<u32, V, BuildHasherDefault<StreamIdHasher>>;
+
 pub struct H2Codec {
     pub conn: Connection,
     /// For the open-streams gauge and, at the end, the connection's counters.
     metrics: Arc<crate::metrics::Metrics>,
     scheme: Scheme,
     /// Streams with an exchange in progress.
-    streams: HashMap<u32, ExchangeId>,
-    bodies: HashMap<u32, InBody>,
-    tails: HashMap<u32, Tail>,
+    streams: StreamMap<ExchangeId>,
+    /// Streams whose request body is still arriving or not yet all passed on.
+    bodies: StreamMap<InBody>,
+    tails: StreamMap<Tail>,
     /// Since when no exchange is in progress (the keep-alive timeout runs from there).
     idle_since: Option<Instant>,
     /// When the client timer was last armed for this connection.
@@ -83,9 +107,9 @@ impl H2Codec {
             metrics,
             conn: Connection::new(limits, Instant::now())?,
             scheme,
-            streams: HashMap::new(),
-            bodies: HashMap::new(),
-            tails: HashMap::new(),
+            streams: StreamMap::default(),
+            bodies: StreamMap::default(),
+            tails: StreamMap::default(),
             idle_since: Some(Instant::now()),
             armed_at: None,
         })
@@ -392,14 +416,30 @@ impl H2Codec {
         moved
     }
 
-    /// Sends what every waiting stream's window takes (after a WINDOW_UPDATE).
-    pub fn pump_all(&mut self) -> bool {
-        let streams: Vec<u32> = self.tails.keys().copied().collect();
-        let mut moved = false;
-        for s in streams {
-            moved |= self.pump(s);
+    /// Sends what every waiting stream's window takes (after a WINDOW_UPDATE); returns the
+    /// streams that moved.
+    pub fn pump_all(&mut self) -> Vec<u32> {
+        if self.tails.is_empty() {
+            return Vec::new();
         }
-        moved
+        let streams: Vec<u32> = self.tails.keys().copied().collect();
+        streams.into_iter().filter(|&s| self.pump(s)).collect()
+    }
+
+    /// Streams with request body work: bytes to pass on, an end to pass, credit owed.
+    pub fn bodies_pending(&self) -> Vec<(u32, ExchangeId)> {
+        self.bodies
+            .iter()
+            .filter(|(_, b)| !b.data.is_empty() || b.end || b.owed > 0)
+            .filter_map(|(&s, _)| Some((s, *self.streams.get(&s)?)))
+            .collect()
+    }
+
+    /// The body of `stream` was passed on to its end: nothing more to track.
+    pub fn body_done(&mut self, stream: u32) {
+        if self.bodies.get(&stream).is_some_and(|b| b.owed == 0) {
+            self.bodies.remove(&stream);
+        }
     }
 
     /// Gives up on `stream`'s response (its upstream failed mid-body).

@@ -20,6 +20,9 @@ use super::{client_token, upstream_token, Worker};
 use crate::frang::RequestLimits;
 use crate::metrics::bump;
 
+/// Longest an HTTP/2 connection with streams in flight goes without its timer.
+const H2_TIMER_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Worker {
     /// The HTTP/2 limits of this configuration.
     fn h2_limits(&self) -> h2::Limits {
@@ -111,11 +114,8 @@ impl Worker {
                     self.drop_exchange(id);
                 }
             }
-            Event::WindowOpened { stream } => {
-                if let Some(h2) = self.h2_codec(ci) {
-                    h2.pump(stream);
-                }
-            }
+            // The stream's waiting bytes go out in `h2_pump`, which also wakes its upstream.
+            Event::WindowOpened { .. } => {}
             Event::GoAway { .. } => {}
             Event::Closed { .. } => {
                 let dropped = match self.clients.get_mut(ci) {
@@ -185,9 +185,6 @@ impl Worker {
             log,
         });
         h2.begin(stream, id);
-        if end_stream {
-            h2.body_mut(stream).end = true;
-        }
         // Every stream counts against frang's request rate, as a request on HTTP/1.1 does.
         if let Err(v) = rt.frang.on_request(peer.ip(), now) {
             self.frang_violation(ci, Some(id), &v);
@@ -238,10 +235,27 @@ impl Worker {
         let Some(h2) = self.h2_codec(ci) else {
             return false;
         };
-        let mut moved = h2.pump_all();
-        let streams: Vec<(u32, ExchangeId)> = h2.exchanges().collect();
-        for (stream, id) in streams {
+        let drained = h2.pump_all();
+        let mut moved = !drained.is_empty();
+        for (stream, id) in h2.bodies_pending() {
             moved |= self.pump_h2_body(ci, stream, id);
+        }
+        // Streams whose waiting bytes went out may relay more: wake their upstreams.
+        let Some(h2) = self.h2_codec(ci) else {
+            return moved;
+        };
+        let woken: Vec<ExchangeId> = drained
+            .into_iter()
+            .filter(|&s| h2.has_room(s))
+            .filter_map(|s| h2.exchange_of(s))
+            .collect();
+        self.wake_upstreams(woken);
+        moved
+    }
+
+    /// Wakes the upstream connections of `exchanges` that have response bytes waiting.
+    pub(super) fn wake_upstreams(&mut self, exchanges: Vec<ExchangeId>) {
+        for id in exchanges {
             let Some(up) = self
                 .exchanges
                 .get(id)
@@ -253,13 +267,11 @@ impl Worker {
             let waiting = self
                 .upstreams
                 .get(up)
-                .is_some_and(|u| u.rbuf.as_ref().is_some_and(|b| !b.is_empty()));
-            let room = self.h2_codec(ci).is_some_and(|h2| h2.has_room(stream));
-            if waiting && room {
+                .is_some_and(|u| u.rbuf.as_ref().is_some_and(|b| !b.is_empty()) || u.peer_closed);
+            if waiting {
                 self.dirty.push_back(upstream_token(up));
             }
         }
-        moved
     }
 
     /// Passes what arrived of `stream`'s body to its exchange's upstream connection.
@@ -277,12 +289,17 @@ impl Worker {
         let Some((request, _, fwd)) = exchanges.get_mut(id).and_then(|ex| ex.body_parts()) else {
             return false;
         };
-        if fwd.req_body_done {
-            return false;
-        }
         let Some(u) = upstreams.get_mut(fwd.up) else {
             return false;
         };
+        if fwd.req_body_done {
+            // All passed on; the credit of the last bytes returns once the upstream has room.
+            if u.out.has_room() {
+                h2.release_credit(stream);
+                h2.body_done(stream);
+            }
+            return false;
+        }
         let chunked = matches!(request.framing(), http1::BodyFraming::Chunked);
         let body = h2.body_mut(stream);
         let mut moved = false;
@@ -312,6 +329,9 @@ impl Worker {
         }
         if u.out.has_room() {
             h2.release_credit(stream);
+        }
+        if fwd.req_body_done {
+            h2.body_done(stream);
         }
         if moved {
             dirty.push_back(upstream_token(fwd.up));
@@ -344,13 +364,21 @@ impl Worker {
         let Some(h2) = self.h2_codec(ci) else {
             return;
         };
-        let idle = h2.idle_at().map(|at| at + keepalive);
-        let Some(at) = [h2.conn.next_deadline(), idle].into_iter().flatten().min() else {
-            return;
-        };
-        if h2.armed_at.is_some_and(|armed| armed <= at) {
+        // A timer is pending: it re-arms when it fires (deadlines only move later, except a
+        // stream that stalls meanwhile, whose 30 s limit is then checked at most
+        // H2_TIMER_MAX late).
+        if h2.armed_at.is_some() {
             return;
         }
+        let idle = h2.idle_at().map(|at| at + keepalive);
+        let busy = (!h2.is_idle()).then(|| Instant::now() + H2_TIMER_MAX);
+        let Some(at) = [h2.conn.next_deadline(), idle, busy]
+            .into_iter()
+            .flatten()
+            .min()
+        else {
+            return;
+        };
         h2.armed_at = Some(at);
         self.arm_client_timer(ci, at.saturating_duration_since(Instant::now()));
     }
