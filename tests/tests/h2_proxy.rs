@@ -421,3 +421,60 @@ fn the_shipped_config_serves_http2_to_curl() {
     assert_eq!(get("/"), "2 200", "{}", proxy.proc.logs());
     assert_eq!(get("/index.html"), "2 301", "a shipped redirect over h2");
 }
+
+/// The h2 crate's flood cases (h2/tests/py/h2_cases.py) against the proxy: PING, SETTINGS,
+/// rapid reset and CONTINUATION floods each end the flooding connection with GOAWAY
+/// ENHANCE_YOUR_CALM, and a fresh connection is served at once; the protocol errors get
+/// their codes; the trips are counted in the metrics.
+#[test]
+fn floods_close_only_the_flooder() {
+    let origin = origin();
+    let site = start(&origin, "h2-floods");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../h2/tests/py/h2_cases.py");
+    let cases = [
+        "ping_flood",
+        "settings_flood",
+        "rapid_reset",
+        "continuation_flood",
+        "hpack_table_update",
+        "bad_stream_reset",
+        "header_list_431",
+    ];
+    let out = Command::new("timeout")
+        .args(["180", "python3", script, &site.h2c.port().to_string()])
+        .args(cases)
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        site.proxy.proc.logs()
+    );
+    let metrics = Command::new("timeout")
+        .args([
+            "10",
+            "curl",
+            "-s",
+            &format!("http://{}/metrics", site.stats),
+        ])
+        .output()
+        .expect("curl metrics");
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    for kind in ["ping", "settings", "rapid_reset", "continuation"] {
+        let line = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("ktls_proxy_h2_floods_total")
+                    && l.contains(&format!("kind=\"{kind}\""))
+            })
+            .unwrap_or("");
+        let count: u64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!(count >= 1, "{kind} flood counted: {line:?}\n{metrics}");
+    }
+}

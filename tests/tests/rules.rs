@@ -8,7 +8,7 @@ use std::time::Duration;
 use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
 use e2e::rawclient::{get, get_with, Outcome, RawClient, RawResponse};
-use e2e::{curl, free_port, gen_cert, workspace_root, KeyKind, TempDir};
+use e2e::{curl, free_port, gen_cert, KeyKind, TempDir};
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 
 const T: Duration = Duration::from_secs(5);
