@@ -69,6 +69,8 @@ pub struct Entry {
     last_modified: Option<Range<usize>>,
     /// Last-Modified, else Date: what If-Modified-Since is compared with.
     modified_at: SystemTime,
+    /// The response's Date, or when it was received if it had none.
+    date: SystemTime,
     response_time: SystemTime,
     lifetime: Duration,
     corrected_initial_age: Duration,
@@ -175,6 +177,7 @@ impl Entry {
             etag,
             last_modified,
             modified_at,
+            date: meta.date,
             response_time: times.response_time,
             lifetime: meta.lifetime,
             corrected_initial_age: meta.corrected_initial_age,
@@ -211,6 +214,12 @@ impl Entry {
 
     pub(crate) fn modified_at(&self) -> SystemTime {
         self.modified_at
+    }
+
+    /// The stored Date (the cache wrote one at store time if the origin
+    /// sent none).
+    pub fn date(&self) -> SystemTime {
+        self.date
     }
 
     /// Head bytes and body bytes to write for `kind`; the Age chunk from

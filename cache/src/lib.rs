@@ -70,11 +70,13 @@ mod key;
 mod message;
 mod metrics;
 mod policy;
+pub mod range;
+mod reply;
 mod shard;
 mod storability;
 
 pub use cache::{Cache, CacheLimits, Lookup};
-pub use conditional::weak_match;
+pub use conditional::{decide, strong_match, weak_match, Answer, Representation};
 pub use entry::{Entry, ReplyKind};
 pub use flight::{FetchGuard, WaitOutcome, WaitTicket, WaiterFn};
 pub use freshness::Freshness;
@@ -87,6 +89,8 @@ pub use policy::{
     CacheAction, CacheRules, Heuristic, IgnoredDirectives, Policy, PolicyError, PurgeMode,
     StatusPattern, UriMatcher, DEFAULT_MAX_OBJECT_SIZE, DEFAULT_TOTAL_BYTES,
 };
+pub use range::{ByteRange, RangeResolution};
+pub use reply::{BodyPart, ComposedReply, Reply};
 pub use shard::{ENTRY_OVERHEAD, SLOT_OVERHEAD};
 pub use storability::{cacheable_by_default, check_storable, NotStoredReason, Storability};
 
