@@ -50,6 +50,16 @@ pub enum Lookup {
         entry: Arc<Entry>,
         guard: FetchGuard,
     },
+    /// RFC 5861 §3 (only with `Policy::background_revalidation`): the
+    /// entry is stale but within its `stale-while-revalidate` window and no
+    /// revalidation is running. Answer the client with `entry` now, and
+    /// revalidate in the background with [`Entry::validators`], resolving
+    /// the guard as for `Revalidate`. Requests arriving meanwhile get
+    /// `Hit(entry)` while the window lasts, so the revalidation is one.
+    StaleWhileRevalidate {
+        entry: Arc<Entry>,
+        guard: FetchGuard,
+    },
     /// Nothing stored: fetch from the origin (without the client's
     /// conditional fields, so the answer is storable), then resolve the guard.
     Miss(FetchGuard),
@@ -210,6 +220,18 @@ impl Cache {
                 return Lookup::Hit(Arc::clone(entry));
             }
         }
+        let serve_while_revalidating = stored
+            .as_ref()
+            .filter(|entry| policy.background_revalidation && request_accepts_swr(entry, &cc, now));
+        if let Some(entry) = serve_while_revalidating {
+            if shard.pending.get(&hash).is_some_and(|p| p.is_for(&key)) {
+                // The background revalidation is already running.
+                drop(shard);
+                metrics.add(Counter::Hit, 1);
+                metrics.add(Counter::StaleServed, 1);
+                return Lookup::Hit(Arc::clone(entry));
+            }
+        }
         if cc.only_if_cached {
             metrics.add(Counter::Miss, 1);
             return Lookup::OnlyIfCachedMiss;
@@ -234,11 +256,17 @@ impl Cache {
             metrics.add(Counter::Miss, 1);
             return Lookup::Pass;
         }
+        let serve_while_revalidating = serve_while_revalidating.is_some();
         let fetch_id = self.inner.next_id();
         shard.pending.insert(hash, Pending::new(&key, fetch_id));
         drop(shard);
         let guard = FetchGuard::new(Arc::clone(&self.inner), hash, fetch_id, stored.clone());
         match stored {
+            Some(entry) if serve_while_revalidating => {
+                metrics.add(Counter::StaleServed, 1);
+                metrics.add(Counter::Revalidation, 1);
+                Lookup::StaleWhileRevalidate { entry, guard }
+            }
             Some(entry) => {
                 metrics.add(Counter::Revalidation, 1);
                 Lookup::Revalidate { entry, guard }
@@ -380,4 +408,17 @@ fn acceptable(entry: &Entry, cc: &CacheControl, now: SystemTime) -> bool {
             .max_stale
             .is_some_and(|max| entry.within_max_stale(now, Duration::from_secs(max))),
     }
+}
+
+/// RFC 5861 §3 for this request: the stale entry's own window allows it
+/// (and nothing forbids stale use, RFC 9111 §4.2.4), and the client did not
+/// ask for a validated or fresher response (no-cache, max-age exceeded,
+/// min-fresh: §5.2.1).
+fn request_accepts_swr(entry: &Entry, cc: &CacheControl, now: SystemTime) -> bool {
+    !cc.no_cache
+        && cc.min_fresh.is_none()
+        && cc
+            .max_age
+            .is_none_or(|max| entry.current_age(now) <= Duration::from_secs(max))
+        && entry.stale_while_revalidate_allows(now)
 }

@@ -79,6 +79,9 @@ pub struct Entry {
     /// RFC 5861 `stale-if-error`: how long past its lifetime the entry may
     /// stand in for an origin error (zero: not at all).
     stale_if_error: Duration,
+    /// RFC 5861 `stale-while-revalidate`: how long past its lifetime the
+    /// entry may be served while a background revalidation runs.
+    stale_while_revalidate: Duration,
     vary: Box<[VaryField]>,
     /// Set by `cache_purge invalidate`: stale from now on.
     invalidated: AtomicBool,
@@ -184,6 +187,7 @@ impl Entry {
             no_cache: meta.no_cache,
             must_revalidate: meta.must_revalidate,
             stale_if_error: meta.stale_if_error,
+            stale_while_revalidate: meta.stale_while_revalidate,
             vary,
             invalidated: AtomicBool::new(false),
         })
@@ -289,6 +293,16 @@ impl Entry {
         matches!(origin_status, 500 | 502 | 503 | 504)
             && !self.stale_if_error.is_zero()
             && self.within_max_stale(now, self.stale_if_error)
+    }
+
+    /// RFC 5861 §3: whether this entry, stale at `now`, is still within
+    /// its own `stale-while-revalidate=N` window, and nothing forbids
+    /// serving it stale (must-revalidate and the like, RFC 9111 §4.2.4;
+    /// purged). A fresh entry answers `false`: it needs no revalidation.
+    pub fn stale_while_revalidate_allows(&self, now: SystemTime) -> bool {
+        !self.stale_while_revalidate.is_zero()
+            && self.remaining_freshness(now).is_zero()
+            && self.within_max_stale(now, self.stale_while_revalidate)
     }
 
     pub(crate) fn invalidate(&self) {

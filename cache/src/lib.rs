@@ -74,6 +74,7 @@ pub mod range;
 mod reply;
 mod shard;
 mod storability;
+mod targeted;
 
 pub use cache::{Cache, CacheLimits, Lookup};
 pub use conditional::{decide, strong_match, weak_match, Answer, Representation};
@@ -93,6 +94,7 @@ pub use range::{ByteRange, RangeResolution};
 pub use reply::{BodyPart, ComposedReply, Reply};
 pub use shard::{ENTRY_OVERHEAD, SLOT_OVERHEAD};
 pub use storability::{cacheable_by_default, check_storable, NotStoredReason, Storability};
+pub use targeted::{parse_targeted, targeted_directives, DEFAULT_TARGETED_FIELDS};
 
 /// Request fields the proxy removes before a cache-filling fetch, so the
 /// origin answers with a full, storable response.

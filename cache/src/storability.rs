@@ -10,6 +10,7 @@ use crate::headers::{self, CacheControl, HeaderPair};
 use crate::httpdate::parse_http_date;
 use crate::message::{ExchangeTimes, Request, Response};
 use crate::policy::Policy;
+use crate::targeted::targeted_directives;
 
 /// Why a response was not stored. Bounded: it indexes the metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -131,6 +132,8 @@ pub(crate) struct ResponseMeta {
     pub must_revalidate: bool,
     /// RFC 5861 §4 stale-if-error window.
     pub stale_if_error: Duration,
+    /// RFC 5861 §3 stale-while-revalidate window.
+    pub stale_while_revalidate: Duration,
 }
 
 /// Decides storability; on success also returns the response's metadata.
@@ -155,7 +158,15 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     if resp.status < 200 || resp.status == 304 || resp.status > 599 {
         return Err(NotStoredReason::StatusNotCacheable);
     }
-    let mut cc = CacheControl::parse(resp.headers);
+    // RFC 9213 §2.2: a valid targeted field replaces Cache-Control and
+    // Expires for this cache.
+    let targeted = targeted_directives(resp.headers, &policy.targeted_fields);
+    let expires_from: &[R] = if targeted.is_some() {
+        &[]
+    } else {
+        resp.headers
+    };
+    let mut cc = targeted.unwrap_or_else(|| CacheControl::parse(resp.headers));
     policy.ignore.apply(&mut cc);
     if cc.no_store {
         return Err(NotStoredReason::ResponseNoStore);
@@ -179,7 +190,7 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     }
     let parsed_date = headers::first(resp.headers, "date").and_then(parse_http_date);
     let date = parsed_date.unwrap_or(times.response_time);
-    let (mut lifetime, explicit) = freshness_lifetime(&cc, resp.headers, date, policy.default_ttl);
+    let (mut lifetime, explicit) = freshness_lifetime(&cc, expires_from, date, policy.default_ttl);
     if !explicit && !cc.public && !cacheable_by_default(resp.status) {
         return Err(NotStoredReason::StatusNotCacheable);
     }
@@ -210,6 +221,7 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
         no_cache: cc.no_cache,
         must_revalidate: cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some(),
         stale_if_error: Duration::from_secs(cc.stale_if_error.unwrap_or(0)),
+        stale_while_revalidate: Duration::from_secs(cc.stale_while_revalidate.unwrap_or(0)),
     })
 }
 
