@@ -340,6 +340,32 @@ impl Cache {
         found
     }
 
+    /// The stored variant of `key` that `matches` accepts, fresh or not.
+    pub(crate) fn find_variant(
+        &self,
+        key: &Key<'_>,
+        matches: impl Fn(&Entry) -> bool,
+    ) -> Option<Arc<Entry>> {
+        let hash = self.inner.hash(key);
+        self.inner.shard(hash).find(hash, key, matches)
+    }
+
+    /// Stores `entry` for `req`'s key, replacing the same variant.
+    pub(crate) fn replace<H: HeaderPair>(&self, req: &Request<'_, H>, entry: Entry) {
+        self.replace_arc(req, Arc::new(entry));
+    }
+
+    pub(crate) fn replace_arc<H: HeaderPair>(&self, req: &Request<'_, H>, entry: Arc<Entry>) {
+        let key = req.key();
+        let hash = self.inner.hash(&key);
+        self.inner.insert(hash, &key, entry);
+    }
+
+    /// Counts a response not stored, without hit-for-pass.
+    pub(crate) fn count_not_stored(&self, reason: NotStoredReason) {
+        self.inner.metrics.not_stored(reason);
+    }
+
     /// Removes a key with all its variants; whether anything was stored.
     pub(crate) fn remove_key(&self, key: &Key<'_>) -> bool {
         let hash = self.inner.hash(key);

@@ -21,9 +21,12 @@ use crate::message::{standard_reason, ExchangeTimes, Request, Response};
 use crate::policy::Policy;
 use crate::storability::{analyze, NotStoredReason};
 
-/// Fields the cache itself manages or that belong to one connection; never
-/// stored even if the proxy forgot to remove them.
-const NEVER_STORED: [&str; 9] = [
+/// Fields the cache itself manages, that belong to one connection (RFC
+/// 9110 §7.6.1), or that are specific to the proxy the cache forwards
+/// through (RFC 9111 §3.1 MUST NOT: Proxy-Authenticate,
+/// Proxy-Authentication-Info, Proxy-Authorization); never stored even if
+/// the proxy forgot to remove them.
+pub(crate) const NEVER_STORED: [&str; 12] = [
     "content-length",
     "age",
     "connection",
@@ -33,6 +36,9 @@ const NEVER_STORED: [&str; 9] = [
     "te",
     "trailer",
     "upgrade",
+    "proxy-authenticate",
+    "proxy-authentication-info",
+    "proxy-authorization",
 ];
 
 /// Fields a 304 repeats from the 200 it stands for (RFC 9110 §15.4.5).
@@ -135,7 +141,7 @@ impl Entry {
         let mut last_modified = None;
         for h in resp.headers {
             let (name, value) = (h.name(), h.value().trim_ascii());
-            if !storable_field(policy, name, value) {
+            if !storable_field(policy, name, value) || listed_in_connection(resp.headers, name) {
                 continue;
             }
             head.extend_from_slice(name);
@@ -305,6 +311,12 @@ impl Entry {
             && self.within_max_stale(now, self.stale_while_revalidate)
     }
 
+    /// Stale from now on (RFC 9111 §4.3.5: a HEAD response that does not
+    /// match it); the next use revalidates.
+    pub(crate) fn mark_stale(&self) {
+        self.invalidate();
+    }
+
     pub(crate) fn invalidate(&self) {
         self.invalidated.store(true, Ordering::Relaxed);
     }
@@ -362,31 +374,24 @@ impl Entry {
         inm.into_iter().chain(ims)
     }
 
-    /// RFC 9111 §4.3.4: the entry updated by a 304 from the origin. Fields
-    /// in the 304 replace stored fields of the same name; the body is shared.
-    pub fn freshened<Q: HeaderPair, R: HeaderPair>(
+    /// The entry rebuilt with `fields` as its stored header fields (an
+    /// update from a 304 or a HEAD response, RFC 9111 §3.2): same status,
+    /// reason, Vary tags and shared body; freshness recomputed from `times`.
+    pub(crate) fn rebuilt_with<Q: HeaderPair>(
         &self,
         policy: &Policy,
         req: &Request<'_, Q>,
-        not_modified_headers: &[R],
+        fields: &[(&[u8], &[u8])],
         times: ExchangeTimes,
     ) -> Result<Entry, NotStoredReason> {
-        let replaced = |name: &[u8]| {
-            not_modified_headers
-                .iter()
-                .any(|h| h.name().eq_ignore_ascii_case(name))
-        };
-        let mut merged: Vec<(&[u8], &[u8])> = self
-            .stored_fields()
-            .filter(|(name, _)| !replaced(name))
-            .collect();
-        merged.extend(
-            not_modified_headers
-                .iter()
-                .map(|h| (h.name(), h.value()))
-                .filter(|(name, _)| !name.eq_ignore_ascii_case(b"content-length")),
-        );
         let reason = status_reason(&self.head);
+        // Vary values are re-derived from the stored tags: the request that
+        // revalidated this entry matched them, so they are its values too.
+        let vary_headers: Vec<(&[u8], &[u8])> = self
+            .vary
+            .iter()
+            .filter_map(|f| f.value.as_deref().map(|v| (f.name.as_bytes(), v)))
+            .collect();
         let req: Request<'_, (&[u8], &[u8])> = Request {
             vhost: req.vhost,
             scheme: req.scheme,
@@ -394,23 +399,12 @@ impl Entry {
             // A HEAD request may revalidate the GET entry it is served from.
             method: if req.is_head() { "GET" } else { req.method },
             uri: req.uri,
-            headers: &[],
-        };
-        // Vary values are re-derived from the stored tags: the revalidating
-        // request matched them, so they are its values too.
-        let vary_headers: Vec<(&[u8], &[u8])> = self
-            .vary
-            .iter()
-            .filter_map(|f| f.value.as_deref().map(|v| (f.name.as_bytes(), v)))
-            .collect();
-        let req = Request {
             headers: &vary_headers[..],
-            ..req
         };
         let resp = Response {
             status: self.status,
             reason,
-            headers: &merged[..],
+            headers: fields,
             body_len: self.body.len(),
         };
         Entry::build(policy, &req, &resp, Arc::clone(&self.body), times)
@@ -445,6 +439,12 @@ fn storable_field(policy: &Policy, name: &[u8], value: &[u8]) -> bool {
             .iter()
             .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
         && !policy.deletes_header(name)
+}
+
+/// Fields named by Connection are hop-by-hop (RFC 9110 §7.6.1) and, like
+/// Connection itself, are not stored (RFC 9111 §3.1).
+fn listed_in_connection<H: HeaderPair>(resp_headers: &[H], name: &[u8]) -> bool {
+    headers::list_elements(resp_headers, "connection").any(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// Request field values named by Vary, normalised to trimmed list elements

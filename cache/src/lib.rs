@@ -70,11 +70,13 @@ mod key;
 mod message;
 mod metrics;
 mod policy;
+mod post;
 pub mod range;
 mod reply;
 mod shard;
 mod storability;
 mod targeted;
+mod update;
 
 pub use cache::{Cache, CacheLimits, Lookup};
 pub use conditional::{decide, strong_match, weak_match, Answer, Representation};
@@ -95,6 +97,7 @@ pub use reply::{BodyPart, ComposedReply, Reply};
 pub use shard::{ENTRY_OVERHEAD, SLOT_OVERHEAD};
 pub use storability::{cacheable_by_default, check_storable, NotStoredReason, Storability};
 pub use targeted::{parse_targeted, targeted_directives, DEFAULT_TARGETED_FIELDS};
+pub use update::{forwarded_age, HeadUpdate};
 
 /// Request fields the proxy removes before a cache-filling fetch, so the
 /// origin answers with a full, storable response.

@@ -41,10 +41,16 @@ pub enum NotStoredReason {
     /// Never fresh (no lifetime, or no-cache), cannot be revalidated and
     /// `cache_use_stale` is off: storing would only waste memory.
     NoFreshness,
+    /// A 304 carried an ETag other than the stored one: RFC 9111 §4.3.4
+    /// forbids updating the stored response with it.
+    ValidatorMismatch,
+    /// A POST response without explicit freshness, or whose
+    /// Content-Location is not its target (RFC 9110 §9.3.3).
+    PostNotReusable,
 }
 
 impl NotStoredReason {
-    pub const ALL: [NotStoredReason; 12] = [
+    pub const ALL: [NotStoredReason; 14] = [
         NotStoredReason::Disabled,
         NotStoredReason::MethodNotCacheable,
         NotStoredReason::StatusNotCacheable,
@@ -57,6 +63,8 @@ impl NotStoredReason {
         NotStoredReason::SetCookie,
         NotStoredReason::TooLarge,
         NotStoredReason::NoFreshness,
+        NotStoredReason::ValidatorMismatch,
+        NotStoredReason::PostNotReusable,
     ];
 
     /// Stable snake_case label, for metrics.
@@ -74,6 +82,8 @@ impl NotStoredReason {
             NotStoredReason::SetCookie => "set_cookie",
             NotStoredReason::TooLarge => "too_large",
             NotStoredReason::NoFreshness => "no_freshness",
+            NotStoredReason::ValidatorMismatch => "validator_mismatch",
+            NotStoredReason::PostNotReusable => "post_not_reusable",
         }
     }
 
@@ -235,5 +245,18 @@ pub fn check_storable<Q: HeaderPair, R: HeaderPair>(
     match analyze(policy, req, resp, times) {
         Ok(_) => Storability::Storable,
         Err(reason) => Storability::NotStored(reason),
+    }
+}
+
+/// Whether the response carries explicit freshness for this cache
+/// (s-maxage, max-age or Expires; RFC 9111 §4.2.1), reading a valid
+/// targeted field instead of Cache-Control and Expires (RFC 9213).
+pub(crate) fn has_explicit_freshness<R: HeaderPair>(policy: &Policy, resp_headers: &[R]) -> bool {
+    match targeted_directives(resp_headers, &policy.targeted_fields) {
+        Some(cc) => cc.s_maxage.is_some() || cc.max_age.is_some(),
+        None => {
+            let cc = CacheControl::parse(resp_headers);
+            cc.s_maxage.is_some() || cc.max_age.is_some() || headers::has(resp_headers, "expires")
+        }
     }
 }
