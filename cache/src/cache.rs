@@ -200,8 +200,12 @@ impl Cache {
         let metrics = &self.inner.metrics;
         let cc = CacheControl::parse(req.headers);
         // HEAD is answered from the GET entry whenever GET is cached.
-        let method_ok = policy.method_cacheable(req.method)
-            || (req.is_head() && policy.method_cacheable("GET"));
+        // RFC 9111 §4: requests with unsafe methods are written through,
+        // whatever `cache_methods` says (a POST response is reused for GET
+        // only through `store_post_response`).
+        let method_ok = !crate::invalidation::is_unsafe_method(req.method)
+            && (policy.method_cacheable(req.method)
+                || (req.is_head() && policy.method_cacheable("GET")));
         if !policy.enabled || !method_ok || cc.no_store {
             metrics.add(Counter::Bypass, 1);
             return Lookup::Pass;

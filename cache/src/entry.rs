@@ -244,7 +244,12 @@ impl Entry {
 
     /// Appends `Age: N\r\n\r\n`: the per-hit end of the head.
     pub fn write_age(&self, now: SystemTime, out: &mut Vec<u8>) {
-        let _ = write!(out, "Age: {}\r\n\r\n", self.current_age(now).as_secs());
+        // §5.1: an age past 2^31 is sent as 2^31.
+        let age = self
+            .current_age(now)
+            .as_secs()
+            .min(headers::DELTA_SECONDS_MAX);
+        let _ = write!(out, "Age: {age}\r\n\r\n");
     }
 
     /// RFC 9111 §4.2.3 current age.

@@ -129,6 +129,16 @@ pub fn cacheable_by_default(status: u16) -> bool {
     )
 }
 
+/// Status codes whose caching rules this cache implements (RFC 9110 §15:
+/// the final codes it defines), for `must-understand` (RFC 9111 §5.2.2.3).
+/// 206 is not among them: partial responses are never stored.
+fn understood_status(status: u16) -> bool {
+    matches!(
+        status,
+        200..=205 | 300..=305 | 307 | 308 | 400..=417 | 421 | 422 | 426 | 500..=505
+    )
+}
+
 /// What a storable response tells the cache about itself.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ResponseMeta {
@@ -156,7 +166,10 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     if !policy.enabled {
         return Err(NotStoredReason::Disabled);
     }
-    if req.is_head() || !policy.method_cacheable(req.method) {
+    if req.is_head()
+        || !policy.method_cacheable(req.method)
+        || crate::invalidation::is_unsafe_method(req.method)
+    {
         return Err(NotStoredReason::MethodNotCacheable);
     }
     if CacheControl::parse(req.headers).no_store {
@@ -178,7 +191,13 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     };
     let mut cc = targeted.unwrap_or_else(|| CacheControl::parse(resp.headers));
     policy.ignore.apply(&mut cc);
-    if cc.no_store {
+    // §5.2.2.3 must-understand: stored only when the cache implements the
+    // status code's caching rules (§3 MUST NOT otherwise), and then no-store
+    // is ignored (SHOULD).
+    if cc.must_understand && !understood_status(resp.status) {
+        return Err(NotStoredReason::StatusNotCacheable);
+    }
+    if cc.no_store && !cc.must_understand {
         return Err(NotStoredReason::ResponseNoStore);
     }
     if cc.private {

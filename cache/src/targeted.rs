@@ -78,6 +78,7 @@ fn apply(cc: &mut CacheControl, key: &str, value: &Item) {
         "no-cache" => cc.no_cache |= flag,
         "private" => cc.private |= flag,
         "public" => cc.public |= flag,
+        "must-understand" => cc.must_understand |= flag,
         "must-revalidate" => cc.must_revalidate |= flag,
         "proxy-revalidate" => cc.proxy_revalidate |= flag,
         "max-age" => cc.max_age = Some(seconds),
