@@ -188,9 +188,7 @@ pub fn forwarded_age<H: HeaderPair>(
         times.request_time,
         times.response_time,
     );
-    Some(crate::freshness::current_age(
-        initial,
-        times.response_time,
-        now,
-    ))
+    let age = crate::freshness::current_age(initial, times.response_time, now);
+    // §5.1: never more than 2^31.
+    Some(age.min(std::time::Duration::from_secs(headers::DELTA_SECONDS_MAX)))
 }

@@ -265,7 +265,7 @@ fn rfc9111_4_3_5_head_updates() {
 /// one. (Age, Date offset, request/response times, now, expected)
 #[test]
 fn rfc9111_4_2_3_forwarded_age() {
-    let cases: [(Option<&str>, u64, u64, u64, u64, Option<u64>); 5] = [
+    let cases: [(Option<&str>, u64, u64, u64, u64, Option<u64>); 6] = [
         // Origin's Age 30, 2 s in transit, 3 s here.
         (Some("30"), 8, 8, 10, 13, Some(35)),
         // Date far behind: apparent age wins.
@@ -275,6 +275,8 @@ fn rfc9111_4_2_3_forwarded_age() {
         // No Age: the origin generated it for this request.
         (None, 0, 8, 10, 12, None),
         (Some("0"), 10, 10, 10, 10, Some(0)),
+        // §5.1: capped at 2^31.
+        (Some("2147483648"), 10, 10, 10, 20, Some(2_147_483_648)),
     ];
     for (age, date, request, response, now, want) in cases {
         let mut h = hdrs(&[("Date", &http_date(t(date)))]);
