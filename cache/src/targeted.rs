@@ -291,7 +291,8 @@ mod tests {
     /// §4.2.2, table-driven: (field lines, max-age, no-store) or None.
     #[test]
     fn rfc9213_2_1_dictionary_values() {
-        let cases: Vec<(Vec<&str>, Option<(Option<u64>, bool)>)> = vec![
+        type Row<'a> = (Vec<&'a str>, Option<(Option<u64>, bool)>);
+        let cases: Vec<Row<'_>> = vec![
             (vec!["max-age=60"], Some((Some(60), false))),
             (vec!["max-age=60, no-store"], Some((Some(60), true))),
             (vec!["no-store=?1"], Some((None, true))),

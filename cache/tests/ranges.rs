@@ -73,7 +73,8 @@ fn rfc9110_14_2_range_decision_table() {
     );
     let recent = http_date(t(0) - std::time::Duration::from_secs(30));
     let full = Answer::Stored(ReplyKind::Full);
-    let cases: Vec<(&str, Vec<(&'static str, &str)>, Answer)> = vec![
+    type Row<'a> = (&'a str, Vec<(&'static str, &'a str)>, Answer);
+    let cases: Vec<Row<'_>> = vec![
         (
             "GET",
             vec![("Range", "bytes=0-4")],

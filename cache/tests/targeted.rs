@@ -26,7 +26,8 @@ fn build(policy: &Policy, headers: &[(&'static str, &str)]) -> Result<Entry, Not
 #[test]
 fn rfc9213_2_2_targeted_field_precedence() {
     let expires = http_date(t(500));
-    let cases: Vec<(Vec<(&'static str, &str)>, Result<u64, NotStoredReason>)> = vec![
+    type Row<'a> = (Vec<(&'static str, &'a str)>, Result<u64, NotStoredReason>);
+    let cases: Vec<Row<'_>> = vec![
         (
             vec![
                 ("Cache-Control", "max-age=10"),

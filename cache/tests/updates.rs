@@ -14,6 +14,11 @@ use common::*;
 
 fn no_wait(_: WaitOutcome) {}
 
+/// Response fields of a table row.
+type Fields<'a> = Vec<(&'static str, &'a str)>;
+/// (Age, Date, request time, response time, now, expected Age), in seconds.
+type AgeRow<'a> = (Option<&'a str>, u64, u64, u64, u64, Option<u64>);
+
 fn values(e: &cache::Entry, name: &str) -> Vec<String> {
     e.fields()
         .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
@@ -166,7 +171,7 @@ fn rfc9111_4_3_4_mismatched_304_drops_the_entry() {
 #[test]
 fn rfc9111_4_3_5_head_updates() {
     let lm = http_date(t(0) - Duration::from_secs(100));
-    let cases: Vec<(Vec<(&'static str, &str)>, u16, HeadUpdate)> = vec![
+    let cases: Vec<(Fields<'_>, u16, HeadUpdate)> = vec![
         (
             vec![
                 ("ETag", "\"v\""),
@@ -265,7 +270,7 @@ fn rfc9111_4_3_5_head_updates() {
 /// one. (Age, Date offset, request/response times, now, expected)
 #[test]
 fn rfc9111_4_2_3_forwarded_age() {
-    let cases: [(Option<&str>, u64, u64, u64, u64, Option<u64>); 6] = [
+    let cases: [AgeRow<'_>; 6] = [
         // Origin's Age 30, 2 s in transit, 3 s here.
         (Some("30"), 8, 8, 10, 13, Some(35)),
         // Date far behind: apparent age wins.
@@ -299,11 +304,7 @@ fn rfc9111_4_2_3_forwarded_age() {
 fn rfc9110_9_3_3_post_reused_for_get() {
     let both = vec!["GET".to_string(), "POST".to_string()];
     let get_only = vec!["GET".to_string()];
-    let cases: Vec<(
-        Vec<String>,
-        Vec<(&'static str, &str)>,
-        Result<(), NotStoredReason>,
-    )> = vec![
+    let cases: Vec<(Vec<String>, Fields<'_>, Result<(), NotStoredReason>)> = vec![
         (
             both.clone(),
             vec![
