@@ -199,14 +199,7 @@ impl Cache {
     {
         let metrics = &self.inner.metrics;
         let cc = CacheControl::parse(req.headers);
-        // HEAD is answered from the GET entry whenever GET is cached.
-        // RFC 9111 §4: requests with unsafe methods are written through,
-        // whatever `cache_methods` says (a POST response is reused for GET
-        // only through `store_post_response`).
-        let method_ok = !crate::invalidation::is_unsafe_method(req.method)
-            && (policy.method_cacheable(req.method)
-                || (req.is_head() && policy.method_cacheable("GET")));
-        if !policy.enabled || !method_ok || cc.no_store {
+        if !policy.enabled || !looked_up(policy, req.method) || cc.no_store {
             metrics.add(Counter::Bypass, 1);
             return Lookup::Pass;
         }
@@ -265,6 +258,17 @@ impl Cache {
         shard.pending.insert(hash, Pending::new(&key, fetch_id));
         drop(shard);
         let guard = FetchGuard::new(Arc::clone(&self.inner), hash, fetch_id, stored.clone());
+        self.fetch_answer(stored, guard, serve_while_revalidating)
+    }
+
+    /// The answer to the request that reserved the fetch, counted.
+    fn fetch_answer(
+        &self,
+        stored: Option<Arc<Entry>>,
+        guard: FetchGuard,
+        serve_while_revalidating: bool,
+    ) -> Lookup {
+        let metrics = &self.inner.metrics;
         match stored {
             Some(entry) if serve_while_revalidating => {
                 metrics.add(Counter::StaleServed, 1);
@@ -438,6 +442,17 @@ fn acceptable(entry: &Entry, cc: &CacheControl, now: SystemTime) -> bool {
             .max_stale
             .is_some_and(|max| entry.within_max_stale(now, Duration::from_secs(max))),
     }
+}
+
+/// Whether requests with `method` are answered from the cache. HEAD is
+/// answered from the GET entry whenever GET is cached. RFC 9111 §4:
+/// requests with unsafe methods are written through whatever
+/// `cache_methods` says (a POST response is reused for GET only through
+/// `Cache::store_post_response`).
+fn looked_up(policy: &Policy, method: &str) -> bool {
+    !crate::invalidation::is_unsafe_method(method)
+        && (policy.method_cacheable(method)
+            || (method.eq_ignore_ascii_case("HEAD") && policy.method_cacheable("GET")))
 }
 
 /// RFC 5861 §3 for this request: the stale entry's own window allows it
