@@ -61,8 +61,9 @@ impl Entry {
     /// client's copy is current (§13.2.2 steps 3-4, for GET and HEAD, the
     /// only methods answered from cache).
     pub fn not_modified_for<H: HeaderPair>(&self, req_headers: &[H]) -> bool {
-        let rep = self.representation();
-        (200..300).contains(&rep.status) && not_modified(req_headers, &rep, self.modified_at())
+        (200..300).contains(&self.status())
+            && has_conditions(req_headers)
+            && not_modified(req_headers, &self.representation(), self.modified_at())
     }
 
     /// The full decision for this request (RFC 9110 §13.2.2, §14.2).
@@ -80,7 +81,7 @@ impl Entry {
         Representation {
             status: self.status(),
             etag: self.etag(),
-            last_modified: self.last_modified().and_then(parse_http_date),
+            last_modified: self.last_modified_at(),
             date: self.date(),
             len: self.body().len(),
         }
@@ -116,7 +117,7 @@ fn decide_at<H: HeaderPair>(
     } else {
         ReplyKind::Full
     });
-    if !(200..300).contains(&rep.status) {
+    if !(200..300).contains(&rep.status) || !has_conditions(req_headers) {
         return plain;
     }
     if precondition_failed(req_headers, rep) {
@@ -139,6 +140,16 @@ fn decide_at<H: HeaderPair>(
         }
     }
     plain
+}
+
+/// Whether the request has any `If-*` or `Range` field: one pass, so a
+/// plain hit does not scan the fields once per precondition.
+fn has_conditions<H: HeaderPair>(req_headers: &[H]) -> bool {
+    req_headers.iter().any(|h| {
+        let name = h.name();
+        name.get(..3).is_some_and(|p| p.eq_ignore_ascii_case(b"if-"))
+            || name.eq_ignore_ascii_case(b"range")
+    })
 }
 
 /// Steps 3-4 alone (the 304 decision).

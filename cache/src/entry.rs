@@ -73,8 +73,8 @@ pub struct Entry {
     fields: Box<[FieldSpan]>,
     etag: Option<Range<usize>>,
     last_modified: Option<Range<usize>>,
-    /// Last-Modified, else Date: what If-Modified-Since is compared with.
-    modified_at: SystemTime,
+    /// Last-Modified parsed once at store time (None: absent or invalid).
+    last_modified_at: Option<SystemTime>,
     /// The response's Date, or when it was received if it had none.
     date: SystemTime,
     response_time: SystemTime,
@@ -164,11 +164,10 @@ impl Entry {
         if resp.status != 204 {
             let _ = write!(head, "Content-Length: {}\r\n", body.len());
         }
-        let modified_at = last_modified
+        let last_modified_at = last_modified
             .clone()
             .and_then(|r| head.get(r))
-            .and_then(parse_http_date)
-            .unwrap_or(meta.date);
+            .and_then(parse_http_date);
         let not_modified_head = build_not_modified_head(&head);
         let fields = field_spans(&head);
         let vary = headers::list_elements(resp.headers, "vary")
@@ -185,7 +184,7 @@ impl Entry {
             fields,
             etag,
             last_modified,
-            modified_at,
+            last_modified_at,
             date: meta.date,
             response_time: times.response_time,
             lifetime: meta.lifetime,
@@ -222,8 +221,15 @@ impl Entry {
         self.last_modified.clone().and_then(|r| self.head.get(r))
     }
 
+    /// Last-Modified, else Date: what If-Modified-Since is compared with
+    /// (RFC 9111 §4.3.2).
     pub(crate) fn modified_at(&self) -> SystemTime {
-        self.modified_at
+        self.last_modified_at.unwrap_or(self.date)
+    }
+
+    /// The stored Last-Modified as a time, if present and valid.
+    pub fn last_modified_at(&self) -> Option<SystemTime> {
+        self.last_modified_at
     }
 
     /// The stored Date (the cache wrote one at store time if the origin
