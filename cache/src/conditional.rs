@@ -147,7 +147,8 @@ fn decide_at<H: HeaderPair>(
 fn has_conditions<H: HeaderPair>(req_headers: &[H]) -> bool {
     req_headers.iter().any(|h| {
         let name = h.name();
-        name.get(..3).is_some_and(|p| p.eq_ignore_ascii_case(b"if-"))
+        name.get(..3)
+            .is_some_and(|p| p.eq_ignore_ascii_case(b"if-"))
             || name.eq_ignore_ascii_case(b"range")
     })
 }
