@@ -50,6 +50,16 @@ pub enum Lookup {
         entry: Arc<Entry>,
         guard: FetchGuard,
     },
+    /// RFC 5861 §3 (only with `Policy::background_revalidation`): the
+    /// entry is stale but within its `stale-while-revalidate` window and no
+    /// revalidation is running. Answer the client with `entry` now, and
+    /// revalidate in the background with [`Entry::validators`], resolving
+    /// the guard as for `Revalidate`. Requests arriving meanwhile get
+    /// `Hit(entry)` while the window lasts, so the revalidation is one.
+    StaleWhileRevalidate {
+        entry: Arc<Entry>,
+        guard: FetchGuard,
+    },
     /// Nothing stored: fetch from the origin (without the client's
     /// conditional fields, so the answer is storable), then resolve the guard.
     Miss(FetchGuard),
@@ -189,10 +199,7 @@ impl Cache {
     {
         let metrics = &self.inner.metrics;
         let cc = CacheControl::parse(req.headers);
-        // HEAD is answered from the GET entry whenever GET is cached.
-        let method_ok = policy.method_cacheable(req.method)
-            || (req.is_head() && policy.method_cacheable("GET"));
-        if !policy.enabled || !method_ok || cc.no_store {
+        if !policy.enabled || !looked_up(policy, req.method) || cc.no_store {
             metrics.add(Counter::Bypass, 1);
             return Lookup::Pass;
         }
@@ -207,6 +214,18 @@ impl Cache {
                 if entry.not_modified_for(req.headers) {
                     metrics.add(Counter::NotModified, 1);
                 }
+                return Lookup::Hit(Arc::clone(entry));
+            }
+        }
+        let serve_while_revalidating = stored
+            .as_ref()
+            .filter(|entry| policy.background_revalidation && request_accepts_swr(entry, &cc, now));
+        if let Some(entry) = serve_while_revalidating {
+            if shard.pending.get(&hash).is_some_and(|p| p.is_for(&key)) {
+                // The background revalidation is already running.
+                drop(shard);
+                metrics.add(Counter::Hit, 1);
+                metrics.add(Counter::StaleServed, 1);
                 return Lookup::Hit(Arc::clone(entry));
             }
         }
@@ -234,11 +253,28 @@ impl Cache {
             metrics.add(Counter::Miss, 1);
             return Lookup::Pass;
         }
+        let serve_while_revalidating = serve_while_revalidating.is_some();
         let fetch_id = self.inner.next_id();
         shard.pending.insert(hash, Pending::new(&key, fetch_id));
         drop(shard);
         let guard = FetchGuard::new(Arc::clone(&self.inner), hash, fetch_id, stored.clone());
+        self.fetch_answer(stored, guard, serve_while_revalidating)
+    }
+
+    /// The answer to the request that reserved the fetch, counted.
+    fn fetch_answer(
+        &self,
+        stored: Option<Arc<Entry>>,
+        guard: FetchGuard,
+        serve_while_revalidating: bool,
+    ) -> Lookup {
+        let metrics = &self.inner.metrics;
         match stored {
+            Some(entry) if serve_while_revalidating => {
+                metrics.add(Counter::StaleServed, 1);
+                metrics.add(Counter::Revalidation, 1);
+                Lookup::StaleWhileRevalidate { entry, guard }
+            }
             Some(entry) => {
                 metrics.add(Counter::Revalidation, 1);
                 Lookup::Revalidate { entry, guard }
@@ -312,6 +348,32 @@ impl Cache {
         found
     }
 
+    /// The stored variant of `key` that `matches` accepts, fresh or not.
+    pub(crate) fn find_variant(
+        &self,
+        key: &Key<'_>,
+        matches: impl Fn(&Entry) -> bool,
+    ) -> Option<Arc<Entry>> {
+        let hash = self.inner.hash(key);
+        self.inner.shard(hash).find(hash, key, matches)
+    }
+
+    /// Stores `entry` for `req`'s key, replacing the same variant.
+    pub(crate) fn replace<H: HeaderPair>(&self, req: &Request<'_, H>, entry: Entry) {
+        self.replace_arc(req, Arc::new(entry));
+    }
+
+    pub(crate) fn replace_arc<H: HeaderPair>(&self, req: &Request<'_, H>, entry: Arc<Entry>) {
+        let key = req.key();
+        let hash = self.inner.hash(&key);
+        self.inner.insert(hash, &key, entry);
+    }
+
+    /// Counts a response not stored, without hit-for-pass.
+    pub(crate) fn count_not_stored(&self, reason: NotStoredReason) {
+        self.inner.metrics.not_stored(reason);
+    }
+
     /// Removes a key with all its variants; whether anything was stored.
     pub(crate) fn remove_key(&self, key: &Key<'_>) -> bool {
         let hash = self.inner.hash(key);
@@ -380,4 +442,28 @@ fn acceptable(entry: &Entry, cc: &CacheControl, now: SystemTime) -> bool {
             .max_stale
             .is_some_and(|max| entry.within_max_stale(now, Duration::from_secs(max))),
     }
+}
+
+/// Whether requests with `method` are answered from the cache. HEAD is
+/// answered from the GET entry whenever GET is cached. RFC 9111 §4:
+/// requests with unsafe methods are written through whatever
+/// `cache_methods` says (a POST response is reused for GET only through
+/// `Cache::store_post_response`).
+fn looked_up(policy: &Policy, method: &str) -> bool {
+    !crate::invalidation::is_unsafe_method(method)
+        && (policy.method_cacheable(method)
+            || (method.eq_ignore_ascii_case("HEAD") && policy.method_cacheable("GET")))
+}
+
+/// RFC 5861 §3 for this request: the stale entry's own window allows it
+/// (and nothing forbids stale use, RFC 9111 §4.2.4), and the client did not
+/// ask for a validated or fresher response (no-cache, max-age exceeded,
+/// min-fresh: §5.2.1).
+fn request_accepts_swr(entry: &Entry, cc: &CacheControl, now: SystemTime) -> bool {
+    !cc.no_cache
+        && cc.min_fresh.is_none()
+        && cc
+            .max_age
+            .is_none_or(|max| entry.current_age(now) <= Duration::from_secs(max))
+        && entry.stale_while_revalidate_allows(now)
 }

@@ -21,9 +21,12 @@ use crate::message::{standard_reason, ExchangeTimes, Request, Response};
 use crate::policy::Policy;
 use crate::storability::{analyze, NotStoredReason};
 
-/// Fields the cache itself manages or that belong to one connection; never
-/// stored even if the proxy forgot to remove them.
-const NEVER_STORED: [&str; 9] = [
+/// Fields the cache itself manages, that belong to one connection (RFC
+/// 9110 §7.6.1), or that are specific to the proxy the cache forwards
+/// through (RFC 9111 §3.1 MUST NOT: Proxy-Authenticate,
+/// Proxy-Authentication-Info, Proxy-Authorization); never stored even if
+/// the proxy forgot to remove them.
+pub(crate) const NEVER_STORED: [&str; 12] = [
     "content-length",
     "age",
     "connection",
@@ -33,6 +36,9 @@ const NEVER_STORED: [&str; 9] = [
     "te",
     "trailer",
     "upgrade",
+    "proxy-authenticate",
+    "proxy-authentication-info",
+    "proxy-authorization",
 ];
 
 /// Fields a 304 repeats from the 200 it stands for (RFC 9110 §15.4.5).
@@ -67,8 +73,10 @@ pub struct Entry {
     fields: Box<[FieldSpan]>,
     etag: Option<Range<usize>>,
     last_modified: Option<Range<usize>>,
-    /// Last-Modified, else Date: what If-Modified-Since is compared with.
-    modified_at: SystemTime,
+    /// Last-Modified parsed once at store time (None: absent or invalid).
+    last_modified_at: Option<SystemTime>,
+    /// The response's Date, or when it was received if it had none.
+    date: SystemTime,
     response_time: SystemTime,
     lifetime: Duration,
     corrected_initial_age: Duration,
@@ -77,6 +85,9 @@ pub struct Entry {
     /// RFC 5861 `stale-if-error`: how long past its lifetime the entry may
     /// stand in for an origin error (zero: not at all).
     stale_if_error: Duration,
+    /// RFC 5861 `stale-while-revalidate`: how long past its lifetime the
+    /// entry may be served while a background revalidation runs.
+    stale_while_revalidate: Duration,
     vary: Box<[VaryField]>,
     /// Set by `cache_purge invalidate`: stale from now on.
     invalidated: AtomicBool,
@@ -130,7 +141,7 @@ impl Entry {
         let mut last_modified = None;
         for h in resp.headers {
             let (name, value) = (h.name(), h.value().trim_ascii());
-            if !storable_field(policy, name, value) {
+            if !storable_field(policy, name, value) || listed_in_connection(resp.headers, name) {
                 continue;
             }
             head.extend_from_slice(name);
@@ -153,11 +164,10 @@ impl Entry {
         if resp.status != 204 {
             let _ = write!(head, "Content-Length: {}\r\n", body.len());
         }
-        let modified_at = last_modified
+        let last_modified_at = last_modified
             .clone()
             .and_then(|r| head.get(r))
-            .and_then(parse_http_date)
-            .unwrap_or(meta.date);
+            .and_then(parse_http_date);
         let not_modified_head = build_not_modified_head(&head);
         let fields = field_spans(&head);
         let vary = headers::list_elements(resp.headers, "vary")
@@ -174,13 +184,15 @@ impl Entry {
             fields,
             etag,
             last_modified,
-            modified_at,
+            last_modified_at,
+            date: meta.date,
             response_time: times.response_time,
             lifetime: meta.lifetime,
             corrected_initial_age: meta.corrected_initial_age,
             no_cache: meta.no_cache,
             must_revalidate: meta.must_revalidate,
             stale_if_error: meta.stale_if_error,
+            stale_while_revalidate: meta.stale_while_revalidate,
             vary,
             invalidated: AtomicBool::new(false),
         })
@@ -209,8 +221,21 @@ impl Entry {
         self.last_modified.clone().and_then(|r| self.head.get(r))
     }
 
+    /// Last-Modified, else Date: what If-Modified-Since is compared with
+    /// (RFC 9111 §4.3.2).
     pub(crate) fn modified_at(&self) -> SystemTime {
-        self.modified_at
+        self.last_modified_at.unwrap_or(self.date)
+    }
+
+    /// The stored Last-Modified as a time, if present and valid.
+    pub fn last_modified_at(&self) -> Option<SystemTime> {
+        self.last_modified_at
+    }
+
+    /// The stored Date (the cache wrote one at store time if the origin
+    /// sent none).
+    pub fn date(&self) -> SystemTime {
+        self.date
     }
 
     /// Head bytes and body bytes to write for `kind`; the Age chunk from
@@ -225,7 +250,12 @@ impl Entry {
 
     /// Appends `Age: N\r\n\r\n`: the per-hit end of the head.
     pub fn write_age(&self, now: SystemTime, out: &mut Vec<u8>) {
-        let _ = write!(out, "Age: {}\r\n\r\n", self.current_age(now).as_secs());
+        // §5.1: an age past 2^31 is sent as 2^31.
+        let age = self
+            .current_age(now)
+            .as_secs()
+            .min(headers::DELTA_SECONDS_MAX);
+        let _ = write!(out, "Age: {age}\r\n\r\n");
     }
 
     /// RFC 9111 §4.2.3 current age.
@@ -280,6 +310,22 @@ impl Entry {
         matches!(origin_status, 500 | 502 | 503 | 504)
             && !self.stale_if_error.is_zero()
             && self.within_max_stale(now, self.stale_if_error)
+    }
+
+    /// RFC 5861 §3: whether this entry, stale at `now`, is still within
+    /// its own `stale-while-revalidate=N` window, and nothing forbids
+    /// serving it stale (must-revalidate and the like, RFC 9111 §4.2.4;
+    /// purged). A fresh entry answers `false`: it needs no revalidation.
+    pub fn stale_while_revalidate_allows(&self, now: SystemTime) -> bool {
+        !self.stale_while_revalidate.is_zero()
+            && self.remaining_freshness(now).is_zero()
+            && self.within_max_stale(now, self.stale_while_revalidate)
+    }
+
+    /// Stale from now on (RFC 9111 §4.3.5: a HEAD response that does not
+    /// match it); the next use revalidates.
+    pub(crate) fn mark_stale(&self) {
+        self.invalidate();
     }
 
     pub(crate) fn invalidate(&self) {
@@ -339,31 +385,24 @@ impl Entry {
         inm.into_iter().chain(ims)
     }
 
-    /// RFC 9111 §4.3.4: the entry updated by a 304 from the origin. Fields
-    /// in the 304 replace stored fields of the same name; the body is shared.
-    pub fn freshened<Q: HeaderPair, R: HeaderPair>(
+    /// The entry rebuilt with `fields` as its stored header fields (an
+    /// update from a 304 or a HEAD response, RFC 9111 §3.2): same status,
+    /// reason, Vary tags and shared body; freshness recomputed from `times`.
+    pub(crate) fn rebuilt_with<Q: HeaderPair>(
         &self,
         policy: &Policy,
         req: &Request<'_, Q>,
-        not_modified_headers: &[R],
+        fields: &[(&[u8], &[u8])],
         times: ExchangeTimes,
     ) -> Result<Entry, NotStoredReason> {
-        let replaced = |name: &[u8]| {
-            not_modified_headers
-                .iter()
-                .any(|h| h.name().eq_ignore_ascii_case(name))
-        };
-        let mut merged: Vec<(&[u8], &[u8])> = self
-            .stored_fields()
-            .filter(|(name, _)| !replaced(name))
-            .collect();
-        merged.extend(
-            not_modified_headers
-                .iter()
-                .map(|h| (h.name(), h.value()))
-                .filter(|(name, _)| !name.eq_ignore_ascii_case(b"content-length")),
-        );
         let reason = status_reason(&self.head);
+        // Vary values are re-derived from the stored tags: the request that
+        // revalidated this entry matched them, so they are its values too.
+        let vary_headers: Vec<(&[u8], &[u8])> = self
+            .vary
+            .iter()
+            .filter_map(|f| f.value.as_deref().map(|v| (f.name.as_bytes(), v)))
+            .collect();
         let req: Request<'_, (&[u8], &[u8])> = Request {
             vhost: req.vhost,
             scheme: req.scheme,
@@ -371,23 +410,12 @@ impl Entry {
             // A HEAD request may revalidate the GET entry it is served from.
             method: if req.is_head() { "GET" } else { req.method },
             uri: req.uri,
-            headers: &[],
-        };
-        // Vary values are re-derived from the stored tags: the revalidating
-        // request matched them, so they are its values too.
-        let vary_headers: Vec<(&[u8], &[u8])> = self
-            .vary
-            .iter()
-            .filter_map(|f| f.value.as_deref().map(|v| (f.name.as_bytes(), v)))
-            .collect();
-        let req = Request {
             headers: &vary_headers[..],
-            ..req
         };
         let resp = Response {
             status: self.status,
             reason,
-            headers: &merged[..],
+            headers: fields,
             body_len: self.body.len(),
         };
         Entry::build(policy, &req, &resp, Arc::clone(&self.body), times)
@@ -422,6 +450,12 @@ fn storable_field(policy: &Policy, name: &[u8], value: &[u8]) -> bool {
             .iter()
             .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
         && !policy.deletes_header(name)
+}
+
+/// Fields named by Connection are hop-by-hop (RFC 9110 §7.6.1) and, like
+/// Connection itself, are not stored (RFC 9111 §3.1).
+fn listed_in_connection<H: HeaderPair>(resp_headers: &[H], name: &[u8]) -> bool {
+    headers::list_elements(resp_headers, "connection").any(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// Request field values named by Vary, normalised to trimmed list elements

@@ -109,6 +109,8 @@ pub struct CacheControl {
     pub must_revalidate: bool,
     pub proxy_revalidate: bool,
     pub only_if_cached: bool,
+    /// Response `must-understand` (§5.2.2.3).
+    pub must_understand: bool,
     pub max_age: Option<u64>,
     pub s_maxage: Option<u64>,
     pub min_fresh: Option<u64>,
@@ -171,6 +173,8 @@ impl CacheControl {
             self.proxy_revalidate = true;
         } else if is("only-if-cached") {
             self.only_if_cached = true;
+        } else if is("must-understand") {
+            self.must_understand = true;
         } else if is("max-age") {
             self.max_age = Some(seconds(self.max_age, arg));
         } else if is("s-maxage") {

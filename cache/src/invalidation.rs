@@ -62,7 +62,7 @@ impl Cache {
 /// `Content-Location` value refers to, resolved against the request
 /// (RFC 3986 §5.2), when it has the request's origin (scheme, host and
 /// port, RFC 6454); `None` for another origin or an unusable value.
-fn same_origin_target<'r, Q: HeaderPair>(
+pub(crate) fn same_origin_target<'r, Q: HeaderPair>(
     req: &Request<'r, Q>,
     reference: &'r [u8],
 ) -> Option<(&'r [u8], Vec<u8>)> {

@@ -19,7 +19,24 @@
 //!      `guard.serve_stale(&policy, status)` or `guard.fail()`.
 //!    - [`Lookup::Wait`]: park the request; the waiter callback delivers
 //!      a [`WaitOutcome`] once (`cache.cancel_wait(ticket)` on timeout).
+//!    - [`Lookup::StaleWhileRevalidate`] (only with
+//!      `Policy::background_revalidation`): answer from the entry now, as a
+//!      hit, and revalidate in the background as for `Revalidate`.
 //!    - [`Lookup::Pass`]: forward and do not store.
+//!
+//! 2. Answering from an entry (a hit, or after a 304 or a stale answer):
+//!    `let answer = entry.answer(&req)` evaluates the client's preconditions
+//!    and Range (RFC 9110 §13.2.2, §14); `entry.reply(&answer)` is either
+//!    [`Reply::Stored`]`(kind)` (the stored bytes, as `reply_kind` gave
+//!    before) or [`Reply::Composed`] (206, multipart/byteranges, 412, 416):
+//!    `write_head`, the Age chunk, then `body_parts()`, whose
+//!    [`BodyPart::Stored`] ranges are slices of the shared `entry.body()`.
+//! 3. Around the exchange: after a response to an unsafe method,
+//!    `cache.invalidate_after_unsafe(..)` then `cache.store_post_response(..)`
+//!    (RFC 9110 §9.3.3); a 200 to a forwarded HEAD, `cache.update_from_head`
+//!    (§4.3.5); a forwarded response with an Age field gets
+//!    [`forwarded_age`] (§4.2.3); fields for which `policy.is_targeted_field`
+//!    holds (CDN-Cache-Control, RFC 9213) are not forwarded downstream.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -70,11 +87,16 @@ mod key;
 mod message;
 mod metrics;
 mod policy;
+mod post;
+pub mod range;
+mod reply;
 mod shard;
 mod storability;
+mod targeted;
+mod update;
 
 pub use cache::{Cache, CacheLimits, Lookup};
-pub use conditional::weak_match;
+pub use conditional::{decide, strong_match, weak_match, Answer, Representation};
 pub use entry::{Entry, ReplyKind};
 pub use flight::{FetchGuard, WaitOutcome, WaitTicket, WaiterFn};
 pub use freshness::Freshness;
@@ -87,8 +109,12 @@ pub use policy::{
     CacheAction, CacheRules, Heuristic, IgnoredDirectives, Policy, PolicyError, PurgeMode,
     StatusPattern, UriMatcher, DEFAULT_MAX_OBJECT_SIZE, DEFAULT_TOTAL_BYTES,
 };
+pub use range::{ByteRange, RangeResolution};
+pub use reply::{BodyPart, ComposedReply, Reply};
 pub use shard::{ENTRY_OVERHEAD, SLOT_OVERHEAD};
 pub use storability::{cacheable_by_default, check_storable, NotStoredReason, Storability};
+pub use targeted::{parse_targeted, targeted_directives, DEFAULT_TARGETED_FIELDS};
+pub use update::{forwarded_age, HeadUpdate};
 
 /// Request fields the proxy removes before a cache-filling fetch, so the
 /// origin answers with a full, storable response.

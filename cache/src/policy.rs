@@ -42,6 +42,18 @@ pub struct Policy {
     /// Last-Modified and no explicit lifetime, when `default_ttl` is zero;
     /// `None` turns it off.
     pub heuristic: Option<Heuristic>,
+    /// RFC 9213 target list: response fields whose directives replace
+    /// Cache-Control and Expires for this cache, first valid one wins
+    /// (default `CDN-Cache-Control`; empty disables targeted fields).
+    /// The proxy should not forward them downstream
+    /// ([`Policy::is_targeted_field`]).
+    pub targeted_fields: Vec<String>,
+    /// Serve a stale entry within its `stale-while-revalidate` window and
+    /// revalidate it in the background (RFC 5861 §3):
+    /// [`crate::Lookup::StaleWhileRevalidate`]. Off until the proxy runs
+    /// background exchanges; when off, such entries revalidate in the
+    /// foreground (always allowed).
+    pub background_revalidation: bool,
 }
 
 /// A fraction of the time since Last-Modified, capped.
@@ -90,6 +102,11 @@ impl Default for Policy {
             purge_mode: PurgeMode::Invalidate,
             hit_for_pass: Duration::from_secs(10),
             heuristic: Some(Heuristic::default()),
+            targeted_fields: crate::targeted::DEFAULT_TARGETED_FIELDS
+                .iter()
+                .map(|f| (*f).to_owned())
+                .collect(),
+            background_revalidation: false,
         }
     }
 }
@@ -104,6 +121,14 @@ impl Policy {
     /// passes the 502/504 it would otherwise answer with.
     pub fn stale_allowed_for(&self, status: u16) -> bool {
         self.use_stale.iter().any(|p| p.matches(status))
+    }
+
+    /// Whether `name` is on the targeted-field list (RFC 9213): a field
+    /// this cache consumes, which the proxy removes from what it forwards.
+    pub fn is_targeted_field(&self, name: &[u8]) -> bool {
+        self.targeted_fields
+            .iter()
+            .any(|f| f.as_bytes().eq_ignore_ascii_case(name))
     }
 
     pub(crate) fn deletes_header(&self, name: &[u8]) -> bool {

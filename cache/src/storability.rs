@@ -10,6 +10,7 @@ use crate::headers::{self, CacheControl, HeaderPair};
 use crate::httpdate::parse_http_date;
 use crate::message::{ExchangeTimes, Request, Response};
 use crate::policy::Policy;
+use crate::targeted::targeted_directives;
 
 /// Why a response was not stored. Bounded: it indexes the metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,10 +41,16 @@ pub enum NotStoredReason {
     /// Never fresh (no lifetime, or no-cache), cannot be revalidated and
     /// `cache_use_stale` is off: storing would only waste memory.
     NoFreshness,
+    /// A 304 carried an ETag other than the stored one: RFC 9111 §4.3.4
+    /// forbids updating the stored response with it.
+    ValidatorMismatch,
+    /// A POST response without explicit freshness, or whose
+    /// Content-Location is not its target (RFC 9110 §9.3.3).
+    PostNotReusable,
 }
 
 impl NotStoredReason {
-    pub const ALL: [NotStoredReason; 12] = [
+    pub const ALL: [NotStoredReason; 14] = [
         NotStoredReason::Disabled,
         NotStoredReason::MethodNotCacheable,
         NotStoredReason::StatusNotCacheable,
@@ -56,6 +63,8 @@ impl NotStoredReason {
         NotStoredReason::SetCookie,
         NotStoredReason::TooLarge,
         NotStoredReason::NoFreshness,
+        NotStoredReason::ValidatorMismatch,
+        NotStoredReason::PostNotReusable,
     ];
 
     /// Stable snake_case label, for metrics.
@@ -73,6 +82,8 @@ impl NotStoredReason {
             NotStoredReason::SetCookie => "set_cookie",
             NotStoredReason::TooLarge => "too_large",
             NotStoredReason::NoFreshness => "no_freshness",
+            NotStoredReason::ValidatorMismatch => "validator_mismatch",
+            NotStoredReason::PostNotReusable => "post_not_reusable",
         }
     }
 
@@ -118,6 +129,16 @@ pub fn cacheable_by_default(status: u16) -> bool {
     )
 }
 
+/// Status codes whose caching rules this cache implements (RFC 9110 §15:
+/// the final codes it defines), for `must-understand` (RFC 9111 §5.2.2.3).
+/// 206 is not among them: partial responses are never stored.
+fn understood_status(status: u16) -> bool {
+    matches!(
+        status,
+        200..=205 | 300..=305 | 307 | 308 | 400..=417 | 421 | 422 | 426 | 500..=505
+    )
+}
+
 /// What a storable response tells the cache about itself.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ResponseMeta {
@@ -131,6 +152,8 @@ pub(crate) struct ResponseMeta {
     pub must_revalidate: bool,
     /// RFC 5861 §4 stale-if-error window.
     pub stale_if_error: Duration,
+    /// RFC 5861 §3 stale-while-revalidate window.
+    pub stale_while_revalidate: Duration,
 }
 
 /// Decides storability; on success also returns the response's metadata.
@@ -143,7 +166,10 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     if !policy.enabled {
         return Err(NotStoredReason::Disabled);
     }
-    if req.is_head() || !policy.method_cacheable(req.method) {
+    if req.is_head()
+        || !policy.method_cacheable(req.method)
+        || crate::invalidation::is_unsafe_method(req.method)
+    {
         return Err(NotStoredReason::MethodNotCacheable);
     }
     if CacheControl::parse(req.headers).no_store {
@@ -155,9 +181,23 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     if resp.status < 200 || resp.status == 304 || resp.status > 599 {
         return Err(NotStoredReason::StatusNotCacheable);
     }
-    let mut cc = CacheControl::parse(resp.headers);
+    // RFC 9213 §2.2: a valid targeted field replaces Cache-Control and
+    // Expires for this cache.
+    let targeted = targeted_directives(resp.headers, &policy.targeted_fields);
+    let expires_from: &[R] = if targeted.is_some() {
+        &[]
+    } else {
+        resp.headers
+    };
+    let mut cc = targeted.unwrap_or_else(|| CacheControl::parse(resp.headers));
     policy.ignore.apply(&mut cc);
-    if cc.no_store {
+    // §5.2.2.3 must-understand: stored only when the cache implements the
+    // status code's caching rules (§3 MUST NOT otherwise), and then no-store
+    // is ignored (SHOULD).
+    if cc.must_understand && !understood_status(resp.status) {
+        return Err(NotStoredReason::StatusNotCacheable);
+    }
+    if cc.no_store && !cc.must_understand {
         return Err(NotStoredReason::ResponseNoStore);
     }
     if cc.private {
@@ -179,7 +219,7 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     }
     let parsed_date = headers::first(resp.headers, "date").and_then(parse_http_date);
     let date = parsed_date.unwrap_or(times.response_time);
-    let (mut lifetime, explicit) = freshness_lifetime(&cc, resp.headers, date, policy.default_ttl);
+    let (mut lifetime, explicit) = freshness_lifetime(&cc, expires_from, date, policy.default_ttl);
     if !explicit && !cc.public && !cacheable_by_default(resp.status) {
         return Err(NotStoredReason::StatusNotCacheable);
     }
@@ -210,6 +250,7 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
         no_cache: cc.no_cache,
         must_revalidate: cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some(),
         stale_if_error: Duration::from_secs(cc.stale_if_error.unwrap_or(0)),
+        stale_while_revalidate: Duration::from_secs(cc.stale_while_revalidate.unwrap_or(0)),
     })
 }
 
@@ -223,5 +264,18 @@ pub fn check_storable<Q: HeaderPair, R: HeaderPair>(
     match analyze(policy, req, resp, times) {
         Ok(_) => Storability::Storable,
         Err(reason) => Storability::NotStored(reason),
+    }
+}
+
+/// Whether the response carries explicit freshness for this cache
+/// (s-maxage, max-age or Expires; RFC 9111 §4.2.1), reading a valid
+/// targeted field instead of Cache-Control and Expires (RFC 9213).
+pub(crate) fn has_explicit_freshness<R: HeaderPair>(policy: &Policy, resp_headers: &[R]) -> bool {
+    match targeted_directives(resp_headers, &policy.targeted_fields) {
+        Some(cc) => cc.s_maxage.is_some() || cc.max_age.is_some(),
+        None => {
+            let cc = CacheControl::parse(resp_headers);
+            cc.s_maxage.is_some() || cc.max_age.is_some() || headers::has(resp_headers, "expires")
+        }
     }
 }

@@ -174,7 +174,9 @@ impl Worker {
                 fill: fill(guard, None),
                 edits: None,
             }),
-            Lookup::Revalidate { entry, guard } => {
+            // Background revalidation (RFC 5861 §3) is not wired yet (Policy::
+            // background_revalidation stays off): revalidate in the foreground.
+            Lookup::Revalidate { entry, guard } | Lookup::StaleWhileRevalidate { entry, guard } => {
                 let mut edits = HeaderEdits::new();
                 for (name, value) in entry.validators() {
                     let _ = edits.set(name.as_bytes(), value);
