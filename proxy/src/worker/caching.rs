@@ -121,13 +121,33 @@ impl Worker {
             self.shared.cache.count_bypass();
             return forward;
         }
+        self.lookup_store(id, rt_cache, vhost, overrides)
+    }
+
+    /// The store's answer for exchange `id`'s cacheable request.
+    fn lookup_store(
+        &self,
+        id: ExchangeId,
+        rt_cache: &Arc<CacheRt>,
+        vhost: &str,
+        overrides: CacheOverride,
+    ) -> Found {
+        let forward = Found::Step(CacheStep::Forward {
+            fill: None,
+            edits: None,
+        });
+        let Some(ex) = self.exchanges.get(id) else {
+            return forward;
+        };
+        let request = &ex.request;
+        let method = std::str::from_utf8(request.method_bytes()).unwrap_or("");
         let pairs: Vec<(&[u8], &[u8])> = request.fields().collect();
         let req = cache::Request {
             vhost,
             scheme: request.scheme().as_str(),
             authority: request.authority().unwrap_or_default(),
             method,
-            uri,
+            uri: request.path(),
             headers: &pairs,
         };
         let ttl_policy;

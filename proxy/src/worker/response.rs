@@ -156,40 +156,16 @@ impl Worker {
         };
         let status = head.status();
         if (100..200).contains(&status) {
-            // Interim responses (100 Continue) go through as they are, a bounded number of
-            // them; 101 would need a tunnel, so it is a bad response here.
-            fwd.interim += 1;
-            if status == 101 || fwd.interim > MAX_INTERIM_RESPONSES {
-                if status != 101 {
-                    bump(&shared.metrics.upstream_interim_floods);
-                }
-                return Step::Bad { count: false };
-            }
-            // The proxy answered `Expect: 100-continue` itself; an HTTP/1.0 client gets no
-            // interim responses at all.
-            if !(fwd.http10 || status == 100 && fwd.continue_sent) {
-                fwd.sent_to_client |= codec::interim(c, &input[..len]);
-            }
-            if let Some(b) = u.rbuf.as_mut() {
-                b.consume(len);
-            }
-            return Step::Moved;
+            return relay_interim(fwd, c, u, status, len, &shared.metrics);
         }
-        // The cache may answer instead: a 304 to its revalidation refreshes the stored
-        // entry; an error may be replaced by a stale entry.
-        if let Some(fill) = fwd.fill.as_mut() {
-            if status == 304 && fill.revalidating.is_some() {
-                let fields: Vec<(&[u8], &[u8])> = head.headers().fields(input).collect();
-                let entry = fill.not_modified(&fields);
+        if let Some(step) = cache_instead(fwd, &head, input) {
+            if matches!(step, Step::NotModified(_)) {
                 u.keep_alive = head.keep_alive();
                 if let Some(b) = u.rbuf.as_mut() {
                     b.consume(len);
                 }
-                return Step::NotModified(entry);
             }
-            if let Some(entry) = fill.stale_instead(status) {
-                return Step::Stale(entry);
-            }
+            return step;
         }
         // No response edits if the vhost vanished in a reload meanwhile.
         let none = http1::HeaderEdits::new();
@@ -412,4 +388,50 @@ impl Worker {
             }
         }
     }
+}
+
+/// An interim (1xx) response: passed on as it is, a bounded number of them; 101 would need
+/// a tunnel, so it is a bad response here.
+fn relay_interim(
+    fwd: &mut super::exchange::Forward,
+    c: &mut super::client::Client,
+    u: &mut super::upstream::Upstream,
+    status: u16,
+    len: usize,
+    metrics: &crate::metrics::Metrics,
+) -> Step {
+    fwd.interim += 1;
+    if status == 101 || fwd.interim > MAX_INTERIM_RESPONSES {
+        if status != 101 {
+            bump(&metrics.upstream_interim_floods);
+        }
+        return Step::Bad { count: false };
+    }
+    // The proxy answered `Expect: 100-continue` itself; an HTTP/1.0 client gets no interim
+    // responses at all.
+    let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+    if !(fwd.http10 || status == 100 && fwd.continue_sent) {
+        fwd.sent_to_client |= codec::interim(c, input.get(..len).unwrap_or(&[]));
+    }
+    if let Some(b) = u.rbuf.as_mut() {
+        b.consume(len);
+    }
+    Step::Moved
+}
+
+/// The cache may answer instead of the origin's response: a 304 to its revalidation
+/// refreshes the stored entry; an error may be replaced by a stale entry.
+/// (The caller consumes a 304's head.)
+fn cache_instead(
+    fwd: &mut super::exchange::Forward,
+    head: &http1::ResponseHead,
+    input: &[u8],
+) -> Option<Step> {
+    let fill = fwd.fill.as_mut()?;
+    let status = head.status();
+    if status == 304 && fill.revalidating.is_some() {
+        let fields: Vec<(&[u8], &[u8])> = head.headers().fields(input).collect();
+        return Some(Step::NotModified(fill.not_modified(&fields)));
+    }
+    fill.stale_instead(status).map(Step::Stale)
 }
