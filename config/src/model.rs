@@ -66,6 +66,12 @@ pub struct Config {
     pub client_mem: Option<ClientMem>,
     /// `http_max_header_list_size` in bytes (HTTP/2); `None`: unlimited.
     pub http_max_header_list_size: Option<u32>,
+    /// `ctrl_frame_rate_multiplier N` (HTTP/2): control frames per second a connection may
+    /// send, as a multiple of `max_concurrent_streams`. Default 16.
+    pub ctrl_frame_rate_multiplier: u32,
+    /// `window_update_frame_rate_multiplier N` (HTTP/2): WINDOW_UPDATE frames per second, as
+    /// a multiple of `max_concurrent_streams`. Default 4.
+    pub window_update_frame_rate_multiplier: u32,
     pub http_allow_empty_body_content_type: bool,
     /// Extension: number of worker processes sharing the listeners.
     pub worker_processes: u32,
@@ -110,6 +116,8 @@ impl Default for Config {
             response_bodies: Vec::new(),
             client_mem: None,
             http_max_header_list_size: None,
+            ctrl_frame_rate_multiplier: 16,
+            window_update_frame_rate_multiplier: 4,
             http_allow_empty_body_content_type: false,
             worker_processes: 1,
             worker_threads: None,

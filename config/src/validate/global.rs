@@ -181,6 +181,18 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
                 }
             }
         }
+        "ctrl_frame_rate_multiplier" | "window_update_frame_rate_multiplier" => {
+            let usage = format!("{name} N (1-65535)");
+            if let Some(v) = c.single(d, &usage) {
+                if let Some(n) = c.u32_in(v, "multiplier", 1, 65_535) {
+                    if name == "ctrl_frame_rate_multiplier" {
+                        cfg.ctrl_frame_rate_multiplier = n;
+                    } else {
+                        cfg.window_update_frame_rate_multiplier = n;
+                    }
+                }
+            }
+        }
         "http_allow_empty_body_content_type" => {
             if let Some(v) = c.single(d, "http_allow_empty_body_content_type true|false") {
                 if let Some(b) = c.bool(v) {

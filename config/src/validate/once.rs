@@ -71,6 +71,8 @@ pub const TOP: &[&str] = &[
     "http_post_validate",
     "whitelist_mark",
     "http_max_header_list_size",
+    "ctrl_frame_rate_multiplier",
+    "window_update_frame_rate_multiplier",
     "http_allow_empty_body_content_type",
     "grace_shutdown_time",
     "client_ws_timeout",

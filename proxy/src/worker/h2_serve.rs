@@ -26,9 +26,18 @@ const H2_TIMER_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 impl Worker {
     /// The HTTP/2 limits of this configuration.
     fn h2_limits(&self) -> h2::Limits {
+        let config = &self.rt.config;
+        let defaults = h2::Limits::default();
         h2::Limits {
-            max_concurrent_streams: self.rt.config.max_concurrent_streams,
-            ..h2::Limits::default()
+            max_concurrent_streams: config.max_concurrent_streams,
+            // Unlimited in the configuration still has a bound here: the decoded list is
+            // held in memory.
+            max_header_list_size: config
+                .http_max_header_list_size
+                .unwrap_or(defaults.max_header_list_size),
+            ctrl_frame_rate_multiplier: config.ctrl_frame_rate_multiplier,
+            window_update_frame_rate_multiplier: config.window_update_frame_rate_multiplier,
+            ..defaults
         }
     }
 
