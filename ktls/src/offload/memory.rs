@@ -15,6 +15,10 @@
 //!   handshake now and then leaves too little to be worth a trim; and a steady churn of short
 //!   connections drains the queue often, but would only fault the returned pages in again
 //!   (hence at most one such trim per interval).
+//!   A drained queue that finds the last such trim too recent owes one: the worker's event
+//!   loop wakes up when the interval is over ([`cap_wait`]) and runs it then if the queue is
+//!   still empty ([`run_owed_trim`]), so the end of a burst is always trimmed, within a
+//!   second.
 //! - and in any case every [`FREED_PER_TRIM`] SSL objects freed, so a thread that never runs
 //!   out of handshakes (a steady stream of new connections) still returns what it can.
 //!
@@ -42,11 +46,19 @@ struct Counters {
     trims: u64,
     /// The last trim for a drained queue.
     drained_trim_at: Option<Instant>,
+    /// A drained queue's trim was put off until this time.
+    owed_at: Option<Instant>,
 }
 
 thread_local! {
     static COUNTERS: Cell<Counters> = const {
-        Cell::new(Counters { in_flight: 0, freed_since_trim: 0, trims: 0, drained_trim_at: None })
+        Cell::new(Counters {
+            in_flight: 0,
+            freed_since_trim: 0,
+            trims: 0,
+            drained_trim_at: None,
+            owed_at: None,
+        })
     };
 }
 
@@ -83,19 +95,55 @@ pub(crate) fn after_handover() {
 
 fn after_handover_at(now: Instant) {
     let c = update(|_| {});
-    let drained = c.in_flight == 0
-        && c.freed_since_trim >= DRAINED_MIN_FREED
-        && c.drained_trim_at
-            .is_none_or(|at| now.saturating_duration_since(at) >= DRAINED_INTERVAL);
-    if drained || c.freed_since_trim >= FREED_PER_TRIM {
-        ossl::release_freed_handshake_memory();
-        update(|c| {
-            c.freed_since_trim = 0;
-            c.trims += 1;
-            if drained {
-                c.drained_trim_at = Some(now);
-            }
-        });
+    let drained = c.in_flight == 0 && c.freed_since_trim >= DRAINED_MIN_FREED;
+    let next_drained_trim = c.drained_trim_at.map(|at| at + DRAINED_INTERVAL);
+    let too_soon = next_drained_trim.is_some_and(|at| now < at);
+    if drained && too_soon {
+        update(|c| c.owed_at = next_drained_trim);
+    }
+    if drained && !too_soon {
+        trim(now, true);
+    } else if c.freed_since_trim >= FREED_PER_TRIM {
+        trim(now, false);
+    }
+}
+
+fn trim(now: Instant, drained: bool) {
+    ossl::release_freed_handshake_memory();
+    update(|c| {
+        c.freed_since_trim = 0;
+        c.trims += 1;
+        if drained {
+            c.drained_trim_at = Some(now);
+            c.owed_at = None;
+        }
+    });
+}
+
+/// How long the thread's event loop may sleep: `wait`, or less if a put-off trim comes due
+/// sooner (at least 1 ms).
+pub fn cap_wait(wait: Option<Duration>, now: Instant) -> Option<Duration> {
+    let Some(at) = COUNTERS.with(|c| c.get().owed_at) else {
+        return wait;
+    };
+    let due = at
+        .saturating_duration_since(now)
+        .max(Duration::from_millis(1));
+    Some(wait.map_or(due, |w| w.min(due)))
+}
+
+/// Runs a put-off trim once it is due, if the handshake queue is still empty (otherwise
+/// the next drain decides again).
+pub fn run_owed_trim(now: Instant) {
+    let c = update(|_| {});
+    let Some(at) = c.owed_at else { return };
+    if now < at {
+        return;
+    }
+    if c.in_flight == 0 {
+        trim(now, true);
+    } else {
+        update(|c| c.owed_at = None);
     }
 }
 
@@ -167,6 +215,71 @@ mod tests {
                 trims()
             );
             assert!(trims() >= u64::from(drained), "{} trims", trims());
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_burst_that_ends_soon_after_a_trim_is_trimmed_when_the_interval_is_over() {
+        std::thread::spawn(|| {
+            let start = Instant::now();
+            let burst = |now: Instant| {
+                for _ in 0..DRAINED_MIN_FREED {
+                    handshake_started();
+                }
+                for _ in 0..DRAINED_MIN_FREED {
+                    handshake_ended();
+                    ssl_freed();
+                    after_handover_at(now);
+                }
+            };
+            burst(start);
+            assert_eq!(trims(), 1);
+            let later = start + Duration::from_millis(300);
+            burst(later);
+            assert_eq!(trims(), 1, "put off: the last drained trim is 300 ms old");
+            // The event loop sleeps no longer than until the interval is over...
+            let wait = cap_wait(Some(Duration::from_secs(60)), later);
+            assert_eq!(wait, Some(DRAINED_INTERVAL - Duration::from_millis(300)));
+            run_owed_trim(later + Duration::from_millis(100));
+            assert_eq!(trims(), 1, "not due yet");
+            // ...and then trims.
+            run_owed_trim(start + DRAINED_INTERVAL);
+            assert_eq!(trims(), 2);
+            assert_eq!(
+                cap_wait(None, start + DRAINED_INTERVAL),
+                None,
+                "nothing owed"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn an_owed_trim_is_dropped_if_handshakes_are_in_flight_again() {
+        std::thread::spawn(|| {
+            let start = Instant::now();
+            for round in 0..2u32 {
+                for _ in 0..DRAINED_MIN_FREED {
+                    handshake_started();
+                }
+                for _ in 0..DRAINED_MIN_FREED {
+                    handshake_ended();
+                    ssl_freed();
+                    after_handover_at(start + round * Duration::from_millis(10));
+                }
+            }
+            assert_eq!(trims(), 1);
+            handshake_started();
+            run_owed_trim(start + DRAINED_INTERVAL);
+            assert_eq!(
+                trims(),
+                1,
+                "a handshake is in flight: the next drain decides"
+            );
+            assert_eq!(cap_wait(None, start), None);
         })
         .join()
         .unwrap();
