@@ -11,7 +11,9 @@
 # cargo-fuzz needs nightly flags; RUSTC_BOOTSTRAP=1 lets the stable toolchain accept them.
 # Targets are built without a sanitizer: the crates under test forbid `unsafe`, so AddressSanitizer
 # would only slow the run (it would also instrument httparse's unsafe SIMD code; run
-# `cargo fuzz run -s address TARGET` for that). The corpus grows in fuzz/corpus/TARGET.
+# `cargo fuzz run -s address TARGET` for that). The corpus grows in fuzz/corpus/TARGET; a target
+# with committed seeds in fuzz/seeds/TARGET (e.g. tls_records: valid records written by
+# fuzz/seeds/tls_records.py) starts from them too.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -68,7 +70,10 @@ for target in $targets; do
     mkdir -p "corpus/$target"
     log="$(mktemp)"
     status=0
-    cargo fuzz run --sanitizer none "$target" "corpus/$target" -- \
+    # Committed seeds (fuzz/seeds/TARGET, read only; new inputs go to corpus/TARGET).
+    seeds=""
+    [ -d "seeds/$target" ] && seeds="seeds/$target"
+    cargo fuzz run --sanitizer none "$target" "corpus/$target" $seeds -- \
         -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1 || status=$?
     # The last status line has the coverage (`cov:` edges, `ft:` features) and corpus size.
     done_line="$(grep -E '^#[0-9]+.*(DONE|pulse|NEW|REDUCE)' "$log" | tail -1 || true)"

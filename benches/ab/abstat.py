@@ -89,6 +89,70 @@ def tree_cpu_secs(pid):
     return sum(_stat_cpu(p) for p in tree(pid)) / CLK_TCK
 
 
+def _rss_bytes(pid):
+    """VmRSS + VmSwap of one process, as http-perf's --server-pid counts it."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmSwap:")):
+                    total += int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return total
+
+
+def tree_rss_bytes(pid):
+    return sum(_rss_bytes(p) for p in tree(pid))
+
+
+# Server memory during a hold run: sampled this often, and a sample is "idle" when the
+# server's whole tree used no CPU tick (1/CLK_TCK s) since the previous one.
+HOLD_SAMPLE_S = 0.2
+IDLE_MIN_SAMPLES = 3
+
+
+def idle_memory(samples):
+    """The server's memory once it is idle with every connection open: the median RSS of
+    the longest run of consecutive idle samples after the first busy one (the ramp). Before
+    the ramp the server is fresh; the hold (5 s) is the longest rest after it, longer than
+    any pause in the ramp or after the request round. None if no rest lasted
+    IDLE_MIN_SAMPLES samples."""
+    busy_seen = False
+    run, best = [], []
+    for (_, cpu0, _), (_, cpu1, rss) in zip(samples, samples[1:]):
+        if cpu1 - cpu0 > 0:
+            busy_seen = True
+            run = []
+        elif busy_seen:
+            run.append(rss)
+            if len(run) > len(best):
+                best = list(run)
+    if len(best) < IDLE_MIN_SAMPLES:
+        return None
+    return int(statistics.median(best))
+
+
+def run_sampled(cmd, pid):
+    """Runs cmd while sampling the server tree's (time, CPU ticks, RSS)."""
+    samples = []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = []
+
+    def drain():
+        out.append(proc.communicate())
+
+    import threading
+    reader = threading.Thread(target=drain)
+    reader.start()
+    while reader.is_alive():
+        ticks = sum(_stat_cpu(p) for p in tree(pid))
+        samples.append((time.monotonic(), ticks, tree_rss_bytes(pid)))
+        reader.join(HOLD_SAMPLE_S)
+    stdout, stderr = out[0]
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr), samples
+
+
 # --- measure ----------------------------------------------------------------
 
 def _check(meta, rep, wall):
@@ -144,13 +208,22 @@ def _check(meta, rep, wall):
             if per < want:
                 problems.append(f"{per:.0f} body bytes per response, the page is {want}")
     elif tool == "hold":
+        # The value is the server's memory per connection once it is idle (all handshakes
+        # done), measured here during the hold; http-perf's own figure is taken the moment
+        # its ramp ends, when the server may still be finishing the last handshakes.
         srv = rep.get("server") or {}
         ops = rep.get("established", 0)
-        rate = srv.get("bytes_per_connection")
+        rate = None
         if not rep.get("pass"):
             problems.append(f"http-perf --hold failed: {rep.get('failures')}")
-        if rate is None:
+        idle = meta.get("idle_rss_bytes")
+        if srv.get("baseline_bytes") is None:
             problems.append("http-perf --hold reported no server memory")
+        elif idle is None:
+            problems.append("the server was never idle for "
+                            f"{IDLE_MIN_SAMPLES * HOLD_SAMPLE_S:.1f} s after the ramp")
+        elif ops:
+            rate = max(idle - srv["baseline_bytes"], 0) // ops
     else:
         raise SystemExit(f"unknown tool {tool}")
     return ops, rate, problems
@@ -187,7 +260,11 @@ def cmd_measure(a):
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
     cpu0 = tree_cpu_secs(a.pid)
     t0 = time.monotonic()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if meta["tool"] == "hold":
+        p, samples = run_sampled(cmd, a.pid)
+        meta["idle_rss_bytes"] = idle_memory(samples)
+    else:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wall = time.monotonic() - t0
     cpu1 = tree_cpu_secs(a.pid)
     alive = os.path.exists(f"/proc/{a.pid}")

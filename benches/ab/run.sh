@@ -23,7 +23,12 @@
 #       close_10b_rps close_26k_rps (http-perf -c 100 -t 1), h2_10b_rps h2_26k_rps
 #       (h2load -c 10 -m 100 -t 1 over TLS with ALPN h2, as tempesta-test runs it;
 #       nginx listens with `http2`), idle_tls_conn_bytes
-#       (http-perf --hold 10000 --server-pid, on a freshly started server).
+#       (http-perf --hold 10000 --server-pid, on a freshly started server: the server's
+#       RSS growth over http-perf's baseline, sampled every 0.2 s by abstat.py and taken
+#       while the server is idle with every connection open, divided by the connections).
+# Bench overrides, the same for every server: idle timeouts of 600 s (proxy
+# keepalive_timeout, nginx keepalive_timeout and client_header_timeout), above the idle
+# row's ramp (up to 240 s) plus its hold.
 # Each row is the median of the runs (3, or 1 with --quick) with min..max. The
 # three servers run back to back for each row, in a rotating order.
 #
@@ -234,8 +239,11 @@ sed -e "s|^listen 127\.0\.0\.1:8443 \(proto=.*\);|listen 127.0.0.1:$PORT \1;|" \
     -e "s|tls_certificate_key certs/tempesta\.key;|tls_certificate_key $WORK/key.pem;|" \
     -e "s|^frang_limits {|frang_limits {\n    concurrent_tcp_connections 0;  # bench override|" \
     "$ROOT/etc/tempesta.conf" >"$WORK/proxy.conf"
-printf '\n# bench override\naccess_log off;\n' >>"$WORK/proxy.conf"
-for want in "listen 127.0.0.1:$PORT proto=" "listen 127.0.0.1:$PLAIN_PORT;" \
+# keepalive_timeout 600: the idle row's connections wait for the whole ramp (up to
+# --ramp-limit 240 s on a busy machine) plus the hold; at the default 75 s the first ones
+# were closed as idle before the hold ended (the row's "dropped" connections, nginx too).
+printf '\n# bench overrides\naccess_log off;\nkeepalive_timeout 600;\n' >>"$WORK/proxy.conf"
+for want in "keepalive_timeout 600;" "listen 127.0.0.1:$PORT proto=" "listen 127.0.0.1:$PLAIN_PORT;" \
             "server 127.0.0.1:$ORIGIN_PORT;" "tls_certificate $WORK/cert.pem;" \
             "tls_certificate_key $WORK/key.pem;" "concurrent_tcp_connections 0;" "cache 1;"; do
     grep -qF "$want" "$WORK/proxy.conf" ||
@@ -255,7 +263,12 @@ for s in nginx_static nginx_cache; do
     sed -e "s|@WORKERS@|$WORKERS|g" -e "s|@PREFIX@|$d|g" -e "s|@ADDR@|127.0.0.1:$PORT|g" \
         -e "s|@ROOT@|$WORK/www|g" -e "s|@ORIGIN@|127.0.0.1:$ORIGIN_PORT|g" \
         -e "s|@CERT@|$WORK/cert.pem|g" -e "s|@KEY@|$WORK/key.pem|g" \
-        -e "s|@USER@|$NGINX_USER|g" "$tpl" >"$d/nginx.conf"
+        -e "s|@USER@|$NGINX_USER|g" \
+        -e "s|^\( *\)keepalive_timeout 75;|\1keepalive_timeout 600s;  # bench override\n\1client_header_timeout 600s;  # bench override|" \
+        "$tpl" >"$d/nginx.conf"
+    # The same idle timeouts as the proxy's override above (nginx closes a connection that
+    # sent no request after client_header_timeout, 60 s by default).
+    grep -q "client_header_timeout 600s;" "$d/nginx.conf" || die "$tpl changed shape: no keepalive_timeout 75 to override"
     ! grep -v '^ *#' "$d/nginx.conf" | grep -q '@[A-Z]*@' || die "unfilled placeholder in $tpl"
     nginx -t -q -p "$d/" -c "$d/nginx.conf" -e "$d/error.log" 2>"$d/check.log" ||
         { cat "$d/check.log" >&2; die "the $s config does not load"; }

@@ -14,6 +14,7 @@
 //! before the handshake: [`prepare_ssl`].
 
 mod hkdf;
+pub mod memory;
 mod secrets;
 mod socket;
 
@@ -219,6 +220,9 @@ impl fmt::Debug for Offload {
 /// Never fails: anything neither can take stays usable on OpenSSL. Must run before the first
 /// `read` of the session.
 pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
+    secrets::end_handshake(session.ssl_mut());
+    // The write sequence number is counted; nothing after the hand-over needs the callback.
+    ossl::stop_counting_records(session.ssl_mut());
     let send_offloaded = ossl::ktls_send_active(session.ssl());
     let fallback = |session: TlsSession, reason: FallbackReason| Offload::UserSpace {
         session,
@@ -259,7 +263,7 @@ pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
     let fd = session.fd();
     // SSL_free sends nothing and leaves the fd open; the kernel holds both directions now.
     drop(session.into_ssl());
-    ossl::note_ssl_freed();
+    memory::after_handover();
     Offload::Kernel(KtlsSocket::new(fd, version, cipher))
 }
 
@@ -272,7 +276,7 @@ fn to_records(mut session: TlsSession, reason: FallbackReason) -> Offload {
             let fd = session.fd();
             // SSL_free sends nothing and leaves the fd open: the layer owns the records now.
             drop(session.into_ssl());
-            ossl::note_ssl_freed();
+            memory::after_handover();
             Offload::Records {
                 socket: Box::new(RecordSocket::new(fd, layer)),
                 reason,

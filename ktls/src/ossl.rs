@@ -1,6 +1,9 @@
 //! Raw OpenSSL calls that the `openssl` crate does not wrap: attaching an SSL object to a
 //! socket fd, driving it without `SslStream`, asking whether kTLS is active, and the session
-//! ticket key callback. This is the only module of the crate that calls OpenSSL unsafely.
+//! ticket key callback. This is the only module of the crate that calls OpenSSL unsafely
+//! (with its child [`kdf`]: HKDF-Expand through a per-thread `EVP_KDF_CTX`).
+
+pub mod kdf;
 
 use std::os::fd::RawFd;
 use std::os::raw::{c_int, c_uchar, c_uint, c_void};
@@ -57,6 +60,13 @@ pub(crate) fn count_records(ssl: &mut SslRef) {
     // SAFETY: `ssl` is live and borrowed mutably; SSL_set_msg_callback only stores the
     // function pointer, whose signature matches OpenSSL's `msg_callback`.
     unsafe { SSL_set_msg_callback(ssl.as_ptr(), Some(message_callback)) }
+}
+
+/// Stops [`count_records`] (at the hand-over: a connection that stays on OpenSSL's record
+/// layer must not pay a callback per record for the rest of its life).
+pub(crate) fn stop_counting_records(ssl: &mut SslRef) {
+    // SAFETY: as in `count_records`; a null callback is OpenSSL's "none".
+    unsafe { SSL_set_msg_callback(ssl.as_ptr(), None) }
 }
 
 unsafe extern "C" fn message_callback(
@@ -237,32 +247,9 @@ pub fn set_block_padding(builder: &mut SslContextBuilder, block: usize) -> Resul
     }
 }
 
-/// Hand-overs per thread between two [`release_freed_handshake_memory`] calls.
-const HANDOVERS_PER_TRIM: u32 = 256;
-
-thread_local! {
-    static HANDOVERS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Called after each SSL object is freed at a hand-over. A handshake allocates tens of
-/// kilobytes (the SSL object, its buffers, the certificate chain work) and frees nearly all of
-/// it at the hand-over, but the allocator keeps those pages: with hundreds of handshakes in
-/// flight, the freed holes between the connections' small long-lived allocations stay
-/// resident and cost more than the connections themselves. Every `HANDOVERS_PER_TRIM`
-/// hand-overs of a thread, the free pages go back to the kernel (`malloc_trim`).
-pub fn note_ssl_freed() {
-    let n = HANDOVERS.with(|c| {
-        let n = c.get().wrapping_add(1);
-        c.set(n);
-        n
-    });
-    if n.is_multiple_of(HANDOVERS_PER_TRIM) {
-        release_freed_handshake_memory();
-    }
-}
-
 /// Returns the allocator's free pages to the kernel (glibc `malloc_trim(0)`; elsewhere
-/// nothing). Costs a walk over the free lists: call it rarely.
+/// nothing). Costs a walk over the free lists: call it rarely (the policy is in
+/// `offload::memory`).
 pub fn release_freed_handshake_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim has no preconditions; it only madvises pages that hold no live

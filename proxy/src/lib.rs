@@ -19,6 +19,7 @@ pub mod process;
 pub mod router;
 pub mod runtime;
 pub mod server;
+pub mod server_name;
 pub mod service;
 pub mod stats;
 pub mod sticky;

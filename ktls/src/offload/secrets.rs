@@ -29,9 +29,37 @@ const SSL3_RT_HEADER: i32 = 0x100;
 /// The longest TLS 1.3 secret is a SHA-384 output.
 const MAX_SECRET_LEN: usize = 48;
 
-/// The ex_data value of one SSL: what its handshake logged.
-#[derive(Default)]
-pub struct SecretSlot(Mutex<Captured>);
+/// The ex_data value of one SSL: what its handshake logged. Made by `prepare_ssl` and
+/// dropped when OpenSSL frees the SSL object; it also counts the thread's handshakes in flight
+/// (`memory`): from `prepare_ssl` until the hand-over or, for a handshake that never
+/// finishes, until the SSL object is freed.
+pub struct SecretSlot {
+    captured: Mutex<Captured>,
+    in_flight: bool,
+}
+
+impl SecretSlot {
+    fn new() -> Self {
+        super::memory::handshake_started();
+        SecretSlot {
+            captured: Mutex::default(),
+            in_flight: true,
+        }
+    }
+
+    fn end_handshake(&mut self) {
+        if std::mem::replace(&mut self.in_flight, false) {
+            super::memory::handshake_ended();
+        }
+    }
+}
+
+impl Drop for SecretSlot {
+    fn drop(&mut self) {
+        self.end_handshake();
+        super::memory::ssl_freed();
+    }
+}
 
 #[derive(Default)]
 struct Captured {
@@ -85,22 +113,30 @@ pub fn capture_secrets(builder: &mut SslContextBuilder) -> Result<(), ErrorStack
 /// every SSL of a context set up with `capture_secrets`; without it TLS 1.3 receive stays in
 /// user space (FallbackReason::NoTrafficSecret).
 pub fn prepare_ssl(ssl: &mut SslRef) -> Result<(), ErrorStack> {
-    ssl.set_ex_data(slot_index()?, SecretSlot::default());
+    ssl.set_ex_data(slot_index()?, SecretSlot::new());
     crate::ossl::count_records(ssl);
     Ok(())
+}
+
+/// The handshake of this SSL is done (called once it is handed over, whatever the path):
+/// it no longer counts as in flight, even if the SSL object lives on (OpenSSL's record layer).
+pub(crate) fn end_handshake(ssl: &mut SslRef) {
+    if let Some(slot) = slot_index().ok().and_then(|i| ssl.ex_data_mut(i)) {
+        slot.end_handshake();
+    }
 }
 
 /// Moves the captured client secret out of the SSL (it is needed exactly once).
 pub fn take_client_secret(ssl: &mut SslRef) -> Option<Secret> {
     let index = slot_index().ok()?;
     let slot = ssl.ex_data_mut(index)?;
-    slot.0.get_mut().ok()?.client.take()
+    slot.captured.get_mut().ok()?.client.take()
 }
 
 /// Moves both captured secrets and the server's write sequence number out of the SSL.
 pub fn take_tls13_handover(ssl: &mut SslRef) -> Option<Tls13Handover> {
     let index = slot_index().ok()?;
-    let captured = ssl.ex_data_mut(index)?.0.get_mut().ok()?;
+    let captured = ssl.ex_data_mut(index)?.captured.get_mut().ok()?;
     Some(Tls13Handover {
         client: captured.client.take()?,
         server: captured.server.take()?,
@@ -112,8 +148,8 @@ fn with_captured(ssl: &SslRef, f: impl FnOnce(&mut Captured)) {
     let Ok(index) = slot_index() else {
         return;
     };
-    if let Some(SecretSlot(slot)) = ssl.ex_data(index) {
-        if let Ok(mut guard) = slot.lock() {
+    if let Some(slot) = ssl.ex_data(index) {
+        if let Ok(mut guard) = slot.captured.lock() {
             f(&mut guard);
         }
     }

@@ -3,8 +3,11 @@
 //! A connection holds only its keys; the worker thread's context is re-keyed when the record
 //! to seal or open belongs to a different key than the last one (`key_id`), and only the
 //! nonce is set otherwise, so a burst of records of one connection pays one key schedule.
+//! The ciphers are fetched once ([`openssl_cipher`]) and set on a context only when the
+//! suite changes.
 
 use std::cell::RefCell;
+use std::sync::OnceLock;
 
 use openssl::cipher::{Cipher, CipherRef};
 use openssl::cipher_ctx::CipherCtx;
@@ -30,16 +33,21 @@ impl Keyed {
         })
     }
 
-    /// Points the context at `key` and `nonce`, re-keying only when needed.
+    /// Points the context at `key` and `nonce`: the cipher is set only when it changes, the
+    /// key only when the record belongs to another key than the last one (another
+    /// connection, or a KeyUpdate), and otherwise only the nonce.
     fn init(&mut self, seal: bool, suite: &Suite<'_>, nonce: &[u8]) -> Result<(), ErrorStack> {
-        let same_key = self.cipher == Some(suite.cipher) && self.key_id == suite.key_id;
-        let (cipher, key) = if same_key {
-            (None, None)
+        let (cipher, key) = if self.cipher != Some(suite.cipher) {
+            (Some(openssl_cipher(suite.cipher)), Some(suite.key))
+        } else if self.key_id != suite.key_id {
+            (None, Some(suite.key))
         } else {
+            (None, None)
+        };
+        if key.is_some() {
             // Mark unkeyed first: if init fails half-way the context must not be trusted.
             self.cipher = None;
-            (Some(openssl_cipher(suite.cipher)), Some(suite.key))
-        };
+        }
         if seal {
             self.ctx.encrypt_init(cipher, key, Some(nonce))?;
         } else {
@@ -78,11 +86,37 @@ fn with_contexts<T>(
     })
 }
 
+/// The three AEADs, fetched once from the default provider. OpenSSL 3 looks an implicitly
+/// fetched cipher (`EVP_aes_128_gcm()`) up again, under a lock, every time a context is
+/// initialised with it; an explicitly fetched one is used as it is.
+struct Fetched {
+    aes_128_gcm: Cipher,
+    aes_256_gcm: Cipher,
+    chacha20_poly1305: Cipher,
+}
+
+fn fetched() -> Option<&'static Fetched> {
+    static FETCHED: OnceLock<Option<Fetched>> = OnceLock::new();
+    FETCHED
+        .get_or_init(|| {
+            Some(Fetched {
+                aes_128_gcm: Cipher::fetch(None, "AES-128-GCM", None).ok()?,
+                aes_256_gcm: Cipher::fetch(None, "AES-256-GCM", None).ok()?,
+                chacha20_poly1305: Cipher::fetch(None, "ChaCha20-Poly1305", None).ok()?,
+            })
+        })
+        .as_ref()
+}
+
 fn openssl_cipher(cipher: KernelCipher) -> &'static CipherRef {
-    match cipher {
-        KernelCipher::AesGcm128 => Cipher::aes_128_gcm(),
-        KernelCipher::AesGcm256 => Cipher::aes_256_gcm(),
-        KernelCipher::Chacha20Poly1305 => Cipher::chacha20_poly1305(),
+    match (fetched(), cipher) {
+        (Some(f), KernelCipher::AesGcm128) => &f.aes_128_gcm,
+        (Some(f), KernelCipher::AesGcm256) => &f.aes_256_gcm,
+        (Some(f), KernelCipher::Chacha20Poly1305) => &f.chacha20_poly1305,
+        // Not fetchable (a provider configuration without them): the implicit ones.
+        (None, KernelCipher::AesGcm128) => Cipher::aes_128_gcm(),
+        (None, KernelCipher::AesGcm256) => Cipher::aes_256_gcm(),
+        (None, KernelCipher::Chacha20Poly1305) => Cipher::chacha20_poly1305(),
     }
 }
 

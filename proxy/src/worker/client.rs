@@ -22,6 +22,10 @@ use crate::transport::Transport;
 /// A handshake must finish within this long.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+#[allow(
+    clippy::large_enum_variant,
+    reason = "Transport is inline on purpose (transport.rs)"
+)]
 pub enum Stage {
     /// TLS handshake in progress on the socket.
     Handshake(Box<TlsSession>),
@@ -58,7 +62,7 @@ pub struct Client {
     pub counted_by: Option<std::sync::Arc<crate::frang::Frang>>,
     /// The server name the client asked for in its TLS handshake (lower case, no trailing
     /// dot): strict host checking refuses requests routed to another vhost than it names.
-    pub sni: Option<Box<str>>,
+    pub sni: Option<crate::server_name::ServerName>,
 }
 
 impl Client {
@@ -269,7 +273,7 @@ impl Worker {
         c.sni = session
             .ssl()
             .servername(openssl::ssl::NameType::HOST_NAME)
-            .map(|name| name.trim_end_matches('.').to_ascii_lowercase().into());
+            .map(crate::server_name::ServerName::new);
         if let Err(v) = self
             .rt
             .frang
@@ -295,7 +299,7 @@ impl Worker {
             Offload::Records { socket, reason } => {
                 metrics.count_tls_path(TlsPath::Records);
                 metrics.count_ktls_fallback(reason.as_str());
-                Transport::Records(socket)
+                Transport::Records(*socket)
             }
             Offload::UserSpace {
                 session,

@@ -207,10 +207,10 @@ impl Worker {
                 .timers
                 .next_timeout(now)
                 .map(|d| d.max(Duration::from_millis(1)));
-            if let Err(e) = self
-                .poll
-                .poll(&mut events, timeout.or(Some(Duration::from_secs(1))))
-            {
+            if let Err(e) = self.poll.poll(
+                &mut events,
+                ktls::offload::memory::cap_wait(timeout.or(Some(Duration::from_secs(1))), now),
+            ) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     crate::error!("worker {}: poll failed: {e}", self.id);
                     return;
@@ -227,6 +227,7 @@ impl Worker {
             self.drain_dirty();
             self.fire_timers();
             self.drain_dirty();
+            ktls::offload::memory::run_owed_trim(Instant::now());
             if self.shared.stopping.load(Ordering::Acquire) && self.draining.is_none() {
                 self.start_drain();
             }
