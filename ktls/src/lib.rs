@@ -14,6 +14,7 @@
 
 #[cfg(feature = "mimalloc")]
 mod alloc;
+pub mod hmac;
 pub mod kernel;
 pub mod offload;
 pub mod ossl;
