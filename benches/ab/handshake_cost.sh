@@ -54,14 +54,14 @@ openssl req -x509 -nodes -days 2 -subj "/CN=$HOST" -addext "subjectAltName=DNS:$
     -keyout "$WORK/key.pem" -out "$WORK/cert.pem" >/dev/null 2>&1 || die "openssl req failed"
 # The same configs as benches/ab/run.sh: etc/tempesta.conf and etc/nginx-static.conf with
 # addresses and paths filled in (no origin is needed: only handshakes are made).
-sed -e "s|^listen 127\.0\.0\.1:8443 proto=https;|listen 127.0.0.1:$PORT proto=https;|" \
+sed -e "s|^listen 127\.0\.0\.1:8443 \(proto=.*\);|listen 127.0.0.1:$PORT \1;|" \
     -e "s|^listen 127\.0\.0\.1:8080;|listen 127.0.0.1:$((PORT + 1));|" \
     -e "s|tls_certificate certs/tempesta\.crt;|tls_certificate $WORK/cert.pem;|" \
     -e "s|tls_certificate_key certs/tempesta\.key;|tls_certificate_key $WORK/key.pem;|" \
     -e "s|^frang_limits {|frang_limits {\n    concurrent_tcp_connections 0;|" \
     "$ROOT/etc/tempesta.conf" >"$WORK/proxy.conf"
 printf '\naccess_log off;\n' >>"$WORK/proxy.conf"
-grep -qF "listen 127.0.0.1:$PORT proto=https;" "$WORK/proxy.conf" || die "etc/tempesta.conf changed shape"
+grep -q "^listen 127.0.0.1:$PORT proto=" "$WORK/proxy.conf" || die "etc/tempesta.conf changed shape"
 mkdir -p "$WORK/nginx/tmp" "$WORK/www"
 NGINX_USER="nobody nogroup"
 getent group nogroup >/dev/null || NGINX_USER=nobody
