@@ -8,14 +8,21 @@
 //! Where the kernel cannot take the records, the proxy's own record layer does ([`record`]);
 //! OpenSSL's SSL object is freed either way.
 //!
-//! `unsafe` lives in exactly two modules: [`ossl`] (raw OpenSSL calls the `openssl` crate does
-//! not wrap) and [`kernel`] (the kernel's TLS socket interface).
+//! `unsafe` lives in [`ossl`] and `alloc` (raw OpenSSL calls the `openssl` crate does not
+//! wrap), [`kernel`] (the kernel's TLS socket interface) and [`sockopt`] (listener options no
+//! socket crate names).
 
+#[cfg(feature = "mimalloc")]
+mod alloc;
+pub mod hmac;
 pub mod kernel;
 pub mod offload;
 pub mod ossl;
 pub mod record;
 mod session;
+pub mod sockopt;
 pub mod tickets;
 
+#[cfg(feature = "mimalloc")]
+pub use alloc::use_mimalloc;
 pub use session::{IoStatus, Progress, TlsError, TlsSession};

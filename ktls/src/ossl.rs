@@ -3,7 +3,6 @@
 //! ticket key callback. This is the only module of the crate that calls OpenSSL unsafely
 //! (with its child [`kdf`]: HKDF-Expand through a per-thread `EVP_KDF_CTX`).
 
-pub mod kdf;
 
 use std::os::fd::RawFd;
 use std::os::raw::{c_int, c_uchar, c_uint, c_void};

@@ -4,6 +4,7 @@
 //! gracefully.
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
@@ -42,13 +43,25 @@ impl std::fmt::Display for ServeError {
     }
 }
 
-/// A socket bound to `addr` that other sockets may share (SO_REUSEPORT).
-pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
+/// How long the kernel holds a TLS connection that has sent nothing before handing it to
+/// `accept` anyway (`TCP_DEFER_ACCEPT`): the handshake timeout, so that a client that connects
+/// and stays silent costs the proxy nothing for as long as it would be allowed to.
+const TLS_DEFER_ACCEPT: Duration = Duration::from_secs(10);
+
+/// A socket bound to `addr` that other sockets may share (SO_REUSEPORT). Accepted sockets
+/// inherit `TCP_NODELAY` from it (Linux copies the listener's TCP options into each new
+/// connection), which saves a `setsockopt` per connection. A `tls` listener also defers
+/// `accept` until the ClientHello has arrived.
+pub fn bind(addr: SocketAddr, tls: bool) -> Result<std::net::TcpListener, ServeError> {
     let err = |reason| ServeError::Bind { addr, reason };
     let socket =
         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
     socket.set_reuse_address(true).map_err(err)?;
     socket.set_reuse_port(true).map_err(err)?;
+    socket.set_nodelay(true).map_err(err)?;
+    if tls {
+        ktls::sockopt::defer_accept(socket.as_raw_fd(), TLS_DEFER_ACCEPT).map_err(err)?;
+    }
     if addr.is_ipv6() {
         socket.set_only_v6(true).map_err(err)?;
     }
@@ -72,7 +85,7 @@ pub fn serve(config_path: &Path, runtime: Arc<Runtime>) -> Result<(), ServeError
     for _ in 0..threads {
         let mut set = Vec::with_capacity(listeners.len());
         for l in &listeners {
-            let std_listener = bind(l.addr)?;
+            let std_listener = bind(l.addr, l.is_tls())?;
             set.push(WorkerListener {
                 socket: mio::net::TcpListener::from_std(std_listener),
                 addr: l.addr,
@@ -244,3 +257,28 @@ fn reload(config_path: &Path, shared: &Shared) {
 
 /// How long to wait for children to stop before killing them.
 pub const CHILD_STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `bind` promises of the sockets `accept` returns: TCP_NODELAY without a call of
+    /// their own (the worker no longer makes one).
+    #[test]
+    fn accepted_sockets_inherit_nodelay() {
+        for tls in [false, true] {
+            let listener = bind("127.0.0.1:0".parse().unwrap(), tls).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let mut client = std::net::TcpStream::connect(addr).unwrap();
+            // The TLS listener defers accept until the client has sent something.
+            std::io::Write::write_all(&mut client, b"\x16").unwrap();
+            listener.set_nonblocking(false).unwrap();
+            let (accepted, _) = listener.accept().unwrap();
+            assert!(
+                socket2::SockRef::from(&accepted).nodelay().unwrap(),
+                "tls={tls}"
+            );
+            assert!(!socket2::SockRef::from(&client).nodelay().unwrap());
+        }
+    }
+}

@@ -150,8 +150,12 @@ fn vhost_context(
     b.set_cipher_list(TLS12_CIPHERS).map_err(openssl_err)?;
     b.set_groups_list(GROUPS).map_err(openssl_err)?;
     b.set_options(SslOptions::CIPHER_SERVER_PREFERENCE | SslOptions::NO_RENEGOTIATION);
-    // OpenSSL offloads send by itself only where the kernel may take the records.
-    let kernel_allowed = matches!(ktls_mode, config::KtlsMode::Auto | config::KtlsMode::On);
+    // OpenSSL offloads send by itself only where the kernel may take the records, and only
+    // where it can: without the kernel's `tls` module, OpenSSL would try (and fail) to attach
+    // it twice per handshake (two `setsockopt(TCP_ULP)` calls) before the hand-over picks the
+    // proxy's record layer anyway (`offload` asks the same cached probe).
+    let kernel_allowed = matches!(ktls_mode, config::KtlsMode::Auto | config::KtlsMode::On)
+        && ktls::kernel::kernel_support().is_available();
     ktls::ossl::configure_context(&mut b, kernel_allowed);
     // Both hand-overs (the kernel's TLS 1.3 receive, the proxy's record layer) need each
     // connection's traffic secrets; `tls_ktls off` keeps OpenSSL's records and needs none.

@@ -86,7 +86,7 @@ impl Worker {
             let _ = socket2::SockRef::from(&sock).set_linger(Some(Duration::ZERO));
             return;
         }
-        let _ = sock.set_nodelay(true);
+        // TCP_NODELAY comes from the listener (server::bind).
         let stage = if tls {
             match self.start_tls(&sock, crate::alpn::Alpn::of(protos)) {
                 Some(session) => Stage::Handshake(Box::new(session)),
