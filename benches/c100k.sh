@@ -41,6 +41,8 @@ CONNS=${C100K_CONNS:-100000}
 SERVER=${C100K_SERVER:-proxy}
 PORT=${C100K_PORT:-8443}
 ORIGIN_PORT=${C100K_ORIGIN_PORT:-8000}
+STATS_PORT=${C100K_STATS_PORT:-9180}
+PLAIN_PORT=${C100K_PLAIN_PORT:-8080}
 ADDRS=${C100K_ADDRS:-127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4}
 HOLD_SECS=${C100K_HOLD_SECS:-5}
 ROUNDS=${C100K_ROUNDS:-2}
@@ -121,8 +123,11 @@ IFS=, read -r -a ADDR_LIST <<<"$ADDRS"
 for a in "${ADDR_LIST[@]}"; do
     answers "$a" "$PORT" && die "something already answers on $a:$PORT; stop it (or set C100K_PORT): a leftover server would take part of the connections"
 done
-if [[ $SERVER == proxy ]] && answers 127.0.0.1 "$ORIGIN_PORT"; then
-    die "something already answers on 127.0.0.1:$ORIGIN_PORT; stop it or set C100K_ORIGIN_PORT"
+if [[ $SERVER == proxy ]]; then
+    for p in "$ORIGIN_PORT" "$PLAIN_PORT" "$STATS_PORT"; do
+        answers 127.0.0.1 "$p" &&
+            die "something already answers on 127.0.0.1:$p; stop it or set C100K_ORIGIN_PORT, C100K_PLAIN_PORT or C100K_STATS_PORT"
+    done
 fi
 
 # --- certificate: throwaway ECDSA P-256 -------------------------------------
@@ -141,32 +146,36 @@ ORIGIN_THREADS=$((CORES / K))
 
 # --- servers ----------------------------------------------------------------
 if [[ $SERVER == proxy ]]; then
-    "$BIN_DIR/origin" --listen "127.0.0.1:$ORIGIN_PORT" >"$WORK/origin.log" 2>&1 &
+    # Cacheable answers, as in benches/ab: etc/tempesta.conf caches them (`cache 1`).
+    "$BIN_DIR/origin" --listen "127.0.0.1:$ORIGIN_PORT" --cache-control "public, max-age=3600" \
+        >"$WORK/origin.log" 2>&1 &
     PIDS+=($!)
     wait_listening "${PIDS[-1]}" 127.0.0.1 "$ORIGIN_PORT" origin "$WORK/origin.log"
-    cat >"$WORK/proxy.conf" <<CONF
-listen 0.0.0.0:$PORT proto=https;
-# One client address holds every connection, and the client names the server by IP:
-# lift frang's per-address connection limit (default 1000) and strict Host checking.
-frang_limits {
-    concurrent_tcp_connections 0;
-    http_strict_host_checking false;
-}
-srv_group default {
-    server 127.0.0.1:$ORIGIN_PORT;
-}
-vhost v {
-    tls_certificate $WORK/cert.pem;
-    tls_certificate_key $WORK/key.pem;
-    proxy_pass default;
-}
-http_chain {
-    -> v;
-}
-tls_match_any_server_name;
-worker_processes $K;
+    # etc/tempesta.conf with the addresses and certificate paths replaced, plus the bench
+    # overrides (docs/HTTP-PERF.md): listen on 0.0.0.0 (the client spreads connections over
+    # several loopback addresses), no per-address connection limit (one client address
+    # holds every connection), a keep-alive timeout longer than the ramp, no access log,
+    # the statistics listener, and worker_processes from the descriptor limit.
+    sed -e "s|^listen 127\.0\.0\.1:8443 proto=https;|listen 0.0.0.0:$PORT proto=https;|" \
+        -e "s|^listen 127\.0\.0\.1:8080;|listen 127.0.0.1:$PLAIN_PORT;|" \
+        -e "s|server 127\.0\.0\.1:8000;|server 127.0.0.1:$ORIGIN_PORT;|" \
+        -e "s|tls_certificate certs/tempesta\.crt;|tls_certificate $WORK/cert.pem;|" \
+        -e "s|tls_certificate_key certs/tempesta\.key;|tls_certificate_key $WORK/key.pem;|" \
+        -e "s|^frang_limits {|frang_limits {\n    concurrent_tcp_connections 0;  # bench override|" \
+        "$ROOT/etc/tempesta.conf" >"$WORK/proxy.conf"
+    cat >>"$WORK/proxy.conf" <<CONF
+
+# bench overrides
+access_log off;
 keepalive_timeout 600;
+stats_listen 127.0.0.1:$STATS_PORT;
+worker_processes $K;
 CONF
+    for want in "listen 0.0.0.0:$PORT proto=https;" "server 127.0.0.1:$ORIGIN_PORT;" \
+                "tls_certificate $WORK/cert.pem;" "concurrent_tcp_connections 0;" "cache 1;"; do
+        grep -qF "$want" "$WORK/proxy.conf" ||
+            die "etc/tempesta.conf changed shape: could not make '$want' in the bench config"
+    done
     "$PROXY_BIN" -c "$WORK/proxy.conf" >"$WORK/server.log" 2>&1 &
     SERVER_PID=$!
     PIDS+=("$SERVER_PID")
@@ -195,12 +204,26 @@ args=(--hold "$CONNS" --hold-secs "$HOLD_SECS" --rounds "$ROUNDS" -t "$THREADS"
 # Bound: ramp limit + hold + 60 s per round + slack.
 BOUND=$((RAMP_LIMIT + HOLD_SECS + 60 * ROUNDS + 60))
 # In the background, so that a signal to this script runs the cleanup at once.
-timeout --signal=KILL "$BOUND" "$BIN_DIR/http-perf" "${args[@]}" "https://127.0.0.1:$PORT/" &
+# The proxy routes only etc/tempesta.conf's site (Host and SNI tempesta-tech.com).
+URL="https://127.0.0.1:$PORT/"
+if [[ $SERVER == proxy ]]; then
+    URL="https://tempesta-tech.com:$PORT/"
+    args+=(--connect "127.0.0.1:$PORT")
+fi
+timeout --signal=KILL "$BOUND" "$BIN_DIR/http-perf" "${args[@]}" "$URL" &
 PIDS+=($!)
 set +e
 wait "${PIDS[-1]}"
 rc=$?
 set -e
+# The first worker process's counters: how its connections ended, and its handshakes
+# (each process holds ~1/K of the connections; SO_REUSEPORT spreads them by hash).
+if [[ $SERVER == proxy ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    metrics=$(curl -s --max-time 5 "http://127.0.0.1:$STATS_PORT/metrics" || true)
+    echo "c100k: worker process 0 of $K (127.0.0.1:$STATS_PORT/metrics):"
+    grep -E '^ktls_proxy_(connections_closed_total|tls_handshakes_total|responses_total|upstream_errors_total|blocks_total)' \
+        <<<"$metrics" | grep -v ' 0$' | sed 's/^/  /' || true
+fi
 if ! kill -0 "$SERVER_PID" 2>/dev/null; then
     echo "c100k: the server died during the test; its log:" >&2
     tail -50 "$WORK/server.log" >&2

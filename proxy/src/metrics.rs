@@ -6,6 +6,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::close_reason::CloseReason;
+
 /// How a TLS connection's records are handled after the handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TlsPath {
@@ -56,6 +58,8 @@ pub struct Metrics {
     pub upstream_interim_floods: AtomicU64,
     pub parse_errors: AtomicU64,
     pub panics: AtomicU64,
+    /// Client connections closed, by [`CloseReason::index`].
+    pub connections_closed: [AtomicU64; CloseReason::ALL.len()],
     pub workers: Vec<WorkerMetrics>,
     pub h2: crate::metrics_h2::H2Metrics,
 }
@@ -86,6 +90,11 @@ impl Metrics {
             TlsPath::Records => &self.tls_path_records,
             TlsPath::UserSpace => &self.tls_path_user,
         });
+    }
+
+    /// Counts one client connection closed for `reason`.
+    pub fn count_close(&self, reason: CloseReason) {
+        bump(&self.connections_closed[reason.index()]);
     }
 
     pub fn count_block(&self, limit: &'static str) {
@@ -206,6 +215,19 @@ impl Metrics {
             "Connections closed after a panic while serving them.",
             &[("", get(&self.panics))],
         );
+        let closed: Vec<(String, u64)> = CloseReason::ALL
+            .iter()
+            .map(|r| {
+                let label = format!("{{reason=\"{}\"}}", r.as_str());
+                (label, get(&self.connections_closed[r.index()]))
+            })
+            .collect();
+        let refs: Vec<(&str, u64)> = closed.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+        counter(
+            "ktls_proxy_connections_closed_total",
+            "Client connections closed, by reason (handshake_timeout: the TLS handshake did not finish in time).",
+            &refs,
+        );
         let per_worker = |f: fn(&WorkerMetrics) -> &AtomicU64| -> Vec<(String, u64)> {
             self.workers
                 .iter()
@@ -279,7 +301,13 @@ mod tests {
         m.count_ktls_fallback("no_kernel_support");
         m.count_ktls_fallback("no_kernel_support");
         bump(&m.workers[1].requests);
+        m.count_close(CloseReason::HandshakeTimeout);
+        m.count_close(CloseReason::HandshakeTimeout);
         let text = m.render(None);
+        assert!(
+            text.contains("ktls_proxy_connections_closed_total{reason=\"handshake_timeout\"} 2")
+        );
+        assert!(text.contains("ktls_proxy_connections_closed_total{reason=\"client\"} 0"));
         assert!(text.contains("ktls_proxy_responses_total{class=\"2xx\"} 1"));
         assert!(text.contains("ktls_proxy_responses_total{class=\"5xx\"} 1"));
         assert!(text.contains("ktls_proxy_tls_connections_total{path=\"userspace\"} 1"));
