@@ -13,25 +13,34 @@
 #
 # PASS needs: every connection established, none dropped while idle, every
 # request of every round answered (2xx), the ramp within C100K_RAMP_LIMIT
-# seconds, and, if C100K_MAX_MEM_PER_CONN is set, server memory (RSS+swap of
-# the process tree, above its idle baseline) per open connection within it.
+# seconds, and server memory (RSS+swap of the process tree, above its idle
+# baseline) per open connection within C100K_MAX_MEM_PER_CONN (8 KiB for the
+# proxy by default; set it empty to not judge memory).
 #
 # Environment (defaults in brackets):
 #   C100K_CONNS [100000]  C100K_SERVER [proxy|origin]  C100K_PORT [8443]
-#   C100K_ORIGIN_PORT [8000]  C100K_ADDRS [127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4]
+#   C100K_ORIGIN_PORT [8000]  C100K_PLAIN_PORT [8080]  C100K_STATS_PORT [9180]
+#   C100K_ADDRS [127.0.0.1..127.0.0.N, N = max(4, what the port range needs)]
 #   C100K_HOLD_SECS [5]  C100K_ROUNDS [2]  C100K_RAMP_LIMIT [180]
-#   C100K_MAX_MEM_PER_CONN [unset]  C100K_CLIENT_THREADS [2]
-#   C100K_HANDSHAKES [1024]  C100K_PER_PROCESS [18000]  C100K_JSON [unset: text]
-#   C100K_SERVER_PROCESSES [ceil(conns/18000)]  C100K_TICKETS [unset: full handshakes]
+#   C100K_CLIENT_THREADS [2]
+#   C100K_HANDSHAKES [1024, in all client processes]  C100K_JSON [unset: text]
+#   C100K_PER_PROCESS [hard descriptor limit - 2000]
+#   C100K_SERVER_PROCESSES [ceil(conns/PER_PROCESS)]  C100K_TICKETS [unset: full handshakes]
+#   C100K_MAX_MEM_PER_CONN [proxy: 8192; origin: unset]
 #   BIN_DIR [target/release; built with cargo when a binary is missing]
 #   C100K_PROXY_BIN [$BIN_DIR/proxy]
 #
-# Servers listen on 0.0.0.0 and the client spreads connections over the four
-# loopback addresses: each destination has its own ephemeral-port space
-# (~28k ports each with the default ip_local_port_range). The per-process
-# descriptor limit (20000 here) is why both sides use several processes:
-# the server runs ceil(conns/18000) worker processes, the client one process
-# per C100K_PER_PROCESS connections.
+# The host is set up here, or the script says why it cannot be: the soft
+# descriptor limit is raised to the hard one (20000 here), and each process
+# (server worker process, client process) holds at most hard - 2000
+# connections, so the server runs ceil(conns / that) worker processes and the
+# client as many; servers listen on 0.0.0.0 and the client spreads connections
+# over as many loopback addresses as ip_local_port_range needs (each destination
+# address has its own ephemeral-port space, ~28k ports by default; at least 4);
+# a loaded nf_conntrack with a table smaller than the connections is reported.
+# The proxy runs etc/tempesta.conf with the overrides listed where its config is
+# made below (docs/HTTP-PERF.md); the first worker process's counters
+# (connections closed by reason, handshakes, responses) are printed at the end.
 #
 # Everything started here is killed by pid on exit. The script refuses to run
 # if the port already answers (a leftover server would take connections).
@@ -43,13 +52,11 @@ PORT=${C100K_PORT:-8443}
 ORIGIN_PORT=${C100K_ORIGIN_PORT:-8000}
 STATS_PORT=${C100K_STATS_PORT:-9180}
 PLAIN_PORT=${C100K_PLAIN_PORT:-8080}
-ADDRS=${C100K_ADDRS:-127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4}
 HOLD_SECS=${C100K_HOLD_SECS:-5}
 ROUNDS=${C100K_ROUNDS:-2}
 RAMP_LIMIT=${C100K_RAMP_LIMIT:-180}
 THREADS=${C100K_CLIENT_THREADS:-2}
 HANDSHAKES=${C100K_HANDSHAKES:-1024}
-PER_PROCESS=${C100K_PER_PROCESS:-18000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN_DIR=${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
 PROXY_BIN=${C100K_PROXY_BIN:-$BIN_DIR/proxy}
@@ -72,6 +79,41 @@ for b in "${need[@]}"; do
     fi
 done
 for b in "${need[@]}"; do [[ -x $b ]] || die "no $b (set BIN_DIR or C100K_PROXY_BIN)"; done
+
+# --- host: descriptors, addresses, ports, conntrack -----------------------------
+# Descriptors: raise the soft limit to the hard one for everything started here; each
+# process (server worker process or client process) holds at most HARD - 2000 connections
+# (the rest: listeners, upstream connections, logs, pipes).
+HARD=$(ulimit -Hn)
+[[ $HARD == unlimited ]] && HARD=1048576
+ulimit -n "$HARD" || die "cannot raise the descriptor limit to its hard limit $HARD"
+[[ $HARD -ge 4096 ]] ||
+    die "the hard descriptor limit is $HARD; raise it (limits.conf or LimitNOFILE=) to at least 4096"
+PER_PROCESS=${C100K_PER_PROCESS:-$((HARD - 2000))}
+# Ports: a client has ip_local_port_range ports per destination address, so the connections
+# are spread over enough loopback addresses (all of 127.0.0.0/8 is local on Linux), each
+# used at most to 90% of the range; the servers listen on 0.0.0.0.
+read -r PORT_LO PORT_HI </proc/sys/net/ipv4/ip_local_port_range
+PORTS_PER_ADDR=$(((PORT_HI - PORT_LO + 1) * 9 / 10))
+NEED_ADDRS=$(((CONNS + PORTS_PER_ADDR - 1) / PORTS_PER_ADDR))
+if [[ -z ${C100K_ADDRS:-} ]]; then
+    n=$((NEED_ADDRS > 4 ? NEED_ADDRS : 4))
+    [[ $n -le 250 ]] || die "$CONNS connections need $n loopback addresses at $PORTS_PER_ADDR ports each; widen net.ipv4.ip_local_port_range"
+    ADDRS=$(seq -s, -f "127.0.0.%g" 1 "$n")
+else
+    ADDRS=$C100K_ADDRS
+    IFS=, read -r -a given <<<"$ADDRS"
+    [[ ${#given[@]} -ge $NEED_ADDRS ]] ||
+        die "$CONNS connections need $NEED_ADDRS destination addresses with ip_local_port_range $PORT_LO-$PORT_HI ($PORTS_PER_ADDR usable ports each); C100K_ADDRS lists ${#given[@]}"
+fi
+# Connection tracking (only if the module is loaded): one entry per connection.
+if [[ -r /proc/sys/net/netfilter/nf_conntrack_max ]]; then
+    CT_MAX=$(cat /proc/sys/net/netfilter/nf_conntrack_max)
+    if [[ $CT_MAX -lt $((CONNS + 10000)) ]]; then
+        echo "c100k: warning: nf_conntrack_max is $CT_MAX, below $CONNS connections; new connections will be dropped once the table is full (sysctl -w net.netfilter.nf_conntrack_max=$((CONNS * 2)))" >&2
+    fi
+fi
+echo "c100k: host: descriptors $HARD per process, ports $PORT_LO-$PORT_HI per destination address, $(tr ',' '\n' <<<"$ADDRS" | wc -l) loopback addresses, somaxconn $(cat /proc/sys/net/core/somaxconn)"
 
 # --- cleanup: kill what we started, by pid ---------------------------------
 WORK=$(mktemp -d /tmp/c100k.XXXXXX)
@@ -136,8 +178,8 @@ openssl req -x509 -nodes -days 2 -subj /CN=localhost \
     -keyout "$WORK/key.pem" -out "$WORK/cert.pem" >/dev/null 2>&1 ||
     die "openssl could not make a certificate"
 
-# Server worker processes: each holds at most ~18000 of the connections.
-K=${C100K_SERVER_PROCESSES:-$(((CONNS + 17999) / 18000))}
+# Server worker processes: each holds at most PER_PROCESS of the connections.
+K=${C100K_SERVER_PROCESSES:-$(((CONNS + PER_PROCESS - 1) / PER_PROCESS))}
 [[ $K -lt 1 ]] && K=1
 # origin: threads per process so that the processes together use every core.
 CORES=$(nproc)
@@ -204,7 +246,10 @@ echo "c100k: client: http-perf, $CLIENT_PROCS process(es) x ${THREADS} threads, 
 args=(--hold "$CONNS" --hold-secs "$HOLD_SECS" --rounds "$ROUNDS" -t "$THREADS"
       --handshakes "$PER_THREAD" --conns-per-process "$PER_PROCESS"
       --addrs "$ADDRS" --ramp-limit "${RAMP_LIMIT}s" --server-pid "$SERVER_PID")
-[[ -n ${C100K_MAX_MEM_PER_CONN:-} ]] && args+=(--max-mem-per-conn "$C100K_MAX_MEM_PER_CONN")
+# The gate's memory bound (8 KiB per connection above the idle baseline) for the proxy.
+MAX_MEM=${C100K_MAX_MEM_PER_CONN-}
+[[ -z $MAX_MEM && $SERVER == proxy && -z ${C100K_MAX_MEM_PER_CONN+set} ]] && MAX_MEM=8192
+[[ -n $MAX_MEM ]] && args+=(--max-mem-per-conn "$MAX_MEM")
 [[ -n ${C100K_JSON:-} ]] && args+=(--json)
 # Resumed (PSK) TLS 1.3 handshakes in the ramp: each client thread reuses its last ticket.
 [[ -n ${C100K_TICKETS:-} ]] && args+=(--tickets)
