@@ -262,12 +262,26 @@ if [[ $SERVER == proxy ]]; then
     URL="https://tempesta-tech.com:$PORT/"
     args+=(--connect "127.0.0.1:$PORT")
 fi
+# Kernel memory (slab: sockets, files, epoll items, conntrack entries, of both ends of every
+# loopback connection), sampled once a second while the client runs; the peak above the
+# baseline per connection is reported (rough: the whole host's slab, other jobs included).
+slab_kib() { awk '/^Slab:/ {print $2}' /proc/meminfo; }
+SLAB_BASE=$(slab_kib)
+( peak=0; while :; do v=$(slab_kib); [[ $v -gt $peak ]] && { peak=$v; echo "$peak" >"$WORK/slab_peak"; }; sleep 1; done ) &
+SAMPLER=$!
+PIDS+=("$SAMPLER")
 timeout --signal=KILL "$BOUND" "$BIN_DIR/http-perf" "${args[@]}" "$URL" &
-PIDS+=($!)
+CLIENT=$!
+PIDS+=("$CLIENT")
 set +e
-wait "${PIDS[-1]}"
+wait "$CLIENT"
 rc=$?
 set -e
+kill "$SAMPLER" 2>/dev/null || true
+if [[ -r $WORK/slab_peak ]]; then
+    peak=$(cat "$WORK/slab_peak")
+    echo "c100k: kernel slab: $((SLAB_BASE / 1024)) MiB before, peak $((peak / 1024)) MiB, $(((peak - SLAB_BASE) * 1024 / CONNS)) B per connection (both ends on loopback; host-wide)"
+fi
 # The first worker process's counters: how its connections ended, and its handshakes
 # (each process holds ~1/K of the connections; SO_REUSEPORT spreads them by hash).
 if [[ $SERVER == proxy ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
