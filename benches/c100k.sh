@@ -196,7 +196,8 @@ if [[ $SERVER == proxy ]]; then
     # etc/tempesta.conf with the addresses and certificate paths replaced, plus the bench
     # overrides (docs/HTTP-PERF.md): listen on 0.0.0.0 (the client spreads connections over
     # several loopback addresses), no per-address connection limit (one client address
-    # holds every connection), a keep-alive timeout longer than the ramp, no access log,
+    # holds every connection), a keep-alive timeout longer than ramp, hold and rounds together
+# (at least 600 s), no access log,
     # the statistics listener, and worker_processes from the descriptor limit.
     sed -e "s|^listen 127\.0\.0\.1:8443 proto=https;|listen 0.0.0.0:$PORT proto=https;|" \
         -e "s|^listen 127\.0\.0\.1:8080;|listen 127.0.0.1:$PLAIN_PORT;|" \
@@ -205,11 +206,14 @@ if [[ $SERVER == proxy ]]; then
         -e "s|tls_certificate_key certs/tempesta\.key;|tls_certificate_key $WORK/key.pem;|" \
         -e "s|^frang_limits {|frang_limits {\n    concurrent_tcp_connections 0;  # bench override|" \
         "$ROOT/etc/tempesta.conf" >"$WORK/proxy.conf"
+    # The first connections must stay open through the whole ramp, the hold and the rounds.
+    KEEPALIVE=$((RAMP_LIMIT + HOLD_SECS + 60 * ROUNDS + 120))
+    [[ $KEEPALIVE -lt 600 ]] && KEEPALIVE=600
     cat >>"$WORK/proxy.conf" <<CONF
 
 # bench overrides
 access_log off;
-keepalive_timeout 600;
+keepalive_timeout $KEEPALIVE;
 stats_listen 127.0.0.1:$STATS_PORT;
 worker_processes $K;
 CONF
@@ -287,7 +291,7 @@ fi
 if [[ $SERVER == proxy ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
     metrics=$(curl -s --max-time 5 "http://127.0.0.1:$STATS_PORT/metrics" || true)
     echo "c100k: worker process 0 of $K (127.0.0.1:$STATS_PORT/metrics):"
-    grep -E '^ktls_proxy_(connections_closed_total|tls_handshakes_total|responses_total|upstream_errors_total|blocks_total)' \
+    grep -E '^ktls_proxy_(connections_closed_total|handshake_timeouts_total|tls_handshakes_total|responses_total|upstream_errors_total|blocks_total)' \
         <<<"$metrics" | grep -v ' 0$' | sed 's/^/  /' || true
 fi
 if ! kill -0 "$SERVER_PID" 2>/dev/null; then

@@ -40,6 +40,9 @@ pub struct Metrics {
     pub tls_path_user: AtomicU64,
     /// kTLS setup failures by reason label (bounded: the reasons of `ktls::offload`).
     pub ktls_fallbacks: std::sync::Mutex<Vec<(&'static str, u64)>>,
+    /// Handshakes cut by their deadline, by OpenSSL's short state name at the cut (which
+    /// flight of the client's was missing).
+    pub handshake_timeouts: std::sync::Mutex<Vec<(&'static str, u64)>>,
     /// Blocked clients and requests by limit (frang directive names, `http_chain`).
     pub blocks: std::sync::Mutex<Vec<(&'static str, u64)>>,
     pub responses_1xx: AtomicU64,
@@ -97,6 +100,11 @@ impl Metrics {
         bump(&self.connections_closed[reason.index()]);
     }
 
+    /// Counts a handshake cut by its deadline in OpenSSL state `state` (`SSL_state_string`).
+    pub fn count_handshake_timeout(&self, state: &'static str) {
+        count_label(&self.handshake_timeouts, state);
+    }
+
     pub fn count_block(&self, limit: &'static str) {
         count_label(&self.blocks, limit);
     }
@@ -146,6 +154,12 @@ impl Metrics {
                 "Clients and requests blocked, by limit.",
                 "limit",
                 &self.blocks,
+            ),
+            (
+                "ktls_proxy_handshake_timeouts_total",
+                "TLS handshakes cut by their deadline, by OpenSSL's state at the cut (PINIT: no complete ClientHello yet; TED: the server answered, the client's Finished is missing).",
+                "state",
+                &self.handshake_timeouts,
             ),
         ] {
             let samples = labeled(key, counts);
@@ -303,11 +317,13 @@ mod tests {
         bump(&m.workers[1].requests);
         m.count_close(CloseReason::HandshakeTimeout);
         m.count_close(CloseReason::HandshakeTimeout);
+        m.count_handshake_timeout("PINIT");
         let text = m.render(None);
         assert!(
             text.contains("ktls_proxy_connections_closed_total{reason=\"handshake_timeout\"} 2")
         );
         assert!(text.contains("ktls_proxy_connections_closed_total{reason=\"client\"} 0"));
+        assert!(text.contains("ktls_proxy_handshake_timeouts_total{state=\"PINIT\"} 1"));
         assert!(text.contains("ktls_proxy_responses_total{class=\"2xx\"} 1"));
         assert!(text.contains("ktls_proxy_responses_total{class=\"5xx\"} 1"));
         assert!(text.contains("ktls_proxy_tls_connections_total{path=\"userspace\"} 1"));

@@ -259,6 +259,28 @@ fn slow_turns_complete_and_slow_handshake_attackers_are_cut() {
     );
     assert!(sent < 2 * 2 * 30, "{sent} bytes trickled before the cut");
     assert_eq!(closed(stats, "handshake_timeout"), 3, "three attackers");
+    // By OpenSSL state at the cut: the silent and the trickling client never completed a
+    // ClientHello, the third one its Finished: two different states.
+    let by_state = timeouts_by_state(stats);
+    let total: u64 = by_state.iter().map(|(_, n)| n).sum();
+    assert!(
+        total == 3 && by_state.len() == 2,
+        "handshake timeouts by state: {by_state:?}"
+    );
+}
+
+/// `ktls_proxy_handshake_timeouts_total` samples: (state, count).
+fn timeouts_by_state(stats: SocketAddr) -> Vec<(String, u64)> {
+    let (st, metrics, err) = curl(&[&format!("http://{stats}/metrics")], 5);
+    assert!(st.success(), "{err}");
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("ktls_proxy_handshake_timeouts_total{state=\""))
+        .filter_map(|l| {
+            let (state, rest) = l.split_once("\"} ")?;
+            Some((state.to_string(), rest.parse().ok()?))
+        })
+        .collect()
 }
 
 #[test]

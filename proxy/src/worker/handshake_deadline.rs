@@ -93,11 +93,14 @@ impl Worker {
         let Some(c) = self.clients.get(ci) else {
             return;
         };
-        let still_due = matches!(c.stage, Stage::Handshake(_)) && c.timer_gen == gen;
-        if !still_due {
+        let Stage::Handshake(session) = &c.stage else {
+            return;
+        };
+        if c.timer_gen != gen {
             return;
         }
-        let ip = c.peer.ip();
+        let (ip, state) = (c.peer.ip(), session.ssl().state_string());
+        self.metrics().count_handshake_timeout(state);
         bump(&self.metrics().handshakes_failed);
         let _ = self.rt.frang.on_tls_incomplete(ip, now);
         self.close_client(ci, CloseReason::HandshakeTimeout);
