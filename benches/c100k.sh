@@ -201,7 +201,7 @@ if [[ $SERVER == proxy ]]; then
     # holds every connection), a keep-alive timeout longer than ramp, hold and rounds together
 # (at least 600 s), no access log,
     # the statistics listener, and worker_processes from the descriptor limit.
-    sed -e "s|^listen 127\.0\.0\.1:8443 proto=https;|listen 0.0.0.0:$PORT proto=https;|" \
+    sed -e "s|^listen 127\.0\.0\.1:8443 \(proto=.*\);|listen 0.0.0.0:$PORT \1;|" \
         -e "s|^listen 127\.0\.0\.1:8080;|listen 127.0.0.1:$PLAIN_PORT;|" \
         -e "s|server 127\.0\.0\.1:8000;|server 127.0.0.1:$ORIGIN_PORT;|" \
         -e "s|tls_certificate certs/tempesta\.crt;|tls_certificate $WORK/cert.pem;|" \
@@ -219,7 +219,7 @@ keepalive_timeout $KEEPALIVE;
 stats_listen 127.0.0.1:$STATS_PORT;
 worker_processes $K;
 CONF
-    for want in "listen 0.0.0.0:$PORT proto=https;" "server 127.0.0.1:$ORIGIN_PORT;" \
+    for want in "listen 0.0.0.0:$PORT proto=" "server 127.0.0.1:$ORIGIN_PORT;" \
                 "tls_certificate $WORK/cert.pem;" "concurrent_tcp_connections 0;" "cache 1;"; do
         grep -qF "$want" "$WORK/proxy.conf" ||
             die "etc/tempesta.conf changed shape: could not make '$want' in the bench config"
