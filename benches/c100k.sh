@@ -199,7 +199,7 @@ if [[ $SERVER == proxy ]]; then
     # overrides (docs/HTTP-PERF.md): listen on 0.0.0.0 (the client spreads connections over
     # several loopback addresses), no per-address connection limit (one client address
     # holds every connection), a keep-alive timeout longer than ramp, hold and rounds together
-# (at least 600 s), no access log,
+    # (at least 600 s), no access log,
     # the statistics listener, and worker_processes from the descriptor limit.
     sed -e "s|^listen 127\.0\.0\.1:8443 \(proto=.*\);|listen 0.0.0.0:$PORT \1;|" \
         -e "s|^listen 127\.0\.0\.1:8080;|listen 127.0.0.1:$PLAIN_PORT;|" \
