@@ -1,8 +1,6 @@
 //! Raw OpenSSL calls that the `openssl` crate does not wrap: attaching an SSL object to a
 //! socket fd, driving it without `SslStream`, asking whether kTLS is active, and the session
-//! ticket key callback. This is the only module of the crate that calls OpenSSL unsafely
-//! (with its child [`kdf`]: HKDF-Expand through a per-thread `EVP_KDF_CTX`).
-
+//! ticket key callback. This is the only module of the crate that calls OpenSSL unsafely.
 
 use std::os::fd::RawFd;
 use std::os::raw::{c_int, c_uchar, c_uint, c_void};

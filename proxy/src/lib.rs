@@ -9,6 +9,7 @@
 pub mod access_log;
 pub mod alpn;
 pub mod buf;
+pub mod close_reason;
 pub mod date;
 pub mod frang;
 pub mod log;

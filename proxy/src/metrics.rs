@@ -6,6 +6,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::close_reason::CloseReason;
+
 /// How a TLS connection's records are handled after the handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TlsPath {
@@ -38,6 +40,9 @@ pub struct Metrics {
     pub tls_path_user: AtomicU64,
     /// kTLS setup failures by reason label (bounded: the reasons of `ktls::offload`).
     pub ktls_fallbacks: std::sync::Mutex<Vec<(&'static str, u64)>>,
+    /// Handshakes cut by their deadline, by OpenSSL's short state name at the cut (which
+    /// flight of the client's was missing).
+    pub handshake_timeouts: std::sync::Mutex<Vec<(&'static str, u64)>>,
     /// Blocked clients and requests by limit (frang directive names, `http_chain`).
     pub blocks: std::sync::Mutex<Vec<(&'static str, u64)>>,
     pub responses_1xx: AtomicU64,
@@ -56,6 +61,8 @@ pub struct Metrics {
     pub upstream_interim_floods: AtomicU64,
     pub parse_errors: AtomicU64,
     pub panics: AtomicU64,
+    /// Client connections closed, by [`CloseReason::index`].
+    pub connections_closed: [AtomicU64; CloseReason::ALL.len()],
     pub workers: Vec<WorkerMetrics>,
     pub h2: crate::metrics_h2::H2Metrics,
 }
@@ -86,6 +93,16 @@ impl Metrics {
             TlsPath::Records => &self.tls_path_records,
             TlsPath::UserSpace => &self.tls_path_user,
         });
+    }
+
+    /// Counts one client connection closed for `reason`.
+    pub fn count_close(&self, reason: CloseReason) {
+        bump(&self.connections_closed[reason.index()]);
+    }
+
+    /// Counts a handshake cut by its deadline in OpenSSL state `state` (`SSL_state_string`).
+    pub fn count_handshake_timeout(&self, state: &'static str) {
+        count_label(&self.handshake_timeouts, state);
     }
 
     pub fn count_block(&self, limit: &'static str) {
@@ -137,6 +154,12 @@ impl Metrics {
                 "Clients and requests blocked, by limit.",
                 "limit",
                 &self.blocks,
+            ),
+            (
+                "ktls_proxy_handshake_timeouts_total",
+                "TLS handshakes cut by their deadline, by OpenSSL's state at the cut (PINIT: no complete ClientHello yet; TED: the server answered, the client's Finished is missing).",
+                "state",
+                &self.handshake_timeouts,
             ),
         ] {
             let samples = labeled(key, counts);
@@ -205,6 +228,19 @@ impl Metrics {
             "ktls_proxy_panics_total",
             "Connections closed after a panic while serving them.",
             &[("", get(&self.panics))],
+        );
+        let closed: Vec<(String, u64)> = CloseReason::ALL
+            .iter()
+            .map(|r| {
+                let label = format!("{{reason=\"{}\"}}", r.as_str());
+                (label, get(&self.connections_closed[r.index()]))
+            })
+            .collect();
+        let refs: Vec<(&str, u64)> = closed.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+        counter(
+            "ktls_proxy_connections_closed_total",
+            "Client connections closed, by reason (handshake_timeout: the TLS handshake did not finish in time).",
+            &refs,
         );
         let per_worker = |f: fn(&WorkerMetrics) -> &AtomicU64| -> Vec<(String, u64)> {
             self.workers
@@ -279,7 +315,15 @@ mod tests {
         m.count_ktls_fallback("no_kernel_support");
         m.count_ktls_fallback("no_kernel_support");
         bump(&m.workers[1].requests);
+        m.count_close(CloseReason::HandshakeTimeout);
+        m.count_close(CloseReason::HandshakeTimeout);
+        m.count_handshake_timeout("PINIT");
         let text = m.render(None);
+        assert!(
+            text.contains("ktls_proxy_connections_closed_total{reason=\"handshake_timeout\"} 2")
+        );
+        assert!(text.contains("ktls_proxy_connections_closed_total{reason=\"client\"} 0"));
+        assert!(text.contains("ktls_proxy_handshake_timeouts_total{state=\"PINIT\"} 1"));
         assert!(text.contains("ktls_proxy_responses_total{class=\"2xx\"} 1"));
         assert!(text.contains("ktls_proxy_responses_total{class=\"5xx\"} 1"));
         assert!(text.contains("ktls_proxy_tls_connections_total{path=\"userspace\"} 1"));

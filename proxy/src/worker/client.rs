@@ -15,12 +15,10 @@ use super::h1::{ConnState, H1Codec};
 use super::request::Scheme;
 use super::{client_token, Worker};
 use crate::buf::Buf;
+use crate::close_reason::CloseReason;
 use crate::metrics::{bump, TlsPath};
 use crate::outbox::Outbox;
 use crate::transport::Transport;
-
-/// A handshake must finish within this long.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[allow(
     clippy::large_enum_variant,
@@ -63,6 +61,8 @@ pub struct Client {
     /// The server name the client asked for in its TLS handshake (lower case, no trailing
     /// dot): strict host checking refuses requests routed to another vhost than it names.
     pub sni: Option<crate::server_name::ServerName>,
+    /// When the TLS handshake began and how far it got (its deadline's policy).
+    pub handshake: super::handshake_deadline::HandshakeClock,
 }
 
 impl Client {
@@ -83,6 +83,7 @@ impl Worker {
         if let Err(v) = self.rt.frang.on_connect(peer.ip(), Instant::now()) {
             // Refused at accept: reset, no reply; the refusal is not a concurrent connection.
             self.note_block(peer.ip(), &v, "-");
+            self.metrics().count_close(CloseReason::Frang);
             let _ = socket2::SockRef::from(&sock).set_linger(Some(Duration::ZERO));
             return;
         }
@@ -126,12 +127,13 @@ impl Worker {
             limits: crate::frang::ConnLimits::new(&self.rt.config.frang),
             counted_by: Some(self.rt.frang.clone()),
             sni: None,
+            handshake: super::handshake_deadline::HandshakeClock::start(Instant::now()),
         });
         let wm = &self.metrics().workers[self.id];
         bump(&wm.connections_accepted);
         bump(&wm.connections_open);
         let timeout = if handshaking {
-            HANDSHAKE_TIMEOUT
+            self.handshake_timeout()
         } else {
             self.idle_timeout()
         };
@@ -198,21 +200,15 @@ impl Worker {
             },
         };
         match due {
-            Due::Handshake => {
-                bump(&self.metrics().handshakes_failed);
-                if let Some(c) = self.clients.get(ci) {
-                    let _ = self.rt.frang.on_tls_incomplete(c.peer.ip(), now);
-                }
-                self.close_client(ci);
-            }
+            Due::Handshake => self.handshake_deadline_due(ci, now),
             // A slowloris head (client_header_timeout) is cut by frang; otherwise this is an
             // idle keep-alive client.
             Due::Head => {
                 if !self.head_deadline_passed(ci, now) {
-                    self.close_client(ci);
+                    self.close_client(ci, CloseReason::IdleTimeout);
                 }
             }
-            Due::Drain => self.close_client(ci),
+            Due::Drain => self.close_client(ci, CloseReason::Error),
             Due::H2 => self.h2_timer(ci, now),
             Due::Nothing => {}
         }
@@ -256,12 +252,12 @@ impl Worker {
         };
         match session.handshake() {
             Ok(Progress::Done) => {}
-            Ok(Progress::WantRead | Progress::WantWrite) => return false,
+            Ok(Progress::WantRead | Progress::WantWrite) => return self.handshake_waits(ci),
             Err(_) => {
                 bump(&self.shared.metrics.handshakes_failed);
                 let ip = c.peer.ip();
                 let _ = self.rt.frang.on_tls_incomplete(ip, Instant::now());
-                self.close_client(ci);
+                self.close_client(ci, CloseReason::HandshakeError);
                 return false;
             }
         }
@@ -282,7 +278,7 @@ impl Worker {
             let ip = c.peer.ip();
             let _ = socket2::SockRef::from(&c.sock).set_linger(Some(Duration::ZERO));
             self.note_block(ip, &v, "-");
-            self.close_client(ci);
+            self.close_client(ci, CloseReason::Frang);
             return false;
         }
         let metrics = &self.shared.metrics;
@@ -419,22 +415,24 @@ impl Worker {
         let finished = c.write_failed
             || (between_requests && c.out.is_empty() && (c.close_after_flush || c.peer_closed));
         if finished {
-            self.close_client(ci);
+            let why = CloseReason::after_response(c.write_failed, c.close_after_flush);
+            self.close_client(ci, why);
             return;
         }
         if idle {
             self.bufs.release_if_empty(&mut c.rbuf);
             if self.draining.is_some() {
-                self.close_client(ci);
+                self.close_client(ci, CloseReason::Shutdown);
             }
         }
     }
 
     /// Closes the client, its upstream exchange and returns its buffers.
-    pub(super) fn close_client(&mut self, ci: usize) {
+    pub(super) fn close_client(&mut self, ci: usize, why: CloseReason) {
         if !self.clients.contains(ci) {
             return;
         }
+        self.metrics().count_close(why);
         let mut c = self.clients.remove(ci);
         for id in c.codec.reset() {
             self.drop_exchange(id);

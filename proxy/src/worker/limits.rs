@@ -13,6 +13,7 @@ use super::exchange::ExchangeId;
 use super::finish::Refusal;
 use super::h1::ConnState;
 use super::Worker;
+use crate::close_reason::CloseReason;
 use crate::frang::{check_request, RequestFacts, Violation, METHOD_OVERRIDE_HEADERS};
 
 /// The request-level frang limits of vhost index `vhost` (0: the default vhost) and its
@@ -139,7 +140,7 @@ impl Worker {
         };
         self.frang_violation(ci, id, &v);
         self.flush_client(ci);
-        self.close_client(ci);
+        self.close_client(ci, CloseReason::Frang);
     }
 
     /// The request-level limits of the vhost (or location) serving exchange `id`. False if

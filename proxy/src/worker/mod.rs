@@ -12,6 +12,7 @@ mod forward;
 mod h1;
 mod h2;
 mod h2_serve;
+mod handshake_deadline;
 mod health;
 mod lifecycle;
 mod limits;
@@ -35,6 +36,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use crate::buf::BufPool;
+use crate::close_reason::CloseReason;
 use crate::metrics::{bump, Metrics};
 use crate::runtime::Runtime;
 use crate::timers::Timers;
@@ -279,7 +281,7 @@ impl Worker {
                 "worker {}: panic while serving a connection; closed it",
                 self.id
             );
-            self.close_client(ci);
+            self.close_client(ci, CloseReason::Error);
         }
     }
 
@@ -366,7 +368,7 @@ impl Worker {
             .map(|(i, _)| i)
             .collect();
         for ci in idle {
-            self.close_client(ci);
+            self.close_client(ci, CloseReason::Shutdown);
         }
         self.go_away_all();
     }

@@ -12,6 +12,7 @@ use http1::BodyDecoder;
 use super::exchange::ExchangeId;
 use super::limits::vhost_frang;
 use super::{upstream_token, Worker};
+use crate::close_reason::CloseReason;
 use crate::frang::check_trailers;
 use crate::outbox::Outbox;
 
@@ -124,7 +125,7 @@ impl Worker {
                 true
             }
             Pumped::Truncated => {
-                self.close_client(ci);
+                self.close_client(ci, CloseReason::Client);
                 true
             }
         }

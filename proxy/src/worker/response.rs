@@ -11,6 +11,7 @@ use super::exchange::{ExchangeId, RespPhase};
 use super::finish::Outcome;
 use super::h1::{Reply, ReplyTo};
 use super::Worker;
+use crate::close_reason::CloseReason;
 use crate::metrics::bump;
 
 /// Interim (1xx) responses relayed for one request; a server sending more is broken or
@@ -379,7 +380,7 @@ impl Worker {
             return;
         };
         match &mut c.codec {
-            Codec::H1(_) => self.close_client(ci),
+            Codec::H1(_) => self.close_client(ci, CloseReason::Error),
             Codec::H2(h2) => {
                 h2.forget(stream);
                 h2.cancel(stream);

@@ -1,0 +1,135 @@
+//! How long a TLS handshake may take: the policy that keeps slow-handshake attackers out
+//! while a storm of legitimate handshakes completes.
+//!
+//! A fixed deadline from accept (10 s, the old policy) counts the time the *server* spends
+//! behind its own queue against the client. Under a storm of thousands of handshakes on a
+//! small machine that queue is seconds long, and in TLS 1.3 the client counts its
+//! handshake complete as soon as it sends its Finished: connections it holds as
+//! established were closed by the server as "handshake timeout" (measured with the
+//! `handshake_timeout` close reason; docs/PERFORMANCE.md, C100K).
+//!
+//! The policy instead times the *client's* turns:
+//! - The client has [`CLIENT_TURN`] from accept to deliver its first flight, and again
+//!   [`CLIENT_TURN`] from each step in which the server processed a flight of the client's
+//!   and answered it (OpenSSL's handshake state moved). A client that sends nothing, or
+//!   trickles its ClientHello, or never sends its Finished, is cut after `CLIENT_TURN`
+//!   of its own silence.
+//! - When the deadline comes due, the bytes that already arrived are processed first: a
+//!   worker that was busy with other handshakes must not blame the client for its delay.
+//! - Whatever happens, a handshake ends [`HANDSHAKE_LIMIT`] after accept (a peer cannot
+//!   extend it without bound by moving the state machine), and every cut handshake counts
+//!   for frang's `tls_incomplete_connection_rate`.
+
+use std::time::{Duration, Instant};
+
+use super::client::Stage;
+use super::Worker;
+use crate::close_reason::CloseReason;
+use crate::metrics::bump;
+
+/// The time a client has for each of its turns in the handshake.
+pub const CLIENT_TURN: Duration = Duration::from_secs(10);
+
+/// No handshake lasts longer than this from accept.
+pub const HANDSHAKE_LIMIT: Duration = Duration::from_secs(30);
+
+/// A handshake's clock: when it began and where OpenSSL's state machine was last seen.
+pub struct HandshakeClock {
+    accepted: Instant,
+    /// OpenSSL's short state name after the last step (a change means a flight was
+    /// processed).
+    last_state: &'static str,
+}
+
+impl HandshakeClock {
+    pub fn start(now: Instant) -> HandshakeClock {
+        HandshakeClock {
+            accepted: now,
+            last_state: "",
+        }
+    }
+
+    /// The deadline after a step that ended in `state` at `now`, if the step moved the
+    /// handshake (the client's turn starts again); `None` if nothing moved.
+    fn after_step(&mut self, state: &'static str, now: Instant) -> Option<Instant> {
+        if state == self.last_state {
+            return None;
+        }
+        self.last_state = state;
+        Some((now + CLIENT_TURN).min(self.accepted + HANDSHAKE_LIMIT))
+    }
+}
+
+impl Worker {
+    /// The deadline of a handshake that has just begun.
+    pub(super) fn handshake_timeout(&self) -> Duration {
+        CLIENT_TURN
+    }
+
+    /// A handshake step did not finish the handshake: if it moved OpenSSL's state, the
+    /// client's turn starts again. Returns false (the connection is not open yet).
+    pub(super) fn handshake_waits(&mut self, ci: usize) -> bool {
+        let now = Instant::now();
+        let Some(c) = self.clients.get_mut(ci) else {
+            return false;
+        };
+        let Stage::Handshake(session) = &c.stage else {
+            return false;
+        };
+        let state = session.ssl().state_string();
+        if let Some(deadline) = c.handshake.after_step(state, now) {
+            self.arm_client_timer(ci, deadline.saturating_duration_since(now));
+        }
+        false
+    }
+
+    /// The handshake's deadline came due: process what already arrived, then cut the
+    /// handshake unless that finished it or moved it (which re-armed the deadline).
+    pub(super) fn handshake_deadline_due(&mut self, ci: usize, now: Instant) {
+        let Some(gen) = self.clients.get(ci).map(|c| c.timer_gen) else {
+            return;
+        };
+        self.drive_client(ci);
+        let Some(c) = self.clients.get(ci) else {
+            return;
+        };
+        let Stage::Handshake(session) = &c.stage else {
+            return;
+        };
+        if c.timer_gen != gen {
+            return;
+        }
+        let (ip, state) = (c.peer.ip(), session.ssl().state_string());
+        self.metrics().count_handshake_timeout(state);
+        bump(&self.metrics().handshakes_failed);
+        let _ = self.rt.frang.on_tls_incomplete(ip, now);
+        self.close_client(ci, CloseReason::HandshakeTimeout);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_moved_state_starts_the_clients_turn_again() {
+        let t0 = Instant::now();
+        let mut clock = HandshakeClock::start(t0);
+        let t1 = t0 + Duration::from_secs(4);
+        assert_eq!(clock.after_step("TRCH", t1), Some(t1 + CLIENT_TURN));
+        // The same state again (a partial flight): no new turn.
+        assert_eq!(clock.after_step("TRCH", t1 + Duration::from_secs(1)), None);
+        let t2 = t0 + Duration::from_secs(9);
+        assert_eq!(clock.after_step("TWSF", t2), Some(t2 + CLIENT_TURN));
+    }
+
+    #[test]
+    fn no_turn_goes_past_the_limit() {
+        let t0 = Instant::now();
+        let mut clock = HandshakeClock::start(t0);
+        let late = t0 + HANDSHAKE_LIMIT - Duration::from_secs(1);
+        assert_eq!(clock.after_step("TRCH", late), Some(t0 + HANDSHAKE_LIMIT));
+        let past = t0 + HANDSHAKE_LIMIT + Duration::from_secs(5);
+        assert_eq!(clock.after_step("TWSF", past), Some(t0 + HANDSHAKE_LIMIT));
+    }
+}
