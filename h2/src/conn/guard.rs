@@ -80,6 +80,10 @@ impl Connection {
     }
 
     pub(super) fn check_window_update_rate(&mut self) -> Result<(), H2Error> {
+        if self.guards.answered_updates > 0 {
+            self.guards.answered_updates -= 1;
+            return Ok(());
+        }
         let limit = self
             .limits
             .max_concurrent_streams

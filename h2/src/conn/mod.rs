@@ -54,6 +54,10 @@ struct Guards {
     new_streams_this_read: u32,
     control_bytes: u64,
     payload_bytes: u64,
+    /// WINDOW_UPDATE frames that answer DATA we sent (one per 4 KiB of it, at most 1024
+    /// banked): a client acknowledging every frame of a fast download is not flooding, so
+    /// these do not count against the WINDOW_UPDATE rate.
+    answered_updates: u64,
 }
 
 /// One server connection.
@@ -106,6 +110,7 @@ impl Connection {
             new_streams_this_read: 0,
             control_bytes: 0,
             payload_bytes: 0,
+            answered_updates: 0,
         };
         let mut conn = Connection {
             decoder: HpackDecoder::new(limits.header_table_size),

@@ -130,6 +130,8 @@ impl Connection {
         // Response payload counts for the overhead ratio: the WINDOW_UPDATE
         // frames a downloading client sends are its answer to it.
         self.guards.payload_bytes += n as u64;
+        self.guards.answered_updates =
+            (self.guards.answered_updates + (n as u64).div_ceil(4096)).min(1024);
         let end = n == data.len() && end_stream;
         if n == 0 && !end {
             return Ok(0);
