@@ -237,9 +237,13 @@ fn slow_turns_complete_and_slow_handshake_attackers_are_cut() {
         .join()
         .expect("silent thread")
         .expect("silent client never cut");
+    // TLS listeners use TCP_DEFER_ACCEPT (10 s): the kernel hands a connection that sends
+    // nothing to the proxy only once the deferral's SYN-ACK retransmissions are over (about
+    // 15 s), and its handshake deadline runs from there. Until then it costs the proxy
+    // nothing.
     assert!(
-        silent >= TURN - Duration::from_secs(1) && silent < TURN + Duration::from_secs(6),
-        "a silent client was cut after {silent:?}, expected about {TURN:?}"
+        silent >= TURN - Duration::from_secs(1) && silent < TURN + Duration::from_secs(24),
+        "a silent client was cut after {silent:?}, expected {TURN:?} after the kernel's deferral"
     );
     let stuck = stuck
         .join()
