@@ -6,9 +6,11 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use proxy::service;
 
-/// mimalloc for the whole process, OpenSSL included (`main` routes OpenSSL to it first):
-/// a TLS handshake is hundreds of small allocations, and mimalloc makes them cheaper than
-/// glibc's malloc (docs/PERFORMANCE.md, "Handshake cost").
+/// With the `mimalloc` feature: mimalloc for the whole process, OpenSSL included (`main`
+/// routes OpenSSL to it first): a TLS handshake is hundreds of small allocations, and
+/// mimalloc makes them cheaper than glibc's malloc (docs/PERFORMANCE.md, "Handshake cost").
+/// Off by default: idle connections then keep far more memory.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -41,6 +43,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     // Before anything touches OpenSSL: it accepts the switch only before its first allocation.
+    #[cfg(feature = "mimalloc")]
     if !ktls::use_mimalloc() {
         eprintln!("proxy: OpenSSL had already allocated; it keeps the C library's malloc");
     }
