@@ -155,6 +155,30 @@ impl Worker {
         self.finish(id, Outcome::local(status, bytes, close));
     }
 
+    /// Answers exchange `id`, whose upstream side is `forward`, with a stored entry (a stale
+    /// one instead of an error, or the one a 304 refreshed) and finishes it; `upstream_end`
+    /// is what is known of the upstream connection (None: abandoned, or closed already).
+    pub(super) fn answer_stored(
+        &mut self,
+        id: ExchangeId,
+        forward: Box<Forward>,
+        entry: &std::sync::Arc<cache::Entry>,
+        upstream_end: Option<UpstreamEnd>,
+    ) {
+        let close = self.exchanges.get(id).is_none_or(|ex| !ex.keep_alive);
+        let kind = forward
+            .fill
+            .as_ref()
+            .map_or(cache::ReplyKind::Full, |f| f.reply_kind(entry));
+        let (status, bytes) = self.write_reply(id, &Reply::Stored { entry, kind }, close);
+        let outcome = Outcome {
+            upstream_end,
+            forward: Some(forward),
+            ..Outcome::local(status, bytes, close)
+        };
+        self.finish(id, outcome);
+    }
+
     /// Writes `reply` to exchange `id`'s client; returns the status and body bytes sent.
     pub(super) fn write_reply(
         &mut self,

@@ -210,22 +210,8 @@ impl Worker {
         };
         let close = !ex.keep_alive;
         if let Some(entry) = forward.fill.as_mut().and_then(|f| f.stale_instead(status)) {
-            let kind = forward
-                .fill
-                .as_ref()
-                .map_or(cache::ReplyKind::Full, |f| f.reply_kind(&entry));
-            let reply = Reply::Stored {
-                entry: &entry,
-                kind,
-            };
-            let (status, bytes) = self.write_reply(id, &reply, close);
-            return self.finish(
-                id,
-                super::finish::Outcome {
-                    forward: Some(forward),
-                    ..super::finish::Outcome::local(status, bytes, close)
-                },
-            );
+            // The connection that failed is closed already.
+            return self.answer_stored(id, forward, &entry, None);
         }
         let (status, bytes) = self.write_reply(id, &Reply::Status(status), close);
         self.finish(

@@ -9,7 +9,7 @@ use http1::BodyDecoder;
 use super::codec::{self, Codec};
 use super::exchange::{ExchangeId, RespPhase};
 use super::finish::Outcome;
-use super::h1::{Reply, ReplyTo};
+use super::h1::ReplyTo;
 use super::Worker;
 use crate::close_reason::CloseReason;
 use crate::metrics::bump;
@@ -343,28 +343,11 @@ impl Worker {
         entry: Arc<cache::Entry>,
         upstream_done: bool,
     ) -> bool {
-        let Some(ex) = self.exchanges.get_mut(id) else {
+        let Some(forward) = self.exchanges.get_mut(id).and_then(|ex| ex.take_forward()) else {
             return false;
         };
-        let close = !ex.keep_alive;
-        let Some(forward) = ex.take_forward() else {
-            return false;
-        };
-        let kind = forward
-            .fill
-            .as_ref()
-            .map_or(cache::ReplyKind::Full, |f| f.reply_kind(&entry));
-        let reply = Reply::Stored {
-            entry: &entry,
-            kind,
-        };
-        let (status, bytes) = self.write_reply(id, &reply, close);
-        let outcome = Outcome {
-            upstream_end: Some(forward.upstream_end(upstream_done)),
-            forward: Some(forward),
-            ..Outcome::local(status, bytes, close)
-        };
-        self.finish(id, outcome);
+        let end = forward.upstream_end(upstream_done);
+        self.answer_stored(id, forward, &entry, Some(end));
         true
     }
 
