@@ -248,8 +248,9 @@ impl Entry {
         }
     }
 
-    /// Appends `Age: N\r\n\r\n`: the per-hit end of the head.
-    pub fn write_age(&self, now: SystemTime, out: &mut Vec<u8>) {
+    /// Appends `Age: N\r\n\r\n`: the per-hit end of the head (into a `Vec`, or a stack
+    /// buffer through `io::Cursor`: at most 31 bytes).
+    pub fn write_age(&self, now: SystemTime, out: &mut impl std::io::Write) {
         // §5.1: an age past 2^31 is sent as 2^31.
         let age = self
             .current_age(now)

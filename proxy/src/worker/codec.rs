@@ -145,7 +145,7 @@ pub fn body(
     match &mut c.codec {
         Codec::H1(_) => h1::write_body(&mut c.out, raw, data, chunked, dechunk),
         Codec::H2(h2) => {
-            h2.data(stream, data.to_vec());
+            h2.data(stream, data);
             h2.flush_into(&mut c.out);
             data.len() as u64
         }

@@ -88,13 +88,10 @@ impl Worker {
         if outcome.status != 0 {
             self.metrics().count_status(outcome.status);
         }
-        let vhost_name = self.vhost_name(ex.vhost);
-        self.access_log(
-            ex.log.as_deref(),
-            &vhost_name,
-            outcome.status,
-            outcome.bytes,
-        );
+        if ex.log.is_some() {
+            let vhost_name = self.vhost_name(ex.vhost);
+            self.access_log(ex.log.as_deref(), vhost_name, outcome.status, outcome.bytes);
+        }
         let Some(ci) = self
             .clients
             .get(ex.client)
@@ -271,15 +268,14 @@ impl Worker {
     }
 
     /// The name of vhost `vhost` for logs; `-` when the request was not routed to one.
-    pub(super) fn vhost_name(&self, vhost: Option<usize>) -> String {
+    pub(super) fn vhost_name(&self, vhost: Option<usize>) -> &str {
         vhost
             .and_then(|v| self.rt.vhosts.get(v))
             .map_or("-", |v| v.name.as_str())
-            .to_string()
     }
 
     pub(super) fn access_log(
-        &mut self,
+        &self,
         request: Option<&AccessRecord>,
         vhost: &str,
         status: u16,

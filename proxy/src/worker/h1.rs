@@ -254,9 +254,12 @@ fn write_stored(
     let (head, body) = entry.reply_parts(kind);
     out.push(head);
     write_connection(out, to);
-    let mut age = Vec::with_capacity(24);
-    entry.write_age(SystemTime::now(), &mut age);
-    out.push(&age);
+    // The Age line on the stack: a hit allocates nothing for its head.
+    let mut age = [0u8; 40];
+    let mut cursor = std::io::Cursor::new(&mut age[..]);
+    entry.write_age(SystemTime::now(), &mut cursor);
+    let len = cursor.position() as usize;
+    out.push(age.get(..len).unwrap_or(&[]));
     if !body.is_empty() {
         out.push_shared(entry.body().clone());
     }

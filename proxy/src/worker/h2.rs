@@ -272,7 +272,7 @@ impl H2Codec {
                 if head_only {
                     return 0;
                 }
-                self.data(stream, page.into_bytes());
+                self.data(stream, page.as_bytes());
                 self.end(stream);
                 page_len(*status)
             }
@@ -342,14 +342,27 @@ impl H2Codec {
             .map_err(|_| ())
     }
 
-    /// Relayed body bytes for `stream`.
-    pub fn data(&mut self, stream: u32, data: Vec<u8>) {
+    /// Relayed body bytes for `stream`: framed at once as far as the windows allow; only
+    /// what they hold back is copied to wait here.
+    pub fn data(&mut self, stream: u32, data: &[u8]) {
         if data.is_empty() {
             return;
         }
+        let sent = if self.tails.contains_key(&stream) {
+            0
+        } else {
+            match self.conn.send_data(stream, data, false) {
+                Ok(n) => n,
+                Err(_) => return,
+            }
+        };
+        let rest = data.get(sent..).unwrap_or(&[]);
+        if rest.is_empty() {
+            return;
+        }
         let tail = self.tails.entry(stream).or_default();
-        tail.bytes += data.len();
-        tail.chunks.push_back((Chunk::Owned(data), 0));
+        tail.bytes += rest.len();
+        tail.chunks.push_back((Chunk::Owned(rest.to_vec()), 0));
         self.pump(stream);
     }
 

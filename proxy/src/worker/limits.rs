@@ -42,7 +42,7 @@ impl Worker {
             return;
         };
         let vhost = self.vhost_name(id.and_then(|id| self.exchanges.get(id)?.vhost));
-        self.note_block(ip, v, &vhost);
+        self.note_block(ip, v, vhost);
         self.rt.frang.on_violation(ip, Instant::now());
         match id {
             Some(id) => self.refuse_exchange(id, v.status, Refusal::Attack),
