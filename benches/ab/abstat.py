@@ -544,6 +544,50 @@ def cmd_report(a):
     return 0
 
 
+# --- syscalls (AB_SYSCALLS=1) -----------------------------------------------------
+
+def read_syscall_counts(path):
+    """`perf stat -x,` output: {syscall name: count}; `all` for raw_syscalls."""
+    counts = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.strip().split(",")
+            if len(parts) < 3 or not parts[0].isdigit():
+                continue
+            event = parts[2]
+            name = "all" if event.startswith("raw_syscalls") else event.split("sys_enter_")[-1]
+            counts[name] = int(parts[0])
+    return counts
+
+
+def cmd_syscalls(a):
+    """Syscalls per request for every run that has a count file, median per row/server."""
+    per = {}
+    with open(a.results) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            path = os.path.join(a.dir, f"syscalls-{r['server']}-{r['row']}-{r['rep']}.csv")
+            if not r.get("ops") or r.get("problems") or not os.path.exists(path):
+                continue
+            counts = read_syscall_counts(path)
+            per.setdefault((r["row"], r["server"]), []).append(
+                {k: v / r["ops"] for k, v in counts.items()})
+    names = ["all", "read", "recvfrom", "write", "writev", "sendto", "sendmsg", "sendfile64",
+             "epoll_wait", "epoll_ctl", "setsockopt", "accept4", "close", "openat",
+             "newfstatat", "fstat", "futex"]
+    seen = [n for n in names if any(n in run for runs in per.values() for run in runs)]
+    print("Syscalls per request (median of the runs; `all` counts every syscall):")
+    print()
+    print("| row | server | " + " | ".join(seen) + " |")
+    print("|---|---|" + "---|" * len(seen))
+    for (row, server), runs in sorted(per.items()):
+        cells = [f"{_median([run.get(n, 0.0) for run in runs]):.2f}" for n in seen]
+        print(f"| {row} | {server} | " + " | ".join(cells) + " |")
+    return 0
+
+
 # --- machine ------------------------------------------------------------------
 
 def cmd_machine(a):
@@ -599,6 +643,9 @@ def main():
     for k in ("addr", "host", "path"):
         pr.add_argument("--" + k, required=True)
     pr.add_argument("--body", type=int, required=True)
+    sc = sub.add_parser("syscalls")
+    sc.add_argument("--results", required=True)
+    sc.add_argument("--dir", required=True)
     c = sub.add_parser("cpu")
     c.add_argument("pid", type=int)
     mc = sub.add_parser("machine")
@@ -612,6 +659,8 @@ def main():
         return cmd_report(a)
     if a.sub == "probe":
         return cmd_probe(a)
+    if a.sub == "syscalls":
+        return cmd_syscalls(a)
     if a.sub == "cpu":
         print(f"{tree_cpu_secs(a.pid):.2f}")
         return 0

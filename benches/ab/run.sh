@@ -43,6 +43,9 @@
 # Environment: AB_PORT [24443] (TLS), AB_PLAIN_PORT [24080] (the proxy's plain
 # listener), AB_ORIGIN_PORT [24000], AB_DURATION [10, quick 5] seconds per run,
 # AB_RUNS [3, quick 1], AB_HOLD [10000] connections, BIN_DIR [target/release],
+# AB_SYSCALLS [unset; 1: count the server's syscalls by kind during every run with
+# `perf stat` (syscall tracepoints) and print syscalls per request per row and server; the
+# counting costs the server a little CPU, so use it apart from the CPU rows],
 # AB_PERF [unset; 1: `perf record -g` the server during every run, into the run
 # directory, for diagnosis only: the profiler's cost lands in the numbers].
 #
@@ -318,6 +321,13 @@ stop_server() {
 }
 
 RESULTS="$OUT/results.jsonl"
+# AB_SYSCALLS: every syscall, and the ones a request's path makes, by name.
+SYSCALL_EVENTS=raw_syscalls:sys_enter
+for sc in read readv recvfrom recvmsg write writev sendto sendmsg sendfile64 epoll_wait \
+          epoll_ctl setsockopt getsockopt accept4 close openat newfstatat fstat futex; do
+    [[ -d /sys/kernel/tracing/events/syscalls/sys_enter_$sc ]] &&
+        SYSCALL_EVENTS+=",syscalls:sys_enter_$sc"
+done
 : >"$RESULTS"
 FAILED=0
 URL_10B="https://$HOST/"
@@ -341,8 +351,17 @@ measure() {
         PIDS+=("$perf_pid")
         sleep 0.5
     fi
+    local stat_pid=
+    if [[ ${AB_SYSCALLS:-0} == 1 ]]; then
+        perf stat -x, -e "$SYSCALL_EVENTS" -p "$(tree "$SERVER_PID" | paste -sd,)" \
+            -o "$OUT/syscalls-$server-$row-$rep.csv" >/dev/null 2>&1 &
+        stat_pid=$!
+        PIDS+=("$stat_pid")
+        sleep 0.3
+    fi
     python3 "$HERE/abstat.py" measure --pid "$SERVER_PID" --out "$RESULTS" --meta "$meta" -- "$@" ||
         FAILED=$((FAILED + 1))
+    if [[ -n $stat_pid ]]; then kill -INT "$stat_pid" 2>/dev/null; wait "$stat_pid" 2>/dev/null || true; fi
     if [[ -n $perf_pid ]]; then kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid" 2>/dev/null || true; fi
     kill -0 "$SERVER_PID" 2>/dev/null || { echo "ab: $server died during $row" >&2; return 1; }
 }
@@ -450,6 +469,10 @@ echo
 echo "Load average: $LOAD_START at the start, $LOAD_END at the end ($MODE run, $(( $(date +%s) - T0 )) s)."
 echo
 cat "$OUT/table.md"
+if [[ ${AB_SYSCALLS:-0} == 1 ]]; then
+    echo
+    python3 "$HERE/abstat.py" syscalls --results "$RESULTS" --dir "$OUT"
+fi
 echo >&2
 echo "ab: wrote $WROTE (raw runs: $OUT)" >&2
 if [[ $FAILED -gt 0 ]]; then

@@ -18,6 +18,7 @@ pub mod hmac;
 pub mod kernel;
 pub mod offload;
 pub mod ossl;
+pub mod readiness;
 pub mod record;
 mod session;
 pub mod sockopt;

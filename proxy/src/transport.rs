@@ -5,6 +5,7 @@
 use std::io::{self, Read, Write};
 
 use ktls::offload::KtlsSocket;
+use ktls::readiness::ReadReadiness;
 use ktls::record::RecordSocket;
 use ktls::{IoStatus, TlsError, TlsSession};
 use mio::net::TcpStream;
@@ -21,7 +22,8 @@ use crate::outbox::Outbox;
     reason = "inline on purpose: a box would pin freed handshake pages"
 )]
 pub enum Transport {
-    Plain,
+    /// Plain TCP, and whether the socket may have bytes before its next event.
+    Plain(ReadReadiness),
     /// User-space TLS, and the length of a write OpenSSL asked to retry (0: none): a retry
     /// must offer exactly the same bytes.
     Tls(Box<TlsSession>, usize),
@@ -40,7 +42,14 @@ const WRITEV_MAX: usize = 16;
 impl Transport {
     pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> IoStatus {
         match self {
-            Transport::Plain => plain_status(retry_eintr(|| sock.read(buf)), IoStatus::WantRead),
+            Transport::Plain(readiness) => {
+                if !readiness.may_read() {
+                    return IoStatus::WantRead;
+                }
+                let result = retry_eintr(|| sock.read(buf));
+                readiness.after_read(buf.len(), &result);
+                plain_status(result, IoStatus::WantRead)
+            }
             Transport::Tls(session, _) => session.read(buf),
             Transport::Records(r) => r.read(buf),
             Transport::Kernel(k) => k.read(buf),
@@ -52,7 +61,7 @@ impl Transport {
         let mut total = 0;
         while !out.is_empty() {
             let status = match self {
-                Transport::Plain => {
+                Transport::Plain(_) => {
                     let slices = out.slices(WRITEV_MAX);
                     plain_status(
                         retry_eintr(|| sock.write_vectored(&slices)),
@@ -82,10 +91,20 @@ impl Transport {
         IoStatus::Done(total)
     }
 
+    /// A readiness event for the socket. Reads are skipped while the socket is known to be
+    /// empty (`ktls::readiness`), so every event must come through here before reading.
+    pub fn on_readable(&mut self, read_closed: bool) {
+        match self {
+            Transport::Plain(readiness) => readiness.on_event(read_closed),
+            Transport::Records(r) => r.on_readable(read_closed),
+            Transport::Tls(..) | Transport::Kernel(_) => {}
+        }
+    }
+
     /// Says goodbye at the TLS level (close_notify), best effort.
     pub fn shutdown(&mut self) {
         match self {
-            Transport::Plain => {}
+            Transport::Plain(_) => {}
             Transport::Tls(session, _) => session.shutdown(),
             Transport::Records(r) => r.shutdown(),
             Transport::Kernel(k) => {

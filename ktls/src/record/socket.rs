@@ -12,6 +12,7 @@ use super::error::{alert, RecordError};
 use super::layer::{Inbound, RecordLayer, MAX_RECORD};
 use super::{pool, stats};
 use crate::kernel;
+use crate::readiness::ReadReadiness;
 use crate::session::{IoStatus, TlsError};
 
 /// Received bytes of one connection, while it has any.
@@ -42,6 +43,8 @@ pub struct RecordSocket {
     peer_closed: bool,
     /// A fatal error was met; nothing more is read or written.
     failed: bool,
+    /// Whether the socket may have bytes before its next readiness event.
+    readiness: ReadReadiness,
 }
 
 impl std::fmt::Debug for RecordSocket {
@@ -63,7 +66,14 @@ impl RecordSocket {
             tx: None,
             peer_closed: false,
             failed: false,
+            readiness: ReadReadiness::default(),
         }
+    }
+
+    /// A readiness event for the socket (see [`ReadReadiness`]): the owner must call this for
+    /// every event, or bytes that arrive after a read emptied the socket wait for the next.
+    pub fn on_readable(&mut self, read_closed: bool) {
+        self.readiness.on_event(read_closed);
     }
 
     pub fn fd(&self) -> RawFd {
@@ -186,6 +196,9 @@ impl RecordSocket {
 
     /// Reads from the socket into the receive buffer. True if bytes came.
     fn fill(&mut self) -> Result<bool, IoStatus> {
+        if !self.readiness.may_read() {
+            return Ok(false);
+        }
         let rx = self.rx.get_or_insert_with(|| {
             Box::new(Rx {
                 buf: pool::take_rx(),
@@ -203,6 +216,7 @@ impl RecordSocket {
             rx.start = 0;
         }
         let end = rx.end;
+        let asked = rx.buf.len() - end;
         // EINTR says nothing about the connection: read again.
         let result = loop {
             match kernel::read(self.fd, &mut rx.buf[end..]) {
@@ -210,6 +224,7 @@ impl RecordSocket {
                 other => break other,
             }
         };
+        self.readiness.after_read(asked, &result);
         match result {
             Ok(0) if rx.start < rx.end => Err(IoStatus::Error(TlsError::UnexpectedEof)),
             Ok(0) => {

@@ -63,6 +63,9 @@ pub struct Client {
     pub sni: Option<crate::server_name::ServerName>,
     /// When the TLS handshake began and how far it got (its deadline's policy).
     pub handshake: super::handshake_deadline::HandshakeClock,
+    /// A readiness event reported the peer's FIN (or an error); kept across the hand-over
+    /// from the handshake to the transport.
+    pub fin_reported: bool,
 }
 
 impl Client {
@@ -97,7 +100,7 @@ impl Worker {
                 }
             }
         } else {
-            Stage::Open(Transport::Plain)
+            Stage::Open(Transport::Plain(Default::default()))
         };
         let entry = self.clients.vacant_entry();
         let ci = entry.key();
@@ -128,6 +131,7 @@ impl Worker {
             counted_by: Some(self.rt.frang.clone()),
             sni: None,
             handshake: super::handshake_deadline::HandshakeClock::start(Instant::now()),
+            fin_reported: false,
         });
         let wm = &self.metrics().workers[self.id];
         bump(&wm.connections_accepted);
@@ -311,6 +315,12 @@ impl Worker {
                 Transport::Tls(Box::new(session), 0)
             }
         };
+        let mut transport = transport;
+        // The FIN may have been reported while the handshake read the socket (with the last
+        // flight and the first request): the new transport must not skip reading past it.
+        if c.fin_reported {
+            transport.on_readable(true);
+        }
         c.stage = Stage::Open(transport);
         if h2 {
             self.start_h2(ci, Scheme::Https);
@@ -319,6 +329,18 @@ impl Worker {
             self.arm_client_timer(ci, idle);
         }
         true
+    }
+
+    /// A readiness event for the client's socket: its transport skips reads while it knows
+    /// the socket is empty, until this says bytes (or the end) may have come.
+    pub(super) fn client_readable(&mut self, ci: usize, read_closed: bool) {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        c.fin_reported |= read_closed;
+        if let Stage::Open(transport) = &mut c.stage {
+            transport.on_readable(read_closed);
+        }
     }
 
     /// Reads what the socket has, while there is room. True if bytes arrived.

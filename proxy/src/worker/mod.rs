@@ -222,7 +222,13 @@ impl Worker {
                 match kind(event.token()) {
                     Kind::Waker => self.drain_inbox(),
                     Kind::Listener(i) => self.accept(i),
-                    Kind::Client(_) | Kind::Upstream(_) => self.dirty.push_back(event.token()),
+                    Kind::Client(ci) => {
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.client_readable(ci, event.is_read_closed() || event.is_error());
+                        }
+                        self.dirty.push_back(event.token());
+                    }
+                    Kind::Upstream(_) => self.dirty.push_back(event.token()),
                     Kind::Probe(_) | Kind::Exchange(_) => {}
                 }
             }

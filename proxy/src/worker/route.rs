@@ -51,7 +51,7 @@ impl Worker {
         // client that pipelines without reading stops being read (its socket buffer, then
         // its TCP window, fill up) instead of growing the proxy.
         let scheme = match &c.stage {
-            ConnStage::Open(Transport::Plain) => Scheme::Http,
+            ConnStage::Open(Transport::Plain(_)) => Scheme::Http,
             ConnStage::Open(_) => Scheme::Https,
             _ => return false,
         };

@@ -460,7 +460,7 @@ impl Worker {
         if u.out.is_empty() || !matches!(u.phase, UpPhase::Busy | UpPhase::Checking) {
             return false;
         }
-        let mut plain = crate::transport::Transport::Plain;
+        let mut plain = crate::transport::Transport::Plain(Default::default());
         match plain.write(&mut u.sock, &mut u.out) {
             IoStatus::Done(n) if n > 0 => {
                 u.last_progress = Instant::now();
