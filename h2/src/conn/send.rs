@@ -136,6 +136,10 @@ impl Connection {
         if n == 0 && !end {
             return Ok(0);
         }
+        // One allocation for every frame of this call, not a doubling chain of them: the
+        // caller often takes the output away after each response, leaving an empty buffer.
+        self.output
+            .reserve(n + n.div_ceil(frame.max(1)).max(1) * HEADER_LEN);
         let mut chunks = data[..n].chunks(frame).peekable();
         if chunks.peek().is_none() {
             write::data(&mut self.output, stream, &[], end);

@@ -1,5 +1,7 @@
-//! HPACK (RFC 7541) through `loona-hpack`, wrapped so a peer cannot make
-//! the decoder use more memory or time than we configured:
+//! HPACK (RFC 7541): our own decoder ([`decoder`], [`huffman`]; loona-hpack's
+//! built a hash map of the Huffman code for every Huffman string) and
+//! `loona-hpack`'s encoder, wrapped so a peer cannot make the decoder use more
+//! memory or time than we configured:
 //!
 //! - a structural pre-scan of each block (integers and string lengths
 //!   only, nothing decompressed) refuses dynamic table size updates that
@@ -13,7 +15,13 @@
 //!   work is bounded by the block's compressed size, which the connection
 //!   caps before decoding starts.
 
-use loona_hpack::{Decoder, Encoder};
+mod decoder;
+mod huffman;
+mod tables;
+
+use loona_hpack::Encoder;
+
+use decoder::Decoder;
 
 /// One header field as decoded, bytes as received.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +58,7 @@ pub enum DecodeError {
 
 /// Decoder side of one connection.
 pub struct HpackDecoder {
-    inner: Decoder<'static>,
+    inner: Decoder,
     max_table_size: usize,
 }
 
@@ -89,12 +97,9 @@ impl HpackDecoder {
     /// A decoder whose dynamic table never exceeds `max_table_size`, the
     /// SETTINGS_HEADER_TABLE_SIZE we advertise.
     pub fn new(max_table_size: u32) -> HpackDecoder {
-        let mut inner = Decoder::new();
         let max = max_table_size as usize;
-        inner.set_max_allowed_table_size(max);
-        inner.set_max_table_size(max);
         HpackDecoder {
-            inner,
+            inner: Decoder::new(max),
             max_table_size: max,
         }
     }
@@ -147,17 +152,15 @@ impl HpackDecoder {
         let mut over = count > max_fields;
         let mut list_size = 0usize;
         let mut fields = Vec::with_capacity(count.min(max_fields));
-        self.inner
-            .decode_with_cb(block, |name, value| {
-                list_size = list_size.saturating_add(name.len() + value.len() + 32);
-                if list_size > max_list_size {
-                    over = true;
-                }
-                if !over {
-                    fields.push(Field::new(&name, &value));
-                }
-            })
-            .map_err(|_| DecodeError::Compression("invalid HPACK block"))?;
+        self.inner.decode(block, |name, value| {
+            list_size = list_size.saturating_add(name.len() + value.len() + 32);
+            if list_size > max_list_size {
+                over = true;
+            }
+            if !over {
+                fields.push(Field::new(name, value));
+            }
+        })?;
         if over {
             return Err(DecodeError::TooLarge);
         }
@@ -268,6 +271,102 @@ mod tests {
         // 200 indexed references to :method GET.
         let bomb = vec![0x82; 200];
         assert_eq!(dec.decode(&bomb, 1 << 20, 100), Err(DecodeError::TooLarge));
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn pairs(fields: &[Field]) -> Vec<(&str, &str)> {
+        fields
+            .iter()
+            .map(|f| {
+                (
+                    std::str::from_utf8(&f.name).unwrap(),
+                    std::str::from_utf8(&f.value).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// RFC 7541 Appendix C.3 (raw literals) and C.4 (Huffman): three requests on one
+    /// connection, the later ones referring to entries the earlier ones added.
+    #[test]
+    fn rfc_7541_request_examples_share_the_dynamic_table() {
+        for blocks in [
+            [
+                "828684410f7777772e6578616d706c652e636f6d",
+                "828684be58086e6f2d6361636865",
+                "828785bf400a637573746f6d2d6b65790c637573746f6d2d76616c7565",
+            ],
+            [
+                "828684418cf1e3c2e5f23a6ba0ab90f4ff",
+                "828684be5886a8eb10649cbf",
+                "828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf",
+            ],
+        ] {
+            let mut dec = HpackDecoder::new(4096);
+            let base = [
+                (":method", "GET"),
+                (":scheme", "http"),
+                (":path", "/"),
+                (":authority", "www.example.com"),
+            ];
+            assert_eq!(
+                pairs(&dec.decode(&hex(blocks[0]), 16384, 100).unwrap()),
+                base
+            );
+            let mut second = base.to_vec();
+            second.push(("cache-control", "no-cache"));
+            assert_eq!(
+                pairs(&dec.decode(&hex(blocks[1]), 16384, 100).unwrap()),
+                second
+            );
+            assert_eq!(
+                pairs(&dec.decode(&hex(blocks[2]), 16384, 100).unwrap()),
+                [
+                    (":method", "GET"),
+                    (":scheme", "https"),
+                    (":path", "/index.html"),
+                    (":authority", "www.example.com"),
+                    ("custom-key", "custom-value"),
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn the_table_evicts_oldest_first_and_a_size_update_shrinks_it() {
+        let mut dec = HpackDecoder::new(4096);
+        // Two entries of 32 + 1 + 1 = 34 bytes: "a: 1" then "b: 2".
+        let add = |n: u8, v: u8| vec![0x40, 0x01, n, 0x01, v];
+        dec.decode(&add(b'a', b'1'), 16384, 100).unwrap();
+        dec.decode(&add(b'b', b'2'), 16384, 100).unwrap();
+        // 62 is the newest (b), 63 the oldest (a).
+        assert_eq!(
+            pairs(&dec.decode(&[0xbe, 0xbf], 16384, 100).unwrap()),
+            [("b", "2"), ("a", "1")]
+        );
+        // Shrink to 34 bytes: only b stays; 63 is now out of the table.
+        assert_eq!(
+            pairs(&dec.decode(&[0x3f, 0x03, 0xbe], 16384, 100).unwrap()),
+            [("b", "2")]
+        );
+        assert!(matches!(
+            dec.decode(&[0xbf], 16384, 100),
+            Err(DecodeError::Compression(_))
+        ));
+        // An entry larger than the table empties it and is not added.
+        let mut big = vec![0x40, 0x01, b'c', 0x7f, 0x00];
+        big.extend_from_slice(&[b'v'; 127]);
+        dec.decode(&big, 16384, 100).unwrap();
+        assert!(matches!(
+            dec.decode(&[0xbe], 16384, 100),
+            Err(DecodeError::Compression(_))
+        ));
     }
 
     #[test]
