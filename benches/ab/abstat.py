@@ -42,6 +42,7 @@ ROW_UNITS = {
     "close_26k_rps": "req/s",
     "h2_10b_rps": "req/s",
     "h2_26k_rps": "req/s",
+    "h2_1024c_rps": "req/s",
     "idle_tls_conn_bytes": "bytes/conn",
 }
 

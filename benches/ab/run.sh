@@ -22,7 +22,8 @@
 #       (tls-perf -l 100 -t 1), keepalive_10b_rps keepalive_26k_rps
 #       close_10b_rps close_26k_rps (http-perf -c 100 -t 1), h2_10b_rps h2_26k_rps
 #       (h2load -c 10 -m 100 -t 1 over TLS with ALPN h2, as tempesta-test runs it;
-#       nginx listens with `http2`), idle_tls_conn_bytes
+#       nginx listens with `http2`), h2_1024c_rps (h2load -c 1024 -m 1 -t 1 -n DUR*10000:
+#       the seed write-up's many-connection shape, 10 B page, handshakes included), idle_tls_conn_bytes
 #       (http-perf --hold 10000 --server-pid, on a freshly started server: the server's
 #       RSS growth over http-perf's baseline, sampled every 0.2 s by abstat.py and taken
 #       while the server is idle with every connection open, divided by the connections).
@@ -65,7 +66,7 @@ HERE="$ROOT/benches/ab"
 BIN_DIR=${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
 ALL_ROWS=(handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
           keepalive_10b_rps keepalive_26k_rps close_10b_rps close_26k_rps
-          h2_10b_rps h2_26k_rps idle_tls_conn_bytes)
+          h2_10b_rps h2_26k_rps h2_1024c_rps idle_tls_conn_bytes)
 SERVERS=(proxy nginx_static nginx_cache)
 [[ ${AB_PROXY_OPENSSL:-0} == 1 ]] && SERVERS+=(proxy_openssl)
 HOST=tempesta-tech.com
@@ -382,11 +383,14 @@ http_row() {  # server row rep body response-bytes url [http-perf options...]
         -c 100 -t 1 -d "${DUR}s" --timeout 5s --connect "127.0.0.1:$PORT" \
         --server-pid "$SERVER_PID" "$@" "$url"
 }
-h2_row() {    # server row rep body url: h2load as tempesta-test runs it (10 connections x 100 streams)
+h2_row() {    # server row rep body url [h2load shape...]: by default as tempesta-test runs it
     local server=$1 row=$2 rep=$3 body=$4 url=$5
+    shift 5
+    local shape=("$@")
+    [[ ${#shape[@]} -gt 0 ]] || shape=(-c 10 -m 100 -D "$DUR" --warm-up-time=1)
     measure "$server" "$row" "$rep" h2load "$body" "" -- \
-        timeout -s KILL $((DUR + 40)) taskset -c "$CLIENT_CPU" h2load -c 10 -m 100 -t 1 \
-        -D "$DUR" --warm-up-time=1 --connect-to="127.0.0.1:$PORT" "$url"
+        timeout -s KILL $((DUR + 100)) taskset -c "$CLIENT_CPU" h2load -t 1 "${shape[@]}" \
+        --connect-to="127.0.0.1:$PORT" "$url"
 }
 warm_up() {   # fills the caches, then checks each page once: status 200, whole body
     local url
@@ -426,6 +430,9 @@ run_row() {   # server row rep
             close_26k_rps)     http_row "$s" "$row" "$rep" "$BIG" "$RESP_BIG" "$URL_BIG" -H "Connection: close" ;;
             h2_10b_rps)        h2_row "$s" "$row" "$rep" 10 "$URL_10B" ;;
             h2_26k_rps)        h2_row "$s" "$row" "$rep" "$BIG" "$URL_BIG" ;;
+            # The seed's shape: a number of requests over 1024 connections, one stream each;
+            # the time includes the 1024 handshakes, as h2load -n reports it.
+            h2_1024c_rps)      h2_row "$s" "$row" "$rep" 10 "$URL_10B" -c 1024 -m 1 -n $((DUR * 10000)) ;;
         esac || return 1
     fi
     stop_server
