@@ -43,8 +43,9 @@ pub struct RecordSocket {
     peer_closed: bool,
     /// A fatal error was met; nothing more is read or written.
     failed: bool,
-    /// Whether the socket may have bytes before its next readiness event.
-    readiness: ReadReadiness,
+    /// Whether the socket may have bytes before its next readiness event; `None` (the
+    /// default) reads until `EAGAIN` every time, for owners without an event loop.
+    readiness: Option<ReadReadiness>,
 }
 
 impl std::fmt::Debug for RecordSocket {
@@ -66,14 +67,23 @@ impl RecordSocket {
             tx: None,
             peer_closed: false,
             failed: false,
-            readiness: ReadReadiness::default(),
+            readiness: None,
         }
     }
 
-    /// A readiness event for the socket (see [`ReadReadiness`]): the owner must call this for
-    /// every event, or bytes that arrive after a read emptied the socket wait for the next.
+    /// Skips reads while the socket is known to be empty (see [`ReadReadiness`]). The owner
+    /// promises to call [`RecordSocket::on_readable`] for every readiness event of an
+    /// edge-triggered poller; otherwise bytes that arrive after a read emptied the socket
+    /// wait for the next event.
+    pub fn track_readiness(&mut self) {
+        self.readiness.get_or_insert_with(ReadReadiness::default);
+    }
+
+    /// A readiness event for the socket (only matters after [`RecordSocket::track_readiness`]).
     pub fn on_readable(&mut self, read_closed: bool) {
-        self.readiness.on_event(read_closed);
+        if let Some(r) = &mut self.readiness {
+            r.on_event(read_closed);
+        }
     }
 
     pub fn fd(&self) -> RawFd {
@@ -196,7 +206,7 @@ impl RecordSocket {
 
     /// Reads from the socket into the receive buffer. True if bytes came.
     fn fill(&mut self) -> Result<bool, IoStatus> {
-        if !self.readiness.may_read() {
+        if self.readiness.is_some_and(|r| !r.may_read()) {
             return Ok(false);
         }
         let rx = self.rx.get_or_insert_with(|| {
@@ -224,7 +234,9 @@ impl RecordSocket {
                 other => break other,
             }
         };
-        self.readiness.after_read(asked, &result);
+        if let Some(r) = &mut self.readiness {
+            r.after_read(asked, &result);
+        }
         match result {
             Ok(0) if rx.start < rx.end => Err(IoStatus::Error(TlsError::UnexpectedEof)),
             Ok(0) => {

@@ -296,9 +296,11 @@ impl Worker {
                 metrics.count_tls_path(TlsPath::KtlsBoth);
                 Transport::Kernel(socket)
             }
-            Offload::Records { socket, reason } => {
+            Offload::Records { mut socket, reason } => {
                 metrics.count_tls_path(TlsPath::Records);
                 metrics.count_ktls_fallback(reason.as_str());
+                // The worker's loop reports every readiness event (`client_readable`).
+                socket.track_readiness();
                 Transport::Records(*socket)
             }
             Offload::UserSpace {
