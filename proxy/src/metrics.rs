@@ -26,6 +26,8 @@ pub struct WorkerMetrics {
     pub connections_accepted: AtomicU64,
     pub connections_open: AtomicU64,
     pub requests: AtomicU64,
+    /// Entries in the worker's timer heap, stale ones included (a gauge).
+    pub timers_queued: AtomicU64,
 }
 
 /// The counters of one process.
@@ -270,6 +272,14 @@ impl Metrics {
                 out,
                 "ktls_proxy_connections_open{{worker=\"{i}\"}} {}",
                 get(&w.connections_open)
+            );
+        }
+        let _ = writeln!(out, "# HELP ktls_proxy_timers_queued Deadlines queued in the worker's timer heap, stale ones included.\n# TYPE ktls_proxy_timers_queued gauge");
+        for (i, w) in self.workers.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "ktls_proxy_timers_queued{{worker=\"{i}\"}} {}",
+                get(&w.timers_queued)
             );
         }
         self.h2.render(&mut out);

@@ -233,6 +233,15 @@ impl Exchanges {
             .filter(|e| e.serial == id.serial)
     }
 
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// The timer generation of the exchange in slot `index` (timer compaction).
+    pub fn timer_gen_at(&self, index: usize) -> Option<u64> {
+        self.slab.get(index).map(|e| e.timer_gen)
+    }
+
     /// The id of the exchange in slot `index`, for timers keyed by slot.
     pub fn id_at(&self, index: usize) -> Option<ExchangeId> {
         self.slab.get(index).map(|e| ExchangeId {

@@ -346,6 +346,7 @@ impl Worker {
 
     fn fire_timers(&mut self) {
         let now = Instant::now();
+        self.compact_timers();
         while let Some((key, gen)) = self.timers.pop_due(now) {
             match kind(Token(key)) {
                 Kind::Client(ci) => self.guarded(ci, |w| w.client_timer(ci, gen, now)),
@@ -359,6 +360,40 @@ impl Worker {
                 _ => {}
             }
         }
+    }
+
+    /// Drops the timer entries that re-arming left stale, once they outnumber the live ones
+    /// (`timers` module): the heap's size follows the connections, not the request rate.
+    fn compact_timers(&mut self) {
+        let live_bound = self.clients.len()
+            + self.upstreams.len()
+            + self.exchanges.len()
+            + self
+                .rt
+                .groups
+                .iter()
+                .map(|g| g.servers.len())
+                .sum::<usize>();
+        if self.timers.needs_compaction(live_bound) {
+            let Worker {
+                timers,
+                clients,
+                upstreams,
+                exchanges,
+                ..
+            } = self;
+            timers.compact(|key, gen| match kind(Token(key)) {
+                Kind::Client(ci) => clients.get(ci).is_some_and(|c| c.timer_gen == gen),
+                Kind::Upstream(ui) => upstreams.get(ui).is_some_and(|u| u.timer_gen == gen),
+                Kind::Exchange(index) => exchanges.timer_gen_at(index) == Some(gen),
+                // Health probes keep their own generations; they are few.
+                _ => true,
+            });
+        }
+        let queued = u64::try_from(self.timers.queued()).unwrap_or(u64::MAX);
+        self.metrics().workers[self.id]
+            .timers_queued
+            .store(queued, Ordering::Relaxed);
     }
 
     fn start_drain(&mut self) {
