@@ -143,7 +143,7 @@ rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
 write_conf() {
   cat >"$1" <<CONF
 # stage 2 of tests/ktls-vm: etc/tempesta.conf's shape on loopback, one worker.
-listen $HTTPS proto=https;
+listen $HTTPS proto="h2,https";
 srv_group default {
     server $ORIGIN;
 }
@@ -338,6 +338,29 @@ suite_round() {
   done
 }
 
+# h2_round <expect: ktls_both|records|userspace> <version:cipher>...: HTTP/2 (ALPN h2) through
+# the proxy on one connection per suite, 53 concurrent streams (10 B, 26 KB, BIG and 50 more), every byte
+# checked by guest_h2; the connection must take the expected path.
+h2_round() {
+  expect=$1
+  shift
+  for s in "$@"; do
+    v=${s%%:*}
+    cipher=${s#*:}
+    before=$(path_count "$expect")
+    timeout 300 /bin/guest_h2 "$HTTPS" "$v" "$cipher" --big "$BIG" >"$S2/h2.log" 2>&1
+    rc=$?
+    cat "$S2/h2.log"
+    TOTAL_CASES=$((TOTAL_CASES + $(grep -c '^case ' "$S2/h2.log")))
+    if grep -q '^case .* FAIL' "$S2/h2.log" || [ "$rc" != 0 ]; then
+      note_failure "stage 2 guest_h2 $v $cipher (rc=$rc): $(grep '^case .* FAIL' "$S2/h2.log" | head -2 | tr '\n' ' ')"
+    fi
+    d=$(($(path_count "$expect") - before))
+    s2_check "h2 path $v $cipher" "$d" -eq 1 -- "expected 1 connection on $expect, saw +$d"
+    [ "$expect" = ktls_both ] && S2_KTLS=$((S2_KTLS + d))
+  done
+}
+
 # idle_memory <auto|off> <label>: VmRSS growth of the proxy per idle TLS 1.3 connection.
 IDLE_CONNS=${IDLE_CONNS:-2000}
 idle_memory() {
@@ -409,7 +432,7 @@ stage2_proxy() {
     echo "== stage 2: SKIP (no proxy binary in the guest)"
     return
   fi
-  for b in guest_origin guest_client guest_sendbench openssl; do
+  for b in guest_origin guest_client guest_h2 guest_sendbench openssl; do
     if [ ! -x "/bin/$b" ]; then
       note_failure "stage 2: /bin/$b missing from the guest"
       return
@@ -451,6 +474,7 @@ stage2_proxy() {
     s2_check "startup line (auto, module)" "$(grep -c 'kTLS: available' "$S2/proxy-ktls.log")" -eq 1 -- \
       "$(grep 'kTLS:' "$S2/proxy-ktls.log" | head -1)"
     suite_round ktls_both
+    h2_round ktls_both 1.3:TLS_AES_128_GCM_SHA256 1.2:ECDHE-ECDSA-AES256-GCM-SHA384
     quiet_cpu "no busy loop after close_notify/KeyUpdate (kTLS)"
     proxy_sane "no errors counted, all closed (kTLS)"
     fb=$(metric_sum ktls_proxy_ktls_fallbacks_total)
@@ -483,6 +507,7 @@ stage2_proxy() {
 1.3:tls1_3:TLS_CHACHA20_POLY1305_SHA256"
     suite_round records
     S2_SUITES=$S2_SUITES_ALL
+    h2_round records 1.3:TLS_CHACHA20_POLY1305_SHA256
     quiet_cpu "no busy loop after close_notify/KeyUpdate (records)"
     proxy_sane "no errors counted, all closed (records)"
     uc=$(metric 'ktls_proxy_ktls_fallbacks_total{reason="user_chosen"}')

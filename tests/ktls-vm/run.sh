@@ -14,7 +14,7 @@
 #
 # Environment:
 #   KTLS_VM_BIN_DIR     take binaries from here or its examples/ (selftest required; proxy,
-#                       guest_origin, guest_client, guest_sendbench for stage 2) instead of
+#                       guest_origin, guest_client, guest_h2, guest_sendbench for stage 2) instead of
 #                       building them
 #   KTLS_VM_GUEST       auto (default: uml, else qemu) | uml | qemu
 #   KTLS_VM_TIMEOUT     seconds the guest may run (default 600)
@@ -33,7 +33,7 @@ TIMEOUT=${KTLS_VM_TIMEOUT:-600}
 # Modules the guest loads before the test; TLS_TX/RX allocate AEADs that are modules too.
 GUEST_MODULES="tls aesni_intel gcm ccm chacha20poly1305 chacha_x86_64 chacha_generic poly1305_x86_64 poly1305_generic ghash_clmulni_intel ghash_generic"
 # Stage 2 (the proxy): the proxy, and the guest's origin, client and sendfile/writev bench.
-OPTIONAL_BINS="proxy guest_origin guest_client guest_sendbench"
+OPTIONAL_BINS="proxy guest_origin guest_client guest_h2 guest_sendbench"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ktls-vm.XXXXXX")
 GUEST_PID=""
