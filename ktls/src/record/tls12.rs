@@ -9,15 +9,21 @@ use openssl::sign::Signer;
 
 use crate::kernel::KernelCipher;
 
-/// `P_hash(secret, seed)` (RFC 5246 §5) filled into `out`, HMAC from OpenSSL.
+/// `P_hash(secret, seed)` (RFC 5246 §5) filled into `out`. HMAC on the plain SHA-2 contexts
+/// (`crate::hmac`): through `EVP_DigestSign` each of the ~8 HMACs of a key block first looked
+/// its algorithm up and built a key object, about 258 000 instructions per TLS 1.2 hand-over
+/// (docs/PERFORMANCE.md, "Handshake cost"); OpenSSL's generic HMAC stays for other digests.
 fn p_hash(
     md: MessageDigest,
     secret: &[u8],
     seed: &[&[u8]],
     out: &mut [u8],
 ) -> Result<(), ErrorStack> {
-    let key = PKey::hmac(secret)?;
     let hmac = |parts: &[&[u8]]| -> Result<Vec<u8>, ErrorStack> {
+        if let Some(mac) = crate::hmac::hmac_sha2(md, secret, parts) {
+            return Ok(mac);
+        }
+        let key = PKey::hmac(secret)?;
         let mut signer = Signer::new(md, &key)?;
         for part in parts {
             signer.update(part)?;
@@ -144,6 +150,31 @@ mod tests {
             &mut out,
         )
         .unwrap();
+        assert_eq!(out, expected);
+    }
+
+    /// SHA-384 (the AES-256-GCM suites) against P_hash written out on OpenSSL's own HMAC.
+    #[test]
+    fn prf_sha384_matches_openssl_hmac() {
+        let md = MessageDigest::sha384();
+        let secret = hex("b8 0b 73 3d 6c ee fc dc 71 56 6e a4 8e 55 67 df");
+        let seed = hex("cd 66 5c f6 a8 44 7d d6 ff 8b 27 55 5e db 74 65");
+        let openssl_hmac = |data: &[u8]| {
+            let key = PKey::hmac(&secret).unwrap();
+            let mut signer = Signer::new(md, &key).unwrap();
+            signer.update(data).unwrap();
+            signer.sign_to_vec().unwrap()
+        };
+        let label_seed = [&b"test label"[..], &seed].concat();
+        let mut a = openssl_hmac(&label_seed);
+        let mut expected = Vec::new();
+        while expected.len() < 148 {
+            expected.extend(openssl_hmac(&[&a[..], &label_seed].concat()));
+            a = openssl_hmac(&a);
+        }
+        expected.truncate(148);
+        let mut out = vec![0u8; 148];
+        prf(md, &secret, b"test label", &[&seed], &mut out).unwrap();
         assert_eq!(out, expected);
     }
 }
