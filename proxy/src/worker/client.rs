@@ -469,7 +469,8 @@ impl Worker {
         if let Some(buf) = c.rbuf.take() {
             self.bufs.give(buf);
         }
-        let _ = self.poll.registry().deregister(&mut c.sock);
+        // No epoll_ctl(DEL): closing the socket (it is never duplicated) takes it out of the
+        // poll set, one syscall per connection less.
         if let Some(frang) = c.counted_by.take() {
             frang.on_close(c.peer.ip());
         }
