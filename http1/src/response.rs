@@ -86,10 +86,16 @@ impl ResponseHead {
         }
     }
 
-    /// An interim 1xx response: another head follows. (101 switches
-    /// protocols; this proxy never asks for that since it drops Upgrade.)
+    /// An interim 1xx response: another head follows, except after a `101`,
+    /// which switches the connection to the protocol its Upgrade names.
     pub fn is_interim(&self) -> bool {
         (100..200).contains(&self.status)
+    }
+
+    /// An Upgrade field announced by `Connection: upgrade` (what a `101`
+    /// switching to that protocol carries).
+    pub fn upgrade(&self) -> bool {
+        self.facts.upgrade_field && self.facts.connection_upgrade
     }
 
     /// Length of the head in bytes.

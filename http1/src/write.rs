@@ -129,6 +129,11 @@ pub enum ConnectionOption {
     KeepAlive,
     /// `Connection: close`.
     Close,
+    /// `Connection: upgrade` and `Upgrade: websocket`: a WebSocket opening
+    /// handshake (RFC 6455 §4) passed on, the request or its `101`. The
+    /// received Upgrade and Connection fields are hop-by-hop and dropped;
+    /// these are the proxy's own, for the one protocol it tunnels.
+    UpgradeWebSocket,
 }
 
 /// What the proxy adds when it forwards a head.
@@ -237,8 +242,8 @@ pub fn write_response_head(
 }
 
 /// Fields a writer adds at most besides the received ones and the edits:
-/// Host, X-Forwarded-For, Via, the framing field and Connection.
-const ADDED_FIELDS_AT_MOST: usize = 5;
+/// Host, X-Forwarded-For, Via, the framing field, Connection and Upgrade.
+const ADDED_FIELDS_AT_MOST: usize = 6;
 
 /// Checks the head written at `out[start..]`; takes it back if it does not fit.
 fn keep_if_fits(
@@ -296,6 +301,9 @@ fn write_connection(out: &mut Vec<u8>, connection: ConnectionOption) {
         ConnectionOption::Default => {}
         ConnectionOption::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
         ConnectionOption::Close => out.extend_from_slice(b"Connection: close\r\n"),
+        ConnectionOption::UpgradeWebSocket => {
+            out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: websocket\r\n")
+        }
     }
 }
 

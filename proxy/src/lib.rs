@@ -15,6 +15,7 @@ pub mod frang;
 pub mod log;
 pub mod metrics;
 pub mod metrics_h2;
+pub mod metrics_tunnel;
 pub mod outbox;
 pub mod process;
 pub mod router;

@@ -67,6 +67,7 @@ pub struct Metrics {
     pub connections_closed: [AtomicU64; CloseReason::ALL.len()],
     pub workers: Vec<WorkerMetrics>,
     pub h2: crate::metrics_h2::H2Metrics,
+    pub tunnels: crate::metrics_tunnel::TunnelMetrics,
 }
 
 impl Metrics {
@@ -283,6 +284,7 @@ impl Metrics {
             );
         }
         self.h2.render(&mut out);
+        self.tunnels.render(&mut out);
         if let Some(cache) = cache {
             out.push_str(cache);
         }
@@ -310,6 +312,10 @@ fn labeled(key: &str, counts: &std::sync::Mutex<Vec<(&'static str, u64)>>) -> Ve
 
 pub fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
+}
+
+pub fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod pipeline_client;
 pub mod proxy;
 pub mod rawclient;
 pub mod tagged_origin;
+pub mod websocket;
 
 use std::fs;
 use std::io::{self, Read, Write};

@@ -183,6 +183,7 @@ impl Worker {
             Head,
             Drain,
             H2,
+            Tunnel,
             Nothing,
         }
         let Some(c) = self.clients.get(ci) else {
@@ -201,6 +202,7 @@ impl Worker {
                 // An exchange in progress keeps its own deadlines (exchange and upstream
                 // timers).
                 ConnState::Busy(_) => Due::Nothing,
+                ConnState::Tunnel(_) => Due::Tunnel,
             },
         };
         match due {
@@ -214,12 +216,21 @@ impl Worker {
             }
             Due::Drain => self.close_client(ci, CloseReason::Error),
             Due::H2 => self.h2_timer(ci, now),
+            Due::Tunnel => self.tunnel_timer(ci, now),
             Due::Nothing => {}
         }
     }
 
     /// Moves the client forward as far as its socket allows.
     pub(super) fn drive_client(&mut self, ci: usize) {
+        let tunnel = self
+            .clients
+            .get(ci)
+            .and_then(|c| c.codec.h1())
+            .is_some_and(|h1| h1.tunnel().is_some());
+        if tunnel {
+            return self.drive_tunnel(ci);
+        }
         if matches!(
             self.clients.get(ci).map(|c| &c.stage),
             Some(Stage::Handshake(_))
@@ -346,7 +357,7 @@ impl Worker {
     }
 
     /// Reads what the socket has, while there is room. True if bytes arrived.
-    fn read_client(&mut self, ci: usize) -> bool {
+    pub(super) fn read_client(&mut self, ci: usize) -> bool {
         let Worker { clients, bufs, .. } = self;
         let Some(c) = clients.get_mut(ci) else {
             return false;
@@ -458,6 +469,12 @@ impl Worker {
         }
         self.metrics().count_close(why);
         let mut c = self.clients.remove(ci);
+        if let Some(t) = match &mut c.codec {
+            Codec::H1(h1) => h1.take_tunnel(),
+            Codec::H2(_) => None,
+        } {
+            self.tunnel_gone(t, ci, c.id, super::tunnel::end_of(why));
+        }
         for id in c.codec.reset() {
             self.drop_exchange(id);
         }

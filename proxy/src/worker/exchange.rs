@@ -101,6 +101,9 @@ pub struct Forward {
     pub(super) interim: u32,
     /// The response was to HEAD and announced a body: a faulty server may still send it.
     pub(super) body_may_follow: bool,
+    /// A WebSocket handshake: sent on a new connection of its own, which a `101` turns into
+    /// a tunnel and any other answer closes after it.
+    pub(super) websocket: bool,
 }
 
 impl Forward {

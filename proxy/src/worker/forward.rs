@@ -49,6 +49,7 @@ impl Worker {
         };
         let request = &ex.request;
         let has_body = request.has_body();
+        let websocket = super::websocket::classify(request) == super::websocket::Upgrade::WebSocket;
         let forward = Box::new(Forward {
             up: usize::MAX,
             group,
@@ -73,6 +74,7 @@ impl Worker {
             dechunk: false,
             interim: 0,
             body_may_follow: false,
+            websocket,
         });
         let expect_continue = request.expect_continue() && has_body && !forward.http10;
         let mut forward = forward;
@@ -115,6 +117,13 @@ impl Worker {
             cursor.position() as usize
         };
         let request = &ex.request;
+        // A WebSocket handshake goes on with the proxy's own Upgrade and Connection fields.
+        let connection =
+            if super::websocket::classify(request) == super::websocket::Upgrade::WebSocket {
+                ConnectionOption::UpgradeWebSocket
+            } else {
+                ConnectionOption::Default
+            };
         self.scratch.clear();
         let written = http1::write_request_head(
             &mut self.scratch,
@@ -125,7 +134,7 @@ impl Worker {
                 via: Some(v.via.as_deref().unwrap_or(b"ktls-proxy")),
                 edits,
                 framing: request.framing(),
-                connection: ConnectionOption::Default,
+                connection,
                 limits: &rt.forward_limits,
             },
         );
@@ -136,7 +145,7 @@ impl Worker {
     pub(super) fn dispatch(&mut self, id: ExchangeId, mut forward: Box<Forward>) {
         let mut avoid = None;
         loop {
-            match self.pick(forward.group, forward.hash_key, avoid) {
+            match self.pick(forward.group, forward.hash_key, avoid, forward.websocket) {
                 Pick::Pooled(ui) => return self.attach(id, ui, forward),
                 Pick::Connect(server) => {
                     match self.connect(forward.group, server, UpPhase::Connecting) {

@@ -34,6 +34,9 @@ pub enum ConnState {
     Busy(ExchangeId),
     /// The exchange ended before its request body was read: the rest is discarded.
     Drain(Drain),
+    /// The connection switched protocols (`101`, a WebSocket): its bytes are no longer
+    /// HTTP/1 but a byte tunnel to an upstream connection (`tunnel.rs`).
+    Tunnel(super::tunnel::Tunnel),
 }
 
 /// What the read buffer holds. A request is returned by value and moved once, into its
@@ -114,6 +117,37 @@ impl H1Codec {
             _ => ConnState::Idle,
         };
         closing
+    }
+
+    /// The exchange that asked to switch protocols ended with the origin's `101`: from now on
+    /// the connection carries the tunnel's bytes.
+    pub fn start_tunnel(&mut self, tunnel: super::tunnel::Tunnel) {
+        self.state = ConnState::Tunnel(tunnel);
+    }
+
+    pub fn tunnel(&self) -> Option<&super::tunnel::Tunnel> {
+        match &self.state {
+            ConnState::Tunnel(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub fn tunnel_mut(&mut self) -> Option<&mut super::tunnel::Tunnel> {
+        match &mut self.state {
+            ConnState::Tunnel(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Ends the tunnel, handing back its state (its upstream connection must be closed).
+    pub fn take_tunnel(&mut self) -> Option<super::tunnel::Tunnel> {
+        match std::mem::replace(&mut self.state, ConnState::Idle) {
+            ConnState::Tunnel(t) => Some(t),
+            other => {
+                self.state = other;
+                None
+            }
+        }
     }
 
     /// The client is gone: forget the current exchange.
@@ -271,6 +305,9 @@ fn write_connection(out: &mut Outbox, to: ReplyTo) {
         ConnectionOption::Close => out.push(b"Connection: close\r\n"),
         ConnectionOption::KeepAlive => out.push(b"Connection: keep-alive\r\n"),
         ConnectionOption::Default => {}
+        ConnectionOption::UpgradeWebSocket => {
+            out.push(b"Connection: upgrade\r\nUpgrade: websocket\r\n")
+        }
     }
 }
 
@@ -289,6 +326,37 @@ pub fn write_continue(out: &mut Outbox) {
 /// An upstream's interim (1xx) head, relayed as it came.
 pub fn write_interim(out: &mut Outbox, raw_head: &[u8]) {
     out.push(raw_head);
+}
+
+/// The origin's `101 Switching Protocols` to a WebSocket handshake, rewritten for the
+/// client like any relayed head (hop-by-hop fields dropped, the vhost's response edits), with
+/// the proxy's own `Connection: upgrade` and `Upgrade: websocket`. Err when it would not fit
+/// the forwarding limits.
+pub fn write_switching_protocols(
+    out: &mut Outbox,
+    scratch: &mut Vec<u8>,
+    head: &http1::ResponseHead,
+    input: &[u8],
+    edits: &http1::HeaderEdits,
+    limits: &http1::Limits,
+) -> Result<(), ()> {
+    scratch.clear();
+    http1::write_response_head(
+        scratch,
+        head,
+        input,
+        &Forwarding {
+            forwarded_for: None,
+            via: None,
+            edits,
+            framing: BodyFraming::None,
+            connection: ConnectionOption::UpgradeWebSocket,
+            limits,
+        },
+    )
+    .map_err(|_| ())?;
+    out.push(scratch);
+    Ok(())
 }
 
 /// How the body of a relayed response is framed for this client.

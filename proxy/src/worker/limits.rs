@@ -84,7 +84,8 @@ impl Worker {
                     Err(v) => self.frang_violation(ci, Some(id), &v),
                 }
             }
-            ConnState::Drain(_) => {}
+            // A tunnel's bytes are not HTTP: frang's request limits do not apply to them.
+            ConnState::Drain(_) | ConnState::Tunnel(_) => {}
         }
     }
 

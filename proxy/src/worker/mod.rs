@@ -9,6 +9,7 @@ mod exchange;
 mod fill;
 mod finish;
 mod forward;
+mod grace;
 mod h1;
 mod h2;
 mod h2_serve;
@@ -21,7 +22,9 @@ mod request;
 mod request_body;
 mod response;
 mod route;
+mod tunnel;
 mod upstream;
+mod websocket;
 
 use std::collections::VecDeque;
 use std::io;
@@ -113,11 +116,14 @@ enum Kind {
     Probe(usize),
     /// A timer of an exchange (slab index).
     Exchange(usize),
+    /// The `grace_shutdown_time` deadline of a reload.
+    Grace,
 }
 
 fn kind(token: Token) -> Kind {
     match token.0 {
         0 => Kind::Waker,
+        grace::GRACE_TIMER => Kind::Grace,
         n if n >= EXCHANGE_TIMER_BASE => Kind::Exchange(n - EXCHANGE_TIMER_BASE),
         n if n >= PROBE_BASE => Kind::Probe(n),
         n if n >= UPSTREAM_BASE => Kind::Upstream(n - UPSTREAM_BASE),
@@ -218,6 +224,9 @@ impl Worker {
                     return;
                 }
             }
+            // A reload applies to the next request of every connection, not only to new
+            // connections.
+            self.refresh_runtime();
             for event in events.iter() {
                 match kind(event.token()) {
                     Kind::Waker => self.drain_inbox(),
@@ -229,7 +238,7 @@ impl Worker {
                         self.dirty.push_back(event.token());
                     }
                     Kind::Upstream(_) => self.dirty.push_back(event.token()),
-                    Kind::Probe(_) | Kind::Exchange(_) => {}
+                    Kind::Probe(_) | Kind::Exchange(_) | Kind::Grace => {}
                 }
             }
             self.drain_dirty();
@@ -258,16 +267,25 @@ impl Worker {
             }
             match kind(token) {
                 Kind::Client(ci) => self.guarded(ci, |w| w.drive_client(ci)),
-                Kind::Upstream(ui) => {
-                    let exchange = self.upstreams.get(ui).and_then(|u| u.exchange);
-                    let owner = exchange.and_then(|id| self.client_of(id));
-                    match owner {
-                        Some(ci) => self.guarded(ci, |w| w.drive_upstream(ui)),
-                        None => self.drive_upstream(ui),
-                    }
-                }
+                Kind::Upstream(ui) => match self.upstream_owner(ui) {
+                    Some(ci) => self.guarded(ci, |w| w.drive_upstream(ui)),
+                    None => self.drive_upstream(ui),
+                },
                 _ => {}
             }
+        }
+    }
+
+    /// The client connection upstream `ui` works for: its exchange's, or its tunnel's.
+    fn upstream_owner(&self, ui: usize) -> Option<usize> {
+        let u = self.upstreams.get(ui)?;
+        match u.phase {
+            upstream::UpPhase::Tunnel { client, client_id } => self
+                .clients
+                .get(client)
+                .is_some_and(|c| c.id == client_id)
+                .then_some(client),
+            _ => u.exchange.and_then(|id| self.client_of(id)),
         }
     }
 
@@ -324,14 +342,17 @@ impl Worker {
     fn refresh_runtime(&mut self) {
         let gen = self.shared.generation.load(Ordering::Acquire);
         if gen != self.rt_gen {
-            self.rt = self.shared.runtime();
+            let old = std::mem::replace(&mut self.rt, self.shared.runtime());
             self.rt_gen = gen;
+            self.retire_removed_servers(&old);
             // Pooled connections belong to the old server list: close them; busy ones close
             // when their exchange ends (their generation no longer matches).
             let idle: Vec<usize> = self
                 .upstreams
                 .iter()
-                .filter(|(_, u)| u.exchange.is_none())
+                .filter(|(_, u)| {
+                    u.exchange.is_none() && !matches!(u.phase, upstream::UpPhase::Tunnel { .. })
+                })
                 .map(|(i, _)| i)
                 .collect();
             for ui in idle {
@@ -357,6 +378,7 @@ impl Worker {
                         self.guarded_exchange(id, |w| w.exchange_timer(index, gen, now));
                     }
                 }
+                Kind::Grace => self.retire_due(now),
                 _ => {}
             }
         }
@@ -410,6 +432,10 @@ impl Worker {
             .collect();
         for ci in idle {
             self.close_client(ci, CloseReason::Shutdown);
+        }
+        // A tunnel has no request to finish: it would only hold the stop for its timeout.
+        for ci in self.tunnel_clients() {
+            self.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::Shutdown);
         }
         self.go_away_all();
     }

@@ -9,7 +9,7 @@ use http1::BodyDecoder;
 use super::codec::{self, Codec};
 use super::exchange::{ExchangeId, RespPhase};
 use super::finish::Outcome;
-use super::h1::ReplyTo;
+use super::h1::{self, ReplyTo};
 use super::Worker;
 use crate::close_reason::CloseReason;
 use crate::metrics::bump;
@@ -25,6 +25,8 @@ pub enum Failure {
     Reset,
     Timeout,
     BadResponse,
+    /// A reload removed the server and its `grace_shutdown_time` ran out.
+    ServerRemoved,
 }
 
 /// One step of relaying, decided while the connections are borrowed.
@@ -47,6 +49,8 @@ enum Step {
     Complete,
     /// The body broke off after part of the response was sent.
     Broken,
+    /// The origin accepted a WebSocket handshake; its `101` is queued for the client.
+    Switch,
 }
 
 /// Whether a response to HEAD announced a body (which then does not follow, unless the
@@ -105,6 +109,10 @@ impl Worker {
                     self.complete_exchange(id);
                     return true;
                 }
+                Step::Switch => {
+                    self.start_tunnel(id, ui);
+                    return true;
+                }
                 Step::Broken => {
                     bump(&self.metrics().upstream_errors);
                     self.close_upstream(ui);
@@ -156,6 +164,21 @@ impl Worker {
             Ok(None) | Err(_) => return Step::Bad { count: true },
         };
         let status = head.status();
+        if status == 101 && fwd.websocket && super::websocket::accepts(&head, input) {
+            let edits = response_edits(rt, vhost, location);
+            let out = &mut c.out;
+            if h1::write_switching_protocols(out, scratch, &head, input, edits, &rt.forward_limits)
+                .is_err()
+            {
+                return Step::Bad { count: true };
+            }
+            fwd.status = status;
+            fwd.sent_to_client = true;
+            if let Some(b) = u.rbuf.as_mut() {
+                b.consume(len);
+            }
+            return Step::Switch;
+        }
         if (100..200).contains(&status) {
             return relay_interim(fwd, c, u, status, len, &shared.metrics);
         }
@@ -168,14 +191,7 @@ impl Worker {
             }
             return step;
         }
-        // No response edits if the vhost vanished in a reload meanwhile.
-        let none = http1::HeaderEdits::new();
-        let edits = match vhost.and_then(|v| rt.vhosts.get(v)) {
-            Some(v) => location
-                .and_then(|l| v.locations.get(l))
-                .map_or(&v.response_edits, |l| &l.response_edits),
-            None => &none,
-        };
+        let edits = response_edits(rt, vhost, location);
         let to = ReplyTo {
             http10: fwd.http10,
             close: !keep_alive,
@@ -209,8 +225,9 @@ impl Worker {
                 ..rt.limits.clone()
             },
         ));
-        // The upstream closes after a response without keep-alive: never pool it.
-        u.keep_alive = head.keep_alive();
+        // The upstream closes after a response without keep-alive: never pool it. A connection
+        // opened for a WebSocket handshake that got an ordinary answer is not pooled either.
+        u.keep_alive = head.keep_alive() && !fwd.websocket;
         if let Some(b) = u.rbuf.as_mut() {
             b.consume(len);
         }
@@ -327,7 +344,7 @@ impl Worker {
                 bump(&self.metrics().upstream_retries);
                 self.dispatch(id, forward);
             }
-            Failure::Connect | Failure::Reset | Failure::BadResponse => {
+            Failure::Connect | Failure::Reset | Failure::BadResponse | Failure::ServerRemoved => {
                 self.fail_exchange(id, forward, 502)
             }
             Failure::Timeout => self.fail_exchange(id, forward, 504),
@@ -374,8 +391,25 @@ impl Worker {
     }
 }
 
-/// An interim (1xx) response: passed on as it is, a bounded number of them; 101 would need
-/// a tunnel, so it is a bad response here.
+/// The response edits of `vhost` (its `location`'s when it has one); none if the vhost
+/// vanished in a reload meanwhile.
+fn response_edits(
+    rt: &crate::runtime::Runtime,
+    vhost: Option<usize>,
+    location: Option<usize>,
+) -> &http1::HeaderEdits {
+    static NONE: std::sync::OnceLock<http1::HeaderEdits> = std::sync::OnceLock::new();
+    match vhost.and_then(|v| rt.vhosts.get(v)) {
+        Some(v) => location
+            .and_then(|l| v.locations.get(l))
+            .map_or(&v.response_edits, |l| &l.response_edits),
+        None => NONE.get_or_init(http1::HeaderEdits::new),
+    }
+}
+
+/// An interim (1xx) response: passed on as it is, a bounded number of them. A `101` that
+/// does not accept a WebSocket handshake of this exchange cannot be relayed (nothing after it
+/// would be HTTP): a bad response, 502.
 fn relay_interim(
     fwd: &mut super::exchange::Forward,
     c: &mut super::client::Client,

@@ -13,6 +13,7 @@ use super::exchange::{ExchangeId, NewExchange};
 use super::finish::Refusal;
 use super::h1::{ConnState, Parsed, Reply};
 use super::request::{Request, Scheme};
+use super::websocket::Upgrade;
 use super::{client_token, Worker};
 use crate::access_log::RequestRecord as AccessRecord;
 use crate::frang::RequestLimits;
@@ -40,6 +41,8 @@ impl Worker {
                 c.close_after_flush |= close;
                 moved
             }
+            // Driven by `drive_tunnel`, never parsed.
+            ConnState::Tunnel(_) => false,
         }
     }
 
@@ -218,9 +221,27 @@ impl Worker {
         let Some((group, _backup)) = loc.map_or(v.proxy_pass, |l| l.proxy_pass) else {
             return self.answer(id, Reply::Status(502), close_on_error);
         };
+        // A WebSocket handshake goes to the origin as it is, never to the cache; a malformed
+        // one goes nowhere.
+        let websocket = match super::websocket::classify(&ex.request) {
+            Upgrade::None => false,
+            Upgrade::WebSocket => true,
+            Upgrade::Malformed(why) => {
+                bump(&self.metrics().parse_errors);
+                if rt.config.block_action.error.log {
+                    let peer = self.clients.get(ex.client).map(|c| c.peer);
+                    crate::warn!("refused WebSocket handshake from {peer:?}: {why}");
+                }
+                return self.refuse_exchange(id, 400, Refusal::Error);
+            }
+        };
         let mut validators = None;
         let mut fill = None;
-        if let Some(rc) = loc.map_or(&v.cache, |l| &l.cache) {
+        let cache = loc
+            .map_or(&v.cache, |l| &l.cache)
+            .as_ref()
+            .filter(|_| !websocket);
+        if let Some(rc) = cache {
             match self.cache_step(id, rc, &v.name, overrides) {
                 CacheStep::Served => return,
                 CacheStep::Parked(ticket) => {

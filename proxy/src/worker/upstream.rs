@@ -35,6 +35,12 @@ pub enum UpPhase {
     Probe,
     /// A health monitor's request is out; its answer decides the server's state.
     Checking,
+    /// Half of a WebSocket tunnel owned by client `client` (slab index, unique id); outside
+    /// its server's pool (`tunnel.rs`).
+    Tunnel {
+        client: usize,
+        client_id: u64,
+    },
 }
 
 pub struct Upstream {
@@ -59,6 +65,10 @@ pub struct Upstream {
     /// The runtime generation the connection belongs to; connections of an older
     /// configuration are closed instead of pooled.
     pub rt_gen: u64,
+    /// A reload removed its server (`grace.rs`): it gets no new work.
+    pub removed: bool,
+    /// When a reload's `grace_shutdown_time` runs out for it, if one does.
+    pub retire_at: Option<Instant>,
 }
 
 pub struct ServerState {
@@ -81,6 +91,11 @@ impl ServerState {
             current: 0,
             probing: false,
         }
+    }
+
+    /// A connection leaves the pool's count without closing (it became a tunnel).
+    pub(super) fn release_place(&mut self) {
+        self.open = self.open.saturating_sub(1);
     }
 
     fn is_up(&self, now: Instant) -> bool {
@@ -118,7 +133,15 @@ pub enum Pick {
 
 impl Worker {
     /// Chooses a server and connection of `group` for a request with `key` (hash scheduler).
-    pub(super) fn pick(&mut self, group: usize, key: u64, avoid: Option<usize>) -> Pick {
+    /// `fresh`: the request needs a new connection of its own (a WebSocket handshake), which
+    /// does not wait for a place among the server's `conns_n`.
+    pub(super) fn pick(
+        &mut self,
+        group: usize,
+        key: u64,
+        avoid: Option<usize>,
+        fresh: bool,
+    ) -> Pick {
         let now = Instant::now();
         let Some(g) = self.rt.groups.get(group) else {
             return Pick::Down;
@@ -138,8 +161,9 @@ impl Worker {
         if candidates.is_empty() {
             return Pick::Down;
         }
-        let has_room =
-            |s: usize, st: &ServerState| !st.idle.is_empty() || st.open < g.servers[s].conns_n;
+        let has_room = |s: usize, st: &ServerState| {
+            fresh || !st.idle.is_empty() || st.open < g.servers[s].conns_n
+        };
         let usable: Vec<usize> = candidates
             .iter()
             .copied()
@@ -166,6 +190,9 @@ impl Worker {
             state.servers[best].current -= total;
             best
         };
+        if fresh {
+            return Pick::Connect(chosen);
+        }
         match state.servers[chosen].idle.pop() {
             Some(ui) => Pick::Pooled(ui),
             None => Pick::Connect(chosen),
@@ -210,6 +237,8 @@ impl Worker {
             timer_gen: 0,
             last_progress: Instant::now(),
             rt_gen: self.rt_gen,
+            removed: false,
+            retire_at: None,
         });
         if let Some(st) = self
             .groups
@@ -364,6 +393,9 @@ impl Worker {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return;
         };
+        if let UpPhase::Tunnel { client, client_id } = u.phase {
+            return self.drive_tunnel_upstream(ui, client, client_id);
+        }
         if matches!(u.phase, UpPhase::Connecting | UpPhase::Probe) {
             match connect_result(&u.sock) {
                 None => return,
@@ -425,6 +457,10 @@ impl Worker {
             let Some(u) = self.upstreams.get(ui) else {
                 return;
             };
+            if let UpPhase::Tunnel { client, client_id } = u.phase {
+                // The response just relayed was a 101: the rest is the tunnel's.
+                return self.drive_tunnel_upstream(ui, client, client_id);
+            }
             match u.exchange {
                 Some(id) => {
                     if self.relay_response(id, ui) {
@@ -457,7 +493,12 @@ impl Worker {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return false;
         };
-        if u.out.is_empty() || !matches!(u.phase, UpPhase::Busy | UpPhase::Checking) {
+        if u.out.is_empty()
+            || !matches!(
+                u.phase,
+                UpPhase::Busy | UpPhase::Checking | UpPhase::Tunnel { .. }
+            )
+        {
             return false;
         }
         let mut plain = crate::transport::Transport::Plain(Default::default());
@@ -558,7 +599,9 @@ impl Worker {
         if let Some(buf) = u.rbuf.take() {
             self.bufs.give(buf);
         }
-        if u.rt_gen == self.rt_gen {
+        // A tunnel left its server's count when it started.
+        let pooled = !matches!(u.phase, UpPhase::Tunnel { .. });
+        if u.rt_gen == self.rt_gen && pooled {
             if let Some(st) = self
                 .groups
                 .get_mut(u.group)
