@@ -337,3 +337,59 @@ fn merged_forwarded_for_longer_than_a_field_is_refused() {
         Err(http1::OversizedHead::FieldTooLong { limit: 64, .. })
     ));
 }
+
+#[test]
+fn a_websocket_handshake_is_passed_on_with_the_writers_own_upgrade_fields() {
+    let buf = b"GET /chat HTTP/1.1\r\n\
+Host: example.com\r\n\
+Upgrade: WebSocket, h2c\r\n\
+Connection: keep-alive, Upgrade, X-Secret\r\n\
+X-Secret: drop me\r\n\
+Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+Sec-WebSocket-Version: 13\r\n\r\n";
+    let (head, _) = parse_request(buf, &Limits::default()).unwrap().unwrap();
+    assert!(head.upgrade());
+    let edits = HeaderEdits::new();
+    let mut out = Vec::new();
+    let fwd = Forwarding {
+        connection: ConnectionOption::UpgradeWebSocket,
+        ..forwarding(&edits, head.framing())
+    };
+    write_request_head(&mut out, &head, buf, &fwd).unwrap();
+    assert_eq!(
+        text(&out),
+        "GET /chat HTTP/1.1\r\n\
+Host: example.com\r\n\
+Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+Sec-WebSocket-Version: 13\r\n\
+X-Forwarded-For: 192.0.2.7\r\n\
+Via: 1.1 ktls-proxy\r\n\
+Connection: upgrade\r\n\
+Upgrade: websocket\r\n\r\n"
+    );
+    let (again, _) = parse_request(&out, &Limits::default()).unwrap().unwrap();
+    assert!(again.upgrade());
+    // The 101 back: the same two fields, nothing the origin's Connection named.
+    let resp = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+Connection: Upgrade, X-Internal\r\nX-Internal: 1\r\n\
+Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+    let (head, _) = parse_response(resp, &Limits::default(), false)
+        .unwrap()
+        .unwrap();
+    assert!(head.upgrade() && head.is_interim());
+    let mut out = Vec::new();
+    let fwd = Forwarding {
+        forwarded_for: None,
+        via: None,
+        connection: ConnectionOption::UpgradeWebSocket,
+        ..forwarding(&edits, BodyFraming::None)
+    };
+    write_response_head(&mut out, &head, resp, &fwd).unwrap();
+    assert_eq!(
+        text(&out),
+        "HTTP/1.1 101 Switching Protocols\r\n\
+Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\
+Connection: upgrade\r\n\
+Upgrade: websocket\r\n\r\n"
+    );
+}

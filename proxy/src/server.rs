@@ -193,6 +193,12 @@ fn wait_for_signals(
                     crate::service::monotonic_usec()
                 ));
                 reload(config_path, shared);
+                // Workers pick the new configuration up when their loop turns: make it turn
+                // now, so that connections to removed servers retire on time even on an idle
+                // worker (grace_shutdown_time).
+                for waker in wakers {
+                    let _ = waker.wake();
+                }
                 notify_manager("READY=1");
             }
             SIGUSR1 => reopen_logs(),

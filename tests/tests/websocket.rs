@@ -4,7 +4,7 @@
 //! bounded, a `101` without the WebSocket fields refused, malformed handshakes refused, and
 //! ordinary requests unaffected.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -319,6 +319,10 @@ fn a_peer_that_does_not_read_bounds_what_the_proxy_holds() {
         "the client wrote {sent} bytes to an origin that reads nothing (bound {bound})"
     );
     let grown = rss_kib(pid).saturating_sub(before);
+    eprintln!(
+        "slow reader: origin wrote {flooded} B, client wrote {sent} B (bound {bound} B), \
+         proxy RSS grew {grown} KiB"
+    );
     assert!(
         grown < 8 * 1024,
         "the proxy grew by {grown} KiB holding what its peers could not take"
@@ -378,7 +382,11 @@ fn frang_counts_a_tunnel_as_a_connection() {
     let mut s = None;
     let http = b.http;
     assert!(eventually(Duration::from_secs(5), || {
-        let mut c = connect(http, false);
+        let Ok(tcp) = std::net::TcpStream::connect_timeout(&http, Duration::from_secs(2)) else {
+            return false;
+        };
+        let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut c: Box<dyn e2e::websocket::Stream> = Box::new(tcp);
         let ok = c
             .write_all(e2e::websocket::handshake_request("/chat", "site.test").as_bytes())
             .is_ok()

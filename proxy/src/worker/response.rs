@@ -164,7 +164,9 @@ impl Worker {
             Ok(None) | Err(_) => return Step::Bad { count: true },
         };
         let status = head.status();
-        if status == 101 && fwd.websocket && super::websocket::accepts(&head, input) {
+        // A server removed by a reload without grace time gets no new tunnel (`grace.rs`).
+        let may_tunnel = !(u.removed && u.retire_at.is_none());
+        if status == 101 && fwd.websocket && may_tunnel && super::websocket::accepts(&head, input) {
             let edits = response_edits(rt, vhost, location);
             let out = &mut c.out;
             if h1::write_switching_protocols(out, scratch, &head, input, edits, &rt.forward_limits)
