@@ -169,7 +169,7 @@ pub enum Behaviour {
     Echo,
     /// Sends a text frame `bye` and a Close frame, then closes the connection.
     CloseFirst,
-    /// Writes binary frames as fast as the connection takes them (bounded to 256 MiB).
+    /// Writes binary frames as fast as the connection takes them (256 MiB, then closes).
     Flood,
     /// Reads nothing and sends nothing (for 30 s).
     Silent,
@@ -301,11 +301,12 @@ fn flood(conn: &mut TcpStream, record: &Record) {
     let chunk = frame(OP_BINARY, &vec![0x5a; 60_000], None);
     let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut at = 0;
-    while Instant::now() < deadline && record.written.load(Ordering::SeqCst) < 256 << 20 {
+    let (mut at, mut written) = (0, 0u64);
+    while Instant::now() < deadline && written < 256 << 20 {
         match conn.write(&chunk[at..]) {
             Ok(n) => {
                 at = (at + n) % chunk.len();
+                written += n as u64;
                 record.written.fetch_add(n as u64, Ordering::SeqCst);
             }
             Err(e)

@@ -427,3 +427,53 @@ fn frang_counts_a_tunnel_as_a_connection() {
         .is_ok_and(|r| r.starts_with(b"HTTP/1.1 200"))
     }));
 }
+
+/// `WS_BENCH=1`: origin-to-client throughput of a tunnel, side by side in one run: the
+/// client reads 256 MiB of the origin's flood directly, through the proxy over plain TCP and
+/// over TLS (the proxy's record layer on this host). Prints MB/s and the ratios; asserts
+/// nothing about speed (the machine is shared).
+#[test]
+fn tunnel_throughput_side_by_side() {
+    if std::env::var_os("WS_BENCH").is_none() {
+        return;
+    }
+    let b = start("ws-bench", "");
+    let total: usize = 256 << 20;
+    let mut rates: Vec<(&str, Vec<f64>)> =
+        vec![("direct", vec![]), ("plain", vec![]), ("tls", vec![])];
+    for _round in 0..3 {
+        for (name, samples) in rates.iter_mut() {
+            let mut s = match *name {
+                "direct" => connect(b.origin.addr(), false),
+                "plain" => connect(b.http, false),
+                _ => connect(b.https, true),
+            };
+            assert!(open(&mut *s, "/flood").starts_with("HTTP/1.1 101"));
+            let mut buf = vec![0u8; 256 * 1024];
+            let mut got = 0usize;
+            let t = Instant::now();
+            while got < total {
+                match std::io::Read::read(&mut s, &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got += n,
+                }
+            }
+            let secs = t.elapsed().as_secs_f64();
+            assert!(got >= total, "{name}: {got} bytes");
+            samples.push(got as f64 / secs / 1e6);
+        }
+    }
+    let median = |v: &Vec<f64>| {
+        let mut v = v.clone();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let direct = median(&rates[0].1);
+    for (name, samples) in &rates {
+        eprintln!(
+            "ws bench {name}: {samples:.0?} MB/s, median {:.0} MB/s, {:.2} of direct",
+            median(samples),
+            median(samples) / direct
+        );
+    }
+}
