@@ -222,6 +222,29 @@ def case_malformed(port):
     check(c.status.get(nxt) == 200, "the connection still serves")
 
 
+def case_websocket(port):
+    """WebSockets over HTTP/2 (RFC 8441) are not offered: the proxy's SETTINGS do not enable
+    extended CONNECT, a stream that sends :protocol anyway is reset (PROTOCOL_ERROR), and the
+    connection goes on."""
+    c = Client(port, raw=True)
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, [(":method", "CONNECT"), (":protocol", "websocket"),
+                              (":scheme", "http"), (":path", "/chat"), (":authority", HOST),
+                              ("sec-websocket-version", "13")], end_stream=False)
+    c.bodies[sid] = bytearray()
+    c.flush()
+    try:
+        c.pump(lambda: sid in c.ended)
+    except h2.exceptions.ProtocolError:
+        pass
+    check(c.resets.get(sid) == 1, f"extended CONNECT: resets {c.resets}, status {c.status}")
+    # The server's SETTINGS came first, before the reset.
+    check(c.conn.remote_settings.get(8, 0) != 1, "SETTINGS_ENABLE_CONNECT_PROTOCOL is on")
+    nxt = c.request("GET", "/pattern/10")
+    c.pump(lambda: nxt in c.ended)
+    check(c.status.get(nxt) == 200, "the connection still serves")
+
+
 CASES = {name[5:]: f for name, f in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":

@@ -185,6 +185,7 @@ fn frame_level_cases_with_python_h2() {
         "redirect",
         "frang_block",
         "malformed",
+        "websocket",
     ];
     let out = Command::new("timeout")
         .args(["180", "python3", script, &site.h2c.port().to_string()])
