@@ -165,21 +165,15 @@ impl Worker {
         };
         let status = head.status();
         // A server removed by a reload without grace time gets no new tunnel (`grace.rs`).
-        let may_tunnel = !(u.removed && u.retire_at.is_none());
-        if status == 101 && fwd.websocket && may_tunnel && super::websocket::accepts(&head, input) {
+        if status == 101 && fwd.websocket && !(u.removed && u.retire_at.is_none()) {
             let edits = response_edits(rt, vhost, location);
-            let out = &mut c.out;
-            if h1::write_switching_protocols(out, scratch, &head, input, edits, &rt.forward_limits)
-                .is_err()
-            {
-                return Step::Bad { count: true };
+            let switch = (&head, input, edits, &rt.forward_limits);
+            if let Some(step) = switch_protocols(fwd, &mut c.out, scratch, switch) {
+                if let Some(b) = u.rbuf.as_mut() {
+                    b.consume(len);
+                }
+                return step;
             }
-            fwd.status = status;
-            fwd.sent_to_client = true;
-            if let Some(b) = u.rbuf.as_mut() {
-                b.consume(len);
-            }
-            return Step::Switch;
         }
         if (100..200).contains(&status) {
             return relay_interim(fwd, c, u, status, len, &shared.metrics);
@@ -391,6 +385,33 @@ impl Worker {
             }
         }
     }
+}
+
+/// The origin's `101` to a WebSocket handshake (`switch`: the head, the bytes it was parsed
+/// from, the response edits and the forwarding limits): when it accepts the handshake, it is
+/// queued for the client and the exchange switches to a tunnel (the caller consumes the head).
+/// None: not a switch this proxy makes (the caller refuses the 101).
+fn switch_protocols(
+    fwd: &mut super::exchange::Forward,
+    out: &mut crate::outbox::Outbox,
+    scratch: &mut Vec<u8>,
+    switch: (
+        &http1::ResponseHead,
+        &[u8],
+        &http1::HeaderEdits,
+        &http1::Limits,
+    ),
+) -> Option<Step> {
+    let (head, input, edits, limits) = switch;
+    if !super::websocket::accepts(head, input) {
+        return None;
+    }
+    if h1::write_switching_protocols(out, scratch, head, input, edits, limits).is_err() {
+        return Some(Step::Bad { count: true });
+    }
+    fwd.status = head.status();
+    fwd.sent_to_client = true;
+    Some(Step::Switch)
 }
 
 /// The response edits of `vhost` (its `location`'s when it has one); none if the vhost
