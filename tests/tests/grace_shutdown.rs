@@ -4,7 +4,6 @@
 //! server when the grace time is over: a request without an answer gets 502, a WebSocket
 //! tunnel is closed. With 0, tunnels to a removed server close at the reload.
 
-use std::io::Read;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
