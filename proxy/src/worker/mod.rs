@@ -11,6 +11,7 @@ mod finish;
 mod forward;
 mod h1;
 mod h2;
+mod h2_floods;
 mod h2_serve;
 mod handshake_deadline;
 mod health;

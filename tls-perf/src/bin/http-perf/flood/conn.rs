@@ -107,7 +107,9 @@ impl Thread<'_> {
         let mut next_tick = Instant::now() + TICK;
         loop {
             let now = Instant::now();
-            if now >= deadline {
+            // Without --reconnect the run ends when the server has closed every connection.
+            let all_done = self.conns.iter().all(|c| matches!(c.stage, Stage::Done));
+            if now >= deadline || all_done {
                 break;
             }
             let busy = self.conns.iter().any(|c| c.write_ready);
