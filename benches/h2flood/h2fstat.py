@@ -85,6 +85,10 @@ def cmd_pair(a):
         "rss_peak_bytes": mem.get("peak_bytes"),
         "rss_growth_bytes": mem.get("growth_bytes"),
         "server_vanished": mem.get("vanished", False),
+        # The server's share of its core during the flood: near 1, the server was the
+        # bottleneck; well below, the clients' core (shared by h2load and the flooder) was.
+        "server_cpu_util": (mem["cpu_secs"] / mem["wall_secs"]
+                            if mem.get("wall_secs") else None),
         "rss_samples": mem.get("samples", [])[::5],
         "throughput_ratio": (flood["req_per_sec"] / base["req_per_sec"]
                              if base["req_per_sec"] else None),
@@ -162,8 +166,8 @@ def cmd_report(a):
         by.setdefault(r["attack_kind"], {})[r["server"]] = r
     v = verdicts(by)
     lines = [
-        "| attack | server | RSS growth | legit req/s: base → flood | ratio | p99 ms: base → flood | flooding connections |",
-        "|---|---|---|---|---|---|---|",
+        "| attack | server | RSS growth | legit req/s: base → flood | ratio | p99 ms: base → flood | server CPU | flooding connections |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for attack, servers in by.items():
         for s in SERVERS:
@@ -174,7 +178,8 @@ def cmd_report(a):
             lines.append(
                 f"| {attack} | {s} | {fmt_mib(r['rss_growth_bytes'])} | "
                 f"{b['req_per_sec']:.0f} → {fl['req_per_sec']:.0f} | {fmt_pct(r['throughput_ratio'])} | "
-                f"{b['p99_ms']} → {fl['p99_ms']} | {ended(r['attack'])} |")
+                f"{b['p99_ms']} → {fl['p99_ms']} | {fmt_pct(r.get('server_cpu_util'))} | "
+                f"{ended(r['attack'])} |")
     lines.append("")
     lines.append("| attack | proxy RSS ≤ 16 MiB | proxy legit ≥ 80 % | RSS ≤ nginx's | legit ≥ nginx's |")
     lines.append("|---|---|---|---|---|")

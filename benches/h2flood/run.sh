@@ -17,8 +17,9 @@
 # Cache-Control: public, max-age=3600) and the clients run on core 0.
 #
 # For each attack and server: a warm-up fills the cache; then the legitimate client
-# alone (h2load -c 4 -m 10 -t 1 -D D on the 10-byte page; per-request times from its
-# --log-file give the p99) is the baseline; then
+# alone (h2load -c 4 -m 10 -t 1 -D D --rps=250 on the 10-byte page: 1000 requests/s
+# offered, which both servers serve with most of their core to spare; per-request times
+# from its --log-file give the p99) is the baseline; then
 #   http-perf --h2-flood ATTACK -c 10 -d D+2 --reconnect --server-pid PID --json
 # floods from 10 connections (a connection the server closes is replaced at once; the
 # flooder runs at nice 19 beside h2load on core 0, so that it takes only the CPU the
@@ -33,7 +34,8 @@
 # as good as nginx's.
 #
 # Environment: H2F_PORT [25443], H2F_ORIGIN_PORT [25000], H2F_DURATION [30, quick 5],
-# H2F_CONNS [10] flooding connections, BIN_DIR [target/release].
+# H2F_CONNS [10] flooding connections, H2F_RPS [250] requests/s per legitimate h2load
+# client (0: a closed loop, as fast as the client core allows), BIN_DIR [target/release].
 # Everything started here is stopped by pid on exit; the script refuses to run if a
 # port it needs already answers, and stops (exit 1, with the log) if a server does not
 # start. The binaries are copied first, so a rebuild during the run changes nothing.
@@ -79,6 +81,12 @@ if [[ $QUICK == 1 ]]; then DUR=${H2F_DURATION:-5}; MODE=quick; else DUR=${H2F_DU
 PORT=${H2F_PORT:-25443}
 ORIGIN_PORT=${H2F_ORIGIN_PORT:-25000}
 CONNS=${H2F_CONNS:-10}
+# The legitimate load: a fixed offered rate (requests/s per h2load client, 4 clients), so
+# that the ratio measures whether the server keeps serving it, not how much CPU the
+# flooder leaves to the client core; H2F_RPS=0 for a closed loop (as fast as it can).
+RPS=${H2F_RPS:-250}
+LEGIT_RATE=
+[[ $RPS != 0 ]] && LEGIT_RATE="--rps=$RPS"
 COMMAND="$( (env | grep -E '^H2F_[A-Z_]+=' || true) | sort | tr '\n' ' ')benches/h2flood/run.sh"
 [[ $QUICK == 1 ]] && COMMAND+=" --quick"
 [[ ${#ONLY[@]} -gt 0 ]] && COMMAND+=" --only ${ONLY[*]}"
@@ -195,7 +203,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 MACHINE=$(python3 "$ROOT/benches/ab/abstat.py" machine --root "$ROOT" --load "$LOAD_START" \
     --mode "$MODE, ${DUR}s of flooding per attack" --runs 1 --command "$COMMAND" \
     --placement "clients (h2load, http-perf --h2-flood) and origin pinned to core $CLIENT_CPU; each server pinned to core $SERVER_CPU with 1 worker" \
-    --client "h2load -c 4 -m 10 -t 1 -D $DUR; http-perf --h2-flood ATTACK -c $CONNS -d $((DUR + 2)) --reconnect")
+    --client "h2load -c 4 -m 10 -t 1 -D $DUR $LEGIT_RATE; http-perf --h2-flood ATTACK -c $CONNS -d $((DUR + 2)) --reconnect")
 echo "h2flood: $MODE run, attacks: ${ATTACKS[*]}; load average at start: $LOAD_START; raw results in $OUT" >&2
 
 # --- one attack against one server -------------------------------------------------------
@@ -221,7 +229,7 @@ stop_server() {
     die "the port $PORT still answers after the server was stopped"
 }
 legit() {     # out log: the legitimate client, bounded
-    timeout -s KILL $((DUR + 30)) taskset -c "$CLIENT_CPU" h2load -c 4 -m 10 -t 1 -D "$DUR" \
+    timeout -s KILL $((DUR + 30)) taskset -c "$CLIENT_CPU" h2load -c 4 -m 10 -t 1 -D "$DUR" $LEGIT_RATE \
         --connect-to="127.0.0.1:$PORT" --log-file="$2" "https://$HOST/" >"$1" 2>&1 || true
 }
 RESULTS="$OUT/results.jsonl"

@@ -16,8 +16,8 @@ use std::time::{Instant, SystemTime};
 use h2::{Connection, ErrorCode, Field};
 
 use super::exchange::ExchangeId;
-use super::h2_floods::{FloodWatch, Trip};
 use super::h1::Reply;
+use super::h2_floods::{FloodWatch, Trip};
 use super::request::{Request, Scheme};
 use crate::outbox::Outbox;
 

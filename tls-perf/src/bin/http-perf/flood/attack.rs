@@ -142,6 +142,13 @@ impl Attack {
         self.kind != FloodKind::ZeroWindow
     }
 
+    /// Whether the connection may answer the server (acks, credit) between attack frames:
+    /// not inside the endless header block of the CONTINUATION flood, where any other frame
+    /// is a protocol error (the server would close for that, not for the flood).
+    pub fn may_answer(&self) -> bool {
+        self.kind != FloodKind::Continuation || self.next_stream == 1
+    }
+
     /// The client preface, SETTINGS, and what the attack opens with.
     pub fn opening(&mut self, out: &mut Vec<u8>) -> u64 {
         out.extend_from_slice(wire::PREFACE);

@@ -272,12 +272,18 @@ impl Thread<'_> {
             match stream.read(&mut self.scratch) {
                 Ok(0) => return self.closed_by_server(i, start),
                 Ok(n) => {
+                    let mut unsent = Vec::new();
+                    let answers = if c.attack.may_answer() {
+                        &mut c.out
+                    } else {
+                        &mut unsent
+                    };
                     let fed = c.reader.feed(
                         &self.scratch[..n],
                         start,
                         &mut c.attack,
                         &mut self.tally,
-                        &mut c.out,
+                        answers,
                     );
                     if fed.is_err() {
                         self.tally.bad_frames += 1;

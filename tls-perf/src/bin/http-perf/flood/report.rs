@@ -110,12 +110,14 @@ impl FloodReport<'_> {
         if let Some(m) = self.memory {
             let _ = writeln!(
                 s,
-                "  Server:      pid {}, memory {} at start, peak {} (+{}), {} at end{}",
+                "  Server:      pid {}, memory {} at start, peak {} (+{}), {} at end; CPU {:.2}s in {:.2}s{}",
                 m.pid,
                 mib(m.start()),
                 mib(m.peak()),
                 mib(m.growth()),
                 mib(m.end()),
+                m.cpu_secs,
+                m.wall_secs,
                 if m.vanished() {
                     "; the process was gone at a sample"
                 } else {
@@ -138,6 +140,8 @@ impl FloodReport<'_> {
                 "end_bytes": m.end(),
                 "growth_bytes": m.growth(),
                 "vanished": m.vanished(),
+                "cpu_secs": m.cpu_secs,
+                "wall_secs": m.wall_secs,
                 "samples": m.samples,
             })
         });

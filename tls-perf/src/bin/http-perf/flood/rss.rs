@@ -13,6 +13,10 @@ pub struct Memory {
     pub pid: u32,
     /// (milliseconds since the first sample, bytes), the first taken before any connection.
     pub samples: Vec<(u64, u64)>,
+    /// CPU seconds the server's process tree spent from the first sample to the last.
+    pub cpu_secs: f64,
+    /// Wall seconds from the first sample to the last.
+    pub wall_secs: f64,
 }
 
 impl Memory {
@@ -47,16 +51,21 @@ impl Sampler {
         let flag = Arc::clone(&stop);
         let t0 = Instant::now();
         let first = tls_perf::procstat::memory_bytes(pid).unwrap_or(0);
+        let cpu0 = tls_perf::procstat::cpu_seconds(pid).unwrap_or(0.0);
         let handle = std::thread::spawn(move || {
             let mut m = Memory {
                 pid,
                 samples: vec![(0, first)],
+                cpu_secs: 0.0,
+                wall_secs: 0.0,
             };
             while !flag.load(Ordering::Relaxed) {
                 std::thread::sleep(INTERVAL);
                 let bytes = tls_perf::procstat::memory_bytes(pid).unwrap_or(0);
                 m.samples.push((t0.elapsed().as_millis() as u64, bytes));
             }
+            m.cpu_secs = (tls_perf::procstat::cpu_seconds(pid).unwrap_or(cpu0) - cpu0).max(0.0);
+            m.wall_secs = t0.elapsed().as_secs_f64();
             m
         });
         Sampler { stop, handle }
