@@ -122,7 +122,7 @@ impl Worker {
         let Codec::H2(h2) = &mut c.codec else {
             return false;
         };
-        if !h2.out_stalled_since.is_some_and(|at| now >= at + timeout) || c.out.is_empty() {
+        if h2.out_stalled_since.is_none_or(|at| now < at + timeout) || c.out.is_empty() {
             return false;
         }
         h2.out_stalled_since = None;

@@ -34,8 +34,9 @@ pub struct FloodPlan {
 }
 
 const TICK: Duration = Duration::from_millis(50);
-/// Bytes one connection writes before the others get their turn.
+/// Bytes one connection writes, or reads, before the others (and the clock) get their turn.
 const WRITE_TURN: usize = 256 * 1024;
+const READ_TURN: usize = 1024 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
 const RECONNECT_PAUSE: Duration = Duration::from_millis(20);
 const GOAWAY_GRACE: Duration = Duration::from_secs(1);
@@ -57,7 +58,8 @@ struct Conn {
     reader: Reader,
     out: Vec<u8>,
     out_at: usize,
-    /// The socket took everything offered last time and there may be more to write.
+    /// The socket may take more, or hold more to read, than the last turn handled: drive
+    /// the connection again without waiting for a readiness event (they are edge-triggered).
     write_ready: bool,
 }
 
@@ -268,10 +270,19 @@ impl Thread<'_> {
         let Some(stream) = c.stream.as_mut() else {
             return;
         };
+        let mut read = 0;
+        // A server that sends without pause must not keep this loop from its clock (nor the
+        // attack from its turn): what is left is read on the next pass.
+        let mut more = false;
         loop {
+            if read >= READ_TURN {
+                more = true;
+                break;
+            }
             match stream.read(&mut self.scratch) {
                 Ok(0) => return self.closed_by_server(i, start),
                 Ok(n) => {
+                    read += n;
                     let mut unsent = Vec::new();
                     let answers = if c.attack.may_answer() {
                         &mut c.out
@@ -307,7 +318,7 @@ impl Thread<'_> {
                 }
                 if c.out.is_empty() {
                     // Nothing to send until the server answers (a stream ends, say).
-                    c.write_ready = false;
+                    c.write_ready = more;
                     return;
                 }
             }
@@ -323,7 +334,7 @@ impl Thread<'_> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // Readiness comes back with the next writable event.
-                    c.write_ready = false;
+                    c.write_ready = more;
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
