@@ -78,6 +78,7 @@ pub const TOP_LEVEL: &[&str] = &[
     "http_max_header_list_size",
     "ctrl_frame_rate_multiplier",
     "window_update_frame_rate_multiplier",
+    "h2_stall_timeout",
     "http_allow_empty_body_content_type",
     "tls_match_any_server_name",
     "grace_shutdown_time",

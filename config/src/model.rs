@@ -72,6 +72,10 @@ pub struct Config {
     /// `window_update_frame_rate_multiplier N` (HTTP/2): WINDOW_UPDATE frames per second, as
     /// a multiple of `max_concurrent_streams`. Default 4.
     pub window_update_frame_rate_multiplier: u32,
+    /// Extension `h2_stall_timeout N` (HTTP/2): a stream whose send window stays shut, or a
+    /// client that reads nothing, for this long loses the stream / the connection. 30 s.
+    #[serde(with = "secs")]
+    pub h2_stall_timeout: Duration,
     pub http_allow_empty_body_content_type: bool,
     /// Extension: number of worker processes sharing the listeners.
     pub worker_processes: u32,
@@ -118,6 +122,7 @@ impl Default for Config {
             http_max_header_list_size: None,
             ctrl_frame_rate_multiplier: 16,
             window_update_frame_rate_multiplier: 4,
+            h2_stall_timeout: Duration::from_secs(30),
             http_allow_empty_body_content_type: false,
             worker_processes: 1,
             worker_threads: None,

@@ -1,6 +1,6 @@
 //! HTTP/2 counters: connections and streams, RST_STREAM by code both ways, GOAWAYs, and the
 //! flood defences that tripped, by kind. The `h2` crate counts per connection; the worker
-//! adds a connection's counts here when it ends.
+//! adds a connection's counts here when it ends, and its flood trips as they happen.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,7 +46,15 @@ struct Sums {
 }
 
 impl H2Metrics {
-    /// Adds the counts of a connection that ended.
+    /// A connection tripped the `kind` defence `times` times (counted as it happens).
+    pub fn add_floods(&self, kind: Flood, times: u64) {
+        let mut s = self.sums.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = Flood::ALL.iter().position(|k| *k == kind) {
+            s.floods[i] += times;
+        }
+    }
+
+    /// Adds the counts of a connection that ended (its floods were added as they tripped).
     pub fn add(&self, c: &h2::Counters) {
         let mut s = self.sums.lock().unwrap_or_else(|e| e.into_inner());
         s.streams += c.streams_total;
@@ -56,9 +64,6 @@ impl H2Metrics {
         for (i, code) in CODES.iter().enumerate() {
             s.resets_sent[i] += c.resets_sent(*code);
             s.resets_received[i] += c.resets_received(*code);
-        }
-        for (i, kind) in Flood::ALL.iter().enumerate() {
-            s.floods[i] += c.floods(*kind);
         }
     }
 

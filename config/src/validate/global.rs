@@ -193,6 +193,13 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
                 }
             }
         }
+        "h2_stall_timeout" => {
+            if let Some(v) = c.single(d, "h2_stall_timeout SECONDS (1-86400)") {
+                if let Some(n) = c.u32_in(v, "timeout in seconds", 1, 86_400) {
+                    cfg.h2_stall_timeout = std::time::Duration::from_secs(u64::from(n));
+                }
+            }
+        }
         "http_allow_empty_body_content_type" => {
             if let Some(v) = c.single(d, "http_allow_empty_body_content_type true|false") {
                 if let Some(b) = c.bool(v) {

@@ -73,6 +73,7 @@ pub const TOP: &[&str] = &[
     "http_max_header_list_size",
     "ctrl_frame_rate_multiplier",
     "window_update_frame_rate_multiplier",
+    "h2_stall_timeout",
     "http_allow_empty_body_content_type",
     "grace_shutdown_time",
     "client_ws_timeout",

@@ -406,7 +406,8 @@ impl Worker {
             IoStatus::Done(n) => {
                 if n > 0 {
                     // An HTTP/2 outbox that was full held back every stream: wake them.
-                    if let Codec::H2(h2) = &c.codec {
+                    if let Codec::H2(h2) = &mut c.codec {
+                        h2.out_stalled_since = None;
                         if was_full && c.out.has_room() {
                             let ids: Vec<_> = h2.exchanges().map(|(_, id)| id).collect();
                             self.wake_upstreams(ids);

@@ -256,7 +256,7 @@ impl Worker {
 
     /// `block_action ... drop`: nothing more is sent; a dropped attacker gets a reset, not a
     /// polite FIN.
-    fn drop_response(&mut self, ci: usize, kind: Refusal) {
+    pub(super) fn drop_response(&mut self, ci: usize, kind: Refusal) {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };

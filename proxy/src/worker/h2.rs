@@ -17,6 +17,7 @@ use h2::{Connection, ErrorCode, Field};
 
 use super::exchange::ExchangeId;
 use super::h1::Reply;
+use super::h2_floods::{FloodWatch, Trip};
 use super::request::{Request, Scheme};
 use crate::outbox::Outbox;
 
@@ -95,6 +96,12 @@ pub struct H2Codec {
     idle_since: Option<Instant>,
     /// When the client timer was last armed for this connection.
     pub armed_at: Option<Instant>,
+    /// The flood trips already counted and logged.
+    floods: FloodWatch,
+    /// Since when the client's outbox has held bytes without any being written: the
+    /// outbox, not the `h2` connection, is where a client that reads nothing stalls us
+    /// (the connection's output moves there at once; streams stop when it is full).
+    pub out_stalled_since: Option<Instant>,
 }
 
 impl H2Codec {
@@ -112,7 +119,14 @@ impl H2Codec {
             tails: StreamMap::default(),
             idle_since: Some(Instant::now()),
             armed_at: None,
+            floods: FloodWatch::default(),
+            out_stalled_since: None,
         })
+    }
+
+    /// The flood defences tripped since the last call (counted in the metrics by the caller).
+    pub fn new_trips(&mut self) -> Vec<Trip> {
+        self.floods.new_trips(self.conn.counters())
     }
 
     /// When the connection became idle, if it is.
@@ -476,9 +490,13 @@ impl H2Codec {
 }
 
 impl Drop for H2Codec {
-    /// The connection's counters join the process's when it ends.
+    /// The connection's counters join the process's when it ends (flood trips as they
+    /// happen; any left uncounted, now).
     fn drop(&mut self) {
         self.gauge(-(self.streams.len() as i64));
+        for t in self.new_trips() {
+            self.metrics.h2.add_floods(t.kind, t.times);
+        }
         self.metrics.h2.add(self.conn.counters());
     }
 }

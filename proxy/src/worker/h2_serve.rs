@@ -37,6 +37,8 @@ impl Worker {
                 .unwrap_or(defaults.max_header_list_size),
             ctrl_frame_rate_multiplier: config.ctrl_frame_rate_multiplier,
             window_update_frame_rate_multiplier: config.window_update_frame_rate_multiplier,
+            send_window_timeout: config.h2_stall_timeout,
+            output_stall_timeout: config.h2_stall_timeout,
             ..defaults
         }
     }
@@ -93,8 +95,14 @@ impl Worker {
                 if h2.conn.is_done() {
                     c.close_after_flush = true;
                 }
+                if c.out.is_empty() {
+                    h2.out_stalled_since = None;
+                } else {
+                    h2.out_stalled_since.get_or_insert(now);
+                }
             }
         }
+        self.h2_floods(ci);
         self.arm_h2_timer(ci);
         moved
     }
@@ -353,6 +361,9 @@ impl Worker {
     pub(super) fn h2_timer(&mut self, ci: usize, now: Instant) {
         let keepalive = self.idle_timeout();
         let draining = self.draining.is_some();
+        if self.h2_output_stalled(ci, now) {
+            return;
+        }
         if let Some(h2) = self.h2_codec(ci) {
             h2.armed_at = None;
             h2.conn.on_timeout(now);
@@ -370,6 +381,7 @@ impl Worker {
     /// Arms the client timer at the connection's next deadline.
     pub(super) fn arm_h2_timer(&mut self, ci: usize) {
         let keepalive = self.idle_timeout();
+        let stall_timeout = self.rt.config.h2_stall_timeout;
         let Some(h2) = self.h2_codec(ci) else {
             return;
         };
@@ -380,8 +392,9 @@ impl Worker {
             return;
         }
         let idle = h2.idle_at().map(|at| at + keepalive);
+        let stall = h2.out_stalled_since.map(|at| at + stall_timeout);
         let busy = (!h2.is_idle()).then(|| Instant::now() + H2_TIMER_MAX);
-        let Some(at) = [h2.conn.next_deadline(), idle, busy]
+        let Some(at) = [h2.conn.next_deadline(), idle, busy, stall]
             .into_iter()
             .flatten()
             .min()

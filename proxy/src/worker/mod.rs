@@ -12,6 +12,7 @@ mod forward;
 mod grace;
 mod h1;
 mod h2;
+mod h2_floods;
 mod h2_serve;
 mod handshake_deadline;
 mod health;

@@ -9,8 +9,8 @@ use clap::Parser;
 #[derive(Parser, Debug, Clone)]
 #[command(
     name = "http-perf",
-    about = "HTTP/1.1 load generator with wrk's command line and report, and a C10K/C100K hold mode",
-    after_help = "Examples:\n  http-perf -c 100 -t 2 -d 10s --latency https://127.0.0.1:8443/\n  http-perf -c 1000 -t 2 -d 30 -H \"Connection: close\" --connect 127.0.0.1:8443 https://tempesta-tech.com/\n  http-perf --hold 10000 --hold-secs 5 --rounds 2 --addrs 127.0.0.1,127.0.0.2 --server-pid PID https://127.0.0.1:8443/"
+    about = "HTTP/1.1 load generator with wrk's command line and report, a C10K/C100K hold mode, and HTTP/2 floods",
+    after_help = "Examples:\n  http-perf -c 100 -t 2 -d 10s --latency https://127.0.0.1:8443/\n  http-perf -c 1000 -t 2 -d 30 -H \"Connection: close\" --connect 127.0.0.1:8443 https://tempesta-tech.com/\n  http-perf --hold 10000 --hold-secs 5 --rounds 2 --addrs 127.0.0.1,127.0.0.2 --server-pid PID https://127.0.0.1:8443/\n  http-perf --h2-flood ping -c 10 -d 30 --server-pid PID --json https://127.0.0.1:8443/"
 )]
 pub struct Args {
     /// Connections to keep open (in total, over all threads).
@@ -86,6 +86,15 @@ pub struct Args {
     /// Internal: run as hold child I of K (`I/K`), reporting JSON lines to the parent.
     #[arg(long = "hold-child", hide = true)]
     pub hold_child: Option<String>,
+
+    /// HTTP/2 flood: ping, settings, reset, continuation, hpack, window, empty-data,
+    /// zero-window, priority, unknown or made-you-reset, from -c connections for -d (TLS
+    /// with ALPN h2 for https URLs, h2c by prior knowledge for http).
+    #[arg(long = "h2-flood", value_name = "KIND")]
+    pub h2_flood: Option<crate::flood::FloodKind>,
+    /// HTTP/2 flood: replace every connection the server closes (a persistent attacker).
+    #[arg(long)]
+    pub reconnect: bool,
 
     /// http://HOST[:PORT]/PATH or https://...
     pub url: String,

@@ -1,9 +1,10 @@
 //! `http-perf`: an HTTP/1.1 load generator with wrk's command line and report, HDR latency,
-//! pipelining, constant-rate mode, TLS with optional resumption, JSON output, and a hold mode
-//! for C10K/C100K gates. See docs/HTTP-PERF.md.
+//! pipelining, constant-rate mode, TLS with optional resumption, JSON output, a hold mode
+//! for C10K/C100K gates, and HTTP/2 flood attacks (`--h2-flood`). See docs/HTTP-PERF.md.
 
 mod chunked;
 mod cli;
+mod flood;
 mod hold;
 mod hold_conn;
 mod hold_group;
@@ -65,6 +66,8 @@ fn main() -> ExitCode {
     // write is a write error, never a silent death.
     let outcome = if args.hold_child.is_some() {
         hold_group::run_child(&args)
+    } else if let Some(kind) = args.h2_flood {
+        flood::run(&args, kind)
     } else if args.hold.is_some() {
         hold::run(&args)
     } else {

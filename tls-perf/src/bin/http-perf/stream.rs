@@ -62,9 +62,8 @@ impl Stream {
         }
     }
 
-    /// The TLS object (origin counts resumed sessions with it).
-    // Only `origin` asks; http-perf includes this file too.
-    #[allow(dead_code)]
+    /// The TLS object (origin counts resumed sessions with it; http-perf's floods check
+    /// the protocol ALPN selected).
     pub fn ssl(&self) -> Option<&openssl::ssl::SslRef> {
         match self {
             Stream::Plain(_) => None,

@@ -18,6 +18,15 @@ pub struct TlsClient {
 
 impl TlsClient {
     pub fn new(sni: Option<String>, tickets: bool) -> Result<TlsClient, ErrorStack> {
+        Self::build(sni, tickets, b"\x08http/1.1")
+    }
+
+    /// A client offering `alpn` (wire format: length-prefixed names), without tickets.
+    pub fn with_alpn(sni: Option<String>, alpn: &[u8]) -> Result<TlsClient, ErrorStack> {
+        Self::build(sni, false, alpn)
+    }
+
+    fn build(sni: Option<String>, tickets: bool, alpn: &[u8]) -> Result<TlsClient, ErrorStack> {
         let mut b = SslContext::builder(SslMethod::tls_client())?;
         b.set_verify(SslVerifyMode::NONE);
         // Idle connections (hold mode) then keep no record buffers.
@@ -37,7 +46,7 @@ impl TlsClient {
             b.set_session_cache_mode(SslSessionCacheMode::OFF);
             None
         };
-        b.set_alpn_protos(b"\x08http/1.1")?;
+        b.set_alpn_protos(alpn)?;
         Ok(TlsClient {
             ctx: b.build(),
             sni,
