@@ -87,8 +87,9 @@ struct VhostSticky {
 }
 
 pub struct StickyRt {
-    /// In the runtime's vhost order (0: the default vhost); `None`: no sticky settings.
-    vhosts: Vec<Option<VhostSticky>>,
+    /// In the runtime's vhost order (0: the default vhost). Every vhost has its session
+    /// table: a group's own `sticky_sessions`/`learn` pins without a vhost `sticky`.
+    vhosts: Vec<VhostSticky>,
     /// Per server group: `sticky_sessions`/`learn` given in the group.
     groups: Vec<Option<GroupSticky>>,
     misses: Mutex<MissTable<IpAddr>>,
@@ -120,10 +121,6 @@ impl StickyRt {
         let mut vhosts = Vec::with_capacity(config.vhosts.len() + 1);
         for v in std::iter::once(&config.default_vhost).chain(&config.vhosts) {
             let s = &v.sticky;
-            if !s.is_enabled() {
-                vhosts.push(None);
-                continue;
-            }
             let secret = match s.secret.as_deref() {
                 Some(secret) => secret,
                 None => process_secret().map_err(StickyRtError::Key)?,
@@ -134,14 +131,14 @@ impl StickyRt {
                 Some(js) => load_template(&v.name, js.template.as_deref())?,
                 None => Template::builtin(),
             };
-            vhosts.push(Some(VhostSticky {
+            vhosts.push(VhostSticky {
                 cookie: s.cookie.clone(),
                 codec,
                 lifetime: s.sess_lifetime,
                 template,
                 sessions: s.sessions,
                 table: SessionTable::new(SESSIONS_PER_VHOST, s.sess_lifetime),
-            }));
+            });
         }
         Ok(StickyRt {
             vhosts,
@@ -156,7 +153,12 @@ impl StickyRt {
     }
 
     fn vhost(&self, vhost: usize) -> Option<&VhostSticky> {
-        self.vhosts.get(vhost).and_then(Option::as_ref)
+        self.vhosts.get(vhost)
+    }
+
+    /// Whether requests to `vhost` have a sticky cookie to check (the rest pass untouched).
+    pub fn checks(&self, vhost: usize) -> bool {
+        self.vhost(vhost).is_some_and(|v| v.cookie.is_some())
     }
 
     /// The name of the proxy's own cookie in `vhost`, which never reaches the backend.

@@ -29,6 +29,9 @@ pub struct StickyState {
     pub set_cookie: Option<String>,
     /// The session the vhost's cookie names.
     pub session: Option<Vec<u8>>,
+    /// This request pinned its session: if that server fails before answering, the session
+    /// is scheduled again whatever `allow_failover` says (it never reached its server).
+    pub fresh_pin: bool,
 }
 
 /// The values of the request's `Cookie` fields.
@@ -47,7 +50,7 @@ impl Worker {
         let Some(ex) = self.exchanges.get(id) else {
             return false;
         };
-        let Some(vhost) = ex.vhost else {
+        let Some(vhost) = ex.vhost.filter(|&v| rt.sticky.checks(v)) else {
             return true;
         };
         let Some(addr) = self.clients.get(ex.client).map(|c| c.peer.ip()) else {
@@ -84,6 +87,7 @@ impl Worker {
                         ex.sticky = Some(Box::new(StickyState {
                             set_cookie,
                             session,
+                            fresh_pin: false,
                         }));
                     }
                 }
@@ -183,14 +187,14 @@ impl Worker {
         let Some(key) = self.session_key(&rt, id, group) else {
             return self.pick(group, hash_key, avoid, new_connection);
         };
-        let Some(sessions) = self
-            .exchanges
-            .get(id)
-            .and_then(|ex| ex.vhost)
-            .and_then(|v| rt.sticky.sessions(v, group))
-        else {
+        let Some(ex) = self.exchanges.get(id) else {
             return self.pick(group, hash_key, avoid, new_connection);
         };
+        let fresh = ex.sticky.as_ref().is_some_and(|s| s.fresh_pin);
+        let Some(mut sessions) = ex.vhost.and_then(|v| rt.sticky.sessions(v, group)) else {
+            return self.pick(group, hash_key, avoid, new_connection);
+        };
+        sessions.policy.allow_failover |= fresh;
         let servers = rt.groups.get(group).map_or(0, |g| g.servers.len());
         let alive: Vec<bool> = (0..servers)
             .map(|s| Some(s) != avoid && self.server_up(group, s))
@@ -212,6 +216,19 @@ impl Worker {
                 server
             },
         );
+        if matches!(routed, Pinned::New(_) | Pinned::Moved { .. }) {
+            if let Some(ex) = self.exchanges.get_mut(id) {
+                ex.sticky
+                    .get_or_insert_with(|| {
+                        Box::new(StickyState {
+                            set_cookie: None,
+                            session: None,
+                            fresh_pin: false,
+                        })
+                    })
+                    .fresh_pin = true;
+            }
+        }
         let m = &self.shared.metrics.sticky;
         match routed {
             Pinned::Same(s) => self.pick_server(group, s, new_connection),
@@ -219,6 +236,8 @@ impl Worker {
                 bump(&m.sessions_pinned);
                 scheduled.unwrap_or(Pick::Down)
             }
+            // The first request of a session whose new server failed: scheduled again.
+            Pinned::Moved { .. } if fresh => scheduled.unwrap_or(Pick::Down),
             Pinned::Moved { from, to } => {
                 bump(&m.sessions_failed_over);
                 let g = rt.groups.get(group);
