@@ -314,3 +314,97 @@ fn load_template(vhost: &str, path: Option<&std::path::Path>) -> Result<Template
         .map_err(|e| err(format!("{e}; give a readable UTF-8 file or no template")))?;
     Template::parse(&text).map_err(|e| err(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn rt(sticky: &str) -> StickyRt {
+        let text = format!("srv_group default {{ server 127.0.0.1:8000; }}\n{sticky}\n");
+        let loaded = config::parse_str("t.conf", &text, std::path::Path::new("/"))
+            .unwrap_or_else(|d| panic!("{d}"));
+        StickyRt::build(&loaded.config).unwrap()
+    }
+
+    fn who() -> ClientIdentity<'static> {
+        ClientIdentity {
+            addr: "192.0.2.1".parse().unwrap(),
+            user_agent: b"ua",
+        }
+    }
+
+    fn at(ms: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(1_800_000_000_000 + ms)
+    }
+
+    fn check(rt: &StickyRt, cookie: &str, ms: u64) -> Action {
+        let fields: [&[u8]; 1] = [cookie.as_bytes()];
+        rt.check(0, fields.into_iter(), &who(), at(ms)).unwrap()
+    }
+
+    #[test]
+    fn a_cookie_is_set_once_and_then_names_the_session() {
+        let rt = rt("sticky { cookie; secret \"k\"; }");
+        let Action::Forward {
+            set_cookie: Some(set),
+            session: Some(session),
+        } = check(&rt, "a=1", 0)
+        else {
+            panic!("a cookie is set");
+        };
+        let pair = set.split(';').next().unwrap();
+        assert_eq!(pair.as_bytes(), [b"__tfw=".as_slice(), &session].concat());
+        assert_eq!(
+            check(&rt, pair, 5),
+            Action::Forward {
+                set_cookie: None,
+                session: Some(session)
+            }
+        );
+        assert_eq!(rt.issued_cookie_name(0), Some("__tfw"));
+    }
+
+    #[test]
+    fn attack_the_challenge_times_cookies_and_blocks_after_max_misses() {
+        let rt = rt("sticky { cookie enforce max_misses=3; secret \"k\";\n\
+                     cookie_options Path=/ HttpOnly;\n\
+                     js_challenge delay_min=1000 delay_range=1000; }");
+        let Action::Challenge { status, page } = check(&rt, "", 0) else {
+            panic!("a challenge");
+        };
+        assert_eq!(status, 503);
+        // The script can only set a cookie without HttpOnly.
+        assert!(!page.contains("HttpOnly"), "{page}");
+        let value = page.split("__tfw=").nth(1).unwrap()[..80].to_string();
+        let cookie = format!("__tfw={value}");
+        // Replayed at once: too early, a second miss.
+        assert!(matches!(check(&rt, &cookie, 10), Action::Challenge { .. }));
+        // In the window; then passed for good, however old.
+        assert!(matches!(check(&rt, &cookie, 1500), Action::Forward { .. }));
+        assert!(matches!(
+            check(&rt, &cookie, 60_000),
+            Action::Forward { .. }
+        ));
+        // No cookie twice more: the fourth miss is over max_misses=3.
+        assert!(matches!(check(&rt, "", 0), Action::Challenge { .. }));
+        assert_eq!(
+            check(&rt, "", 0),
+            Action::Block {
+                misses: 4,
+                limit: 3
+            }
+        );
+    }
+
+    #[test]
+    fn a_missing_template_is_a_clear_error() {
+        let text = "srv_group default { server 127.0.0.1:8000; }\n\
+                    sticky { cookie enforce; js_challenge delay_min=10 delay_range=10 /nonexistent/t.html; }\n";
+        let loaded = config::parse_str("t.conf", text, std::path::Path::new("/"))
+            .unwrap_or_else(|d| panic!("{d}"));
+        let err = StickyRt::build(&loaded.config).err().expect("an error");
+        let text = err.to_string();
+        assert!(text.contains("/nonexistent/t.html"), "{text}");
+    }
+}

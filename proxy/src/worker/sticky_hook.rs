@@ -72,6 +72,14 @@ impl Worker {
                 return false;
             }
         };
+        self.sticky_act(id, action)
+    }
+
+    /// Carries out the sticky cookie's decision for exchange `id`: true to serve it.
+    fn sticky_act(&mut self, id: ExchangeId, action: Action) -> bool {
+        let Some(ex) = self.exchanges.get_mut(id) else {
+            return false;
+        };
         let close = !ex.keep_alive || ex.request.has_body();
         let m = &self.shared.metrics.sticky;
         match action {
@@ -82,16 +90,14 @@ impl Worker {
                 if set_cookie.is_some() {
                     bump(&m.cookies_issued);
                 }
-                if let Some(ex) = self.exchanges.get_mut(id) {
-                    if set_cookie.is_some() || session.is_some() {
-                        ex.sticky = Some(Box::new(StickyState {
-                            set_cookie,
-                            session,
-                            fresh_pin: false,
-                        }));
-                    }
+                if set_cookie.is_some() || session.is_some() {
+                    ex.sticky = Some(Box::new(StickyState {
+                        set_cookie,
+                        session,
+                        fresh_pin: false,
+                    }));
                 }
-                true
+                return true;
             }
             Action::Redirect { set_cookie } => {
                 for c in [&m.misses, &m.redirects, &m.cookies_issued] {
@@ -104,13 +110,7 @@ impl Worker {
                     (b"set-cookie", set_cookie.as_bytes()),
                     (b"cache-control", b"no-store"),
                 ];
-                let page = LocalPage {
-                    status: 302,
-                    fields: &fields,
-                    body: b"",
-                };
-                self.answer(id, Reply::Local(page), close);
-                false
+                self.answer_page(id, 302, &fields, b"", close);
             }
             Action::Challenge { status, page } => {
                 for c in [&m.misses, &m.challenges, &m.cookies_issued] {
@@ -120,13 +120,7 @@ impl Worker {
                     (b"content-type", b"text/html; charset=utf-8"),
                     (b"cache-control", b"no-store"),
                 ];
-                let page = LocalPage {
-                    status,
-                    fields: &fields,
-                    body: page.as_bytes(),
-                };
-                self.answer(id, Reply::Local(page), close);
-                false
+                self.answer_page(id, status, &fields, page.as_bytes(), close);
             }
             Action::Block { misses, limit } => {
                 bump(&m.misses);
@@ -138,13 +132,30 @@ impl Worker {
                     ),
                     status: FRANG_BLOCK_STATUS,
                 };
+                // The path of frang's blocks: block_action, the log line, ip_block.
                 match self.client_of(id) {
                     Some(ci) => self.frang_violation(ci, Some(id), &v),
                     None => self.drop_exchange(id),
                 }
-                false
             }
         }
+        false
+    }
+
+    fn answer_page(
+        &mut self,
+        id: ExchangeId,
+        status: u16,
+        fields: &[(&[u8], &[u8])],
+        body: &[u8],
+        close: bool,
+    ) {
+        let page = LocalPage {
+            status,
+            fields,
+            body,
+        };
+        self.answer(id, Reply::Local(page), close);
     }
 
     /// The upstream request's edits with the proxy's own cookie taken out of `Cookie`
