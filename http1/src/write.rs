@@ -56,6 +56,8 @@ type OwnedField = (Box<[u8]>, Box<[u8]>);
 pub struct HeaderEdits {
     set: Vec<OwnedField>,
     add: Vec<OwnedField>,
+    /// Names of fields removed without a replacement.
+    remove: Vec<Box<[u8]>>,
 }
 
 impl HeaderEdits {
@@ -79,15 +81,24 @@ impl HeaderEdits {
         Ok(self)
     }
 
-    /// Whether there are no edits.
+    /// Remove every field named `name` (case-insensitive), writing none
+    /// in its place (the proxy's own cookie, stripped before forwarding).
+    pub fn remove(&mut self, name: &[u8]) -> Result<&mut Self, InvalidHeader> {
+        validate_edit(name, b"")?;
+        self.remove.push(name.into());
+        Ok(self)
+    }
+
     /// Appends `other`'s edits after these (both were validated when made).
     pub fn extend(&mut self, other: &HeaderEdits) {
         self.set.extend(other.set.iter().cloned());
         self.add.extend(other.add.iter().cloned());
+        self.remove.extend(other.remove.iter().cloned());
     }
 
+    /// Whether there are no edits.
     pub fn is_empty(&self) -> bool {
-        self.set.is_empty() && self.add.is_empty()
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
     }
 
     /// How many fields the edits write.
@@ -97,6 +108,7 @@ impl HeaderEdits {
 
     fn replaces(&self, name: &[u8]) -> bool {
         self.set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+            || self.remove.iter().any(|n| n.eq_ignore_ascii_case(name))
     }
 
     fn write(&self, out: &mut Vec<u8>) {

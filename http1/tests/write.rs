@@ -393,3 +393,21 @@ Connection: upgrade\r\n\
 Upgrade: websocket\r\n\r\n"
     );
 }
+
+#[test]
+fn removed_fields_are_not_forwarded_and_nothing_replaces_them() {
+    let buf = b"GET / HTTP/1.1\r\nHost: a\r\nCookie: __tfw=1\r\nAccept: */*\r\ncookie: x=2\r\n\r\n";
+    let (head, _) = parse_request(buf, &Limits::default()).unwrap().unwrap();
+    let mut edits = HeaderEdits::new();
+    edits.remove(b"Cookie").unwrap();
+    assert!(!edits.is_empty());
+    let mut out = Vec::new();
+    write_request_head(&mut out, &head, buf, &forwarding(&edits, head.framing())).unwrap();
+    let sent = text(&out);
+    assert!(!sent.to_ascii_lowercase().contains("cookie"), "{sent}");
+    assert!(sent.contains("Accept: */*\r\n"), "{sent}");
+    assert_eq!(
+        edits.remove(b"Content-Length").unwrap_err(),
+        InvalidHeader::Reserved
+    );
+}

@@ -42,8 +42,5 @@ pub fn load(path: &Path) -> Result<Arc<Runtime>, String> {
     for w in &loaded.warnings {
         warn!("{w}");
     }
-    for w in sticky::unenforced(&loaded.config) {
-        warn!("{}: {w}", path.display());
-    }
     Runtime::build(loaded.config).map_err(|e| e.to_string())
 }

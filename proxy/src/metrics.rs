@@ -68,6 +68,7 @@ pub struct Metrics {
     pub workers: Vec<WorkerMetrics>,
     pub h2: crate::metrics_h2::H2Metrics,
     pub tunnels: crate::metrics_tunnel::TunnelMetrics,
+    pub sticky: crate::sticky::metrics::StickyMetrics,
 }
 
 impl Metrics {
@@ -285,6 +286,7 @@ impl Metrics {
         }
         self.h2.render(&mut out);
         self.tunnels.render(&mut out);
+        self.sticky.render(&mut out);
         if let Some(cache) = cache {
             out.push_str(cache);
         }

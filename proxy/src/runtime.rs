@@ -26,6 +26,9 @@ pub struct Runtime {
     pub ktls_mode: ktls::offload::KtlsMode,
     /// Per-client frang accounting; a reload starts it afresh with the new limits.
     pub frang: Arc<crate::frang::Frang>,
+    /// Sticky cookies, the challenge and sessions; a reload starts miss counts and sessions
+    /// afresh, like frang's tables.
+    pub sticky: crate::sticky::runtime::StickyRt,
 }
 
 pub struct VhostRt {
@@ -91,6 +94,7 @@ pub enum RuntimeError {
         vhost: String,
         reason: String,
     },
+    Sticky(crate::sticky::runtime::StickyRtError),
 }
 
 impl fmt::Display for RuntimeError {
@@ -106,6 +110,7 @@ impl fmt::Display for RuntimeError {
                 Ok(())
             }
             RuntimeError::Regex(e) => write!(f, "error: http_chain regular expression: {e}"),
+            RuntimeError::Sticky(e) => write!(f, "error: {e}"),
             RuntimeError::Cache { vhost, reason } => {
                 write!(f, "error: vhost `{vhost}`: cache settings: {reason}")
             }
@@ -225,7 +230,10 @@ impl Runtime {
                     config.frang.tcp_connection_rate_frame,
                 ),
         );
+        let sticky =
+            crate::sticky::runtime::StickyRt::build(&config).map_err(RuntimeError::Sticky)?;
         Ok(Arc::new(Runtime {
+            sticky,
             config,
             tls,
             router,

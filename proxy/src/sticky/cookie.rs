@@ -11,12 +11,12 @@ use std::fmt;
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use openssl::hash::MessageDigest;
-use openssl::pkey::PKey;
-use openssl::sign::Signer;
+use openssl::sha::Sha256;
 
 /// Length of the random key used when no `secret` is configured.
 const RANDOM_KEY_LEN: usize = 32;
+/// SHA-256's block size (RFC 2104's B).
+const BLOCK: usize = 64;
 const TIME_HEX: usize = 16;
 const MAC_LEN: usize = 32;
 /// Length of a cookie value in characters.
@@ -83,9 +83,15 @@ pub enum Verdict {
 }
 
 /// Issues and verifies cookie values with one key.
+///
+/// The HMAC (RFC 2104) runs on SHA-256 states that have already absorbed the key's inner and
+/// outer pads: each MAC clones them and hashes only the message, with no key object or
+/// algorithm lookup per request (through OpenSSL 3's `EVP_DigestSign` the check cost ~15 us
+/// of proxy CPU per request on a loaded 2-core machine; benches/sticky_ab.sh).
 #[derive(Clone)]
 pub struct CookieCodec {
-    key: PKey<openssl::pkey::Private>,
+    inner: Sha256,
+    outer: Sha256,
     lifetime: Option<Duration>,
 }
 
@@ -103,35 +109,56 @@ impl CookieCodec {
     /// cookies do not survive a restart, as in Tempesta). `lifetime` is
     /// `sess_lifetime` (`None`: cookies never expire).
     pub fn new(secret: Option<&str>, lifetime: Option<Duration>) -> Result<Self, StickyError> {
-        let key = match secret {
-            Some(s) => PKey::hmac(s.as_bytes())?,
+        let mut random = [0u8; RANDOM_KEY_LEN];
+        let key: &[u8] = match secret {
+            Some(s) => s.as_bytes(),
             None => {
-                let mut bytes = [0u8; RANDOM_KEY_LEN];
-                openssl::rand::rand_bytes(&mut bytes)?;
-                PKey::hmac(&bytes)?
+                openssl::rand::rand_bytes(&mut random)?;
+                &random
             }
         };
-        Ok(CookieCodec { key, lifetime })
+        // K0: the key, hashed first when longer than a block, zero-padded to a block.
+        let mut k0 = [0u8; BLOCK];
+        if key.len() > BLOCK {
+            k0[..32].copy_from_slice(&openssl::sha::sha256(key));
+        } else {
+            k0[..key.len()].copy_from_slice(key);
+        }
+        let pad = |byte: u8| {
+            let mut h = Sha256::new();
+            h.update(&k0.map(|k| k ^ byte));
+            h
+        };
+        let (inner, outer) = (pad(0x36), pad(0x5c));
+        k0.fill(0);
+        random.fill(0);
+        Ok(CookieCodec {
+            inner,
+            outer,
+            lifetime,
+        })
     }
 
     fn mac(&self, millis: u64, who: &ClientIdentity<'_>) -> Result<Vec<u8>, StickyError> {
-        let mut s = Signer::new(MessageDigest::sha256(), &self.key)?;
-        s.update(&millis.to_be_bytes())?;
+        let mut s = self.inner.clone();
+        s.update(&millis.to_be_bytes());
         // A family tag keeps an IPv4 address and an IPv6 one with the same
         // leading bytes apart; the User-Agent comes last, so the message
         // splits one way only.
         match who.addr {
             IpAddr::V4(a) => {
-                s.update(&[4])?;
-                s.update(&a.octets())?;
+                s.update(&[4]);
+                s.update(&a.octets());
             }
             IpAddr::V6(a) => {
-                s.update(&[6])?;
-                s.update(&a.octets())?;
+                s.update(&[6]);
+                s.update(&a.octets());
             }
         }
-        s.update(who.user_agent)?;
-        Ok(s.sign_to_vec()?)
+        s.update(who.user_agent);
+        let mut o = self.outer.clone();
+        o.update(&s.finish());
+        Ok(o.finish().to_vec())
     }
 
     /// A fresh value for `who`, issued at `now`.
@@ -242,6 +269,32 @@ mod tests {
                 .unwrap(),
             Verdict::Valid { .. }
         ));
+    }
+
+    /// The precomputed-pad HMAC agrees with OpenSSL's own, for short, block-sized and long keys.
+    #[test]
+    fn the_mac_is_hmac_sha256() {
+        use openssl::hash::MessageDigest;
+        use openssl::pkey::PKey;
+        use openssl::sign::Signer;
+        let me = who("10.0.0.1");
+        for key in ["k".to_string(), "b".repeat(64), "l".repeat(200)] {
+            let c = CookieCodec::new(Some(&key), None).unwrap();
+            let value = c.issue(&me, t(0)).unwrap();
+            let pkey = PKey::hmac(key.as_bytes()).unwrap();
+            let mut s = Signer::new(MessageDigest::sha256(), &pkey).unwrap();
+            let millis = u64::from_str_radix(&value[..TIME_HEX], 16).unwrap();
+            for part in [&millis.to_be_bytes()[..], &[4], &[10, 0, 0, 1], UA] {
+                s.update(part).unwrap();
+            }
+            let expected: String = s
+                .sign_to_vec()
+                .unwrap()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(&value[TIME_HEX..], expected, "key of {} bytes", key.len());
+        }
     }
 
     #[test]

@@ -92,6 +92,11 @@ impl<K: Hash + Eq + Clone> MissTable<K> {
         decision
     }
 
+    /// The misses counted for `client` so far.
+    pub fn count(&mut self, client: &K) -> u32 {
+        self.counts.get(client).copied().unwrap_or(0)
+    }
+
     pub fn len(&self) -> usize {
         self.counts.len()
     }

@@ -1,21 +1,22 @@
-//! Tempesta's sticky cookie, sticky sessions and JavaScript challenge, as
-//! pure parts the request path will call: the cookie value ([`cookie`]),
+//! Tempesta's sticky cookie, sticky sessions and JavaScript challenge: the
+//! cookie value ([`cookie`]), the client's `Cookie` fields ([`cookies`]),
 //! the per-request decision ([`enforce`]), the challenge page and its time
-//! window ([`challenge`]) and the shared session table ([`sessions`]).
-//!
-//! Not wired into the workers yet: the configuration is parsed and
-//! validated, and [`unenforced`] names what is configured but not acted on
-//! so that startup says so.
+//! window ([`challenge`]), the shared session table ([`sessions`]), and all
+//! of it built from one configuration ([`runtime`]). The worker calls them
+//! from `worker/sticky_hook.rs`.
 
 pub mod challenge;
 pub mod cookie;
+pub mod cookies;
 pub mod enforce;
 mod lru;
+pub mod metrics;
+pub mod runtime;
 pub mod sessions;
 
 use std::time::Duration;
 
-use config::{Config, StickyCookie, Vhost};
+use config::StickyCookie;
 
 /// The `Set-Cookie` value for a new cookie: `NAME=VALUE`, the configured
 /// options, and `Max-Age` from `sess_lifetime` unless the options give
@@ -34,48 +35,6 @@ pub fn set_cookie(cookie: &StickyCookie, value: &str, lifetime: Option<Duration>
         out.push_str(&format!("; Max-Age={}", l.as_secs()));
     }
     out
-}
-
-/// The issue-20 directives present in `cfg` that the proxy parses but does
-/// not act on yet, one line each, for a startup warning.
-pub fn unenforced(cfg: &Config) -> Vec<String> {
-    let mut out = Vec::new();
-    let vhosts = std::iter::once(&cfg.default_vhost).chain(&cfg.vhosts);
-    for v in vhosts {
-        out.extend(vhost_sticky(v));
-    }
-    for g in &cfg.server_groups {
-        if g.sticky.is_some() {
-            out.push(format!(
-                "srv_group `{}`: `sticky_sessions`/`learn` are parsed but sessions are not pinned yet",
-                g.name
-            ));
-        }
-    }
-    out
-}
-
-fn vhost_sticky(v: &Vhost) -> Option<String> {
-    let s = &v.sticky;
-    if !s.is_enabled() {
-        return None;
-    }
-    let mut what = Vec::new();
-    if let Some(c) = &s.cookie {
-        what.push(if c.js_challenge.is_some() {
-            "the sticky cookie and js_challenge"
-        } else {
-            "the sticky cookie"
-        });
-    }
-    if s.sessions.is_some() {
-        what.push("sticky_sessions");
-    }
-    Some(format!(
-        "vhost `{}`: {} parsed and validated but not enforced yet (requests pass unchallenged)",
-        v.name,
-        what.join(" and ")
-    ))
 }
 
 #[cfg(test)]
@@ -108,22 +67,5 @@ mod tests {
             set_cookie(&c, "v", Some(Duration::from_secs(900))),
             "__tfw=v; Path=/; max-age=5"
         );
-    }
-
-    #[test]
-    fn startup_names_what_is_not_enforced() {
-        let text = "srv_group default { server 127.0.0.1:8000; sticky_sessions; }\n\
-                    sticky { cookie enforce; js_challenge delay_min=1000 delay_range=2000; }\n\
-                    grace_shutdown_time 5;\n";
-        let loaded = config::parse_str("t.conf", text, std::path::Path::new("/"))
-            .unwrap_or_else(|d| panic!("{d}"));
-        let lines = unenforced(&loaded.config);
-        // grace_shutdown_time is enforced (worker/grace.rs): no warning.
-        assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(lines[0].contains("js_challenge") && lines[0].contains("not enforced"));
-        assert!(lines[1].contains("srv_group `default`"));
-        let plain = config::parse_str("t.conf", "listen 80;\n", std::path::Path::new("/"))
-            .unwrap_or_else(|d| panic!("{d}"));
-        assert!(unenforced(&plain.config).is_empty());
     }
 }

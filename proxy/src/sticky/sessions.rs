@@ -136,6 +136,20 @@ impl SessionTable {
         result
     }
 
+    /// Pins session `key` to `server` at `now`, whatever it was pinned to: the server
+    /// itself named the session (`learn`: its `Set-Cookie`).
+    pub fn pin(&self, key: SessionKey, server: usize, now: Instant) {
+        let mut shard = self.shard(&key);
+        self.drop_expired(&mut shard, now);
+        shard.insert(
+            key,
+            Pin {
+                server,
+                last_used: now,
+            },
+        );
+    }
+
     /// Forgets the expired sessions at the old end of a shard; each call
     /// does work only for entries it removes.
     fn drop_expired(&self, shard: &mut Lru<SessionKey, Pin>, now: Instant) {
@@ -199,6 +213,23 @@ mod tests {
         assert_eq!(
             t.route(other_group, now, STICK, |_| true, || Some(1)),
             Pinned::New(1)
+        );
+    }
+
+    #[test]
+    fn a_learned_session_goes_where_the_server_named_it() {
+        let t = SessionTable::new(100, None);
+        let now = Instant::now();
+        t.pin(key("sid-1"), 3, now);
+        assert_eq!(
+            t.route(key("sid-1"), now, STICK, |_| true, || Some(0)),
+            Pinned::Same(3)
+        );
+        // A server naming the session again moves it there.
+        t.pin(key("sid-1"), 1, now);
+        assert_eq!(
+            t.route(key("sid-1"), now, STICK, |_| true, || Some(0)),
+            Pinned::Same(1)
         );
     }
 

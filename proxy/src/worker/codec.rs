@@ -50,7 +50,10 @@ pub fn reply(
     head_only: bool,
 ) -> u64 {
     match &mut c.codec {
-        Codec::H1(_) => h1::write_reply(&mut c.out, reply, to, date),
+        Codec::H1(_) => match reply {
+            Reply::Local(page) => h1::write_local(&mut c.out, page, to, date, head_only),
+            _ => h1::write_reply(&mut c.out, reply, to, date),
+        },
         Codec::H2(h2) => {
             let bytes = h2.reply(stream, reply, date, head_only);
             h2.flush_into(&mut c.out);

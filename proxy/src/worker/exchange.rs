@@ -62,6 +62,8 @@ pub struct Exchange {
     pub timer_gen: u64,
     /// Waited for another request's cache fill once: do not wait again.
     pub cache_after_wait: bool,
+    /// What the sticky cookie decided for this request (`sticky_hook.rs`).
+    pub sticky: Option<Box<super::sticky_hook::StickyState>>,
 }
 
 pub(super) enum RespPhase {
@@ -222,6 +224,7 @@ impl Exchanges {
             limits: new.limits,
             timer_gen: 0,
             cache_after_wait: false,
+            sticky: None,
         });
         ExchangeId { index, serial }
     }

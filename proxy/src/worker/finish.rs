@@ -196,7 +196,7 @@ impl Worker {
             return (status, 0);
         };
         let date = match reply {
-            Reply::Redirect { .. } => self.date.now().to_string(),
+            Reply::Redirect { .. } | Reply::Local(_) => self.date.now().to_string(),
             _ => String::new(),
         };
         let Some(c) = self.clients.get_mut(ci) else {

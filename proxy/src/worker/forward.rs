@@ -32,6 +32,7 @@ impl Worker {
         mut validators: Option<HeaderEdits>,
     ) {
         let rt = self.rt.clone();
+        validators = self.sticky_request_edits(id, validators.take());
         let Some(draft) = self.upstream_head(id, validators.as_mut()) else {
             return;
         };
@@ -145,7 +146,13 @@ impl Worker {
     pub(super) fn dispatch(&mut self, id: ExchangeId, mut forward: Box<Forward>) {
         let mut avoid = None;
         loop {
-            match self.pick(forward.group, forward.hash_key, avoid, forward.websocket) {
+            match self.sticky_pick(
+                id,
+                forward.group,
+                forward.hash_key,
+                avoid,
+                forward.websocket,
+            ) {
                 Pick::Pooled(ui) => return self.attach(id, ui, forward),
                 Pick::Connect(server) => {
                     match self.connect(forward.group, server, UpPhase::Connecting) {

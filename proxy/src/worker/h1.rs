@@ -232,6 +232,16 @@ pub enum Reply<'a> {
         entry: &'a Arc<cache::Entry>,
         kind: cache::ReplyKind,
     },
+    /// A page the proxy composes with fields of its own (the sticky cookie's 302 and its
+    /// JavaScript challenge).
+    Local(LocalPage<'a>),
+}
+
+/// A status, fields (lower-case names) and a body, written for the client's protocol.
+pub struct LocalPage<'a> {
+    pub status: u16,
+    pub fields: &'a [(&'a [u8], &'a [u8])],
+    pub body: &'a [u8],
 }
 
 impl Reply<'_> {
@@ -239,6 +249,7 @@ impl Reply<'_> {
     pub fn status(&self) -> u16 {
         match self {
             Reply::Status(status) | Reply::Redirect { status, .. } => *status,
+            Reply::Local(page) => page.status,
             Reply::Stored { entry, kind } => match kind {
                 cache::ReplyKind::NotModified => 304,
                 _ => entry.status(),
@@ -274,7 +285,35 @@ pub fn write_reply(out: &mut Outbox, reply: &Reply<'_>, to: ReplyTo, date: &str)
             0
         }
         Reply::Stored { entry, kind } => write_stored(out, entry, *kind, to),
+        Reply::Local(page) => write_local(out, page, to, date, false),
     }
+}
+
+/// A page of the proxy's own; the body is left out for a HEAD request (its length stays).
+pub fn write_local(
+    out: &mut Outbox,
+    page: &LocalPage<'_>,
+    to: ReplyTo,
+    date: &str,
+    head_only: bool,
+) -> u64 {
+    let mut head = Vec::with_capacity(256);
+    let status = page.status;
+    http1::write_status_line(&mut head, status, http1::reason_phrase(status).as_bytes());
+    for (name, value) in page.fields {
+        http1::write_field(&mut head, name, value);
+    }
+    http1::write_framing(&mut head, BodyFraming::Length(page.body.len() as u64));
+    http1::write_field(&mut head, b"Date", date.as_bytes());
+    http1::write_field(&mut head, b"Server", b"ktls-proxy");
+    out.push(&head);
+    write_connection(out, to);
+    out.push(b"\r\n");
+    if head_only {
+        return 0;
+    }
+    out.push(page.body);
+    page.body.len() as u64
 }
 
 /// The stored head (copied, small), this client's connection field and the Age, then the

@@ -16,7 +16,7 @@ use std::time::{Instant, SystemTime};
 use h2::{Connection, ErrorCode, Field};
 
 use super::exchange::ExchangeId;
-use super::h1::Reply;
+use super::h1::{LocalPage, Reply};
 use super::h2_floods::{FloodWatch, Trip};
 use super::request::{Request, Scheme};
 use crate::outbox::Outbox;
@@ -306,6 +306,7 @@ impl H2Codec {
                 let _ = self.conn.send_headers(stream, status, &fields, true);
                 0
             }
+            Reply::Local(page) => self.local(stream, page, date, head_only),
             Reply::Stored { entry, kind } => {
                 let (head, body) = entry.reply_parts(*kind);
                 let mut h1_head = head.to_vec();
@@ -321,6 +322,29 @@ impl H2Codec {
                 body_len as u64
             }
         }
+    }
+
+    /// A page of the proxy's own on `stream`; returns the body bytes sent.
+    fn local(&mut self, stream: u32, page: &LocalPage<'_>, date: &str, head_only: bool) -> u64 {
+        let len = page.body.len().to_string();
+        let mut fields: Vec<(&[u8], &[u8])> = page.fields.to_vec();
+        fields.extend_from_slice(&[
+            (b"content-length", len.as_bytes()),
+            (b"date", date.as_bytes()),
+            (b"server", b"ktls-proxy"),
+        ]);
+        let end = head_only || page.body.is_empty();
+        if self
+            .conn
+            .send_headers(stream, page.status, &fields, end)
+            .is_err()
+            || end
+        {
+            return 0;
+        }
+        self.data(stream, page.body);
+        self.end(stream);
+        page.body.len() as u64
     }
 
     /// Sends an HTTP/1-form response head (as the H1 writer rendered it for this client:

@@ -23,6 +23,7 @@ mod request;
 mod request_body;
 mod response;
 mod route;
+mod sticky_hook;
 mod tunnel;
 mod upstream;
 mod websocket;

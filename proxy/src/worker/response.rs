@@ -10,6 +10,7 @@ use super::codec::{self, Codec};
 use super::exchange::{ExchangeId, RespPhase};
 use super::finish::Outcome;
 use super::h1::{self, ReplyTo};
+use super::sticky_hook;
 use super::Worker;
 use crate::close_reason::CloseReason;
 use crate::metrics::bump;
@@ -145,6 +146,7 @@ impl Worker {
         };
         let (vhost, location, keep_alive, stream) =
             (ex.vhost, ex.location, ex.keep_alive, ex.stream);
+        let set_cookie = ex.sticky.as_ref().and_then(|s| s.set_cookie.clone());
         let Some(fwd) = ex.forward_mut() else {
             return Step::Wait;
         };
@@ -188,6 +190,7 @@ impl Worker {
             return step;
         }
         let edits = response_edits(rt, vhost, location);
+        let edits = &*sticky_hook::response_edits(set_cookie.as_deref(), edits);
         let to = ReplyTo {
             http10: fwd.http10,
             close: !keep_alive,
@@ -207,6 +210,14 @@ impl Worker {
         if let Some(fill) = fwd.fill.as_mut() {
             fill.begin_store(status, scratch, head.content_length());
         }
+        sticky_hook::learn(
+            rt,
+            &shared.metrics,
+            vhost,
+            (fwd.group, u.server),
+            &head,
+            input,
+        );
         if plan.close_delimited {
             c.close_after_flush = true;
         }

@@ -199,7 +199,9 @@ impl Worker {
                     ex.vhost = Some(vhost);
                     ex.location = location;
                 }
-                self.serve(id, cache);
+                if self.sticky_gate(id) {
+                    self.serve(id, cache);
+                }
             }
         }
     }

@@ -199,6 +199,40 @@ impl Worker {
         }
     }
 
+    /// Whether `server` of `group` takes requests now, as this worker knows it.
+    pub(super) fn server_up(&self, group: usize, server: usize) -> bool {
+        self.groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .is_some_and(|st| st.is_up(Instant::now()))
+    }
+
+    /// A connection to one given server (a sticky session's): pooled, new, or `Full` at
+    /// its `conns_n`; always new when `fresh` (a WebSocket handshake), as in `pick`.
+    pub(super) fn pick_server(&mut self, group: usize, server: usize, fresh: bool) -> Pick {
+        let conns_n = self
+            .rt
+            .groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .map_or(0, |s| s.conns_n);
+        let Some(st) = self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        else {
+            return Pick::Down;
+        };
+        if fresh {
+            return Pick::Connect(server);
+        }
+        match st.idle.pop() {
+            Some(ui) => Pick::Pooled(ui),
+            None if st.open < conns_n => Pick::Connect(server),
+            None => Pick::Full,
+        }
+    }
+
     /// Opens a connection to `server` of `group`. Errors are immediate connect failures.
     pub(super) fn connect(
         &mut self,

@@ -1,0 +1,337 @@
+//! Where the sticky cookie, the JavaScript challenge and sticky sessions meet the request
+//! path (the logic is in `crate::sticky`): a routed request is checked (`sticky_gate`, from
+//! `route.rs`); a forwarded one loses the proxy's cookie (`sticky_request_edits`, from
+//! `forward.rs`) and goes to its session's server (`sticky_pick`, from `dispatch`); its
+//! response carries a new cookie and may name a session (`response_edits`, `learn`, from
+//! `response.rs`). Local answers go through the codec sink like every other reply.
+
+use std::borrow::Cow;
+use std::time::{Instant, SystemTime};
+
+use http1::HeaderEdits;
+
+use super::exchange::ExchangeId;
+use super::h1::{LocalPage, Reply};
+use super::request::Request;
+use super::upstream::Pick;
+use super::Worker;
+use crate::frang::{Violation, FRANG_BLOCK_STATUS};
+use crate::metrics::{bump, Metrics};
+use crate::runtime::Runtime;
+use crate::sticky::cookie::ClientIdentity;
+use crate::sticky::cookies;
+use crate::sticky::runtime::Action;
+use crate::sticky::sessions::{Pinned, SessionKey};
+
+/// What the sticky cookie decided for a forwarded request.
+pub struct StickyState {
+    /// `Set-Cookie` value for the response (a client without a valid cookie).
+    pub set_cookie: Option<String>,
+    /// The session the vhost's cookie names.
+    pub session: Option<Vec<u8>>,
+    /// This request pinned its session: if that server fails before answering, the session
+    /// is scheduled again whatever `allow_failover` says (it never reached its server).
+    pub fresh_pin: bool,
+}
+
+/// The values of the request's `Cookie` fields.
+fn cookie_fields(request: &Request) -> impl Iterator<Item = &[u8]> {
+    request
+        .fields()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie"))
+        .map(|(_, v)| v)
+}
+
+impl Worker {
+    /// Checks routed exchange `id`'s sticky cookie: true to serve it, false when it was
+    /// answered here (302, the challenge, a block).
+    pub(super) fn sticky_gate(&mut self, id: ExchangeId) -> bool {
+        let rt = self.rt.clone();
+        let Some(ex) = self.exchanges.get(id) else {
+            return false;
+        };
+        let Some(vhost) = ex.vhost.filter(|&v| rt.sticky.checks(v)) else {
+            return true;
+        };
+        let Some(addr) = self.clients.get(ex.client).map(|c| c.peer.ip()) else {
+            return false;
+        };
+        let who = ClientIdentity {
+            addr,
+            user_agent: ex.request.header("user-agent").unwrap_or(b""),
+        };
+        let now = SystemTime::now();
+        let action = match rt
+            .sticky
+            .check(vhost, cookie_fields(&ex.request), &who, now)
+        {
+            Ok(action) => action,
+            Err(e) => {
+                crate::warn!("sticky cookie: {e}");
+                self.answer(id, Reply::Status(500), true);
+                return false;
+            }
+        };
+        self.sticky_act(id, action)
+    }
+
+    /// Carries out the sticky cookie's decision for exchange `id`: true to serve it.
+    fn sticky_act(&mut self, id: ExchangeId, action: Action) -> bool {
+        let Some(ex) = self.exchanges.get_mut(id) else {
+            return false;
+        };
+        let close = !ex.keep_alive || ex.request.has_body();
+        let m = &self.shared.metrics.sticky;
+        match action {
+            Action::Forward {
+                set_cookie,
+                session,
+            } => {
+                if set_cookie.is_some() {
+                    bump(&m.cookies_issued);
+                }
+                if set_cookie.is_some() || session.is_some() {
+                    ex.sticky = Some(Box::new(StickyState {
+                        set_cookie,
+                        session,
+                        fresh_pin: false,
+                    }));
+                }
+                return true;
+            }
+            Action::Redirect { set_cookie } => {
+                for c in [&m.misses, &m.redirects, &m.cookies_issued] {
+                    bump(c);
+                }
+                // The same URI, relative: the client repeats it on the same origin.
+                let location = ex.request.path().to_vec();
+                let fields: [(&[u8], &[u8]); 3] = [
+                    (b"location", &location),
+                    (b"set-cookie", set_cookie.as_bytes()),
+                    (b"cache-control", b"no-store"),
+                ];
+                self.answer_page(id, 302, &fields, b"", close);
+            }
+            Action::Challenge { status, page } => {
+                for c in [&m.misses, &m.challenges, &m.cookies_issued] {
+                    bump(c);
+                }
+                let fields: [(&[u8], &[u8]); 2] = [
+                    (b"content-type", b"text/html; charset=utf-8"),
+                    (b"cache-control", b"no-store"),
+                ];
+                self.answer_page(id, status, &fields, page.as_bytes(), close);
+            }
+            Action::Block { misses, limit } => {
+                bump(&m.misses);
+                bump(&m.blocks);
+                let v = Violation {
+                    limit: "sticky_max_misses",
+                    detail: format!(
+                        "{misses} requests without a valid sticky cookie > max_misses {limit}"
+                    ),
+                    status: FRANG_BLOCK_STATUS,
+                };
+                // The path of frang's blocks: block_action, the log line, ip_block.
+                match self.client_of(id) {
+                    Some(ci) => self.frang_violation(ci, Some(id), &v),
+                    None => self.drop_exchange(id),
+                }
+            }
+        }
+        false
+    }
+
+    fn answer_page(
+        &mut self,
+        id: ExchangeId,
+        status: u16,
+        fields: &[(&[u8], &[u8])],
+        body: &[u8],
+        close: bool,
+    ) {
+        let page = LocalPage {
+            status,
+            fields,
+            body,
+        };
+        self.answer(id, Reply::Local(page), close);
+    }
+
+    /// The upstream request's edits with the proxy's own cookie taken out of `Cookie`
+    /// (the other cookies byte for byte); `validators` untouched when there is none.
+    pub(super) fn sticky_request_edits(
+        &self,
+        id: ExchangeId,
+        validators: Option<HeaderEdits>,
+    ) -> Option<HeaderEdits> {
+        let Some(ex) = self.exchanges.get(id) else {
+            return validators;
+        };
+        let Some(name) = ex.vhost.and_then(|v| self.rt.sticky.issued_cookie_name(v)) else {
+            return validators;
+        };
+        let fields: Vec<&[u8]> = cookie_fields(&ex.request).collect();
+        let Some(rest) = cookies::without(&fields, name.as_bytes()) else {
+            return validators;
+        };
+        let mut edits = validators.unwrap_or_default();
+        let kept = !rest.is_empty() && edits.set(b"Cookie", &rest).is_ok();
+        if !kept {
+            // No other cookie (or none that can be written back): no Cookie field at all.
+            let _ = edits.remove(b"Cookie");
+        }
+        Some(edits)
+    }
+
+    /// Chooses a connection for exchange `id` in `group`: its sticky session's server when
+    /// it has one, else the scheduler's choice (which then pins a new session).
+    pub(super) fn sticky_pick(
+        &mut self,
+        id: ExchangeId,
+        group: usize,
+        hash_key: u64,
+        avoid: Option<usize>,
+        new_connection: bool,
+    ) -> Pick {
+        let rt = self.rt.clone();
+        let Some(key) = self.session_key(&rt, id, group) else {
+            return self.pick(group, hash_key, avoid, new_connection);
+        };
+        let Some(ex) = self.exchanges.get(id) else {
+            return self.pick(group, hash_key, avoid, new_connection);
+        };
+        let fresh = ex.sticky.as_ref().is_some_and(|s| s.fresh_pin);
+        let Some(mut sessions) = ex.vhost.and_then(|v| rt.sticky.sessions(v, group)) else {
+            return self.pick(group, hash_key, avoid, new_connection);
+        };
+        sessions.policy.allow_failover |= fresh;
+        let servers = rt.groups.get(group).map_or(0, |g| g.servers.len());
+        let alive: Vec<bool> = (0..servers)
+            .map(|s| Some(s) != avoid && self.server_up(group, s))
+            .collect();
+        let mut scheduled = None;
+        let routed = sessions.table.route(
+            key,
+            Instant::now(),
+            sessions.policy,
+            |s| alive.get(s).copied().unwrap_or(false),
+            || {
+                let pick = self.pick(group, hash_key, avoid, new_connection);
+                let server = match &pick {
+                    Pick::Pooled(ui) => self.upstreams.get(*ui).map(|u| u.server),
+                    Pick::Connect(s) => Some(*s),
+                    Pick::Full | Pick::Down => None,
+                };
+                scheduled = Some(pick);
+                server
+            },
+        );
+        if matches!(routed, Pinned::New(_) | Pinned::Moved { .. }) {
+            if let Some(ex) = self.exchanges.get_mut(id) {
+                ex.sticky
+                    .get_or_insert_with(|| {
+                        Box::new(StickyState {
+                            set_cookie: None,
+                            session: None,
+                            fresh_pin: false,
+                        })
+                    })
+                    .fresh_pin = true;
+            }
+        }
+        let m = &self.shared.metrics.sticky;
+        match routed {
+            Pinned::Same(s) => self.pick_server(group, s, new_connection),
+            Pinned::New(_) => {
+                bump(&m.sessions_pinned);
+                scheduled.unwrap_or(Pick::Down)
+            }
+            // The first request of a session whose new server failed: scheduled again.
+            Pinned::Moved { .. } if fresh => scheduled.unwrap_or(Pick::Down),
+            Pinned::Moved { from, to } => {
+                bump(&m.sessions_failed_over);
+                let g = rt.groups.get(group);
+                let addr = |s: usize| g.and_then(|g| g.servers.get(s)).map(|s| s.addr);
+                crate::warn!(
+                    "sticky session moved from {:?} to {:?} in group `{}`: its server is down",
+                    addr(from),
+                    addr(to),
+                    g.map_or("", |g| g.name.as_str())
+                );
+                scheduled.unwrap_or(Pick::Down)
+            }
+            Pinned::ServerDown(_) => {
+                bump(&m.sessions_server_down);
+                Pick::Down
+            }
+            // Nothing free now: wait in the queue, unpinned; the session is pinned then.
+            Pinned::NoServer => scheduled.unwrap_or(Pick::Down),
+        }
+    }
+
+    /// The session exchange `id` belongs to in `group`, if that group pins sessions.
+    fn session_key(&self, rt: &Runtime, id: ExchangeId, group: usize) -> Option<SessionKey> {
+        let ex = self.exchanges.get(id)?;
+        let sessions = rt.sticky.sessions(ex.vhost?, group)?;
+        let group_id = u32::try_from(group).ok()?;
+        match sessions.group_cookie {
+            Some(name) => cookies::find(cookie_fields(&ex.request), name.as_bytes())
+                .filter(|v| !v.is_empty())
+                .map(|v| SessionKey::new(v, group_id)),
+            None => ex
+                .sticky
+                .as_ref()
+                .and_then(|s| s.session.as_deref())
+                .map(|v| SessionKey::new(v, group_id)),
+        }
+    }
+}
+
+/// The response edits, plus the new sticky cookie when this client gets one. The cache
+/// does not store a response with `Set-Cookie`, so the cookie never reaches another client.
+pub(super) fn response_edits<'a>(
+    set_cookie: Option<&str>,
+    edits: &'a HeaderEdits,
+) -> Cow<'a, HeaderEdits> {
+    let Some(value) = set_cookie else {
+        return Cow::Borrowed(edits);
+    };
+    let mut with_cookie = edits.clone();
+    match with_cookie.add(b"Set-Cookie", value.as_bytes()) {
+        Ok(_) => Cow::Owned(with_cookie),
+        Err(_) => Cow::Borrowed(edits),
+    }
+}
+
+/// `learn name=C`: a response setting cookie C pins that session to the server that sent it.
+pub(super) fn learn(
+    rt: &Runtime,
+    metrics: &Metrics,
+    vhost: Option<usize>,
+    (group, server): (usize, usize),
+    head: &http1::ResponseHead,
+    input: &[u8],
+) {
+    let Some(vhost) = vhost else {
+        return;
+    };
+    let (Some(name), Some(sessions), Ok(group_id)) = (
+        rt.sticky.learn_name(vhost, group),
+        rt.sticky.sessions(vhost, group),
+        u32::try_from(group),
+    ) else {
+        return;
+    };
+    for (n, v) in head.headers().fields(input) {
+        if !n.eq_ignore_ascii_case(b"set-cookie") {
+            continue;
+        }
+        if let Some(value) = cookies::set_cookie_value(v, name.as_bytes()).filter(|v| !v.is_empty())
+        {
+            let key = SessionKey::new(value, group_id);
+            sessions.table.pin(key, server, Instant::now());
+            bump(&metrics.sticky.sessions_pinned);
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! Issue 20 through the real binary: the sticky cookie (issued, verified, stripped before
+//! the origin sees it; forged, moved and expired cookies refused), `cookie enforce` (302 to
+//! the same URI, then a block after `max_misses`) and the JavaScript challenge (too early,
+//! too late and in the window, with a client that reads the page, waits and sets the
+//! cookie; a real headless Chromium when installed; curl never passes). HTTP/1.1 clients
+//! and HTTP/2 (h2c) clients alike. Sticky sessions: sticky_sessions.rs.
+
+mod sticky_common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use e2e::origin::{Origin, Response};
+use e2e::{curl, free_port, Proc, TempDir};
+use sticky_common::{Req, Site};
+
+/// An origin that answers with the Cookie field it received (`-` when none).
+fn cookie_echo() -> Origin {
+    Origin::start(|r| Response::ok(format!("cookie={}", r.header("cookie").unwrap_or("-"))))
+}
+
+fn group(origin: &Origin) -> String {
+    format!("srv_group default {{ server {}; }}", origin.addr())
+}
+
+#[test]
+fn the_cookie_is_issued_once_verified_and_never_reaches_the_origin() {
+    let origin = cookie_echo();
+    let site = Site::start(
+        "sticky-issue",
+        &group(&origin),
+        "sticky { cookie; secret \"s3cret\"; }",
+    );
+    for h2 in [false, true] {
+        let tag = if h2 { "h2" } else { "h1" };
+        // No cookie: forwarded, and the response sets one; other cookies reach the origin.
+        let first = site.get(
+            "/",
+            Req {
+                cookie: Some("a=1; b=2"),
+                h2,
+                ..Req::default()
+            },
+        );
+        assert_eq!(first.status, 200, "{tag} {first:?}\n{}", site.logs());
+        assert_eq!(first.body, "cookie=a=1; b=2", "{tag}");
+        let value = first
+            .sticky_value()
+            .unwrap_or_else(|| panic!("{tag} {first:?}"));
+        assert_eq!(value.len(), 80, "{tag} {value}");
+        assert!(
+            first.header("set-cookie").unwrap_or("").contains("Path=/"),
+            "{tag} {first:?}"
+        );
+        // With it: not issued again; stripped, the others byte for byte.
+        let jar = format!("a=1;  __tfw={value}; b=\"x y\"");
+        let again = site.get(
+            "/",
+            Req {
+                cookie: Some(&jar),
+                h2,
+                ..Req::default()
+            },
+        );
+        assert_eq!(again.status, 200, "{tag}");
+        assert_eq!(again.header("set-cookie"), None, "{tag} {again:?}");
+        assert_eq!(again.body, "cookie=a=1; b=\"x y\"", "{tag}");
+        // Only ours: the origin gets no Cookie field at all.
+        let only = format!("__tfw={value}");
+        let alone = site.get(
+            "/",
+            Req {
+                cookie: Some(&only),
+                h2,
+                ..Req::default()
+            },
+        );
+        assert_eq!(alone.body, "cookie=-", "{tag}");
+        assert_eq!(alone.header("set-cookie"), None, "{tag}");
+        // Attack: a forged MAC, and the real cookie from another browser, are not valid:
+        // a fresh cookie is issued and neither reaches the origin.
+        let mut forged = value.clone();
+        let last = if forged.ends_with('0') { "1" } else { "0" };
+        forged.replace_range(79.., last);
+        for (cookie, ua) in [
+            (format!("__tfw={forged}"), None),
+            (only.clone(), Some("OtherBrowser/1.0")),
+        ] {
+            let got = site.get(
+                "/",
+                Req {
+                    cookie: Some(&cookie),
+                    h2,
+                    user_agent: ua,
+                    ..Req::default()
+                },
+            );
+            assert_eq!(got.status, 200, "{tag}");
+            assert_eq!(got.body, "cookie=-", "{tag}");
+            let fresh = got
+                .sticky_value()
+                .unwrap_or_else(|| panic!("{tag} {got:?}"));
+            assert_ne!(fresh, forged, "{tag}");
+        }
+    }
+    // Six responses set a cookie (each protocol: the first, the forged, the moved one).
+    assert_eq!(site.metric("ktls_proxy_sticky_cookies_issued_total"), 6);
+    assert_eq!(site.metric("ktls_proxy_sticky_misses_total"), 0);
+}
+
+#[test]
+fn enforce_redirects_to_the_same_uri_then_blocks_after_max_misses() {
+    let origin = cookie_echo();
+    let site = Site::start(
+        "sticky-enforce",
+        &group(&origin),
+        "sticky { cookie enforce max_misses=3; secret \"k\"; sess_lifetime 1; }",
+    );
+    let me = Req {
+        from: Some("127.0.0.2"),
+        ..Req::default()
+    };
+    let r = site.get("/a/b?x=1&y=2", me);
+    assert_eq!(r.status, 302, "{r:?}\n{}", site.logs());
+    assert_eq!(r.header("location"), Some("/a/b?x=1&y=2"));
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    let value = r.sticky_value().expect("302 sets the cookie");
+    assert!(r.header("set-cookie").unwrap_or("").contains("Max-Age=1"));
+    assert_eq!(origin.total_requests(), 0, "a 302 never reaches the origin");
+    // The cookie the 302 set lets the request through, without the cookie.
+    let cookie = format!("__tfw={value}; keep=1");
+    let ok = site.get(
+        "/a/b?x=1&y=2",
+        Req {
+            cookie: Some(&cookie),
+            ..me
+        },
+    );
+    assert_eq!(ok.status, 200, "{ok:?}");
+    assert_eq!(ok.body, "cookie=keep=1");
+    // Attack: replay after sess_lifetime (1 s): a miss, another 302.
+    std::thread::sleep(Duration::from_millis(2100));
+    let expired = site.get(
+        "/",
+        Req {
+            cookie: Some(&cookie),
+            ..me
+        },
+    );
+    assert_eq!(expired.status, 302, "{expired:?}");
+    // HTTP/2 from the same client: the third miss, still a 302 with the cookie.
+    let h2 = site.get("/h2", Req { h2: true, ..me });
+    assert_eq!(h2.status, 302, "{h2:?}");
+    assert_eq!(h2.header("location"), Some("/h2"));
+    assert!(h2.sticky_value().is_some(), "{h2:?}");
+    // The fourth miss is over max_misses=3: blocked (block_action attack drop: no answer).
+    let blocked = site.get("/", me);
+    assert_eq!(blocked.status, 0, "{blocked:?}");
+    // Another client is unaffected.
+    let other = site.get(
+        "/",
+        Req {
+            from: Some("127.0.0.3"),
+            ..Req::default()
+        },
+    );
+    assert_eq!(other.status, 302, "{other:?}");
+    assert_eq!(origin.total_requests(), 1);
+    assert_eq!(site.metric("ktls_proxy_sticky_misses_total"), 5);
+    assert_eq!(site.metric("ktls_proxy_sticky_redirects_total"), 4);
+    assert_eq!(site.metric("ktls_proxy_sticky_blocks_total"), 1);
+    assert_eq!(
+        site.metric("ktls_proxy_blocks_total{limit=\"sticky_max_misses\"}"),
+        1
+    );
+}
+
+/// The cookie string and the wait a challenge page carries.
+fn read_challenge(page: &str) -> (String, Duration) {
+    let cookie = page
+        .split("document.cookie = \"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| panic!("no cookie in the page:\n{page}"));
+    let ms: u64 = page
+        .split("}, ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no delay in the page:\n{page}"));
+    // What `document.cookie = ...` sends back: the pair before the attributes.
+    let pair = cookie.split(';').next().unwrap_or("").to_string();
+    (pair, Duration::from_millis(ms))
+}
+
+const CHALLENGE: &str = "sticky { cookie enforce max_misses=20; secret \"k\"; \
+                         js_challenge resp_code=503 delay_min=1000 delay_range=1500; }";
+
+#[test]
+fn the_challenge_counts_cookies_too_early_or_too_late_and_passes_one_in_time() {
+    let origin = cookie_echo();
+    let site = Site::start("sticky-js", &group(&origin), CHALLENGE);
+    let page = site.get("/", Req::default());
+    assert_eq!(page.status, 503, "{page:?}\n{}", site.logs());
+    assert_eq!(page.header("set-cookie"), None, "only the script sets it");
+    assert!(page
+        .header("content-type")
+        .unwrap_or("")
+        .starts_with("text/html"));
+    let (cookie, wait) = read_challenge(&page.body);
+    // page_delay: delay_min + a quarter of delay_range.
+    assert_eq!(wait, Duration::from_millis(1375));
+    // Too early: a client replaying the cookie at once gets the challenge again.
+    let early = site.get(
+        "/",
+        Req {
+            cookie: Some(&cookie),
+            ..Req::default()
+        },
+    );
+    assert_eq!(early.status, 503, "{early:?}");
+    // In the window: a client that waits as the page says passes, and stays passed.
+    let (cookie, wait) = read_challenge(&early.body);
+    let issued = Instant::now();
+    std::thread::sleep(wait);
+    let jar = format!("{cookie}; app=7");
+    let passed = site.get(
+        "/in",
+        Req {
+            cookie: Some(&jar),
+            ..Req::default()
+        },
+    );
+    assert_eq!(passed.status, 200, "{passed:?}\n{}", site.logs());
+    assert_eq!(passed.body, "cookie=app=7");
+    assert!(issued.elapsed() < Duration::from_millis(2500));
+    std::thread::sleep(Duration::from_millis(1300));
+    let later = site.get(
+        "/later",
+        Req {
+            cookie: Some(&jar),
+            h2: true,
+            ..Req::default()
+        },
+    );
+    assert_eq!(
+        later.status, 200,
+        "a passed cookie is not timed again: {later:?}"
+    );
+    // Too late: presented after delay_min + delay_range.
+    let page = site.get("/", Req::default());
+    let (cookie, _) = read_challenge(&page.body);
+    std::thread::sleep(Duration::from_millis(2700));
+    let late = site.get(
+        "/",
+        Req {
+            cookie: Some(&cookie),
+            h2: true,
+            ..Req::default()
+        },
+    );
+    assert_eq!(late.status, 503, "{late:?}");
+    assert!(
+        late.body.contains("document.cookie"),
+        "h2 gets the page too"
+    );
+    // curl keeping cookies and following redirects never gets past the page.
+    let dir = TempDir::new("sticky-jar");
+    let jar = dir.join("jar");
+    let jar = jar.to_str().unwrap_or("jar");
+    let (_, out, _) = curl(
+        &[
+            "-L",
+            "-c",
+            jar,
+            "-b",
+            jar,
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("http://{}/curl", site.http),
+        ],
+        10,
+    );
+    assert_eq!(out, "503");
+    assert_eq!(origin.hits("/curl"), 0);
+    assert_eq!(origin.total_requests(), 2, "only the two passed requests");
+    assert_eq!(site.metric("ktls_proxy_sticky_challenges_total"), 5);
+}
+
+/// Chromium, when installed (`KTLS_PROXY_REQUIRE_CHROMIUM=1` makes its absence a failure):
+/// it runs the challenge's script, waits, reloads with the cookie and reaches the origin.
+#[test]
+fn a_real_browser_passes_the_challenge() {
+    let Some(chromium) = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok())
+    else {
+        assert!(
+            std::env::var_os("KTLS_PROXY_REQUIRE_CHROMIUM").is_none(),
+            "KTLS_PROXY_REQUIRE_CHROMIUM is set but chromium is not installed"
+        );
+        eprintln!("challenge not checked in a browser: chromium is not installed");
+        return;
+    };
+    let origin = Origin::start(|_| {
+        Response::ok("<html><head><title>origin reached</title></head><body>hello</body></html>")
+            .header("Content-Type", "text/html")
+    });
+    let site = Site::start("sticky-chromium", &group(&origin), CHALLENGE);
+    let profile = TempDir::new("sticky-chromium-profile");
+    let devtools = free_port();
+    let mut cmd = Command::new(chromium);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        &format!("--remote-debugging-port={devtools}"),
+        &format!("--user-data-dir={}", profile.path().display()),
+        &format!("http://{}/app", site.http),
+    ]);
+    let browser = Proc::spawn("chromium", cmd, profile.path());
+    // The page's title, read from the DevTools target list, tells where the tab is.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut titles = String::new();
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+        let (_, list, _) = curl(&[&format!("http://127.0.0.1:{devtools}/json/list")], 2);
+        titles = list;
+        if titles.contains("origin reached") {
+            break;
+        }
+    }
+    assert!(
+        titles.contains("origin reached"),
+        "the browser did not pass the challenge:\n{titles}\n{}\n{}",
+        browser.logs(),
+        site.logs()
+    );
+    let reached = origin.requests();
+    assert!(reached.iter().any(|r| r.path() == "/app"), "{reached:?}");
+    assert!(
+        reached
+            .iter()
+            .all(|r| !r.header("cookie").unwrap_or("").contains("__tfw")),
+        "the cookie is stripped: {reached:?}"
+    );
+    assert!(site.metric("ktls_proxy_sticky_challenges_total") >= 1);
+}
