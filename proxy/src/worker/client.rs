@@ -2,6 +2,7 @@
 //! keep-alive and the client-side deadlines.
 
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use ktls::offload::{offload, Offload};
@@ -150,13 +151,12 @@ impl Worker {
     }
 
     fn start_tls(&self, sock: &TcpStream, alpn: crate::alpn::Alpn) -> Option<TlsSession> {
-        use std::os::fd::AsRawFd;
         let ctx = &self.rt.tls.as_ref()?.accept;
         let mut ssl = Ssl::new(ctx).ok()?;
         ssl.set_accept_state();
         crate::alpn::set_policy(&mut ssl, alpn);
         ktls::offload::prepare_ssl(&mut ssl).ok()?;
-        TlsSession::new(ssl, sock.as_raw_fd()).ok()
+        TlsSession::new(ssl, sock.as_fd()).ok()
     }
 
     /// Keep-alive timeout of idle client connections.
@@ -265,7 +265,7 @@ impl Worker {
         let Stage::Handshake(session) = &mut c.stage else {
             return true;
         };
-        match session.handshake() {
+        match session.handshake(c.sock.as_fd()) {
             Ok(Progress::Done) => {}
             Ok(Progress::WantRead | Progress::WantWrite) => return self.handshake_waits(ci),
             Err(_) => {
@@ -302,7 +302,7 @@ impl Worker {
         } else {
             &metrics.handshakes_full
         });
-        let transport = match offload(*session, self.rt.ktls_mode) {
+        let transport = match offload(*session, c.sock.as_fd(), self.rt.ktls_mode) {
             Offload::Kernel(socket) => {
                 metrics.count_tls_path(TlsPath::KtlsBoth);
                 Transport::Kernel(socket)
@@ -481,7 +481,7 @@ impl Worker {
         }
         if let Stage::Open(transport) = &mut c.stage {
             if !c.peer_closed {
-                transport.shutdown();
+                transport.shutdown(&c.sock);
             }
         }
         if let Some(buf) = c.rbuf.take() {
