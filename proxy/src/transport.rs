@@ -13,9 +13,9 @@ use ktls::offload::KtlsSocket;
 use ktls::readiness::ReadReadiness;
 use ktls::record::RecordSocket;
 use ktls::{IoStatus, TlsError, TlsSession};
-use mio::net::TcpStream;
 
 use crate::outbox::Outbox;
+use crate::socket::Socket;
 
 // The proxy's record layer is the common case on hosts without kTLS. Its state (256 bytes)
 // lives inline, in the worker's connection slab: boxed, it would be a small long-lived
@@ -45,7 +45,7 @@ const RECORD: usize = 16 * 1024;
 const WRITEV_MAX: usize = 16;
 
 impl Transport {
-    pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> IoStatus {
+    pub fn read(&mut self, sock: &mut Socket, buf: &mut [u8]) -> IoStatus {
         match self {
             Transport::Plain(readiness) => {
                 if !readiness.may_read() {
@@ -62,7 +62,7 @@ impl Transport {
     }
 
     /// Writes as much of `out` as the socket takes. `Done(n)` reports bytes taken.
-    pub fn write(&mut self, sock: &mut TcpStream, out: &mut Outbox) -> IoStatus {
+    pub fn write(&mut self, sock: &mut Socket, out: &mut Outbox) -> IoStatus {
         let mut total = 0;
         while !out.is_empty() {
             let status = match self {
@@ -107,7 +107,7 @@ impl Transport {
     }
 
     /// Says goodbye at the TLS level (close_notify), best effort.
-    pub fn shutdown(&mut self, sock: &TcpStream) {
+    pub fn shutdown(&mut self, sock: &Socket) {
         match self {
             Transport::Plain(_) => {}
             Transport::Tls(session, _) => session.shutdown(sock.as_fd()),
@@ -121,12 +121,7 @@ impl Transport {
 
 /// One SSL_write of the front of `out`. Small segments (a cached response's head and body)
 /// are gathered so that they leave in one record and one syscall instead of one each.
-fn write_tls(
-    session: &mut TlsSession,
-    sock: &TcpStream,
-    retry: &mut usize,
-    out: &Outbox,
-) -> IoStatus {
+fn write_tls(session: &mut TlsSession, sock: &Socket, retry: &mut usize, out: &Outbox) -> IoStatus {
     let want = if *retry > 0 {
         *retry
     } else {

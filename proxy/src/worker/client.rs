@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use ktls::offload::{offload, Offload};
 use ktls::{IoStatus, Progress, TlsSession};
-use mio::net::TcpStream;
 use mio::Interest;
 use openssl::ssl::Ssl;
 
@@ -19,6 +18,7 @@ use crate::buf::Buf;
 use crate::close_reason::CloseReason;
 use crate::metrics::{bump, TlsPath};
 use crate::outbox::Outbox;
+use crate::socket::Socket;
 use crate::transport::Transport;
 
 #[allow(
@@ -35,7 +35,7 @@ pub enum Stage {
 }
 
 pub struct Client {
-    pub sock: TcpStream,
+    pub sock: Socket,
     pub peer: SocketAddr,
     pub stage: Stage,
     /// The codec (HTTP/1.1 or HTTP/2): the connection's requests and responses.
@@ -79,7 +79,7 @@ impl Client {
 impl Worker {
     pub(super) fn new_client(
         &mut self,
-        mut sock: TcpStream,
+        mut sock: Socket,
         peer: SocketAddr,
         tls: bool,
         protos: &[config::Proto],
@@ -150,7 +150,7 @@ impl Worker {
         self.dirty.push_back(client_token(ci));
     }
 
-    fn start_tls(&self, sock: &TcpStream, alpn: crate::alpn::Alpn) -> Option<TlsSession> {
+    fn start_tls(&self, sock: &Socket, alpn: crate::alpn::Alpn) -> Option<TlsSession> {
         let ctx = &self.rt.tls.as_ref()?.accept;
         let mut ssl = Ssl::new(ctx).ok()?;
         ssl.set_accept_state();
