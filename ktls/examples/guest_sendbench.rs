@@ -16,7 +16,7 @@
 use std::fs::File;
 use std::io::{IoSlice, Read, Seek, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::process::ExitCode;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -297,16 +297,16 @@ fn serve(
     stream
         .set_write_timeout(Some(IO_TIMEOUT))
         .map_err(|e| e.to_string())?;
-    let fd = stream.as_raw_fd();
+    let fd = stream.as_fd();
     let mut ssl = Ssl::new(ctx).map_err(|e| e.to_string())?;
     offload::prepare_ssl(&mut ssl).map_err(|e| e.to_string())?;
     ssl.set_accept_state();
     let mut session = TlsSession::new(ssl, fd).map_err(|e| e.to_string())?;
-    match session.handshake() {
+    match session.handshake(fd) {
         Ok(Progress::Done) => {}
         other => return Err(format!("handshake: {other:?}")),
     }
-    let mut sock = match offload::offload(session, KtlsMode::Auto) {
+    let mut sock = match offload::offload(session, fd, KtlsMode::Auto) {
         Offload::Kernel(sock) => sock,
         Offload::UserSpace { reason, .. } | Offload::Records { reason, .. } => {
             return Err(format!("not offloaded to the kernel ({})", reason.as_str()))
@@ -319,17 +319,15 @@ fn serve(
     let t0 = Instant::now();
     for _ in 0..reps {
         match method {
-            Method::Writev => send_writev(&mut sock, data)?,
-            Method::Sendfile => send_file(&mut sock, &mut file, data.len())?,
+            Method::Writev => send_writev(&mut sock, fd, data)?,
+            Method::Sendfile => send_file(&mut sock, fd, &mut file, data.len())?,
         }
     }
     let mut ack = [0u8; 1];
-    status(sock.read(&mut ack), "waiting for the client's ack")?;
+    status(sock.read(fd, &mut ack), "waiting for the client's ack")?;
     let wall_secs = t0.elapsed().as_secs_f64();
     let cpu_secs = thread_cpu_secs() - cpu0;
-    let _ = sock.shutdown();
-    // `sock` only borrows the fd; the TcpStream closes it.
-    drop(stream);
+    let _ = sock.shutdown(fd);
     Ok(Measure {
         bytes: data.len() * reps,
         wall_secs,
@@ -337,20 +335,25 @@ fn serve(
     })
 }
 
-fn send_writev(sock: &mut KtlsSocket, data: &[u8]) -> Result<(), String> {
+fn send_writev(sock: &mut KtlsSocket, fd: BorrowedFd<'_>, data: &[u8]) -> Result<(), String> {
     let mut off = 0;
     while off < data.len() {
-        off += status(sock.writev(&[IoSlice::new(&data[off..])]), "writev")?;
+        off += status(sock.writev(fd, &[IoSlice::new(&data[off..])]), "writev")?;
     }
     Ok(())
 }
 
-fn send_file(sock: &mut KtlsSocket, file: &mut File, len: usize) -> Result<(), String> {
+fn send_file(
+    sock: &mut KtlsSocket,
+    fd: BorrowedFd<'_>,
+    file: &mut File,
+    len: usize,
+) -> Result<(), String> {
     let mut offset = 0u64;
     while (offset as usize) < len {
         let left = len - offset as usize;
         let n = status(
-            sock.sendfile(file.as_raw_fd(), &mut offset, left),
+            sock.sendfile(fd, file.as_fd(), &mut offset, left),
             "sendfile",
         )?;
         if n == 0 {

@@ -3,14 +3,15 @@
 //! syscalls a kTLS socket is driven with afterwards (`read`, `send`, `sendmsg`, `sendfile`).
 //!
 //! Every `unsafe` block of the crate outside `ossl` is here. Nothing in this module knows
-//! OpenSSL: it takes keys and sequence numbers, never SSL objects.
+//! OpenSSL: it takes keys and sequence numbers, never SSL objects. Every function takes the
+//! socket as a `BorrowedFd`: the descriptor is open for the whole syscall by construction.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, IoSlice};
 use std::mem;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::OnceLock;
 
 use libc::{c_int, c_void, socklen_t};
@@ -352,7 +353,7 @@ pub fn probe_support() -> Support {
             }
         }
     };
-    match enable_ulp(client.as_raw_fd()) {
+    match enable_ulp(client.as_fd()) {
         Ok(()) => Support::Available,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Support::Missing {
             reason: "kernel has no tls module (TCP_ULP \"tls\": ENOENT)".to_string(),
@@ -366,13 +367,13 @@ pub fn probe_support() -> Support {
 // ---------------------------------------------------------------- setup
 
 /// Attaches the `tls` upper-layer protocol to an established TCP socket.
-pub fn enable_ulp(fd: RawFd) -> io::Result<()> {
+pub fn enable_ulp(fd: BorrowedFd<'_>) -> io::Result<()> {
     let name = b"tls";
     // SAFETY: `name` is valid for `name.len()` bytes for the duration of the call; the kernel
     // copies at most optlen bytes and keeps no pointer. An invalid fd yields EBADF.
     let ret = unsafe {
         libc::setsockopt(
-            fd,
+            fd.as_raw_fd(),
             libc::IPPROTO_TCP,
             TCP_ULP,
             name.as_ptr().cast::<c_void>(),
@@ -384,7 +385,7 @@ pub fn enable_ulp(fd: RawFd) -> io::Result<()> {
 
 /// Installs the crypto state of one direction (the ULP must be attached; OpenSSL attaches it
 /// when it offloads send, `enable_ulp` otherwise).
-pub fn set_crypto(fd: RawFd, direction: Direction, info: &CryptoInfo) -> io::Result<()> {
+pub fn set_crypto(fd: BorrowedFd<'_>, direction: Direction, info: &CryptoInfo) -> io::Result<()> {
     let header = info.raw_header();
     match *info {
         CryptoInfo::AesGcm128 {
@@ -438,13 +439,13 @@ pub fn set_crypto(fd: RawFd, direction: Direction, info: &CryptoInfo) -> io::Res
 
 /// The crypto structs above are plain `repr(C)` byte arrays; this is the only way they reach
 /// the kernel.
-fn setsockopt_tls<T: Copy>(fd: RawFd, direction: Direction, value: &T) -> io::Result<()> {
+fn setsockopt_tls<T: Copy>(fd: BorrowedFd<'_>, direction: Direction, value: &T) -> io::Result<()> {
     // SAFETY: `value` is a live, initialised repr(C) struct of exactly size_of::<T>() bytes
     // matching linux/tls.h (sizes asserted at compile time above); the kernel copies optlen
     // bytes and keeps no pointer.
     let ret = unsafe {
         libc::setsockopt(
-            fd,
+            fd.as_raw_fd(),
             SOL_TLS,
             direction_opt(direction),
             (value as *const T).cast::<c_void>(),
@@ -464,7 +465,7 @@ fn direction_opt(direction: Direction) -> c_int {
 /// What the kernel holds for one direction: `Ok(None)` when nothing is installed, else the
 /// version and cipher (never the keys). Used to verify an offload really happened.
 pub fn installed(
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     direction: Direction,
 ) -> io::Result<Option<(TlsVersion, KernelCipher)>> {
     let mut raw = RawCryptoInfo::default();
@@ -474,7 +475,7 @@ pub fn installed(
     // length; the kernel writes at most `len` bytes.
     let ret = unsafe {
         libc::getsockopt(
-            fd,
+            fd.as_raw_fd(),
             SOL_TLS,
             direction_opt(direction),
             (&mut raw as *mut RawCryptoInfo).cast::<c_void>(),
@@ -506,7 +507,7 @@ pub fn installed(
 
 /// Reads one record with its content type. After `read` fails with EIO a control record
 /// (alert, handshake) is at the head of the queue; this is how to see it.
-pub fn recv_record(fd: RawFd, buf: &mut [u8]) -> io::Result<Record> {
+pub fn recv_record(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Record> {
     let mut control: CmsgBuf = [0; 4];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast::<c_void>(),
@@ -520,7 +521,7 @@ pub fn recv_record(fd: RawFd, buf: &mut [u8]) -> io::Result<Record> {
     msg.msg_controllen = mem::size_of::<CmsgBuf>() as _;
     // SAFETY: `msg` points at `iov` (valid for buf.len() writable bytes) and at `control`
     // (valid for msg_controllen bytes, 8-aligned); all live across the call.
-    let ret = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    let ret = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, 0) };
     let len = check_len(ret)?;
     // The kernel attaches TLS_GET_RECORD_TYPE to every record when a control buffer is given;
     // without one it would refuse control records, so a missing cmsg means application data.
@@ -544,7 +545,7 @@ pub fn recv_record(fd: RawFd, buf: &mut [u8]) -> io::Result<Record> {
 }
 
 /// Sends one record of `record_type` (not application data) through the kernel's TX state.
-pub fn send_record(fd: RawFd, record_type: u8, data: &[u8]) -> io::Result<usize> {
+pub fn send_record(fd: BorrowedFd<'_>, record_type: u8, data: &[u8]) -> io::Result<usize> {
     let mut control: CmsgBuf = [0; 4];
     let mut iov = libc::iovec {
         iov_base: data.as_ptr() as *mut c_void,
@@ -566,13 +567,13 @@ pub fn send_record(fd: RawFd, record_type: u8, data: &[u8]) -> io::Result<usize>
         (*cmsg).cmsg_type = TLS_SET_RECORD_TYPE;
         (*cmsg).cmsg_len = libc::CMSG_LEN(1) as _;
         *libc::CMSG_DATA(cmsg) = record_type;
-        libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL)
+        libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
     };
     check_len(ret)
 }
 
 /// Sends an alert record (level 1 warning / 2 fatal, RFC 8446 §6 description).
-pub fn send_alert(fd: RawFd, level: u8, description: u8) -> io::Result<()> {
+pub fn send_alert(fd: BorrowedFd<'_>, level: u8, description: u8) -> io::Result<()> {
     let sent = send_record(fd, record_type::ALERT, &[level, description])?;
     if sent == 2 {
         Ok(())
@@ -588,10 +589,11 @@ pub fn send_alert(fd: RawFd, level: u8, description: u8) -> io::Result<()> {
 
 /// `read(2)`, retried on EINTR. On a kTLS RX socket it returns decrypted application data
 /// and fails with EIO when a control record is next.
-pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     loop {
         // SAFETY: `buf` is valid for buf.len() writable bytes for the duration of the call.
-        let ret = unsafe { libc::read(fd, buf.as_mut_ptr().cast::<c_void>(), buf.len()) };
+        let ret =
+            unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast::<c_void>(), buf.len()) };
         match check_len(ret) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             other => return other,
@@ -600,12 +602,12 @@ pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// `send(2)` with MSG_NOSIGNAL (a closed peer gives EPIPE, never SIGPIPE), retried on EINTR.
-pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     loop {
         // SAFETY: `buf` is valid for buf.len() readable bytes for the duration of the call.
         let ret = unsafe {
             libc::send(
-                fd,
+                fd.as_raw_fd(),
                 buf.as_ptr().cast::<c_void>(),
                 buf.len(),
                 libc::MSG_NOSIGNAL,
@@ -619,7 +621,7 @@ pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
 }
 
 /// Gathered write (`sendmsg(2)`, MSG_NOSIGNAL) of at most IOV_MAX slices, retried on EINTR.
-pub fn writev(fd: RawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+pub fn writev(fd: BorrowedFd<'_>, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
     let bufs = &bufs[..bufs.len().min(IOV_MAX)];
     loop {
         // SAFETY: an all-zero msghdr is a valid empty header.
@@ -629,7 +631,7 @@ pub fn writev(fd: RawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
         msg.msg_iovlen = bufs.len() as _;
         // SAFETY: `msg` points at `bufs.len()` live iovecs, each valid for its length.
-        let ret = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+        let ret = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
         match check_len(ret) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             other => return other,
@@ -639,13 +641,18 @@ pub fn writev(fd: RawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
 
 /// `sendfile(2)` of up to `count` bytes of `in_fd` from `*offset`, which advances by what
 /// was sent. On a kTLS TX socket the kernel encrypts the file pages itself.
-pub fn sendfile(out_fd: RawFd, in_fd: RawFd, offset: &mut u64, count: usize) -> io::Result<usize> {
+pub fn sendfile(
+    out_fd: BorrowedFd<'_>,
+    in_fd: BorrowedFd<'_>,
+    offset: &mut u64,
+    count: usize,
+) -> io::Result<usize> {
     let mut off: libc::off_t = libc::off_t::try_from(*offset)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "sendfile offset too large"))?;
     loop {
         // SAFETY: `off` is a valid in/out offset; the kernel reads `in_fd` and writes `out_fd`
         // without touching our memory otherwise.
-        let ret = unsafe { libc::sendfile(out_fd, in_fd, &mut off, count) };
+        let ret = unsafe { libc::sendfile(out_fd.as_raw_fd(), in_fd.as_raw_fd(), &mut off, count) };
         match check_len(ret) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Ok(sent) => {

@@ -9,8 +9,13 @@
 //! OpenSSL's SSL object is freed either way.
 //!
 //! `unsafe` lives in [`ossl`] and `alloc` (raw OpenSSL calls the `openssl` crate does not
-//! wrap), [`kernel`] (the kernel's TLS socket interface) and [`sockopt`] (listener options no
-//! socket crate names).
+//! wrap), [`kernel`] (the kernel's TLS socket interface), [`sockopt`] (listener options no
+//! socket crate names) and [`resume`] (client session resumption, whose requirement it
+//! checks so that callers, the benchmark tools and tests included, need no `unsafe`).
+//!
+//! No connection type here owns or keeps its socket: every call that reaches the socket
+//! borrows it (`BorrowedFd`), so the descriptor is open for the call by construction, and the
+//! type refuses a descriptor other than the one it was attached to (`TlsError::WrongFd`).
 
 #[cfg(feature = "mimalloc")]
 mod alloc;
@@ -20,6 +25,7 @@ pub mod offload;
 pub mod ossl;
 pub mod readiness;
 pub mod record;
+pub mod resume;
 mod session;
 pub mod sockopt;
 pub mod tickets;

@@ -19,6 +19,7 @@ mod secrets;
 mod socket;
 
 use std::fmt;
+use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 
 use openssl::ssl::{SslRef, SslVersion};
@@ -117,6 +118,8 @@ pub enum FallbackReason {
     RxInstallFailed(i32),
     /// OpenSSL already holds received bytes the kernel would never see.
     PendingData,
+    /// `offload` was given another socket than the session's (a bug in the caller).
+    WrongFd,
 }
 
 impl FallbackReason {
@@ -133,6 +136,7 @@ impl FallbackReason {
             FallbackReason::KeyDerivationFailed => "key_derivation_failed",
             FallbackReason::RxInstallFailed(_) => "rx_install_failed",
             FallbackReason::PendingData => "pending_data",
+            FallbackReason::WrongFd => "wrong_fd",
         }
     }
 }
@@ -155,6 +159,7 @@ impl fmt::Display for FallbackReason {
                 std::io::Error::from_raw_os_error(*errno)
             ),
             FallbackReason::PendingData => f.write_str("OpenSSL holds unread data"),
+            FallbackReason::WrongFd => f.write_str("offload called on another socket"),
         }
     }
 }
@@ -218,8 +223,10 @@ impl fmt::Debug for Offload {
 /// Moves a session whose handshake is done to the kernel as far as `mode`, the kernel, the
 /// cipher and OpenSSL allow, and to the proxy's record layer where the kernel cannot take it.
 /// Never fails: anything neither can take stays usable on OpenSSL. Must run before the first
-/// `read` of the session.
-pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
+/// `read` of the session. `fd` is the session's socket (the kernel's state is installed on
+/// it); on another descriptor nothing moves and the session stays on OpenSSL
+/// ([`FallbackReason::WrongFd`]), where its own calls refuse that descriptor too.
+pub fn offload(mut session: TlsSession, fd: BorrowedFd<'_>, mode: KtlsMode) -> Offload {
     secrets::end_handshake(session.ssl_mut());
     // The write sequence number is counted; nothing after the hand-over needs the callback.
     ossl::stop_counting_records(session.ssl_mut());
@@ -229,15 +236,18 @@ pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
         send_offloaded,
         reason,
     };
+    if session.attached().check(fd).is_err() {
+        return fallback(session, FallbackReason::WrongFd);
+    }
     match mode {
         KtlsMode::Off => return fallback(session, FallbackReason::Disabled),
         KtlsMode::User if !send_offloaded => {
-            return to_records(session, FallbackReason::UserChosen)
+            return to_records(session, fd, FallbackReason::UserChosen)
         }
         KtlsMode::User | KtlsMode::Auto | KtlsMode::On => {}
     }
     if !kernel::kernel_support().is_available() {
-        return to_records(session, FallbackReason::NoKernelSupport);
+        return to_records(session, fd, FallbackReason::NoKernelSupport);
     }
     let Some(version) = tls_version(session.ssl()) else {
         return fallback(session, FallbackReason::UnsupportedVersion);
@@ -246,7 +256,7 @@ pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
         return fallback(session, FallbackReason::CipherNotOffloadable);
     };
     if !send_offloaded {
-        return to_records(session, FallbackReason::SendNotOffloaded);
+        return to_records(session, fd, FallbackReason::SendNotOffloaded);
     }
     // Bytes OpenSSL has read but not handed out would be lost to a kernel-side reader.
     if session.has_pending() {
@@ -256,24 +266,23 @@ pub fn offload(mut session: TlsSession, mode: KtlsMode) -> Offload {
         if version == TlsVersion::Tls12 {
             return fallback(session, FallbackReason::RecvNotOffloaded);
         }
-        if let Err(reason) = install_tls13_rx(&mut session, cipher) {
+        if let Err(reason) = install_tls13_rx(&mut session, fd, cipher) {
             return fallback(session, reason);
         }
     }
-    let fd = session.fd();
+    let attached = session.attached();
     // SSL_free sends nothing and leaves the fd open; the kernel holds both directions now.
     drop(session.into_ssl());
     memory::after_handover();
-    Offload::Kernel(KtlsSocket::new(fd, version, cipher))
+    Offload::Kernel(KtlsSocket::new(attached, version, cipher))
 }
 
 /// Hands a session OpenSSL has not offloaded any direction of to the proxy's record layer;
 /// where that cannot be done (an unsupported cipher, bytes OpenSSL holds), OpenSSL keeps it.
 /// `reason` (why not the kernel) is reported either way.
-fn to_records(mut session: TlsSession, reason: FallbackReason) -> Offload {
+fn to_records(mut session: TlsSession, fd: BorrowedFd<'_>, reason: FallbackReason) -> Offload {
     match server_record_layer(&mut session) {
         Ok(layer) => {
-            let fd = session.fd();
             // SSL_free sends nothing and leaves the fd open: the layer owns the records now.
             drop(session.into_ssl());
             memory::after_handover();
@@ -292,13 +301,17 @@ fn to_records(mut session: TlsSession, reason: FallbackReason) -> Offload {
 
 /// Installs TLS 1.3 receive from the captured client traffic secret, record sequence 0: with
 /// read-ahead off OpenSSL has read nothing past the client's Finished.
-fn install_tls13_rx(session: &mut TlsSession, cipher: KernelCipher) -> Result<(), FallbackReason> {
+fn install_tls13_rx(
+    session: &mut TlsSession,
+    fd: BorrowedFd<'_>,
+    cipher: KernelCipher,
+) -> Result<(), FallbackReason> {
     let secret = take_client_secret(session.ssl_mut()).ok_or(FallbackReason::NoTrafficSecret)?;
     let keys =
         traffic_keys(cipher, secret.bytes()).map_err(|_| FallbackReason::KeyDerivationFailed)?;
     let info = CryptoInfo::tls13(cipher, &keys.key, &keys.iv, 0)
         .map_err(|_| FallbackReason::KeyDerivationFailed)?;
-    kernel::set_crypto(session.fd(), Direction::Rx, &info)
+    kernel::set_crypto(fd, Direction::Rx, &info)
         .map_err(|e| FallbackReason::RxInstallFailed(e.raw_os_error().unwrap_or(0)))
 }
 

@@ -2,7 +2,7 @@
 //! socket fd, driving it without `SslStream`, asking whether kTLS is active, and the session
 //! ticket key callback. This is the only module of the crate that calls OpenSSL unsafely.
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::raw::{c_int, c_uchar, c_uint, c_void};
 use std::sync::OnceLock;
 
@@ -110,11 +110,12 @@ pub(crate) enum Outcome {
     Failed(TlsError),
 }
 
-pub(crate) fn set_fd(ssl: &mut SslRef, fd: RawFd) -> Result<(), ErrorStack> {
+pub(crate) fn set_fd(ssl: &mut SslRef, fd: BorrowedFd<'_>) -> Result<(), ErrorStack> {
     // SAFETY: `ssl` is a live SSL object borrowed mutably; SSL_set_fd only creates a socket BIO
-    // (BIO_NOCLOSE) for `fd` and stores it in the SSL. The caller keeps the fd open while the
-    // SSL object lives (TlsSession's contract).
-    let ok = unsafe { SSL_set_fd(ssl.as_ptr(), fd) };
+    // (BIO_NOCLOSE) for `fd` and stores it in the SSL; `fd` is open for the call (borrowed).
+    // The BIO uses the number again only inside TlsSession's calls, each of which borrows the
+    // same descriptor (checked by `AttachedFd`); freeing it never closes the descriptor.
+    let ok = unsafe { SSL_set_fd(ssl.as_ptr(), fd.as_raw_fd()) };
     if ok == 1 {
         Ok(())
     } else {
@@ -156,7 +157,8 @@ fn clear_errors() {
 
 pub(crate) fn do_handshake(ssl: &mut SslRef) -> Outcome {
     clear_errors();
-    // SAFETY: `ssl` is live and attached to an fd the caller keeps open.
+    // SAFETY: `ssl` is live; its socket BIO's descriptor is borrowed by the caller
+    // (TlsSession::handshake) for the duration of the call.
     let ret = unsafe { ffi::SSL_do_handshake(ssl.as_ptr()) };
     classify(ssl, ret, 0)
 }

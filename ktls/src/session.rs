@@ -1,8 +1,14 @@
 //! User-space TLS on a socket fd: OpenSSL reads and writes the connection's own descriptor.
+//!
+//! The lifetime rule of every connection type of this crate (`TlsSession`, `KtlsSocket`,
+//! `RecordSocket`): the value never owns or keeps the descriptor it runs on. Each call that
+//! touches the socket borrows it (`BorrowedFd<'_>`), so the caller's socket is open for the
+//! whole call by construction; the value only remembers the descriptor's number it was
+//! attached to ([`AttachedFd`]) and refuses a call on any other descriptor.
 
 use std::fmt;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
 use openssl::ssl::{Ssl, SslRef};
 
@@ -47,6 +53,9 @@ pub enum TlsError {
     Setup(String),
     /// The proxy's record layer closed the connection (after sending the matching alert).
     Record(crate::record::RecordError),
+    /// A call borrowed another descriptor than the one the connection was attached to: a bug
+    /// in the caller. Nothing was read or written.
+    WrongFd { attached: RawFd, given: RawFd },
 }
 
 impl fmt::Display for TlsError {
@@ -59,29 +68,67 @@ impl fmt::Display for TlsError {
             TlsError::Alert(code) => write!(f, "peer sent TLS alert {code}"),
             TlsError::Setup(reason) => write!(f, "TLS setup failed: {reason}"),
             TlsError::Record(e) => write!(f, "TLS record layer: {e}"),
+            TlsError::WrongFd { attached, given } => write!(
+                f,
+                "connection attached to fd {attached} was driven on fd {given} (caller bug)"
+            ),
         }
     }
 }
 
 impl std::error::Error for TlsError {}
 
+/// The number of the descriptor a connection was attached to. Each call proves the socket is
+/// open by borrowing it; this check proves it is the same socket (a number alone could name
+/// a later socket after the first one closed, but not while the caller's borrow holds it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AttachedFd(RawFd);
+
+impl AttachedFd {
+    pub(crate) fn of(fd: BorrowedFd<'_>) -> AttachedFd {
+        AttachedFd(fd.as_raw_fd())
+    }
+
+    /// `fd` itself when it is the attached descriptor.
+    pub(crate) fn check<'fd>(self, fd: BorrowedFd<'fd>) -> Result<BorrowedFd<'fd>, TlsError> {
+        if fd.as_raw_fd() == self.0 {
+            Ok(fd)
+        } else {
+            Err(TlsError::WrongFd {
+                attached: self.0,
+                given: fd.as_raw_fd(),
+            })
+        }
+    }
+
+    pub(crate) fn raw(self) -> RawFd {
+        self.0
+    }
+}
+
 /// A server- or client-side TLS connection whose record layer runs in user space, on the
-/// caller's socket fd. The fd stays owned by the caller and must outlive the session.
+/// caller's socket. The caller keeps owning the socket: every call that reaches it borrows it
+/// (OpenSSL's socket BIO holds the descriptor's number and uses it only inside those calls;
+/// freeing the SSL object neither closes the descriptor nor writes to it).
 pub struct TlsSession {
     ssl: Ssl,
-    fd: RawFd,
+    fd: AttachedFd,
 }
 
 impl TlsSession {
-    /// Attaches `ssl` to `fd` (`SSL_set_fd`). Call `set_accept_state` or `set_connect_state`
-    /// on `ssl` first.
-    pub fn new(mut ssl: Ssl, fd: RawFd) -> Result<TlsSession, TlsError> {
+    /// Attaches `ssl` to the socket `fd` (`SSL_set_fd`). Call `set_accept_state` or
+    /// `set_connect_state` on `ssl` first. Later calls must borrow the same socket.
+    pub fn new(mut ssl: Ssl, fd: BorrowedFd<'_>) -> Result<TlsSession, TlsError> {
         ossl::set_fd(&mut ssl, fd).map_err(|e| TlsError::Setup(e.to_string()))?;
-        Ok(TlsSession { ssl, fd })
+        Ok(TlsSession {
+            ssl,
+            fd: AttachedFd::of(fd),
+        })
     }
 
-    /// Drives the handshake as far as the socket allows.
-    pub fn handshake(&mut self) -> Result<Progress, TlsError> {
+    /// Drives the handshake as far as the socket `fd` allows.
+    pub fn handshake(&mut self, fd: BorrowedFd<'_>) -> Result<Progress, TlsError> {
+        self.fd.check(fd)?;
         match ossl::do_handshake(&mut self.ssl) {
             ossl::Outcome::Ok(_) => Ok(Progress::Done),
             ossl::Outcome::WantRead => Ok(Progress::WantRead),
@@ -91,25 +138,35 @@ impl TlsSession {
         }
     }
 
-    /// Reads decrypted application data.
-    pub fn read(&mut self, buf: &mut [u8]) -> IoStatus {
+    /// Reads decrypted application data from the socket `fd`.
+    pub fn read(&mut self, fd: BorrowedFd<'_>, buf: &mut [u8]) -> IoStatus {
+        if let Err(e) = self.fd.check(fd) {
+            return IoStatus::Error(e);
+        }
         if buf.is_empty() {
             return IoStatus::Done(0);
         }
         into_status(ossl::read(&mut self.ssl, buf))
     }
 
-    /// Encrypts and writes application data; a partial write is reported as `Done(n)`.
-    pub fn write(&mut self, buf: &[u8]) -> IoStatus {
+    /// Encrypts and writes application data to the socket `fd`; a partial write is reported
+    /// as `Done(n)`.
+    pub fn write(&mut self, fd: BorrowedFd<'_>, buf: &[u8]) -> IoStatus {
+        if let Err(e) = self.fd.check(fd) {
+            return IoStatus::Error(e);
+        }
         if buf.is_empty() {
             return IoStatus::Done(0);
         }
         into_status(ossl::write(&mut self.ssl, buf))
     }
 
-    /// Sends close_notify, best effort (the connection is being closed either way).
-    pub fn shutdown(&mut self) {
-        ossl::shutdown(&mut self.ssl);
+    /// Sends close_notify on the socket `fd`, best effort (the connection is being closed
+    /// either way).
+    pub fn shutdown(&mut self, fd: BorrowedFd<'_>) {
+        if self.fd.check(fd).is_ok() {
+            ossl::shutdown(&mut self.ssl);
+        }
     }
 
     /// Bytes OpenSSL has already read from the socket and not yet handed out.
@@ -125,7 +182,9 @@ impl TlsSession {
         &mut self.ssl
     }
 
-    pub fn fd(&self) -> RawFd {
+    /// The descriptor the session was attached to (for the hand-over, which checks it
+    /// against the socket it is given).
+    pub(crate) fn attached(&self) -> AttachedFd {
         self.fd
     }
 

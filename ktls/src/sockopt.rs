@@ -2,7 +2,7 @@
 //! connection before the first TLS byte.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 /// Makes the kernel complete `accept` on listener `fd` only once the client has sent data (its
@@ -11,15 +11,16 @@ use std::time::Duration;
 /// wake-up, an `SSL_do_handshake` that reads nothing (`EAGAIN`) and an epoll round before the
 /// first useful call. Connections that never send stay in the kernel's SYN queue instead of
 /// the proxy's tables. Linux only; elsewhere a no-op.
-pub fn defer_accept(fd: RawFd, wait: Duration) -> io::Result<()> {
+pub fn defer_accept(fd: BorrowedFd<'_>, wait: Duration) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         let secs = libc::c_int::try_from(wait.as_secs().max(1)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: `fd` is a socket the caller owns for the duration of the call; the option
-        // value is a c_int on the stack whose size is passed along; setsockopt reads only it.
+        use std::os::fd::AsRawFd;
+        // SAFETY: `fd` is open for the duration of the call (borrowed); the option value is a
+        // c_int on the stack whose size is passed along; setsockopt reads only it.
         let rc = unsafe {
             libc::setsockopt(
-                fd,
+                fd.as_raw_fd(),
                 libc::IPPROTO_TCP,
                 libc::TCP_DEFER_ACCEPT,
                 std::ptr::addr_of!(secs).cast(),
@@ -40,14 +41,14 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
 
     /// A connection that has sent nothing is not accepted; one that has sent is, with its
     /// bytes already readable.
     #[test]
     fn accept_waits_for_the_first_bytes() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        defer_accept(listener.as_raw_fd(), Duration::from_secs(5)).unwrap();
+        defer_accept(listener.as_fd(), Duration::from_secs(5)).unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let _silent = TcpStream::connect(addr).unwrap();

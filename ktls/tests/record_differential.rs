@@ -11,7 +11,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -229,9 +229,9 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-fn write_all(session: &mut TlsSession, mut data: &[u8]) {
+fn write_all(session: &mut TlsSession, fd: BorrowedFd<'_>, mut data: &[u8]) {
     while !data.is_empty() {
-        match session.write(data) {
+        match session.write(fd, data) {
             IoStatus::Done(n) => data = &data[n..],
             other => panic!("OpenSSL write: {other:?}"),
         }
@@ -377,8 +377,11 @@ fn run(case: Case) {
     let mut ssl = Ssl::new(&server_context(&case)).unwrap();
     offload::prepare_ssl(&mut ssl).unwrap();
     ssl.set_accept_state();
-    let mut session = TlsSession::new(ssl, server_sock.as_raw_fd()).unwrap();
-    assert!(matches!(session.handshake(), Ok(Progress::Done)), "{label}");
+    let mut session = TlsSession::new(ssl, server_sock.as_fd()).unwrap();
+    assert!(
+        matches!(session.handshake(server_sock.as_fd()), Ok(Progress::Done)),
+        "{label}"
+    );
     let mut client: SslStream<Tee> = client.join().unwrap();
     let mut ours = server_record_layer(&mut session).unwrap_or_else(|e| panic!("{label}: {e}"));
     let (mut client_ours, gcm12) = client_layer(&case, client.ssl(), &keylog.lock().unwrap());
@@ -395,7 +398,7 @@ fn run(case: Case) {
         .enumerate()
     {
         let data = pattern(len, i as u8);
-        write_all(&mut session, &data);
+        write_all(&mut session, server_sock.as_fd(), &data);
         let mut got = vec![0u8; len];
         client.read_exact(&mut got).unwrap();
         assert_eq!(got, data, "{label}");
@@ -408,7 +411,7 @@ fn run(case: Case) {
         // A KeyUpdate from the server: OpenSSL's and ours, then data under the new key.
         ktls::ossl::key_update(session.ssl()).unwrap();
         let data = pattern(500, 9);
-        write_all(&mut session, &data);
+        write_all(&mut session, server_sock.as_fd(), &data);
         let mut got = vec![0u8; data.len()];
         client.read_exact(&mut got).unwrap();
         let wire = drain(&read_log);

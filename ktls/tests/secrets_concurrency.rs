@@ -8,7 +8,7 @@ mod harness;
 
 use std::collections::BTreeSet;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::thread;
 
@@ -49,15 +49,21 @@ fn handshake(ctx: &SslContext, stream: &TcpStream, server: bool) -> Vec<u8> {
     } else {
         ssl.set_connect_state();
     }
-    let mut session = TlsSession::new(ssl, stream.as_raw_fd()).unwrap();
-    assert_eq!(session.handshake().unwrap(), Progress::Done);
+    let mut session = TlsSession::new(ssl, stream.as_fd()).unwrap();
+    assert_eq!(session.handshake(stream.as_fd()).unwrap(), Progress::Done);
     let secret = take_client_secret(session.ssl_mut()).expect("secret captured");
     // One byte from server to client, so neither closes while the other still writes.
     if server {
-        assert!(matches!(session.write(b"x"), IoStatus::Done(1)));
+        assert!(matches!(
+            session.write(stream.as_fd(), b"x"),
+            IoStatus::Done(1)
+        ));
     } else {
         let mut byte = [0u8; 1];
-        assert!(matches!(session.read(&mut byte), IoStatus::Done(1)));
+        assert!(matches!(
+            session.read(stream.as_fd(), &mut byte),
+            IoStatus::Done(1)
+        ));
     }
     assert!(
         take_client_secret(session.ssl_mut()).is_none(),

@@ -73,6 +73,7 @@ fn fallback_labels_are_distinct() {
         FallbackReason::KeyDerivationFailed,
         FallbackReason::RxInstallFailed(libc::EINVAL),
         FallbackReason::PendingData,
+        FallbackReason::WrongFd,
     ];
     let labels: std::collections::BTreeSet<_> = all.iter().map(|r| r.as_str()).collect();
     assert_eq!(labels.len(), all.len());
@@ -86,11 +87,11 @@ fn fallback_labels_are_distinct() {
 fn kernel_calls_on_a_plain_tcp_socket_fail_cleanly() {
     use std::io::Write;
     use std::net::{TcpListener, TcpStream};
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let (mut server, _) = listener.accept().unwrap();
-    let fd = client.as_raw_fd();
+    let fd = client.as_fd();
     // No ULP attached: nothing installed, and installing fails with an errno, not a panic.
     assert!(matches!(
         kernel::installed(fd, kernel::Direction::Rx),
@@ -108,4 +109,72 @@ fn kernel_calls_on_a_plain_tcp_socket_fail_cleanly() {
         (kernel::record_type::APPLICATION_DATA, 2)
     );
     assert_eq!(&buf[..2], b"ab");
+}
+
+/// A connection drives only the socket it was attached to: a call that borrows another
+/// descriptor is refused and moves no byte on either socket, and so is the hand-over; the
+/// session then goes on, on its own socket.
+#[test]
+fn a_connection_refuses_a_socket_it_was_not_attached_to() {
+    use ktls::offload::{self, Offload};
+    use ktls::{IoStatus, Progress, TlsError, TlsSession};
+    use std::io::{ErrorKind, Read};
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    let identity = harness::make_identity().unwrap();
+    let case = harness::all_cases()[3];
+    let server_ctx = harness::server_context(&identity, &case).unwrap();
+    let client_ctx = harness::client_context(&case).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let client = std::thread::spawn(move || {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let ssl = openssl::ssl::Ssl::new(&client_ctx).unwrap();
+        let mut tls = ssl.connect(stream).unwrap();
+        let mut got = [0u8; 5];
+        tls.read_exact(&mut got).unwrap();
+        got
+    });
+    let (sock, _) = listener.accept().unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let (other, mut other_peer) = UnixStream::pair().unwrap();
+    let mut ssl = openssl::ssl::Ssl::new(&server_ctx).unwrap();
+    offload::prepare_ssl(&mut ssl).unwrap();
+    ssl.set_accept_state();
+    let mut session = TlsSession::new(ssl, sock.as_fd()).unwrap();
+    assert!(matches!(
+        session.handshake(other.as_fd()),
+        Err(TlsError::WrongFd { .. })
+    ));
+    assert_eq!(session.handshake(sock.as_fd()).unwrap(), Progress::Done);
+    assert!(matches!(
+        session.write(other.as_fd(), b"wrong"),
+        IoStatus::Error(TlsError::WrongFd { .. })
+    ));
+    let Offload::UserSpace {
+        mut session,
+        reason: FallbackReason::WrongFd,
+        ..
+    } = offload::offload(session, other.as_fd(), KtlsMode::Auto)
+    else {
+        panic!("the hand-over took another socket");
+    };
+    assert!(matches!(
+        session.write(sock.as_fd(), b"right"),
+        IoStatus::Done(5)
+    ));
+    assert_eq!(&client.join().unwrap(), b"right");
+    other_peer.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 1];
+    let err = other_peer
+        .read(&mut byte)
+        .expect_err("bytes reached the other socket");
+    assert_eq!(err.kind(), ErrorKind::WouldBlock);
 }

@@ -23,6 +23,7 @@ pub mod runtime;
 pub mod server;
 pub mod server_name;
 pub mod service;
+pub mod socket;
 pub mod stats;
 pub mod sticky;
 pub mod timers;

@@ -1,4 +1,5 @@
 //! `proxy`: command line entry point.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -4,7 +4,7 @@
 //! gracefully.
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
@@ -60,7 +60,7 @@ pub fn bind(addr: SocketAddr, tls: bool) -> Result<std::net::TcpListener, ServeE
     socket.set_reuse_port(true).map_err(err)?;
     socket.set_nodelay(true).map_err(err)?;
     if tls {
-        ktls::sockopt::defer_accept(socket.as_raw_fd(), TLS_DEFER_ACCEPT).map_err(err)?;
+        ktls::sockopt::defer_accept(socket.as_fd(), TLS_DEFER_ACCEPT).map_err(err)?;
     }
     if addr.is_ipv6() {
         socket.set_only_v6(true).map_err(err)?;

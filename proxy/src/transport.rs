@@ -1,16 +1,21 @@
 //! How a client connection's bytes travel after the handshake: plain TCP, OpenSSL's record
 //! layer on the fd, the proxy's own record layer (keys only, no SSL object), or kernel TLS
 //! (plain syscalls; the kernel holds the keys).
+//!
+//! The socket is the client's (`Client::sock`); a transport never keeps it. Each call lends
+//! it (`as_fd()`) to the TLS layer for that call only, so no TLS state can outlive or
+//! mistake its socket (ktls checks the descriptor it is lent is the one it was attached to).
 
 use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
 
 use ktls::offload::KtlsSocket;
 use ktls::readiness::ReadReadiness;
 use ktls::record::RecordSocket;
 use ktls::{IoStatus, TlsError, TlsSession};
-use mio::net::TcpStream;
 
 use crate::outbox::Outbox;
+use crate::socket::Socket;
 
 // The proxy's record layer is the common case on hosts without kTLS. Its state (256 bytes)
 // lives inline, in the worker's connection slab: boxed, it would be a small long-lived
@@ -40,7 +45,7 @@ const RECORD: usize = 16 * 1024;
 const WRITEV_MAX: usize = 16;
 
 impl Transport {
-    pub fn read(&mut self, sock: &mut TcpStream, buf: &mut [u8]) -> IoStatus {
+    pub fn read(&mut self, sock: &mut Socket, buf: &mut [u8]) -> IoStatus {
         match self {
             Transport::Plain(readiness) => {
                 if !readiness.may_read() {
@@ -50,14 +55,14 @@ impl Transport {
                 readiness.after_read(buf.len(), &result);
                 plain_status(result, IoStatus::WantRead)
             }
-            Transport::Tls(session, _) => session.read(buf),
-            Transport::Records(r) => r.read(buf),
-            Transport::Kernel(k) => k.read(buf),
+            Transport::Tls(session, _) => session.read(sock.as_fd(), buf),
+            Transport::Records(r) => r.read(sock.as_fd(), buf),
+            Transport::Kernel(k) => k.read(sock.as_fd(), buf),
         }
     }
 
     /// Writes as much of `out` as the socket takes. `Done(n)` reports bytes taken.
-    pub fn write(&mut self, sock: &mut TcpStream, out: &mut Outbox) -> IoStatus {
+    pub fn write(&mut self, sock: &mut Socket, out: &mut Outbox) -> IoStatus {
         let mut total = 0;
         while !out.is_empty() {
             let status = match self {
@@ -68,11 +73,11 @@ impl Transport {
                         IoStatus::WantWrite,
                     )
                 }
-                Transport::Tls(session, retry) => write_tls(session, retry, out),
+                Transport::Tls(session, retry) => write_tls(session, sock, retry, out),
                 // A `WantWrite` here leaves sealed records in the socket's own buffer; the
                 // outbox keeps their plaintext until a later call reports it written.
-                Transport::Records(r) => r.writev(&out.slices(WRITEV_MAX)),
-                Transport::Kernel(k) => k.writev(&out.slices(WRITEV_MAX)),
+                Transport::Records(r) => r.writev(sock.as_fd(), &out.slices(WRITEV_MAX)),
+                Transport::Kernel(k) => k.writev(sock.as_fd(), &out.slices(WRITEV_MAX)),
             };
             match status {
                 IoStatus::Done(0) => {
@@ -102,13 +107,13 @@ impl Transport {
     }
 
     /// Says goodbye at the TLS level (close_notify), best effort.
-    pub fn shutdown(&mut self) {
+    pub fn shutdown(&mut self, sock: &Socket) {
         match self {
             Transport::Plain(_) => {}
-            Transport::Tls(session, _) => session.shutdown(),
-            Transport::Records(r) => r.shutdown(),
+            Transport::Tls(session, _) => session.shutdown(sock.as_fd()),
+            Transport::Records(r) => r.shutdown(sock.as_fd()),
             Transport::Kernel(k) => {
-                let _ = k.shutdown();
+                let _ = k.shutdown(sock.as_fd());
             }
         }
     }
@@ -116,7 +121,7 @@ impl Transport {
 
 /// One SSL_write of the front of `out`. Small segments (a cached response's head and body)
 /// are gathered so that they leave in one record and one syscall instead of one each.
-fn write_tls(session: &mut TlsSession, retry: &mut usize, out: &Outbox) -> IoStatus {
+fn write_tls(session: &mut TlsSession, sock: &Socket, retry: &mut usize, out: &Outbox) -> IoStatus {
     let want = if *retry > 0 {
         *retry
     } else {
@@ -124,13 +129,13 @@ fn write_tls(session: &mut TlsSession, retry: &mut usize, out: &Outbox) -> IoSta
     };
     let front = out.front();
     let status = if front.len() >= want {
-        session.write(&front[..want])
+        session.write(sock.as_fd(), &front[..want])
     } else {
         GATHER.with(|g| {
             let mut g = g.borrow_mut();
             g.clear();
             out.copy_front(want, &mut g);
-            session.write(&g)
+            session.write(sock.as_fd(), &g)
         })
     };
     *retry = match status {

@@ -4,6 +4,7 @@
 //!
 //! The binaries are the release builds that `tests/run.sh` makes before `cargo test`; set
 //! `KTLS_PROXY_BIN_DIR` to test another build.
+#![forbid(unsafe_code)]
 
 pub mod evil_origin;
 pub mod origin;

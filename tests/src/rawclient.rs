@@ -5,8 +5,9 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, Socket, Type};
 
 /// One parsed response.
 #[derive(Clone, Debug)]
@@ -98,56 +99,18 @@ pub fn connect_from(src: Ipv4Addr, dst: SocketAddr, timeout: Duration) -> io::Re
     let SocketAddr::V4(dst) = dst else {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "IPv4 only"));
     };
-    // SAFETY: `socket` takes no pointers; the descriptor it returns is owned by nobody else and
-    // is handed to `TcpStream` right away, which closes it on every path.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh, valid socket descriptor that nothing else owns.
-    let stream = unsafe { TcpStream::from_raw_fd(fd) };
-    // On Linux SO_SNDTIMEO also bounds a blocking connect().
-    stream.set_write_timeout(Some(timeout))?;
-    let src = sockaddr(SocketAddrV4::new(src, 0));
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: `src` is a fully initialised sockaddr_in that lives across the call, and `len`
-    // is its size.
-    let rc = unsafe {
-        libc::bind(
-            stream.as_raw_fd(),
-            std::ptr::from_ref(&src).cast::<libc::sockaddr>(),
-            len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let dst = sockaddr(dst);
-    // SAFETY: as for bind: a fully initialised sockaddr_in and its size.
-    let rc = unsafe {
-        libc::connect(
-            stream.as_raw_fd(),
-            std::ptr::from_ref(&dst).cast::<libc::sockaddr>(),
-            len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
+    socket.bind(&SocketAddrV4::new(src, 0).into())?;
+    // A blocking connect bounded by SO_SNDTIMEO (Linux), not socket2's poll-based
+    // connect_timeout: that one reads SO_ERROR after the poll, and a proxy that resets the
+    // connection right after accepting it (a frang block) would turn a completed connect
+    // into ECONNRESET; the tests expect to see that reset on the first read instead.
+    socket.set_write_timeout(Some(timeout))?;
+    socket.connect(&dst.into())?;
+    let stream = TcpStream::from(socket);
     stream.set_write_timeout(Some(Duration::from_secs(10)))?;
     stream.set_nodelay(true)?;
     Ok(stream)
-}
-
-fn sockaddr(addr: SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: addr.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*addr.ip()).to_be(),
-        },
-        sin_zero: [0; 8],
-    }
 }
 
 /// A client connection that parses responses as they come.

@@ -10,7 +10,8 @@ use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
 use e2e::rawclient::{connect_from, get, Outcome, RawClient};
 use e2e::{curl, free_port, wait_for_port};
-use openssl::ssl::{Ssl, SslContext, SslMethod, SslSession, SslVerifyMode, SslVersion};
+use ktls::resume::ClientSession;
+use openssl::ssl::{Ssl, SslContext, SslMethod, SslVerifyMode, SslVersion};
 
 mod frang_common;
 
@@ -185,19 +186,23 @@ fn concurrent_tcp_connections() {
 fn tls_request(
     https: SocketAddr,
     src: Ipv4Addr,
-    session: Option<&SslSession>,
-) -> (Outcome, bool, Option<SslSession>) {
-    let mut b = SslContext::builder(SslMethod::tls_client()).expect("context");
-    b.set_verify(SslVerifyMode::NONE);
-    b.set_max_proto_version(Some(SslVersion::TLS1_2))
-        .expect("max version");
-    let ctx = b.build();
+    session: Option<&ClientSession>,
+) -> (Outcome, bool, Option<ClientSession>) {
+    // A resumption is made from the session's own context (ClientSession::offer checks it).
+    let ctx = match session {
+        Some(s) => s.context().to_owned(),
+        None => {
+            let mut b = SslContext::builder(SslMethod::tls_client()).expect("context");
+            b.set_verify(SslVerifyMode::NONE);
+            b.set_max_proto_version(Some(SslVersion::TLS1_2))
+                .expect("max version");
+            b.build()
+        }
+    };
     let mut ssl = Ssl::new(&ctx).expect("ssl");
     ssl.set_hostname(HOST).expect("sni");
     if let Some(s) = session {
-        // SAFETY: the session comes from a client context of the same kind (TLS 1.2 client),
-        // as set_session requires.
-        unsafe { ssl.set_session(s).expect("set session") };
+        s.offer(&mut ssl).expect("offer the session");
     }
     let tcp = match connect_from(src, https, T) {
         Ok(tcp) => tcp,
@@ -214,7 +219,7 @@ fn tls_request(
     let mut tls = c.into_stream();
     let _ = tls.shutdown();
     let resumed = tls.ssl().session_reused();
-    let next = tls.ssl().session().map(|s| s.to_owned());
+    let next = ClientSession::of(tls.ssl());
     (outcome, resumed, next)
 }
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 use e2e::origin::Origin;
 use e2e::proxy::{Proxy, Setup};
 use e2e::{curl, free_port, gen_cert, KeyKind, TempDir};
-use openssl::ssl::{Ssl, SslContext, SslMethod, SslSession, SslVerifyMode, SslVersion};
+use ktls::resume::ClientSession;
+use openssl::ssl::{Ssl, SslContext, SslMethod, SslVerifyMode, SslVersion};
 
 fn https_url(addr: SocketAddr) -> String {
     format!("https://site.test:{}/hello", addr.port())
@@ -171,20 +172,24 @@ fn match_any_server_name_serves_unknown_and_missing_sni() {
 /// (A plain `Ssl`: `SslConnector`'s own session handling keeps it from offering ours.)
 fn request_with_session(
     addr: SocketAddr,
-    session: Option<&SslSession>,
+    session: Option<&ClientSession>,
     version: SslVersion,
-) -> (bool, SslSession) {
-    let mut b = SslContext::builder(SslMethod::tls_client()).expect("context");
-    b.set_verify(SslVerifyMode::NONE);
-    b.set_min_proto_version(Some(version)).expect("min");
-    b.set_max_proto_version(Some(version)).expect("max");
-    let ctx = b.build();
+) -> (bool, ClientSession) {
+    // A resumption is made from the session's own context (ClientSession::offer checks it).
+    let ctx = match session {
+        Some(s) => s.context().to_owned(),
+        None => {
+            let mut b = SslContext::builder(SslMethod::tls_client()).expect("context");
+            b.set_verify(SslVerifyMode::NONE);
+            b.set_min_proto_version(Some(version)).expect("min");
+            b.set_max_proto_version(Some(version)).expect("max");
+            b.build()
+        }
+    };
     let mut ssl = Ssl::new(&ctx).expect("ssl");
     ssl.set_hostname("site.test").expect("sni");
     if let Some(s) = session {
-        // SAFETY: the session comes from a client context of the same kind, as set_session
-        // requires.
-        unsafe { ssl.set_session(s).expect("set session") };
+        s.offer(&mut ssl).expect("offer the session");
     }
     let tcp = TcpStream::connect(addr).expect("connect");
     tcp.set_read_timeout(Some(Duration::from_secs(5)))
@@ -203,11 +208,7 @@ fn request_with_session(
     // connection dropped without close_notify as not resumable.
     let _ = tls.shutdown();
     let resumed = tls.ssl().session_reused();
-    let session = tls
-        .ssl()
-        .session()
-        .expect("a session after the exchange")
-        .to_owned();
+    let session = ClientSession::of(tls.ssl()).expect("a session after the exchange");
     (resumed, session)
 }
 
@@ -244,8 +245,8 @@ fn tickets_resume_across_two_proxies_sharing_a_secret() {
             let (resumed, fresh) = request_with_session(a, Some(&session), version);
             assert!(resumed);
             assert_ne!(
-                fresh.to_der().ok(),
-                session.to_der().ok(),
+                fresh.session().to_der().ok(),
+                session.session().to_der().ok(),
                 "no new ticket after resumption"
             );
             let (resumed, _) = request_with_session(b, Some(&fresh), version);

@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -200,7 +200,7 @@ fn pin_protocol(builder: &mut SslContextBuilder, case: &Case) -> Result<(), Stri
 }
 
 /// The server context as the proxy builds it: kTLS options plus secret capture.
-fn server_context(identity: &Identity, case: &Case) -> Result<SslContext, String> {
+pub fn server_context(identity: &Identity, case: &Case) -> Result<SslContext, String> {
     let mut builder = SslContextBuilder::new(SslMethod::tls_server()).map_err(|e| e.to_string())?;
     ktls::ossl::configure_context(&mut builder, true);
     offload::capture_secrets(&mut builder).map_err(|e| e.to_string())?;
@@ -214,7 +214,7 @@ fn server_context(identity: &Identity, case: &Case) -> Result<SslContext, String
     Ok(builder.build())
 }
 
-fn client_context(case: &Case) -> Result<SslContext, String> {
+pub fn client_context(case: &Case) -> Result<SslContext, String> {
     let mut builder = SslContextBuilder::new(SslMethod::tls_client()).map_err(|e| e.to_string())?;
     builder.set_verify(SslVerifyMode::NONE);
     pin_protocol(&mut builder, case)?;
@@ -242,29 +242,37 @@ fn mib_per_s(bytes: usize, elapsed: Duration) -> f64 {
 
 // ---------------------------------------------------------------- server side
 
-/// The server's connection after `offload`: kernel records, the proxy's record layer, or
+/// The server's record layer after `offload`: kernel records, the proxy's record layer, or
 /// OpenSSL's.
-enum Conn {
+enum Tls {
     Kernel(KtlsSocket),
     User(TlsSession),
     Records(Box<ktls::record::RecordSocket>),
 }
 
+/// The server's connection: the socket it owns and the record layer every call lends it to.
+struct Conn {
+    stream: TcpStream,
+    tls: Tls,
+}
+
 impl Conn {
     fn read(&mut self, buf: &mut [u8]) -> IoStatus {
-        match self {
-            Conn::Kernel(socket) => socket.read(buf),
-            Conn::User(session) => session.read(buf),
-            Conn::Records(socket) => socket.read(buf),
+        let fd = self.stream.as_fd();
+        match &mut self.tls {
+            Tls::Kernel(socket) => socket.read(fd, buf),
+            Tls::User(session) => session.read(fd, buf),
+            Tls::Records(socket) => socket.read(fd, buf),
         }
     }
 
     fn write_all(&mut self, mut buf: &[u8]) -> Result<(), String> {
         while !buf.is_empty() {
-            let status = match self {
-                Conn::Kernel(socket) => socket.write(buf),
-                Conn::User(session) => session.write(buf),
-                Conn::Records(socket) => socket.write(buf),
+            let fd = self.stream.as_fd();
+            let status = match &mut self.tls {
+                Tls::Kernel(socket) => socket.write(fd, buf),
+                Tls::User(session) => session.write(fd, buf),
+                Tls::Records(socket) => socket.write(fd, buf),
             };
             buf = &buf[done(status, "write")?..];
         }
@@ -273,19 +281,20 @@ impl Conn {
 
     /// The kernel path sends the file with sendfile; user space must copy it through OpenSSL.
     fn send_file(&mut self, file: &mut File, len: usize) -> Result<(), String> {
-        match self {
-            Conn::Kernel(socket) => {
+        match &mut self.tls {
+            Tls::Kernel(socket) => {
                 let mut offset = 0u64;
                 while (offset as usize) < len {
                     let left = len - offset as usize;
-                    let status = socket.sendfile(file.as_raw_fd(), &mut offset, left);
+                    let status =
+                        socket.sendfile(self.stream.as_fd(), file.as_fd(), &mut offset, left);
                     if done(status, "sendfile")? == 0 {
                         return Err("sendfile sent nothing (file too short?)".to_string());
                     }
                 }
                 Ok(())
             }
-            Conn::User(_) | Conn::Records(_) => {
+            Tls::User(_) | Tls::Records(_) => {
                 let mut data = vec![0u8; len];
                 file.read_exact(&mut data)
                     .map_err(|e| format!("reading the file: {e}"))?;
@@ -308,14 +317,15 @@ impl Conn {
     }
 
     fn shutdown(&mut self) -> Result<(), String> {
-        match self {
-            Conn::Kernel(socket) => done(socket.shutdown(), "close_notify").map(drop),
-            Conn::User(session) => {
-                session.shutdown();
+        let fd = self.stream.as_fd();
+        match &mut self.tls {
+            Tls::Kernel(socket) => done(socket.shutdown(fd), "close_notify").map(drop),
+            Tls::User(session) => {
+                session.shutdown(fd);
                 Ok(())
             }
-            Conn::Records(socket) => {
-                socket.shutdown();
+            Tls::Records(socket) => {
+                socket.shutdown(fd);
                 Ok(())
             }
         }
@@ -355,7 +365,7 @@ struct ServerReport {
     sendfile_mib_s: Option<f64>,
 }
 
-fn installed(fd: RawFd, direction: Direction) -> Option<String> {
+fn installed(fd: BorrowedFd<'_>, direction: Direction) -> Option<String> {
     match kernel::installed(fd, direction) {
         Ok(Some((_, cipher))) => Some(cipher.as_str().to_string()),
         _ => None,
@@ -378,12 +388,11 @@ fn serve(
         .map_err(|e| e.to_string())?;
     // The echo is request/response: Nagle plus delayed ACKs would stall every chunk 40 ms.
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
-    let fd = stream.as_raw_fd();
     let mut ssl = Ssl::new(&ctx).map_err(|e| e.to_string())?;
     offload::prepare_ssl(&mut ssl).map_err(|e| e.to_string())?;
     ssl.set_accept_state();
-    let mut session = TlsSession::new(ssl, fd).map_err(|e| e.to_string())?;
-    match session.handshake() {
+    let mut session = TlsSession::new(ssl, stream.as_fd()).map_err(|e| e.to_string())?;
+    match session.handshake(stream.as_fd()) {
         Ok(Progress::Done) => {}
         Ok(other) => {
             return Err(format!(
@@ -392,23 +401,24 @@ fn serve(
         }
         Err(e) => return Err(format!("handshake: {e}")),
     }
-    let offloaded = offload::offload(session, KtlsMode::Auto);
+    let offloaded = offload::offload(session, stream.as_fd(), KtlsMode::Auto);
     let path = offloaded.path();
-    let (mut conn, reason) = match offloaded {
-        Offload::Kernel(socket) => (Conn::Kernel(socket), None),
+    let (tls, reason) = match offloaded {
+        Offload::Kernel(socket) => (Tls::Kernel(socket), None),
         Offload::UserSpace {
             session, reason, ..
-        } => (Conn::User(session), Some(reason)),
-        Offload::Records { socket, reason } => (Conn::Records(socket), Some(reason)),
+        } => (Tls::User(session), Some(reason)),
+        Offload::Records { socket, reason } => (Tls::Records(socket), Some(reason)),
     };
     let mut report = ServerReport {
         path,
         reason,
-        kernel_tx: installed(fd, Direction::Tx),
-        kernel_rx: installed(fd, Direction::Rx),
+        kernel_tx: installed(stream.as_fd(), Direction::Tx),
+        kernel_rx: installed(stream.as_fd(), Direction::Rx),
         end: String::new(),
         sendfile_mib_s: None,
     };
+    let mut conn = Conn { stream, tls };
     match case.kind {
         CaseKind::Data => {
             for &len in &sizes.echo {
@@ -425,9 +435,9 @@ fn serve(
         CaseKind::KeyUpdate => {
             echo(&mut conn, KEY_UPDATE_PROBE.len())?;
             // The kernel path must refuse the KeyUpdate; user space follows it and echoes.
-            report.end = match conn {
-                Conn::Kernel(_) => final_read(&mut conn),
-                Conn::User(_) | Conn::Records(_) => {
+            report.end = match conn.tls {
+                Tls::Kernel(_) => final_read(&mut conn),
+                Tls::User(_) | Tls::Records(_) => {
                     echo(&mut conn, KEY_UPDATE_PROBE.len())?;
                     let end = final_read(&mut conn);
                     conn.shutdown()?;
@@ -436,7 +446,9 @@ fn serve(
             };
         }
         CaseKind::Nonblocking => {
-            stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+            conn.stream
+                .set_nonblocking(true)
+                .map_err(|e| e.to_string())?;
             // The client sends nothing before GO: the read must say "wait", not block or fail.
             let mut buf = [0u8; 64];
             match conn.read(&mut buf) {
@@ -450,13 +462,12 @@ fn serve(
                 IoStatus::Closed => "closed".to_string(),
                 other => format!("{other:?}"),
             };
-            stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+            conn.stream
+                .set_nonblocking(false)
+                .map_err(|e| e.to_string())?;
             conn.shutdown()?;
         }
     }
-    // `conn` (which may hold the SSL on `fd`) goes before `stream` closes the fd.
-    drop(conn);
-    drop(stream);
     Ok(report)
 }
 

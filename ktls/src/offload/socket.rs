@@ -2,10 +2,10 @@
 //! syscalls on the fd, plus the handling of the control records the kernel hands up.
 
 use std::io::{self, IoSlice};
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 
 use crate::kernel::{self, record_type, KernelCipher, TlsVersion};
-use crate::session::{IoStatus, TlsError};
+use crate::session::{AttachedFd, IoStatus, TlsError};
 
 /// Alert level "warning" and description close_notify (RFC 8446 §6.1).
 const ALERT_LEVEL_WARNING: u8 = 1;
@@ -16,11 +16,12 @@ const HANDSHAKE_NEW_SESSION_TICKET: u8 = 4;
 /// Enough of a control record to classify it: alerts are 2 bytes, a handshake header 4.
 const CONTROL_PEEK: usize = 64;
 
-/// Both directions in the kernel; the SSL object is gone. The fd stays owned by the caller
-/// (as with `TlsSession`) and must outlive this value.
+/// Both directions in the kernel; the SSL object is gone. The socket stays owned by the
+/// caller: every call borrows it, and must borrow the one whose kernel state this value
+/// describes (checked: a call on another descriptor would read and write plaintext).
 #[derive(Debug)]
 pub struct KtlsSocket {
-    fd: RawFd,
+    fd: AttachedFd,
     version: TlsVersion,
     cipher: KernelCipher,
     /// The peer's close_notify was seen: reads report `Closed` from now on.
@@ -28,17 +29,13 @@ pub struct KtlsSocket {
 }
 
 impl KtlsSocket {
-    pub(crate) fn new(fd: RawFd, version: TlsVersion, cipher: KernelCipher) -> KtlsSocket {
+    pub(crate) fn new(fd: AttachedFd, version: TlsVersion, cipher: KernelCipher) -> KtlsSocket {
         KtlsSocket {
             fd,
             version,
             cipher,
             peer_closed: false,
         }
-    }
-
-    pub fn fd(&self) -> RawFd {
-        self.fd
     }
 
     pub fn version(&self) -> TlsVersion {
@@ -52,26 +49,30 @@ impl KtlsSocket {
     /// Reads decrypted application data. `Closed` on close_notify or TCP end of stream; an
     /// error for any other alert, a KeyUpdate (the kernel cannot rekey) or a record that fails
     /// authentication. After an error the connection must be closed.
-    pub fn read(&mut self, buf: &mut [u8]) -> IoStatus {
+    pub fn read(&mut self, fd: BorrowedFd<'_>, buf: &mut [u8]) -> IoStatus {
+        let fd = match self.fd.check(fd) {
+            Ok(fd) => fd,
+            Err(e) => return IoStatus::Error(e),
+        };
         if buf.is_empty() {
             return IoStatus::Done(0);
         }
         if self.peer_closed {
             return IoStatus::Closed;
         }
-        match kernel::read(self.fd, buf) {
+        match kernel::read(fd, buf) {
             Ok(0) => IoStatus::Closed,
             Ok(n) => IoStatus::Done(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => IoStatus::WantRead,
             // EIO: a record other than application data is next; see which.
-            Err(e) if e.raw_os_error() == Some(libc::EIO) => self.read_control_record(buf),
+            Err(e) if e.raw_os_error() == Some(libc::EIO) => self.read_control_record(fd, buf),
             Err(e) => IoStatus::Error(read_error(e)),
         }
     }
 
-    fn read_control_record(&mut self, buf: &mut [u8]) -> IoStatus {
+    fn read_control_record(&mut self, fd: BorrowedFd<'_>, buf: &mut [u8]) -> IoStatus {
         let mut scratch = [0u8; CONTROL_PEEK];
-        let record = match kernel::recv_record(self.fd, &mut scratch) {
+        let record = match kernel::recv_record(fd, &mut scratch) {
             Ok(record) => record,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return IoStatus::WantRead,
             Err(e) => return IoStatus::Error(read_error(e)),
@@ -116,34 +117,56 @@ impl KtlsSocket {
         }
     }
 
-    /// Writes application data; the kernel frames and encrypts it.
-    pub fn write(&mut self, buf: &[u8]) -> IoStatus {
+    /// Writes application data to the socket `fd`; the kernel frames and encrypts it.
+    pub fn write(&mut self, fd: BorrowedFd<'_>, buf: &[u8]) -> IoStatus {
+        let fd = match self.fd.check(fd) {
+            Ok(fd) => fd,
+            Err(e) => return IoStatus::Error(e),
+        };
         if buf.is_empty() {
             return IoStatus::Done(0);
         }
-        write_status(kernel::write(self.fd, buf))
+        write_status(kernel::write(fd, buf))
     }
 
     /// Gathered write: a whole response (head + body) in one syscall.
-    pub fn writev(&mut self, bufs: &[IoSlice<'_>]) -> IoStatus {
+    pub fn writev(&mut self, fd: BorrowedFd<'_>, bufs: &[IoSlice<'_>]) -> IoStatus {
+        let fd = match self.fd.check(fd) {
+            Ok(fd) => fd,
+            Err(e) => return IoStatus::Error(e),
+        };
         if bufs.iter().all(|b| b.is_empty()) {
             return IoStatus::Done(0);
         }
-        write_status(kernel::writev(self.fd, bufs))
+        write_status(kernel::writev(fd, bufs))
     }
 
     /// Sends up to `len` bytes of `in_fd` from `*offset` (advanced by what was sent): file
     /// pages go to the kernel's TLS layer without a copy through user space.
-    pub fn sendfile(&mut self, in_fd: RawFd, offset: &mut u64, len: usize) -> IoStatus {
+    pub fn sendfile(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        in_fd: BorrowedFd<'_>,
+        offset: &mut u64,
+        len: usize,
+    ) -> IoStatus {
+        let fd = match self.fd.check(fd) {
+            Ok(fd) => fd,
+            Err(e) => return IoStatus::Error(e),
+        };
         if len == 0 {
             return IoStatus::Done(0);
         }
-        write_status(kernel::sendfile(self.fd, in_fd, offset, len))
+        write_status(kernel::sendfile(fd, in_fd, offset, len))
     }
 
     /// Sends close_notify. `Done(0)` when sent, `WantWrite` if the socket buffer is full.
-    pub fn shutdown(&mut self) -> IoStatus {
-        match kernel::send_alert(self.fd, ALERT_LEVEL_WARNING, ALERT_CLOSE_NOTIFY) {
+    pub fn shutdown(&mut self, fd: BorrowedFd<'_>) -> IoStatus {
+        let fd = match self.fd.check(fd) {
+            Ok(fd) => fd,
+            Err(e) => return IoStatus::Error(e),
+        };
+        match kernel::send_alert(fd, ALERT_LEVEL_WARNING, ALERT_CLOSE_NOTIFY) {
             Ok(()) => IoStatus::Done(0),
             Err(e) => write_status(Err(e)),
         }

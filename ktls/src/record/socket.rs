@@ -6,14 +6,14 @@
 
 use std::io::{self, IoSlice};
 use std::ops::Range;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 
 use super::error::{alert, RecordError};
 use super::layer::{Inbound, RecordLayer, MAX_RECORD};
 use super::{pool, stats};
 use crate::kernel;
 use crate::readiness::ReadReadiness;
-use crate::session::{IoStatus, TlsError};
+use crate::session::{AttachedFd, IoStatus, TlsError};
 
 /// Received bytes of one connection, while it has any.
 struct Rx {
@@ -33,10 +33,11 @@ struct Tx {
     plain: usize,
 }
 
-/// An established TLS connection on the proxy's record layer. The fd stays owned by the
-/// caller and must outlive this value.
+/// An established TLS connection on the proxy's record layer. The socket stays owned by the
+/// caller: every call borrows it, and must borrow the one the layer's records belong to
+/// (checked).
 pub struct RecordSocket {
-    fd: RawFd,
+    fd: AttachedFd,
     layer: RecordLayer,
     rx: Option<Box<Rx>>,
     tx: Option<Box<Tx>>,
@@ -51,7 +52,7 @@ pub struct RecordSocket {
 impl std::fmt::Debug for RecordSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RecordSocket")
-            .field("fd", &self.fd)
+            .field("fd", &self.fd.raw())
             .field("version", &self.layer.version())
             .field("cipher", &self.layer.cipher())
             .finish_non_exhaustive()
@@ -59,9 +60,10 @@ impl std::fmt::Debug for RecordSocket {
 }
 
 impl RecordSocket {
-    pub fn new(fd: RawFd, layer: RecordLayer) -> RecordSocket {
+    /// The record layer `layer` on the socket `fd`; later calls must borrow the same socket.
+    pub fn new(fd: BorrowedFd<'_>, layer: RecordLayer) -> RecordSocket {
         RecordSocket {
-            fd,
+            fd: AttachedFd::of(fd),
             layer,
             rx: None,
             tx: None,
@@ -86,10 +88,6 @@ impl RecordSocket {
         }
     }
 
-    pub fn fd(&self) -> RawFd {
-        self.fd
-    }
-
     pub fn layer(&self) -> &RecordLayer {
         &self.layer
     }
@@ -101,7 +99,11 @@ impl RecordSocket {
 
     /// Reads decrypted application data. `Closed` on close_notify or end of stream between
     /// records; an error (after sending the matching alert) for anything else.
-    pub fn read(&mut self, buf: &mut [u8]) -> IoStatus {
+    pub fn read(&mut self, fd: BorrowedFd<'_>, buf: &mut [u8]) -> IoStatus {
+        let fd = match self.fd.check(fd) {
+            Ok(fd) => fd,
+            Err(e) => return IoStatus::Error(e),
+        };
         if buf.is_empty() {
             return IoStatus::Done(0);
         }
@@ -115,12 +117,12 @@ impl RecordSocket {
             if let Some(n) = self.hand_out(buf) {
                 return IoStatus::Done(n);
             }
-            match self.open_next() {
+            match self.open_next(fd) {
                 Ok(true) => continue,
                 Ok(false) => {}
                 Err(status) => return status,
             }
-            match self.fill() {
+            match self.fill(fd) {
                 Ok(true) => continue,
                 Ok(false) => {
                     self.release_rx_if_empty();
@@ -145,7 +147,7 @@ impl RecordSocket {
     }
 
     /// Opens the next whole record in the receive buffer. True if it made progress.
-    fn open_next(&mut self) -> Result<bool, IoStatus> {
+    fn open_next(&mut self, fd: BorrowedFd<'_>) -> Result<bool, IoStatus> {
         let Some(rx) = self.rx.as_mut() else {
             return Ok(false);
         };
@@ -174,17 +176,17 @@ impl RecordSocket {
                 rx.start += consumed;
                 stats::count_key_update(false);
                 if answer {
-                    self.answer_key_update()?;
+                    self.answer_key_update(fd)?;
                 }
                 Ok(true)
             }
-            Err(e) => Err(self.fail(e)),
+            Err(e) => Err(self.fail(fd, e)),
         }
     }
 
     /// The peer asked for our KeyUpdate: it is sealed now (after any records already
     /// sealed, before any later ones) and sent as far as the socket takes it.
-    fn answer_key_update(&mut self) -> Result<(), IoStatus> {
+    fn answer_key_update(&mut self, fd: BorrowedFd<'_>) -> Result<(), IoStatus> {
         let mut tx = self.tx.take().unwrap_or_else(|| {
             Box::new(Tx {
                 buf: pool::take_tx(),
@@ -195,17 +197,17 @@ impl RecordSocket {
         let sealed = self.layer.seal_key_update(false, &mut tx.buf);
         self.tx = Some(tx);
         if let Err(e) = sealed {
-            return Err(self.fail(e));
+            return Err(self.fail(fd, e));
         }
         stats::count_key_update(true);
-        match self.flush() {
+        match self.flush(fd) {
             Ok(_) => Ok(()),
             Err(status) => Err(status),
         }
     }
 
     /// Reads from the socket into the receive buffer. True if bytes came.
-    fn fill(&mut self) -> Result<bool, IoStatus> {
+    fn fill(&mut self, fd: BorrowedFd<'_>) -> Result<bool, IoStatus> {
         if self.readiness.is_some_and(|r| !r.may_read()) {
             return Ok(false);
         }
@@ -229,7 +231,7 @@ impl RecordSocket {
         let asked = rx.buf.len() - end;
         // EINTR says nothing about the connection: read again.
         let result = loop {
-            match kernel::read(self.fd, &mut rx.buf[end..]) {
+            match kernel::read(fd, &mut rx.buf[end..]) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 other => break other,
             }
@@ -271,12 +273,16 @@ impl RecordSocket {
 
     /// Seals and writes application data from `bufs` (several records per syscall).
     /// `Done(n)`: `n` bytes are on the wire. `WantWrite`: try again with the same bytes.
-    pub fn writev(&mut self, bufs: &[IoSlice<'_>]) -> IoStatus {
+    pub fn writev(&mut self, fd: BorrowedFd<'_>, bufs: &[IoSlice<'_>]) -> IoStatus {
+        let fd = match self.fd.check(fd) {
+            Ok(fd) => fd,
+            Err(e) => return IoStatus::Error(e),
+        };
         if self.failed {
             return IoStatus::Error(TlsError::Protocol("connection already failed".into()));
         }
         if self.tx.is_some() {
-            match self.flush() {
+            match self.flush(fd) {
                 Ok(Some(0)) => {}
                 Ok(Some(plain)) => return IoStatus::Done(plain),
                 Ok(None) => return IoStatus::WantWrite,
@@ -292,7 +298,7 @@ impl RecordSocket {
             Ok(n) => n,
             Err(e) => {
                 pool::give_tx(buf);
-                return self.fail(e);
+                return self.fail(fd, e);
             }
         };
         self.tx = Some(Box::new(Tx {
@@ -300,25 +306,25 @@ impl RecordSocket {
             sent: 0,
             plain: sealed,
         }));
-        match self.flush() {
+        match self.flush(fd) {
             Ok(Some(plain)) => IoStatus::Done(plain),
             Ok(None) => IoStatus::WantWrite,
             Err(status) => status,
         }
     }
 
-    pub fn write(&mut self, buf: &[u8]) -> IoStatus {
-        self.writev(&[IoSlice::new(buf)])
+    pub fn write(&mut self, fd: BorrowedFd<'_>, buf: &[u8]) -> IoStatus {
+        self.writev(fd, &[IoSlice::new(buf)])
     }
 
     /// Writes sealed records. `Some(plain)` when all are out (their plaintext count, now
     /// reported), `None` when the socket is full.
-    fn flush(&mut self) -> Result<Option<usize>, IoStatus> {
+    fn flush(&mut self, fd: BorrowedFd<'_>) -> Result<Option<usize>, IoStatus> {
         let Some(tx) = self.tx.as_mut() else {
             return Ok(Some(0));
         };
         while tx.sent < tx.buf.len() {
-            match kernel::write(self.fd, &tx.buf[tx.sent..]) {
+            match kernel::write(fd, &tx.buf[tx.sent..]) {
                 Ok(0) => {
                     return Err(IoStatus::Error(TlsError::Io(
                         io::ErrorKind::WriteZero.into(),
@@ -346,17 +352,17 @@ impl RecordSocket {
 
     /// Sends the alert for `e` (best effort, after what is already sealed), counts it and
     /// marks the connection failed.
-    fn fail(&mut self, e: RecordError) -> IoStatus {
+    fn fail(&mut self, fd: BorrowedFd<'_>, e: RecordError) -> IoStatus {
         stats::count_error(&e);
         if let Some(description) = e.alert() {
-            self.send_alert(description);
+            self.send_alert(fd, description);
         }
         self.failed = true;
         self.release_rx();
         IoStatus::Error(TlsError::Record(e))
     }
 
-    fn send_alert(&mut self, description: u8) {
+    fn send_alert(&mut self, fd: BorrowedFd<'_>, description: u8) {
         let mut tx = self.tx.take().unwrap_or_else(|| {
             Box::new(Tx {
                 buf: pool::take_tx(),
@@ -367,14 +373,14 @@ impl RecordSocket {
         let sealed = self.layer.seal_alert(description, &mut tx.buf).is_ok();
         self.tx = Some(tx);
         if sealed {
-            let _ = self.flush();
+            let _ = self.flush(fd);
         }
     }
 
     /// Sends close_notify, best effort (the connection is being closed either way).
-    pub fn shutdown(&mut self) {
-        if !self.failed {
-            self.send_alert(alert::CLOSE_NOTIFY);
+    pub fn shutdown(&mut self, fd: BorrowedFd<'_>) {
+        if !self.failed && self.fd.check(fd).is_ok() {
+            self.send_alert(fd, alert::CLOSE_NOTIFY);
             self.failed = true;
         }
         self.release_rx();

@@ -2,11 +2,11 @@
 //! keep-alive and the client-side deadlines.
 
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use ktls::offload::{offload, Offload};
 use ktls::{IoStatus, Progress, TlsSession};
-use mio::net::TcpStream;
 use mio::Interest;
 use openssl::ssl::Ssl;
 
@@ -18,6 +18,7 @@ use crate::buf::Buf;
 use crate::close_reason::CloseReason;
 use crate::metrics::{bump, TlsPath};
 use crate::outbox::Outbox;
+use crate::socket::Socket;
 use crate::transport::Transport;
 
 #[allow(
@@ -34,7 +35,7 @@ pub enum Stage {
 }
 
 pub struct Client {
-    pub sock: TcpStream,
+    pub sock: Socket,
     pub peer: SocketAddr,
     pub stage: Stage,
     /// The codec (HTTP/1.1 or HTTP/2): the connection's requests and responses.
@@ -78,7 +79,7 @@ impl Client {
 impl Worker {
     pub(super) fn new_client(
         &mut self,
-        mut sock: TcpStream,
+        mut sock: Socket,
         peer: SocketAddr,
         tls: bool,
         protos: &[config::Proto],
@@ -149,14 +150,13 @@ impl Worker {
         self.dirty.push_back(client_token(ci));
     }
 
-    fn start_tls(&self, sock: &TcpStream, alpn: crate::alpn::Alpn) -> Option<TlsSession> {
-        use std::os::fd::AsRawFd;
+    fn start_tls(&self, sock: &Socket, alpn: crate::alpn::Alpn) -> Option<TlsSession> {
         let ctx = &self.rt.tls.as_ref()?.accept;
         let mut ssl = Ssl::new(ctx).ok()?;
         ssl.set_accept_state();
         crate::alpn::set_policy(&mut ssl, alpn);
         ktls::offload::prepare_ssl(&mut ssl).ok()?;
-        TlsSession::new(ssl, sock.as_raw_fd()).ok()
+        TlsSession::new(ssl, sock.as_fd()).ok()
     }
 
     /// Keep-alive timeout of idle client connections.
@@ -265,7 +265,7 @@ impl Worker {
         let Stage::Handshake(session) = &mut c.stage else {
             return true;
         };
-        match session.handshake() {
+        match session.handshake(c.sock.as_fd()) {
             Ok(Progress::Done) => {}
             Ok(Progress::WantRead | Progress::WantWrite) => return self.handshake_waits(ci),
             Err(_) => {
@@ -302,7 +302,7 @@ impl Worker {
         } else {
             &metrics.handshakes_full
         });
-        let transport = match offload(*session, self.rt.ktls_mode) {
+        let transport = match offload(*session, c.sock.as_fd(), self.rt.ktls_mode) {
             Offload::Kernel(socket) => {
                 metrics.count_tls_path(TlsPath::KtlsBoth);
                 Transport::Kernel(socket)
@@ -481,7 +481,7 @@ impl Worker {
         }
         if let Stage::Open(transport) = &mut c.stage {
             if !c.peer_closed {
-                transport.shutdown();
+                transport.shutdown(&c.sock);
             }
         }
         if let Some(buf) = c.rbuf.take() {

@@ -24,6 +24,8 @@ mod request_body;
 mod response;
 mod route;
 mod sticky_hook;
+#[cfg(test)]
+mod tests;
 mod tunnel;
 mod upstream;
 mod websocket;
@@ -160,6 +162,8 @@ pub struct Worker {
     inbox: caching::Inbox,
     /// Distinguishes a client from a later one that reuses its slab slot.
     next_client_id: u64,
+    /// Opens upstream connections (TCP; socketpairs in the worker's tests).
+    connector: crate::socket::Connector,
 }
 
 /// How long a graceful stop waits for in-flight requests.
@@ -195,6 +199,7 @@ impl Worker {
             waker: waker.clone(),
             inbox: caching::Inbox::default(),
             next_client_id: 0,
+            connector: crate::socket::Connector::default(),
         };
         worker.groups = upstream::group_states(&worker.rt);
         worker.schedule_health_checks();
@@ -211,51 +216,62 @@ impl Worker {
     /// Runs until a stop is requested and in-flight work has drained (bounded).
     pub fn run(mut self) {
         let mut events = Events::with_capacity(1024);
-        loop {
-            let now = Instant::now();
-            let timeout = self
-                .timers
-                .next_timeout(now)
-                .map(|d| d.max(Duration::from_millis(1)));
-            if let Err(e) = self.poll.poll(
-                &mut events,
-                ktls::offload::memory::cap_wait(timeout.or(Some(Duration::from_secs(1))), now),
-            ) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    crate::error!("worker {}: poll failed: {e}", self.id);
-                    return;
-                }
-            }
-            // A reload applies to the next request of every connection, not only to new
-            // connections.
-            self.refresh_runtime();
-            for event in events.iter() {
-                match kind(event.token()) {
-                    Kind::Waker => self.drain_inbox(),
-                    Kind::Listener(i) => self.accept(i),
-                    Kind::Client(ci) => {
-                        if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            self.client_readable(ci, event.is_read_closed() || event.is_error());
-                        }
-                        self.dirty.push_back(event.token());
-                    }
-                    Kind::Upstream(_) => self.dirty.push_back(event.token()),
-                    Kind::Probe(_) | Kind::Exchange(_) | Kind::Grace => {}
-                }
-            }
-            self.drain_dirty();
-            self.fire_timers();
-            self.drain_dirty();
-            ktls::offload::memory::run_owed_trim(Instant::now());
-            if self.shared.stopping.load(Ordering::Acquire) && self.draining.is_none() {
-                self.start_drain();
-            }
-            if let Some(since) = self.draining {
-                if self.clients.is_empty() || since.elapsed() > DRAIN_TIMEOUT {
-                    return;
-                }
+        while self.turn(&mut events, None) {}
+    }
+
+    /// One round of the loop: waits for events until the next timer is due (1 s when none
+    /// is; never longer than `cap` when given), drives what they name, fires due timers.
+    /// False once the worker is done (a stop has drained, or polling failed). The worker's
+    /// tests step the loop with it, with a short cap.
+    fn turn(&mut self, events: &mut Events, cap: Option<Duration>) -> bool {
+        let now = Instant::now();
+        let timeout = self
+            .timers
+            .next_timeout(now)
+            .map(|d| d.max(Duration::from_millis(1)));
+        let wait = match cap {
+            Some(cap) => timeout.map_or(cap, |t| t.min(cap)),
+            None => timeout.unwrap_or(Duration::from_secs(1)),
+        };
+        if let Err(e) = self
+            .poll
+            .poll(events, ktls::offload::memory::cap_wait(Some(wait), now))
+        {
+            if e.kind() != io::ErrorKind::Interrupted {
+                crate::error!("worker {}: poll failed: {e}", self.id);
+                return false;
             }
         }
+        // A reload applies to the next request of every connection, not only to new
+        // connections.
+        self.refresh_runtime();
+        for event in events.iter() {
+            match kind(event.token()) {
+                Kind::Waker => self.drain_inbox(),
+                Kind::Listener(i) => self.accept(i),
+                Kind::Client(ci) => {
+                    if event.is_readable() || event.is_read_closed() || event.is_error() {
+                        self.client_readable(ci, event.is_read_closed() || event.is_error());
+                    }
+                    self.dirty.push_back(event.token());
+                }
+                Kind::Upstream(_) => self.dirty.push_back(event.token()),
+                Kind::Probe(_) | Kind::Exchange(_) | Kind::Grace => {}
+            }
+        }
+        self.drain_dirty();
+        self.fire_timers();
+        self.drain_dirty();
+        ktls::offload::memory::run_owed_trim(Instant::now());
+        if self.shared.stopping.load(Ordering::Acquire) && self.draining.is_none() {
+            self.start_drain();
+        }
+        if let Some(since) = self.draining {
+            if self.clients.is_empty() || since.elapsed() > DRAIN_TIMEOUT {
+                return false;
+            }
+        }
+        true
     }
 
     fn drain_dirty(&mut self) {
@@ -323,7 +339,7 @@ impl Worker {
                 Ok((sock, peer)) => {
                     let (tls, protos) = (listener.tls, listener.protos.clone());
                     self.refresh_runtime();
-                    self.new_client(sock, peer, tls, &protos);
+                    self.new_client(crate::socket::Socket::Tcp(sock), peer, tls, &protos);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

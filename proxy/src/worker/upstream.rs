@@ -9,7 +9,6 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use ktls::IoStatus;
-use mio::net::TcpStream;
 use mio::Interest;
 
 use super::response::Failure;
@@ -18,6 +17,7 @@ use crate::buf::Buf;
 use crate::metrics::bump;
 use crate::outbox::Outbox;
 use crate::runtime::Runtime;
+use crate::socket::Socket;
 
 /// Longest a server stays out before the next probe.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -44,7 +44,7 @@ pub enum UpPhase {
 }
 
 pub struct Upstream {
-    pub sock: TcpStream,
+    pub sock: Socket,
     pub group: usize,
     pub server: usize,
     pub phase: UpPhase,
@@ -248,8 +248,7 @@ impl Worker {
             return Err(io::ErrorKind::NotFound.into());
         };
         let connect_timeout = CONNECT_TIMEOUT.min(g.forward_timeout);
-        let mut sock = TcpStream::connect(addr)?;
-        let _ = sock.set_nodelay(true);
+        let mut sock = self.connector.connect(addr)?;
         let entry = self.upstreams.vacant_entry();
         let ui = entry.key();
         self.poll.registry().register(
@@ -665,12 +664,12 @@ impl Worker {
 }
 
 /// Whether a non-blocking connect finished: None while in progress.
-fn connect_result(sock: &TcpStream) -> Option<io::Result<()>> {
+fn connect_result(sock: &Socket) -> Option<io::Result<()>> {
     if let Ok(Some(e)) | Err(e) = sock.take_error() {
         return Some(Err(e));
     }
-    match sock.peer_addr() {
-        Ok(_) => Some(Ok(())),
+    match sock.connected() {
+        Ok(()) => Some(Ok(())),
         Err(e) if e.kind() == io::ErrorKind::NotConnected => None,
         Err(e) => Some(Err(e)),
     }

@@ -6,6 +6,7 @@
 //!
 //! Any path answers `--size` bytes; `/bytes/N` answers N bytes; `/__origin/stats` answers this
 //! process's counters as JSON (`{"connections":N,"requests":M,"tls_resumed":R}`).
+#![forbid(unsafe_code)]
 
 #[path = "../http-perf/chunked.rs"]
 mod chunked;

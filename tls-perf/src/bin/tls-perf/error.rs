@@ -32,7 +32,6 @@ pub enum StartError {
         soft: u64,
         hard: u64,
     },
-    Rlimit(io::Error),
     ServerPid {
         pid: u32,
         source: io::Error,
@@ -66,7 +65,6 @@ impl fmt::Display for StartError {
                  but this process may open only {soft} (RLIMIT_NOFILE soft {soft}, hard {hard}); \
                  lower -l or -t, or raise the hard limit (ulimit -Hn, limits.conf)"
             ),
-            StartError::Rlimit(e) => write!(f, "cannot read the descriptor limit: {e}"),
             StartError::ServerPid { pid, source } => write!(
                 f,
                 "cannot read /proc/{pid}/stat for --server-pid {pid}: {source}; pass the pid \

@@ -4,13 +4,14 @@
 //! Exit status: 0 the run finished and the report was printed; 1 it could not start;
 //! 2 bad command line; 3 the run stopped because the server stopped answering (report
 //! printed).
+#![forbid(unsafe_code)]
 
 mod cli;
 mod error;
-mod ffi;
 mod monitor;
 mod peer;
 mod report;
+mod rlimit;
 mod stats;
 mod tls;
 mod worker;
@@ -179,7 +180,7 @@ fn run(args: &Args) -> Result<EndReason, StartError> {
 /// Raises the soft descriptor limit to the hard one and refuses to start if the peers still
 /// would not fit: running out of descriptors mid-run would look like server errors.
 fn check_descriptors(args: &Args) -> Result<(), StartError> {
-    let limit = ffi::raise_file_limit().map_err(StartError::Rlimit)?;
+    let limit = rlimit::raise_file_limit();
     let needed = args.total_peers()
         + u64::from(args.threads) * EXTRA_DESCRIPTORS_PER_THREAD
         + EXTRA_DESCRIPTORS;

@@ -10,12 +10,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use ktls::resume::{ClientSession, OfferError};
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
-use openssl::ssl::{ErrorCode, ShutdownState, Ssl, SslContext, SslSession, SslStream, SslVersion};
+use openssl::ssl::{ErrorCode, ShutdownState, Ssl, SslContext, SslStream, SslVersion};
 use socket2::SockRef;
-
-use crate::ffi;
 
 /// A connect plus handshake that takes longer than this is abandoned and counted as a timeout,
 /// so a hung server cannot stall a peer forever. Generous, because an overloaded server's
@@ -125,7 +124,7 @@ pub struct Peer {
     token: Token,
     stage: Stage,
     /// The newest session this peer received, offered on its next connection.
-    session: Option<SslSession>,
+    session: Option<ClientSession>,
 }
 
 impl Peer {
@@ -166,7 +165,7 @@ impl Peer {
         }
         let tls = match self
             .new_ssl(env)
-            .and_then(|ssl| SslStream::new(ssl, stream))
+            .and_then(|ssl| SslStream::new(ssl, stream).map_err(OfferError::OpenSsl))
         {
             Ok(tls) => tls,
             Err(e) => return self.fail(Failure::Handshake, &e, env, now),
@@ -207,16 +206,17 @@ impl Peer {
         }
     }
 
-    fn new_ssl(&self, env: &PeerEnv) -> Result<Ssl, openssl::error::ErrorStack> {
+    fn new_ssl(&self, env: &PeerEnv) -> Result<Ssl, OfferError> {
         let mut ssl = Ssl::new(env.ctx)?;
         if let Some(name) = env.sni {
             ssl.set_hostname(name)?;
         }
         if env.resume {
             if let Some(session) = &self.session {
-                // Invariant of offer_session: this session came from env.ctx (one context per
-                // worker, and a peer never leaves its worker).
-                ffi::offer_session(&mut ssl, session)?;
+                // One context per worker and a peer never leaves its worker, so the session
+                // is env.ctx's; `offer` checks it (OtherContext would be a bug, counted as a
+                // failed handshake rather than resumed across contexts).
+                session.offer(&mut ssl)?;
             }
         }
         Ok(ssl)
@@ -349,8 +349,8 @@ impl Peer {
             Stage::Idle { .. } => return,
         };
         if env.resume && has_resumable_session(&tls) {
-            if let Some(session) = tls.ssl().session() {
-                self.session = Some(session.to_owned());
+            if let Some(session) = ClientSession::of(tls.ssl()) {
+                self.session = Some(session);
             }
         }
         reset(tls);

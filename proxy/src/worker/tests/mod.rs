@@ -1,0 +1,12 @@
+//! The exchange state machine driven without the network: a real `Worker` loop stepped by
+//! the test on AF_UNIX socketpairs (`harness.rs`), the test scripting the client and the
+//! upstream. Why socketpairs rather than an in-memory transport: the worker's transports are
+//! kernel sockets registered with mio (edge-triggered readiness, partial writes, EOF, resets);
+//! a pair exercises exactly that code with no ports, no TCP and no timing of a network stack,
+//! while an in-memory transport would need a second readiness model inside the worker.
+
+mod harness;
+
+mod cache_flow;
+mod h1_flow;
+mod upstream_flow;

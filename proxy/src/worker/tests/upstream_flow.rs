@@ -1,0 +1,80 @@
+//! The upstream side of an exchange: retries on a stale pooled connection, the group's wait
+//! queue and its bound, the forward timeout.
+
+use std::time::{Duration, Instant};
+
+use super::harness::{get, response, Harness};
+
+/// A pooled connection the server closed (a stale keep-alive connection) fails the next
+/// request before any response byte: the request is sent again on a new connection and
+/// the client never sees the failure.
+#[test]
+fn a_request_lost_on_a_stale_pooled_connection_is_retried() {
+    let mut h = Harness::new("", "");
+    let mut client = h.client();
+    client.send(&get("/warm"));
+    let mut up = h.upstream();
+    h.message(&mut up, "the first request");
+    up.send(&response(200, "", "warm"));
+    h.message(&mut client, "the first answer");
+    client.send(&get("/again"));
+    h.message(&mut up, "the second request on the pooled connection");
+    drop(up);
+    let mut fresh = h.upstream();
+    let req = h.message(&mut fresh, "the retried request on a new connection");
+    assert_eq!(req.line(), "GET /again HTTP/1.1");
+    fresh.send(&response(200, "", "retried"));
+    let resp = h.message(&mut client, "the answer to the retried request");
+    assert_eq!((resp.status(), &resp.body[..]), (200, &b"retried"[..]));
+    let retries = h
+        .metrics()
+        .upstream_retries
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(retries, 1);
+}
+
+/// One connection allowed and a queue of one: the second request waits for the first
+/// one's connection, the third finds the queue full and gets 503 at once; the waiting one
+/// is served on the freed connection.
+#[test]
+fn the_group_queue_holds_its_size_and_refuses_beyond() {
+    let mut h = Harness::with_server("", "conns_n=1", "server_queue_size 1;");
+    let (mut a, mut b, mut c) = (h.client(), h.client(), h.client());
+    a.send(&get("/a"));
+    let mut up = h.upstream();
+    h.message(&mut up, "the first request");
+    b.send(&get("/b"));
+    h.idle(Duration::from_millis(30));
+    c.send(&get("/c"));
+    let refused = h.message(&mut c, "the refusal of the request beyond the queue");
+    assert_eq!(refused.status(), 503);
+    assert_eq!(h.dialled(), 0, "a connection beyond conns_n was opened");
+    up.send(&response(200, "", "a"));
+    assert_eq!(&h.message(&mut a, "the first answer").body[..], b"a");
+    let req = h.message(&mut up, "the queued request on the freed connection");
+    assert_eq!(req.line(), "GET /b HTTP/1.1");
+    up.send(&response(200, "", "b"));
+    assert_eq!(
+        &h.message(&mut b, "the queued request's answer").body[..],
+        b"b"
+    );
+}
+
+/// An upstream that takes the request and never answers: after `server_forward_timeout`
+/// of silence the client gets 504 and the upstream connection is closed.
+#[test]
+fn a_silent_upstream_times_out_with_504() {
+    let mut h = Harness::new("", "server_forward_timeout 1;");
+    let mut client = h.client();
+    client.send(&get("/slow"));
+    let mut up = h.upstream();
+    h.message(&mut up, "the request");
+    let sent = Instant::now();
+    let resp = h.message(&mut client, "the timeout answer");
+    assert_eq!(resp.status(), 504);
+    assert!(
+        sent.elapsed() >= Duration::from_millis(900),
+        "cut before the timeout"
+    );
+    h.closed(&mut up, "the timed-out upstream connection closed");
+}
