@@ -56,6 +56,8 @@ type OwnedField = (Box<[u8]>, Box<[u8]>);
 pub struct HeaderEdits {
     set: Vec<OwnedField>,
     add: Vec<OwnedField>,
+    /// Names of received fields not forwarded at all.
+    removed: Vec<Box<[u8]>>,
 }
 
 impl HeaderEdits {
@@ -79,15 +81,26 @@ impl HeaderEdits {
         Ok(self)
     }
 
-    /// Whether there are no edits.
+    /// Drop every received field named `name` (case-insensitive), writing nothing in its
+    /// place (a field meant for this hop only, such as a targeted cache field).
+    pub fn remove(&mut self, name: &[u8]) -> Result<&mut Self, InvalidHeader> {
+        if name.is_empty() || !TCHAR.contains_all(name) {
+            return Err(InvalidHeader::Name);
+        }
+        self.removed.push(name.into());
+        Ok(self)
+    }
+
     /// Appends `other`'s edits after these (both were validated when made).
     pub fn extend(&mut self, other: &HeaderEdits) {
         self.set.extend(other.set.iter().cloned());
         self.add.extend(other.add.iter().cloned());
+        self.removed.extend(other.removed.iter().cloned());
     }
 
+    /// Whether there are no edits.
     pub fn is_empty(&self) -> bool {
-        self.set.is_empty() && self.add.is_empty()
+        self.set.is_empty() && self.add.is_empty() && self.removed.is_empty()
     }
 
     /// How many fields the edits write.
@@ -95,8 +108,10 @@ impl HeaderEdits {
         self.set.len() + self.add.len()
     }
 
+    /// Whether a received field named `name` is not copied (replaced or removed).
     fn replaces(&self, name: &[u8]) -> bool {
         self.set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+            || self.removed.iter().any(|n| n.eq_ignore_ascii_case(name))
     }
 
     fn write(&self, out: &mut Vec<u8>) {

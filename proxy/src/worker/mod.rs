@@ -2,6 +2,7 @@
 //! and upstream connections. Nothing here is shared with other workers except through
 //! [`Shared`] (the config snapshot, counters, the cache).
 
+mod background;
 mod caching;
 mod client;
 mod codec;
