@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use http1::{BodyDecoder, HeaderEdits};
 
-use super::exchange::{ExchangeId, NewExchange, RespPhase, NO_CLIENT};
+use super::exchange::{ExchangeId, Forward, NewExchange, RespPhase, NO_CLIENT};
 use super::fill::Fill;
 use super::finish::Outcome;
 use super::h1::{self, ReplyTo};
@@ -17,6 +17,7 @@ use super::request::Request;
 use super::response::{Failure, MAX_INTERIM_RESPONSES};
 use super::Worker;
 use crate::frang::RequestLimits;
+use crate::runtime::Runtime;
 
 /// A revalidation to run without a client: its request, the fill holding the cache's fetch
 /// reservation, and the stored validators to send.
@@ -48,19 +49,7 @@ impl Revalidation {
         fill: impl FnOnce(&Request) -> Box<Fill>,
         edits: HeaderEdits,
     ) -> Option<Box<Revalidation>> {
-        let mut head = Vec::with_capacity(client.bytes().len());
-        head.extend_from_slice(b"GET ");
-        head.extend_from_slice(client.target());
-        head.extend_from_slice(b" HTTP/1.1\r\n");
-        for (name, value) in client.fields().filter(|(n, _)| !client_only(n)) {
-            head.extend_from_slice(name);
-            head.extend_from_slice(b": ");
-            head.extend_from_slice(value);
-            head.extend_from_slice(b"\r\n");
-        }
-        head.extend_from_slice(b"\r\n");
-        let (parsed, _) = http1::parse_request(&head, limits).ok()??;
-        let request = Request::new(parsed, &head, client.scheme());
+        let request = revalidation_request(client, limits)?;
         let fill = fill(&request);
         Some(Box::new(Revalidation {
             request,
@@ -68,6 +57,53 @@ impl Revalidation {
             edits,
         }))
     }
+}
+
+/// The GET a background revalidation sends for `client`'s request (see
+/// [`Revalidation::new`]).
+fn revalidation_request(client: &Request, limits: &http1::Limits) -> Option<Request> {
+    let mut head = Vec::with_capacity(client.bytes().len());
+    head.extend_from_slice(b"GET ");
+    head.extend_from_slice(client.target());
+    head.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in client.fields().filter(|(n, _)| !client_only(n)) {
+        head.extend_from_slice(name);
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value);
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    let (parsed, _) = http1::parse_request(&head, limits).ok()??;
+    Some(Request::new(parsed, &head, client.scheme()))
+}
+
+/// A response that may fill the entry: its head rendered as a client's fetch would store
+/// it, its body to be read into the fill. False when the head cannot be rendered.
+fn begin_store(
+    fwd: &mut Forward,
+    origin: super::fill::Origin<'_>,
+    edits: &HeaderEdits,
+    rt: &Runtime,
+    scratch: &mut Vec<u8>,
+) -> bool {
+    let to = ReplyTo {
+        http10: false,
+        close: false,
+    };
+    let (head, input) = (origin.head, origin.input);
+    if h1::render_response_head(scratch, head, input, edits, &rt.forward_limits, to).is_err() {
+        return false;
+    }
+    if let Some(fill) = fwd.fill.as_mut() {
+        fill.begin_store(head.status(), scratch, origin);
+    }
+    fwd.status = head.status();
+    let limits = http1::Limits {
+        max_body_bytes: None,
+        ..rt.limits.clone()
+    };
+    fwd.resp = RespPhase::Body(BodyDecoder::new(head.framing(), &limits));
+    true
 }
 
 /// One step of a background response, decided while the connections are borrowed.
@@ -210,22 +246,10 @@ impl Worker {
             };
         }
         let none = HeaderEdits::new();
-        let to = ReplyTo {
-            http10: false,
-            close: false,
-        };
-        let edits = edits.unwrap_or(&none);
-        if h1::render_response_head(scratch, &head, input, edits, &rt.forward_limits, to).is_err() {
+        let origin = super::fill::Origin { head: &head, input };
+        if !begin_store(fwd, origin, edits.unwrap_or(&none), rt, scratch) {
             return Step::Failed(Failure::BadResponse);
         }
-        let origin = super::fill::Origin { head: &head, input };
-        fill.begin_store(status, scratch, origin);
-        fwd.status = status;
-        let limits = http1::Limits {
-            max_body_bytes: None,
-            ..rt.limits.clone()
-        };
-        fwd.resp = RespPhase::Body(BodyDecoder::new(head.framing(), &limits));
         if let Some(b) = u.rbuf.as_mut() {
             b.consume(len);
         }
@@ -296,5 +320,36 @@ impl Worker {
             ..Outcome::local(0, 0, false)
         };
         self.finish(id, outcome);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worker::request::Scheme;
+
+    #[test]
+    fn the_revalidation_is_a_plain_get_with_the_clients_other_fields() {
+        let bytes = b"HEAD /a?b HTTP/1.0\r\nHost: site.test\r\nAccept-Encoding: gzip\r\n\
+            Range: bytes=0-1\r\nIf-None-Match: \"x\"\r\nIF-RANGE: \"x\"\r\n\
+            If-Match: *\r\nCookie: c=1\r\n\r\n";
+        let limits = http1::Limits::default();
+        let (head, _) = http1::parse_request(bytes, &limits).unwrap().unwrap();
+        let client = Request::new(head, bytes, Scheme::Https);
+        let request = revalidation_request(&client, &limits).unwrap();
+        assert_eq!(request.method(), http1::Method::Get);
+        assert_eq!(request.version(), http1::Version::Http11);
+        assert_eq!(request.path(), b"/a?b");
+        assert_eq!(request.scheme(), Scheme::Https);
+        assert!(!request.has_body());
+        let names: Vec<String> = request
+            .fields()
+            .map(|(n, _)| String::from_utf8_lossy(n).to_ascii_lowercase())
+            .collect();
+        assert_eq!(
+            names,
+            ["host", "accept-encoding", "cookie"],
+            "Vary-named fields stay"
+        );
     }
 }

@@ -3,12 +3,14 @@
 //! entry from the streamed response), revalidate stale entries, park exchanges that wait for
 //! another request's fetch, and evict on PURGE.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use cache::{Entry, FetchGuard, Lookup, WaitTicket};
 use http1::HeaderEdits;
 
+use super::background::Revalidation;
 use super::exchange::{ExchangeId, Stage};
 use super::h1::Reply;
 use super::Worker;
@@ -34,7 +36,7 @@ pub enum CacheStep {
     /// Another request is fetching this key; wait for it.
     Parked(WaitTicket),
     /// Answered with a stale entry (RFC 5861 §3); revalidate it in the background.
-    ServedStale(Box<super::background::Revalidation>),
+    ServedStale(Box<Revalidation>),
 }
 
 /// What the lookup found, decided while the request is borrowed.
@@ -167,16 +169,13 @@ impl Worker {
             uri: request.path(),
             headers: &pairs,
         };
-        let ttl_policy;
+        // An http_chain `cache_ttl` override: the vhost's policy with that lifetime.
         let policy = match overrides.ttl {
-            Some(ttl) => {
-                ttl_policy = cache::Policy {
-                    default_ttl: ttl,
-                    ..rt_cache.policy.clone()
-                };
-                &ttl_policy
-            }
-            None => &rt_cache.policy,
+            Some(ttl) => Cow::Owned(cache::Policy {
+                default_ttl: ttl,
+                ..rt_cache.policy.clone()
+            }),
+            None => Cow::Borrowed(&rt_cache.policy),
         };
         let waiter = {
             let inbox = self.inbox.clone();
@@ -201,7 +200,7 @@ impl Worker {
         match self
             .shared
             .cache
-            .lookup(policy, &req, SystemTime::now(), waiter)
+            .lookup(&policy, &req, SystemTime::now(), waiter)
         {
             Lookup::Hit(entry) => {
                 let answer = entry.answer(&req);
@@ -220,22 +219,20 @@ impl Worker {
             }
             Lookup::StaleWhileRevalidate { entry, guard } => {
                 let answer = entry.answer(&req);
-                let background = super::background::Revalidation::new(
-                    request,
-                    &self.rt.limits,
-                    |bg_request| {
-                        Fill::new(
-                            Some(guard),
-                            rt_cache.clone(),
-                            self.shared.cache.clone(),
-                            vhost,
-                            bg_request,
-                            Some(entry.clone()),
-                        )
-                    },
-                    validator_edits(&entry),
-                );
-                match background {
+                let make_fill = |bg_request: &super::request::Request| {
+                    let revalidating = Some(entry.clone());
+                    let store = self.shared.cache.clone();
+                    Fill::new(
+                        Some(guard),
+                        rt_cache.clone(),
+                        store,
+                        vhost,
+                        bg_request,
+                        revalidating,
+                    )
+                };
+                let edits = validator_edits(&entry);
+                match Revalidation::new(request, &self.rt.limits, make_fill, edits) {
                     Some(background) => Found::StaleWhileRevalidate(entry, answer, background),
                     // Not expressible as a revalidation request: the guard is dropped (the
                     // fetch failed) and the client still gets the stale entry.

@@ -85,7 +85,8 @@ impl Worker {
                 .has_body()
                 .then(|| BodyDecoder::new(ex.request.framing(), &self.rt.limits)),
         };
-        if outcome.status != 0 {
+        // A background revalidation answers no one: no status to count.
+        if outcome.status != 0 && ex.has_client() {
             self.metrics().count_status(outcome.status);
         }
         if ex.log.is_some() {

@@ -8,12 +8,12 @@
 //! a body whose exchange already ended) changes only here.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use http1::{BodyDecoder, BodyFraming, ConnectionOption, Forwarding, ParseError, Version};
 
 use super::exchange::ExchangeId;
 use super::request::{Request, Scheme};
+use super::stored_reply;
 use crate::buf::Buf;
 use crate::outbox::Outbox;
 
@@ -240,19 +240,8 @@ impl Reply<'_> {
     pub fn status(&self) -> u16 {
         match self {
             Reply::Status(status) | Reply::Redirect { status, .. } => *status,
-            Reply::Stored { entry, answer } => stored_status(entry, answer),
+            Reply::Stored { entry, answer } => stored_reply::status(entry, answer),
         }
-    }
-}
-
-/// The status of a stored entry's answer (as `cache::Entry::reply` composes it).
-fn stored_status(entry: &cache::Entry, answer: &cache::Answer) -> u16 {
-    match answer {
-        cache::Answer::Stored(cache::ReplyKind::NotModified) => 304,
-        cache::Answer::PreconditionFailed => 412,
-        cache::Answer::RangeNotSatisfiable => 416,
-        cache::Answer::Partial(ranges) if !ranges.is_empty() => 206,
-        cache::Answer::Stored(_) | cache::Answer::Partial(_) => entry.status(),
     }
 }
 
@@ -284,7 +273,9 @@ pub fn write_reply(out: &mut Outbox, reply: &Reply<'_>, to: ReplyTo, date: &str)
         }
         Reply::Stored { entry, answer } => match entry.reply(answer) {
             cache::Reply::Stored(kind) => write_stored(out, entry, kind, to),
-            cache::Reply::Composed(composed) => write_composed(out, entry, &composed, to),
+            cache::Reply::Composed(composed) => {
+                stored_reply::write_composed(out, entry, &composed, to)
+            }
         },
     }
 }
@@ -300,48 +291,14 @@ fn write_stored(
     let (head, body) = entry.reply_parts(kind);
     out.push(head);
     write_connection(out, to);
-    write_age(out, entry);
+    stored_reply::write_age(out, entry);
     if !body.is_empty() {
         out.push_shared(entry.body().clone());
     }
     body.len() as u64
 }
 
-/// A 206, 412 or 416 composed from a stored entry: its head, this client's connection
-/// field and the Age, then its body parts, the selected ranges as slices of the shared body.
-fn write_composed(
-    out: &mut Outbox,
-    entry: &Arc<cache::Entry>,
-    composed: &cache::ComposedReply<'_>,
-    to: ReplyTo,
-) -> u64 {
-    let mut head = Vec::with_capacity(entry.head().len() + 64);
-    composed.write_head(&mut head);
-    out.push(&head);
-    write_connection(out, to);
-    write_age(out, entry);
-    for part in composed.body_parts() {
-        match part {
-            cache::BodyPart::Stored(range) => {
-                out.push_shared_range(entry.body().clone(), range.clone())
-            }
-            cache::BodyPart::Owned(bytes) => out.push(bytes),
-        }
-    }
-    composed.body_len() as u64
-}
-
-/// The per-answer `Age` line that ends a stored head, written from the stack: a hit
-/// allocates nothing for its head.
-fn write_age(out: &mut Outbox, entry: &cache::Entry) {
-    let mut age = [0u8; 40];
-    let mut cursor = std::io::Cursor::new(&mut age[..]);
-    entry.write_age(SystemTime::now(), &mut cursor);
-    let len = cursor.position() as usize;
-    out.push(age.get(..len).unwrap_or(&[]));
-}
-
-fn write_connection(out: &mut Outbox, to: ReplyTo) {
+pub(super) fn write_connection(out: &mut Outbox, to: ReplyTo) {
     match to.connection() {
         ConnectionOption::Close => out.push(b"Connection: close\r\n"),
         ConnectionOption::KeepAlive => out.push(b"Connection: keep-alive\r\n"),

@@ -24,6 +24,7 @@ mod request;
 mod request_body;
 mod response;
 mod route;
+mod stored_reply;
 mod tunnel;
 mod upstream;
 mod websocket;
