@@ -19,6 +19,12 @@ const LAST_MODIFIED: &str = "Tue, 01 Dec 2026 00:00:00 GMT";
 /// before its Date) and `/partial`, which answers a Range request with its own 206.
 fn origin() -> Origin {
     Origin::start(|r| match r.path() {
+        "/cond" if r.header("if-none-match") == Some("\"c1\"") => Response::ok("")
+            .status(304)
+            .header("ETag", "\"c1\""),
+        "/cond" => Response::ok("conditional")
+            .header("Cache-Control", "max-age=600")
+            .header("ETag", "\"c1\""),
         "/partial" if r.header("range").is_some() => Response::ok("2345")
             .status(206)
             .header("Content-Range", "bytes 2-5/20")
@@ -209,6 +215,23 @@ fn preconditions_give_304_and_412_in_rfc_order() {
     let both = "If-None-Match: \"v2\"\r\nIf-Modified-Since: Wed, 02 Dec 2026 00:00:00 GMT\r\n";
     assert_eq!(request(http, "GET", "/doc", both).0, 200);
     assert_eq!(origin.hits("/doc"), 1);
+}
+
+#[test]
+fn conditionals_that_miss_go_to_the_origin_and_its_304_is_not_stored() {
+    let origin = origin();
+    let (_proxy, http, _) = start(&origin, "ranges-conditional-miss");
+    // RFC 9111 §4.3.2: with nothing stored the cache evaluates nothing; the origin answers.
+    let inm = "If-None-Match: \"c1\"\r\n";
+    let (status, head, _) = request(http, "GET", "/cond", inm);
+    assert_eq!(status, 304, "{head}");
+    assert!(field(&head, "age").is_none(), "the origin's own 304: {head}");
+    assert_eq!(request(http, "GET", "/cond", "").2, b"conditional");
+    assert_eq!(origin.hits("/cond"), 2, "the 304 was not stored");
+    let (status, head, _) = request(http, "GET", "/cond", inm);
+    assert_eq!(status, 304, "{head}");
+    assert!(field(&head, "age").is_some(), "now from the cache: {head}");
+    assert_eq!(origin.hits("/cond"), 2);
 }
 
 #[test]

@@ -255,9 +255,16 @@ fn a_304_and_a_head_response_update_the_stored_fields() {
         assert_eq!(field(&head, "x-version"), Some("1"), "{head}");
     }
     std::thread::sleep(PAST_MAX_AGE_1);
-    // RFC 9111 §4.3.4, §3.2: the 304's fields replace the stored ones; the body stays.
-    let (status, head, body) = request(http, "GET", "/upd", "");
+    // RFC 9111 §4.3.4, §3.2: the 304's fields replace the stored ones; the body stays. The
+    // client's own If-None-Match names another tag: the proxy revalidates with the entry's
+    // validators, and the freshened entry answers the client's condition (§4.3.2: a 200).
+    let (status, head, body) = request(http, "GET", "/upd", "If-None-Match: \"old\"\r\n");
     assert_eq!((status, body.as_str()), (200, "upd"), "{head}");
+    assert_eq!(
+        origin.requests()[2].header("if-none-match"),
+        Some("\"u1\""),
+        "revalidated with the entry's validator"
+    );
     assert_eq!(
         field(&head, "x-version"),
         Some("2"),

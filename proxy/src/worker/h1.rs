@@ -271,6 +271,11 @@ pub fn write_reply(out: &mut Outbox, reply: &Reply<'_>, to: ReplyTo, date: &str)
             out.push(b"\r\n");
             0
         }
+        // The stored bytes as they are (the plain hit) without composing anything.
+        Reply::Stored {
+            entry,
+            answer: cache::Answer::Stored(kind),
+        } => write_stored(out, entry, *kind, to),
         Reply::Stored { entry, answer } => match entry.reply(answer) {
             cache::Reply::Stored(kind) => write_stored(out, entry, kind, to),
             cache::Reply::Composed(composed) => {

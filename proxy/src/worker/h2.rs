@@ -308,6 +308,10 @@ impl H2Codec {
                 let _ = self.conn.send_headers(stream, status, &fields, true);
                 0
             }
+            Reply::Stored {
+                entry,
+                answer: cache::Answer::Stored(kind),
+            } => self.stored(stream, entry, *kind),
             Reply::Stored { entry, answer } => match entry.reply(answer) {
                 cache::Reply::Stored(kind) => self.stored(stream, entry, kind),
                 cache::Reply::Composed(composed) => self.composed(stream, entry, &composed),
