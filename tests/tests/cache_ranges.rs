@@ -19,9 +19,9 @@ const LAST_MODIFIED: &str = "Tue, 01 Dec 2026 00:00:00 GMT";
 /// before its Date) and `/partial`, which answers a Range request with its own 206.
 fn origin() -> Origin {
     Origin::start(|r| match r.path() {
-        "/cond" if r.header("if-none-match") == Some("\"c1\"") => Response::ok("")
-            .status(304)
-            .header("ETag", "\"c1\""),
+        "/cond" if r.header("if-none-match") == Some("\"c1\"") => {
+            Response::ok("").status(304).header("ETag", "\"c1\"")
+        }
         "/cond" => Response::ok("conditional")
             .header("Cache-Control", "max-age=600")
             .header("ETag", "\"c1\""),
@@ -225,7 +225,10 @@ fn conditionals_that_miss_go_to_the_origin_and_its_304_is_not_stored() {
     let inm = "If-None-Match: \"c1\"\r\n";
     let (status, head, _) = request(http, "GET", "/cond", inm);
     assert_eq!(status, 304, "{head}");
-    assert!(field(&head, "age").is_none(), "the origin's own 304: {head}");
+    assert!(
+        field(&head, "age").is_none(),
+        "the origin's own 304: {head}"
+    );
     assert_eq!(request(http, "GET", "/cond", "").2, b"conditional");
     assert_eq!(origin.hits("/cond"), 2, "the 304 was not stored");
     let (status, head, _) = request(http, "GET", "/cond", inm);
