@@ -226,7 +226,10 @@ impl Fill {
         let Some(guard) = self.guard.take() else {
             return;
         };
-        if !self.storing {
+        // A 304 or 412 to a fill answers the client's own conditional fields: it says nothing
+        // of the resource's cacheability (no hit-for-pass), and the next unconditional
+        // request fills the entry.
+        if !self.storing || matches!(self.status, 304 | 412) {
             return guard.fail();
         }
         let times = self.times();
