@@ -68,6 +68,15 @@ impl Entry {
 
     /// The full decision for this request (RFC 9110 §13.2.2, §14.2).
     pub fn answer<H: HeaderPair>(&self, req: &Request<'_, H>) -> Answer {
+        // A plain hit (no `If-*`, no Range) costs one pass over the field names; the
+        // representation is built only for a request that has something to evaluate.
+        if !has_conditions(req.headers) {
+            return Answer::Stored(if req.is_head() {
+                ReplyKind::HeadOnly
+            } else {
+                ReplyKind::Full
+            });
+        }
         decide_at(
             req.method,
             req.headers,

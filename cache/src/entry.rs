@@ -451,6 +451,8 @@ fn storable_field(policy: &Policy, name: &[u8], value: &[u8]) -> bool {
             .iter()
             .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
         && !policy.deletes_header(name)
+        // Targeted fields (RFC 9213) are read for freshness, not sent on to clients.
+        && !policy.is_targeted_field(name)
 }
 
 /// Fields named by Connection are hop-by-hop (RFC 9110 §7.6.1) and, like

@@ -50,9 +50,10 @@ pub struct Policy {
     pub targeted_fields: Vec<String>,
     /// Serve a stale entry within its `stale-while-revalidate` window and
     /// revalidate it in the background (RFC 5861 §3):
-    /// [`crate::Lookup::StaleWhileRevalidate`]. Off until the proxy runs
-    /// background exchanges; when off, such entries revalidate in the
-    /// foreground (always allowed).
+    /// [`crate::Lookup::StaleWhileRevalidate`]. Off by default: only a
+    /// caller that can revalidate without a client may turn it on (the
+    /// proxy does); when off, such entries revalidate in the foreground
+    /// (always allowed).
     pub background_revalidation: bool,
 }
 

@@ -514,6 +514,10 @@ pub struct CacheGlobal {
     /// freshness (RFC 9111 §4.2.2) for responses with Last-Modified and no
     /// explicit lifetime when `cache_ttl` is not set; `None` is off.
     pub heuristic: Option<CacheHeuristic>,
+    /// Extension `cache_targeted_fields NAME... | off`: the RFC 9213 target list, response
+    /// fields whose directives replace Cache-Control for this cache and are not forwarded
+    /// (default `CDN-Cache-Control`; empty: none).
+    pub targeted_fields: Vec<String>,
 }
 
 /// Heuristic freshness: `percent` of the time since Last-Modified, at most
@@ -542,6 +546,7 @@ impl Default for CacheGlobal {
             size: DEFAULT_CACHE_SIZE,
             max_object_size: DEFAULT_CACHE_MAX_OBJECT_SIZE,
             heuristic: Some(DEFAULT_CACHE_HEURISTIC),
+            targeted_fields: vec!["CDN-Cache-Control".to_string()],
         }
     }
 }

@@ -106,6 +106,7 @@ impl HeaderEdits {
         self.set.len() + self.add.len()
     }
 
+    /// Whether a received field named `name` is not copied (replaced or removed).
     fn replaces(&self, name: &[u8]) -> bool {
         self.set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
             || self.remove.iter().any(|n| n.eq_ignore_ascii_case(name))

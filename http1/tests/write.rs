@@ -411,3 +411,24 @@ fn removed_fields_are_not_forwarded_and_nothing_replaces_them() {
         InvalidHeader::Reserved
     );
 }
+
+#[test]
+fn removed_fields_are_not_forwarded() {
+    let buf = b"HTTP/1.1 200 OK\r\n\
+CDN-Cache-Control: max-age=600\r\n\
+Cache-Control: max-age=60\r\n\
+cdn-cache-control: no-store\r\n\
+Content-Length: 0\r\n\r\n";
+    let (head, _) = parse_response(buf, &Limits::default(), false)
+        .unwrap()
+        .unwrap();
+    let mut edits = HeaderEdits::new();
+    edits.remove(b"CDN-Cache-Control").unwrap();
+    assert!(!edits.is_empty());
+    assert_eq!(edits.remove(b"bad name").unwrap_err(), InvalidHeader::Name);
+    let mut out = Vec::new();
+    write_response_head(&mut out, &head, buf, &forwarding(&edits, head.framing())).unwrap();
+    let out = text(&out).to_ascii_lowercase();
+    assert!(!out.contains("cdn-cache-control"), "{out}");
+    assert!(out.contains("cache-control: max-age=60\r\n"), "{out}");
+}

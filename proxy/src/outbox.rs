@@ -1,7 +1,8 @@
 //! What a connection still has to send, in order: bytes it produced (heads, relayed bodies)
-//! and shared bodies it did not copy (cache hits).
+//! and shared bodies, or byte ranges of them, it did not copy (cache hits, 206 parts).
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Above this many queued bytes a connection stops pulling more from its source.
@@ -9,14 +10,15 @@ pub const HIGH_WATER: usize = 256 * 1024;
 
 enum Segment {
     Owned(Vec<u8>),
-    Shared(Arc<[u8]>),
+    /// A shared body, or the part of it a range selects (kept within the body when queued).
+    Shared(Arc<[u8]>, Range<usize>),
 }
 
 impl Segment {
     fn bytes(&self) -> &[u8] {
         match self {
             Segment::Owned(v) => v,
-            Segment::Shared(s) => s,
+            Segment::Shared(s, range) => s.get(range.clone()).unwrap_or_default(),
         }
     }
 }
@@ -75,11 +77,20 @@ impl Outbox {
     }
 
     pub fn push_shared(&mut self, bytes: Arc<[u8]>) {
-        if bytes.is_empty() {
+        let all = 0..bytes.len();
+        self.push_shared_range(bytes, all);
+    }
+
+    /// Queues bytes `range` of a shared body without copying them (a part of a 206); a range
+    /// reaching past the body is cut at its end.
+    pub fn push_shared_range(&mut self, bytes: Arc<[u8]>, range: Range<usize>) {
+        let end = range.end.min(bytes.len());
+        let range = range.start.min(end)..end;
+        if range.is_empty() {
             return;
         }
-        self.queued += bytes.len();
-        self.segments.push_back(Segment::Shared(bytes));
+        self.queued += range.len();
+        self.segments.push_back(Segment::Shared(bytes, range));
     }
 
     /// The next unsent bytes (part of one segment).
@@ -185,6 +196,21 @@ mod tests {
         let mut dst = Vec::new();
         o.copy_front(5, &mut dst);
         assert_eq!(dst, b"bcdef");
+    }
+
+    #[test]
+    fn shared_ranges_send_only_their_bytes() {
+        let body: Arc<[u8]> = Arc::from(&b"0123456789"[..]);
+        let mut o = Outbox::default();
+        o.push(b"[");
+        o.push_shared_range(body.clone(), 2..5);
+        o.push_shared_range(body.clone(), 8..99);
+        o.push_shared_range(body, 4..4);
+        o.push(b"]");
+        assert_eq!(o.len(), 1 + 3 + 2 + 1);
+        o.advance(2);
+        let s: Vec<u8> = o.slices(8).iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(s, b"3489]");
     }
 
     #[test]

@@ -156,7 +156,6 @@ impl Runtime {
                     cache_rt(&config, &v.name, &l.cache)?
                 };
                 locations.push(LocationRt {
-                    cache: location_cache,
                     op: l.op,
                     pattern: l.pattern.as_bytes().to_vec(),
                     proxy_pass: pass(&l.proxy_pass).or(pass(&v.proxy_pass)),
@@ -165,21 +164,28 @@ impl Runtime {
                     } else {
                         &l.headers.request
                     })?,
-                    response_edits: edits(if l.headers.response.is_empty() {
-                        &v.headers.response
-                    } else {
-                        &l.headers.response
-                    })?,
+                    response_edits: without_targeted(
+                        edits(if l.headers.response.is_empty() {
+                            &v.headers.response
+                        } else {
+                            &l.headers.response
+                        })?,
+                        location_cache.as_deref(),
+                    ),
+                    cache: location_cache,
                 });
             }
             vhosts.push(VhostRt {
                 name: v.name.clone(),
-                cache: vhost_cache,
                 proxy_pass: pass(&v.proxy_pass),
                 locations,
                 via: v.hdr_via.as_ref().map(|t| t.as_bytes().to_vec()),
                 request_edits: edits(&v.headers.request)?,
-                response_edits: edits(&v.headers.response)?,
+                response_edits: without_targeted(
+                    edits(&v.headers.response)?,
+                    vhost_cache.as_deref(),
+                ),
+                cache: vhost_cache,
             });
         }
         let groups = config
@@ -264,6 +270,16 @@ fn header_edits(vhost: &str, rules: &[HeaderRule]) -> Result<HeaderEdits, Runtim
     Ok(edits)
 }
 
+/// Response edits that also drop the targeted cache fields (RFC 9213, `CDN-Cache-Control`
+/// by default) where this proxy caches: they were meant for this cache, which consumes them.
+fn without_targeted(mut edits: HeaderEdits, cache: Option<&CacheRt>) -> HeaderEdits {
+    for name in cache.map_or(&[][..], |c| &c.policy.targeted_fields) {
+        // The names were checked as tokens when the configuration was read.
+        let _ = edits.remove(name.as_bytes());
+    }
+    edits
+}
+
 /// The cache policy of a vhost or location, or `None` when nothing there is cached.
 fn cache_rt(
     config: &Config,
@@ -326,6 +342,10 @@ fn cache_rt(
             percent: h.percent,
             max: Duration::from_secs(h.max_secs),
         }),
+        targeted_fields: config.cache.targeted_fields.clone(),
+        // Stale-while-revalidate entries are served at once and revalidated by an exchange
+        // without a client (worker/background.rs).
+        background_revalidation: true,
         ..cache::Policy::default()
     };
     Ok(Some(Arc::new(CacheRt {

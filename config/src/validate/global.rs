@@ -59,6 +59,7 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
             }
         }
         "cache_heuristic" => cache_heuristic(c, d, cfg),
+        "cache_targeted_fields" => cache_targeted_fields(c, d, cfg),
         "cache_ttl" => {
             if let Some(v) = c.single(d, "cache_ttl SECONDS") {
                 if let Some(t) = c.secs(v, "lifetime in seconds") {
@@ -536,6 +537,34 @@ fn cache_methods(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
         }
     }
     cfg.cache.methods = methods;
+}
+
+/// `cache_targeted_fields NAME... | off` (RFC 9213 target list, first valid field wins).
+fn cache_targeted_fields(c: &mut Checker, d: &Directive, cfg: &mut Config) {
+    if !c.shape(d, 1, 16, "cache_targeted_fields NAME... | off") {
+        return;
+    }
+    if d.args.len() == 1 && d.args[0].text.eq_ignore_ascii_case("off") {
+        cfg.cache.targeted_fields = Vec::new();
+        return;
+    }
+    let mut names = Vec::with_capacity(d.args.len());
+    for v in &d.args {
+        let token = !v.text.is_empty()
+            && v.text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            c.error(
+                &v.pos,
+                format!("`{}` is not a header field name", v.text),
+                "give field names such as CDN-Cache-Control, or `off`",
+            );
+            return;
+        }
+        names.push(v.text.clone());
+    }
+    cfg.cache.targeted_fields = names;
 }
 
 /// `cache_heuristic off | PERCENT [MAX_SECONDS]`.

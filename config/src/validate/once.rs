@@ -51,6 +51,7 @@ pub const TOP: &[&str] = &[
     "cache_size",
     "cache_ttl",
     "cache_heuristic",
+    "cache_targeted_fields",
     "cache_methods",
     "cache_max_object_size",
     "cache_use_stale",

@@ -6,9 +6,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use cache::{Entry, FetchGuard, Lookup, ReplyKind, WaitTicket};
+use cache::{Entry, FetchGuard, Lookup, WaitTicket};
 use http1::HeaderEdits;
 
+use super::background::Revalidation;
 use super::exchange::{ExchangeId, Stage};
 use super::h1::Reply;
 use super::Worker;
@@ -33,12 +34,17 @@ pub enum CacheStep {
     },
     /// Another request is fetching this key; wait for it.
     Parked(WaitTicket),
+    /// Answered with a stale entry (RFC 5861 §3); revalidate it in the background.
+    ServedStale(Box<Revalidation>),
 }
 
 /// What the lookup found, decided while the request is borrowed.
 enum Found {
     Purge,
-    Hit(Arc<Entry>, ReplyKind),
+    Hit(Arc<Entry>, cache::Answer),
+    /// A stale entry within its stale-while-revalidate window answers now; the
+    /// revalidation goes on without the client.
+    StaleWhileRevalidate(Arc<Entry>, cache::Answer, Box<Revalidation>),
     OnlyIfCachedMiss,
     Step(CacheStep),
 }
@@ -64,13 +70,21 @@ impl Worker {
                 self.purge(id, rt_cache, vhost);
                 CacheStep::Served
             }
-            Found::Hit(entry, kind) => {
+            Found::Hit(entry, answer) => {
                 let reply = Reply::Stored {
                     entry: &entry,
-                    kind,
+                    answer,
                 };
                 self.answer(id, reply, !keep_alive || has_body);
                 CacheStep::Served
+            }
+            Found::StaleWhileRevalidate(entry, answer, revalidation) => {
+                let reply = Reply::Stored {
+                    entry: &entry,
+                    answer,
+                };
+                self.answer(id, reply, !keep_alive || has_body);
+                CacheStep::ServedStale(revalidation)
             }
             Found::OnlyIfCachedMiss => {
                 self.answer(id, Reply::Status(504), !keep_alive);
@@ -150,6 +164,8 @@ impl Worker {
             uri: request.path(),
             headers: &pairs,
         };
+        // An http_chain `cache_ttl` override: the vhost's policy with that lifetime. (Not a
+        // `Cow`: its drop check costs a plain hit ~20 instructions.)
         let ttl_policy;
         let policy = match overrides.ttl {
             Some(ttl) => {
@@ -187,24 +203,41 @@ impl Worker {
             .lookup(policy, &req, SystemTime::now(), waiter)
         {
             Lookup::Hit(entry) => {
-                let kind = entry.reply_kind(&req);
-                Found::Hit(entry, kind)
+                let answer = entry.answer(&req);
+                Found::Hit(entry, answer)
             }
             Lookup::Miss(guard) => Found::Step(CacheStep::Forward {
                 fill: fill(guard, None),
                 edits: None,
             }),
-            // Background revalidation (RFC 5861 §3) is not wired yet (Policy::
-            // background_revalidation stays off): revalidate in the foreground.
-            Lookup::Revalidate { entry, guard } | Lookup::StaleWhileRevalidate { entry, guard } => {
-                let mut edits = HeaderEdits::new();
-                for (name, value) in entry.validators() {
-                    let _ = edits.set(name.as_bytes(), value);
-                }
+            Lookup::Revalidate { entry, guard } => {
+                let edits = validator_edits(&entry);
                 Found::Step(CacheStep::Forward {
                     fill: fill(guard, Some(entry)),
                     edits: Some(edits),
                 })
+            }
+            Lookup::StaleWhileRevalidate { entry, guard } => {
+                let answer = entry.answer(&req);
+                let make_fill = |bg_request: &super::request::Request| {
+                    let revalidating = Some(entry.clone());
+                    let store = self.shared.cache.clone();
+                    Fill::new(
+                        Some(guard),
+                        rt_cache.clone(),
+                        store,
+                        vhost,
+                        bg_request,
+                        revalidating,
+                    )
+                };
+                let edits = validator_edits(&entry);
+                match Revalidation::new(request, &self.rt.limits, make_fill, edits) {
+                    Some(background) => Found::StaleWhileRevalidate(entry, answer, background),
+                    // Not expressible as a revalidation request: the guard is dropped (the
+                    // fetch failed) and the client still gets the stale entry.
+                    None => Found::Hit(entry, answer),
+                }
             }
             Lookup::Wait(ticket) if ex.cache_after_wait => {
                 // Waited once already: do not queue behind another fetch again.
@@ -264,4 +297,13 @@ impl Worker {
         self.shared.cache.purge(mode, &req);
         self.answer(id, Reply::Status(200), close);
     }
+}
+
+/// The stored validators sent upstream to revalidate `entry` (they replace the client's).
+fn validator_edits(entry: &Entry) -> HeaderEdits {
+    let mut edits = HeaderEdits::new();
+    for (name, value) in entry.validators() {
+        let _ = edits.set(name.as_bytes(), value);
+    }
+    edits
 }

@@ -20,6 +20,10 @@ use crate::frang::RequestLimits;
 /// Timer keys of exchanges: EXCHANGE_TIMER_BASE + slab index (not a mio token).
 pub(super) const EXCHANGE_TIMER_BASE: usize = 4 << 32;
 
+/// The client slot of an exchange that has no client (a background revalidation): no
+/// client connection is ever there, so its answers reach no one.
+pub const NO_CLIENT: usize = usize::MAX;
+
 /// Names one exchange; the serial tells it from a later exchange in the same slab slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExchangeId {
@@ -126,6 +130,11 @@ impl Forward {
 }
 
 impl Exchange {
+    /// False for an exchange the proxy runs for itself (a background revalidation).
+    pub fn has_client(&self) -> bool {
+        self.client != NO_CLIENT
+    }
+
     pub fn stage(&self) -> &Stage {
         &self.stage
     }

@@ -7,9 +7,17 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use cache::{Entry, ExchangeTimes, FetchGuard, NotStoredReason, ReplyKind};
+
 use http1::RequestHead;
 
 use crate::runtime::CacheRt;
+
+/// A response head as the origin sent it: the parsed head and the bytes it refers to.
+#[derive(Clone, Copy)]
+pub struct Origin<'a> {
+    pub head: &'a http1::ResponseHead,
+    pub input: &'a [u8],
+}
 
 /// An origin fetch that fills (or refreshes) a cache entry.
 pub struct Fill {
@@ -107,26 +115,56 @@ impl Fill {
         guard.serve_stale_at(&self.cache.policy, status, now)
     }
 
-    /// How a stored entry answers this fill's client request (full, head only, or 304).
-    pub fn reply_kind(&self, entry: &Entry) -> ReplyKind {
-        with_request(self, |req| entry.reply_kind(req)).unwrap_or(ReplyKind::Full)
+    /// How a stored entry answers this fill's client request: its preconditions and Range
+    /// evaluated against the entry (full, head only, 304, 206, 412, 416).
+    pub fn answer(&self, entry: &Entry) -> cache::Answer {
+        with_request(self, |req| entry.answer(req))
+            .unwrap_or(cache::Answer::Stored(ReplyKind::Full))
     }
 
-    /// The response head (as sent to the client) arrived: buffer the body for storing
-    /// unless it is known to be too large.
-    pub fn begin_store(&mut self, status: u16, client_head: &[u8], length: Option<u64>) {
+    /// The response head arrived (`client_head` as sent to the client, `origin` as
+    /// received): buffer the body for storing unless it is known to be too large.
+    pub fn begin_store(&mut self, status: u16, client_head: &[u8], origin: Origin<'_>) {
         self.response_time = SystemTime::now();
         self.status = status;
-        if self.invalidating {
-            return self.invalidate(status, client_head);
-        }
         let max = self.cache.policy.max_object_size as u64;
-        if length.is_some_and(|n| n > max) {
+        let too_large = origin.head.content_length().is_some_and(|n| n > max);
+        if self.invalidating {
+            self.invalidate(status, client_head);
+            // A POST response may become the GET entry (RFC 9110 §9.3.3): keep its body.
+            let post = self.method.eq_ignore_ascii_case("POST")
+                && self.cache.policy.method_cacheable("POST");
+            if !post || too_large {
+                return;
+            }
+        } else if too_large {
             self.give_up(NotStoredReason::TooLarge);
             return;
         }
         self.storing = true;
         self.response_head = client_head.to_vec();
+        self.keep_targeted_fields(origin);
+    }
+
+    /// The targeted cache fields (RFC 9213) are not forwarded to the client, but the cache
+    /// reads them: they go back into the head the entry is built from (which does not
+    /// store them).
+    fn keep_targeted_fields(&mut self, origin: Origin<'_>) {
+        let policy = &self.cache.policy;
+        let mut targeted = origin
+            .head
+            .headers()
+            .fields(origin.input)
+            .filter(|(name, _)| policy.is_targeted_field(name))
+            .peekable();
+        if targeted.peek().is_none() || !self.response_head.ends_with(b"\r\n\r\n") {
+            return;
+        }
+        self.response_head.truncate(self.response_head.len() - 2);
+        for (name, value) in targeted {
+            http1::write_field(&mut self.response_head, name, value);
+        }
+        self.response_head.extend_from_slice(b"\r\n");
     }
 
     /// The origin's 304 answered our revalidation: refresh the entry.
@@ -144,6 +182,30 @@ impl Fill {
         .flatten()
     }
 
+    /// RFC 9111 §4.2.3, §5.1: a forwarded response that carried an `Age` (it came through
+    /// another cache) goes on with its corrected age, the time in transit and here counted.
+    /// Returns `edits` with that `Age` set, or None when the response had no Age.
+    pub fn age_edits(
+        &self,
+        head: &http1::ResponseHead,
+        input: &[u8],
+        edits: &http1::HeaderEdits,
+    ) -> Option<http1::HeaderEdits> {
+        head.header(input, "age")?;
+        let fields: Vec<(&[u8], &[u8])> = head.headers().fields(input).collect();
+        let now = SystemTime::now();
+        let times = ExchangeTimes {
+            request_time: self.request_time,
+            response_time: now,
+        };
+        let age = cache::forwarded_age(&fields, times, now)?;
+        let mut with_age = edits.clone();
+        with_age
+            .set(b"Age", age.as_secs().to_string().as_bytes())
+            .ok()?;
+        Some(with_age)
+    }
+
     /// Decoded body bytes of the response, while it is still storable.
     pub fn push_body(&mut self, data: &[u8]) {
         if !self.storing {
@@ -158,21 +220,73 @@ impl Fill {
 
     /// The response is complete: store it (waiters get it, or go to the origin).
     pub fn complete(mut self) {
+        if self.invalidating {
+            return self.store_post();
+        }
         let Some(guard) = self.guard.take() else {
             return;
         };
-        if !self.storing {
+        // A 304 or 412 to a fill answers the client's own conditional fields: it says nothing
+        // of the resource's cacheability (no hit-for-pass), and the next unconditional
+        // request fills the entry.
+        if !self.storing || matches!(self.status, 304 | 412) {
             return guard.fail();
         }
-        let Ok(Some((head, _))) =
-            http1::parse_response(&self.response_head, &http1::Limits::default(), false)
-        else {
+        let times = self.times();
+        if self.method.eq_ignore_ascii_case("HEAD") {
+            // RFC 9111 §4.3.5: a HEAD response has no body to store, but it updates (or
+            // marks stale) the GET entry it describes. Waiters look up again.
+            let (store, policy) = (&self.store, &self.cache.policy);
+            self.with_response(|req, resp, fields| {
+                store.update_from_head(policy, req, resp.status, fields, times)
+            });
             return guard.fail();
-        };
-        // The cache writes its own framing; connection management is per client.
-        let resp_fields: Vec<(&[u8], &[u8])> = head
-            .headers()
-            .fields(&self.response_head)
+        }
+        let body: Arc<[u8]> = Arc::from(std::mem::take(&mut self.body));
+        let policy = &self.cache.policy;
+        // An unparsable buffered head drops the guard: its waiters go to the origin.
+        let _ = self.with_response(|req, resp, _| guard.store(policy, req, resp, body, times));
+    }
+
+    /// RFC 9110 §9.3.3: a response to POST with explicit freshness and a Content-Location
+    /// naming its own target becomes the GET entry (where `cache_methods` lists POST), after
+    /// the invalidation §4.4 asks for.
+    fn store_post(mut self) {
+        if !self.storing {
+            return;
+        }
+        let times = self.times();
+        let body: Arc<[u8]> = Arc::from(std::mem::take(&mut self.body));
+        let (store, policy) = (&self.store, &self.cache.policy);
+        let _ = self.with_response(|req, resp, _| {
+            store.store_post_response(policy, req, resp, body, times)
+        });
+    }
+
+    fn times(&self) -> ExchangeTimes {
+        ExchangeTimes {
+            request_time: self.request_time,
+            response_time: self.response_time,
+        }
+    }
+
+    /// Runs `f` with the cache's views of the request, of the buffered response (without
+    /// framing and connection fields: the cache writes its own, connection management is
+    /// per client), and of all the response's fields.
+    fn with_response<R>(
+        &self,
+        f: impl FnOnce(
+            &cache::Request<'_, (&[u8], &[u8])>,
+            &cache::Response<'_, (&[u8], &[u8])>,
+            &[(&[u8], &[u8])],
+        ) -> R,
+    ) -> Option<R> {
+        let (head, _) =
+            http1::parse_response(&self.response_head, &http1::Limits::default(), false).ok()??;
+        let all: Vec<(&[u8], &[u8])> = head.headers().fields(&self.response_head).collect();
+        let resp_fields: Vec<(&[u8], &[u8])> = all
+            .iter()
+            .copied()
             .filter(|(n, _)| {
                 !n.eq_ignore_ascii_case(b"content-length")
                     && !n.eq_ignore_ascii_case(b"transfer-encoding")
@@ -185,14 +299,7 @@ impl Fill {
             headers: &resp_fields,
             body_len: self.body.len(),
         };
-        let times = ExchangeTimes {
-            request_time: self.request_time,
-            response_time: self.response_time,
-        };
-        let body: Arc<[u8]> = Arc::from(std::mem::take(&mut self.body));
-        let policy = &self.cache.policy;
-        let stored = with_request(&self, |req| guard.store(policy, req, &resp, body, times));
-        let _ = stored;
+        with_request(self, |req| f(req, &resp, &all))
     }
 
     /// RFC 9111 §4.4: a non-error response to an unsafe method removes the stored responses

@@ -85,7 +85,8 @@ impl Worker {
                 .has_body()
                 .then(|| BodyDecoder::new(ex.request.framing(), &self.rt.limits)),
         };
-        if outcome.status != 0 {
+        // A background revalidation answers no one: no status to count.
+        if outcome.status != 0 && ex.has_client() {
             self.metrics().count_status(outcome.status);
         }
         if ex.log.is_some() {
@@ -163,11 +164,13 @@ impl Worker {
         upstream_end: Option<UpstreamEnd>,
     ) {
         let close = self.exchanges.get(id).is_none_or(|ex| !ex.keep_alive);
-        let kind = forward
+        let answer = forward
             .fill
             .as_ref()
-            .map_or(cache::ReplyKind::Full, |f| f.reply_kind(entry));
-        let (status, bytes) = self.write_reply(id, &Reply::Stored { entry, kind }, close);
+            .map_or(cache::Answer::Stored(cache::ReplyKind::Full), |f| {
+                f.answer(entry)
+            });
+        let (status, bytes) = self.write_reply(id, &Reply::Stored { entry, answer }, close);
         let outcome = Outcome {
             upstream_end,
             forward: Some(forward),

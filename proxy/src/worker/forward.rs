@@ -18,7 +18,8 @@ use crate::metrics::bump;
 /// An upstream request head written into the worker's scratch buffer.
 struct Draft {
     written: Result<(), http1::OversizedHead>,
-    peer: std::net::IpAddr,
+    /// The client's address (None for the proxy's own background requests).
+    peer: Option<std::net::IpAddr>,
 }
 
 impl Worker {
@@ -41,7 +42,10 @@ impl Worker {
         if let Err(oversized) = draft.written {
             bump(&self.metrics().parse_errors);
             if rt.config.block_action.error.log {
-                crate::warn!("refused request from {}: {oversized}", draft.peer);
+                let peer = draft
+                    .peer
+                    .map_or_else(|| "the proxy".into(), |p| p.to_string());
+                crate::warn!("refused request from {peer}: {oversized}");
             }
             return self.refuse_exchange(id, oversized.request_status(), Refusal::Error);
         }
@@ -109,12 +113,18 @@ impl Worker {
             }
             None => configured,
         };
-        let peer = self.clients.get(ex.client)?.peer.ip();
+        let peer = match self.clients.get(ex.client) {
+            Some(c) => Some(c.peer.ip()),
+            None if !ex.has_client() => None,
+            None => return None,
+        };
         // The address as text without allocating (at most 45 bytes for IPv6).
         let mut ip_text = [0u8; 48];
         let ip_len = {
             let mut cursor = std::io::Cursor::new(&mut ip_text[..]);
-            let _ = write!(cursor, "{peer}");
+            if let Some(peer) = peer {
+                let _ = write!(cursor, "{peer}");
+            }
             cursor.position() as usize
         };
         let request = &ex.request;
@@ -131,7 +141,7 @@ impl Worker {
             request.head(),
             request.bytes(),
             &Forwarding {
-                forwarded_for: Some(ip_text.get(..ip_len).unwrap_or(&[])),
+                forwarded_for: peer.map(|_| ip_text.get(..ip_len).unwrap_or(&[])),
                 via: Some(v.via.as_deref().unwrap_or(b"ktls-proxy")),
                 edits,
                 framing: request.framing(),
@@ -185,11 +195,12 @@ impl Worker {
     }
 
     fn attach(&mut self, id: ExchangeId, ui: usize, mut forward: Box<Forward>) {
-        let Some(ci) = self.client_of(id) else {
+        let ci = self.client_of(id);
+        if ci.is_none() && self.exchanges.get(id).is_none_or(|ex| ex.has_client()) {
             // The client left meanwhile: the connection goes back unused.
             self.release_upstream(ui);
             return self.drop_exchange(id);
-        };
+        }
         let Some(u) = self.upstreams.get_mut(ui) else {
             return;
         };
@@ -215,7 +226,9 @@ impl Worker {
             self.arm_upstream_timer(ui, timeout);
         }
         self.dirty.push_back(upstream_token(ui));
-        self.dirty.push_back(client_token(ci));
+        if let Some(ci) = ci {
+            self.dirty.push_back(client_token(ci));
+        }
     }
 
     /// Answers `status` for an exchange that got no response from its group: a stale

@@ -8,12 +8,12 @@
 //! a body whose exchange already ended) changes only here.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use http1::{BodyDecoder, BodyFraming, ConnectionOption, Forwarding, ParseError, Version};
 
 use super::exchange::ExchangeId;
 use super::request::{Request, Scheme};
+use super::stored_reply;
 use crate::buf::Buf;
 use crate::outbox::Outbox;
 
@@ -227,10 +227,11 @@ pub enum Reply<'a> {
         status: u16,
         location: &'a str,
     },
-    /// A stored response: a hit, a 304 to a conditional request, a stale answer.
+    /// A stored response: a hit, a 304 to a conditional request, a stale answer; or what
+    /// the cache composes from it for this request (206, multipart/byteranges, 412, 416).
     Stored {
         entry: &'a Arc<cache::Entry>,
-        kind: cache::ReplyKind,
+        answer: cache::Answer,
     },
     /// A page the proxy composes with fields of its own (the sticky cookie's 302 and its
     /// JavaScript challenge).
@@ -250,10 +251,7 @@ impl Reply<'_> {
         match self {
             Reply::Status(status) | Reply::Redirect { status, .. } => *status,
             Reply::Local(page) => page.status,
-            Reply::Stored { entry, kind } => match kind {
-                cache::ReplyKind::NotModified => 304,
-                _ => entry.status(),
-            },
+            Reply::Stored { entry, answer } => stored_reply::status(entry, answer),
         }
     }
 }
@@ -284,8 +282,18 @@ pub fn write_reply(out: &mut Outbox, reply: &Reply<'_>, to: ReplyTo, date: &str)
             out.push(b"\r\n");
             0
         }
-        Reply::Stored { entry, kind } => write_stored(out, entry, *kind, to),
         Reply::Local(page) => write_local(out, page, to, date, false),
+        // The stored bytes as they are (the plain hit) without composing anything.
+        Reply::Stored {
+            entry,
+            answer: cache::Answer::Stored(kind),
+        } => write_stored(out, entry, *kind, to),
+        Reply::Stored { entry, answer } => match entry.reply(answer) {
+            cache::Reply::Stored(kind) => write_stored(out, entry, kind, to),
+            cache::Reply::Composed(composed) => {
+                stored_reply::write_composed(out, entry, &composed, to)
+            }
+        },
     }
 }
 
@@ -327,19 +335,14 @@ fn write_stored(
     let (head, body) = entry.reply_parts(kind);
     out.push(head);
     write_connection(out, to);
-    // The Age line on the stack: a hit allocates nothing for its head.
-    let mut age = [0u8; 40];
-    let mut cursor = std::io::Cursor::new(&mut age[..]);
-    entry.write_age(SystemTime::now(), &mut cursor);
-    let len = cursor.position() as usize;
-    out.push(age.get(..len).unwrap_or(&[]));
+    stored_reply::write_age(out, entry);
     if !body.is_empty() {
         out.push_shared(entry.body().clone());
     }
     body.len() as u64
 }
 
-fn write_connection(out: &mut Outbox, to: ReplyTo) {
+pub(super) fn write_connection(out: &mut Outbox, to: ReplyTo) {
     match to.connection() {
         ConnectionOption::Close => out.push(b"Connection: close\r\n"),
         ConnectionOption::KeepAlive => out.push(b"Connection: keep-alive\r\n"),

@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -48,14 +49,15 @@ struct Tail {
 
 enum Chunk {
     Owned(Vec<u8>),
-    Shared(Arc<[u8]>),
+    /// A stored body, or the range of it a 206 part selects.
+    Shared(Arc<[u8]>, Range<usize>),
 }
 
 impl Chunk {
     fn bytes(&self) -> &[u8] {
         match self {
             Chunk::Owned(v) => v,
-            Chunk::Shared(a) => a,
+            Chunk::Shared(a, range) => a.get(range.clone()).unwrap_or_default(),
         }
     }
 }
@@ -307,21 +309,61 @@ impl H2Codec {
                 0
             }
             Reply::Local(page) => self.local(stream, page, date, head_only),
-            Reply::Stored { entry, kind } => {
-                let (head, body) = entry.reply_parts(*kind);
-                let mut h1_head = head.to_vec();
-                entry.write_age(SystemTime::now(), &mut h1_head);
-                let body_len = body.len();
-                if self.send_h1_head(stream, &h1_head, body_len == 0).is_err() {
-                    return 0;
+            Reply::Stored {
+                entry,
+                answer: cache::Answer::Stored(kind),
+            } => self.stored(stream, entry, *kind),
+            Reply::Stored { entry, answer } => match entry.reply(answer) {
+                cache::Reply::Stored(kind) => self.stored(stream, entry, kind),
+                cache::Reply::Composed(composed) => self.composed(stream, entry, &composed),
+            },
+        }
+    }
+
+    /// A stored response on `stream`: its head as HEADERS, the body shared until framed.
+    fn stored(&mut self, stream: u32, entry: &Arc<cache::Entry>, kind: cache::ReplyKind) -> u64 {
+        let (head, body) = entry.reply_parts(kind);
+        let mut h1_head = head.to_vec();
+        entry.write_age(SystemTime::now(), &mut h1_head);
+        let body_len = body.len();
+        if self.send_h1_head(stream, &h1_head, body_len == 0).is_err() {
+            return 0;
+        }
+        if body_len > 0 {
+            self.shared(stream, entry.body().clone(), 0..body_len);
+            self.end(stream);
+        }
+        body_len as u64
+    }
+
+    /// A 206, 412 or 416 composed from a stored entry: HEADERS, then the body parts in
+    /// order, the selected ranges shared with the stored body until framed.
+    fn composed(
+        &mut self,
+        stream: u32,
+        entry: &Arc<cache::Entry>,
+        composed: &cache::ComposedReply<'_>,
+    ) -> u64 {
+        let mut h1_head = Vec::with_capacity(entry.head().len() + 64);
+        composed.write_head(&mut h1_head);
+        entry.write_age(SystemTime::now(), &mut h1_head);
+        let body_len = composed.body_len();
+        if self.send_h1_head(stream, &h1_head, body_len == 0).is_err() {
+            return 0;
+        }
+        if body_len == 0 {
+            return 0;
+        }
+        for part in composed.body_parts() {
+            match part {
+                cache::BodyPart::Stored(range) => {
+                    self.shared(stream, entry.body().clone(), range.clone())
                 }
-                if body_len > 0 {
-                    self.shared(stream, entry.body().clone());
-                    self.end(stream);
-                }
-                body_len as u64
+                cache::BodyPart::Owned(bytes) => self.data(stream, bytes),
             }
         }
+        self.end(stream);
+        body_len as u64
     }
 
     /// A page of the proxy's own on `stream`; returns the body bytes sent.
@@ -404,11 +446,16 @@ impl H2Codec {
         self.pump(stream);
     }
 
-    /// A stored body, shared without copying until it is framed.
-    pub fn shared(&mut self, stream: u32, data: Arc<[u8]>) {
+    /// Bytes `range` of a stored body, shared without copying until they are framed.
+    pub fn shared(&mut self, stream: u32, data: Arc<[u8]>, range: Range<usize>) {
+        let end = range.end.min(data.len());
+        let range = range.start.min(end)..end;
+        if range.is_empty() {
+            return;
+        }
         let tail = self.tails.entry(stream).or_default();
-        tail.bytes += data.len();
-        tail.chunks.push_back((Chunk::Shared(data), 0));
+        tail.bytes += range.len();
+        tail.chunks.push_back((Chunk::Shared(data, range), 0));
         self.pump(stream);
     }
 

@@ -2,6 +2,7 @@
 //! and upstream connections. Nothing here is shared with other workers except through
 //! [`Shared`] (the config snapshot, counters, the cache).
 
+mod background;
 mod caching;
 mod client;
 mod codec;
@@ -24,6 +25,7 @@ mod request_body;
 mod response;
 mod route;
 mod sticky_hook;
+mod stored_reply;
 #[cfg(test)]
 mod tests;
 mod tunnel;

@@ -17,7 +17,7 @@ use crate::metrics::bump;
 
 /// Interim (1xx) responses relayed for one request; a server sending more is broken or
 /// hostile, and each one would be copied to the client.
-const MAX_INTERIM_RESPONSES: u32 = 8;
+pub(super) const MAX_INTERIM_RESPONSES: u32 = 8;
 
 /// Why an exchange could not complete.
 pub enum Failure {
@@ -66,6 +66,9 @@ fn announces_body(head: &http1::ResponseHead, buf: &[u8]) -> bool {
 impl Worker {
     /// Relays what upstream `ui` sent for exchange `id`. True if anything moved.
     pub(super) fn relay_response(&mut self, id: ExchangeId, ui: usize) -> bool {
+        if self.exchanges.get(id).is_some_and(|ex| !ex.has_client()) {
+            return self.relay_background(id, ui);
+        }
         let mut moved = false;
         loop {
             let awaiting_head = self
@@ -195,6 +198,11 @@ impl Worker {
             http10: fwd.http10,
             close: !keep_alive,
         };
+        let with_age = fwd
+            .fill
+            .as_ref()
+            .and_then(|f| f.age_edits(&head, input, edits));
+        let edits = with_age.as_ref().unwrap_or(edits);
         let relayed = codec::RelayedHead {
             head: &head,
             input,
@@ -208,7 +216,8 @@ impl Worker {
             return Step::Bad { count: true };
         };
         if let Some(fill) = fwd.fill.as_mut() {
-            fill.begin_store(status, scratch, head.content_length());
+            let origin = super::fill::Origin { head: &head, input };
+            fill.begin_store(status, scratch, origin);
         }
         sticky_hook::learn(
             rt,

@@ -239,6 +239,7 @@ impl Worker {
         };
         let mut validators = None;
         let mut fill = None;
+        let routed = (ex.vhost, ex.location);
         let cache = loc
             .map_or(&v.cache, |l| &l.cache)
             .as_ref()
@@ -246,6 +247,9 @@ impl Worker {
         if let Some(rc) = cache {
             match self.cache_step(id, rc, &v.name, overrides) {
                 CacheStep::Served => return,
+                CacheStep::ServedStale(revalidation) => {
+                    return self.revalidate_in_background(revalidation, routed.0, routed.1, group)
+                }
                 CacheStep::Parked(ticket) => {
                     let timeout = rt
                         .groups
