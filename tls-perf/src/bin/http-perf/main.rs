@@ -2,6 +2,8 @@
 //! pipelining, constant-rate mode, TLS with optional resumption, JSON output, a hold mode
 //! for C10K/C100K gates, and HTTP/2 flood attacks (`--h2-flood`). See docs/HTTP-PERF.md.
 
+#![forbid(unsafe_code)]
+
 mod chunked;
 mod cli;
 mod flood;

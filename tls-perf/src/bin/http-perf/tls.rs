@@ -4,8 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use openssl::error::ErrorStack;
+use ktls::resume::ClientSession;
 use openssl::ssl::{
-    Ssl, SslContext, SslMethod, SslMode, SslOptions, SslSession, SslSessionCacheMode, SslVerifyMode,
+    Ssl, SslContext, SslMethod, SslMode, SslOptions, SslSessionCacheMode, SslVerifyMode,
 };
 
 /// One thread's TLS client: a context and, with tickets, the last session the server gave.
@@ -13,7 +14,7 @@ pub struct TlsClient {
     ctx: SslContext,
     sni: Option<String>,
     /// Filled by OpenSSL's new-session callback (TLS 1.3 tickets arrive after the handshake).
-    session: Option<Arc<Mutex<Option<SslSession>>>>,
+    session: Option<Arc<Mutex<Option<ClientSession>>>>,
 }
 
 impl TlsClient {
@@ -32,12 +33,12 @@ impl TlsClient {
         // Idle connections (hold mode) then keep no record buffers.
         b.set_mode(SslMode::RELEASE_BUFFERS);
         let session = if tickets {
-            let slot: Arc<Mutex<Option<SslSession>>> = Arc::new(Mutex::new(None));
+            let slot: Arc<Mutex<Option<ClientSession>>> = Arc::new(Mutex::new(None));
             let store = Arc::clone(&slot);
             b.set_session_cache_mode(SslSessionCacheMode::CLIENT);
-            b.set_new_session_callback(move |_, session| {
+            b.set_new_session_callback(move |ssl, session| {
                 if let Ok(mut s) = store.lock() {
-                    *s = Some(session);
+                    *s = Some(ClientSession::received(ssl, session));
                 }
             });
             Some(slot)
@@ -64,9 +65,9 @@ impl TlsClient {
         if let Some(slot) = &self.session {
             let last = slot.lock().ok().and_then(|s| s.clone());
             if let Some(session) = last {
-                // SAFETY: OpenSSL requires the session to come from a context with the same
-                // protocol settings; it came from this very context's new-session callback.
-                unsafe { ssl.set_session(&session)? };
+                // Received on a connection of this very context, so `offer` accepts it; a
+                // refusal only means a full handshake.
+                let _ = session.offer(&mut ssl);
             }
         }
         Ok(ssl)
