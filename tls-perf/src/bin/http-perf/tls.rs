@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use openssl::error::ErrorStack;
 use ktls::resume::ClientSession;
+use openssl::error::ErrorStack;
 use openssl::ssl::{
     Ssl, SslContext, SslMethod, SslMode, SslOptions, SslSessionCacheMode, SslVerifyMode,
 };
