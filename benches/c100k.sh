@@ -120,12 +120,8 @@ echo "c100k: host: descriptors $HARD per process, ports $PORT_LO-$PORT_HI per de
 # --- cleanup: kill what we started, by pid ---------------------------------
 WORK=$(mktemp -d /tmp/c100k.XXXXXX)
 PIDS=()
-# A pid and all its descendants (proxy and origin fork worker processes), by pid.
-tree() {
-    local child
-    echo "$1"
-    for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$child"; done
-}
+# tree PID: a pid and all its descendants (proxy and origin fork worker processes).
+source "$ROOT/benches/lib/procs.sh"
 cleanup() {
     local pid all=() i
     for pid in "${PIDS[@]}"; do all+=($(tree "$pid")); done

@@ -169,18 +169,8 @@ impl Worker {
         let (Some(c), Some(u)) = (clients.get_mut(ci), upstreams.get_mut(ui)) else {
             return false;
         };
-        if !u.out.has_room() {
-            return false;
-        }
-        let Some(rbuf) = c.rbuf.as_mut().filter(|b| !b.is_empty()) else {
-            return false;
-        };
-        let n = rbuf.len();
-        u.out.push(rbuf.bytes());
-        rbuf.consume(n);
-        bufs.release_if_empty(&mut c.rbuf);
-        crate::metrics::add(&shared.metrics.tunnels.bytes_to_origin, n as u64);
-        true
+        let counter = &shared.metrics.tunnels.bytes_to_origin;
+        pass_bytes(&mut c.rbuf, &mut u.out, bufs, counter)
     }
 
     /// The origin's bytes to the client's outbox, while it has room.
@@ -195,18 +185,8 @@ impl Worker {
         let (Some(c), Some(u)) = (clients.get_mut(ci), upstreams.get_mut(ui)) else {
             return false;
         };
-        if !c.out.has_room() {
-            return false;
-        }
-        let Some(rbuf) = u.rbuf.as_mut().filter(|b| !b.is_empty()) else {
-            return false;
-        };
-        let n = rbuf.len();
-        c.out.push(rbuf.bytes());
-        rbuf.consume(n);
-        bufs.release_if_empty(&mut u.rbuf);
-        crate::metrics::add(&shared.metrics.tunnels.bytes_to_client, n as u64);
-        true
+        let counter = &shared.metrics.tunnels.bytes_to_client;
+        pass_bytes(&mut u.rbuf, &mut c.out, bufs, counter)
     }
 
     /// Whether the tunnel is over: a write to the client failed, or a side closed and its
@@ -323,4 +303,26 @@ pub(super) fn end_of(reason: CloseReason) -> TunnelEnd {
         CloseReason::Shutdown => TunnelEnd::Shutdown,
         _ => TunnelEnd::Error,
     }
+}
+
+/// Moves what one side read into the other side's outbox, if that outbox has room (the
+/// tunnel's backpressure: a side is not read while the other cannot take more).
+fn pass_bytes(
+    from: &mut Option<crate::buf::Buf>,
+    to: &mut crate::outbox::Outbox,
+    bufs: &mut crate::buf::BufPool,
+    counter: &std::sync::atomic::AtomicU64,
+) -> bool {
+    if !to.has_room() {
+        return false;
+    }
+    let Some(rbuf) = from.as_mut().filter(|b| !b.is_empty()) else {
+        return false;
+    };
+    let n = rbuf.len();
+    to.push(rbuf.bytes());
+    rbuf.consume(n);
+    bufs.release_if_empty(from);
+    crate::metrics::add(counter, n as u64);
+    true
 }
