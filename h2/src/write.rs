@@ -61,6 +61,15 @@ pub fn priority(out: &mut Vec<u8>, stream: u32, depends_on: u32, weight: u8) {
     out.push(weight);
 }
 
+/// The header of a DATA frame of `len` payload bytes (the payload is the caller's to send).
+pub fn data_header(stream: u32, len: usize, end_stream: bool) -> [u8; HEADER_LEN] {
+    debug_assert!(len < 1 << 24, "frame length over 24 bits");
+    let f = if end_stream { flags::END_STREAM } else { 0 };
+    let l = (len as u32).to_be_bytes();
+    let s = (stream & 0x7fff_ffff).to_be_bytes();
+    [l[1], l[2], l[3], kind::DATA, f, s[0], s[1], s[2], s[3]]
+}
+
 /// One DATA frame; the caller keeps `data` within the peer's frame size.
 pub fn data(out: &mut Vec<u8>, stream: u32, data: &[u8], end_stream: bool) {
     let f = if end_stream { flags::END_STREAM } else { 0 };

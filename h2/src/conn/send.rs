@@ -102,40 +102,10 @@ impl Connection {
         data: &[u8],
         end_stream: bool,
     ) -> Result<usize, SendError> {
-        match self.writable(stream)? {
-            SendState::Idle => return Err(SendError::HeadersNotSent(stream)),
-            SendState::Open | SendState::Done => {}
-        }
-        let frame = self.peer.max_frame_size as usize;
-        let room = self
-            .limits
-            .max_output_bytes
-            .saturating_sub(self.output_len());
-        let frames_room = room / (frame + HEADER_LEN) * frame
-            + (room % (frame + HEADER_LEN)).saturating_sub(HEADER_LEN);
-        let Some(s) = self.streams.get_mut(&stream) else {
-            return Err(SendError::StreamNotWritable(stream));
-        };
-        let window = s.send_window.min(self.send_window).max(0) as usize;
-        let n = data.len().min(window).min(frames_room);
-        // Only a closed window stalls a stream (its timer and the
-        // WindowOpened event); a full output queue is the caller's to drain.
-        if window < data.len() {
-            s.blocked_since.get_or_insert(self.now);
-        } else {
-            s.blocked_since = None;
-        }
-        s.send_window -= n as i64;
-        self.send_window -= n as i64;
-        // Response payload counts for the overhead ratio: the WINDOW_UPDATE
-        // frames a downloading client sends are its answer to it.
-        self.guards.payload_bytes += n as u64;
-        self.guards.answered_updates =
-            (self.guards.answered_updates + (n as u64).div_ceil(4096)).min(1024);
-        let end = n == data.len() && end_stream;
-        if n == 0 && !end {
+        let Some((n, end)) = self.data_allowance(stream, data.len(), end_stream)? else {
             return Ok(0);
-        }
+        };
+        let frame = self.peer.max_frame_size as usize;
         // One allocation for every frame of this call, not a doubling chain of them: the
         // caller often takes the output away after each response, leaving an empty buffer.
         self.output
@@ -152,6 +122,87 @@ impl Connection {
                 end && chunks.peek().is_none(),
             );
         }
+        self.data_sent(stream, end);
+        Ok(n)
+    }
+
+    /// [`Connection::send_data`] for a payload the caller queues itself (a body it shares,
+    /// not copies): the same windows and limits, but only the frame headers are made. For
+    /// each DATA frame, in order, `frame` gets its 9-byte header and the range of the
+    /// payload (from its start) that must follow the header on the wire. The frames come
+    /// after everything already in [`Connection::output`], so the caller takes that first.
+    pub fn send_data_frames(
+        &mut self,
+        stream: u32,
+        len: usize,
+        end_stream: bool,
+        mut frame: impl FnMut([u8; HEADER_LEN], std::ops::Range<usize>),
+    ) -> Result<usize, SendError> {
+        let Some((n, end)) = self.data_allowance(stream, len, end_stream)? else {
+            return Ok(0);
+        };
+        let max = (self.peer.max_frame_size as usize).max(1);
+        let mut at = 0;
+        loop {
+            let m = (n - at).min(max);
+            let last = at + m == n;
+            frame(write::data_header(stream, m, end && last), at..at + m);
+            at += m;
+            if last {
+                break;
+            }
+        }
+        self.data_sent(stream, end);
+        Ok(n)
+    }
+
+    /// How many of `len` body bytes may go now (windows, output room) and whether
+    /// END_STREAM goes with them; the windows are charged. `None`: nothing to send yet.
+    fn data_allowance(
+        &mut self,
+        stream: u32,
+        len: usize,
+        end_stream: bool,
+    ) -> Result<Option<(usize, bool)>, SendError> {
+        match self.writable(stream)? {
+            SendState::Idle => return Err(SendError::HeadersNotSent(stream)),
+            SendState::Open | SendState::Done => {}
+        }
+        let frame = self.peer.max_frame_size as usize;
+        let room = self
+            .limits
+            .max_output_bytes
+            .saturating_sub(self.output_len());
+        let frames_room = room / (frame + HEADER_LEN) * frame
+            + (room % (frame + HEADER_LEN)).saturating_sub(HEADER_LEN);
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return Err(SendError::StreamNotWritable(stream));
+        };
+        let window = s.send_window.min(self.send_window).max(0) as usize;
+        let n = len.min(window).min(frames_room);
+        // Only a closed window stalls a stream (its timer and the
+        // WindowOpened event); a full output queue is the caller's to drain.
+        if window < len {
+            s.blocked_since.get_or_insert(self.now);
+        } else {
+            s.blocked_since = None;
+        }
+        s.send_window -= n as i64;
+        self.send_window -= n as i64;
+        // Response payload counts for the overhead ratio: the WINDOW_UPDATE
+        // frames a downloading client sends are its answer to it.
+        self.guards.payload_bytes += n as u64;
+        self.guards.answered_updates =
+            (self.guards.answered_updates + (n as u64).div_ceil(4096)).min(1024);
+        let end = n == len && end_stream;
+        if n == 0 && !end {
+            return Ok(None);
+        }
+        Ok(Some((n, end)))
+    }
+
+    /// After DATA frames went out: the stream's end, the output's stall clock.
+    fn data_sent(&mut self, stream: u32, end: bool) {
         if end {
             if let Some(s) = self.streams.get_mut(&stream) {
                 s.send = SendState::Done;
@@ -159,7 +210,6 @@ impl Connection {
             self.close_if_finished(stream);
         }
         self.note_output();
-        Ok(n)
     }
 
     /// Response trailers: HEADERS with END_STREAM after the body.

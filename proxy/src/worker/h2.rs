@@ -62,6 +62,21 @@ impl Chunk {
     }
 }
 
+/// What the codec has queued for the client's outbox besides the connection's own output,
+/// in wire order: DATA frames whose payload is a shared stored body are queued as their
+/// header and a range of that body, so the body is never copied into frames.
+enum Staged {
+    /// Connection output taken before a shared frame (everything written until then).
+    Output(Vec<u8>),
+    Header([u8; h2::frame::HEADER_LEN]),
+    Shared(Arc<[u8]>, Range<usize>),
+}
+
+/// Bytes staged at most before pumping stops until the outbox takes them: the same bound
+/// the connection's own output has, so a full stage fills the outbox and wakes the streams
+/// when it drains.
+const STAGE_MAX: usize = 256 * 1024;
+
 /// Stream ids are small odd integers chosen by the client in increasing order: a
 /// multiplicative hash spreads them, SipHash's protection against chosen keys is not needed
 /// (the maps are bounded by `max_concurrent_streams`).
@@ -104,6 +119,9 @@ pub struct H2Codec {
     /// outbox, not the `h2` connection, is where a client that reads nothing stalls us
     /// (the connection's output moves there at once; streams stop when it is full).
     pub out_stalled_since: Option<Instant>,
+    /// Frames for the outbox that are not in the connection's output (see [`Staged`]).
+    staged: VecDeque<Staged>,
+    staged_bytes: usize,
 }
 
 impl H2Codec {
@@ -123,6 +141,8 @@ impl H2Codec {
             armed_at: None,
             floods: FloodWatch::default(),
             out_stalled_since: None,
+            staged: VecDeque::new(),
+            staged_bytes: 0,
         })
     }
 
@@ -483,14 +503,27 @@ impl H2Codec {
             let Some((chunk, offset)) = tail.chunks.front_mut() else {
                 break;
             };
-            let rest = &chunk.bytes()[*offset..];
-            match self.conn.send_data(stream, rest, last) {
+            let sent = match chunk {
+                Chunk::Owned(v) => self.conn.send_data(stream, &v[*offset..], last),
+                Chunk::Shared(body, range) => {
+                    let part = (Arc::clone(body), range.start + *offset..range.end);
+                    stage_shared(
+                        &mut self.conn,
+                        (&mut self.staged, &mut self.staged_bytes),
+                        stream,
+                        part,
+                        last,
+                    )
+                }
+            };
+            let rest_len = chunk.bytes().len() - *offset;
+            match sent {
                 Ok(n) => {
                     // A last chunk the window holds back is not progress: only bytes are.
                     moved |= n > 0;
                     *offset += n;
                     tail.bytes -= n;
-                    if n < rest.len() {
+                    if n < rest_len {
                         return moved;
                     }
                     tail.chunks.pop_front();
@@ -550,6 +583,15 @@ impl H2Codec {
     /// Small output is copied (the connection keeps its buffer); a large one (DATA) moves
     /// into the outbox without a copy.
     pub fn flush_into(&mut self, out: &mut Outbox) {
+        for staged in self.staged.drain(..) {
+            match staged {
+                Staged::Output(bytes) if bytes.len() >= 4096 => out.push_vec(bytes),
+                Staged::Output(bytes) => out.push(&bytes),
+                Staged::Header(header) => out.push(&header),
+                Staged::Shared(body, range) => out.push_shared_range(body, range),
+            }
+        }
+        self.staged_bytes = 0;
         let n = self.conn.output().len();
         if n >= 4096 {
             out.push_vec(self.conn.take_output());
@@ -583,4 +625,35 @@ fn is_connection_specific(name: &[u8]) -> bool {
 /// The body length of the proxy's page for `status`.
 fn page_len(status: u16) -> u64 {
     format!("{} {}\n", status, http1::reason_phrase(status)).len() as u64
+}
+
+/// Frames `part` (a range of a shared stored body) on `stream` without copying it: the
+/// connection's pending output is staged first (wire order), then each DATA frame's header
+/// and its slice of the body. Sends at most what the stage has room for; returns what the
+/// connection accepted, as `send_data` does.
+fn stage_shared(
+    conn: &mut Connection,
+    (staged, staged_bytes): (&mut VecDeque<Staged>, &mut usize),
+    stream: u32,
+    (body, range): (Arc<[u8]>, Range<usize>),
+    last: bool,
+) -> Result<usize, h2::SendError> {
+    if !conn.output().is_empty() {
+        let output = conn.take_output();
+        *staged_bytes += output.len();
+        staged.push_back(Staged::Output(output));
+    }
+    let len = range.len().min(STAGE_MAX.saturating_sub(*staged_bytes));
+    let end = last && len == range.len();
+    conn.send_data_frames(stream, len, end, |header, part| {
+        staged.push_back(Staged::Header(header));
+        *staged_bytes += header.len() + part.len();
+        if !part.is_empty() {
+            let at = range.start;
+            staged.push_back(Staged::Shared(
+                Arc::clone(&body),
+                at + part.start..at + part.end,
+            ));
+        }
+    })
 }
