@@ -123,18 +123,8 @@ PIDS=()
 # tree PID: a pid and all its descendants (proxy and origin fork worker processes).
 source "$ROOT/benches/lib/procs.sh"
 cleanup() {
-    local pid all=() i
-    for pid in "${PIDS[@]}"; do all+=($(tree "$pid")); done
     # Gracefully first (SIGTERM), then for sure (SIGKILL); workers die with their master.
-    for pid in "${all[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for i in $(seq 1 20); do
-        alive=0
-        for pid in "${all[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-        [[ $alive == 0 ]] && break
-        sleep 0.1
-    done
-    for pid in "${all[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    [[ ${#PIDS[@]} -gt 0 ]] && stop_pids "${PIDS[@]}"
     rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -407,30 +407,33 @@ impl Worker {
     /// Drops the timer entries that re-arming left stale, once they outnumber the live ones
     /// (`timers` module): the heap's size follows the connections, not the request rate.
     fn compact_timers(&mut self) {
-        let live_bound = self.clients.len()
-            + self.upstreams.len()
-            + self.exchanges.len()
-            + self
-                .rt
-                .groups
-                .iter()
-                .map(|g| g.servers.len())
-                .sum::<usize>();
-        if self.timers.needs_compaction(live_bound) {
-            let Worker {
-                timers,
-                clients,
-                upstreams,
-                exchanges,
-                ..
-            } = self;
-            timers.compact(|key, gen| match kind(Token(key)) {
-                Kind::Client(ci) => clients.get(ci).is_some_and(|c| c.timer_gen == gen),
-                Kind::Upstream(ui) => upstreams.get(ui).is_some_and(|u| u.timer_gen == gen),
-                Kind::Exchange(index) => exchanges.timer_gen_at(index) == Some(gen),
-                // Health probes keep their own generations; they are few.
-                _ => true,
-            });
+        // Below the slack no compaction is due, whatever is live: skip counting.
+        if self.timers.queued() > crate::timers::COMPACT_SLACK {
+            let live_bound = self.clients.len()
+                + self.upstreams.len()
+                + self.exchanges.len()
+                + self
+                    .rt
+                    .groups
+                    .iter()
+                    .map(|g| g.servers.len())
+                    .sum::<usize>();
+            if self.timers.needs_compaction(live_bound) {
+                let Worker {
+                    timers,
+                    clients,
+                    upstreams,
+                    exchanges,
+                    ..
+                } = self;
+                timers.compact(|key, gen| match kind(Token(key)) {
+                    Kind::Client(ci) => clients.get(ci).is_some_and(|c| c.timer_gen == gen),
+                    Kind::Upstream(ui) => upstreams.get(ui).is_some_and(|u| u.timer_gen == gen),
+                    Kind::Exchange(index) => exchanges.timer_gen_at(index) == Some(gen),
+                    // Health probes keep their own generations; they are few.
+                    _ => true,
+                });
+            }
         }
         let queued = u64::try_from(self.timers.queued()).unwrap_or(u64::MAX);
         self.metrics().workers[self.id]
