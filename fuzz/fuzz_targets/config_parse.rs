@@ -1,6 +1,7 @@
 //! cargo-fuzz target: any input must either load or produce diagnostics,
 //! never panic. Run from fuzz/: `RUSTC_BOOTSTRAP=1 cargo fuzz run config_parse`.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use libfuzzer_sys::fuzz_target;
 

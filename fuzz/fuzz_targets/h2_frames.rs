@@ -3,6 +3,7 @@
 //! and whether the application answers; the rest follows a valid preface.
 //! Any panic is a bug: everything here is peer-controlled.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
 

@@ -7,6 +7,7 @@
 //! the same limits and says the same thing: method, target, host, status,
 //! framing, and every end-to-end field in order.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use http1::{
     parse_request, parse_response, write_request_head, write_response_head, BodyDecoder,

@@ -4,6 +4,7 @@
 //! it is peer-controlled. Checked: every resolved part lies inside the body,
 //! and a composed 206's Content-Length equals the bytes its parts hold.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};

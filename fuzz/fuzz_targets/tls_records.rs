@@ -18,6 +18,7 @@
 //! starting just below 2^64 (exhaustion), bits 4-7 which bit (3) flips.
 //! Seeds for (2) are written by fuzz/seeds/tls_records.py.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use ktls::kernel::{KernelCipher, TlsVersion};
 use ktls::record::{content, DirectionKeys, Inbound, RecordError, RecordLayer};
