@@ -49,8 +49,10 @@ impl Connection {
         if self.writable(stream)? != SendState::Idle {
             return Err(SendError::HeadersAlreadySent(stream));
         }
-        if !(100..=999).contains(&status) {
-            return Err(SendError::InvalidResponse("status outside 100..=999"));
+        if !(200..=999).contains(&status) {
+            return Err(SendError::InvalidResponse(
+                "final status outside 200..=999 (interim ones go through send_interim)",
+            ));
         }
         for (n, v) in fields {
             check_response_field(n, v)?;
@@ -59,6 +61,37 @@ impl Connection {
         let all =
             std::iter::once((&b":status"[..], status.as_bytes())).chain(fields.iter().copied());
         self.write_block(stream, all, end_stream);
+        Ok(())
+    }
+
+    /// An interim response (RFC 9113 §8.1: `100 Continue`, `103 Early Hints`...): HEADERS
+    /// without END_STREAM before the final response, which is still to be sent. `101` has
+    /// no meaning in HTTP/2 (§8.6) and is refused, as is any status outside 1xx.
+    pub fn send_interim(
+        &mut self,
+        stream: u32,
+        status: u16,
+        fields: &[(&[u8], &[u8])],
+    ) -> Result<(), SendError> {
+        if self.writable(stream)? != SendState::Idle {
+            return Err(SendError::HeadersAlreadySent(stream));
+        }
+        if !(100..=199).contains(&status) || status == 101 {
+            return Err(SendError::InvalidResponse(
+                "interim status must be 1xx other than 101",
+            ));
+        }
+        for (n, v) in fields {
+            check_response_field(n, v)?;
+        }
+        let status = status.to_string();
+        let all =
+            std::iter::once((&b":status"[..], status.as_bytes())).chain(fields.iter().copied());
+        self.write_block(stream, all, false);
+        // The final response is still to come: the stream stays as if nothing was sent.
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.send = SendState::Idle;
+        }
         Ok(())
     }
 

@@ -62,27 +62,45 @@ pub fn reply(
     }
 }
 
-/// An upstream's interim (1xx) head: relayed to an HTTP/1.1 client as it came; HTTP/2
-/// clients get none (the proxy sends no interim HEADERS).
-pub fn interim(c: &mut Client, raw_head: &[u8]) -> bool {
+/// An upstream's interim (1xx, not 101) head: relayed to an HTTP/1.1 client as it came, to
+/// an HTTP/2 client as HEADERS without END_STREAM (RFC 9110 §15.2: a proxy forwards the
+/// interim responses it did not ask for). True if the client got it.
+pub fn interim(c: &mut Client, stream: u32, raw_head: &[u8]) -> bool {
     match &mut c.codec {
         Codec::H1(_) => {
             h1::write_interim(&mut c.out, raw_head);
             true
         }
-        Codec::H2(_) => false,
+        Codec::H2(h2) => {
+            let sent = h2.send_interim(stream, raw_head);
+            h2.flush_into(&mut c.out);
+            sent
+        }
     }
 }
 
-/// `Expect: 100-continue` answered by the proxy (HTTP/1.1 only: an HTTP/2 client sends its
-/// body when its window lets it).
-pub fn continue_100(c: &mut Client) -> bool {
+/// `Expect: 100-continue` answered by the proxy, on either protocol (an HTTP/2 client that
+/// asked for it waits for the `:status 100` HEADERS before its DATA).
+pub fn continue_100(c: &mut Client, stream: u32) -> bool {
     match &mut c.codec {
         Codec::H1(_) => {
             h1::write_continue(&mut c.out);
             true
         }
-        Codec::H2(_) => false,
+        Codec::H2(h2) => {
+            let sent = h2.send_continue(stream);
+            h2.flush_into(&mut c.out);
+            sent
+        }
+    }
+}
+
+/// The trailer section of a relayed chunked body (validated field lines). An HTTP/1.1
+/// client got it already, inside the chunked bytes relayed as they came; an HTTP/2 client
+/// gets its end-to-end fields as the final HEADERS.
+pub fn trailers(c: &mut Client, stream: u32, section: &[u8]) {
+    if let Codec::H2(h2) = &mut c.codec {
+        h2.relay_trailers(stream, section);
     }
 }
 

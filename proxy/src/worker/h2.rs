@@ -19,6 +19,7 @@ use h2::{Connection, ErrorCode, Field};
 use super::exchange::ExchangeId;
 use super::h1::{LocalPage, Reply};
 use super::h2_floods::{FloodWatch, Trip};
+use super::h2_heads::{borrowed, FieldList};
 use super::request::{Request, Scheme};
 use crate::outbox::Outbox;
 
@@ -45,6 +46,8 @@ struct Tail {
     chunks: VecDeque<(Chunk, usize)>,
     bytes: usize,
     end: bool,
+    /// The relayed trailer fields: the final HEADERS, after the last DATA.
+    trailers: FieldList,
 }
 
 enum Chunk {
@@ -262,9 +265,9 @@ impl H2Codec {
         head.extend_from_slice(authority);
         head.extend_from_slice(b"\r\n");
         for f in &req.fields {
-            // The authority is the Host written above; TE is hop-by-hop; the client's body
-            // comes as its window allows, so no one waits for a `100 Continue`.
-            if f.name == b"host" || f.name == b"te" || f.name == b"expect" {
+            // The authority is the Host written above; TE is hop-by-hop. `expect` stays:
+            // `100-continue` is answered as on HTTP/1.1, when the request goes upstream.
+            if f.name == b"host" || f.name == b"te" {
                 continue;
             }
             head.extend_from_slice(&f.name);
@@ -409,39 +412,6 @@ impl H2Codec {
         page.body.len() as u64
     }
 
-    /// Sends an HTTP/1-form response head (as the H1 writer rendered it for this client:
-    /// edits applied, hop-by-hop fields removed) as HEADERS.
-    pub fn send_h1_head(
-        &mut self,
-        stream: u32,
-        h1_head: &[u8],
-        end_stream: bool,
-    ) -> Result<(), ()> {
-        let limits = http1::Limits {
-            max_head_bytes: h1_head.len().max(1),
-            max_headers: 1024,
-            max_field_bytes: h1_head.len().max(1),
-            ..http1::Limits::default()
-        };
-        let Ok(Some((head, _))) = http1::parse_response(h1_head, &limits, false) else {
-            return Err(());
-        };
-        let mut names: Vec<Vec<u8>> = Vec::new();
-        let fields: Vec<(&[u8], &[u8])> = head.headers().fields(h1_head).collect();
-        for (name, _) in &fields {
-            names.push(name.to_ascii_lowercase());
-        }
-        let list: Vec<(&[u8], &[u8])> = names
-            .iter()
-            .zip(&fields)
-            .filter(|(n, _)| !is_connection_specific(n))
-            .map(|(n, (_, v))| (&n[..], *v))
-            .collect();
-        self.conn
-            .send_headers(stream, head.status(), &list, end_stream)
-            .map_err(|_| ())
-    }
-
     /// Relayed body bytes for `stream`: framed at once as far as the windows allow; only
     /// what they hold back is copied to wait here.
     pub fn data(&mut self, stream: u32, data: &[u8]) {
@@ -479,6 +449,11 @@ impl H2Codec {
         self.pump(stream);
     }
 
+    /// The response on `stream` ends with `trailers` (sent when it ends, after its body).
+    pub fn set_trailers(&mut self, stream: u32, trailers: FieldList) {
+        self.tails.entry(stream).or_default().trailers = trailers;
+    }
+
     /// The response on `stream` is complete.
     pub fn end(&mut self, stream: u32) {
         self.tails.entry(stream).or_default().end = true;
@@ -499,7 +474,8 @@ impl H2Codec {
         };
         let mut moved = false;
         loop {
-            let last = tail.chunks.len() == 1 && tail.end;
+            // END_STREAM goes on the last DATA frame, or on the trailers' HEADERS.
+            let last = tail.chunks.len() == 1 && tail.end && tail.trailers.is_empty();
             let Some((chunk, offset)) = tail.chunks.front_mut() else {
                 break;
             };
@@ -539,8 +515,12 @@ impl H2Codec {
             }
         }
         if tail.end {
-            // Nothing left but the end (which a reply may have sent already).
-            let _ = self.conn.send_data(stream, &[], true);
+            // Nothing left but the end (which a reply may have sent already), or the
+            // trailers, which end the stream (if HTTP/2 cannot carry them, an empty DATA does).
+            let trailers = borrowed(&tail.trailers);
+            if trailers.is_empty() || self.conn.send_trailers(stream, &trailers).is_err() {
+                let _ = self.conn.send_data(stream, &[], true);
+            }
             self.tails.remove(&stream);
             return true;
         }
@@ -612,14 +592,6 @@ impl Drop for H2Codec {
         }
         self.metrics.h2.add(self.conn.counters());
     }
-}
-
-/// Fields an HTTP/2 message must not carry (RFC 9113 §8.2.2).
-fn is_connection_specific(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
-    )
 }
 
 /// The body length of the proxy's page for `status`.

@@ -14,10 +14,10 @@ use super::h1::Reply;
 use super::h2::H2Codec;
 use super::limits::vhost_frang;
 use super::request::Scheme;
-use super::request_body::{push_chunk, push_last_chunk};
+use super::request_body::{head_field_names, push_chunk, push_last_chunk};
 use super::route::access_record;
 use super::{client_token, upstream_token, Worker};
-use crate::frang::RequestLimits;
+use crate::frang::{check_trailers, RequestLimits};
 use crate::metrics::bump;
 
 /// Longest an HTTP/2 connection with streams in flight goes without its timer.
@@ -119,13 +119,7 @@ impl Worker {
                 data,
                 end_stream,
             } => self.h2_data(ci, stream, data, end_stream, now),
-            Event::Trailers { stream, fields } => {
-                if let Some(h2) = self.h2_codec(ci) {
-                    let body = h2.body_mut(stream);
-                    body.trailers = fields;
-                    body.end = true;
-                }
-            }
+            Event::Trailers { stream, fields } => self.h2_trailers(ci, stream, fields),
             Event::Reset { stream, .. } => {
                 if let Some(id) = self.h2_codec(ci).and_then(|h2| h2.forget(stream)) {
                     self.drop_exchange(id);
@@ -244,6 +238,29 @@ impl Worker {
             body.end |= end_stream;
         }
         self.arm_body_deadline(id);
+    }
+
+    /// A stream's request trailers: they end its body and go upstream as the chunked
+    /// body's trailer (with a Content-Length body there is no place for them: dropped), the
+    /// fields `request_body::trailer_forwardable` refuses left out. A field the head also
+    /// has is a frang block unless `http_trailer_split_allowed`, as on HTTP/1.1.
+    fn h2_trailers(&mut self, ci: usize, stream: u32, fields: Vec<h2::Field>) {
+        let Some(id) = self.h2_codec(ci).and_then(|h2| h2.exchange_of(stream)) else {
+            return;
+        };
+        let split = self.exchanges.get(id).and_then(|ex| {
+            let limits = vhost_frang(&self.rt.config, ex.vhost.unwrap_or(0), ex.location)?;
+            let head_names = head_field_names(ex.request.bytes());
+            check_trailers(limits, head_names, fields.iter().map(|f| &f.name[..])).err()
+        });
+        if let Some(v) = split {
+            return self.frang_violation(ci, Some(id), &v);
+        }
+        if let Some(h2) = self.h2_codec(ci) {
+            let body = h2.body_mut(stream);
+            body.trailers = fields;
+            body.end = true;
+        }
     }
 
     /// Moves request bodies to their upstreams and waiting response bytes into windows;

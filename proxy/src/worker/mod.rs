@@ -14,6 +14,7 @@ mod grace;
 mod h1;
 mod h2;
 mod h2_floods;
+mod h2_heads;
 mod h2_serve;
 mod handshake_deadline;
 mod health;

@@ -181,7 +181,7 @@ impl Worker {
             }
         }
         if (100..200).contains(&status) {
-            return relay_interim(fwd, c, u, status, len, &shared.metrics);
+            return relay_interim(fwd, (c, stream), u, status, len, &shared.metrics);
         }
         if let Some(step) = cache_instead(fwd, &head, input) {
             if matches!(step, Step::NotModified(_)) {
@@ -301,6 +301,9 @@ impl Worker {
         );
         if let Some(fill) = fwd.fill.as_mut() {
             fill.push_body(&input[step.data.clone()]);
+        }
+        if let (true, BodyDecoder::Chunked(chunked)) = (step.done, &*decoder) {
+            codec::trailers(c, stream, chunked.trailer_section());
         }
         if let Some(b) = u.rbuf.as_mut() {
             b.consume(step.consumed);
@@ -455,7 +458,7 @@ fn response_edits(
 /// would be HTTP): a bad response, 502.
 fn relay_interim(
     fwd: &mut super::exchange::Forward,
-    c: &mut super::client::Client,
+    (c, stream): (&mut super::client::Client, u32),
     u: &mut super::upstream::Upstream,
     status: u16,
     len: usize,
@@ -472,7 +475,7 @@ fn relay_interim(
     // responses at all.
     let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
     if !(fwd.http10 || status == 100 && fwd.continue_sent) {
-        fwd.sent_to_client |= codec::interim(c, input.get(..len).unwrap_or(&[]));
+        fwd.sent_to_client |= codec::interim(c, stream, input.get(..len).unwrap_or(&[]));
     }
     if let Some(b) = u.rbuf.as_mut() {
         b.consume(len);

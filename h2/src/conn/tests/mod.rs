@@ -452,6 +452,57 @@ fn trailers_both_ways() {
 }
 
 #[test]
+fn interim_responses_come_before_the_final_one() {
+    let mut p = peer();
+    p.headers(
+        1,
+        &[(b":method", b"POST"), (b":scheme", b"h"), (b":path", b"/")],
+        false,
+    );
+    p.events();
+    p.conn.send_interim(1, 100, &[]).unwrap();
+    p.conn
+        .send_interim(1, 103, &[(b"link", b"</a.css>; rel=preload")])
+        .unwrap();
+    assert!(
+        p.conn.send_interim(1, 101, &[]).is_err(),
+        "101 is not HTTP/2"
+    );
+    assert!(p.conn.send_interim(1, 200, &[]).is_err(), "not interim");
+    assert!(
+        p.conn.send_headers(1, 103, &[], false).is_err(),
+        "not final"
+    );
+    p.conn.send_headers(1, 200, &[], true).unwrap();
+    assert!(
+        p.conn.send_interim(1, 100, &[]).is_err(),
+        "no interim after the final response"
+    );
+    let frames = p.frames();
+    let heads: Vec<(u8, u8)> = frames
+        .iter()
+        .map(|f| (f.h.kind, f.h.flags & flags::END_STREAM))
+        .collect();
+    assert_eq!(
+        heads,
+        vec![
+            (kind::HEADERS, 0),
+            (kind::HEADERS, 0),
+            (kind::HEADERS, flags::END_STREAM)
+        ]
+    );
+    let mut dec = HpackDecoder::new(4096);
+    let statuses: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| dec.decode(&f.p, 1 << 16, 100).unwrap()[0].value.clone())
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![b"100".to_vec(), b"103".to_vec(), b"200".to_vec()]
+    );
+}
+
+#[test]
 fn response_headers_split_by_peer_frame_size() {
     let mut p = peer();
     p.headers(1, &get_req(), true);

@@ -1,0 +1,196 @@
+//! The field lists of the HEADERS an HTTP/2 client gets for what an HTTP/1.1 upstream sent
+//! or the cache stored: a response head (as the H1 writer rendered it for this client),
+//! an interim (1xx) head, and the trailer section of a chunked body. HTTP/2 names are
+//! lowercase and a message carries no connection-specific field (RFC 9113 §8.2); a trailer
+//! section also loses the fields RFC 9110 §6.5.1 says cannot be trailers.
+
+use super::h2::H2Codec;
+
+/// A field list for the `h2` crate's senders, owning its bytes.
+pub type FieldList = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Fields an HTTP/2 message must not carry (RFC 9113 §8.2.2). `te` is allowed in a request
+/// with `trailers` only; in a response it means nothing.
+fn is_connection_specific(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"connection"
+            | b"keep-alive"
+            | b"proxy-connection"
+            | b"transfer-encoding"
+            | b"upgrade"
+            | b"te"
+    )
+}
+
+/// Response trailer fields not relayed to an HTTP/2 client: besides the connection-specific
+/// ones, what RFC 9110 §6.5.1 lists as needed before the content or as controlling the
+/// message: framing, routing, request modifiers, authentication (cookies among them),
+/// response control data and how to process the content. A client must not get through a
+/// trailer what a response head would have said differently (a later `content-type`, a
+/// `set-cookie` the cache never saw).
+const NOT_RELAYED_TRAILERS: &[&[u8]] = &[
+    b"age",
+    b"authorization",
+    b"cache-control",
+    b"content-encoding",
+    b"content-length",
+    b"content-range",
+    b"content-type",
+    b"cookie",
+    b"date",
+    b"expect",
+    b"expires",
+    b"host",
+    b"location",
+    b"max-forwards",
+    b"pragma",
+    b"proxy-authenticate",
+    b"proxy-authorization",
+    b"range",
+    b"retry-after",
+    b"set-cookie",
+    b"trailer",
+    b"vary",
+    b"warning",
+    b"www-authenticate",
+];
+
+/// Whether a response trailer field named `name` (lowercase) reaches an HTTP/2 client.
+fn trailer_relayed(name: &[u8]) -> bool {
+    let conditional = name.starts_with(b"if-");
+    !is_connection_specific(name) && !conditional && !NOT_RELAYED_TRAILERS.contains(&name)
+}
+
+/// The status and the HTTP/2 field list of an HTTP/1-form response head (a relayed head
+/// rendered for the client, a stored one, or an upstream's interim head as received).
+/// None when it does not parse.
+pub fn head_fields(h1_head: &[u8]) -> Option<(u16, FieldList)> {
+    let limits = http1::Limits {
+        max_head_bytes: h1_head.len().max(1),
+        max_headers: 1024,
+        max_field_bytes: h1_head.len().max(1),
+        ..http1::Limits::default()
+    };
+    let Ok(Some((head, _))) = http1::parse_response(h1_head, &limits, false) else {
+        return None;
+    };
+    let all: FieldList = head
+        .headers()
+        .fields(h1_head)
+        .map(|(name, value)| (name.to_ascii_lowercase(), value.to_vec()))
+        .collect();
+    // The fields `Connection` names are hop-by-hop too (RFC 9110 §7.6.1): the H1 writer
+    // removed them from a relayed final head, an interim head comes as received.
+    let named: Vec<Vec<u8>> = all
+        .iter()
+        .filter(|(name, _)| name == b"connection")
+        .flat_map(|(_, value)| value.split(|&b| b == b','))
+        .map(|option| option.trim_ascii().to_ascii_lowercase())
+        .collect();
+    let fields = all
+        .into_iter()
+        .filter(|(name, _)| !is_connection_specific(name) && !named.contains(name))
+        .collect();
+    Some((head.status(), fields))
+}
+
+/// The fields of a validated chunked trailer section (`name: value\r\n` lines, as
+/// `http1::ChunkedDecoder::trailer_section` keeps them) that an HTTP/2 client gets.
+pub fn trailer_fields(section: &[u8]) -> FieldList {
+    section
+        .split(|&b| b == b'\n')
+        .filter_map(|line| {
+            let colon = line.iter().position(|&b| b == b':')?;
+            let name = line.get(..colon)?.to_ascii_lowercase();
+            let value = line.get(colon + 1..)?.trim_ascii();
+            Some((name, value.to_vec()))
+        })
+        .filter(|(name, _)| trailer_relayed(name))
+        .collect()
+}
+
+/// Borrowed pairs of `list`, as the `h2` crate's senders take them.
+pub fn borrowed(list: &FieldList) -> Vec<(&[u8], &[u8])> {
+    list.iter().map(|(n, v)| (&n[..], &v[..])).collect()
+}
+
+impl H2Codec {
+    /// Sends an HTTP/1-form response head (as the H1 writer rendered it for this client:
+    /// edits applied, hop-by-hop fields removed) as HEADERS.
+    pub fn send_h1_head(
+        &mut self,
+        stream: u32,
+        h1_head: &[u8],
+        end_stream: bool,
+    ) -> Result<(), ()> {
+        let (status, fields) = head_fields(h1_head).ok_or(())?;
+        self.conn
+            .send_headers(stream, status, &borrowed(&fields), end_stream)
+            .map_err(|_| ())
+    }
+
+    /// An upstream's interim head (1xx, not 101) on `stream`, before its final response.
+    /// False when it could not be sent (it is then dropped: the final response follows).
+    pub fn send_interim(&mut self, stream: u32, raw_head: &[u8]) -> bool {
+        let Some((status, fields)) = head_fields(raw_head) else {
+            return false;
+        };
+        self.conn
+            .send_interim(stream, status, &borrowed(&fields))
+            .is_ok()
+    }
+
+    /// The proxy's own `100 Continue` on `stream` (`Expect: 100-continue`).
+    pub fn send_continue(&mut self, stream: u32) -> bool {
+        self.conn.send_interim(stream, 100, &[]).is_ok()
+    }
+
+    /// The trailer section of `stream`'s relayed chunked body: its relayable fields go out
+    /// as the final HEADERS (with END_STREAM) once the body has; none left, nothing changes.
+    pub fn relay_trailers(&mut self, stream: u32, section: &[u8]) {
+        let fields = trailer_fields(section);
+        if !fields.is_empty() {
+            self.set_trailers(stream, fields);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &FieldList) -> Vec<String> {
+        list.iter()
+            .map(|(n, v)| {
+                format!(
+                    "{}={}",
+                    String::from_utf8_lossy(n),
+                    String::from_utf8_lossy(v)
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn trailers_keep_end_to_end_fields_only() {
+        let section = b"X-Checksum: abc \r\nGrpc-Status:0\r\nContent-Length: 5\r\n\
+            Connection: close\r\nSet-Cookie: s=1\r\nIf-Match: *\r\nTransfer-Encoding: gzip\r\n\
+            Content-Type: text/html\r\nTE: trailers\r\nServer-Timing: db;dur=53\r\n";
+        assert_eq!(
+            names(&trailer_fields(section)),
+            ["x-checksum=abc", "grpc-status=0", "server-timing=db;dur=53"]
+        );
+        assert!(trailer_fields(b"").is_empty());
+    }
+
+    #[test]
+    fn heads_lose_connection_specific_fields_and_get_lowercase_names() {
+        let head = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\
+            Connection: x-hop\r\nKeep-Alive: 5\r\nX-Hop: 1\r\n\r\n";
+        let (status, fields) = head_fields(head).unwrap();
+        assert_eq!(status, 103);
+        assert_eq!(names(&fields), ["link=</a.css>; rel=preload"]);
+        assert!(head_fields(b"not a head\r\n\r\n").is_none());
+    }
+}
