@@ -310,8 +310,9 @@ fn a_stream_stalled_on_its_window_costs_no_cpu() {
 }
 
 /// The httpwg-cli conformance suite (RFC 9113, 107 cases) against the proxy's h2c
-/// listener, when `httpwg` is installed (`cargo install --locked httpwg-cli`; tests/run.sh
-/// installs it in CI). KTLS_PROXY_REQUIRE_HTTPWG=1 makes its absence a failure.
+/// listener, when `httpwg` is installed (`cargo install --locked --debug httpwg-cli`;
+/// tests/run.sh installs it when missing and sets KTLS_PROXY_REQUIRE_HTTPWG=1, which makes
+/// its absence a failure).
 #[test]
 fn httpwg_conformance_through_the_proxy() {
     let installed = Command::new("sh")
