@@ -6,7 +6,7 @@ first failure. The origin behind the proxy (EvilOrigin in h2_messages.rs) answer
 /trailers-big (300000 pattern bytes) and /cached-trailers with a chunked body ending in a
 trailer section (X-Checksum, Grpc-Status and fields a client must not get), /upload with
 "DATA|TRAILER,TRAILER" of what it read, /headers with the fields it read, /continue with the
-body after its own 100, /early after a 103, /switch with a 101, /many-interim with twenty 103s.
+body after its own 100 (/upload sends none), /early after a 103, /switch with a 101, /many-interim with twenty 103s.
 """
 import select
 import sys
@@ -174,6 +174,24 @@ def case_continue_before_the_body(port):
     c.pump(lambda: sid in c.ended)
     check(c.status.get(sid) == 200 and c.body(sid) == b"hello", f"{c.status} {c.body(sid)!r}")
     check(c.kinds(sid).count("interim") == 1, f"one 100 only: {c.kinds(sid)}")
+
+
+def case_continue_from_the_proxy(port):
+    """The origin of /upload sends no 100 of its own and reads the body first: the 100 the
+    client waits for can only be the proxy's."""
+    c = MessageClient(port)
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, [(":method", "POST"), (":path", "/upload"), (":scheme", "http"),
+                              (":authority", "site.test"), ("content-length", "5"),
+                              ("expect", "100-continue")])
+    c.bodies[sid] = bytearray()
+    c.flush()
+    c.pump(lambda: "interim" in c.kinds(sid))
+    check(dict(c.first(sid, "interim")).get(b":status") == b"100", f"{c.parts[sid]}")
+    c.conn.send_data(sid, b"hello", end_stream=True)
+    c.flush()
+    c.pump(lambda: sid in c.ended)
+    check(c.body(sid) == b"hello|", f"origin read {c.body(sid)!r}")
 
 
 def case_no_continue_for_a_redirect(port):
