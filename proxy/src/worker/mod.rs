@@ -7,6 +7,7 @@ mod caching;
 mod client;
 mod codec;
 mod exchange;
+mod fairness;
 mod fill;
 mod finish;
 mod forward;
@@ -156,6 +157,8 @@ pub struct Worker {
     shared: Arc<Shared>,
     /// Connections to drive again before sleeping (tokens).
     dirty: VecDeque<Token>,
+    /// How often each client was driven this turn; the ones deferred to the next.
+    fair: fairness::FairTurns,
     draining: Option<Instant>,
     date: crate::date::DateCache,
     /// Reused for serialising heads, so forwarding allocates nothing per request.
@@ -198,6 +201,7 @@ impl Worker {
             rt_gen,
             shared,
             dirty: VecDeque::new(),
+            fair: fairness::FairTurns::default(),
             draining: None,
             waker: waker.clone(),
             inbox: caching::Inbox::default(),
@@ -236,6 +240,12 @@ impl Worker {
             Some(cap) => timeout.map_or(cap, |t| t.min(cap)),
             None => timeout.unwrap_or(Duration::from_secs(1)),
         };
+        // Connections deferred by the last turn are due now: only collect the events.
+        let wait = if self.fair.has_deferred() {
+            Duration::ZERO
+        } else {
+            wait
+        };
         if let Err(e) = self
             .poll
             .poll(events, ktls::offload::memory::cap_wait(Some(wait), now))
@@ -248,6 +258,7 @@ impl Worker {
         // A reload applies to the next request of every connection, not only to new
         // connections.
         self.refresh_runtime();
+        self.fair.begin_turn(&mut self.dirty);
         for event in events.iter() {
             match kind(event.token()) {
                 Kind::Waker => self.drain_inbox(),
@@ -278,16 +289,23 @@ impl Worker {
     }
 
     fn drain_dirty(&mut self) {
-        // Each drive makes bounded progress and re-queues a peer only after moving bytes, so
-        // this ends once every connection is waiting on its socket.
+        // Each drive makes bounded progress and re-queues a peer only after moving bytes, and
+        // a client is driven at most `DRIVES_PER_TURN` times per turn (`fairness`), so this
+        // ends even while clients keep sending; the budget is a last guard.
         let mut budget = 100_000usize;
         while let Some(token) = self.dirty.pop_front() {
             budget = budget.saturating_sub(1);
             if budget == 0 {
+                self.dirty.push_front(token);
+                self.fair.defer_all(&mut self.dirty);
                 break;
             }
             match kind(token) {
-                Kind::Client(ci) => self.guarded(ci, |w| w.drive_client(ci)),
+                Kind::Client(ci) => {
+                    if self.fair.admit(ci, token) {
+                        self.guarded(ci, |w| w.drive_client(ci));
+                    }
+                }
                 Kind::Upstream(ui) => match self.upstream_owner(ui) {
                     Some(ci) => self.guarded(ci, |w| w.drive_upstream(ui)),
                     None => self.drive_upstream(ui),
