@@ -15,10 +15,11 @@ pub enum CloseReason {
     HandshakeTimeout,
     /// The TLS handshake failed: a protocol error, an alert, or the client went away.
     HandshakeError,
-    /// A frang limit: refused at accept or after the handshake, or a head or body deadline.
+    /// A frang limit: refused at accept or after the handshake, a head or body deadline, or a
+    /// blocked request (answered with its status or dropped, per `block_action attack`).
     Frang,
-    /// The proxy closed after a response: `Connection: close`, or an error answer (4xx/5xx,
-    /// including frang blocks answered with a status) that ends the connection.
+    /// The proxy closed after a response: `Connection: close`, or an error answer (4xx/5xx)
+    /// that ends the connection.
     Server,
     /// A write to the client failed, the upstream broke mid-response, a body being
     /// discarded stopped arriving, or serving the connection panicked.
@@ -59,10 +60,17 @@ impl CloseReason {
         self as usize
     }
 
-    /// A connection that finished after its last response: a failed write is an error,
-    /// a close the proxy asked for (`close_after_flush`) is the server's, else the client left.
-    pub fn after_response(write_failed: bool, close_after_flush: bool) -> CloseReason {
-        if write_failed {
+    /// A connection that finished after its last response: a frang block ended it whatever
+    /// happened to the answer, a failed write is an error, a close the proxy asked for
+    /// (`close_after_flush`) is the server's, else the client left.
+    pub fn after_response(
+        frang_blocked: bool,
+        write_failed: bool,
+        close_after_flush: bool,
+    ) -> CloseReason {
+        if frang_blocked {
+            CloseReason::Frang
+        } else if write_failed {
             CloseReason::Error
         } else if close_after_flush {
             CloseReason::Server
@@ -88,14 +96,21 @@ mod tests {
     }
 
     #[test]
-    fn after_response_prefers_error_then_server() {
-        assert_eq!(CloseReason::after_response(true, true), CloseReason::Error);
+    fn after_response_prefers_frang_then_error_then_server() {
         assert_eq!(
-            CloseReason::after_response(false, true),
+            CloseReason::after_response(true, true, true),
+            CloseReason::Frang
+        );
+        assert_eq!(
+            CloseReason::after_response(false, true, true),
+            CloseReason::Error
+        );
+        assert_eq!(
+            CloseReason::after_response(false, false, true),
             CloseReason::Server
         );
         assert_eq!(
-            CloseReason::after_response(false, false),
+            CloseReason::after_response(false, false, false),
             CloseReason::Client
         );
     }

@@ -49,6 +49,8 @@ pub struct Client {
     pub close_after_flush: bool,
     /// A write failed: the client is gone.
     pub write_failed: bool,
+    /// A frang limit blocked a request: the close that follows is frang's.
+    pub frang_blocked: bool,
     pub timer_gen: u64,
     /// Unique within the worker (slab slots are reused).
     pub id: u64,
@@ -126,6 +128,7 @@ impl Worker {
             peer_closed: false,
             close_after_flush: false,
             write_failed: false,
+            frang_blocked: false,
             timer_gen: 0,
             id: self.next_client_id,
             limits: crate::frang::ConnLimits::new(&self.rt.config.frang),
@@ -451,7 +454,8 @@ impl Worker {
         let finished = c.write_failed
             || (between_requests && c.out.is_empty() && (c.close_after_flush || c.peer_closed));
         if finished {
-            let why = CloseReason::after_response(c.write_failed, c.close_after_flush);
+            let why =
+                CloseReason::after_response(c.frang_blocked, c.write_failed, c.close_after_flush);
             self.close_client(ci, why);
             return;
         }

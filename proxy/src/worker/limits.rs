@@ -38,9 +38,11 @@ pub(super) fn vhost_frang(
 impl Worker {
     /// Records and answers a violation by client `ci` (during exchange `id`, if one exists).
     pub(super) fn frang_violation(&mut self, ci: usize, id: Option<ExchangeId>, v: &Violation) {
-        let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
+        let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
+        c.frang_blocked = true;
+        let ip = c.peer.ip();
         let vhost = self.vhost_name(id.and_then(|id| self.exchanges.get(id)?.vhost));
         self.note_block(ip, v, vhost);
         self.rt.frang.on_violation(ip, Instant::now());
