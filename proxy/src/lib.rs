@@ -25,6 +25,7 @@ pub mod server_name;
 pub mod service;
 pub mod socket;
 pub mod stats;
+pub mod stats_merge;
 pub mod sticky;
 pub mod timers;
 pub mod tls_setup;

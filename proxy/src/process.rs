@@ -36,6 +36,8 @@ pub fn supervise(config_path: &Path, count: u32, pid: &PidFile) -> Result<(), St
     let mut signals = Signals::new([SIGHUP, SIGTERM, SIGQUIT, SIGINT, SIGUSR1])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let readiness = ReadinessSocket::bind()?;
+    // The children's statistics sockets (`stats_merge`) go when the supervisor does.
+    let _peer_sockets = crate::stats_merge::PeerSockets::new(count);
     let mut children: Vec<Child> = Vec::with_capacity(count as usize);
     for i in 0..count {
         let child = Command::new(&exe)

@@ -106,11 +106,19 @@ pub fn serve(config_path: &Path, runtime: Arc<Runtime>) -> Result<(), ServeError
     announce_ktls(&runtime)?;
     let metrics = Metrics::new(threads);
     let shared = Arc::new(Shared::new(runtime.clone(), metrics.clone()));
-    // With `worker_processes`, the first process serves the statistics (of its own).
-    let first_process = std::env::var(crate::process::CHILD_ENV).map_or(true, |i| i == "0");
-    if let (Some(addr), true) = (runtime.config.stats_listen, first_process) {
-        crate::stats::start(addr, shared.clone())?;
-        crate::info!("statistics on http://{addr}/metrics");
+    // With `worker_processes`, the first process serves the statistics of all of them; the
+    // others answer it on a private socket (`stats_merge`).
+    let process_index: u32 = std::env::var(crate::process::CHILD_ENV)
+        .ok()
+        .and_then(|i| i.parse().ok())
+        .unwrap_or(0);
+    if let Some(addr) = runtime.config.stats_listen {
+        if process_index == 0 {
+            crate::stats::start(addr, shared.clone())?;
+            crate::info!("statistics on http://{addr}/metrics");
+        } else {
+            crate::stats_merge::serve_peer(process_index, shared.clone());
+        }
     }
     let mut wakers: Vec<Arc<Waker>> = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);

@@ -36,7 +36,12 @@ fn answer(mut stream: TcpStream, shared: &Shared) {
     let mut req = [0u8; 1024];
     let n = stream.read(&mut req).unwrap_or(0);
     let (status, content_type, body) = match page(&req[..n]) {
-        Some(Page::Metrics) => ("200 OK", "text/plain; version=0.0.4", metrics(shared)),
+        Some(Page::Metrics) => {
+            // Every worker process's counters, summed (`stats_merge`).
+            let processes = shared.runtime().config.worker_processes;
+            let text = crate::stats_merge::all_processes(metrics(shared), processes);
+            ("200 OK", "text/plain; version=0.0.4", text)
+        }
         Some(Page::Dashboard) => ("200 OK", "text/html; charset=utf-8", DASHBOARD.to_string()),
         None => ("404 Not Found", "text/plain", "not found\n".to_string()),
     };
@@ -70,7 +75,8 @@ fn page(request: &[u8]) -> Option<Page> {
     }
 }
 
-fn metrics(shared: &Shared) -> String {
+/// This process's metrics as Prometheus text.
+pub(crate) fn metrics(shared: &Shared) -> String {
     let mut text = String::new();
     shared.cache.metrics().write_prometheus(&mut text);
     let tracked = shared.runtime().frang.tracked_clients();
