@@ -39,8 +39,9 @@
 # address has its own ephemeral-port space, ~28k ports by default; at least 4);
 # a loaded nf_conntrack with a table smaller than the connections is reported.
 # The proxy runs etc/tempesta.conf with the overrides listed where its config is
-# made below (docs/HTTP-PERF.md); the first worker process's counters
-# (connections closed by reason, handshakes, responses) are printed at the end.
+# made below (docs/HTTP-PERF.md); the counters of all worker processes, summed
+# by the stats endpoint (connections closed by reason, handshakes, responses),
+# are printed at the end.
 #
 # Everything started here is killed by pid on exit. The script refuses to run
 # if the port already answers (a leftover server would take connections).
@@ -277,12 +278,12 @@ if [[ -r $WORK/slab_peak ]]; then
     peak=$(cat "$WORK/slab_peak")
     echo "c100k: kernel slab: $((SLAB_BASE / 1024)) MiB before, peak $((peak / 1024)) MiB, $(((peak - SLAB_BASE) * 1024 / CONNS)) B per connection (both ends on loopback; host-wide)"
 fi
-# The first worker process's counters: how its connections ended, and its handshakes
-# (each process holds ~1/K of the connections; SO_REUSEPORT spreads them by hash).
+# The server's counters, summed over its K worker processes by the stats endpoint: how the
+# connections ended, the handshakes, the responses; and how many processes answered.
 if [[ $SERVER == proxy ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
     metrics=$(curl -s --max-time 5 "http://127.0.0.1:$STATS_PORT/metrics" || true)
-    echo "c100k: worker process 0 of $K (127.0.0.1:$STATS_PORT/metrics):"
-    grep -E '^ktls_proxy_(connections_closed_total|handshake_timeouts_total|tls_handshakes_total|tls_connections_total|ktls_fallbacks_total|responses_total|upstream_errors_total|blocks_total)' \
+    echo "c100k: all $K worker processes (127.0.0.1:$STATS_PORT/metrics, summed):"
+    grep -E '^ktls_proxy_(connections_closed_total|handshake_timeouts_total|tls_handshakes_total|tls_connections_total|ktls_fallbacks_total|responses_total|upstream_errors_total|blocks_total|stats_processes)' \
         <<<"$metrics" | grep -v ' 0$' | sed 's/^/  /' || true
 fi
 if ! kill -0 "$SERVER_PID" 2>/dev/null; then

@@ -12,7 +12,7 @@ use e2e::{curl, free_port, wait_for_port};
 
 const T: Duration = Duration::from_secs(10);
 
-fn start(tag: &str) -> (Origin, Proxy, SocketAddr, SocketAddr) {
+fn start(tag: &str) -> (Origin, Supervised, SocketAddr, SocketAddr) {
     let origin = Origin::start(|_| Response::ok(b"hello".to_vec()));
     let setup = Setup::new(tag);
     let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -25,9 +25,23 @@ fn start(tag: &str) -> (Origin, Proxy, SocketAddr, SocketAddr) {
         ),
     );
     let http = setup.http;
-    let proxy = setup.start(&conf);
+    let proxy = Supervised(setup.start(&conf));
     assert!(wait_for_port(stats, T));
     (origin, proxy, http, stats)
+}
+
+/// The supervisor, stopped with SIGTERM when the test ends (also when it fails), which stops
+/// its worker processes: dropping `Proxy` would SIGKILL the supervisor alone and leave them
+/// running.
+struct Supervised(Proxy);
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        self.0.proc.signal(libc::SIGTERM);
+        if self.0.proc.wait_exit(Duration::from_secs(20)).is_none() {
+            eprintln!("the supervisor did not stop:\n{}", self.0.proc.logs());
+        }
+    }
 }
 
 fn scrape(stats: SocketAddr) -> String {
