@@ -301,10 +301,9 @@ impl Worker {
                 break;
             }
             match kind(token) {
-                Kind::Client(ci) => {
-                    if self.fair.admit(ci, token) {
-                        self.guarded(ci, |w| w.drive_client(ci));
-                    }
+                // A client past its drives this turn was deferred by `admit`.
+                Kind::Client(ci) if self.fair.admit(ci, token) => {
+                    self.guarded(ci, |w| w.drive_client(ci))
                 }
                 Kind::Upstream(ui) => match self.upstream_owner(ui) {
                     Some(ci) => self.guarded(ci, |w| w.drive_upstream(ui)),
