@@ -83,6 +83,12 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let processes = runtime.config.worker_processes;
+    if proxy::process::is_child() {
+        if let Err(e) = proxy::process::stop_with_supervisor() {
+            proxy::error!("{e}");
+            return ExitCode::from(1);
+        }
+    }
     let result = if processes > 1 && !proxy::process::is_child() {
         let pid = runtime.config.pid.clone();
         drop(runtime);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use config::PidFile;
 
-use rustix::process::{kill_process, Pid, Signal};
+use rustix::process::{getppid, kill_process, set_parent_process_death_signal, Pid, Signal};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
@@ -23,6 +23,29 @@ pub const CHILD_ENV: &str = "KTLS_PROXY_WORKER_PROCESS";
 
 pub fn is_child() -> bool {
     std::env::var_os(CHILD_ENV).is_some()
+}
+
+/// Set in the environment of child processes: the supervisor's pid.
+const SUPERVISOR_ENV: &str = "KTLS_PROXY_SUPERVISOR_PID";
+
+/// In a child: have the kernel send it SIGTERM (a graceful stop) when the supervisor dies,
+/// however it dies (SIGKILL, the OOM killer). An orphaned child would go on serving on its
+/// SO_REUSEPORT listeners, unseen beside the next instance started on the same port. Fails
+/// when the supervisor is already gone (the child was re-parented before this call).
+pub fn stop_with_supervisor() -> Result<(), String> {
+    set_parent_process_death_signal(Some(Signal::TERM))
+        .map_err(|e| format!("cannot ask to be stopped with the supervisor: {e}"))?;
+    let supervisor = std::env::var(SUPERVISOR_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok());
+    let parent = getppid().map(Pid::as_raw_nonzero).map(|p| p.get());
+    if supervisor.is_none() || supervisor != parent {
+        return Err(format!(
+            "the supervisor ({}) is gone; this worker process stops",
+            supervisor.map_or_else(|| "pid unknown".to_string(), |p| p.to_string())
+        ));
+    }
+    Ok(())
 }
 
 /// How long children may take to bind and report ready before the start counts as failed.
@@ -39,11 +62,15 @@ pub fn supervise(config_path: &Path, count: u32, pid: &PidFile) -> Result<(), St
     // The children's statistics sockets (`stats_merge`) go when the supervisor does.
     let _peer_sockets = crate::stats_merge::PeerSockets::new(count);
     let mut children: Vec<Child> = Vec::with_capacity(count as usize);
+    // Started from this (the main) thread: the kernel's parent-death signal
+    // (`stop_with_supervisor`) follows the thread that forked, and this one lives as long as
+    // the process.
     for i in 0..count {
         let child = Command::new(&exe)
             .arg("-c")
             .arg(config_path)
             .env(CHILD_ENV, i.to_string())
+            .env(SUPERVISOR_ENV, std::process::id().to_string())
             .env("NOTIFY_SOCKET", &readiness.path)
             .spawn()
             .map_err(|e| format!("cannot start worker process {i}: {e}"))?;

@@ -2,13 +2,15 @@
 //! SIGHUP, graceful stop on SIGTERM, several worker processes, the statistics endpoint.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use e2e::origin::Origin;
 use e2e::proxy::Setup;
 use e2e::{
-    bin_path, curl, free_port, gen_cert, raw_exchange, wait_for_port, write_file, KeyKind, TempDir,
+    bin_path, curl, free_port, gen_cert, raw_exchange, send_signal, wait_for_port, write_file,
+    KeyKind, TempDir,
 };
 
 fn check(config: &std::path::Path) -> (bool, String) {
@@ -246,6 +248,60 @@ fn worker_processes_serve_and_stop_together() {
         String::from_utf8_lossy(&left.stdout).trim().is_empty(),
         "children left running"
     );
+}
+
+/// The children of `worker_processes` must not outlive a supervisor killed without a chance
+/// to stop them (SIGKILL, the OOM killer): an orphan would keep serving on its SO_REUSEPORT
+/// listener beside the next instance.
+#[test]
+fn worker_processes_stop_when_the_supervisor_is_killed() {
+    let origin = Origin::fixed(b"orphan");
+    let setup = Setup::new("orphans");
+    let http = setup.http;
+    let conf = setup.config(origin.addr(), "", "worker_processes 2;\nworker_threads 1;");
+    let mut proxy = setup.start(&conf);
+    assert_eq!(get_status(http), 200);
+    let tree = Command::new("pgrep")
+        .arg("-P")
+        .arg(proxy.proc.pid().to_string())
+        .output()
+        .expect("pgrep");
+    let children: Vec<u32> = String::from_utf8_lossy(&tree.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(children.len(), 2, "{}", proxy.proc.logs());
+    proxy.proc.signal(libc::SIGKILL);
+    assert!(proxy.proc.wait_exit(Duration::from_secs(5)).is_some());
+    let alive = |pid: &u32| Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(*pid);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while children.iter().any(alive) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<&u32> = children.iter().filter(|p| alive(p)).collect();
+    for pid in &left {
+        send_signal(**pid, libc::SIGKILL);
+    }
+    assert!(
+        left.is_empty(),
+        "worker processes outlived their supervisor: {left:?}"
+    );
+    let refused = std::net::TcpStream::connect_timeout(&http, Duration::from_secs(1));
+    assert!(
+        refused.is_err(),
+        "the port still answers after every process stopped"
+    );
+}
+
+/// A process re-parented to init and already exited shows as a zombie until reaped.
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 #[test]
