@@ -22,6 +22,7 @@ mod health;
 mod lifecycle;
 mod limits;
 mod queue;
+mod reload;
 mod request;
 mod request_body;
 mod response;
@@ -398,7 +399,8 @@ impl Worker {
             for ui in idle {
                 self.close_upstream(ui);
             }
-            self.groups = schedule::group_states(&self.rt);
+            let old_groups = std::mem::replace(&mut self.groups, schedule::group_states(&self.rt));
+            self.carry_exchanges_over(&old, old_groups);
             self.schedule_health_checks();
             // HTTP/2 clients reconnect to meet the new configuration.
             self.go_away_all();

@@ -153,7 +153,8 @@ impl Worker {
             keep_alive: ex.keep_alive,
             stream: ex.stream,
             set_cookie: ex.sticky.as_ref().and_then(|s| s.set_cookie.clone()),
-            server: u.server,
+            // A removed server's index names an older configuration (`grace.rs`).
+            server: (!u.removed).then_some(u.server),
         };
         let Some(fwd) = ex.forward_mut() else {
             return Step::Wait;
@@ -367,8 +368,9 @@ struct Recipient {
     stream: u32,
     /// The sticky cookie this response sets (`sticky_hook.rs`).
     set_cookie: Option<String>,
-    /// The server that answered, for the sticky session it may start.
-    server: usize,
+    /// The server that answered, for the sticky session it may start (None: a reload
+    /// removed it).
+    server: Option<usize>,
 }
 
 /// The worker's parts that writing a final response head reads, borrowed apart from the
@@ -459,8 +461,9 @@ impl HeadWriter<'_> {
         if let Some(fill) = fwd.fill.as_mut() {
             fill.begin_store(status, self.scratch, origin);
         }
-        let served_by = (fwd.group, to.server);
-        sticky_hook::learn(rt, self.metrics, to.vhost, served_by, head, input);
+        if let Some(server) = to.server {
+            sticky_hook::learn(rt, self.metrics, to.vhost, (fwd.group, server), head, input);
+        }
         if plan.close_delimited {
             c.close_after_flush = true;
         }

@@ -160,10 +160,12 @@ impl Worker {
         };
         match (u.phase, u.exchange) {
             (UpPhase::Connecting, Some(id)) => {
-                let (group, server) = (u.group, u.server);
+                let (group, server, current) = (u.group, u.server, !u.removed);
                 bump(&self.metrics().upstream_connect_errors);
                 self.close_upstream(ui);
-                self.mark_down(group, server);
+                if current {
+                    self.mark_down(group, server);
+                }
                 self.exchange_failed(id, Failure::Connect);
             }
             (UpPhase::Busy, Some(id)) => {
@@ -247,6 +249,8 @@ impl Worker {
             return false;
         };
         let (group, server, probe) = (u.group, u.server, u.phase == UpPhase::Probe);
+        // A removed server's indices name an older configuration: its state is not this one's.
+        let current = !u.removed;
         match connect_result(&u.sock) {
             None => false,
             Some(Ok(())) => {
@@ -259,7 +263,9 @@ impl Worker {
                     self.send_health_request(ui);
                     return false;
                 }
-                self.mark_up(group, server);
+                if current {
+                    self.mark_up(group, server);
+                }
                 if probe {
                     self.disarm_upstream_timer(ui);
                     self.release_upstream(ui);
@@ -285,7 +291,9 @@ impl Worker {
                     self.close_upstream(ui);
                     bump(&self.metrics().upstream_connect_errors);
                 }
-                self.mark_down(group, server);
+                if current {
+                    self.mark_down(group, server);
+                }
                 if let Some(id) = exchange {
                     self.exchange_failed(id, Failure::Connect);
                 }
