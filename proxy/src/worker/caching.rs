@@ -49,6 +49,14 @@ enum Found {
     Step(CacheStep),
 }
 
+impl Found {
+    /// Forwarded as if there were no cache: nothing to fill, no validators to send.
+    const FORWARD: Found = Found::Step(CacheStep::Forward {
+        fill: None,
+        edits: None,
+    });
+}
+
 impl Worker {
     /// Decides what the cache does for exchange `id`, routed to a vhost with caching; hits,
     /// PURGE and only-if-cached misses are answered here.
@@ -100,12 +108,8 @@ impl Worker {
         vhost: &str,
         overrides: CacheOverride,
     ) -> Found {
-        let forward = Found::Step(CacheStep::Forward {
-            fill: None,
-            edits: None,
-        });
         let Some(ex) = self.exchanges.get(id) else {
-            return forward;
+            return Found::FORWARD;
         };
         let request = &ex.request;
         if request.method_bytes() == b"PURGE" && rt_cache.purge.is_some() {
@@ -133,7 +137,7 @@ impl Worker {
             || rt_cache.rules.decide(uri) == cache::CacheAction::Bypass
         {
             self.shared.cache.count_bypass();
-            return forward;
+            return Found::FORWARD;
         }
         self.lookup_store(id, rt_cache, vhost, overrides)
     }
@@ -146,12 +150,8 @@ impl Worker {
         vhost: &str,
         overrides: CacheOverride,
     ) -> Found {
-        let forward = Found::Step(CacheStep::Forward {
-            fill: None,
-            edits: None,
-        });
         let Some(ex) = self.exchanges.get(id) else {
-            return forward;
+            return Found::FORWARD;
         };
         let request = &ex.request;
         let method = std::str::from_utf8(request.method_bytes()).unwrap_or("");
@@ -177,16 +177,6 @@ impl Worker {
             }
             None => &rt_cache.policy,
         };
-        let waiter = {
-            let inbox = self.inbox.clone();
-            let waker = self.waker.clone();
-            move |_outcome: cache::WaitOutcome| {
-                // The parked exchange is simply served again: the lookup then finds the
-                // stored entry, or goes to the origin itself.
-                inbox.lock().unwrap_or_else(|e| e.into_inner()).push(id);
-                let _ = waker.wake();
-            }
-        };
         let fill = |guard: FetchGuard, revalidating: Option<Arc<Entry>>| {
             Some(Fill::new(
                 Some(guard),
@@ -200,7 +190,7 @@ impl Worker {
         match self
             .shared
             .cache
-            .lookup(policy, &req, SystemTime::now(), waiter)
+            .lookup(policy, &req, SystemTime::now(), self.fill_waiter(id))
         {
             Lookup::Hit(entry) => {
                 let answer = entry.answer(&req);
@@ -219,34 +209,61 @@ impl Worker {
             }
             Lookup::StaleWhileRevalidate { entry, guard } => {
                 let answer = entry.answer(&req);
-                let make_fill = |bg_request: &super::request::Request| {
-                    let revalidating = Some(entry.clone());
-                    let store = self.shared.cache.clone();
-                    Fill::new(
-                        Some(guard),
-                        rt_cache.clone(),
-                        store,
-                        vhost,
-                        bg_request,
-                        revalidating,
-                    )
-                };
-                let edits = validator_edits(&entry);
-                match Revalidation::new(request, &self.rt.limits, make_fill, edits) {
-                    Some(background) => Found::StaleWhileRevalidate(entry, answer, background),
-                    // Not expressible as a revalidation request: the guard is dropped (the
-                    // fetch failed) and the client still gets the stale entry.
-                    None => Found::Hit(entry, answer),
-                }
+                let stored = (rt_cache, vhost);
+                self.stale_while_revalidating(request, stored, entry, answer, guard)
             }
             Lookup::Wait(ticket) if ex.cache_after_wait => {
                 // Waited once already: do not queue behind another fetch again.
                 self.shared.cache.cancel_wait(ticket);
-                forward
+                Found::FORWARD
             }
             Lookup::Wait(ticket) => Found::Step(CacheStep::Parked(ticket)),
-            Lookup::Pass => forward,
+            Lookup::Pass => Found::FORWARD,
             Lookup::OnlyIfCachedMiss => Found::OnlyIfCachedMiss,
+        }
+    }
+
+    /// What the cache calls when the fetch exchange `id` waits for ends (whatever its
+    /// outcome): the parked exchange is simply served again through the worker's inbox; the
+    /// lookup then finds the stored entry, or goes to the origin itself.
+    fn fill_waiter(&self, id: ExchangeId) -> impl FnOnce(cache::WaitOutcome) + Send + 'static {
+        let inbox = self.inbox.clone();
+        let waker = self.waker.clone();
+        move |_outcome: cache::WaitOutcome| {
+            inbox.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+            let _ = waker.wake();
+        }
+    }
+
+    /// A stale `entry` within its stale-while-revalidate window answers `request` now; the
+    /// revalidation (a request of its own, filling the vhost's cache `stored` through `guard`)
+    /// goes on in the background.
+    fn stale_while_revalidating(
+        &self,
+        request: &super::request::Request,
+        (rt_cache, vhost): (&Arc<CacheRt>, &str),
+        entry: Arc<Entry>,
+        answer: cache::Answer,
+        guard: FetchGuard,
+    ) -> Found {
+        let make_fill = |bg_request: &super::request::Request| {
+            let revalidating = Some(entry.clone());
+            let store = self.shared.cache.clone();
+            Fill::new(
+                Some(guard),
+                rt_cache.clone(),
+                store,
+                vhost,
+                bg_request,
+                revalidating,
+            )
+        };
+        let edits = validator_edits(&entry);
+        match Revalidation::new(request, &self.rt.limits, make_fill, edits) {
+            Some(background) => Found::StaleWhileRevalidate(entry, answer, background),
+            // Not expressible as a revalidation request: the guard is dropped (the fetch
+            // failed) and the client still gets the stale entry.
+            None => Found::Hit(entry, answer),
         }
     }
 

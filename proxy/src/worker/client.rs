@@ -305,33 +305,7 @@ impl Worker {
         } else {
             &metrics.handshakes_full
         });
-        let transport = match offload(*session, c.sock.as_fd(), self.rt.ktls_mode) {
-            Offload::Kernel(socket) => {
-                metrics.count_tls_path(TlsPath::KtlsBoth);
-                Transport::Kernel(socket)
-            }
-            Offload::Records { mut socket, reason } => {
-                metrics.count_tls_path(TlsPath::Records);
-                metrics.count_ktls_fallback(reason.as_str());
-                // The worker's loop reports every readiness event (`client_readable`).
-                socket.track_readiness();
-                Transport::Records(*socket)
-            }
-            Offload::UserSpace {
-                session,
-                send_offloaded,
-                reason,
-            } => {
-                metrics.count_tls_path(if send_offloaded {
-                    TlsPath::KtlsSendOnly
-                } else {
-                    TlsPath::UserSpace
-                });
-                metrics.count_ktls_fallback(reason.as_str());
-                Transport::Tls(Box::new(session), 0)
-            }
-        };
-        let mut transport = transport;
+        let mut transport = open_transport(*session, c.sock.as_fd(), self.rt.ktls_mode, metrics);
         // The FIN may have been reported while the handshake read the socket (with the last
         // flight and the first request): the new transport must not skip reading past it.
         if c.fin_reported {
@@ -499,5 +473,42 @@ impl Worker {
         let wm = &self.metrics().workers[self.id];
         wm.connections_open
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Hands a finished handshake's record protection over (`ktls::offload`: to the kernel, to
+/// the proxy's record layer, or kept in OpenSSL) and counts the path it took and why a
+/// faster one was not possible.
+fn open_transport(
+    session: TlsSession,
+    fd: std::os::fd::BorrowedFd<'_>,
+    mode: ktls::offload::KtlsMode,
+    metrics: &crate::metrics::Metrics,
+) -> Transport {
+    match offload(session, fd, mode) {
+        Offload::Kernel(socket) => {
+            metrics.count_tls_path(TlsPath::KtlsBoth);
+            Transport::Kernel(socket)
+        }
+        Offload::Records { mut socket, reason } => {
+            metrics.count_tls_path(TlsPath::Records);
+            metrics.count_ktls_fallback(reason.as_str());
+            // The worker's loop reports every readiness event (`client_readable`).
+            socket.track_readiness();
+            Transport::Records(*socket)
+        }
+        Offload::UserSpace {
+            session,
+            send_offloaded,
+            reason,
+        } => {
+            metrics.count_tls_path(if send_offloaded {
+                TlsPath::KtlsSendOnly
+            } else {
+                TlsPath::UserSpace
+            });
+            metrics.count_ktls_fallback(reason.as_str());
+            Transport::Tls(Box::new(session), 0)
+        }
     }
 }

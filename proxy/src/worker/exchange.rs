@@ -154,6 +154,15 @@ impl Exchange {
         }
     }
 
+    /// The upstream side while the exchange waits in its group's queue or is at a server
+    /// (a reload renumbers its group, `reload.rs`).
+    pub fn queued_or_sent_mut(&mut self) -> Option<&mut Forward> {
+        match &mut self.stage {
+            Stage::Queued(f) | Stage::Upstream(f) => Some(f),
+            _ => None,
+        }
+    }
+
     /// The request, its body's frang counters and the upstream side, borrowed together for
     /// passing the body on.
     pub fn body_parts(&mut self) -> Option<(&Request, &mut RequestLimits, &mut Forward)> {
@@ -250,6 +259,11 @@ impl Exchanges {
 
     pub fn len(&self) -> usize {
         self.slab.len()
+    }
+
+    /// Every exchange, for a reload to renumber what they hold (`reload.rs`).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Exchange> {
+        self.slab.iter_mut().map(|(_, ex)| ex)
     }
 
     /// The timer generation of the exchange in slot `index` (timer compaction).

@@ -11,7 +11,8 @@ use super::caching::Fill;
 use super::exchange::{ExchangeId, Forward, RespPhase};
 use super::finish::Refusal;
 use super::h1::{self, Reply};
-use super::upstream::{request_key, Pick, UpPhase};
+use super::schedule::{request_key, Pick};
+use super::upstream::UpPhase;
 use super::{client_token, upstream_token, Worker};
 use crate::metrics::bump;
 

@@ -22,10 +22,12 @@ mod health;
 mod lifecycle;
 mod limits;
 mod queue;
+mod reload;
 mod request;
 mod request_body;
 mod response;
 mod route;
+mod schedule;
 mod sticky_hook;
 mod stored_reply;
 #[cfg(test)]
@@ -54,7 +56,8 @@ use crate::timers::Timers;
 
 use client::Client;
 use exchange::{ExchangeId, Exchanges, EXCHANGE_TIMER_BASE};
-use upstream::{GroupState, Upstream};
+use schedule::GroupState;
+use upstream::Upstream;
 
 const WAKER: Token = Token(0);
 const LISTENER_BASE: usize = 1;
@@ -208,7 +211,7 @@ impl Worker {
             next_client_id: 0,
             connector: crate::socket::Connector::default(),
         };
-        worker.groups = upstream::group_states(&worker.rt);
+        worker.groups = schedule::group_states(&worker.rt);
         worker.schedule_health_checks();
         for (i, l) in worker.listeners.iter_mut().enumerate() {
             worker.poll.registry().register(
@@ -396,7 +399,8 @@ impl Worker {
             for ui in idle {
                 self.close_upstream(ui);
             }
-            self.groups = upstream::group_states(&self.rt);
+            let old_groups = std::mem::replace(&mut self.groups, schedule::group_states(&self.rt));
+            self.carry_exchanges_over(&old, old_groups);
             self.schedule_health_checks();
             // HTTP/2 clients reconnect to meet the new configuration.
             self.go_away_all();

@@ -147,9 +147,15 @@ impl Worker {
         let Some(u) = upstreams.get_mut(ui) else {
             return Step::Wait;
         };
-        let (vhost, location, keep_alive, stream) =
-            (ex.vhost, ex.location, ex.keep_alive, ex.stream);
-        let set_cookie = ex.sticky.as_ref().and_then(|s| s.set_cookie.clone());
+        let recipient = Recipient {
+            vhost: ex.vhost,
+            location: ex.location,
+            keep_alive: ex.keep_alive,
+            stream: ex.stream,
+            set_cookie: ex.sticky.as_ref().and_then(|s| s.set_cookie.clone()),
+            // A removed server's index names an older configuration (`grace.rs`).
+            server: (!u.removed).then_some(u.server),
+        };
         let Some(fwd) = ex.forward_mut() else {
             return Step::Wait;
         };
@@ -168,79 +174,21 @@ impl Worker {
             }
             Ok(None) | Err(_) => return Step::Bad { count: true },
         };
-        let status = head.status();
-        // A server removed by a reload without grace time gets no new tunnel (`grace.rs`).
-        if status == 101 && fwd.websocket && !(u.removed && u.retire_at.is_none()) {
-            let edits = response_edits(rt, vhost, location);
-            let switch = (&head, input, edits, &rt.forward_limits);
-            if let Some(step) = switch_protocols(fwd, &mut c.out, scratch, switch) {
-                if let Some(b) = u.rbuf.as_mut() {
-                    b.consume(len);
-                }
-                return step;
-            }
-        }
-        if (100..200).contains(&status) {
-            return relay_interim(fwd, (c, stream), u, status, len, &shared.metrics);
-        }
-        if let Some(step) = cache_instead(fwd, &head, input) {
-            if matches!(step, Step::NotModified(_)) {
-                u.keep_alive = head.keep_alive();
-                if let Some(b) = u.rbuf.as_mut() {
-                    b.consume(len);
-                }
-            }
+        let mut writer = HeadWriter {
+            rt,
+            metrics: &shared.metrics,
+            scratch,
+        };
+        if let Some(step) = writer.not_relayed_as_final(c, u, fwd, &recipient, (&head, len)) {
             return step;
         }
-        let edits = response_edits(rt, vhost, location);
-        let edits = &*sticky_hook::response_edits(set_cookie.as_deref(), edits);
-        let to = ReplyTo {
-            http10: fwd.http10,
-            close: !keep_alive,
-        };
-        let with_age = fwd
-            .fill
-            .as_ref()
-            .and_then(|f| f.age_edits(&head, input, edits));
-        let edits = with_age.as_ref().unwrap_or(edits);
-        let relayed = codec::RelayedHead {
-            head: &head,
-            input,
-            edits,
-            limits: &rt.forward_limits,
-            to,
-        };
-        let Ok(plan) = codec::response_head(c, stream, scratch, &relayed) else {
+        let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+        let origin = super::fill::Origin { head: &head, input };
+        if writer.start_response(c, fwd, &recipient, origin).is_err() {
             // The proxy's fields took the head over what a client parsing like this proxy
             // accepts (`Limits::for_forwarding`): a bad response, never relayed.
             return Step::Bad { count: true };
-        };
-        if let Some(fill) = fwd.fill.as_mut() {
-            let origin = super::fill::Origin { head: &head, input };
-            fill.begin_store(status, scratch, origin);
         }
-        sticky_hook::learn(
-            rt,
-            &shared.metrics,
-            vhost,
-            (fwd.group, u.server),
-            &head,
-            input,
-        );
-        if plan.close_delimited {
-            c.close_after_flush = true;
-        }
-        fwd.dechunk = plan.dechunk;
-        fwd.status = status;
-        fwd.sent_to_client = true;
-        fwd.body_may_follow = fwd.is_head && announces_body(&head, input);
-        fwd.resp = RespPhase::Body(BodyDecoder::new(
-            head.framing(),
-            &http1::Limits {
-                max_body_bytes: None,
-                ..rt.limits.clone()
-            },
-        ));
         // The upstream closes after a response without keep-alive: never pool it. A connection
         // opened for a WebSocket handshake that got an ordinary answer is not pooled either.
         u.keep_alive = head.keep_alive() && !fwd.websocket;
@@ -407,6 +355,130 @@ impl Worker {
                 self.dirty.push_back(super::client_token(ci));
             }
         }
+    }
+}
+
+/// Whom a final response head is written for, copied out of the exchange so that the
+/// exchange's `Forward` can be borrowed beside it.
+struct Recipient {
+    vhost: Option<usize>,
+    location: Option<usize>,
+    /// The client keeps its connection after this exchange.
+    keep_alive: bool,
+    stream: u32,
+    /// The sticky cookie this response sets (`sticky_hook.rs`).
+    set_cookie: Option<String>,
+    /// The server that answered, for the sticky session it may start (None: a reload
+    /// removed it).
+    server: Option<usize>,
+}
+
+/// The worker's parts that writing a final response head reads, borrowed apart from the
+/// client, the upstream and the exchange.
+struct HeadWriter<'a> {
+    rt: &'a crate::runtime::Runtime,
+    metrics: &'a crate::metrics::Metrics,
+    scratch: &'a mut Vec<u8>,
+}
+
+impl HeadWriter<'_> {
+    /// The heads that are not relayed as the final response: a `101` switching to a
+    /// WebSocket tunnel, an interim 1xx, a 304 or an error the cache answers instead. None:
+    /// `head` (parsed from the first `len` bytes of the upstream's buffer) is a final response
+    /// to relay.
+    fn not_relayed_as_final(
+        &mut self,
+        c: &mut super::client::Client,
+        u: &mut super::upstream::Upstream,
+        fwd: &mut super::exchange::Forward,
+        to: &Recipient,
+        (head, len): (&http1::ResponseHead, usize),
+    ) -> Option<Step> {
+        let status = head.status();
+        let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+        // A server removed by a reload without grace time gets no new tunnel (`grace.rs`).
+        if status == 101 && fwd.websocket && !(u.removed && u.retire_at.is_none()) {
+            let edits = response_edits(self.rt, to.vhost, to.location);
+            let switch = (head, input, edits, &self.rt.forward_limits);
+            if let Some(step) = switch_protocols(fwd, &mut c.out, self.scratch, switch) {
+                if let Some(b) = u.rbuf.as_mut() {
+                    b.consume(len);
+                }
+                return Some(step);
+            }
+        }
+        if (100..200).contains(&status) {
+            return Some(relay_interim(
+                fwd,
+                (c, to.stream),
+                u,
+                status,
+                len,
+                self.metrics,
+            ));
+        }
+        let step = cache_instead(fwd, head, input)?;
+        if matches!(step, Step::NotModified(_)) {
+            u.keep_alive = head.keep_alive();
+            if let Some(b) = u.rbuf.as_mut() {
+                b.consume(len);
+            }
+        }
+        Some(step)
+    }
+
+    /// A final (not 1xx) response head from the origin: writes it for the client with the
+    /// vhost's and the sticky cookie's edits (and `Age` for a cache fill), starts storing it,
+    /// lets a sticky session learn its server and sets the exchange up to relay the body.
+    /// Err: the rewritten head is over the forwarding limits (nothing was written).
+    fn start_response(
+        self,
+        c: &mut super::client::Client,
+        fwd: &mut super::exchange::Forward,
+        to: &Recipient,
+        origin: super::fill::Origin<'_>,
+    ) -> Result<(), ()> {
+        let super::fill::Origin { head, input } = origin;
+        let rt = self.rt;
+        let edits = response_edits(rt, to.vhost, to.location);
+        let edits = &*sticky_hook::response_edits(to.set_cookie.as_deref(), edits);
+        let with_age = fwd
+            .fill
+            .as_ref()
+            .and_then(|f| f.age_edits(head, input, edits));
+        let relayed = codec::RelayedHead {
+            head,
+            input,
+            edits: with_age.as_ref().unwrap_or(edits),
+            limits: &rt.forward_limits,
+            to: ReplyTo {
+                http10: fwd.http10,
+                close: !to.keep_alive,
+            },
+        };
+        let plan = codec::response_head(c, to.stream, self.scratch, &relayed).map_err(|_| ())?;
+        let status = head.status();
+        if let Some(fill) = fwd.fill.as_mut() {
+            fill.begin_store(status, self.scratch, origin);
+        }
+        if let Some(server) = to.server {
+            sticky_hook::learn(rt, self.metrics, to.vhost, (fwd.group, server), head, input);
+        }
+        if plan.close_delimited {
+            c.close_after_flush = true;
+        }
+        fwd.dechunk = plan.dechunk;
+        fwd.status = status;
+        fwd.sent_to_client = true;
+        fwd.body_may_follow = fwd.is_head && announces_body(head, input);
+        fwd.resp = RespPhase::Body(BodyDecoder::new(
+            head.framing(),
+            &http1::Limits {
+                max_body_bytes: None,
+                ..rt.limits.clone()
+            },
+        ));
+        Ok(())
     }
 }
 

@@ -13,7 +13,7 @@ use http1::HeaderEdits;
 use super::exchange::ExchangeId;
 use super::h1::{LocalPage, Reply};
 use super::request::Request;
-use super::upstream::Pick;
+use super::schedule::Pick;
 use super::Worker;
 use crate::frang::{Violation, FRANG_BLOCK_STATUS};
 use crate::metrics::{bump, Metrics};
@@ -228,17 +228,7 @@ impl Worker {
             },
         );
         if matches!(routed, Pinned::New(_) | Pinned::Moved { .. }) {
-            if let Some(ex) = self.exchanges.get_mut(id) {
-                ex.sticky
-                    .get_or_insert_with(|| {
-                        Box::new(StickyState {
-                            set_cookie: None,
-                            session: None,
-                            fresh_pin: false,
-                        })
-                    })
-                    .fresh_pin = true;
-            }
+            self.mark_fresh_pin(id);
         }
         let m = &self.shared.metrics.sticky;
         match routed {
@@ -267,6 +257,22 @@ impl Worker {
             }
             // Nothing free now: wait in the queue, unpinned; the session is pinned then.
             Pinned::NoServer => scheduled.unwrap_or(Pick::Down),
+        }
+    }
+
+    /// Exchange `id` just pinned its session to a server (new, or moved off a down one): if
+    /// that server fails too, the request may fail over again (`sticky_pick`'s `fresh`).
+    fn mark_fresh_pin(&mut self, id: ExchangeId) {
+        if let Some(ex) = self.exchanges.get_mut(id) {
+            ex.sticky
+                .get_or_insert_with(|| {
+                    Box::new(StickyState {
+                        set_cookie: None,
+                        session: None,
+                        fresh_pin: false,
+                    })
+                })
+                .fresh_pin = true;
         }
     }
 

@@ -1,10 +1,7 @@
-//! Upstream connections of one worker: per-server pools of persistent connections,
-//! the schedulers (`ratio`: smooth weighted round robin; `hash`: rendezvous hashing on
-//! host + URI), and server health (a failing server is taken out with a growing backoff and
-//! probed back with a connect before it gets traffic again).
+//! Upstream connections of one worker: opening them, driving their reads and writes into
+//! the exchange's response, their timers, pooling them again or closing them. Which server
+//! and connection a request gets, and server health, is `schedule.rs`'s.
 
-use std::collections::VecDeque;
-use std::hash::{Hash, Hasher};
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -12,15 +9,12 @@ use ktls::IoStatus;
 use mio::Interest;
 
 use super::response::Failure;
-use super::{upstream_token, Worker, PROBE_BASE};
+use super::{upstream_token, Worker};
 use crate::buf::Buf;
 use crate::metrics::bump;
 use crate::outbox::Outbox;
-use crate::runtime::Runtime;
 use crate::socket::Socket;
 
-/// Longest a server stays out before the next probe.
-const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A new connection must be established within this long.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -71,168 +65,7 @@ pub struct Upstream {
     pub retire_at: Option<Instant>,
 }
 
-pub struct ServerState {
-    idle: Vec<usize>,
-    open: usize,
-    down_until: Option<Instant>,
-    failures: u32,
-    /// Smooth weighted round robin state.
-    current: i64,
-    pub(super) probing: bool,
-}
-
-impl ServerState {
-    fn new() -> ServerState {
-        ServerState {
-            idle: Vec::new(),
-            open: 0,
-            down_until: None,
-            failures: 0,
-            current: 0,
-            probing: false,
-        }
-    }
-
-    /// A connection leaves the pool's count without closing (it became a tunnel).
-    pub(super) fn release_place(&mut self) {
-        self.open = self.open.saturating_sub(1);
-    }
-
-    fn is_up(&self, now: Instant) -> bool {
-        self.down_until.is_none_or(|t| now >= t) && !self.probing
-    }
-}
-
-pub struct GroupState {
-    pub servers: Vec<ServerState>,
-    /// Exchanges waiting for a connection.
-    pub queue: VecDeque<super::exchange::ExchangeId>,
-}
-
-pub fn group_states(rt: &Runtime) -> Vec<GroupState> {
-    rt.groups
-        .iter()
-        .map(|g| GroupState {
-            servers: g.servers.iter().map(|_| ServerState::new()).collect(),
-            queue: VecDeque::new(),
-        })
-        .collect()
-}
-
-/// The choice for one request.
-pub enum Pick {
-    /// An idle pooled connection.
-    Pooled(usize),
-    /// Open a new connection to this server.
-    Connect(usize),
-    /// Every usable server is at its connection limit.
-    Full,
-    /// No server is up.
-    Down,
-}
-
 impl Worker {
-    /// Chooses a server and connection of `group` for a request with `key` (hash scheduler).
-    /// `fresh`: the request needs a new connection of its own (a WebSocket handshake), which
-    /// does not wait for a place among the server's `conns_n`.
-    pub(super) fn pick(
-        &mut self,
-        group: usize,
-        key: u64,
-        avoid: Option<usize>,
-        fresh: bool,
-    ) -> Pick {
-        let now = Instant::now();
-        let Some(g) = self.rt.groups.get(group) else {
-            return Pick::Down;
-        };
-        let Some(state) = self.groups.get_mut(group) else {
-            return Pick::Down;
-        };
-        let up: Vec<usize> = (0..g.servers.len())
-            .filter(|&s| state.servers[s].is_up(now) && Some(s) != avoid)
-            .collect();
-        let primary: Vec<usize> = up
-            .iter()
-            .copied()
-            .filter(|&s| !g.servers[s].backup)
-            .collect();
-        let candidates = if primary.is_empty() { up } else { primary };
-        if candidates.is_empty() {
-            return Pick::Down;
-        }
-        let has_room = |s: usize, st: &ServerState| {
-            fresh || !st.idle.is_empty() || st.open < g.servers[s].conns_n
-        };
-        let usable: Vec<usize> = candidates
-            .iter()
-            .copied()
-            .filter(|&s| has_room(s, &state.servers[s]))
-            .collect();
-        if usable.is_empty() {
-            return Pick::Full;
-        }
-        let chosen = if g.hash {
-            // Rendezvous hashing: the same key keeps going to the same server while it is up.
-            *usable
-                .iter()
-                .max_by_key(|&&s| mix(key, s as u64))
-                .unwrap_or(&usable[0])
-        } else {
-            let total: i64 = usable.iter().map(|&s| i64::from(g.servers[s].weight)).sum();
-            for &s in &usable {
-                state.servers[s].current += i64::from(g.servers[s].weight);
-            }
-            let best = *usable
-                .iter()
-                .max_by_key(|&&s| state.servers[s].current)
-                .unwrap_or(&usable[0]);
-            state.servers[best].current -= total;
-            best
-        };
-        if fresh {
-            return Pick::Connect(chosen);
-        }
-        match state.servers[chosen].idle.pop() {
-            Some(ui) => Pick::Pooled(ui),
-            None => Pick::Connect(chosen),
-        }
-    }
-
-    /// Whether `server` of `group` takes requests now, as this worker knows it.
-    pub(super) fn server_up(&self, group: usize, server: usize) -> bool {
-        self.groups
-            .get(group)
-            .and_then(|g| g.servers.get(server))
-            .is_some_and(|st| st.is_up(Instant::now()))
-    }
-
-    /// A connection to one given server (a sticky session's): pooled, new, or `Full` at
-    /// its `conns_n`; always new when `fresh` (a WebSocket handshake), as in `pick`.
-    pub(super) fn pick_server(&mut self, group: usize, server: usize, fresh: bool) -> Pick {
-        let conns_n = self
-            .rt
-            .groups
-            .get(group)
-            .and_then(|g| g.servers.get(server))
-            .map_or(0, |s| s.conns_n);
-        let Some(st) = self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-        else {
-            return Pick::Down;
-        };
-        if fresh {
-            return Pick::Connect(server);
-        }
-        match st.idle.pop() {
-            Some(ui) => Pick::Pooled(ui),
-            None if st.open < conns_n => Pick::Connect(server),
-            None => Pick::Full,
-        }
-    }
-
     /// Opens a connection to `server` of `group`. Errors are immediate connect failures.
     pub(super) fn connect(
         &mut self,
@@ -278,7 +111,7 @@ impl Worker {
             .get_mut(group)
             .and_then(|g| g.servers.get_mut(server))
         {
-            st.open += 1;
+            st.opened();
         }
         self.arm_upstream_timer(ui, connect_timeout);
         Ok(ui)
@@ -297,79 +130,6 @@ impl Worker {
         if let Some(u) = self.upstreams.get_mut(ui) {
             // No scheduled entry has generation 0.
             u.timer_gen = 0;
-        }
-    }
-
-    /// A server failed (connect refused or timed out): take it out and schedule a probe.
-    pub(super) fn mark_down(&mut self, group: usize, server: usize) {
-        let Some(st) = self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-        else {
-            return;
-        };
-        st.failures = st.failures.saturating_add(1);
-        // A monitored server is checked again after the monitor's interval; others back off.
-        let monitor = self
-            .rt
-            .groups
-            .get(group)
-            .and_then(|g| g.health.as_ref())
-            .map(|h| h.timeout.max(Duration::from_secs(1)));
-        let backoff = monitor.unwrap_or_else(|| {
-            Duration::from_millis(250u64 << st.failures.min(6)).min(MAX_BACKOFF)
-        });
-        st.down_until = Some(Instant::now() + backoff);
-        if !st.probing {
-            let key = super::health::probe_key(group, server);
-            self.timers
-                .schedule(Instant::now() + backoff, key, self.rt_gen);
-        }
-    }
-
-    pub(super) fn mark_up(&mut self, group: usize, server: usize) {
-        if let Some(st) = self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-        {
-            st.failures = 0;
-            st.down_until = None;
-            st.probing = false;
-        }
-    }
-
-    /// A probe timer fired for a server that is down: try to connect.
-    pub(super) fn probe(&mut self, key: usize, gen: u64) {
-        let group = (key - PROBE_BASE) / 65_536;
-        let server = (key - PROBE_BASE) % 65_536;
-        // A monitored group's servers are checked periodically, up or down; others only
-        // while down. Timers of an earlier configuration are stale.
-        let monitored = self
-            .rt
-            .groups
-            .get(group)
-            .is_some_and(|g| g.health.is_some());
-        let due = self
-            .groups
-            .get(group)
-            .and_then(|g| g.servers.get(server))
-            .is_some_and(|st| !st.probing && (monitored || st.down_until.is_some()));
-        if gen != self.rt_gen || !due || self.draining.is_some() {
-            return;
-        }
-        match self.connect(group, server, UpPhase::Probe) {
-            Ok(_) => {
-                if let Some(st) = self
-                    .groups
-                    .get_mut(group)
-                    .and_then(|g| g.servers.get_mut(server))
-                {
-                    st.probing = true;
-                }
-            }
-            Err(_) => self.mark_down(group, server),
         }
     }
 
@@ -400,10 +160,12 @@ impl Worker {
         };
         match (u.phase, u.exchange) {
             (UpPhase::Connecting, Some(id)) => {
-                let (group, server) = (u.group, u.server);
+                let (group, server, current) = (u.group, u.server, !u.removed);
                 bump(&self.metrics().upstream_connect_errors);
                 self.close_upstream(ui);
-                self.mark_down(group, server);
+                if current {
+                    self.mark_down(group, server);
+                }
                 self.exchange_failed(id, Failure::Connect);
             }
             (UpPhase::Busy, Some(id)) => {
@@ -429,53 +191,8 @@ impl Worker {
         if let UpPhase::Tunnel { client, client_id } = u.phase {
             return self.drive_tunnel_upstream(ui, client, client_id);
         }
-        if matches!(u.phase, UpPhase::Connecting | UpPhase::Probe) {
-            match connect_result(&u.sock) {
-                None => return,
-                Some(Ok(())) => {
-                    let (group, server, probe) = (u.group, u.server, u.phase == UpPhase::Probe);
-                    if probe
-                        && self
-                            .rt
-                            .groups
-                            .get(group)
-                            .is_some_and(|g| g.health.is_some())
-                    {
-                        return self.send_health_request(ui);
-                    }
-                    self.mark_up(group, server);
-                    if probe {
-                        self.disarm_upstream_timer(ui);
-                        self.release_upstream(ui);
-                        return;
-                    }
-                    let Some(u) = self.upstreams.get_mut(ui) else {
-                        return;
-                    };
-                    u.phase = UpPhase::Busy;
-                    let timeout = self
-                        .rt
-                        .groups
-                        .get(group)
-                        .map_or(CONNECT_TIMEOUT, |g| g.forward_timeout);
-                    self.arm_upstream_timer(ui, timeout);
-                }
-                Some(Err(_)) => {
-                    let (group, server, exchange, probe) =
-                        (u.group, u.server, u.exchange, u.phase == UpPhase::Probe);
-                    if probe {
-                        self.end_probe(ui);
-                    } else {
-                        self.close_upstream(ui);
-                        bump(&self.metrics().upstream_connect_errors);
-                    }
-                    self.mark_down(group, server);
-                    if let Some(id) = exchange {
-                        self.exchange_failed(id, Failure::Connect);
-                    }
-                    return;
-                }
-            }
+        if matches!(u.phase, UpPhase::Connecting | UpPhase::Probe) && !self.connect_settled(ui) {
+            return;
         }
         if self
             .upstreams
@@ -520,6 +237,69 @@ impl Worker {
         // Still moving after a full round: let other connections run, then come back (with
         // edge-triggered readiness no new event would arrive for bytes already waiting).
         self.dirty.push_back(upstream_token(ui));
+    }
+
+    /// A connecting upstream (`Connecting`, or a `Probe`) became ready: the connect either
+    /// completed or failed. A completed probe marks its server up (or sends the health
+    /// monitor's request); a completed connection for an exchange becomes `Busy` under the
+    /// forward timeout; a failure marks the server down and fails the exchange (a retry).
+    /// True: the connection carries a request now and driving it goes on.
+    fn connect_settled(&mut self, ui: usize) -> bool {
+        let Some(u) = self.upstreams.get_mut(ui) else {
+            return false;
+        };
+        let (group, server, probe) = (u.group, u.server, u.phase == UpPhase::Probe);
+        // A removed server's indices name an older configuration: its state is not this one's.
+        let current = !u.removed;
+        match connect_result(&u.sock) {
+            None => false,
+            Some(Ok(())) => {
+                let monitored = self
+                    .rt
+                    .groups
+                    .get(group)
+                    .is_some_and(|g| g.health.is_some());
+                if probe && monitored {
+                    self.send_health_request(ui);
+                    return false;
+                }
+                if current {
+                    self.mark_up(group, server);
+                }
+                if probe {
+                    self.disarm_upstream_timer(ui);
+                    self.release_upstream(ui);
+                    return false;
+                }
+                let Some(u) = self.upstreams.get_mut(ui) else {
+                    return false;
+                };
+                u.phase = UpPhase::Busy;
+                let timeout = self
+                    .rt
+                    .groups
+                    .get(group)
+                    .map_or(CONNECT_TIMEOUT, |g| g.forward_timeout);
+                self.arm_upstream_timer(ui, timeout);
+                true
+            }
+            Some(Err(_)) => {
+                let exchange = u.exchange;
+                if probe {
+                    self.end_probe(ui);
+                } else {
+                    self.close_upstream(ui);
+                    bump(&self.metrics().upstream_connect_errors);
+                }
+                if current {
+                    self.mark_down(group, server);
+                }
+                if let Some(id) = exchange {
+                    self.exchange_failed(id, Failure::Connect);
+                }
+                false
+            }
+        }
     }
 
     pub(super) fn flush_upstream(&mut self, ui: usize) -> bool {
@@ -616,7 +396,7 @@ impl Worker {
             .get_mut(group)
             .and_then(|g| g.servers.get_mut(server))
         {
-            Some(st) => st.idle.push(ui),
+            Some(st) => st.pool(ui),
             None => return self.close_upstream(ui),
         }
         self.serve_queue(group);
@@ -640,8 +420,7 @@ impl Worker {
                 .get_mut(u.group)
                 .and_then(|g| g.servers.get_mut(u.server))
             {
-                st.open = st.open.saturating_sub(1);
-                st.idle.retain(|&i| i != ui);
+                st.closed(ui);
             }
             self.serve_queue(u.group);
         }
@@ -673,20 +452,4 @@ fn connect_result(sock: &Socket) -> Option<io::Result<()>> {
         Err(e) if e.kind() == io::ErrorKind::NotConnected => None,
         Err(e) => Some(Err(e)),
     }
-}
-
-/// The hash key of a request for the `hash` scheduler.
-pub fn request_key(host: &[u8], uri: &[u8]) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    host.hash(&mut h);
-    uri.hash(&mut h);
-    h.finish()
-}
-
-fn mix(key: u64, server: u64) -> u64 {
-    let mut x = key ^ server.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x
 }

@@ -17,6 +17,13 @@ use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::socket::{Connector, Socket};
 
+/// The runtime of configuration `text`; the test's own text must be valid.
+fn runtime(text: &str) -> Arc<Runtime> {
+    let loaded = config::parse_str("t.conf", text, std::path::Path::new("/"))
+        .unwrap_or_else(|d| panic!("test configuration: {d}"));
+    Runtime::build(loaded.config).expect("runtime")
+}
+
 /// How long any expectation may take before the test fails.
 const PATIENCE: Duration = Duration::from_secs(5);
 
@@ -47,10 +54,7 @@ impl Harness {
              vhost site {{ proxy_pass default; }}\n\
              http_chain {{ -> site; }}\n"
         );
-        let loaded = config::parse_str("t.conf", &text, std::path::Path::new("/"))
-            .unwrap_or_else(|d| panic!("test configuration: {d}"));
-        let runtime = Runtime::build(loaded.config).expect("runtime");
-        let shared = Arc::new(Shared::new(runtime, Metrics::new(1)));
+        let shared = Arc::new(Shared::new(runtime(&text), Metrics::new(1)));
         let (mut worker, _waker) = Worker::new(0, Vec::new(), shared).expect("worker");
         let (to_test, dialled) = channel();
         worker.connector = Connector::Pairs(to_test);
@@ -60,6 +64,11 @@ impl Harness {
             dialled,
             next_port: 40000,
         }
+    }
+
+    /// Installs configuration `text` as a SIGHUP does; the worker applies it at its next turn.
+    pub fn reload(&mut self, text: &str) {
+        self.worker.shared.replace_runtime(runtime(text));
     }
 
     /// A new client connection, as the worker would have accepted it from 127.0.0.1.

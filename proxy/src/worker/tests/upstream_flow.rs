@@ -1,9 +1,9 @@
 //! The upstream side of an exchange: retries on a stale pooled connection, the group's wait
-//! queue and its bound, the forward timeout.
+//! queue and its bound, the forward timeout, a queued request across a reload.
 
 use std::time::{Duration, Instant};
 
-use super::harness::{get, response, Harness};
+use super::harness::{get, response, Harness, ORIGIN};
 
 /// A pooled connection the server closed (a stale keep-alive connection) fails the next
 /// request before any response byte: the request is sent again on a new connection and
@@ -77,4 +77,40 @@ fn a_silent_upstream_times_out_with_504() {
         "cut before the timeout"
     );
     h.closed(&mut up, "the timed-out upstream connection closed");
+}
+
+/// A reload that moves the group to another index while a request waits in its queue: the
+/// request keeps its place in the group of the same name and is sent at once on a
+/// connection of the new configuration's pool, not left to time out (504).
+#[test]
+fn a_request_queued_at_a_reload_is_sent_in_the_group_of_the_same_name() {
+    let mut h = Harness::with_server("", "conns_n=1", "server_forward_timeout 3;");
+    let (mut a, mut b) = (h.client(), h.client());
+    a.send(&get("/a"));
+    let mut first = h.upstream();
+    h.message(&mut first, "the first request");
+    b.send(&get("/b"));
+    h.idle(Duration::from_millis(30));
+    assert_eq!(h.dialled(), 0, "a connection beyond conns_n was opened");
+    h.reload(&format!(
+        "listen 127.0.0.1:1;\n\
+         srv_group other {{ server 127.0.0.2:9; }}\n\
+         srv_group default {{ server {ORIGIN} conns_n=1; server_forward_timeout 3; }}\n\
+         vhost site {{ proxy_pass default; }}\n\
+         http_chain {{ -> site; }}\n"
+    ));
+    // Before the fix the queue was dropped at the reload: no connection, 504 after 3 s.
+    let mut second = h.upstream();
+    let req = h.message(
+        &mut second,
+        "the queued request on the new pool's connection",
+    );
+    assert_eq!(req.line(), "GET /b HTTP/1.1");
+    second.send(&response(200, "", "b"));
+    assert_eq!(
+        &h.message(&mut b, "the queued request's answer").body[..],
+        b"b"
+    );
+    first.send(&response(200, "", "a"));
+    assert_eq!(&h.message(&mut a, "the first answer").body[..], b"a");
 }

@@ -1,0 +1,133 @@
+//! What a reload does to the exchanges in flight. The new configuration may keep, move or
+//! remove server groups and vhosts, and every index an exchange holds (`Exchange::vhost`,
+//! `location`, `Forward::group`) and every group's wait queue belong to the old one. A group
+//! or vhost is the same across configurations when it has the same name (a location: the
+//! same match operator and pattern in its vhost), so at the reload:
+//! - each exchange's indices are renumbered into the new configuration by name; a group that
+//!   is gone becomes `GONE`, which no configuration has: a retry of such an exchange finds
+//!   no server and is answered 502;
+//! - the exchanges waiting in a group's queue move, in their order, to the queue of the group
+//!   of the same name, and are served at once as far as the new pools have room (they start
+//!   empty: connections of the old configuration finish their exchange and close). Those of
+//!   a group that is gone are answered 502 at once: the configuration has no server for them
+//!   any more, which is what 502 says for a group without a server up (503 is the answer of
+//!   a full queue, a load that passes). Making them wait out `server_forward_timeout` for a
+//!   504 would say something false, and sending them to another group would serve them from
+//!   servers the new configuration does not give their vhost.
+//!
+//! Upstream connections are renumbered by `grace.rs`.
+
+use super::exchange::{Exchange, Stage};
+use super::schedule::GroupState;
+use super::Worker;
+use crate::runtime::{Runtime, VhostRt};
+
+/// The group index of an exchange whose group a reload removed.
+pub(super) const GONE: usize = usize::MAX;
+
+/// Old group and vhost indices to the new configuration's, by name.
+struct Renumbering<'a> {
+    old: &'a Runtime,
+    new: &'a Runtime,
+    groups: Vec<Option<usize>>,
+    vhosts: Vec<Option<usize>>,
+}
+
+impl<'a> Renumbering<'a> {
+    fn new(old: &'a Runtime, new: &'a Runtime) -> Renumbering<'a> {
+        let groups = old
+            .groups
+            .iter()
+            .map(|g| new.groups.iter().position(|n| n.name == g.name))
+            .collect();
+        let vhosts = old
+            .vhosts
+            .iter()
+            .map(|v| new.vhosts.iter().position(|n| n.name == v.name))
+            .collect();
+        Renumbering {
+            old,
+            new,
+            groups,
+            vhosts,
+        }
+    }
+
+    fn group(&self, old: usize) -> Option<usize> {
+        self.groups.get(old).copied().flatten()
+    }
+
+    /// An exchange's vhost and location in the new configuration (None: gone).
+    fn vhost(
+        &self,
+        vhost: Option<usize>,
+        location: Option<usize>,
+    ) -> (Option<usize>, Option<usize>) {
+        let Some(new) = vhost.and_then(|v| self.vhosts.get(v).copied().flatten()) else {
+            return (None, None);
+        };
+        let old_vhost: Option<&VhostRt> = vhost.and_then(|v| self.old.vhosts.get(v));
+        let location = location.and_then(|l| {
+            let old = old_vhost?.locations.get(l)?;
+            let locations = &self.new.vhosts.get(new)?.locations;
+            locations
+                .iter()
+                .position(|n| n.op == old.op && n.pattern == old.pattern)
+        });
+        (Some(new), location)
+    }
+
+    fn renumber(&self, ex: &mut Exchange) {
+        (ex.vhost, ex.location) = self.vhost(ex.vhost, ex.location);
+        if let Some(forward) = ex.queued_or_sent_mut() {
+            forward.group = self.group(forward.group).unwrap_or(GONE);
+        }
+    }
+}
+
+impl Worker {
+    /// A reload replaced `old` by `self.rt`, and `old_groups` (the old configuration's pools
+    /// and queues) by new empty ones: carries the exchanges over (see the module's comment).
+    pub(super) fn carry_exchanges_over(&mut self, old: &Runtime, old_groups: Vec<GroupState>) {
+        let rt = self.rt.clone();
+        let map = Renumbering::new(old, &rt);
+        for ex in self.exchanges.iter_mut() {
+            map.renumber(ex);
+        }
+        let mut orphans = Vec::new();
+        for (index, state) in old_groups.into_iter().enumerate() {
+            match map.group(index).and_then(|g| self.groups.get_mut(g)) {
+                Some(kept) => kept.queue.extend(state.queue),
+                None => orphans.extend(state.queue),
+            }
+        }
+        for id in orphans {
+            let queued = self
+                .exchanges
+                .get(id)
+                .is_some_and(|ex| matches!(ex.stage(), Stage::Queued(_)));
+            if queued {
+                self.guarded_exchange(id, |w| w.queue_gone(id));
+            }
+        }
+        for group in 0..self.groups.len() {
+            // One turn through the queue: each exchange is dispatched (a connection of the
+            // new pools, or its group has no server up: 502) or, the pools full, queued
+            // again behind the others, so the order stays.
+            let waiting = self.groups.get(group).map_or(0, |g| g.queue.len());
+            for _ in 0..waiting {
+                self.serve_queue(group);
+            }
+        }
+    }
+
+    /// Exchange `id` waited in the queue of a group the reload removed: 502.
+    fn queue_gone(&mut self, id: super::exchange::ExchangeId) {
+        let Some(ex) = self.exchanges.get_mut(id) else {
+            return;
+        };
+        if let Stage::Queued(forward) = ex.take_stage() {
+            self.fail_exchange(id, forward, 502);
+        }
+    }
+}
