@@ -1,27 +1,43 @@
 //! Cache counters: relaxed atomics bumped on the hot path, read as a
 //! snapshot the proxy prints in Prometheus text format.
+//!
+//! The cache is shared by every worker thread and a hit bumps a counter, so the counters
+//! are striped: each thread adds to one of [`STRIPES`] blocks, each on cache lines of its
+//! own, picked once per thread, and a snapshot sums the blocks. Up to [`STRIPES`] threads
+//! never write a line another thread writes; beyond that threads share blocks, and the
+//! atomic adds keep the counts exact either way.
 
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::storability::NotStoredReason;
 
 const REASONS: usize = NotStoredReason::ALL.len();
+/// The [`Counter`]s, then one count per [`NotStoredReason`].
+const SLOTS: usize = Counter::ALL.len() + REASONS;
+/// Blocks of counters: more than the worker threads of any machine this runs on with one
+/// worker per core, few enough that a snapshot stays cheap.
+const STRIPES: usize = 16;
 
-#[derive(Debug, Default)]
+/// One thread's block, aligned to two cache lines (the adjacent-line prefetcher pairs
+/// lines) so that no two blocks share one.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Stripe([AtomicU64; SLOTS]);
+
+#[derive(Debug)]
 pub(crate) struct Metrics {
-    hits: AtomicU64,
-    misses: AtomicU64,
-    bypasses: AtomicU64,
-    stores: AtomicU64,
-    evictions: AtomicU64,
-    purges: AtomicU64,
-    invalidations: AtomicU64,
-    not_modified: AtomicU64,
-    stale_served: AtomicU64,
-    revalidations: AtomicU64,
-    coalesced_waits: AtomicU64,
-    not_stored: [AtomicU64; REASONS],
+    stripes: Box<[Stripe]>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            stripes: (0..STRIPES)
+                .map(|_| Stripe(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
+        }
+    }
 }
 
 /// A gauge-or-counter field of [`Metrics`].
@@ -40,41 +56,66 @@ pub(crate) enum Counter {
     CoalescedWait,
 }
 
+impl Counter {
+    const ALL: [Counter; 11] = [
+        Counter::Hit,
+        Counter::Miss,
+        Counter::Bypass,
+        Counter::Store,
+        Counter::Eviction,
+        Counter::Purge,
+        Counter::Invalidation,
+        Counter::NotModified,
+        Counter::StaleServed,
+        Counter::Revalidation,
+        Counter::CoalescedWait,
+    ];
+}
+
+/// The calling thread's stripe, assigned round-robin on its first count.
+fn stripe_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    STRIPE.with(|s| *s)
+}
+
 impl Metrics {
-    fn counter(&self, c: Counter) -> &AtomicU64 {
-        match c {
-            Counter::Hit => &self.hits,
-            Counter::Miss => &self.misses,
-            Counter::Bypass => &self.bypasses,
-            Counter::Store => &self.stores,
-            Counter::Eviction => &self.evictions,
-            Counter::Purge => &self.purges,
-            Counter::Invalidation => &self.invalidations,
-            Counter::NotModified => &self.not_modified,
-            Counter::StaleServed => &self.stale_served,
-            Counter::Revalidation => &self.revalidations,
-            Counter::CoalescedWait => &self.coalesced_waits,
-        }
+    fn slot(&self, index: usize) -> Option<&AtomicU64> {
+        self.stripes.get(stripe_index())?.0.get(index)
+    }
+
+    /// The sum over the stripes of one slot.
+    fn total(&self, index: usize) -> u64 {
+        self.stripes
+            .iter()
+            .filter_map(|s| s.0.get(index))
+            .map(|c| c.load(Ordering::Relaxed))
+            .fold(0, u64::wrapping_add)
     }
 
     pub fn add(&self, c: Counter, n: u64) {
-        self.counter(c).fetch_add(n, Ordering::Relaxed);
+        if let Some(counter) = self.slot(c as usize) {
+            counter.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     pub fn not_stored(&self, reason: NotStoredReason) {
-        if let Some(c) = self.not_stored.get(reason.index()) {
+        if let Some(c) = self.slot(Counter::ALL.len() + reason.index()) {
             c.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     pub fn snapshot(&self, bytes: u64, entries: u64) -> MetricsSnapshot {
-        let get = |c: Counter| self.counter(c).load(Ordering::Relaxed);
+        let get = |c: Counter| self.total(c as usize);
         let mut not_stored = [(NotStoredReason::Disabled, 0); REASONS];
-        for (slot, (reason, counter)) in not_stored
+        for (i, (slot, reason)) in not_stored
             .iter_mut()
-            .zip(NotStoredReason::ALL.iter().zip(self.not_stored.iter()))
+            .zip(NotStoredReason::ALL.iter())
+            .enumerate()
         {
-            *slot = (*reason, counter.load(Ordering::Relaxed));
+            *slot = (*reason, self.total(Counter::ALL.len() + i));
         }
         MetricsSnapshot {
             hits: get(Counter::Hit),
@@ -189,5 +230,44 @@ impl MetricsSnapshot {
                 reason.as_str()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_from_many_threads_add_up() {
+        let m = Metrics::default();
+        std::thread::scope(|s| {
+            for _ in 0..STRIPES + 3 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        m.add(Counter::Hit, 1);
+                    }
+                    m.not_stored(NotStoredReason::ALL[2]);
+                });
+            }
+        });
+        m.add(Counter::Eviction, 5);
+        let snap = m.snapshot(7, 1);
+        assert_eq!(snap.hits, 1000 * (STRIPES as u64 + 3));
+        assert_eq!(snap.evictions, 5);
+        assert_eq!(snap.misses, 0);
+        assert_eq!(
+            snap.not_stored_for(NotStoredReason::ALL[2]),
+            STRIPES as u64 + 3
+        );
+        assert_eq!(snap.not_stored_for(NotStoredReason::ALL[3]), 0);
+    }
+
+    #[test]
+    fn stripes_share_no_cache_line() {
+        let m = Metrics::default();
+        assert!(std::mem::align_of::<Stripe>() >= 128);
+        let a = std::ptr::addr_of!(m.stripes[0]) as usize;
+        let b = std::ptr::addr_of!(m.stripes[1]) as usize;
+        assert!(b - a >= 128);
     }
 }

@@ -1,6 +1,10 @@
 //! Process counters and their Prometheus names. Every metric name lives in this module.
 //!
 //! Counters are relaxed atomics: each is an independent tally, read only for reporting.
+//! The ones a request touches live in [`WorkerMetrics`], one block per worker thread on cache
+//! lines of its own, written only by that worker (plain load and store, no locked
+//! read-modify-write) and summed when the stats are scraped: a request never writes a cache
+//! line another core also writes. The rest, per connection or rarer, are shared.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,13 +25,52 @@ pub enum TlsPath {
     UserSpace,
 }
 
+/// One worker thread's counters. Only that worker writes them (the invariant that makes
+/// [`WorkerMetrics::bump`]'s load-then-store exact); anyone may read them. Aligned to two
+/// cache lines (the adjacent-line prefetcher pairs lines) so that no two workers' blocks
+/// share one.
 #[derive(Default)]
+#[repr(align(128))]
 pub struct WorkerMetrics {
     pub connections_accepted: AtomicU64,
     pub connections_open: AtomicU64,
     pub requests: AtomicU64,
     /// Entries in the worker's timer heap, stale ones included (a gauge).
     pub timers_queued: AtomicU64,
+    /// Responses sent to clients by status class: 1xx, 2xx, 3xx, 4xx, 5xx.
+    responses: [AtomicU64; 5],
+}
+
+impl WorkerMetrics {
+    /// Adds one to a counter of this worker's. Called only by the owning worker thread, so
+    /// a plain load and store cannot lose a concurrent update (there is none), and readers
+    /// see some recent value, as with any relaxed counter.
+    pub fn bump(counter: &AtomicU64) {
+        counter.store(
+            counter.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Takes one from a gauge of this worker's (same rule as [`WorkerMetrics::bump`]).
+    pub fn drop_one(gauge: &AtomicU64) {
+        gauge.store(
+            gauge.load(Ordering::Relaxed).saturating_sub(1),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Counts one response to a client with `status`.
+    pub fn count_status(&self, status: u16) {
+        let class = match status {
+            100..=199 => 0,
+            200..=299 => 1,
+            300..=399 => 2,
+            400..=499 => 3,
+            _ => 4,
+        };
+        WorkerMetrics::bump(&self.responses[class]);
+    }
 }
 
 /// The counters of one process.
@@ -47,11 +90,6 @@ pub struct Metrics {
     pub handshake_timeouts: std::sync::Mutex<Vec<(&'static str, u64)>>,
     /// Blocked clients and requests by limit (frang directive names, `http_chain`).
     pub blocks: std::sync::Mutex<Vec<(&'static str, u64)>>,
-    pub responses_1xx: AtomicU64,
-    pub responses_2xx: AtomicU64,
-    pub responses_3xx: AtomicU64,
-    pub responses_4xx: AtomicU64,
-    pub responses_5xx: AtomicU64,
     pub upstream_connect_errors: AtomicU64,
     pub upstream_timeouts: AtomicU64,
     pub upstream_retries: AtomicU64,
@@ -79,15 +117,12 @@ impl Metrics {
         })
     }
 
-    pub fn count_status(&self, status: u16) {
-        let counter = match status {
-            100..=199 => &self.responses_1xx,
-            200..=299 => &self.responses_2xx,
-            300..=399 => &self.responses_3xx,
-            400..=499 => &self.responses_4xx,
-            _ => &self.responses_5xx,
-        };
-        bump(counter);
+    /// The sum over the workers of one of their counters.
+    fn workers_sum(&self, f: impl Fn(&WorkerMetrics) -> &AtomicU64) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| f(w).load(Ordering::Relaxed))
+            .fold(0, u64::wrapping_add)
     }
 
     pub fn count_tls_path(&self, path: TlsPath) {
@@ -197,11 +232,11 @@ impl Metrics {
             "ktls_proxy_responses_total",
             "Responses sent to clients by status class.",
             &[
-                ("{class=\"1xx\"}", get(&self.responses_1xx)),
-                ("{class=\"2xx\"}", get(&self.responses_2xx)),
-                ("{class=\"3xx\"}", get(&self.responses_3xx)),
-                ("{class=\"4xx\"}", get(&self.responses_4xx)),
-                ("{class=\"5xx\"}", get(&self.responses_5xx)),
+                ("{class=\"1xx\"}", self.workers_sum(|w| &w.responses[0])),
+                ("{class=\"2xx\"}", self.workers_sum(|w| &w.responses[1])),
+                ("{class=\"3xx\"}", self.workers_sum(|w| &w.responses[2])),
+                ("{class=\"4xx\"}", self.workers_sum(|w| &w.responses[3])),
+                ("{class=\"5xx\"}", self.workers_sum(|w| &w.responses[4])),
             ],
         );
         counter(
@@ -327,12 +362,13 @@ mod tests {
     #[test]
     fn renders_counters_with_labels() {
         let m = Metrics::new(2);
-        m.count_status(204);
-        m.count_status(502);
+        m.workers[0].count_status(204);
+        m.workers[1].count_status(502);
+        m.workers[1].count_status(200);
         m.count_tls_path(TlsPath::UserSpace);
         m.count_ktls_fallback("no_kernel_support");
         m.count_ktls_fallback("no_kernel_support");
-        bump(&m.workers[1].requests);
+        WorkerMetrics::bump(&m.workers[1].requests);
         m.count_close(CloseReason::HandshakeTimeout);
         m.count_close(CloseReason::HandshakeTimeout);
         m.count_handshake_timeout("PINIT");
@@ -342,10 +378,22 @@ mod tests {
         );
         assert!(text.contains("ktls_proxy_connections_closed_total{reason=\"client\"} 0"));
         assert!(text.contains("ktls_proxy_handshake_timeouts_total{state=\"PINIT\"} 1"));
-        assert!(text.contains("ktls_proxy_responses_total{class=\"2xx\"} 1"));
+        assert!(text.contains("ktls_proxy_responses_total{class=\"2xx\"} 2"));
         assert!(text.contains("ktls_proxy_responses_total{class=\"5xx\"} 1"));
         assert!(text.contains("ktls_proxy_tls_connections_total{path=\"userspace\"} 1"));
         assert!(text.contains("ktls_proxy_ktls_fallbacks_total{reason=\"no_kernel_support\"} 2"));
         assert!(text.contains("ktls_proxy_requests_total{worker=\"1\"} 1"));
+    }
+
+    #[test]
+    fn workers_counters_share_no_cache_line() {
+        let m = Metrics::new(3);
+        assert!(std::mem::align_of::<WorkerMetrics>() >= 128);
+        let at = |i: usize| std::ptr::addr_of!(m.workers[i]) as usize;
+        assert!(at(1) - at(0) >= 128 && at(2) - at(1) >= 128);
+        WorkerMetrics::bump(&m.workers[2].connections_open);
+        WorkerMetrics::drop_one(&m.workers[2].connections_open);
+        WorkerMetrics::drop_one(&m.workers[2].connections_open);
+        assert_eq!(m.workers[2].connections_open.load(Ordering::Relaxed), 0);
     }
 }

@@ -354,6 +354,58 @@ fn stats_endpoint_counts_requests_and_tls_paths() {
     }
 }
 
+/// Each worker thread counts its own requests and responses (no counter shared between
+/// cores on the request path) and the stats endpoint sums them: over two workers the sums
+/// must be what a load of keep-alive requests over TLS made, and both workers must have
+/// counted (16 connections spread over two SO_REUSEPORT listeners: all on one worker has
+/// odds of 2 in 65536).
+#[test]
+fn stats_endpoint_sums_the_workers_own_counters() {
+    let origin = Origin::fixed(b"s");
+    let setup = Setup::new("stats-workers");
+    let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let https = setup.https;
+    let conf = setup.config(
+        origin.addr(),
+        "",
+        &format!("stats_listen {stats};\nworker_threads 2;"),
+    );
+    let proxy = setup.start(&conf);
+    assert!(wait_for_port(stats, Duration::from_secs(5)));
+    let out = Command::new("timeout")
+        .arg("30")
+        .arg(bin_path("http-perf"))
+        .args(["-c", "16", "-t", "2", "-d", "2", "--json"])
+        .args(["--connect", &https.to_string()])
+        .arg("https://site.test/")
+        .output()
+        .expect("run http-perf");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "http-perf: {report}");
+    let report: serde_json::Value = serde_json::from_str(report.trim()).expect("http-perf JSON");
+    let sent = report["requests"].as_u64().expect("requests");
+    assert!(sent > 100, "{report}");
+    let (st, metrics, err) = curl(&[&format!("http://{stats}/metrics")], 5);
+    assert!(st.success(), "{err}");
+    let value = |needle: &str| -> u64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(needle))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    // The client stops counting at its deadline: up to one answered request per connection
+    // may be missing from its count.
+    let in_range = |n: u64| n >= sent && n <= sent + 16;
+    let workers = [0, 1].map(|w| value(&format!("ktls_proxy_requests_total{{worker=\"{w}\"}}")));
+    assert!(workers.iter().all(|&n| n > 0), "{workers:?}\n{metrics}");
+    assert!(in_range(workers[0] + workers[1]), "{sent} sent\n{metrics}");
+    let ok = value("ktls_proxy_responses_total{class=\"2xx\"}");
+    assert!(in_range(ok), "{sent} sent\n{metrics}\n{}", proxy.proc.logs());
+    let accepted = value("ktls_proxy_connections_accepted_total");
+    assert!(accepted >= 16, "{metrics}");
+}
+
 #[test]
 fn access_log_lines_follow_tempesta_format() {
     let origin = Origin::fixed(b"logged");

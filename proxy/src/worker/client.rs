@@ -16,7 +16,7 @@ use super::request::Scheme;
 use super::{client_token, Worker};
 use crate::buf::Buf;
 use crate::close_reason::CloseReason;
-use crate::metrics::{bump, TlsPath};
+use crate::metrics::{bump, TlsPath, WorkerMetrics};
 use crate::outbox::Outbox;
 use crate::socket::Socket;
 use crate::transport::Transport;
@@ -137,9 +137,9 @@ impl Worker {
             handshake: super::handshake_deadline::HandshakeClock::start(Instant::now()),
             fin_reported: false,
         });
-        let wm = &self.metrics().workers[self.id];
-        bump(&wm.connections_accepted);
-        bump(&wm.connections_open);
+        let wm = self.worker_metrics();
+        WorkerMetrics::bump(&wm.connections_accepted);
+        WorkerMetrics::bump(&wm.connections_open);
         let timeout = if handshaking {
             self.handshake_timeout()
         } else {
@@ -470,9 +470,7 @@ impl Worker {
         if let Some(frang) = c.counted_by.take() {
             frang.on_close(c.peer.ip());
         }
-        let wm = &self.metrics().workers[self.id];
-        wm.connections_open
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        WorkerMetrics::drop_one(&self.worker_metrics().connections_open);
     }
 }
 

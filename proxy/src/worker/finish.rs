@@ -87,7 +87,7 @@ impl Worker {
         };
         // A background revalidation answers no one: no status to count.
         if outcome.status != 0 && ex.has_client() {
-            self.metrics().count_status(outcome.status);
+            self.worker_metrics().count_status(outcome.status);
         }
         if ex.log.is_some() {
             let vhost_name = self.vhost_name(ex.vhost);
@@ -244,7 +244,7 @@ impl Worker {
                 close: true,
             };
             h1::write_reply(&mut c.out, &Reply::Status(status), to, "");
-            self.metrics().count_status(status);
+            self.worker_metrics().count_status(status);
         } else {
             self.drop_response(ci, kind);
         }

@@ -18,7 +18,7 @@ use super::request_body::{head_field_names, push_chunk, push_last_chunk};
 use super::route::access_record;
 use super::{client_token, upstream_token, Worker};
 use crate::frang::{check_trailers, RequestLimits};
-use crate::metrics::bump;
+use crate::metrics::{bump, WorkerMetrics};
 
 /// Longest an HTTP/2 connection with streams in flight goes without its timer.
 const H2_TIMER_MAX: std::time::Duration = std::time::Duration::from_secs(5);
@@ -167,7 +167,7 @@ impl Worker {
         let Codec::H2(h2) = &mut c.codec else {
             return;
         };
-        bump(&self.shared.metrics.workers[self.id].requests);
+        WorkerMetrics::bump(&self.shared.metrics.workers[self.id].requests);
         let request = match h2.request(req, end_stream, &rt.limits) {
             Ok(request) => request,
             Err(status) => {
@@ -175,7 +175,7 @@ impl Worker {
                 bump(&self.shared.metrics.parse_errors);
                 h2.reply(stream, &Reply::Status(status), "", false);
                 h2.flush_into(&mut c.out);
-                self.shared.metrics.count_status(status);
+                self.shared.metrics.workers[self.id].count_status(status);
                 return;
             }
         };

@@ -50,7 +50,7 @@ use slab::Slab;
 
 use crate::buf::BufPool;
 use crate::close_reason::CloseReason;
-use crate::metrics::{bump, Metrics};
+use crate::metrics::{bump, Metrics, WorkerMetrics};
 use crate::runtime::Runtime;
 use crate::timers::Timers;
 
@@ -506,6 +506,11 @@ impl Worker {
 
     fn metrics(&self) -> &Metrics {
         &self.shared.metrics
+    }
+
+    /// This worker's own counters (only this thread writes them).
+    fn worker_metrics(&self) -> &WorkerMetrics {
+        &self.shared.metrics.workers[self.id]
     }
 }
 

@@ -17,7 +17,7 @@ use super::websocket::Upgrade;
 use super::{client_token, Worker};
 use crate::access_log::RequestRecord as AccessRecord;
 use crate::frang::RequestLimits;
-use crate::metrics::bump;
+use crate::metrics::{bump, WorkerMetrics};
 use crate::router::{CacheOverride, RequestView, Route};
 use crate::transport::Transport;
 
@@ -117,7 +117,7 @@ impl Worker {
 
     /// A complete request head from client `ci`: count it, make its exchange, route it.
     fn handle_request(&mut self, ci: usize, request: Request) {
-        bump(&self.metrics().workers[self.id].requests);
+        WorkerMetrics::bump(&self.worker_metrics().requests);
         let now = Instant::now();
         let rt = self.rt.clone();
         let Some(c) = self.clients.get_mut(ci) else {
