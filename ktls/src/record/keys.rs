@@ -1,7 +1,8 @@
 //! What one direction of a connection needs for record protection after the handshake: the
 //! AEAD key, the 12-byte nonce base, the record sequence number and (TLS 1.3) the traffic
-//! secret the next KeyUpdate derives from. About 110 bytes, no cipher context.
+//! secret the next KeyUpdate derives from. About 120 bytes, no cipher context.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::kernel::KernelCipher;
@@ -31,6 +32,9 @@ pub struct DirectionKeys {
     secret_len: u8,
     pub(crate) seq: u64,
     pub(crate) key_id: u64,
+    /// The slot of the thread's keyed cipher contexts this key was last in (`aead`): a
+    /// hint, checked against `key_id` before use.
+    pub(crate) slot: Cell<u8>,
 }
 
 impl DirectionKeys {
@@ -64,6 +68,7 @@ impl DirectionKeys {
             secret_len: 0,
             seq,
             key_id: next_key_id(),
+            slot: Cell::new(0),
         };
         keys.key[..key.len()].copy_from_slice(key);
         keys.iv[..iv.len()].copy_from_slice(iv);
@@ -108,6 +113,7 @@ impl DirectionKeys {
 
 impl Drop for DirectionKeys {
     fn drop(&mut self) {
+        crate::record::aead::forget(self.key_id, self.slot.get());
         self.key.fill(0);
         self.iv.fill(0);
         self.secret.fill(0);

@@ -101,6 +101,7 @@ impl RecordLayer {
             cipher,
             key: keys.key(),
             key_id: keys.key_id,
+            slot: &keys.slot,
         }
     }
 
@@ -165,15 +166,12 @@ impl RecordLayer {
             aad[11..].copy_from_slice(&(plain_len as u16).to_be_bytes());
             &aad
         };
-        let body = out.len();
-        out.resize(body + inner_len + TAG_LEN, 0);
-        let (cipher_text, tag) = out[body..].split_at_mut(inner_len);
         // TLS 1.3 inner plaintext ends with the content type and the padding.
         let mut trailer = [0u8; 1 + MAX_PADDING];
         trailer[0] = content_type;
         let trailer: &[u8] = if tls13 { &trailer[..1 + padding] } else { &[] };
         let suite = Self::suite(self.cipher, &self.write);
-        if let Err(e) = aead::seal(&suite, &nonce, aad, parts, trailer, cipher_text, tag) {
+        if let Err(e) = aead::seal(&suite, &nonce, aad, parts, trailer, out) {
             out.truncate(start);
             return Err(RecordError::Crypto(e.to_string()));
         }
