@@ -176,7 +176,7 @@ impl Worker {
         if let Some(c) = self.clients.get_mut(ci) {
             c.timer_gen = self.timers.next_gen();
             self.timers
-                .schedule(Instant::now() + after, client_token(ci).0, c.timer_gen);
+                .schedule(self.now + after, client_token(ci).0, c.timer_gen);
         }
     }
 

@@ -2,7 +2,7 @@
 //! exchange is made for it, `http_chain` routes it (block, redirect, or a vhost), and a
 //! routed request is served from the cache or sent to the vhost's server group.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http1::ParseError;
 
@@ -118,7 +118,7 @@ impl Worker {
     /// A complete request head from client `ci`: count it, make its exchange, route it.
     fn handle_request(&mut self, ci: usize, request: Request) {
         WorkerMetrics::bump(&self.worker_metrics().requests);
-        let now = Instant::now();
+        let now = self.now;
         let rt = self.rt.clone();
         let Some(c) = self.clients.get_mut(ci) else {
             return;
