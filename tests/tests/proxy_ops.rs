@@ -401,7 +401,11 @@ fn stats_endpoint_sums_the_workers_own_counters() {
     assert!(workers.iter().all(|&n| n > 0), "{workers:?}\n{metrics}");
     assert!(in_range(workers[0] + workers[1]), "{sent} sent\n{metrics}");
     let ok = value("ktls_proxy_responses_total{class=\"2xx\"}");
-    assert!(in_range(ok), "{sent} sent\n{metrics}\n{}", proxy.proc.logs());
+    assert!(
+        in_range(ok),
+        "{sent} sent\n{metrics}\n{}",
+        proxy.proc.logs()
+    );
     let accepted = value("ktls_proxy_connections_accepted_total");
     assert!(accepted >= 16, "{metrics}");
 }

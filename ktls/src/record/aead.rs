@@ -14,10 +14,10 @@ use std::cell::{Cell, RefCell};
 use std::os::raw::c_int;
 use std::sync::OnceLock;
 
+use foreign_types::ForeignTypeRef;
 use openssl::cipher::{Cipher, CipherRef};
 use openssl::cipher_ctx::{CipherCtx, CipherCtxRef};
 use openssl::error::ErrorStack;
-use foreign_types::ForeignTypeRef;
 use openssl_sys as ffi;
 
 use crate::kernel::KernelCipher;
@@ -326,7 +326,11 @@ mod tests {
 
     /// A server layer (writes with connection `i`'s key) and the client layer that reads it.
     fn pair(i: usize, cipher: KernelCipher) -> (RecordLayer, RecordLayer) {
-        let len = if cipher == KernelCipher::AesGcm128 { 16 } else { 32 };
+        let len = if cipher == KernelCipher::AesGcm128 {
+            16
+        } else {
+            32
+        };
         let keys = |n: usize| DirectionKeys::from_key_iv(&key(n, len), &[n as u8; 12], 0).unwrap();
         let server = RecordLayer::new(TlsVersion::Tls13, cipher, keys(2 * i), keys(2 * i + 1));
         let client = RecordLayer::new(TlsVersion::Tls13, cipher, keys(2 * i + 1), keys(2 * i));
@@ -334,13 +338,19 @@ mod tests {
     }
 
     fn cipher_of(i: usize) -> KernelCipher {
-        [KernelCipher::AesGcm128, KernelCipher::AesGcm256, KernelCipher::Chacha20Poly1305][i % 3]
+        [
+            KernelCipher::AesGcm128,
+            KernelCipher::AesGcm256,
+            KernelCipher::Chacha20Poly1305,
+        ][i % 3]
     }
 
     fn seal(layer: &mut RecordLayer, i: usize, round: usize) -> Vec<u8> {
         let mut out = Vec::new();
         let text = format!("connection {i} round {round}");
-        layer.seal_data(&[text.as_bytes()], usize::MAX, &mut out).unwrap();
+        layer
+            .seal_data(&[text.as_bytes()], usize::MAX, &mut out)
+            .unwrap();
         out
     }
 
@@ -381,7 +391,10 @@ mod tests {
         for other in [0, 1 + KEYED_PER_THREAD] {
             let (_, mut client) = pair(other, cipher_of(1));
             let mut input = record.clone();
-            assert!(client.open_record(&mut input).is_err(), "opened with {other}");
+            assert!(
+                client.open_record(&mut input).is_err(),
+                "opened with {other}"
+            );
         }
         // The same records on a fresh thread, one connection at a time.
         let mut interleaved = Vec::new();
