@@ -138,7 +138,7 @@ client() {
         *) die "unknown row '$1' (keepalive_10b keepalive_26k)" ;;
     esac
     timeout -s KILL $(($2 + 60)) taskset -c 0 "$BIN_DIR/http-perf" -c "${4:-100}" -t 1 -d "${2}s" \
-        --timeout 20s --json --connect "127.0.0.1:$PORT" "https://$HOST$path" >"$3" 2>"$3.err" ||
+        --timeout 60s --json --connect "127.0.0.1:$PORT" "https://$HOST$path" >"$3" 2>"$3.err" ||
         { cat "$3" "$3.err" >&2; die "http-perf failed"; }
     python3 "$HERE/request_parts.py" check "$3" || die "the $1 run had errors: $3"
 }
