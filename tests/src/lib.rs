@@ -193,6 +193,39 @@ impl Drop for Proc {
     }
 }
 
+/// Runs a frame-level Python script (it needs the `h2` package) against `port` with `cases`
+/// as its arguments, within `timeout_s`. Panics, with `context()` (e.g. the proxy's logs),
+/// unless it exits 0 and prints `ok CASE` for every case. Returns its stdout.
+pub fn python_h2_cases(
+    script: &str,
+    port: u16,
+    cases: &[&str],
+    timeout_s: u32,
+    context: impl Fn() -> String,
+) -> String {
+    let probe = Command::new("python3").args(["-c", "import h2"]).status();
+    assert!(
+        probe.is_ok_and(|s| s.success()),
+        "the Python h2 package is missing: python3 -m pip install h2 (tests/run.sh does)"
+    );
+    let out = Command::new("timeout")
+        .args([&timeout_s.to_string(), "python3", script, &port.to_string()])
+        .args(cases)
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        context()
+    );
+    for case in cases {
+        assert!(stdout.contains(&format!("ok {case}\n")), "{case}: {stdout}");
+    }
+    stdout
+}
+
 /// Sends `sig` to `pid`. Used to stop what a test started, by pid.
 pub fn send_signal(pid: u32, sig: i32) {
     // `kill` is a libc call on a pid this test started; no memory is shared.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use e2e::evil_origin::{EvilConn, EvilOrigin, Seen};
 use e2e::origin::pattern;
 use e2e::proxy::{Proxy, Setup};
-use e2e::{free_port, wait_for_port};
+use e2e::{free_port, python_h2_cases, wait_for_port};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -136,11 +136,6 @@ fn start(tag: &str) -> Site {
 
 #[test]
 fn frame_level_message_cases_with_python_h2() {
-    let probe = Command::new("python3").args(["-c", "import h2"]).status();
-    assert!(
-        probe.is_ok_and(|s| s.success()),
-        "the Python h2 package is missing: python3 -m pip install h2 (tests/run.sh does)"
-    );
     let site = start("h2-messages");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/h2_message_cases.py");
     let cases = [
@@ -158,22 +153,13 @@ fn frame_level_message_cases_with_python_h2() {
         "too_many_interim",
         "cookie_crumbs",
     ];
-    let out = Command::new("timeout")
-        .args(["120", "python3", script, &site.h2c.port().to_string()])
-        .args(cases)
-        .output()
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}\norigin saw {:?}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        site.origin.seen_lines(),
-        site.proxy.proc.logs()
-    );
-    for case in cases {
-        assert!(stdout.contains(&format!("ok {case}\n")), "{case}: {stdout}");
-    }
+    python_h2_cases(script, site.h2c.port(), &cases, 120, || {
+        format!(
+            "origin saw {:?}\n{}",
+            site.origin.seen_lines(),
+            site.proxy.proc.logs()
+        )
+    });
     let fetched = |target: &str| {
         site.origin
             .seen()

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use e2e::origin::{pattern, Origin, Response};
 use e2e::proxy::{Proxy, Setup};
-use e2e::{free_port, wait_for_port};
+use e2e::{free_port, python_h2_cases, wait_for_port};
 
 struct H2Site {
     proxy: Proxy,
@@ -167,11 +167,6 @@ fn bodies_are_byte_exact_over_h2_and_h2c() {
 
 #[test]
 fn frame_level_cases_with_python_h2() {
-    let probe = Command::new("python3").args(["-c", "import h2"]).status();
-    assert!(
-        probe.is_ok_and(|s| s.success()),
-        "the Python h2 package is missing: python3 -m pip install h2 (tests/run.sh does)"
-    );
     let origin = origin();
     let site = start(&origin, "h2-frames");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/h2_proxy_cases.py");
@@ -187,21 +182,9 @@ fn frame_level_cases_with_python_h2() {
         "malformed",
         "websocket",
     ];
-    let out = Command::new("timeout")
-        .args(["180", "python3", script, &site.h2c.port().to_string()])
-        .args(cases)
-        .output()
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
+    python_h2_cases(script, site.h2c.port(), &cases, 180, || {
         site.proxy.proc.logs()
-    );
-    for case in cases {
-        assert!(stdout.contains(&format!("ok {case}\n")), "{case}: {stdout}");
-    }
+    });
     // The reset stream's upstream connection was not reused mid-body: every request the
     // origin saw was answered.
     let metrics = Command::new("timeout")

@@ -226,26 +226,20 @@ fn worker_processes_serve_and_stop_together() {
     for _ in 0..20 {
         assert_eq!(get_status(http), 200);
     }
-    let tree = Command::new("pgrep")
-        .arg("-P")
-        .arg(proxy.proc.pid().to_string())
-        .output()
-        .expect("pgrep");
-    let children = String::from_utf8_lossy(&tree.stdout).lines().count();
-    assert_eq!(children, 2, "{}", proxy.proc.logs());
+    assert_eq!(
+        child_pids(proxy.proc.pid()).len(),
+        2,
+        "{}",
+        proxy.proc.logs()
+    );
     proxy.proc.signal(libc::SIGTERM);
     assert!(
         proxy.proc.wait_exit(Duration::from_secs(20)).is_some(),
         "{}",
         proxy.proc.logs()
     );
-    let left = Command::new("pgrep")
-        .arg("-P")
-        .arg(proxy.proc.pid().to_string())
-        .output()
-        .expect("pgrep");
     assert!(
-        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        child_pids(proxy.proc.pid()).is_empty(),
         "children left running"
     );
 }
@@ -261,15 +255,7 @@ fn worker_processes_stop_when_the_supervisor_is_killed() {
     let conf = setup.config(origin.addr(), "", "worker_processes 2;\nworker_threads 1;");
     let mut proxy = setup.start(&conf);
     assert_eq!(get_status(http), 200);
-    let tree = Command::new("pgrep")
-        .arg("-P")
-        .arg(proxy.proc.pid().to_string())
-        .output()
-        .expect("pgrep");
-    let children: Vec<u32> = String::from_utf8_lossy(&tree.stdout)
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
+    let children = child_pids(proxy.proc.pid());
     assert_eq!(children.len(), 2, "{}", proxy.proc.logs());
     proxy.proc.signal(libc::SIGKILL);
     assert!(proxy.proc.wait_exit(Duration::from_secs(5)).is_some());
@@ -291,6 +277,19 @@ fn worker_processes_stop_when_the_supervisor_is_killed() {
         refused.is_err(),
         "the port still answers after every process stopped"
     );
+}
+
+/// The pids of `parent`'s children (the worker processes of a supervisor).
+fn child_pids(parent: u32) -> Vec<u32> {
+    let out = Command::new("pgrep")
+        .arg("-P")
+        .arg(parent.to_string())
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
 }
 
 /// A process re-parented to init and already exited shows as a zombie until reaped.
