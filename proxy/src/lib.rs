@@ -20,6 +20,7 @@ pub mod outbox;
 pub mod process;
 pub mod router;
 pub mod runtime;
+pub mod runtime_dir;
 pub mod server;
 pub mod server_name;
 pub mod service;

@@ -3,7 +3,8 @@
 //! and counters. This is for hosts where one process's descriptor limit (20000 here) is
 //! smaller than the connections to hold. The parent owns the pid file, relays SIGHUP,
 //! SIGUSR1 and stop signals, and tells systemd it is ready once every child has said so:
-//! each child is given a private notification socket of the parent's as `$NOTIFY_SOCKET`.
+//! each child is given a private notification socket of the parent's as `$NOTIFY_SOCKET`,
+//! in the supervisor's private directory (`runtime_dir`).
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use rustix::process::{getppid, kill_process, set_parent_process_death_signal, Pi
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
+use crate::runtime_dir::{RuntimeDir, RUNTIME_DIR_ENV};
 use crate::server::CHILD_STOP_TIMEOUT;
 
 /// Set in the environment of child processes.
@@ -58,9 +60,10 @@ pub fn supervise(config_path: &Path, count: u32, pid: &PidFile) -> Result<(), St
     // Handlers before children: a signal early in the start must not kill the supervisor.
     let mut signals = Signals::new([SIGHUP, SIGTERM, SIGQUIT, SIGINT, SIGUSR1])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
-    let readiness = ReadinessSocket::bind()?;
-    // The children's statistics sockets (`stats_merge`) go when the supervisor does.
-    let _peer_sockets = crate::stats_merge::PeerSockets::new(count);
+    // The readiness socket and the children's statistics sockets (`stats_merge`) live in
+    // it; it goes, with them, when the supervisor does.
+    let runtime_dir = RuntimeDir::create()?;
+    let readiness = ReadinessSocket::bind(runtime_dir.path())?;
     let mut children: Vec<Child> = Vec::with_capacity(count as usize);
     // Started from this (the main) thread: the kernel's parent-death signal
     // (`stop_with_supervisor`) follows the thread that forked, and this one lives as long as
@@ -72,6 +75,7 @@ pub fn supervise(config_path: &Path, count: u32, pid: &PidFile) -> Result<(), St
             .env(CHILD_ENV, i.to_string())
             .env(SUPERVISOR_ENV, std::process::id().to_string())
             .env("NOTIFY_SOCKET", &readiness.path)
+            .env(RUNTIME_DIR_ENV, runtime_dir.path())
             .spawn()
             .map_err(|e| format!("cannot start worker process {i}: {e}"))?;
         children.push(child);
@@ -125,9 +129,8 @@ struct ReadinessSocket {
 }
 
 impl ReadinessSocket {
-    fn bind() -> Result<Self, String> {
-        let path = std::env::temp_dir().join(format!("ktls-proxy-{}.notify", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+    fn bind(dir: &Path) -> Result<Self, String> {
+        let path = crate::runtime_dir::notify_socket(dir);
         let socket = UnixDatagram::bind(&path)
             .map_err(|e| format!("cannot bind {}: {e}", path.display()))?;
         socket

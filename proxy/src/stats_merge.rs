@@ -1,8 +1,8 @@
 //! The statistics of every worker process in one scrape.
 //!
 //! With `worker_processes K`, each process has its own counters. The first one serves
-//! `stats_listen`; every other one answers on a private Unix socket (in the temporary
-//! directory, named after the supervising process and its own index) with its rendered
+//! `stats_listen`; every other one answers on a Unix socket (in the supervisor's private
+//! directory, `runtime_dir`, named after its own index) with its rendered
 //! Prometheus text. On a scrape the first process asks each of them in turn, within one
 //! bounded budget ([`PEER_BUDGET`] in all: a process that died, is restarting or hangs
 //! costs the scrape that much at most and is reported missing), and sums what it got.
@@ -18,11 +18,11 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::runtime_dir;
 use crate::worker::Shared;
 
 /// The time one scrape may spend asking the other processes, all of them together.
@@ -31,36 +31,18 @@ pub const PEER_BUDGET: Duration = Duration::from_millis(1500);
 /// Most bytes read from one process (its text is a few KiB).
 const PEER_TEXT_MAX: u64 = 4 << 20;
 
-/// The socket on which worker process `index` of supervisor `supervisor` answers.
-pub fn peer_path(supervisor: u32, index: u32) -> PathBuf {
-    std::env::temp_dir().join(format!("ktls-proxy-{supervisor}.stats.{index}"))
-}
-
-/// The supervisor's cleanup: the other processes' sockets are removed when it ends.
-pub struct PeerSockets {
-    processes: u32,
-}
-
-impl PeerSockets {
-    pub fn new(processes: u32) -> PeerSockets {
-        PeerSockets { processes }
-    }
-}
-
-impl Drop for PeerSockets {
-    fn drop(&mut self) {
-        for index in 1..self.processes {
-            let _ = std::fs::remove_file(peer_path(std::process::id(), index));
-        }
-    }
-}
-
 /// A worker process other than the first: answers the first one's requests with this
 /// process's text. Failing to bind only costs the scrape this process's share (reported as
 /// missing), so it is logged, not fatal.
 pub fn serve_peer(index: u32, shared: Arc<Shared>) {
-    let path = peer_path(std::os::unix::process::parent_id(), index);
-    let _ = std::fs::remove_file(&path);
+    let Some(dir) = runtime_dir::of_supervisor() else {
+        crate::warn!(
+            "worker process {index}: no directory from the supervisor (${}); its counters will be missing from scrapes",
+            runtime_dir::RUNTIME_DIR_ENV
+        );
+        return;
+    };
+    let path = runtime_dir::stats_socket(&dir, index);
     let listener = match UnixListener::bind(&path) {
         Ok(l) => l,
         Err(e) => {
@@ -89,12 +71,13 @@ pub fn all_processes(own: String, processes: u32) -> String {
     if processes <= 1 {
         return own;
     }
-    let supervisor = std::os::unix::process::parent_id();
+    let dir = runtime_dir::of_supervisor();
     let deadline = Instant::now() + PEER_BUDGET;
     let mut texts = vec![(0, own)];
     let mut missing = 0u32;
     for index in 1..processes {
-        match ask(&peer_path(supervisor, index), deadline) {
+        let path = dir.as_deref().map(|d| runtime_dir::stats_socket(d, index));
+        match path.and_then(|p| ask(&p, deadline)) {
             Some(text) => texts.push((index, text)),
             None => missing += 1,
         }

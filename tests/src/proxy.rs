@@ -21,10 +21,21 @@ pub struct Proxy {
 impl Proxy {
     /// Starts `proxy -c CONFIG` where CONFIG is `text`; waits until `wait_addr` accepts.
     pub fn start(dir: TempDir, text: &str, wait_addr: SocketAddr) -> Proxy {
+        Proxy::start_with_env(dir, text, wait_addr, &[])
+    }
+
+    /// `start` with extra environment variables for the proxy.
+    pub fn start_with_env(
+        dir: TempDir,
+        text: &str,
+        wait_addr: SocketAddr,
+        env: &[(&str, &std::path::Path)],
+    ) -> Proxy {
         let config = dir.join("proxy.conf");
         write_file(&config, text);
         let mut cmd = Command::new(bin_path("proxy"));
         cmd.arg("-c").arg(&config);
+        cmd.envs(env.iter().copied());
         let mut proc = Proc::spawn("proxy", cmd, dir.path());
         if !wait_for_port(wait_addr, Duration::from_secs(10))
             || !proc.wait_for_output("serving with", Duration::from_secs(5))

@@ -1,6 +1,7 @@
 //! The stats endpoint with `worker_processes 2`: one scrape sums the counters of both
 //! processes (proxy/src/stats_merge.rs), and a frang block answered with its status is
-//! counted as a `frang` close, not a `server` one.
+//! counted as a `frang` close, not a `server` one. The sockets the processes talk over live
+//! in a private directory of the supervisor's (proxy/src/runtime_dir.rs).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -13,6 +14,13 @@ use e2e::{curl, free_port, wait_for_port};
 const T: Duration = Duration::from_secs(10);
 
 fn start(tag: &str) -> (Origin, Supervised, SocketAddr, SocketAddr) {
+    start_with_env(tag, &[])
+}
+
+fn start_with_env(
+    tag: &str,
+    env: &[(&str, &std::path::Path)],
+) -> (Origin, Supervised, SocketAddr, SocketAddr) {
     let origin = Origin::start(|_| Response::ok(b"hello".to_vec()));
     let setup = Setup::new(tag);
     let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -25,7 +33,7 @@ fn start(tag: &str) -> (Origin, Supervised, SocketAddr, SocketAddr) {
         ),
     );
     let http = setup.http;
-    let proxy = Supervised(setup.start(&conf));
+    let proxy = Supervised(Proxy::start_with_env(setup.dir, &conf, http, env));
     assert!(wait_for_port(stats, T));
     (origin, proxy, http, stats)
 }
@@ -42,6 +50,20 @@ impl Drop for Supervised {
             eprintln!("the supervisor did not stop:\n{}", self.0.proc.logs());
         }
     }
+}
+
+/// A scrape that covers both processes: the second one may still be starting when the first
+/// one serves, so ask until both answer.
+fn scrape_both(stats: SocketAddr) -> String {
+    let both = "ktls_proxy_stats_processes{state=\"answered\"} 2\n";
+    let deadline = std::time::Instant::now() + T;
+    let mut metrics = scrape(stats);
+    while !metrics.contains(both) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        metrics = scrape(stats);
+    }
+    assert!(metrics.contains(both), "{metrics}");
+    metrics
 }
 
 fn scrape(stats: SocketAddr) -> String {
@@ -88,11 +110,7 @@ fn request(http: SocketAddr, method: &str) -> String {
 #[test]
 fn one_scrape_sums_both_processes() {
     let (_origin, _proxy, http, stats) = start("stats-processes");
-    let before = scrape(stats);
-    assert!(
-        before.contains("ktls_proxy_stats_processes{state=\"answered\"} 2\n"),
-        "{before}"
-    );
+    let before = scrape_both(stats);
     const SENT: u64 = 40;
     for _ in 0..SENT {
         assert_eq!(request(http, "GET"), "HTTP/1.1 200 OK");
@@ -130,4 +148,52 @@ fn a_frang_block_answered_with_a_status_is_a_frang_close() {
     };
     assert_eq!(grew("reason=\"frang\""), 1, "{after}");
     assert_eq!(grew("reason=\"server\""), 0, "{after}");
+}
+
+/// Every entry of `dir`, as names.
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The readiness and statistics sockets are not at predictable paths in the shared temporary
+/// directory (where another local user could take them first) but in a directory of mode
+/// 0700 under systemd's `$RUNTIME_DIRECTORY`, removed when the supervisor stops.
+#[test]
+fn the_processes_sockets_live_in_a_private_directory_removed_at_stop() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = e2e::TempDir::new("stats-runtime-dir");
+    let runtime = scratch.join("run");
+    let tmp = scratch.join("tmp");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let env = [
+        ("RUNTIME_DIRECTORY", runtime.as_path()),
+        ("TMPDIR", tmp.as_path()),
+    ];
+    let (_origin, proxy, _http, stats) = start_with_env("stats-runtime-dir-proxy", &env);
+    scrape_both(stats);
+    let deadline = std::time::Instant::now() + T;
+    assert_eq!(entries(&tmp), Vec::<String>::new(), "sockets in TMPDIR");
+    let made = entries(&runtime);
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(made[0].starts_with("ktls-proxy-"), "{made:?}");
+    let private = runtime.join(&made[0]);
+    let mode = std::fs::metadata(&private).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "mode {mode:o}");
+    // `notify` goes once both processes have said they are ready.
+    while entries(&private).len() > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(entries(&private), vec!["stats.1".to_string()]);
+    drop(proxy);
+    assert_eq!(
+        entries(&runtime),
+        Vec::<String>::new(),
+        "left after the stop"
+    );
 }
