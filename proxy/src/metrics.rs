@@ -154,27 +154,35 @@ impl Metrics {
 
     /// The Prometheus text exposition of every counter.
     pub fn render(&self, cache: Option<&str>) -> String {
-        let mut out = String::with_capacity(4096);
-        let mut counter = |name: &str, help: &str, samples: &[(&str, u64)]| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (labels, value) in samples {
-                let _ = writeln!(out, "{name}{labels} {value}");
-            }
-        };
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        counter(
+        let mut text = Exposition(String::with_capacity(4096));
+        self.render_tls(&mut text);
+        self.render_traffic(&mut text);
+        self.render_workers(&mut text);
+        let mut out = text.0;
+        self.h2.render(&mut out);
+        self.tunnels.render(&mut out);
+        self.sticky.render(&mut out);
+        if let Some(cache) = cache {
+            out.push_str(cache);
+        }
+        out
+    }
+
+    /// Handshakes, record paths, fallbacks, blocks, the record layer's own events.
+    fn render_tls(&self, text: &mut Exposition) {
+        text.counter(
             "ktls_proxy_tls_handshakes_total",
             "TLS handshakes by outcome.",
-            &[
+            [
                 ("{result=\"full\"}", get(&self.handshakes_full)),
                 ("{result=\"resumed\"}", get(&self.handshakes_resumed)),
                 ("{result=\"failed\"}", get(&self.handshakes_failed)),
             ],
         );
-        counter(
+        text.counter(
             "ktls_proxy_tls_connections_total",
             "TLS connections by record path after the handshake.",
-            &[
+            [
                 ("{path=\"ktls_both\"}", get(&self.tls_path_ktls_both)),
                 ("{path=\"ktls_send_only\"}", get(&self.tls_path_ktls_send)),
                 ("{path=\"records\"}", get(&self.tls_path_records)),
@@ -201,37 +209,33 @@ impl Metrics {
                 &self.handshake_timeouts,
             ),
         ] {
-            let samples = labeled(key, counts);
-            let refs: Vec<(&str, u64)> = samples.iter().map(|(l, n)| (l.as_str(), *n)).collect();
-            counter(name, help, &refs);
+            text.counter(name, help, labeled(key, counts));
         }
         // The proxy's record layer counts its rare events itself (process-wide atomics).
-        let record_errors: Vec<(String, u64)> = ktls::record::stats::errors()
-            .into_iter()
-            .map(|(reason, n)| (format!("{{reason=\"{reason}\"}}"), n))
-            .collect();
-        let refs: Vec<(&str, u64)> = record_errors
-            .iter()
-            .map(|(l, n)| (l.as_str(), *n))
-            .collect();
-        counter(
+        text.counter(
             "ktls_proxy_tls_record_errors_total",
             "Connections the proxy's record layer closed, by the alert sent (peer_alert: the peer sent a fatal one).",
-            &refs,
+            ktls::record::stats::errors()
+                .into_iter()
+                .map(|(reason, n)| (format!("{{reason=\"{reason}\"}}"), n)),
         );
         let (updates_received, updates_sent) = ktls::record::stats::key_updates();
-        counter(
+        text.counter(
             "ktls_proxy_tls_key_updates_total",
             "TLS 1.3 KeyUpdates on the proxy's record layer.",
-            &[
+            [
                 ("{direction=\"received\"}", updates_received),
                 ("{direction=\"sent\"}", updates_sent),
             ],
         );
-        counter(
+    }
+
+    /// Responses, upstream failures, refused requests, panics, closes.
+    fn render_traffic(&self, text: &mut Exposition) {
+        text.counter(
             "ktls_proxy_responses_total",
             "Responses sent to clients by status class.",
-            &[
+            [
                 ("{class=\"1xx\"}", self.workers_sum(|w| &w.responses[0])),
                 ("{class=\"2xx\"}", self.workers_sum(|w| &w.responses[1])),
                 ("{class=\"3xx\"}", self.workers_sum(|w| &w.responses[2])),
@@ -239,10 +243,10 @@ impl Metrics {
                 ("{class=\"5xx\"}", self.workers_sum(|w| &w.responses[4])),
             ],
         );
-        counter(
+        text.counter(
             "ktls_proxy_upstream_errors_total",
             "Upstream failures by kind.",
-            &[
+            [
                 ("{kind=\"connect\"}", get(&self.upstream_connect_errors)),
                 ("{kind=\"timeout\"}", get(&self.upstream_timeouts)),
                 ("{kind=\"retried\"}", get(&self.upstream_retries)),
@@ -253,79 +257,99 @@ impl Metrics {
                 ),
             ],
         );
-        counter(
+        text.counter(
             "ktls_proxy_upstream_not_reused_total",
             "Upstream connections closed rather than pooled because a request body was not fully sent or a response body might still follow.",
-            &[("", get(&self.upstream_not_reused))],
+            [("", get(&self.upstream_not_reused))],
         );
-        counter(
+        text.counter(
             "ktls_proxy_parse_errors_total",
             "Malformed client requests refused.",
-            &[("", get(&self.parse_errors))],
+            [("", get(&self.parse_errors))],
         );
-        counter(
+        text.counter(
             "ktls_proxy_panics_total",
             "Connections closed after a panic while serving them.",
-            &[("", get(&self.panics))],
+            [("", get(&self.panics))],
         );
-        let closed: Vec<(String, u64)> = CloseReason::ALL
-            .iter()
-            .map(|r| {
-                let label = format!("{{reason=\"{}\"}}", r.as_str());
-                (label, get(&self.connections_closed[r.index()]))
-            })
-            .collect();
-        let refs: Vec<(&str, u64)> = closed.iter().map(|(l, n)| (l.as_str(), *n)).collect();
-        counter(
+        text.counter(
             "ktls_proxy_connections_closed_total",
             "Client connections closed, by reason (handshake_timeout: the TLS handshake did not finish in time).",
-            &refs,
+            CloseReason::ALL.iter().map(|r| {
+                let label = format!("{{reason=\"{}\"}}", r.as_str());
+                (label, get(&self.connections_closed[r.index()]))
+            }),
         );
-        let per_worker = |f: fn(&WorkerMetrics) -> &AtomicU64| -> Vec<(String, u64)> {
+    }
+
+    /// The samples each worker thread keeps for itself, labelled by worker.
+    fn render_workers(&self, text: &mut Exposition) {
+        let per_worker = |f: fn(&WorkerMetrics) -> &AtomicU64| {
             self.workers
                 .iter()
                 .enumerate()
-                .map(|(i, w)| (format!("{{worker=\"{i}\"}}"), get(f(w))))
-                .collect()
+                .map(move |(i, w)| (format!("{{worker=\"{i}\"}}"), get(f(w))))
         };
-        for (name, help, samples) in [
-            (
-                "ktls_proxy_connections_accepted_total",
-                "Client connections accepted.",
-                per_worker(|w| &w.connections_accepted),
-            ),
-            (
-                "ktls_proxy_requests_total",
-                "Client requests received.",
-                per_worker(|w| &w.requests),
-            ),
-        ] {
-            let refs: Vec<(&str, u64)> = samples.iter().map(|(l, n)| (l.as_str(), *n)).collect();
-            counter(name, help, &refs);
+        text.counter(
+            "ktls_proxy_connections_accepted_total",
+            "Client connections accepted.",
+            per_worker(|w| &w.connections_accepted),
+        );
+        text.counter(
+            "ktls_proxy_requests_total",
+            "Client requests received.",
+            per_worker(|w| &w.requests),
+        );
+        text.gauge(
+            "ktls_proxy_connections_open",
+            "Client connections open now.",
+            per_worker(|w| &w.connections_open),
+        );
+        text.gauge(
+            "ktls_proxy_timers_queued",
+            "Deadlines queued in the worker's timer heap, stale ones included.",
+            per_worker(|w| &w.timers_queued),
+        );
+    }
+}
+
+fn get(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+/// The Prometheus text being written: families of samples, each under its HELP and TYPE.
+struct Exposition(String);
+
+impl Exposition {
+    fn counter<L: AsRef<str>>(
+        &mut self,
+        name: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = (L, u64)>,
+    ) {
+        self.family(name, help, "counter", samples);
+    }
+
+    fn gauge<L: AsRef<str>>(
+        &mut self,
+        name: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = (L, u64)>,
+    ) {
+        self.family(name, help, "gauge", samples);
+    }
+
+    fn family<L: AsRef<str>>(
+        &mut self,
+        name: &str,
+        help: &str,
+        kind: &str,
+        samples: impl IntoIterator<Item = (L, u64)>,
+    ) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(self.0, "{name}{} {value}", labels.as_ref());
         }
-        let _ = writeln!(out, "# HELP ktls_proxy_connections_open Client connections open now.\n# TYPE ktls_proxy_connections_open gauge");
-        for (i, w) in self.workers.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "ktls_proxy_connections_open{{worker=\"{i}\"}} {}",
-                get(&w.connections_open)
-            );
-        }
-        let _ = writeln!(out, "# HELP ktls_proxy_timers_queued Deadlines queued in the worker's timer heap, stale ones included.\n# TYPE ktls_proxy_timers_queued gauge");
-        for (i, w) in self.workers.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "ktls_proxy_timers_queued{{worker=\"{i}\"}} {}",
-                get(&w.timers_queued)
-            );
-        }
-        self.h2.render(&mut out);
-        self.tunnels.render(&mut out);
-        self.sticky.render(&mut out);
-        if let Some(cache) = cache {
-            out.push_str(cache);
-        }
-        out
     }
 }
 

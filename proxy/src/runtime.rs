@@ -138,90 +138,8 @@ impl Runtime {
             return Err(RuntimeError::Tls(vec![TlsSetupError::NoCertificate]));
         }
         let router = Router::new(&config).map_err(RuntimeError::Regex)?;
-        let group_index = |name: &str| config.server_groups.iter().position(|g| g.name == name);
-        let pass = |p: &Option<config::ProxyPass>| {
-            p.as_ref().and_then(|p| {
-                group_index(&p.group).map(|g| (g, p.backup.as_deref().and_then(group_index)))
-            })
-        };
-        let mut vhosts = Vec::with_capacity(config.vhosts.len() + 1);
-        for v in std::iter::once(&config.default_vhost).chain(config.vhosts.iter()) {
-            let edits = |rules: &[HeaderRule]| header_edits(&v.name, rules);
-            let vhost_cache = cache_rt(&config, &v.name, &v.cache)?;
-            let mut locations = Vec::with_capacity(v.locations.len());
-            for l in &v.locations {
-                let location_cache = if l.cache.rules.is_empty() {
-                    vhost_cache.clone()
-                } else {
-                    cache_rt(&config, &v.name, &l.cache)?
-                };
-                locations.push(LocationRt {
-                    op: l.op,
-                    pattern: l.pattern.as_bytes().to_vec(),
-                    proxy_pass: pass(&l.proxy_pass).or(pass(&v.proxy_pass)),
-                    request_edits: edits(if l.headers.request.is_empty() {
-                        &v.headers.request
-                    } else {
-                        &l.headers.request
-                    })?,
-                    response_edits: without_targeted(
-                        edits(if l.headers.response.is_empty() {
-                            &v.headers.response
-                        } else {
-                            &l.headers.response
-                        })?,
-                        location_cache.as_deref(),
-                    ),
-                    cache: location_cache,
-                });
-            }
-            vhosts.push(VhostRt {
-                name: v.name.clone(),
-                proxy_pass: pass(&v.proxy_pass),
-                locations,
-                via: v.hdr_via.as_ref().map(|t| t.as_bytes().to_vec()),
-                request_edits: edits(&v.headers.request)?,
-                response_edits: without_targeted(
-                    edits(&v.headers.response)?,
-                    vhost_cache.as_deref(),
-                ),
-                cache: vhost_cache,
-            });
-        }
-        let groups = config
-            .server_groups
-            .iter()
-            .map(|g| GroupRt {
-                name: g.name.clone(),
-                servers: g
-                    .servers
-                    .iter()
-                    .map(|s| ServerRt {
-                        addr: s.addr,
-                        weight: s.weight.max(1),
-                        conns_n: s.conns_n.max(1) as usize,
-                        backup: s.backup,
-                    })
-                    .collect(),
-                hash: matches!(g.sched, Scheduler::Hash),
-                forward_timeout: g.forward_timeout,
-                forward_retries: g.forward_retries,
-                connect_retries: g.connect_retries,
-                queue_size: g.queue_size as usize,
-                health: g.health.as_deref().map(|name| {
-                    // `auto` is Tempesta's built-in monitor: the defaults, unless redefined.
-                    let check = config
-                        .health_checks
-                        .iter()
-                        .find(|h| h.name == name)
-                        .cloned();
-                    Arc::new(check.unwrap_or_else(|| config::HealthCheck {
-                        name: name.to_string(),
-                        ..Default::default()
-                    }))
-                }),
-            })
-            .collect();
+        let vhosts = vhosts(&config)?;
+        let groups = groups(&config);
         let limits = limits(&config);
         let ktls_mode = match config.tls.ktls {
             config::KtlsMode::Auto => ktls::offload::KtlsMode::Auto,
@@ -251,6 +169,97 @@ impl Runtime {
             frang,
         }))
     }
+}
+
+/// Every vhost (the default one first) with its locations' upstream groups, header edits and
+/// cache rules resolved.
+fn vhosts(config: &Config) -> Result<Vec<VhostRt>, RuntimeError> {
+    let group_index = |name: &str| config.server_groups.iter().position(|g| g.name == name);
+    let pass = |p: &Option<config::ProxyPass>| {
+        p.as_ref().and_then(|p| {
+            group_index(&p.group).map(|g| (g, p.backup.as_deref().and_then(group_index)))
+        })
+    };
+    let mut vhosts = Vec::with_capacity(config.vhosts.len() + 1);
+    for v in std::iter::once(&config.default_vhost).chain(config.vhosts.iter()) {
+        let edits = |rules: &[HeaderRule]| header_edits(&v.name, rules);
+        let vhost_cache = cache_rt(config, &v.name, &v.cache)?;
+        let mut locations = Vec::with_capacity(v.locations.len());
+        for l in &v.locations {
+            let location_cache = if l.cache.rules.is_empty() {
+                vhost_cache.clone()
+            } else {
+                cache_rt(config, &v.name, &l.cache)?
+            };
+            locations.push(LocationRt {
+                op: l.op,
+                pattern: l.pattern.as_bytes().to_vec(),
+                proxy_pass: pass(&l.proxy_pass).or(pass(&v.proxy_pass)),
+                request_edits: edits(if l.headers.request.is_empty() {
+                    &v.headers.request
+                } else {
+                    &l.headers.request
+                })?,
+                response_edits: without_targeted(
+                    edits(if l.headers.response.is_empty() {
+                        &v.headers.response
+                    } else {
+                        &l.headers.response
+                    })?,
+                    location_cache.as_deref(),
+                ),
+                cache: location_cache,
+            });
+        }
+        vhosts.push(VhostRt {
+            name: v.name.clone(),
+            proxy_pass: pass(&v.proxy_pass),
+            locations,
+            via: v.hdr_via.as_ref().map(|t| t.as_bytes().to_vec()),
+            request_edits: edits(&v.headers.request)?,
+            response_edits: without_targeted(edits(&v.headers.response)?, vhost_cache.as_deref()),
+            cache: vhost_cache,
+        });
+    }
+    Ok(vhosts)
+}
+
+/// Every server group with its servers and its health monitor.
+fn groups(config: &Config) -> Vec<GroupRt> {
+    config
+        .server_groups
+        .iter()
+        .map(|g| GroupRt {
+            name: g.name.clone(),
+            servers: g
+                .servers
+                .iter()
+                .map(|s| ServerRt {
+                    addr: s.addr,
+                    weight: s.weight.max(1),
+                    conns_n: s.conns_n.max(1) as usize,
+                    backup: s.backup,
+                })
+                .collect(),
+            hash: matches!(g.sched, Scheduler::Hash),
+            forward_timeout: g.forward_timeout,
+            forward_retries: g.forward_retries,
+            connect_retries: g.connect_retries,
+            queue_size: g.queue_size as usize,
+            health: g.health.as_deref().map(|name| {
+                // `auto` is Tempesta's built-in monitor: the defaults, unless redefined.
+                let check = config
+                    .health_checks
+                    .iter()
+                    .find(|h| h.name == name)
+                    .cloned();
+                Arc::new(check.unwrap_or_else(|| config::HealthCheck {
+                    name: name.to_string(),
+                    ..Default::default()
+                }))
+            }),
+        })
+        .collect()
 }
 
 fn header_edits(vhost: &str, rules: &[HeaderRule]) -> Result<HeaderEdits, RuntimeError> {

@@ -79,47 +79,11 @@ pub fn serve(config_path: &Path, runtime: Arc<Runtime>) -> Result<(), ServeError
         .map(|n| n as usize)
         .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
-    let listeners = runtime.config.effective_listeners();
-    // Bind everything before serving anything: a port in use fails the start, not a worker.
-    let mut per_worker: Vec<Vec<WorkerListener>> = Vec::with_capacity(threads);
-    for _ in 0..threads {
-        let mut set = Vec::with_capacity(listeners.len());
-        for l in &listeners {
-            let std_listener = bind(l.addr, l.is_tls())?;
-            set.push(WorkerListener {
-                socket: mio::net::TcpListener::from_std(std_listener),
-                addr: l.addr,
-                tls: l.is_tls(),
-                protos: l.protos.clone(),
-            });
-        }
-        per_worker.push(set);
-    }
-    for l in &listeners {
-        let proto = if l.is_tls() {
-            "https (TLS 1.2/1.3, ALPN http/1.1)"
-        } else {
-            "http"
-        };
-        crate::info!("listening on {} {proto}", l.addr);
-    }
+    let per_worker = bind_all(&runtime, threads)?;
     announce_ktls(&runtime)?;
     let metrics = Metrics::new(threads);
     let shared = Arc::new(Shared::new(runtime.clone(), metrics.clone()));
-    // With `worker_processes`, the first process serves the statistics of all of them; the
-    // others answer it on a private socket (`stats_merge`).
-    let process_index: u32 = std::env::var(crate::process::CHILD_ENV)
-        .ok()
-        .and_then(|i| i.parse().ok())
-        .unwrap_or(0);
-    if let Some(addr) = runtime.config.stats_listen {
-        if process_index == 0 {
-            crate::stats::start(addr, shared.clone())?;
-            crate::info!("statistics on http://{addr}/metrics");
-        } else {
-            crate::stats_merge::serve_peer(process_index, shared.clone());
-        }
-    }
+    start_stats(&runtime, &shared)?;
     let mut wakers: Vec<Arc<Waker>> = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
     for (id, set) in per_worker.into_iter().enumerate() {
@@ -161,6 +125,53 @@ pub fn serve(config_path: &Path, runtime: Arc<Runtime>) -> Result<(), ServeError
         let _ = h.join();
     }
     crate::info!("stopped");
+    Ok(())
+}
+
+/// Every listener once per worker thread (SO_REUSEPORT). Everything is bound before anything
+/// is served: a port in use fails the start, not a worker.
+fn bind_all(runtime: &Runtime, threads: usize) -> Result<Vec<Vec<WorkerListener>>, ServeError> {
+    let listeners = runtime.config.effective_listeners();
+    let mut per_worker: Vec<Vec<WorkerListener>> = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let mut set = Vec::with_capacity(listeners.len());
+        for l in &listeners {
+            let std_listener = bind(l.addr, l.is_tls())?;
+            set.push(WorkerListener {
+                socket: mio::net::TcpListener::from_std(std_listener),
+                addr: l.addr,
+                tls: l.is_tls(),
+                protos: l.protos.clone(),
+            });
+        }
+        per_worker.push(set);
+    }
+    for l in &listeners {
+        let proto = if l.is_tls() {
+            "https (TLS 1.2/1.3, ALPN http/1.1)"
+        } else {
+            "http"
+        };
+        crate::info!("listening on {} {proto}", l.addr);
+    }
+    Ok(per_worker)
+}
+
+/// The statistics endpoint: with `worker_processes`, the first process serves the statistics
+/// of all of them; the others answer it on a private socket (`stats_merge`).
+fn start_stats(runtime: &Runtime, shared: &Arc<Shared>) -> Result<(), ServeError> {
+    let process_index: u32 = std::env::var(crate::process::CHILD_ENV)
+        .ok()
+        .and_then(|i| i.parse().ok())
+        .unwrap_or(0);
+    if let Some(addr) = runtime.config.stats_listen {
+        if process_index == 0 {
+            crate::stats::start(addr, shared.clone())?;
+            crate::info!("statistics on http://{addr}/metrics");
+        } else {
+            crate::stats_merge::serve_peer(process_index, shared.clone());
+        }
+    }
     Ok(())
 }
 

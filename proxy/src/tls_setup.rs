@@ -177,6 +177,15 @@ fn vhost_context(
     }
     // The listener's protocols travel on each connection's SSL object (`alpn.rs`).
     b.set_alpn_select_callback(crate::alpn::select);
+    set_tickets(&mut b, vhost).map_err(openssl_err)?;
+    if let Some(policy) = sni {
+        choose_by_server_name(&mut b, policy);
+    }
+    Ok(b)
+}
+
+/// Session tickets as the vhost's `tls_tickets` says: keys of its own, or none at all.
+fn set_tickets(b: &mut SslContextBuilder, vhost: &Vhost) -> Result<(), ErrorStack> {
     let tickets = &vhost.tls.tickets;
     if tickets.enabled {
         // Keys scoped to this vhost: its tickets resume only under its own name.
@@ -184,57 +193,59 @@ fn vhost_context(
             tickets.secret.as_deref().map(str::as_bytes),
             vhost.name.to_ascii_lowercase().as_bytes(),
             tickets.lifetime,
-        )
-        .map_err(openssl_err)?;
-        ktls::ossl::set_ticket_keys(&mut b, ring).map_err(openssl_err)?;
+        )?;
+        ktls::ossl::set_ticket_keys(b, ring)?;
         ktls::ossl::set_session_timeout(
-            &mut b,
+            b,
             u32::try_from(tickets.lifetime.as_secs()).unwrap_or(u32::MAX),
         );
         // One ticket is enough for a client to resume; the second OpenSSL sends by default
         // costs a record per handshake.
-        b.set_num_tickets(1).map_err(openssl_err)?;
+        b.set_num_tickets(1)?;
     } else {
         b.set_options(SslOptions::NO_TICKET);
-        b.set_num_tickets(0).map_err(openssl_err)?;
+        b.set_num_tickets(0)?;
     }
-    if let Some(policy) = sni {
-        // The vhost's context is chosen from the ClientHello before anything else of it is
-        // processed, so that a session ticket is decrypted with that vhost's keys only.
-        let early = SniPolicy {
-            by_name: policy.by_name.clone(),
-            match_any: policy.match_any,
-        };
-        b.set_client_hello_callback(move |ssl, alert| {
-            let requested = ktls::ossl::client_hello_server_name(ssl)
-                .and_then(|n| std::str::from_utf8(n).ok())
-                .map(str::to_ascii_lowercase);
-            let chosen = requested.as_deref().and_then(|n| early.by_name.get(n));
-            match chosen {
-                Some(ctx) => {
-                    ssl.set_ssl_context(ctx)?;
-                    Ok(ClientHelloResponse::SUCCESS)
-                }
-                None => Ok(ClientHelloResponse::SUCCESS),
+    Ok(())
+}
+
+/// Switches a handshake to the context of the vhost its client names (ClientHello and SNI
+/// callbacks of the accept context).
+fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) {
+    // The vhost's context is chosen from the ClientHello before anything else of it is
+    // processed, so that a session ticket is decrypted with that vhost's keys only.
+    let early = SniPolicy {
+        by_name: policy.by_name.clone(),
+        match_any: policy.match_any,
+    };
+    b.set_client_hello_callback(move |ssl, alert| {
+        let requested = ktls::ossl::client_hello_server_name(ssl)
+            .and_then(|n| std::str::from_utf8(n).ok())
+            .map(str::to_ascii_lowercase);
+        let chosen = requested.as_deref().and_then(|n| early.by_name.get(n));
+        match chosen {
+            Some(ctx) => {
+                ssl.set_ssl_context(ctx)?;
+                Ok(ClientHelloResponse::SUCCESS)
             }
-            .inspect_err(|_| *alert = SslAlert::INTERNAL_ERROR)
-        });
-        b.set_servername_callback(move |ssl, alert| {
-            let requested = ssl
-                .servername(NameType::HOST_NAME)
-                .map(str::to_ascii_lowercase);
-            let chosen = requested.as_deref().and_then(|n| policy.by_name.get(n));
-            match chosen {
-                Some(ctx) => ssl.set_ssl_context(ctx).map_err(|_| SniError::ALERT_FATAL),
-                None if policy.match_any => Ok(()),
-                None => {
-                    *alert = SslAlert::UNRECOGNIZED_NAME;
-                    Err(SniError::ALERT_FATAL)
-                }
+            None => Ok(ClientHelloResponse::SUCCESS),
+        }
+        .inspect_err(|_| *alert = SslAlert::INTERNAL_ERROR)
+    });
+    b.set_servername_callback(move |ssl, alert| {
+        let requested = ssl
+            .servername(NameType::HOST_NAME)
+            .map(str::to_ascii_lowercase);
+        let chosen = requested.as_deref().and_then(|n| policy.by_name.get(n));
+        match chosen {
+            Some(ctx) => ssl.set_ssl_context(ctx).map_err(|_| SniError::ALERT_FATAL),
+            None if policy.match_any => Ok(()),
+            None => {
+                *alert = SslAlert::UNRECOGNIZED_NAME;
+                Err(SniError::ALERT_FATAL)
             }
-        });
-    }
-    Ok(b)
+        }
+    });
 }
 
 fn load_pair(
