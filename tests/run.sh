@@ -29,6 +29,8 @@ fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== size rule (functions <= 80 lines, files <= 600 in proxy/src)"
+python3 etc/size-report.py proxy/src
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo build --release"
