@@ -52,6 +52,9 @@ impl Worker {
                 Some((group, server)) => {
                     u.group = group;
                     u.server = server;
+                    if let Some(g) = self.rt.groups.get(group) {
+                        u.forward_timeout = g.forward_timeout;
+                    }
                 }
                 None => {
                     u.removed = true;

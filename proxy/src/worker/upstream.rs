@@ -59,8 +59,12 @@ pub struct Upstream {
     /// The runtime generation the connection belongs to; connections of an older
     /// configuration are closed instead of pooled.
     pub rt_gen: u64,
-    /// A reload removed its server (`grace.rs`): it gets no new work.
+    /// A reload removed its server (`grace.rs`): it gets no new work, and its `group` and
+    /// `server` name an older configuration's server, so they index nothing of this one.
     pub removed: bool,
+    /// Its group's `server_forward_timeout`, kept here so that a connection of a removed
+    /// server is still timed by its own group's setting.
+    pub forward_timeout: Duration,
     /// When a reload's `grace_shutdown_time` runs out for it, if one does.
     pub retire_at: Option<Instant>,
 }
@@ -80,7 +84,8 @@ impl Worker {
         let Some(addr) = g.servers.get(server).map(|s| s.addr) else {
             return Err(io::ErrorKind::NotFound.into());
         };
-        let connect_timeout = CONNECT_TIMEOUT.min(g.forward_timeout);
+        let forward_timeout = g.forward_timeout;
+        let connect_timeout = CONNECT_TIMEOUT.min(forward_timeout);
         let mut sock = self.connector.connect(addr)?;
         let entry = self.upstreams.vacant_entry();
         let ui = entry.key();
@@ -104,6 +109,7 @@ impl Worker {
             last_progress: Instant::now(),
             rt_gen: self.rt_gen,
             removed: false,
+            forward_timeout,
             retire_at: None,
         });
         if let Some(st) = self
@@ -142,11 +148,7 @@ impl Worker {
         }
         if u.phase == UpPhase::Busy {
             // Progress since the timer was armed: wait for the rest of the quiet period.
-            let timeout = self
-                .rt
-                .groups
-                .get(u.group)
-                .map_or(CONNECT_TIMEOUT, |g| g.forward_timeout);
+            let timeout = u.forward_timeout;
             let quiet = now.saturating_duration_since(u.last_progress);
             if quiet < timeout {
                 u.timer_gen = self.timers.next_gen();
@@ -427,6 +429,7 @@ impl Worker {
     }
 
     /// Closes a probe's connection and clears its server's probing mark; returns the server.
+    /// (A reload closes every probe: `refresh_runtime`.)
     pub(super) fn end_probe(&mut self, ui: usize) -> Option<(usize, usize)> {
         let u = self.upstreams.get(ui)?;
         let (group, server) = (u.group, u.server);

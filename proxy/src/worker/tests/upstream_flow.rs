@@ -1,5 +1,6 @@
 //! The upstream side of an exchange: retries on a stale pooled connection, the group's wait
-//! queue and its bound, the forward timeout, a queued request across a reload.
+//! queue and its bound, the forward timeout, a queued request across a reload, the timeout
+//! of a removed server's connection.
 
 use std::time::{Duration, Instant};
 
@@ -113,4 +114,27 @@ fn a_request_queued_at_a_reload_is_sent_in_the_group_of_the_same_name() {
     );
     first.send(&response(200, "", "a"));
     assert_eq!(&h.message(&mut a, "the first answer").body[..], b"a");
+}
+
+/// A reload that removes the server a request is waiting on: the connection is timed by its
+/// own group's `server_forward_timeout` (1 s: 504), not by whatever group now has its old
+/// index (`other`, 30 s).
+#[test]
+fn a_removed_servers_connection_keeps_its_groups_forward_timeout() {
+    let mut h = Harness::new("", "server_forward_timeout 1;");
+    let mut client = h.client();
+    client.send(&get("/slow"));
+    let mut up = h.upstream();
+    h.message(&mut up, "the request");
+    h.reload(
+        "listen 127.0.0.1:1;\n\
+         srv_group other { server 127.0.0.2:9; server_forward_timeout 30; }\n\
+         srv_group default { server 127.0.0.3:9; server_forward_timeout 1; }\n\
+         vhost site { proxy_pass default; }\n\
+         http_chain { -> site; }\n",
+    );
+    // Before the fix the timer looked the timeout up with the old group index: 30 s.
+    let resp = h.message(&mut client, "the timeout answer");
+    assert_eq!(resp.status(), 504);
+    h.closed(&mut up, "the timed-out upstream connection closed");
 }
