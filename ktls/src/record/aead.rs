@@ -6,29 +6,22 @@
 //! used ([`DirectionKeys::slot`]). A record whose key is still in its slot sets only the
 //! nonce: no key schedule, no GHASH table, no provider look-ups of the key length. The
 //! connections active at once (100 in the benchmarks) all stay keyed; past that, slots are
-//! re-keyed in turn. A slot is wiped (the context reset, which frees and clears OpenSSL's
-//! copy of the key) when its keys are dropped on the thread that keyed it.
-//! The ciphers are fetched once ([`openssl_cipher`]).
+//! re-keyed in turn. A slot is wiped (its context freed, which clears OpenSSL's copy of the
+//! key) when its keys are dropped on the thread that keyed it.
+//! The contexts call the provider's functions directly where they can ([`aead_ctx`]).
+//!
+//! [`DirectionKeys::slot`]: crate::record::DirectionKeys
+//! [`aead_ctx`]: super::aead_ctx
 
 use std::cell::{Cell, RefCell};
-use std::os::raw::c_int;
-use std::sync::OnceLock;
 
-use foreign_types::ForeignTypeRef;
-use openssl::cipher::{Cipher, CipherRef};
-use openssl::cipher_ctx::{CipherCtx, CipherCtxRef};
 use openssl::error::ErrorStack;
-use openssl_sys as ffi;
 
+use super::aead_ctx::{AeadCtx, Backend};
 use crate::kernel::KernelCipher;
 use crate::record::keys::NONCE_LEN;
 
 pub(crate) const TAG_LEN: usize = 16;
-
-extern "C" {
-    // OpenSSL 1.1.0 and later (openssl-sys does not declare it).
-    fn EVP_CIPHER_CTX_reset(ctx: *mut ffi::EVP_CIPHER_CTX) -> c_int;
-}
 
 /// Keyed contexts a thread keeps per direction (about 1 KB each with AES-GCM, made only as
 /// connections become active). At most 256: a connection keeps its slot in a byte (which
@@ -36,76 +29,62 @@ extern "C" {
 const KEYED_PER_THREAD: usize = 128;
 
 /// One context and what it is keyed with.
+#[derive(Default)]
 struct Keyed {
-    ctx: CipherCtx,
+    /// Made for one cipher; `None` until first keyed and after a wipe.
+    ctx: Option<AeadCtx>,
+    /// The cipher `ctx` is keyed for; `None` while its key must not be trusted.
     cipher: Option<KernelCipher>,
     key_id: u64,
 }
 
 impl Keyed {
-    fn new() -> Result<Keyed, ErrorStack> {
-        Ok(Keyed {
-            ctx: CipherCtx::new()?,
-            cipher: None,
-            key_id: 0,
-        })
-    }
-
     fn holds(&self, suite: &Suite<'_>) -> bool {
         self.key_id == suite.key_id && self.cipher == Some(suite.cipher)
     }
 
-    /// Keys the context with `suite` (the cipher set only when it changes); no nonce yet.
-    fn key(&mut self, seal: bool, suite: &Suite<'_>) -> Result<(), ErrorStack> {
-        let cipher = (self.cipher != Some(suite.cipher)).then(|| openssl_cipher(suite.cipher));
+    /// Keys the context with `suite` (a new context when the cipher changes); no nonce yet.
+    fn key(
+        &mut self,
+        seal: bool,
+        suite: &Suite<'_>,
+        backend: Backend,
+    ) -> Result<&mut AeadCtx, ErrorStack> {
         // Mark unkeyed first: if init fails half-way the context must not be trusted.
         self.cipher = None;
-        if seal {
-            self.ctx.encrypt_init(cipher, Some(suite.key), None)?;
-        } else {
-            self.ctx.decrypt_init(cipher, Some(suite.key), None)?;
-        }
+        let ctx = match self.ctx.take() {
+            Some(ctx) if ctx.cipher() == suite.cipher => ctx,
+            _ => AeadCtx::new(suite.cipher, backend)?,
+        };
+        let ctx = self.ctx.insert(ctx);
+        ctx.set_key(seal, suite.key)?;
         self.cipher = Some(suite.cipher);
         self.key_id = suite.key_id;
-        Ok(())
+        Ok(ctx)
     }
 
-    /// Sets the record's nonce on the keyed context, through the C call itself: the
-    /// binding's `encrypt_init` first asks the context for its IV length, which OpenSSL 3
-    /// answers with a parameter look-up by name (strcmp) on every record.
-    fn set_nonce(&mut self, seal: bool, nonce: &[u8; NONCE_LEN]) -> Result<(), ErrorStack> {
-        let ctx = self.ctx.as_ptr();
-        let (cipher, engine, key) = (std::ptr::null(), std::ptr::null_mut(), std::ptr::null());
-        // SAFETY: `ctx` is a live EVP_CIPHER_CTX owned by `self.ctx`, already initialised
-        // with a cipher and key by `key` (the callers check `holds` first), so a NULL cipher,
-        // engine and key keep them. Every cipher here (AES-GCM, ChaCha20-Poly1305) has a
-        // 12-byte IV (their default, never changed), and `nonce` is 12 readable bytes that
-        // OpenSSL only reads during the call.
-        let ok = unsafe {
-            if seal {
-                ffi::EVP_EncryptInit_ex(ctx, cipher, engine, key, nonce.as_ptr())
-            } else {
-                ffi::EVP_DecryptInit_ex(ctx, cipher, engine, key, nonce.as_ptr())
-            }
-        };
-        if ok == 1 {
-            Ok(())
-        } else {
-            self.cipher = None;
-            Err(ErrorStack::get())
-        }
-    }
-
-    /// Forgets the key: the context is reset (OpenSSL frees its cipher state, clearing the
-    /// key schedule) and must be given a cipher again.
+    /// Forgets the key: the context is freed (OpenSSL clears the key schedule as it frees
+    /// it); the slot makes a new one when it is keyed again.
     fn wipe(&mut self) {
-        // SAFETY: `ctx` is a live EVP_CIPHER_CTX owned by `self.ctx`; a reset context stays
-        // valid for a later init with a cipher, which `cipher = None` forces.
-        unsafe {
-            EVP_CIPHER_CTX_reset(self.ctx.as_ptr());
-        }
+        self.ctx = None;
         self.cipher = None;
         self.key_id = 0;
+    }
+
+    /// Runs one record's steps on the keyed context; a failure (a forged record included)
+    /// leaves the context in an unknown state, so the slot is re-keyed next time.
+    fn record<T>(
+        &mut self,
+        steps: impl FnOnce(&mut AeadCtx) -> Result<T, ErrorStack>,
+    ) -> Result<T, ErrorStack> {
+        let result = match self.ctx.as_mut() {
+            Some(ctx) => steps(ctx),
+            None => Err(ErrorStack::get()),
+        };
+        if result.is_err() {
+            self.cipher = None;
+        }
+        result
     }
 }
 
@@ -118,14 +97,19 @@ struct Table {
 }
 
 impl Table {
-    /// The context keyed with `suite`'s key, keying one if none is.
-    fn keyed(&mut self, seal: bool, suite: &Suite<'_>) -> Result<&mut Keyed, ErrorStack> {
+    /// The slot keyed with `suite`'s key, keying one if none is.
+    fn keyed(
+        &mut self,
+        seal: bool,
+        suite: &Suite<'_>,
+        backend: Backend,
+    ) -> Result<&mut Keyed, ErrorStack> {
         let hint = usize::from(suite.slot.get());
         if self.slots.get(hint).is_some_and(|k| k.holds(suite)) {
             return Ok(&mut self.slots[hint]);
         }
         let index = if self.slots.len() < KEYED_PER_THREAD {
-            self.slots.push(Keyed::new()?);
+            self.slots.push(Keyed::default());
             self.slots.len() - 1
         } else {
             let victim = self.next_victim % KEYED_PER_THREAD;
@@ -135,7 +119,7 @@ impl Table {
         // KEYED_PER_THREAD <= 256, so every index fits.
         suite.slot.set(u8::try_from(index).unwrap_or(u8::MAX));
         let keyed = &mut self.slots[index];
-        keyed.key(seal, suite)?;
+        keyed.key(seal, suite, backend)?;
         Ok(keyed)
     }
 
@@ -146,20 +130,35 @@ impl Table {
     }
 }
 
-#[derive(Default)]
 struct Contexts {
     seal: Table,
     open: Table,
+    backend: Backend,
 }
 
 thread_local! {
-    static CONTEXTS: RefCell<Contexts> = RefCell::new(Contexts::default());
+    static CONTEXTS: RefCell<Contexts> = RefCell::new(Contexts {
+        seal: Table::default(),
+        open: Table::default(),
+        backend: Backend::Provider,
+    });
 }
 
 fn with_contexts<T>(
     f: impl FnOnce(&mut Contexts) -> Result<T, ErrorStack>,
 ) -> Result<T, ErrorStack> {
     CONTEXTS.with(|cell| f(&mut cell.borrow_mut()))
+}
+
+/// Tests: this thread's records go through EVP from now on (its contexts are dropped).
+#[cfg(test)]
+pub(crate) fn use_evp_on_this_thread() {
+    CONTEXTS.with(|cell| {
+        let mut c = cell.borrow_mut();
+        c.seal = Table::default();
+        c.open = Table::default();
+        c.backend = Backend::Evp;
+    });
 }
 
 /// Wipes this thread's contexts keyed with `key_id` (its keys are being dropped). Keys
@@ -175,40 +174,6 @@ pub(crate) fn forget(key_id: u64, slot: u8) {
     });
 }
 
-/// The three AEADs, fetched once from the default provider. OpenSSL 3 looks an implicitly
-/// fetched cipher (`EVP_aes_128_gcm()`) up again, under a lock, every time a context is
-/// initialised with it; an explicitly fetched one is used as it is.
-struct Fetched {
-    aes_128_gcm: Cipher,
-    aes_256_gcm: Cipher,
-    chacha20_poly1305: Cipher,
-}
-
-fn fetched() -> Option<&'static Fetched> {
-    static FETCHED: OnceLock<Option<Fetched>> = OnceLock::new();
-    FETCHED
-        .get_or_init(|| {
-            Some(Fetched {
-                aes_128_gcm: Cipher::fetch(None, "AES-128-GCM", None).ok()?,
-                aes_256_gcm: Cipher::fetch(None, "AES-256-GCM", None).ok()?,
-                chacha20_poly1305: Cipher::fetch(None, "ChaCha20-Poly1305", None).ok()?,
-            })
-        })
-        .as_ref()
-}
-
-fn openssl_cipher(cipher: KernelCipher) -> &'static CipherRef {
-    match (fetched(), cipher) {
-        (Some(f), KernelCipher::AesGcm128) => &f.aes_128_gcm,
-        (Some(f), KernelCipher::AesGcm256) => &f.aes_256_gcm,
-        (Some(f), KernelCipher::Chacha20Poly1305) => &f.chacha20_poly1305,
-        // Not fetchable (a provider configuration without them): the implicit ones.
-        (None, KernelCipher::AesGcm128) => Cipher::aes_128_gcm(),
-        (None, KernelCipher::AesGcm256) => Cipher::aes_256_gcm(),
-        (None, KernelCipher::Chacha20Poly1305) => Cipher::chacha20_poly1305(),
-    }
-}
-
 /// Which key a record is protected with.
 pub(crate) struct Suite<'a> {
     pub cipher: KernelCipher,
@@ -218,68 +183,45 @@ pub(crate) struct Suite<'a> {
     pub slot: &'a Cell<u8>,
 }
 
-/// Appends to `out` the encryption of the concatenation of `parts` and `trailer`, then the
-/// tag. The ciphertext goes straight into `out`'s spare capacity: no zero-filling of the
-/// record first (16 KiB per full record).
-pub(crate) fn seal(
+/// Records of at most this many plaintext bytes are gathered into the output first and
+/// encrypted in one call: each call into the cipher costs a few hundred instructions of
+/// set-up (more for a piece that ends mid-block), and a 10-byte response's record has three
+/// pieces (head, body, content type). Larger records are encrypted piece by piece, straight
+/// from the caller's buffers, so a 16 KiB body is not copied first.
+const GATHER_UP_TO: usize = 1024;
+
+/// Appends to `out` the encryption of the `len` bytes `plain` yields, then the tag. The
+/// ciphertext goes straight into `out`'s spare capacity: no zero-filling of the record first
+/// (16 KiB per full record).
+pub(crate) fn seal<'p>(
     suite: &Suite<'_>,
     nonce: &[u8; NONCE_LEN],
     aad: &[u8],
-    parts: &[&[u8]],
-    trailer: &[u8],
+    plain: impl Iterator<Item = &'p [u8]>,
+    len: usize,
     out: &mut Vec<u8>,
 ) -> Result<(), ErrorStack> {
-    let len: usize = parts.iter().map(|p| p.len()).sum::<usize>() + trailer.len();
     out.reserve(len + TAG_LEN);
     with_contexts(|c| {
-        let keyed = c.seal.keyed(true, suite)?;
-        keyed.set_nonce(true, nonce)?;
-        let ctx = &mut keyed.ctx;
-        ctx.cipher_update(aad, None)?;
-        for part in parts.iter().chain([&trailer]) {
-            encrypt_append(ctx, part, out)?;
-        }
-        ctx.cipher_final(&mut [])?;
-        let mut tag = [0u8; TAG_LEN];
-        ctx.tag(&mut tag)?;
-        out.extend_from_slice(&tag);
-        Ok(())
+        let backend = c.backend;
+        c.seal.keyed(true, suite, backend)?.record(|ctx| {
+            ctx.set_nonce(true, nonce)?;
+            ctx.aad(aad)?;
+            if len <= GATHER_UP_TO {
+                let start = out.len();
+                plain.for_each(|piece| out.extend_from_slice(piece));
+                ctx.update_in_place(&mut out[start..])?;
+            } else {
+                for piece in plain {
+                    ctx.encrypt_append(piece, out)?;
+                }
+            }
+            let mut tag = [0u8; TAG_LEN];
+            ctx.finish_seal(&mut tag)?;
+            out.extend_from_slice(&tag);
+            Ok(())
+        })
     })
-}
-
-/// Encrypts `input` onto the end of `out`.
-fn encrypt_append(ctx: &CipherCtxRef, input: &[u8], out: &mut Vec<u8>) -> Result<(), ErrorStack> {
-    if input.is_empty() {
-        return Ok(());
-    }
-    // A record's parts are at most 2^14 bytes: this never fails.
-    let Ok(in_len) = c_int::try_from(input.len()) else {
-        return Err(ErrorStack::get());
-    };
-    out.reserve(input.len());
-    let mut written: c_int = 0;
-    // SAFETY: `ctx` is a live context set up for encryption with an AEAD of OpenSSL's
-    // stream kind (AES-GCM, ChaCha20-Poly1305: block size 1), which writes at most (exactly)
-    // `in_len` bytes for `in_len` bytes of input, and `out` has at least `input.len()` bytes
-    // of spare capacity at `as_mut_ptr() + len()` (reserved just above). `input` is readable
-    // for `in_len` bytes; neither buffer is kept after the call.
-    let ok = unsafe {
-        ffi::EVP_EncryptUpdate(
-            ctx.as_ptr(),
-            out.as_mut_ptr().add(out.len()),
-            &mut written,
-            input.as_ptr(),
-            in_len,
-        )
-    };
-    let written = usize::try_from(written).unwrap_or(0);
-    if ok != 1 || written != input.len() {
-        return Err(ErrorStack::get());
-    }
-    // SAFETY: OpenSSL initialised the `written` (= `input.len()`, within the reserved spare
-    // capacity) bytes after the old length.
-    unsafe { out.set_len(out.len() + written) };
-    Ok(())
 }
 
 /// Decrypts `data` in place and checks `tag`. An error means the record is not authentic
@@ -292,20 +234,13 @@ pub(crate) fn open(
     tag: &[u8],
 ) -> Result<(), ErrorStack> {
     with_contexts(|c| {
-        let keyed = c.open.keyed(false, suite)?;
-        keyed.set_nonce(false, nonce)?;
-        let ctx = &mut keyed.ctx;
-        let len = data.len();
-        let result = ctx
-            .cipher_update(aad, None)
-            .and_then(|_| ctx.cipher_update_inplace(data, len))
-            .and_then(|_| ctx.set_tag(tag))
-            .and_then(|_| ctx.cipher_final(&mut []));
-        if result.is_err() {
-            // A failed open leaves the context in an unknown state: re-key it next time.
-            keyed.cipher = None;
-        }
-        result.map(|_| ())
+        let backend = c.backend;
+        c.open.keyed(false, suite, backend)?.record(|ctx| {
+            ctx.set_nonce(false, nonce)?;
+            ctx.aad(aad)?;
+            ctx.update_in_place(data)?;
+            ctx.finish_open(tag)
+        })
     })
 }
 

@@ -36,6 +36,19 @@ pub const MAX_RECORD: usize = HEADER_LEN + MAX_PLAINTEXT + 2048;
 pub const MAX_PADDING: usize = 256;
 
 const LEGACY_VERSION: [u8; 2] = [3, 3];
+/// TLS 1.3 padding is zeros: records take theirs from here.
+static ZERO_PADDING: [u8; MAX_PADDING] = [0; MAX_PADDING];
+/// Every byte value at its own index: a TLS 1.3 record's inner content type as a slice that
+/// lives as long as the caller's parts.
+static BYTE_VALUES: [u8; 256] = {
+    let mut values = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        values[i] = i as u8;
+        i += 1;
+    }
+    values
+};
 const EXPLICIT_NONCE_LEN: usize = 8;
 const HANDSHAKE_KEY_UPDATE: u8 = 24;
 const ALERT_WARNING: u8 = 1;
@@ -58,6 +71,33 @@ pub enum Inbound {
     KeyUpdated { consumed: usize, answer: bool },
     /// Nothing for the caller (an empty record, a warning alert that changes nothing).
     Skip { consumed: usize },
+}
+
+/// `len` bytes of a caller's parts, starting `offset` bytes into the first: the plaintext of
+/// one record, read where it lies (no list of slices built per record).
+struct Span<'a, P> {
+    parts: &'a [P],
+    offset: usize,
+    len: usize,
+}
+
+impl<'a, P: std::ops::Deref<Target = [u8]>> Iterator for Span<'a, P> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        while self.len > 0 {
+            let (first, rest) = self.parts.split_first()?;
+            let bytes = first.get(self.offset..).unwrap_or_default();
+            self.parts = rest;
+            self.offset = 0;
+            let take = bytes.len().min(self.len);
+            if take > 0 {
+                self.len -= take;
+                return Some(&bytes[..take]);
+            }
+        }
+        None
+    }
 }
 
 /// Both directions of an established connection: about 230 bytes, no cipher context.
@@ -124,6 +164,18 @@ impl RecordLayer {
         out: &mut Vec<u8>,
     ) -> Result<(), RecordError> {
         let plain_len: usize = parts.iter().map(|p| p.len()).sum();
+        self.seal_pieces(content_type, parts.iter().copied(), plain_len, padding, out)
+    }
+
+    /// [`RecordLayer::seal_record`] of the `plain_len` bytes `pieces` yields.
+    fn seal_pieces<'p>(
+        &mut self,
+        content_type: u8,
+        pieces: impl Iterator<Item = &'p [u8]>,
+        plain_len: usize,
+        padding: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), RecordError> {
         if plain_len > MAX_PLAINTEXT {
             return Err(RecordError::RecordOverflow(plain_len));
         }
@@ -167,11 +219,18 @@ impl RecordLayer {
             &aad
         };
         // TLS 1.3 inner plaintext ends with the content type and the padding.
-        let mut trailer = [0u8; 1 + MAX_PADDING];
-        trailer[0] = content_type;
-        let trailer: &[u8] = if tls13 { &trailer[..1 + padding] } else { &[] };
+        let inner_type = usize::from(content_type);
+        let trailer: [&'static [u8]; 2] = if tls13 {
+            [
+                &BYTE_VALUES[inner_type..inner_type + 1],
+                &ZERO_PADDING[..padding],
+            ]
+        } else {
+            [&[], &[]]
+        };
         let suite = Self::suite(self.cipher, &self.write);
-        if let Err(e) = aead::seal(&suite, &nonce, aad, parts, trailer, out) {
+        let plain = pieces.chain(trailer);
+        if let Err(e) = aead::seal(&suite, &nonce, aad, plain, inner_len, out) {
             out.truncate(start);
             return Err(RecordError::Crypto(e.to_string()));
         }
@@ -188,32 +247,31 @@ impl RecordLayer {
         max: usize,
         out: &mut Vec<u8>,
     ) -> Result<usize, RecordError> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let end = total.min(max);
         let mut sealed = 0;
-        let mut part = 0;
-        let mut offset = 0;
-        let mut record: Vec<&[u8]> = Vec::with_capacity(8);
-        while sealed < max && part < parts.len() {
-            record.clear();
-            let mut room = MAX_PLAINTEXT.min(max - sealed);
-            while room > 0 && part < parts.len() {
-                let rest = &parts[part][offset..];
-                let take = rest.len().min(room);
-                if take > 0 {
-                    record.push(&rest[..take]);
-                }
-                room -= take;
-                offset += take;
-                if offset == parts[part].len() {
-                    part += 1;
-                    offset = 0;
-                }
-            }
-            let len: usize = record.iter().map(|r| r.len()).sum();
-            if len == 0 {
-                break;
-            }
-            self.seal_record(content::APPLICATION_DATA, &record, 0, out)?;
+        // Where the next record starts: `offset` bytes into `parts[part]`.
+        let (mut part, mut offset) = (0, 0);
+        while sealed < end {
+            let len = MAX_PLAINTEXT.min(end - sealed);
+            let span = Span {
+                parts: &parts[part..],
+                offset,
+                len,
+            };
+            self.seal_pieces(content::APPLICATION_DATA, span, len, 0, out)?;
             sealed += len;
+            let mut left = len;
+            while left > 0 {
+                let rest = parts[part].len() - offset;
+                if rest > left {
+                    offset += left;
+                    break;
+                }
+                left -= rest;
+                part += 1;
+                offset = 0;
+            }
         }
         Ok(sealed)
     }
@@ -411,5 +469,43 @@ impl RecordLayer {
     pub fn set_sequences(&mut self, read: u64, write: u64) {
         self.read.seq = read;
         self.write.seq = write;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{content, RecordLayer, MAX_PLAINTEXT};
+    use crate::kernel::{KernelCipher, TlsVersion};
+    use crate::record::DirectionKeys;
+
+    fn layer() -> RecordLayer {
+        let keys = || DirectionKeys::from_key_iv(&[9; 16], &[3; 12], 0).unwrap();
+        RecordLayer::new(TlsVersion::Tls13, KernelCipher::AesGcm128, keys(), keys())
+    }
+
+    /// Records sealed from many parts (empty ones, one-byte ones, parts that straddle record
+    /// boundaries) are those sealed from the same bytes in one piece, cut every 2^14 bytes,
+    /// and `max` stops at exactly that many bytes.
+    #[test]
+    fn seal_data_cuts_records_across_parts_as_from_one_buffer() {
+        let sizes = [0, 1, 0, 700, 1, 20_000, 0, 3, 16_384, 9_000, 1, 0];
+        let parts: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|b| (b * 31 + i) as u8).collect())
+            .collect();
+        let whole = parts.concat();
+        for max in [whole.len(), usize::MAX, 17_000, 16_384, 5] {
+            let mut from_parts = Vec::new();
+            let sealed = layer().seal_data(&parts, max, &mut from_parts).unwrap();
+            assert_eq!(sealed, whole.len().min(max));
+            let mut from_whole = Vec::new();
+            let mut one = layer();
+            for chunk in whole[..sealed].chunks(MAX_PLAINTEXT) {
+                one.seal_record(content::APPLICATION_DATA, &[chunk], 0, &mut from_whole)
+                    .unwrap();
+            }
+            assert_eq!(from_parts, from_whole, "max {max}");
+        }
     }
 }

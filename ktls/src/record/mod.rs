@@ -6,11 +6,15 @@
 //! driven on the socket by [`RecordSocket`].
 
 mod aead;
+mod aead_ctx;
+#[cfg(test)]
+mod aead_tests;
 pub mod error;
 mod handover;
 mod keys;
 pub mod layer;
 mod pool;
+mod provider;
 mod socket;
 pub mod stats;
 pub mod tls12;

@@ -5,33 +5,15 @@
 //! write must offer at least the same bytes again; it is answered from the sealed records.
 
 use std::io::{self, IoSlice};
-use std::ops::Range;
 use std::os::fd::BorrowedFd;
 
 use super::error::{alert, RecordError};
 use super::layer::{Inbound, RecordLayer, MAX_RECORD};
-use super::{pool, stats};
+use super::pool::{self, Rx, Tx};
+use super::stats;
 use crate::kernel;
 use crate::readiness::ReadReadiness;
 use crate::session::{AttachedFd, IoStatus, TlsError};
-
-/// Received bytes of one connection, while it has any.
-struct Rx {
-    buf: Vec<u8>,
-    /// Undecrypted bytes: `buf[start..end]`.
-    start: usize,
-    end: usize,
-    /// Decrypted application data not yet handed out.
-    plain: Range<usize>,
-}
-
-/// Sealed records the socket has not taken yet.
-struct Tx {
-    buf: Vec<u8>,
-    sent: usize,
-    /// Plaintext bytes these records carry that the caller has not been told about.
-    plain: usize,
-}
 
 /// An established TLS connection on the proxy's record layer. The socket stays owned by the
 /// caller: every call borrows it, and must borrow the one the layer's records belong to
@@ -187,13 +169,7 @@ impl RecordSocket {
     /// The peer asked for our KeyUpdate: it is sealed now (after any records already
     /// sealed, before any later ones) and sent as far as the socket takes it.
     fn answer_key_update(&mut self, fd: BorrowedFd<'_>) -> Result<(), IoStatus> {
-        let mut tx = self.tx.take().unwrap_or_else(|| {
-            Box::new(Tx {
-                buf: pool::take_tx(),
-                sent: 0,
-                plain: 0,
-            })
-        });
+        let mut tx = self.tx.take().unwrap_or_else(pool::take_tx);
         let sealed = self.layer.seal_key_update(false, &mut tx.buf);
         self.tx = Some(tx);
         if let Err(e) = sealed {
@@ -211,14 +187,7 @@ impl RecordSocket {
         if self.readiness.is_some_and(|r| !r.may_read()) {
             return Ok(false);
         }
-        let rx = self.rx.get_or_insert_with(|| {
-            Box::new(Rx {
-                buf: pool::take_rx(),
-                start: 0,
-                end: 0,
-                plain: 0..0,
-            })
-        });
+        let rx = self.rx.get_or_insert_with(pool::take_rx);
         if rx.start == rx.end {
             rx.start = 0;
             rx.end = 0;
@@ -267,7 +236,7 @@ impl RecordSocket {
 
     fn release_rx(&mut self) {
         if let Some(rx) = self.rx.take() {
-            pool::give_rx(rx.buf);
+            pool::give_rx(rx);
         }
     }
 
@@ -289,23 +258,19 @@ impl RecordSocket {
                 Err(status) => return status,
             }
         }
-        let mut buf = pool::take_tx();
-        let sealed = match self.layer.seal_data(bufs, pool::BURST, &mut buf) {
+        let mut tx = pool::take_tx();
+        tx.plain = match self.layer.seal_data(bufs, pool::BURST, &mut tx.buf) {
             Ok(0) => {
-                pool::give_tx(buf);
+                pool::give_tx(tx);
                 return IoStatus::Done(0);
             }
             Ok(n) => n,
             Err(e) => {
-                pool::give_tx(buf);
+                pool::give_tx(tx);
                 return self.fail(fd, e);
             }
         };
-        self.tx = Some(Box::new(Tx {
-            buf,
-            sent: 0,
-            plain: sealed,
-        }));
+        self.tx = Some(tx);
         match self.flush(fd) {
             Ok(Some(plain)) => IoStatus::Done(plain),
             Ok(None) => IoStatus::WantWrite,
@@ -345,7 +310,7 @@ impl RecordSocket {
         }
         let plain = tx.plain;
         if let Some(tx) = self.tx.take() {
-            pool::give_tx(tx.buf);
+            pool::give_tx(tx);
         }
         Ok(Some(plain))
     }
@@ -363,13 +328,7 @@ impl RecordSocket {
     }
 
     fn send_alert(&mut self, fd: BorrowedFd<'_>, description: u8) {
-        let mut tx = self.tx.take().unwrap_or_else(|| {
-            Box::new(Tx {
-                buf: pool::take_tx(),
-                sent: 0,
-                plain: 0,
-            })
-        });
+        let mut tx = self.tx.take().unwrap_or_else(pool::take_tx);
         let sealed = self.layer.seal_alert(description, &mut tx.buf).is_ok();
         self.tx = Some(tx);
         if sealed {
@@ -385,7 +344,7 @@ impl RecordSocket {
         }
         self.release_rx();
         if let Some(tx) = self.tx.take() {
-            pool::give_tx(tx.buf);
+            pool::give_tx(tx);
         }
     }
 }
@@ -394,7 +353,7 @@ impl Drop for RecordSocket {
     fn drop(&mut self) {
         self.release_rx();
         if let Some(tx) = self.tx.take() {
-            pool::give_tx(tx.buf);
+            pool::give_tx(tx);
         }
     }
 }
