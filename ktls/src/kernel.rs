@@ -601,6 +601,29 @@ pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+/// `recv(2)` without flags, retried on EINTR: what [`read`] does on a socket, without the
+/// part of `read(2)` that is for files (the position lock look-up, `rw_verify_area`, the
+/// fsnotify hook). On a kTLS RX socket it is the same as `read`: both end in the socket's
+/// `recvmsg` with the same flags (MSG_DONTWAIT from O_NONBLOCK), so it returns decrypted
+/// application data and fails with EIO when a control record is next. Sockets only.
+pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is valid for buf.len() writable bytes for the duration of the call.
+        let ret = unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast::<c_void>(),
+                buf.len(),
+                0,
+            )
+        };
+        match check_len(ret) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
 /// `send(2)` with MSG_NOSIGNAL (a closed peer gives EPIPE, never SIGPIPE), retried on EINTR.
 pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     loop {

@@ -60,7 +60,7 @@ impl KtlsSocket {
         if self.peer_closed {
             return IoStatus::Closed;
         }
-        match kernel::read(fd, buf) {
+        match kernel::recv(fd, buf) {
             Ok(0) => IoStatus::Closed,
             Ok(n) => IoStatus::Done(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => IoStatus::WantRead,

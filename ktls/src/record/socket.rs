@@ -200,7 +200,7 @@ impl RecordSocket {
         let asked = rx.buf.len() - end;
         // EINTR says nothing about the connection: read again.
         let result = loop {
-            match kernel::read(fd, &mut rx.buf[end..]) {
+            match kernel::recv(fd, &mut rx.buf[end..]) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 other => break other,
             }
