@@ -21,8 +21,7 @@ use crate::kernel::KernelCipher;
 pub(crate) enum Backend {
     /// The provider's functions where the cipher's table has them all, EVP otherwise.
     Provider,
-    /// Always EVP (the tests compare the two).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Always EVP (the one-time check and the tests compare the two).
     Evp,
 }
 
