@@ -1,11 +1,22 @@
 //! Facts derived from the header fields, computed in one pass for both
 //! roles: framing (Content-Length, Transfer-Encoding), Connection options,
-//! Host, Expect and Upgrade; plus the per-field limits.
+//! Host, Expect and Upgrade; plus the per-field limits. The same pass
+//! remembers where the few fields the proxy reads for every request are
+//! (Content-Type, a method override), so that nothing scans the list by name
+//! again on the request path.
 
 use crate::byteset::{AUTHORITY, TCHAR};
 use crate::error::ParseError;
 use crate::limits::Limits;
 use crate::span::{HeaderSpans, Span};
+
+/// Fields that ask the server to treat a request as another method, most
+/// preferred first: when several are present, the first of this list wins.
+pub const METHOD_OVERRIDE_FIELDS: [&str; 3] = [
+    "X-HTTP-Method-Override",
+    "X-HTTP-Method",
+    "X-Method-Override",
+];
 
 /// What Transfer-Encoding said, all fields of that name taken as one list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +41,36 @@ pub(crate) struct FieldFacts {
     pub host: Option<Span>,
     pub expect_continue: bool,
     pub upgrade_field: bool,
+    /// The first Content-Type field's value.
+    pub content_type: Option<Span>,
+    /// The first field of the most preferred name in
+    /// [`METHOD_OVERRIDE_FIELDS`] that is present.
+    pub method_override: Option<MethodOverride>,
+}
+
+/// Where a method-override field's value is, and which of
+/// [`METHOD_OVERRIDE_FIELDS`] named it (its index: lower is preferred).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MethodOverride {
+    pub rank: usize,
+    pub value: Span,
+}
+
+impl FieldFacts {
+    /// Keeps `value` of the field named `METHOD_OVERRIDE_FIELDS[rank]` unless
+    /// a field of a preferred (or the same) name came first.
+    fn offer_method_override(&mut self, rank: usize, value: Span) {
+        if self.method_override.is_none_or(|kept| rank < kept.rank) {
+            self.method_override = Some(MethodOverride { rank, value });
+        }
+    }
+}
+
+/// The index in [`METHOD_OVERRIDE_FIELDS`] of the field named `name`.
+fn method_override_rank(name: &[u8]) -> Option<usize> {
+    METHOD_OVERRIDE_FIELDS
+        .iter()
+        .position(|known| name.eq_ignore_ascii_case(known.as_bytes()))
 }
 
 /// Scans every field once: limits, configured byte set, then the fields
@@ -49,6 +90,8 @@ pub(crate) fn scan(
         host: None,
         expect_continue: false,
         upgrade_field: false,
+        content_type: None,
+        method_override: None,
     };
     let mut transfer_encoding = TransferEncodingList::default();
     for field in fields.iter() {
@@ -103,8 +146,17 @@ pub(crate) fn scan(
                     }
                 }
             }
+            12 if name.eq_ignore_ascii_case(b"content-type") => {
+                facts.content_type = facts.content_type.or(Some(field.value));
+            }
             17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
                 transfer_encoding.add(value)?;
+            }
+            // X-HTTP-Method (13), X-Method-Override (17), X-HTTP-Method-Override (22).
+            13 | 17 | 22 => {
+                if let Some(rank) = method_override_rank(name) {
+                    facts.offer_method_override(rank, field.value);
+                }
             }
             _ => {}
         }

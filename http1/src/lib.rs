@@ -91,6 +91,7 @@ pub use byteset::ByteSet;
 pub use canned::{error_response, reason_phrase};
 pub use chunked::{ChunkedDecoder, Step};
 pub use error::ParseError;
+pub use fields::METHOD_OVERRIDE_FIELDS;
 pub use fit::OversizedHead;
 pub use limits::Limits;
 pub use message::{BodyFraming, Method, Version};

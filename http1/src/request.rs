@@ -92,6 +92,24 @@ impl RequestHead {
         self.host.map(|span| span.get(buf))
     }
 
+    /// The Host field's value (never more than one: a second is refused),
+    /// whatever the target's form.
+    pub fn host_field<'b>(&self, buf: &'b [u8]) -> Option<&'b [u8]> {
+        self.facts.host.map(|span| span.get(buf))
+    }
+
+    /// The first Content-Type field's value, found during the parse.
+    pub fn content_type<'b>(&self, buf: &'b [u8]) -> Option<&'b [u8]> {
+        self.facts.content_type.map(|span| span.get(buf))
+    }
+
+    /// The value of the method-override field that wins by
+    /// [`crate::METHOD_OVERRIDE_FIELDS`]'s order of preference (the first
+    /// field of that name), found during the parse.
+    pub fn method_override<'b>(&self, buf: &'b [u8]) -> Option<&'b [u8]> {
+        self.facts.method_override.map(|o| o.value.get(buf))
+    }
+
     /// Whether the host comes from an absolute-form target, so the
     /// serialiser must replace the Host field with it.
     pub(crate) fn host_from_target(&self) -> bool {

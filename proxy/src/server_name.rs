@@ -35,6 +35,15 @@ impl ServerName {
         }
     }
 
+    /// The name's bytes, without the UTF-8 check [`ServerName::as_str`] makes: what a
+    /// per-request comparison needs.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            ServerName::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or(&[]),
+            ServerName::Boxed(name) => name.as_bytes(),
+        }
+    }
+
     pub fn as_str(&self) -> &str {
         match self {
             // A whole `str` copied and ASCII-lowercased is still UTF-8, so the fallback is
@@ -69,6 +78,7 @@ mod tests {
     fn normalised_inline_up_to_the_limit_and_boxed_beyond() {
         let n = ServerName::new("WWW.Tempesta-Tech.COM.");
         assert_eq!(&*n, "www.tempesta-tech.com");
+        assert_eq!(n.as_bytes(), b"www.tempesta-tech.com");
         assert!(matches!(n, ServerName::Inline { .. }));
 
         let at_limit = "a".repeat(INLINE);
@@ -82,6 +92,7 @@ mod tests {
         let n = ServerName::new(&long);
         assert!(matches!(n, ServerName::Boxed(_)));
         assert_eq!(&*n, format!("{}.example", "b".repeat(250)));
+        assert_eq!(n.as_bytes(), n.as_str().as_bytes());
     }
 
     #[test]

@@ -9,13 +9,6 @@ use http1::Version;
 
 use super::Violation;
 
-/// Headers that ask the server to treat the request as another method.
-pub const METHOD_OVERRIDE_HEADERS: [&str; 3] = [
-    "X-HTTP-Method-Override",
-    "X-HTTP-Method",
-    "X-Method-Override",
-];
-
 /// What the worker extracted from a parsed request head. Build with
 /// [`RequestFacts::new`] and struct update syntax.
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +29,7 @@ pub struct RequestFacts<'a> {
     pub has_body: bool,
     /// Checked against `http_body_len` before the body is read.
     pub content_length: Option<u64>,
-    /// The value of the first of [`METHOD_OVERRIDE_HEADERS`] present.
+    /// The value of the first of [`http1::METHOD_OVERRIDE_FIELDS`] present.
     pub method_override: Option<&'a [u8]>,
     /// The connection is TLS: a Host without a port means 443, else 80.
     pub tls: bool,

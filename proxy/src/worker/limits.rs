@@ -14,7 +14,7 @@ use super::finish::Refusal;
 use super::h1::ConnState;
 use super::Worker;
 use crate::close_reason::CloseReason;
-use crate::frang::{check_request, RequestFacts, Violation, METHOD_OVERRIDE_HEADERS};
+use crate::frang::{check_request, RequestFacts, Violation};
 
 /// The request-level frang limits of vhost index `vhost` (0: the default vhost) and its
 /// location, from the configuration.
@@ -160,31 +160,32 @@ impl Worker {
         let Some(c) = self.clients.get(ex.client) else {
             return false;
         };
-        // Domain fronting: SNI named one vhost, Host routed to another.
-        let sni_vhost = c.sni.as_deref().and_then(|sni| {
+        // Domain fronting: SNI named one vhost, Host routed to another. (Bytes: the name
+        // is a `str` only through a UTF-8 check.)
+        let sni_vhost = c.sni.as_ref().and_then(|sni| {
             rt.vhosts
                 .iter()
-                .position(|v| v.name.eq_ignore_ascii_case(sni))
+                .position(|v| v.name.as_bytes().eq_ignore_ascii_case(sni.as_bytes()))
         });
         let request = &ex.request;
         let head = request.head();
+        let bytes = request.bytes();
+        // The fields come from the index the parser made: no scan of the list by name.
         let facts = RequestFacts {
             version: request.version(),
-            host_header: request.header("host"),
+            host_header: head.host_field(bytes),
             uri_host: if head.target_form() == http1::TargetForm::Absolute {
                 request.authority()
             } else {
                 None
             },
-            content_type: request.header("content-type"),
+            content_type: head.content_type(bytes),
             has_body: request.has_body(),
             content_length: match request.framing() {
                 http1::BodyFraming::Length(n) => Some(n),
                 _ => None,
             },
-            method_override: METHOD_OVERRIDE_HEADERS
-                .iter()
-                .find_map(|h| request.header(h)),
+            method_override: head.method_override(bytes),
             tls: request.scheme() == super::request::Scheme::Https,
             // Listener ports on loopback tests and benchmarks are not 80/443: the Host port is
             // not compared with the listener's.
