@@ -207,7 +207,7 @@ fn check_host(facts: &RequestFacts<'_>) -> Result<(), Violation> {
         }
         name = uri_name;
     }
-    if std::str::from_utf8(name).is_ok_and(|s| s.parse::<IpAddr>().is_ok()) {
+    if is_ip_literal(name) {
         return Err(Violation::block(
             LIMIT,
             format!("Host is an IP address: {}", show(name)),
@@ -226,6 +226,15 @@ fn check_host(facts: &RequestFacts<'_>) -> Result<(), Violation> {
         ));
     }
     Ok(())
+}
+
+/// Whether a Host name (brackets already removed) is an IPv4 or IPv6 address. Only hex
+/// digits, dots and colons can spell one, so a host name fails that byte check, usually on
+/// its first letters, and is never handed to the address parser.
+pub(super) fn is_ip_literal(name: &[u8]) -> bool {
+    name.iter()
+        .all(|&b| b.is_ascii_hexdigit() || b == b'.' || b == b':')
+        && std::str::from_utf8(name).is_ok_and(|s| s.parse::<IpAddr>().is_ok())
 }
 
 /// Splits `host[:port]` or `[v6]:port` into the name (without brackets)

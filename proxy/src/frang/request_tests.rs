@@ -3,6 +3,7 @@
 use config::{FrangHttp, Method};
 use http1::Version;
 
+use super::request::is_ip_literal;
 use super::{check_request, check_trailers, RequestFacts};
 
 fn host(facts: RequestFacts<'_>) -> RequestFacts<'_> {
@@ -139,7 +140,14 @@ fn host_port_ip_and_fronting() {
         limit_of(&limits, &wrong_port),
         Some("http_strict_host_checking")
     );
-    for ip_host in [&b"127.0.0.1:443"[..], b"[::1]:443", b"10.0.0.1"] {
+    for ip_host in [
+        &b"127.0.0.1:443"[..],
+        b"[::1]:443",
+        b"10.0.0.1",
+        b"[FE80::1]",
+        b"[::ffff:10.0.0.1]:8443",
+        b"[2001:DB8::A]:",
+    ] {
         let facts = RequestFacts {
             host_header: Some(ip_host),
             local_port: None,
@@ -271,4 +279,40 @@ fn trailer_split() {
         ..FrangHttp::default()
     };
     assert!(check_trailers(&allowed, head.iter().copied(), [&b"Content-Type"[..]]).is_ok());
+}
+
+#[test]
+fn ip_literals_are_told_from_host_names() {
+    for ip in [
+        &b"127.0.0.1"[..],
+        b"0.0.0.0",
+        b"::1",
+        b"::",
+        b"FE80::1",
+        b"fe80::aB:1",
+        b"::ffff:1.2.3.4",
+        b"2001:db8:0:0:0:0:0:1",
+    ] {
+        assert!(is_ip_literal(ip), "{ip:?}");
+    }
+    // Names made only of address bytes, and near-addresses, are still names: what the byte
+    // check lets through, the parser decides.
+    for name in [
+        &b""[..],
+        b"cafe.be",
+        b"dead.beef",
+        b"1.2.3",
+        b"1.2.3.4.5",
+        b"256.1.1.1",
+        b"01.2.3.4",
+        b"0x7f.0.0.1",
+        b"1.2.3.4 ",
+        b"example.com",
+        b":::",
+        b"fe80::1%eth0",
+        b"\xff\xfe",
+        "\u{0661}.2.3.4".as_bytes(),
+    ] {
+        assert!(!is_ip_literal(name), "{name:?}");
+    }
 }
