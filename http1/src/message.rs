@@ -62,6 +62,24 @@ impl Method {
         }
     }
 
+    /// The method's token, for every method but [`Method::Other`] (whose
+    /// bytes are in the head): a `&str` without a UTF-8 check.
+    pub fn as_str(&self) -> Option<&'static str> {
+        Some(match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+            Method::Trace => "TRACE",
+            Method::Patch => "PATCH",
+            Method::Connect => "CONNECT",
+            Method::Purge => "PURGE",
+            Method::Other => return None,
+        })
+    }
+
     /// Safe methods (RFC 9110 §9.2.1).
     pub fn is_safe(&self) -> bool {
         matches!(

@@ -12,6 +12,7 @@ use http1::HeaderEdits;
 use super::background::Revalidation;
 use super::exchange::{ExchangeId, Stage};
 use super::h1::Reply;
+use super::request::FieldPairs;
 use super::Worker;
 use crate::router::CacheOverride;
 use crate::runtime::CacheRt;
@@ -116,9 +117,7 @@ impl Worker {
             return Found::Purge;
         }
         let uri = request.path();
-        // A parsed method is a token: ASCII.
-        let method = std::str::from_utf8(request.method_bytes()).unwrap_or("");
-        if cache::is_unsafe_method(method) {
+        if cache::is_unsafe_method(request.method_str()) {
             // Even when the request itself is not cacheable (§4.4).
             let fill = Fill::new(
                 None,
@@ -154,15 +153,14 @@ impl Worker {
             return Found::FORWARD;
         };
         let request = &ex.request;
-        let method = std::str::from_utf8(request.method_bytes()).unwrap_or("");
-        let pairs: Vec<(&[u8], &[u8])> = request.fields().collect();
+        let pairs = FieldPairs::of(request);
         let req = cache::Request {
             vhost,
             scheme: request.scheme().as_str(),
             authority: request.authority().unwrap_or_default(),
-            method,
+            method: request.method_str(),
             uri: request.path(),
-            headers: &pairs,
+            headers: pairs.as_slice(),
         };
         // An http_chain `cache_ttl` override: the vhost's policy with that lifetime. (Not a
         // `Cow`: its drop check costs a plain hit ~20 instructions.)

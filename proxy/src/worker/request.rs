@@ -81,6 +81,15 @@ impl Request {
         self.head.method_bytes(&self.bytes)
     }
 
+    /// The method token as text: a known method's without looking at the bytes, another's
+    /// checked once (a parsed method is a token, so ASCII; empty if it were not).
+    pub fn method_str(&self) -> &str {
+        self.head
+            .method()
+            .as_str()
+            .unwrap_or_else(|| std::str::from_utf8(self.method_bytes()).unwrap_or(""))
+    }
+
     pub fn version(&self) -> Version {
         self.head.version()
     }
@@ -143,6 +152,45 @@ impl RequestView for Request {
     }
 }
 
+/// How many fields [`FieldPairs`] holds without a heap allocation: more than a typical
+/// request carries.
+const INLINE_PAIRS: usize = 16;
+
+/// A request's fields as `(name, value)` pairs, the shape the cache reads, in order: on the
+/// stack up to [`INLINE_PAIRS`] fields, in a `Vec` beyond (a cache hit then allocates nothing
+/// for them).
+pub struct FieldPairs<'r> {
+    inline: [(&'r [u8], &'r [u8]); INLINE_PAIRS],
+    inline_len: usize,
+    spilled: Vec<(&'r [u8], &'r [u8])>,
+}
+
+impl<'r> FieldPairs<'r> {
+    pub fn of(request: &'r Request) -> FieldPairs<'r> {
+        let mut pairs = FieldPairs {
+            inline: [(&[], &[]); INLINE_PAIRS],
+            inline_len: 0,
+            spilled: Vec::new(),
+        };
+        if request.head.headers().len() > INLINE_PAIRS {
+            pairs.spilled = request.fields().collect();
+        } else {
+            for (slot, field) in pairs.inline.iter_mut().zip(request.fields()) {
+                *slot = field;
+                pairs.inline_len += 1;
+            }
+        }
+        pairs
+    }
+
+    pub fn as_slice(&self) -> &[(&'r [u8], &'r [u8])] {
+        match self.inline.get(..self.inline_len) {
+            Some(inline) if self.spilled.is_empty() => inline,
+            _ => &self.spilled,
+        }
+    }
+}
+
 /// The host name rules compare: the port and one trailing dot removed (`Example.com.:8443`
 /// names the same host as `example.com`; comparisons are case-insensitive).
 pub fn normalized_host(host: &[u8]) -> &[u8] {
@@ -165,6 +213,50 @@ fn strip_port(host: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request(head: &[u8]) -> Request {
+        let (parsed, _) = http1::parse_request(head, &http1::Limits::default())
+            .unwrap()
+            .unwrap();
+        Request::new(parsed, head, Scheme::Https)
+    }
+
+    #[test]
+    fn field_pairs_keep_order_inline_and_spilled() {
+        for count in [0, 1, INLINE_PAIRS - 1, INLINE_PAIRS, INLINE_PAIRS + 1, 40] {
+            let mut head = b"GET / HTTP/1.1\r\nHost: a.example\r\n".to_vec();
+            for i in 1..count {
+                head.extend_from_slice(format!("X-F{i}: v{i}\r\n").as_bytes());
+            }
+            head.extend_from_slice(b"\r\n");
+            let req = request(&head);
+            let pairs = FieldPairs::of(&req);
+            let expected: Vec<_> = req.fields().collect();
+            assert_eq!(pairs.as_slice(), &expected[..], "{count} fields");
+            assert_eq!(pairs.as_slice().len(), count.max(1));
+        }
+    }
+
+    #[test]
+    fn method_text_without_and_with_a_check() {
+        assert_eq!(
+            request(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").method_str(),
+            "GET"
+        );
+        assert_eq!(
+            request(b"PURGE / HTTP/1.1\r\nHost: a\r\n\r\n").method_str(),
+            "PURGE"
+        );
+        assert_eq!(
+            request(b"BREW / HTTP/1.1\r\nHost: a\r\n\r\n").method_str(),
+            "BREW"
+        );
+        // Methods are case-sensitive: `get` is another method, kept as sent.
+        assert_eq!(
+            request(b"get / HTTP/1.1\r\nHost: a\r\n\r\n").method_str(),
+            "get"
+        );
+    }
 
     #[test]
     fn hosts_lose_port_and_trailing_dot() {
