@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use cache::{Policy, ReplyKind};
 use common::*;
 
@@ -56,4 +58,33 @@ fn status_fields_and_body_match_the_http1_head() {
     let (head, body) = e.reply_parts(ReplyKind::Full);
     assert_eq!(head, &rendered[..]);
     assert_eq!(body, b"hello");
+}
+
+#[test]
+fn age_line_counts_seconds_and_caps_at_2_pow_31() {
+    let e = entry(
+        &Policy::default(),
+        &[],
+        &[("Cache-Control", "max-age=60")],
+        "x",
+    );
+    for (after, want) in [
+        (0, "Age: 0\r\n\r\n"),
+        (7, "Age: 7\r\n\r\n"),
+        (86_400, "Age: 86400\r\n\r\n"),
+        (1 << 40, "Age: 2147483648\r\n\r\n"),
+    ] {
+        let mut line = Vec::new();
+        e.write_age(t(0) + Duration::from_secs(after), &mut line);
+        assert_eq!(
+            String::from_utf8_lossy(&line),
+            want,
+            "{after} s after storing"
+        );
+    }
+    // Into the stack buffer the worker uses: a full line fits.
+    let mut stack = [0u8; 40];
+    let mut cursor = std::io::Cursor::new(&mut stack[..]);
+    e.write_age(t(0) + Duration::from_secs(1 << 40), &mut cursor);
+    assert_eq!(cursor.position(), "Age: 2147483648\r\n\r\n".len() as u64);
 }
