@@ -118,18 +118,23 @@ impl Outbox {
         }
     }
 
-    /// Up to `max` unsent slices, for writev.
-    pub fn slices(&self, max: usize) -> Vec<std::io::IoSlice<'_>> {
-        let mut out = Vec::with_capacity(max.min(self.segments.len()));
-        for (i, s) in self.segments.iter().take(max).enumerate() {
+    /// The unsent bytes as up to `N` slices for writev, in `room` (the caller's stack: a
+    /// write allocates nothing); the part of `room` filled.
+    pub fn slices<'r, 's, const N: usize>(
+        &'s self,
+        room: &'r mut [std::io::IoSlice<'s>; N],
+    ) -> &'r [std::io::IoSlice<'s>] {
+        let mut filled = 0;
+        for (i, (slot, s)) in room.iter_mut().zip(&self.segments).enumerate() {
             let b = if i == 0 {
-                &s.bytes()[self.sent..]
+                s.bytes().get(self.sent..).unwrap_or(&[])
             } else {
                 s.bytes()
             };
-            out.push(std::io::IoSlice::new(b));
+            *slot = std::io::IoSlice::new(b);
+            filled += 1;
         }
-        out
+        room.get(..filled).unwrap_or(&[])
     }
 
     /// Marks `n` bytes sent.
@@ -209,7 +214,11 @@ mod tests {
         o.push(b"]");
         assert_eq!(o.len(), 1 + 3 + 2 + 1);
         o.advance(2);
-        let s: Vec<u8> = o.slices(8).iter().flat_map(|s| s.iter().copied()).collect();
+        let s: Vec<u8> = o
+            .slices(&mut [std::io::IoSlice::new(&[]); 8])
+            .iter()
+            .flat_map(|s| s.iter().copied())
+            .collect();
         assert_eq!(s, b"3489]");
     }
 
@@ -219,7 +228,11 @@ mod tests {
         o.push(b"abc");
         o.push_shared(Arc::from(&b"def"[..]));
         o.advance(2);
-        let s: Vec<u8> = o.slices(8).iter().flat_map(|s| s.iter().copied()).collect();
+        let s: Vec<u8> = o
+            .slices(&mut [std::io::IoSlice::new(&[]); 8])
+            .iter()
+            .flat_map(|s| s.iter().copied())
+            .collect();
         assert_eq!(s, b"cdef");
     }
 }

@@ -65,19 +65,20 @@ impl Transport {
     pub fn write(&mut self, sock: &mut Socket, out: &mut Outbox) -> IoStatus {
         let mut total = 0;
         while !out.is_empty() {
+            let mut room = [io::IoSlice::new(&[]); WRITEV_MAX];
             let status = match self {
                 Transport::Plain(_) => {
-                    let slices = out.slices(WRITEV_MAX);
+                    let slices = out.slices(&mut room);
                     plain_status(
-                        retry_eintr(|| sock.write_vectored(&slices)),
+                        retry_eintr(|| sock.write_vectored(slices)),
                         IoStatus::WantWrite,
                     )
                 }
                 Transport::Tls(session, retry) => write_tls(session, sock, retry, out),
                 // A `WantWrite` here leaves sealed records in the socket's own buffer; the
                 // outbox keeps their plaintext until a later call reports it written.
-                Transport::Records(r) => r.writev(sock.as_fd(), &out.slices(WRITEV_MAX)),
-                Transport::Kernel(k) => k.writev(sock.as_fd(), &out.slices(WRITEV_MAX)),
+                Transport::Records(r) => r.writev(sock.as_fd(), out.slices(&mut room)),
+                Transport::Kernel(k) => k.writev(sock.as_fd(), out.slices(&mut room)),
             };
             match status {
                 IoStatus::Done(0) => {
