@@ -51,7 +51,13 @@ pub struct Client {
     pub write_failed: bool,
     /// A frang limit blocked a request: the close that follows is frang's.
     pub frang_blocked: bool,
+    /// The generation of the client's timer entry (a stale entry's differs).
     pub timer_gen: u64,
+    /// When the heap entry of `timer_gen` comes due; `None` once it fired or was disarmed.
+    pub timer_queued: Option<Instant>,
+    /// The deadline last armed: later than `timer_queued` when
+    /// [`Worker::extend_client_timer`] moved it without a push.
+    pub timer_deadline: Option<Instant>,
     /// Unique within the worker (slab slots are reused).
     pub id: u64,
     /// frang's counters of the request head being read.
@@ -130,6 +136,8 @@ impl Worker {
             write_failed: false,
             frang_blocked: false,
             timer_gen: 0,
+            timer_queued: None,
+            timer_deadline: None,
             id: self.next_client_id,
             limits: crate::frang::ConnLimits::new(&self.rt.config.frang),
             counted_by: Some(self.rt.frang.clone()),
@@ -172,11 +180,41 @@ impl Worker {
         }
     }
 
+    /// Arms client `ci`'s timer `after` from now, replacing whatever it was armed for (a new
+    /// generation: code that remembered the old one sees it moved).
     pub(super) fn arm_client_timer(&mut self, ci: usize, after: Duration) {
         if let Some(c) = self.clients.get_mut(ci) {
+            let when = self.now + after;
             c.timer_gen = self.timers.next_gen();
-            self.timers
-                .schedule(self.now + after, client_token(ci).0, c.timer_gen);
+            c.timer_queued = Some(when);
+            c.timer_deadline = Some(when);
+            self.timers.schedule(when, client_token(ci).0, c.timer_gen);
+        }
+    }
+
+    /// Arms client `ci`'s timer `after` from now like [`Worker::arm_client_timer`], but when
+    /// an entry already queued comes due no later, only moves the deadline: that entry re-arms
+    /// itself for it when it fires ([`Worker::client_timer`]). Every keep-alive request arms
+    /// the idle and head deadlines, each later than the last: this keeps them off the heap.
+    /// The generation stays, so only for arms nothing compares generations across (not the
+    /// handshake's).
+    pub(super) fn extend_client_timer(&mut self, ci: usize, after: Duration) {
+        let when = self.now + after;
+        match self.clients.get_mut(ci) {
+            Some(c) if c.timer_queued.is_some_and(|queued| queued <= when) => {
+                c.timer_deadline = Some(when);
+            }
+            Some(_) => self.arm_client_timer(ci, after),
+            None => {}
+        }
+    }
+
+    /// Client `ci`'s timer must not fire (what it was armed for no longer applies).
+    pub(super) fn disarm_client_timer(&mut self, ci: usize) {
+        if let Some(c) = self.clients.get_mut(ci) {
+            c.timer_gen = self.timers.next_gen();
+            c.timer_queued = None;
+            c.timer_deadline = None;
         }
     }
 
@@ -195,6 +233,18 @@ impl Worker {
         if c.timer_gen != gen {
             return;
         }
+        if let Some(c) = self.clients.get_mut(ci) {
+            c.timer_queued = None;
+            // Fired before a deadline that was moved later: queue the entry again for it.
+            if let Some(deadline) = c.timer_deadline.filter(|&d| now < d) {
+                c.timer_queued = Some(deadline);
+                self.timers.schedule(deadline, client_token(ci).0, gen);
+                return;
+            }
+        }
+        let Some(c) = self.clients.get(ci) else {
+            return;
+        };
         let due = match (&c.stage, &c.codec) {
             (Stage::Handshake(_), _) => Due::Handshake,
             (_, Codec::H2(_)) => Due::H2,

@@ -127,7 +127,7 @@ impl Worker {
                 return;
             }
         }
-        self.arm_client_timer(ci, idle);
+        self.extend_client_timer(ci, idle);
         self.dirty.push_back(client_token(ci));
     }
 

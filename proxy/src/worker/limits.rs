@@ -63,7 +63,8 @@ impl Worker {
     /// A read brought bytes: count a head or body chunk for the frang chunk limits and
     /// timeouts, and re-arm the deadline it moves.
     pub(super) fn account_read(&mut self, ci: usize) {
-        let now = Instant::now();
+        // The loop turn's clock: a head or body timeout is seconds, a turn microseconds.
+        let now = self.now;
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
@@ -96,7 +97,7 @@ impl Worker {
         let Some((at, _)) = self.clients.get(ci).and_then(|c| c.limits.deadline()) else {
             return;
         };
-        self.arm_client_timer(ci, at.saturating_duration_since(Instant::now()));
+        self.extend_client_timer(ci, at.saturating_duration_since(self.now));
     }
 
     /// Arms exchange `id`'s timer at its body deadline, if one applies.
@@ -104,7 +105,7 @@ impl Worker {
         let Some((at, _)) = self.exchanges.get(id).and_then(|ex| ex.limits.deadline()) else {
             return;
         };
-        self.arm_exchange_timer(id, at.saturating_duration_since(Instant::now()));
+        self.arm_exchange_timer(id, at.saturating_duration_since(self.now));
     }
 
     /// The client timer fired while a request head was arriving: cut the client if its

@@ -80,9 +80,9 @@ impl Worker {
         self.metrics().tunnels.count_open();
         if let Some(timeout) = self.rt.config.client_ws_timeout {
             self.arm_client_timer(ci, timeout);
-        } else if let Some(c) = self.clients.get_mut(ci) {
+        } else {
             // No idle timeout: the keep-alive timer armed by `finish` must not fire.
-            c.timer_gen = self.timers.next_gen();
+            self.disarm_client_timer(ci);
         }
         self.dirty.push_back(client_token(ci));
         self.dirty.push_back(upstream_token(ui));

@@ -161,3 +161,29 @@ fn an_idle_client_is_closed_after_the_keepalive_timeout() {
         idle_since.elapsed()
     );
 }
+
+/// Each answer moves the idle deadline later without queueing a timer of its own: the one
+/// queued for the first answer fires early, queues itself again for the last deadline, and
+/// the connection is closed `keepalive_timeout` after its last answer, not after its first.
+#[test]
+fn a_later_request_moves_the_idle_deadline() {
+    let mut h = Harness::new("keepalive_timeout 1;", "");
+    let mut client = h.client();
+    client.send(&get("/first"));
+    let mut up = h.upstream();
+    h.message(&mut up, "the first request");
+    up.send(&response(200, "", "one"));
+    h.message(&mut client, "the first answer");
+    h.idle(Duration::from_millis(600));
+    client.send(&get("/second"));
+    h.message(&mut up, "the second request");
+    up.send(&response(200, "", "two"));
+    h.message(&mut client, "the second answer");
+    let second_answer = std::time::Instant::now();
+    h.closed(&mut client, "the idle connection closed");
+    assert!(
+        second_answer.elapsed() >= Duration::from_millis(900),
+        "closed {:?} after the last answer",
+        second_answer.elapsed()
+    );
+}
