@@ -153,14 +153,15 @@ impl Worker {
             return Found::FORWARD;
         };
         let request = &ex.request;
-        let pairs = FieldPairs::of(request);
+        let mut pairs = FieldPairs::default();
+        let headers = pairs.fill(request);
         let req = cache::Request {
             vhost,
             scheme: request.scheme().as_str(),
             authority: request.authority().unwrap_or_default(),
             method: request.method_str(),
             uri: request.path(),
-            headers: pairs.as_slice(),
+            headers,
         };
         // An http_chain `cache_ttl` override: the vhost's policy with that lifetime. (Not a
         // `Cow`: its drop check costs a plain hit ~20 instructions.)

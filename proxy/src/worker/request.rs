@@ -165,22 +165,31 @@ pub struct FieldPairs<'r> {
     spilled: Vec<(&'r [u8], &'r [u8])>,
 }
 
-impl<'r> FieldPairs<'r> {
-    pub fn of(request: &'r Request) -> FieldPairs<'r> {
-        let mut pairs = FieldPairs {
+impl Default for FieldPairs<'_> {
+    fn default() -> Self {
+        FieldPairs {
             inline: [(&[], &[]); INLINE_PAIRS],
             inline_len: 0,
             spilled: Vec::new(),
-        };
+        }
+    }
+}
+
+impl<'r> FieldPairs<'r> {
+    /// Fills the pairs with `request`'s fields, in place (the caller's frame holds them:
+    /// returning them by value would copy the array) and returns them.
+    pub fn fill(&mut self, request: &'r Request) -> &[(&'r [u8], &'r [u8])] {
+        self.inline_len = 0;
+        self.spilled.clear();
         if request.head.headers().len() > INLINE_PAIRS {
-            pairs.spilled = request.fields().collect();
+            self.spilled.extend(request.fields());
         } else {
-            for (slot, field) in pairs.inline.iter_mut().zip(request.fields()) {
+            for (slot, field) in self.inline.iter_mut().zip(request.fields()) {
                 *slot = field;
-                pairs.inline_len += 1;
+                self.inline_len += 1;
             }
         }
-        pairs
+        self.as_slice()
     }
 
     pub fn as_slice(&self) -> &[(&'r [u8], &'r [u8])] {
@@ -230,9 +239,9 @@ mod tests {
             }
             head.extend_from_slice(b"\r\n");
             let req = request(&head);
-            let pairs = FieldPairs::of(&req);
+            let mut pairs = FieldPairs::default();
             let expected: Vec<_> = req.fields().collect();
-            assert_eq!(pairs.as_slice(), &expected[..], "{count} fields");
+            assert_eq!(pairs.fill(&req), &expected[..], "{count} fields");
             assert_eq!(pairs.as_slice().len(), count.max(1));
         }
     }
