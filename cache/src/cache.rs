@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime};
 
 use crate::entry::Entry;
 use crate::flight::{FetchGuard, Pending, WaitOutcome, WaitTicket, WaiterFn};
-use crate::freshness::Freshness;
 use crate::headers::{CacheControl, HeaderPair};
 use crate::key::{normalise_authority, Key};
 use crate::message::{ExchangeTimes, Request, Response};
@@ -434,13 +433,14 @@ fn acceptable(entry: &Entry, cc: &CacheControl, now: SystemTime) -> bool {
     if cc.max_age.is_some_and(|max| age > Duration::from_secs(max)) {
         return false;
     }
-    match entry.freshness(now) {
-        Freshness::Fresh => cc
-            .min_fresh
-            .is_none_or(|min| entry.remaining_freshness(now) >= Duration::from_secs(min)),
-        Freshness::Stale { .. } => cc
+    // Fresh while some freshness is left (`Entry::freshness`), from the age just computed.
+    match entry.freshness_left_at(age) {
+        Duration::ZERO => cc
             .max_stale
             .is_some_and(|max| entry.within_max_stale(now, Duration::from_secs(max))),
+        left => cc
+            .min_fresh
+            .is_none_or(|min| left >= Duration::from_secs(min)),
     }
 }
 

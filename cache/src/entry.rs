@@ -271,10 +271,16 @@ impl Entry {
     /// How long the entry stays fresh from `now`: zero when stale, and
     /// always zero for no-cache or purged entries (revalidate every use).
     pub fn remaining_freshness(&self, now: SystemTime) -> Duration {
+        self.freshness_left_at(self.current_age(now))
+    }
+
+    /// [`Entry::remaining_freshness`] for a current age already computed (a lookup needs
+    /// both, and the clock arithmetic once).
+    pub(crate) fn freshness_left_at(&self, age: Duration) -> Duration {
         if self.no_cache || self.invalidated.load(Ordering::Relaxed) {
             return Duration::ZERO;
         }
-        self.lifetime.saturating_sub(self.current_age(now))
+        self.lifetime.saturating_sub(age)
     }
 
     pub fn has_validators(&self) -> bool {
