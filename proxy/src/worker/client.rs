@@ -192,19 +192,18 @@ impl Worker {
         }
     }
 
-    /// Arms client `ci`'s timer `after` from now like [`Worker::arm_client_timer`], but when
-    /// an entry already queued comes due no later, only moves the deadline: that entry re-arms
+    /// Arms client `ci`'s timer for `when` like [`Worker::arm_client_timer`], but when an
+    /// entry already queued comes due no later, only moves the deadline: that entry re-arms
     /// itself for it when it fires ([`Worker::client_timer`]). Every keep-alive request arms
     /// the idle and head deadlines, each later than the last: this keeps them off the heap.
     /// The generation stays, so only for arms nothing compares generations across (not the
     /// handshake's).
-    pub(super) fn extend_client_timer(&mut self, ci: usize, after: Duration) {
-        let when = self.now + after;
+    pub(super) fn extend_client_timer(&mut self, ci: usize, when: Instant) {
         match self.clients.get_mut(ci) {
             Some(c) if c.timer_queued.is_some_and(|queued| queued <= when) => {
                 c.timer_deadline = Some(when);
             }
-            Some(_) => self.arm_client_timer(ci, after),
+            Some(_) => self.arm_client_timer(ci, when.saturating_duration_since(self.now)),
             None => {}
         }
     }

@@ -127,7 +127,7 @@ impl Worker {
                 return;
             }
         }
-        self.extend_client_timer(ci, idle);
+        self.extend_client_timer(ci, self.now + idle);
         self.dirty.push_back(client_token(ci));
     }
 

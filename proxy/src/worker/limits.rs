@@ -97,7 +97,7 @@ impl Worker {
         let Some((at, _)) = self.clients.get(ci).and_then(|c| c.limits.deadline()) else {
             return;
         };
-        self.extend_client_timer(ci, at.saturating_duration_since(self.now));
+        self.extend_client_timer(ci, at);
     }
 
     /// Arms exchange `id`'s timer at its body deadline, if one applies.
