@@ -12,6 +12,7 @@
 use http1::{
     parse_request, parse_response, write_request_head, write_response_head, BodyDecoder,
     BodyFraming, ChunkedDecoder, ConnectionOption, Forwarding, HeaderEdits, HeaderSpans, Limits,
+    METHOD_OVERRIDE_FIELDS,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -66,6 +67,15 @@ fn end_to_end<'b>(buf: &'b [u8], fields: &HeaderSpans) -> Vec<(&'b [u8], &'b [u8
 fn request_round_trip(message: &[u8], limits: &Limits, out: &mut Vec<u8>) {
     let Ok(Some((head, len))) = parse_request(message, limits) else { return };
     decode_body(head.framing(), &message[len..], limits);
+    // The fields indexed during the parse are what a scan by name finds.
+    assert_eq!(head.host_field(message), head.header(message, "host"));
+    assert_eq!(head.content_type(message), head.header(message, "content-type"));
+    assert_eq!(
+        head.method_override(message),
+        METHOD_OVERRIDE_FIELDS
+            .iter()
+            .find_map(|name| head.header(message, name))
+    );
     let edits = HeaderEdits::new();
     let fwd = Forwarding {
         forwarded_for: Some(b"192.0.2.1"),
