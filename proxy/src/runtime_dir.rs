@@ -5,7 +5,7 @@
 //! Why a directory of its own: sockets with predictable names in a shared temporary
 //! directory can be taken first by another local user (a path created before ours makes
 //! our `bind` fail, and a listener of theirs would be asked for our counters). A directory
-//! made with mode 0700 under a name nobody can guess, which `mkdir` refuses to reuse, cannot
+//! made with mode 0700 under a name nobody can guess (`ktls-proxy-<16 random hex digits>`), which `mkdir` refuses to reuse, cannot
 //! be entered or pre-filled by anyone else. It goes under `$RUNTIME_DIRECTORY` when systemd
 //! gives one (`RuntimeDirectory=`), else under the temporary directory, and is removed with
 //! everything in it when the supervisor ends.
@@ -37,7 +37,13 @@ impl RuntimeDir {
             openssl::rand::rand_bytes(&mut random)
                 .map_err(|e| format!("cannot make a random directory name: {e}"))?;
             let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
-            let path = base.join(format!("ktls-proxy-{}-{suffix}", std::process::id()));
+            let path = base.join(format!("ktls-proxy-{suffix}"));
+            if socket_path_too_long(&path) {
+                return Err(runtime_dir_error(
+                    base,
+                    &std::io::Error::other("the path is too long for a Unix socket in it"),
+                ));
+            }
             // `mkdir` fails on an existing path, whoever made it: the directory is ours.
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => return Ok(RuntimeDir { path }),
@@ -58,6 +64,14 @@ impl Drop for RuntimeDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
     }
+}
+
+/// Whether the longest socket name in `dir` would exceed a Unix socket address (108 bytes
+/// with its terminating NUL); `bind` would refuse it later, with a less helpful message.
+fn socket_path_too_long(dir: &Path) -> bool {
+    const SUN_PATH_MAX: usize = 108;
+    let longest = stats_socket(dir, u32::MAX);
+    longest.as_os_str().len() >= SUN_PATH_MAX
 }
 
 fn runtime_dir_error(base: &Path, e: &std::io::Error) -> String {
@@ -124,6 +138,13 @@ mod tests {
         assert!(b.path().exists());
         drop(b);
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_base_too_long_for_socket_names_is_a_clear_error() {
+        let base = PathBuf::from(format!("/tmp/{}", "d".repeat(70)));
+        let e = RuntimeDir::create_in(&base).err().unwrap();
+        assert!(e.contains("too long") && e.contains("TMPDIR"), "{e}");
     }
 
     #[test]

@@ -277,11 +277,7 @@ impl Worker {
                     return false;
                 };
                 u.phase = UpPhase::Busy;
-                let timeout = self
-                    .rt
-                    .groups
-                    .get(group)
-                    .map_or(CONNECT_TIMEOUT, |g| g.forward_timeout);
+                let timeout = u.forward_timeout;
                 self.arm_upstream_timer(ui, timeout);
                 true
             }
