@@ -46,6 +46,9 @@ pub(crate) struct FieldFacts {
     /// The first field of the most preferred name in
     /// [`METHOD_OVERRIDE_FIELDS`] that is present.
     pub method_override: Option<MethodOverride>,
+    /// Method-override fields (of any of those names, or repeated) with
+    /// different values: which one an origin obeys is unknown.
+    pub method_override_conflict: bool,
 }
 
 /// Where a method-override field's value is, and which of
@@ -92,6 +95,7 @@ pub(crate) fn scan(
         upgrade_field: false,
         content_type: None,
         method_override: None,
+        method_override_conflict: false,
     };
     let mut transfer_encoding = TransferEncodingList::default();
     for field in fields.iter() {
@@ -155,6 +159,14 @@ pub(crate) fn scan(
             // X-HTTP-Method (13), X-Method-Override (17), X-HTTP-Method-Override (22).
             13 | 17 | 22 => {
                 if let Some(rank) = method_override_rank(name) {
+                    // The kept value is always one of those seen, so a value
+                    // unlike any before differs from it.
+                    if facts
+                        .method_override
+                        .is_some_and(|kept| kept.value.get(buf) != value)
+                    {
+                        facts.method_override_conflict = true;
+                    }
                     facts.offer_method_override(rank, field.value);
                 }
             }

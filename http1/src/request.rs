@@ -110,6 +110,12 @@ impl RequestHead {
         self.facts.method_override.map(|o| o.value.get(buf))
     }
 
+    /// Whether method-override fields name different methods (several
+    /// names, or one name repeated): an origin may obey any of them.
+    pub fn method_override_conflict(&self) -> bool {
+        self.facts.method_override_conflict
+    }
+
     /// Whether the host comes from an absolute-form target, so the
     /// serialiser must replace the Host field with it.
     pub(crate) fn host_from_target(&self) -> bool {

@@ -135,6 +135,48 @@ fn method_override_prefers_by_name_then_by_order() {
     }
 }
 
+/// Override fields that name different methods (under several names, or one name repeated)
+/// are flagged: an origin may obey any of them. The same method repeated is not a conflict.
+#[test]
+fn method_override_fields_naming_different_methods_conflict() {
+    let cases: [(&[u8], bool); 7] = [
+        (b"", false),
+        (b"X-HTTP-Method-Override: GET\r\n", false),
+        (
+            b"X-HTTP-Method-Override: GET\r\nX-HTTP-Method: GET\r\n",
+            false,
+        ),
+        (
+            b"X-HTTP-Method-Override: GET\r\nX-HTTP-Method: DELETE\r\n",
+            true,
+        ),
+        (
+            b"X-Method-Override: DELETE\r\nX-HTTP-Method-Override: GET\r\n",
+            true,
+        ),
+        (
+            b"X-HTTP-Method-Override: GET\r\nX-HTTP-Method-Override: PUT\r\n",
+            true,
+        ),
+        (
+            b"X-HTTP-Method: GET\r\nX-HTTP-Method: GET\r\nX-Method-Override: PUT\r\n",
+            true,
+        ),
+    ];
+    for (fields, want) in cases {
+        let mut buf = b"GET / HTTP/1.1\r\nHost: a\r\n".to_vec();
+        buf.extend_from_slice(fields);
+        buf.extend_from_slice(b"\r\n");
+        let h = head(&buf);
+        assert_eq!(
+            h.method_override_conflict(),
+            want,
+            "{:?}",
+            String::from_utf8_lossy(fields)
+        );
+    }
+}
+
 #[test]
 fn the_index_survives_many_fields() {
     let mut buf = b"GET / HTTP/1.1\r\n".to_vec();

@@ -296,6 +296,18 @@ fn http_method_override_allowed() {
         &req("DELETE"),
         "override to a method not allowed",
     );
+    // Two override fields: frang checks the preferred one (GET), an origin may obey the
+    // other (DELETE).
+    let two = get_with(
+        "/o",
+        HOST,
+        "X-HTTP-Method-Override: GET\r\nX-HTTP-Method: DELETE\r\nConnection: close\r\n",
+    );
+    f.blocked(
+        ip(0, 7, 25),
+        &two,
+        "override fields naming different methods",
+    );
     assert_eq!(f.origin.total_requests(), 1);
 }
 

@@ -31,6 +31,9 @@ pub struct RequestFacts<'a> {
     pub content_length: Option<u64>,
     /// The value of the first of [`http1::METHOD_OVERRIDE_FIELDS`] present.
     pub method_override: Option<&'a [u8]>,
+    /// Method-override fields disagree: `http_methods` cannot vouch for the
+    /// one an origin obeys.
+    pub method_override_conflict: bool,
     /// The connection is TLS: a Host without a port means 443, else 80.
     pub tls: bool,
     /// The listener's port; under strict host checking the Host port must
@@ -54,6 +57,7 @@ impl<'a> RequestFacts<'a> {
             has_body: false,
             content_length: None,
             method_override: None,
+            method_override_conflict: false,
             tls: false,
             local_port: None,
             sni_vhost_differs: false,
@@ -93,6 +97,12 @@ pub fn check_request(limits: &FrangHttp, facts: &RequestFacts<'_>) -> Result<(),
             return Err(Violation::block(
                 "http_methods",
                 format!("overridden method {}", show(method)),
+            ));
+        }
+        if facts.method_override_conflict && !limits.http_methods.is_empty() {
+            return Err(Violation::block(
+                "http_methods",
+                "method-override fields naming different methods".to_string(),
             ));
         }
     }

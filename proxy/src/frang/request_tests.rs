@@ -249,6 +249,12 @@ fn method_override_refused_unless_allowed() {
         ..allowed
     };
     assert_eq!(limit_of(&with_delete, &to_delete), None);
+    // Override fields that disagree: the method list cannot vouch for the one obeyed.
+    let conflicting = RequestFacts {
+        method_override_conflict: true,
+        ..to_delete
+    };
+    assert_eq!(limit_of(&with_delete, &conflicting), Some("http_methods"));
 }
 
 #[test]

@@ -187,6 +187,7 @@ impl Worker {
                 _ => None,
             },
             method_override: head.method_override(bytes),
+            method_override_conflict: head.method_override_conflict(),
             tls: request.scheme() == super::request::Scheme::Https,
             // Listener ports on loopback tests and benchmarks are not 80/443: the Host port is
             // not compared with the listener's.
