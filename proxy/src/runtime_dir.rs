@@ -10,6 +10,8 @@
 //! gives one (`RuntimeDirectory=`), else under the temporary directory, and is removed with
 //! everything in it when the supervisor ends.
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
@@ -87,11 +89,9 @@ fn runtime_dir_error(base: &Path, e: &std::io::Error) -> String {
 fn base_dir() -> PathBuf {
     std::env::var_os("RUNTIME_DIRECTORY")
         .and_then(|v| {
-            let text = v.to_string_lossy().into_owned();
-            text.split(':')
-                .next()
-                .filter(|s| !s.is_empty())
-                .map(PathBuf::from)
+            // Bytes, not text: a path need not be UTF-8.
+            let first = v.as_bytes().split(|&b| b == b':').next()?;
+            (!first.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(first)))
         })
         .unwrap_or_else(std::env::temp_dir)
 }
