@@ -2,7 +2,7 @@
 # tests/ktls-vm/run.sh — test the kTLS path for real, inside a guest kernel that has kTLS.
 #
 # The host kernel may lack the `tls` module (this project's machines do), so this boots
-# Debian's 6.1 kernel as user-mode-linux (first choice, ~7 s) or under qemu TCG (fallback),
+# Debian's 6.1 kernel as user-mode-linux (first choice where it boots, ~7 s) or under qemu TCG,
 # with an initramfs holding busybox, the project's binaries with their libraries, and the
 # tls + crypto modules. Inside, tests/ktls-vm/guest.sh runs the ktls self-test with the
 # module (both directions must be offloaded) and without it (fallback must work), then the
@@ -16,7 +16,8 @@
 #   KTLS_VM_BIN_DIR     take binaries from here or its examples/ (selftest required; proxy,
 #                       guest_origin, guest_client, guest_h2, guest_sendbench for stage 2) instead of
 #                       building them
-#   KTLS_VM_GUEST       auto (default: uml, else qemu) | uml | qemu
+#   KTLS_VM_GUEST       auto (default: uml where a one-second probe boots it, else qemu) | uml |
+#                       qemu
 #   KTLS_VM_TIMEOUT     seconds the guest may run (default 600)
 #   KTLS_VM_CACHE       where downloaded .debs are kept (default <repo>/target/ktls-vm)
 #   KTLS_VM_ALLOW_SKIP  1: a missing guest is not a failure
@@ -138,6 +139,7 @@ log "binaries: $(ls "$BIN_STAGE" | tr '\n' ' ')"
 
 KERNEL_CMD=()
 MODROOT=""
+GUEST_NAME=""
 # UML: one package holds the kernel (an executable) and its modules.
 try_uml() {
   unpack_deb user-mode-linux "$CACHE/uml" || return 1
@@ -171,10 +173,43 @@ try_qemu() {
     -nographic -no-reboot -net none)
 }
 
+# probe_uml: boots UML with an init that only prints a line, about a second. UML restores the
+# guest's FPU state with ptrace; where the host CPU's XSAVE area is larger than UML 6.1 handles
+# (seen on Xeons with AVX-512), the first user process dies and the kernel panics ("ptrace set
+# fp regs failed"). Sets UML_PROBE_WHY when it fails.
+UML_PROBE_WHY=""
+probe_uml() {
+  local dir=$WORK/uml-probe
+  mkdir -p "$dir/root/bin" "$dir/root/dev" "$dir/root/proc"
+  cp "$BUSYBOX" "$dir/root/bin/busybox"
+  printf '#!/bin/busybox sh\necho KTLS-UML-PROBE-OK\n/bin/busybox poweroff -f\n' >"$dir/root/init"
+  chmod +x "$dir/root/init"
+  (cd "$dir/root" && find . | "$BUSYBOX" cpio -o -H newc 2>/dev/null | gzip -1) >"$dir/probe.cpio.gz"
+  # The subshell (not exec'd: it waits) keeps bash's "Aborted" job message quiet (UML dies
+  # by SIGABRT).
+  (timeout -k 5 60 "$CACHE/uml/usr/bin/linux.uml" mem=64M "initrd=$dir/probe.cpio.gz" \
+    con=null con0=null,fd:1 quiet panic=-1 </dev/null >"$dir/log" 2>&1; exit $?) 2>/dev/null
+  local rc=$?
+  tr -d '\r' <"$dir/log" | grep -q '^KTLS-UML-PROBE-OK' && return 0
+  UML_PROBE_WHY=$(tr -d '\r' <"$dir/log" | grep -aE 'ptrace|panic' | head -2 | tr '\n' ' ')
+  UML_PROBE_WHY="status $rc${UML_PROBE_WHY:+: ${UML_PROBE_WHY% }}"
+  return 1
+}
+
 case $GUEST_KIND in
-  uml) try_uml || skip "user-mode-linux unavailable (apt-get download user-mode-linux failed)" ;;
+  uml)
+    try_uml || skip "user-mode-linux unavailable (apt-get download user-mode-linux failed)"
+    probe_uml || fail "user-mode-linux cannot boot on this host ($UML_PROBE_WHY); KTLS_VM_GUEST=qemu or auto uses qemu"
+    ;;
   qemu) try_qemu || skip "qemu guest unavailable (qemu-system-x86 or linux-image-6.1 missing)" ;;
-  auto) try_uml || try_qemu || skip "no guest kernel: neither user-mode-linux nor qemu + linux-image-6.1" ;;
+  auto)
+    if try_uml && ! probe_uml; then
+      log "user-mode-linux cannot boot on this host ($UML_PROBE_WHY); falling back to qemu TCG"
+      try_qemu || skip "no guest kernel: user-mode-linux cannot boot here and qemu + linux-image-6.1 is missing"
+    elif [ -z "$GUEST_NAME" ]; then
+      try_qemu || skip "no guest kernel: neither user-mode-linux nor qemu + linux-image-6.1"
+    fi
+    ;;
   *) fail "KTLS_VM_GUEST must be auto, uml or qemu" ;;
 esac
 log "guest: $GUEST_NAME"
