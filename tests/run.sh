@@ -9,8 +9,10 @@ cd "$(dirname "$0")/.."
 # real peers the end-to-end tests talk to (openssl s_client, curl, Python's ssl, h2load).
 etc/need-packages.sh libssl-dev pkg-config openssl curl python3 nghttp2-client
 
-# The h2 crate's peer tests speak to its example server with the Python h2 package.
-python3 -c 'import h2' 2>/dev/null || python3 -m pip install --quiet h2
+# The h2 crate's peer tests speak to its example server with the Python h2 package. The probe
+# imports h2.connection, not h2: from the repository root the h2/ crate directory imports as an
+# empty namespace package, so `import h2` succeeds without the package (CI failed that way).
+python3 -c 'import h2.connection' 2>/dev/null || python3 -m pip install --quiet h2
 # httpwg-cli's RFC 9113 cases (107, under a second) run against the h2 crate's example server
 # and through the proxy (tests/tests/h2_proxy.rs). Installed when missing, unoptimized and
 # without debug info: the cheapest build of it (about 80-95 CPU-seconds against 136 for the

@@ -69,7 +69,9 @@ fn curl(args: &[&str], stdin: Option<&[u8]>) -> Vec<u8> {
 
 fn python_cases(port: u16, cases: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/h2_cases.py");
-    let probe = Command::new("python3").args(["-c", "import h2"]).status();
+    let probe = Command::new("python3")
+        .args(["-c", "import h2.connection"])
+        .status();
     assert!(
         probe.is_ok_and(|s| s.success()),
         "the Python h2 package is missing: python3 -m pip install h2 (tests/run.sh does)"

@@ -203,7 +203,9 @@ pub fn python_h2_cases(
     timeout_s: u32,
     context: impl Fn() -> String,
 ) -> String {
-    let probe = Command::new("python3").args(["-c", "import h2"]).status();
+    let probe = Command::new("python3")
+        .args(["-c", "import h2.connection"])
+        .status();
     assert!(
         probe.is_ok_and(|s| s.success()),
         "the Python h2 package is missing: python3 -m pip install h2 (tests/run.sh does)"
