@@ -167,19 +167,24 @@ impl RecordSocket {
     }
 
     /// The peer asked for our KeyUpdate: it is sealed now (after any records already
-    /// sealed, before any later ones) and sent as far as the socket takes it.
+    /// sealed, before any later ones) and sent as far as the socket takes it. Behind data
+    /// records that a write left unsent (`WantWrite`), it is only queued: those records'
+    /// plaintext count belongs to the owner's retry of that write, which flushes them and
+    /// the KeyUpdate together. Flushing here would drop the count, and the retry would seal
+    /// the same bytes a second time (the client saw them twice).
     fn answer_key_update(&mut self, fd: BorrowedFd<'_>) -> Result<(), IoStatus> {
         let mut tx = self.tx.take().unwrap_or_else(pool::take_tx);
+        let owed_to_a_write = tx.plain > 0;
         let sealed = self.layer.seal_key_update(false, &mut tx.buf);
         self.tx = Some(tx);
         if let Err(e) = sealed {
             return Err(self.fail(fd, e));
         }
         stats::count_key_update(true);
-        match self.flush(fd) {
-            Ok(_) => Ok(()),
-            Err(status) => Err(status),
+        if owed_to_a_write {
+            return Ok(());
         }
+        self.flush(fd).map(|_| ())
     }
 
     /// Reads from the socket into the receive buffer. True if bytes came.
