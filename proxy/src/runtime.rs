@@ -59,7 +59,11 @@ pub struct GroupRt {
     pub forward_timeout: Duration,
     pub forward_retries: u32,
     pub connect_retries: u32,
-    pub queue_size: usize,
+    /// Requests that may wait for a connection of the group: `server_queue_size` for each of
+    /// its servers' `conns_n` connections. Tempesta bounds the forwarding queue of every
+    /// server connection; the proxy sends one request per connection at a time and keeps
+    /// the waiting ones in one queue per group, so the same total applies to that queue.
+    pub queue_limit: usize,
     /// The `health` monitor of the group: servers are checked with its request every
     /// `timeout` and suspended while its answer is wrong.
     pub health: Option<Arc<config::HealthCheck>>,
@@ -245,7 +249,8 @@ fn groups(config: &Config) -> Vec<GroupRt> {
             forward_timeout: g.forward_timeout,
             forward_retries: g.forward_retries,
             connect_retries: g.connect_retries,
-            queue_size: g.queue_size as usize,
+            queue_limit: (g.queue_size as usize)
+                .saturating_mul(g.servers.iter().map(|s| s.conns_n.max(1) as usize).sum()),
             health: g.health.as_deref().map(|name| {
                 // `auto` is Tempesta's built-in monitor: the defaults, unless redefined.
                 let check = config

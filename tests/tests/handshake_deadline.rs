@@ -289,7 +289,7 @@ fn timeouts_by_state(stats: SocketAddr) -> Vec<(String, u64)> {
 
 #[test]
 fn a_burst_of_handshakes_is_not_cut() {
-    let (_origin, _proxy, https, stats) =
+    let (_origin, proxy, https, stats) =
         start("hs-burst", "frang_limits { concurrent_tcp_connections 0; }");
     // 1500 full TLS 1.3 handshakes, 1500 in flight against one worker thread.
     let out = Command::new(bin_path("http-perf"))
@@ -315,10 +315,13 @@ fn a_burst_of_handshakes_is_not_cut() {
         .output()
         .expect("run http-perf");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("PASS"),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if !(out.status.success() && text.contains("PASS")) {
+        let (_, metrics, _) = curl(&[&format!("http://{stats}/metrics")], 5);
+        panic!(
+            "{text}\n{}\n{}\n{metrics}",
+            String::from_utf8_lossy(&out.stderr),
+            proxy.proc.logs()
+        );
+    }
     assert_eq!(closed(stats, "handshake_timeout"), 0);
 }

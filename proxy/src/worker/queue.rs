@@ -1,6 +1,6 @@
-//! Exchanges waiting for a connection of their server group: at most `server_queue_size` per
-//! group, each for at most `server_forward_timeout`, served in arrival order as connections
-//! free up.
+//! Exchanges waiting for a connection of their server group: at most `server_queue_size` for
+//! each connection the group may open (`GroupRt::queue_limit`), each for at most
+//! `server_forward_timeout`, served in arrival order as connections free up.
 
 use super::exchange::{ExchangeId, Forward, Stage};
 use super::upstream::CONNECT_TIMEOUT;
@@ -49,7 +49,7 @@ impl Worker {
         forward: Box<Forward>,
     ) -> Result<(), Box<Forward>> {
         let group = forward.group;
-        let limit = self.rt.groups.get(group).map_or(0, |g| g.queue_size);
+        let limit = self.rt.groups.get(group).map_or(0, |g| g.queue_limit);
         let Some(g) = self.groups.get_mut(group) else {
             return Err(forward);
         };

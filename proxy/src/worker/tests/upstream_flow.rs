@@ -61,6 +61,34 @@ fn the_group_queue_holds_its_size_and_refuses_beyond() {
     );
 }
 
+/// Tempesta's `server_queue_size` bounds the queue of each server connection: with two
+/// connections and a size of one, two requests wait and the fifth is refused with 503.
+#[test]
+fn the_group_queue_holds_its_size_for_each_connection() {
+    let mut h = Harness::with_server("", "conns_n=2", "server_queue_size 1;");
+    let mut clients: Vec<_> = (0..5).map(|_| h.client()).collect();
+    clients[0].send(&get("/a"));
+    clients[1].send(&get("/b"));
+    let mut ups = [h.upstream(), h.upstream()];
+    for up in ups.iter_mut() {
+        h.message(up, "a request on one of the two connections");
+    }
+    for (i, c) in clients.iter_mut().enumerate().skip(2).take(2) {
+        c.send(&get(&format!("/{i}")));
+        h.idle(Duration::from_millis(30));
+    }
+    clients[4].send(&get("/e"));
+    let refused = h.message(&mut clients[4], "the refusal beyond two queued");
+    assert_eq!(refused.status(), 503);
+    assert_eq!(h.dialled(), 0, "a connection beyond conns_n was opened");
+    for (i, up) in ups.iter_mut().enumerate() {
+        up.send(&response(200, "", "done"));
+        h.message(&mut clients[i], "an answer that frees a connection");
+        let queued = h.message(up, "a queued request on the freed connection");
+        assert_eq!(queued.line(), format!("GET /{} HTTP/1.1", i + 2));
+    }
+}
+
 /// An upstream that takes the request and never answers: after `server_forward_timeout`
 /// of silence the client gets 504 and the upstream connection is closed.
 #[test]
