@@ -37,6 +37,9 @@ pub struct WorkerMetrics {
     pub requests: AtomicU64,
     /// Entries in the worker's timer heap, stale ones included (a gauge).
     pub timers_queued: AtomicU64,
+    /// Timer entries that came due and were fired, stale ones included: a handful per
+    /// connection and timeout, so a count that races shows a timer re-arming into the past.
+    pub timers_fired: AtomicU64,
     /// Responses sent to clients by status class: 1xx, 2xx, 3xx, 4xx, 5xx.
     responses: [AtomicU64; 5],
 }
@@ -309,6 +312,11 @@ impl Metrics {
             "ktls_proxy_timers_queued",
             "Deadlines queued in the worker's timer heap, stale ones included.",
             per_worker(|w| &w.timers_queued),
+        );
+        text.counter(
+            "ktls_proxy_timers_fired_total",
+            "Timer entries that came due and were fired, stale ones included.",
+            per_worker(|w| &w.timers_fired),
         );
     }
 }

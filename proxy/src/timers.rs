@@ -22,6 +22,8 @@ pub const COMPACT_SLACK: usize = 4096;
 pub struct Timers {
     heap: BinaryHeap<Reverse<(Instant, usize, u64)>>,
     last_gen: u64,
+    /// The entries of the pass under way ([`Timers::take_due`]), kept for its allocation.
+    due: Vec<(usize, u64)>,
 }
 
 impl Timers {
@@ -59,6 +61,23 @@ impl Timers {
         self.heap
             .peek()
             .map(|Reverse((when, _, _))| when.saturating_duration_since(now))
+    }
+
+    /// Takes every entry due at `now`, in deadline order, for one pass of firing; hand the
+    /// vector back with [`Timers::recycle`]. An entry that firing pushes, even one already
+    /// due, waits for the next pass: a deadline re-armed into the past (a duration measured
+    /// from an earlier instant) costs one event-loop turn, never a loop that does not end
+    /// (issue 30: an idle h2 connection re-armed early and froze its worker).
+    pub fn take_due(&mut self, now: Instant) -> Vec<(usize, u64)> {
+        let mut due = std::mem::take(&mut self.due);
+        due.clear();
+        due.extend(std::iter::from_fn(|| self.pop_due(now)));
+        due
+    }
+
+    /// Returns the vector [`Timers::take_due`] handed out, so the next pass reuses it.
+    pub fn recycle(&mut self, due: Vec<(usize, u64)>) {
+        self.due = due;
     }
 
     /// Pops one entry that is due at `now`.
@@ -104,6 +123,20 @@ mod tests {
                 .map(|g| ((g % 10) as usize, g))
                 .collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn an_entry_pushed_while_firing_waits_for_the_next_pass() {
+        let now = Instant::now();
+        let mut t = Timers::default();
+        t.schedule(now, 1, 1);
+        let due = t.take_due(now);
+        assert_eq!(due, vec![(1, 1)]);
+        // Firing re-arms into the past: it is due, but not in this pass.
+        t.schedule(now - Duration::from_millis(5), 1, 2);
+        t.recycle(due);
+        assert_eq!(t.take_due(now), vec![(1, 2)]);
+        assert!(t.take_due(now).is_empty());
     }
 
     #[test]

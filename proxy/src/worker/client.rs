@@ -183,8 +183,14 @@ impl Worker {
     /// Arms client `ci`'s timer `after` from now, replacing whatever it was armed for (a new
     /// generation: code that remembered the old one sees it moved).
     pub(super) fn arm_client_timer(&mut self, ci: usize, after: Duration) {
+        self.arm_client_timer_at(ci, self.now + after);
+    }
+
+    /// Arms client `ci`'s timer for the instant `when`. Callers that hold a deadline pass it
+    /// as it is: a duration left until it, measured from another instant than the turn's
+    /// `now`, would land the entry early.
+    pub(super) fn arm_client_timer_at(&mut self, ci: usize, when: Instant) {
         if let Some(c) = self.clients.get_mut(ci) {
-            let when = self.now + after;
             c.timer_gen = self.timers.next_gen();
             c.timer_queued = Some(when);
             c.timer_deadline = Some(when);
@@ -203,7 +209,7 @@ impl Worker {
             Some(c) if c.timer_queued.is_some_and(|queued| queued <= when) => {
                 c.timer_deadline = Some(when);
             }
-            Some(_) => self.arm_client_timer(ci, when.saturating_duration_since(self.now)),
+            Some(_) => self.arm_client_timer_at(ci, when),
             None => {}
         }
     }

@@ -419,6 +419,6 @@ impl Worker {
             return;
         };
         h2.armed_at = Some(at);
-        self.arm_client_timer(ci, at.saturating_duration_since(Instant::now()));
+        self.arm_client_timer_at(ci, at);
     }
 }

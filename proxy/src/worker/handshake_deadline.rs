@@ -78,7 +78,7 @@ impl Worker {
         };
         let state = session.ssl().state_string();
         if let Some(deadline) = c.handshake.after_step(state, now) {
-            self.arm_client_timer(ci, deadline.saturating_duration_since(now));
+            self.arm_client_timer_at(ci, deadline);
         }
         false
     }

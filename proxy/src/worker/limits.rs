@@ -115,7 +115,7 @@ impl Worker {
             return false;
         };
         if now < at {
-            self.arm_client_timer(ci, at - now);
+            self.arm_client_timer_at(ci, at);
             return true;
         }
         self.deadline_violation(ci, None, limit);

@@ -416,7 +416,14 @@ impl Worker {
     fn fire_timers(&mut self) {
         let now = Instant::now();
         self.compact_timers();
-        while let Some((key, gen)) = self.timers.pop_due(now) {
+        let due = self.timers.take_due(now);
+        // Only this worker writes its counters (WorkerMetrics::bump's invariant).
+        let fired = &self.worker_metrics().timers_fired;
+        fired.store(
+            fired.load(Ordering::Relaxed) + due.len() as u64,
+            Ordering::Relaxed,
+        );
+        for &(key, gen) in &due {
             match kind(Token(key)) {
                 Kind::Client(ci) => self.guarded(ci, |w| w.client_timer(ci, gen, now)),
                 Kind::Upstream(ui) => self.upstream_timer(ui, gen, now),
@@ -430,6 +437,7 @@ impl Worker {
                 _ => {}
             }
         }
+        self.timers.recycle(due);
     }
 
     /// Drops the timer entries that re-arming left stale, once they outnumber the live ones

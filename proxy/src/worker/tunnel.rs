@@ -231,7 +231,7 @@ impl Worker {
         if quiet >= timeout {
             self.close_tunnel(ci, TunnelEnd::IdleTimeout);
         } else {
-            self.arm_client_timer(ci, timeout - quiet);
+            self.arm_client_timer_at(ci, last + timeout);
         }
     }
 
