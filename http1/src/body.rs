@@ -107,8 +107,10 @@ impl BodyDecoder {
         }
     }
 
-    /// The peer closed the connection: fine for a close-delimited body or
-    /// a complete one, otherwise the message was truncated.
+    /// The peer closed the connection in order (a read returned 0): fine
+    /// for a close-delimited body or a complete one, otherwise the message
+    /// was truncated. A reset or a failed read is no end for a
+    /// close-delimited body (RFC 9112 §8): do not call this then.
     pub fn finish_at_eof(&self) -> Result<(), ParseError> {
         match self {
             BodyDecoder::UntilClose { .. } => Ok(()),

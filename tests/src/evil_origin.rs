@@ -206,6 +206,12 @@ impl EvilConn {
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }
 
+    /// Makes the connection end with a reset when the script returns (SO_LINGER 0, then the
+    /// close): the proxy's next read fails with ECONNRESET instead of seeing an orderly end.
+    pub fn reset_on_return(&mut self) {
+        let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
+    }
+
     /// Writes a complete response with `status`, `body` and Content-Length.
     pub fn respond(&mut self, status: u16, body: &[u8]) -> bool {
         let head = format!(

@@ -13,6 +13,7 @@ use super::exchange::{ExchangeId, Forward, NewExchange, RespPhase, NO_CLIENT};
 use super::fill::Fill;
 use super::finish::Outcome;
 use super::h1::{self, ReplyTo};
+use super::lifecycle::{body_end, BodyEnd, ResponseFraming};
 use super::request::Request;
 use super::response::{Failure, MAX_INTERIM_RESPONSES};
 use super::Worker;
@@ -203,7 +204,8 @@ impl Worker {
             return Step::Wait;
         };
         let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
-        let (head, len) = match http1::parse_response(input, &rt.limits, false) {
+        let is_head = fwd.method == http1::Method::Head;
+        let (head, len) = match http1::parse_response(input, &rt.limits, is_head) {
             Ok(Some(h)) => h,
             Ok(None) if input.is_empty() && u.peer_closed && u.reused => {
                 return Step::Failed(Failure::Reset)
@@ -213,6 +215,8 @@ impl Worker {
             }
             Ok(None) | Err(_) => return Step::Failed(Failure::BadResponse),
         };
+        // A 304 announcing a body must not leave its connection pooled (`lifecycle.rs`).
+        fwd.body_may_follow |= ResponseFraming::of(fwd.method, &head, input).body_may_follow();
         let status = head.status();
         if (100..200).contains(&status) {
             fwd.interim += 1;
@@ -274,11 +278,12 @@ impl Worker {
         };
         let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
         if input.is_empty() && !decoder.is_done() {
-            if !u.peer_closed {
-                return Step::Wait;
-            }
-            let response_complete = decoder.finish_at_eof().is_ok();
-            return Step::Done { response_complete };
+            return match body_end(decoder, u.peer_end()) {
+                BodyEnd::Open => Step::Wait,
+                end => Step::Done {
+                    response_complete: end == BodyEnd::Complete,
+                },
+            };
         }
         let Ok(step) = decoder.decode(input) else {
             return Step::Done {

@@ -498,6 +498,22 @@ impl Worker {
 
     /// Closes the client, its upstream exchange and returns its buffers.
     pub(super) fn close_client(&mut self, ci: usize, why: CloseReason) {
+        self.end_client(ci, why, true);
+    }
+
+    /// Cuts client connection `ci` with a reset: no close_notify and no FIN, which a reader
+    /// of a close-delimited body would take for its clean end (RFC 9112 §8); what was not
+    /// sent yet is dropped.
+    pub(super) fn reset_client(&mut self, ci: usize, why: CloseReason) {
+        if let Some(c) = self.clients.get(ci) {
+            let _ = socket2::SockRef::from(&c.sock).set_linger(Some(Duration::ZERO));
+        }
+        self.end_client(ci, why, false);
+    }
+
+    /// Closes client connection `ci`; `orderly`: with close_notify (TLS) when the client has
+    /// not closed already.
+    fn end_client(&mut self, ci: usize, why: CloseReason, orderly: bool) {
         if !self.clients.contains(ci) {
             return;
         }
@@ -513,7 +529,7 @@ impl Worker {
             self.drop_exchange(id);
         }
         if let Stage::Open(transport) = &mut c.stage {
-            if !c.peer_closed {
+            if orderly && !c.peer_closed {
                 transport.shutdown(&c.sock);
             }
         }

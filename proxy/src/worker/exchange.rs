@@ -88,7 +88,8 @@ pub struct Forward {
     pub(super) req_body: BodyDecoder,
     pub(super) req_body_done: bool,
     pub(super) resp: RespPhase,
-    pub(super) is_head: bool,
+    /// The request's method: what the response's framing depends on besides its status.
+    pub(super) method: http1::Method,
     pub(super) http10: bool,
     pub(super) attempts: u32,
     pub(super) hash_key: u64,
@@ -105,7 +106,8 @@ pub struct Forward {
     pub(super) dechunk: bool,
     /// Interim (1xx) responses received so far.
     pub(super) interim: u32,
-    /// The response was to HEAD and announced a body: a faulty server may still send it.
+    /// A response head without a body by definition announced one (an interim one counts):
+    /// a faulty server may still send it (`lifecycle::ResponseFraming`).
     pub(super) body_may_follow: bool,
     /// A WebSocket handshake: sent on a new connection of its own, which a `101` turns into
     /// a tunnel and any other answer closes after it.

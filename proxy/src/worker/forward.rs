@@ -64,7 +64,7 @@ impl Worker {
             req_body: BodyDecoder::new(request.framing(), &rt.limits),
             req_body_done: !has_body,
             resp: RespPhase::AwaitHead,
-            is_head: request.method() == http1::Method::Head,
+            method: request.method(),
             http10: h1::is_http10(request),
             attempts: 0,
             hash_key: if rt.groups.get(group).is_some_and(|g| g.hash) {

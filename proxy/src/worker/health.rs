@@ -82,8 +82,9 @@ impl Worker {
                                 break;
                             }
                         }
-                        let complete =
-                            complete || (u.peer_closed && decoder.finish_at_eof().is_ok());
+                        let complete = complete
+                            || super::lifecycle::body_end(&decoder, u.peer_end())
+                                == super::lifecycle::BodyEnd::Complete;
                         // The body must fit in one read buffer (16 KiB) to be checked.
                         if complete {
                             Some(status_ok && crc32(&body) == expected)

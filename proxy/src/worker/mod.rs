@@ -19,7 +19,7 @@ mod h2_heads;
 mod h2_serve;
 mod handshake_deadline;
 mod health;
-mod lifecycle;
+pub mod lifecycle;
 mod limits;
 mod queue;
 mod reload;

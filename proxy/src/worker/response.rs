@@ -10,6 +10,7 @@ use super::codec::{self, Codec};
 use super::exchange::{ExchangeId, RespPhase};
 use super::finish::Outcome;
 use super::h1::{self, ReplyTo};
+use super::lifecycle::{body_end, BodyEnd, ResponseFraming};
 use super::sticky_hook;
 use super::Worker;
 use crate::close_reason::CloseReason;
@@ -52,15 +53,6 @@ enum Step {
     Broken,
     /// The origin accepted a WebSocket handshake; its `101` is queued for the client.
     Switch,
-}
-
-/// Whether a response to HEAD announced a body (which then does not follow, unless the
-/// server is faulty).
-fn announces_body(head: &http1::ResponseHead, buf: &[u8]) -> bool {
-    let bodiless_status = head.status() == 204 || head.status() == 304;
-    !bodiless_status
-        && (head.content_length().is_some_and(|n| n > 0)
-            || head.header(buf, "transfer-encoding").is_some())
 }
 
 impl Worker {
@@ -167,13 +159,17 @@ impl Worker {
                 Step::Wait
             };
         }
-        let (head, len) = match http1::parse_response(input, &rt.limits, fwd.is_head) {
+        let is_head = fwd.method == http1::Method::Head;
+        let (head, len) = match http1::parse_response(input, &rt.limits, is_head) {
             Ok(Some(h)) => h,
             Ok(None) if !u.peer_closed && !u.rbuf.as_mut().is_some_and(|b| b.is_full()) => {
                 return Step::Wait
             }
             Ok(None) | Err(_) => return Step::Bad { count: true },
         };
+        // Decided for every head, interim, 304 to a revalidation and final alike, before any
+        // of them is acted on.
+        fwd.body_may_follow |= ResponseFraming::of(fwd.method, &head, input).body_may_follow();
         let mut writer = HeadWriter {
             rt,
             metrics: &shared.metrics,
@@ -227,12 +223,10 @@ impl Worker {
         }
         let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
         if input.is_empty() && !decoder.is_done() {
-            if !u.peer_closed {
-                return Step::Wait;
-            }
-            return match decoder.finish_at_eof() {
-                Ok(_) => Step::Complete,
-                Err(_) => Step::Broken,
+            return match body_end(decoder, u.peer_end()) {
+                BodyEnd::Open => Step::Wait,
+                BodyEnd::Complete => Step::Complete,
+                BodyEnd::Cut => Step::Broken,
             };
         }
         let Ok(step) = decoder.decode(input) else {
@@ -336,7 +330,9 @@ impl Worker {
     }
 
     /// Part of exchange `id`'s response is out and the rest will not come: the only honest
-    /// end is to cut it. HTTP/1.1 closes the connection; HTTP/2 resets the stream.
+    /// end is to cut it. HTTP/1.1 resets the connection (a FIN or close_notify would end a
+    /// close-delimited body cleanly); HTTP/2 resets the stream (RST_STREAM, never
+    /// END_STREAM).
     fn abort_response(&mut self, id: ExchangeId) {
         let Some(ci) = self.client_of(id) else {
             return self.drop_exchange(id);
@@ -347,7 +343,7 @@ impl Worker {
             return;
         };
         match &mut c.codec {
-            Codec::H1(_) => self.close_client(ci, CloseReason::Error),
+            Codec::H1(_) => self.reset_client(ci, CloseReason::Error),
             Codec::H2(h2) => {
                 h2.forget(stream);
                 h2.cancel(stream);
@@ -470,7 +466,6 @@ impl HeadWriter<'_> {
         fwd.dechunk = plan.dechunk;
         fwd.status = status;
         fwd.sent_to_client = true;
-        fwd.body_may_follow = fwd.is_head && announces_body(head, input);
         fwd.resp = RespPhase::Body(BodyDecoder::new(
             head.framing(),
             &http1::Limits {

@@ -50,6 +50,9 @@ pub struct Upstream {
     /// stale keep-alive connection, so the request can be retried elsewhere.
     pub reused: bool,
     pub peer_closed: bool,
+    /// The connection ended by an error (a reset, a failed read or write), not by an orderly
+    /// close: a close-delimited body read so far is incomplete (`lifecycle::body_end`).
+    pub peer_failed: bool,
     /// The last response allowed the connection to persist.
     pub keep_alive: bool,
     pub timer_gen: u64,
@@ -67,6 +70,13 @@ pub struct Upstream {
     pub forward_timeout: Duration,
     /// When a reload's `grace_shutdown_time` runs out for it, if one does.
     pub retire_at: Option<Instant>,
+}
+
+impl Upstream {
+    /// How the server's side of this connection ended, if it did.
+    pub fn peer_end(&self) -> super::lifecycle::PeerEnd {
+        super::lifecycle::PeerEnd::of(self.peer_closed, self.peer_failed)
+    }
 }
 
 impl Worker {
@@ -104,6 +114,7 @@ impl Worker {
             out: Outbox::default(),
             reused: false,
             peer_closed: false,
+            peer_failed: false,
             keep_alive: true,
             timer_gen: 0,
             last_progress: Instant::now(),
@@ -326,7 +337,9 @@ impl Worker {
             }
             IoStatus::Done(_) | IoStatus::WantRead | IoStatus::WantWrite => false,
             IoStatus::Closed | IoStatus::Error(_) => {
+                // Reads stop here too, so whatever the server sent after is never seen.
                 u.peer_closed = true;
+                u.peer_failed = true;
                 u.out.clear();
                 true
             }
@@ -356,7 +369,9 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
+                    // ECONNRESET is not the end of a close-delimited body (RFC 9112 §8).
                     u.peer_closed = true;
+                    u.peer_failed = true;
                     got = true;
                     break;
                 }

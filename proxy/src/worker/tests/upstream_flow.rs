@@ -1,6 +1,7 @@
 //! The upstream side of an exchange: retries on a stale pooled connection, the group's wait
 //! queue and its bound, the forward timeout, a queued request across a reload, the timeout
-//! of a removed server's connection.
+//! of a removed server's connection, a close-delimited body cut by a reset and one ended in
+//! order, a bodiless response that announced a body.
 
 use std::time::{Duration, Instant};
 
@@ -165,4 +166,84 @@ fn a_removed_servers_connection_keeps_its_groups_forward_timeout() {
     let resp = h.message(&mut client, "the timeout answer");
     assert_eq!(resp.status(), 504);
     h.closed(&mut up, "the timed-out upstream connection closed");
+}
+
+/// A cacheable response whose body is delimited by the close (no Content-Length, not
+/// chunked), from the scripted upstream; the caller ends the connection.
+const UNFRAMED: &[u8] = b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n\r\nunframed body";
+
+/// The upstream sends a close-delimited body and resets the connection (closing an AF_UNIX
+/// socket with unread bytes — here the request — resets it, as SO_LINGER 0 does over TCP).
+/// That is no end for such a body (RFC 9112 §8): the client's connection is cut and nothing
+/// is stored, so the next request goes upstream again.
+#[test]
+fn a_close_delimited_body_cut_by_a_reset_is_not_stored() {
+    let mut h = Harness::new("cache 1;\ncache_fulfill * *;", "");
+    let mut client = h.client();
+    client.send(&get("/cut"));
+    let mut up = h.upstream();
+    // Let the request arrive, and leave it unread.
+    h.idle(Duration::from_millis(50));
+    up.send(UNFRAMED);
+    h.idle(Duration::from_millis(30));
+    drop(up);
+    h.closed(&mut client, "the cut client connection");
+    let mut again = h.client();
+    again.send(&get("/cut"));
+    // Before the fix the reset ended the body cleanly and it was a hit here.
+    let mut fresh = h.upstream();
+    let req = h.message(&mut fresh, "the next request upstream, not a hit");
+    assert_eq!(req.line(), "GET /cut HTTP/1.1");
+}
+
+/// The same body ended by an orderly close is complete: stored, and the next request is a
+/// hit.
+#[test]
+fn a_close_delimited_body_ended_by_an_orderly_close_is_stored() {
+    let mut h = Harness::new("cache 1;\ncache_fulfill * *;", "");
+    let mut client = h.client();
+    client.send(&get("/whole"));
+    let mut up = h.upstream();
+    h.message(&mut up, "the request");
+    up.send(UNFRAMED);
+    up.finish_sending();
+    h.closed(&mut client, "the close that ends the body");
+    assert!(client.got.ends_with(b"unframed body"), "{:?}", client.got);
+    let mut again = h.client();
+    again.send(&get("/whole"));
+    let hit = h.message(&mut again, "the hit");
+    assert_eq!(&hit.body[..], b"unframed body");
+    assert_eq!(h.dialled(), 0, "the hit went upstream");
+}
+
+/// A 204 and a 304 that announce a body (which they cannot have) leave their connection
+/// closed: the server may send that body late, and on a pooled connection it would be read
+/// as the next request's response. The next request gets a new connection.
+#[test]
+fn a_bodiless_response_that_announced_a_body_leaves_its_connection_unpooled() {
+    for status in [204, 304] {
+        let mut h = Harness::with_server("", "conns_n=1", "");
+        let mut client = h.client();
+        client.send(&get("/bodiless"));
+        let mut up = h.upstream();
+        h.message(&mut up, "the request");
+        up.send(format!("HTTP/1.1 {status} X\r\nContent-Length: 87\r\n\r\n").as_bytes());
+        // Its head only: a 304 keeps the Content-Length (the representation's), no body follows.
+        h.until("the bodiless answer", |_| {
+            client.pump();
+            client
+                .got
+                .windows(4)
+                .any(|w| w == b"\r\n\r\n")
+                .then_some(())
+        });
+        let head = String::from_utf8_lossy(&client.got).into_owned();
+        assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
+        client.got.clear();
+        h.closed(&mut up, "the connection a late body could follow on");
+        client.send(&get("/next"));
+        let mut fresh = h.upstream();
+        let req = h.message(&mut fresh, "the next request on a new connection");
+        assert_eq!(req.line(), "GET /next HTTP/1.1", "after {status}");
+    }
 }
