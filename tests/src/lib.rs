@@ -314,3 +314,14 @@ pub fn curl(args: &[&str], max_secs: u32) -> (ExitStatus, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// The sum of the samples of metric `name` (its labels, if any, included in `name` or not)
+/// on the stats listener `stats`.
+pub fn metric_sum(stats: std::net::SocketAddr, name: &str) -> u64 {
+    let (st, out, err) = curl(&[&format!("http://{stats}/metrics")], 5);
+    assert!(st.success(), "metrics: {err}");
+    out.lines()
+        .filter_map(|l| l.strip_prefix(name))
+        .filter_map(|rest| rest.rsplit(' ').next()?.trim().parse::<u64>().ok())
+        .sum()
+}

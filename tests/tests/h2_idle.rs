@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
-use e2e::{curl, free_port, raw_exchange, wait_for_port};
+use e2e::{free_port, metric_sum, raw_exchange, wait_for_port};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const SETTINGS: u8 = 4;
@@ -127,16 +127,6 @@ fn get_over_http1(addr: SocketAddr) -> String {
     String::from_utf8_lossy(&reply).into_owned()
 }
 
-/// The sum of metric `name`'s samples on the stats listener.
-fn metric(stats: SocketAddr, name: &str) -> u64 {
-    let (st, out, err) = curl(&[&format!("http://{stats}/metrics")], 5);
-    assert!(st.success(), "metrics: {err}");
-    out.lines()
-        .filter_map(|l| l.strip_prefix(name))
-        .filter_map(|rest| rest.rsplit(' ').next()?.trim().parse::<u64>().ok())
-        .sum()
-}
-
 fn rss_bytes(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .expect("proxy status")
@@ -164,7 +154,7 @@ fn an_idle_h2_connection_gets_goaway_after_the_keepalive_timeout() {
     let end = idle.join().expect("idle client");
     // The idle deadline, the keep-alive deadline of the HTTP/1.1 client and the origin
     // connection's: a few entries, not one per loop pass.
-    let fired = metric(site.stats, "ktls_proxy_timers_fired_total");
+    let fired = metric_sum(site.stats, "ktls_proxy_timers_fired_total");
     assert!(
         fired < 100,
         "{fired} timer entries fired for two clients in 8 s: a timer re-arms into the past"

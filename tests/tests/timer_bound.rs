@@ -11,16 +11,7 @@ use std::time::{Duration, Instant};
 
 use e2e::origin::{Origin, Response};
 use e2e::proxy::Setup;
-use e2e::{bin_path, curl, free_port};
-
-fn sample(stats: SocketAddr, name: &str) -> u64 {
-    let (st, out, err) = curl(&[&format!("http://{stats}/metrics")], 5);
-    assert!(st.success(), "metrics: {err}");
-    out.lines()
-        .filter_map(|l| l.strip_prefix(name))
-        .filter_map(|rest| rest.rsplit(' ').next()?.trim().parse::<u64>().ok())
-        .sum()
-}
+use e2e::{bin_path, curl, free_port, metric_sum};
 
 #[test]
 fn the_timer_heap_follows_connections_not_requests() {
@@ -58,20 +49,20 @@ fn the_timer_heap_follows_connections_not_requests() {
             .status()
             .expect("run http-perf");
         assert!(out.success(), "http-perf failed\n{}", proxy.proc.logs());
-        requests = sample(stats, "ktls_proxy_requests_total");
+        requests = metric_sum(stats, "ktls_proxy_requests_total");
     }
     assert!(
         requests >= 30_000,
         "only {requests} requests in 40 s: too slow a machine to tell"
     );
-    let queued = sample(stats, "ktls_proxy_timers_queued");
+    let queued = metric_sum(stats, "ktls_proxy_timers_queued");
     // Live deadlines: 20 connections (closed ones leave entries too) and one upstream; the
     // heap may hold twice that plus 4096 before it is compacted.
     assert!(
         queued < 5_000,
         "{queued} timer entries after {requests} requests on 20 connections: the heap grows with the request rate"
     );
-    let hits = sample(stats, "ktls_proxy_responses_total{class=\"2xx\"}");
+    let hits = metric_sum(stats, "ktls_proxy_responses_total{class=\"2xx\"}");
     assert!(
         hits * 10 >= requests * 9,
         "{hits} of {requests} answered 2xx\n{}",
