@@ -455,6 +455,64 @@ fn key_updates_mid_transfer_are_followed_both_ways() {
     );
 }
 
+/// Issue 30: a client that never reads and only asks for KeyUpdates made the record layer
+/// queue one 27-byte answer per request, without limit. One answer covers every request
+/// until the proxy sends data again (RFC 8446 §4.6.3), and a run of KeyUpdates with no data
+/// between them ends the connection with unexpected_message.
+#[test]
+fn a_key_update_flood_gets_one_answer_then_a_close() {
+    let origin = origin();
+    let run = start(&origin, "tls_ktls user;\n");
+    let flood_errors = "ktls_proxy_tls_record_errors_total{reason=\"unexpected_message\"}";
+    let (received, sent) = key_updates(&run);
+    let errors = run.sample(flood_errors);
+
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.connect(&run.https.into()).unwrap();
+    let tcp: TcpStream = sock.into();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut tls = Ssl::new(&client_ctx(SslVersion::TLS1_3))
+        .unwrap()
+        .connect(tcp)
+        .unwrap();
+    let mut written = 0;
+    for _ in 0..200 {
+        // SSL_do_handshake sends the scheduled KeyUpdate; it fails once the proxy closed.
+        if ktls::ossl::request_key_update(tls.ssl()).is_err() || tls.do_handshake().is_err() {
+            break;
+        }
+        written += 1;
+    }
+    assert!(written > 32, "only {written} KeyUpdates went out");
+
+    let mut sink = vec![0u8; 4096];
+    let end = loop {
+        match tls.read(&mut sink) {
+            Ok(0) => break "end of stream".to_string(),
+            Ok(_) => continue,
+            Err(e) => break format!("{e:?}"),
+        }
+    };
+    let (received_after, sent_after) = key_updates(&run);
+    assert_eq!(
+        sent_after - sent,
+        1,
+        "one answer for {} requests ({written} sent)",
+        received_after - received
+    );
+    assert_eq!(
+        received_after - received,
+        33,
+        "the 33rd update without data is the last one read"
+    );
+    assert_eq!(run.sample(flood_errors) - errors, 1, "{}", run.metrics());
+    assert!(
+        !end.contains("WouldBlock") && !end.contains("TimedOut"),
+        "the flooding connection was left open: {end}"
+    );
+}
+
 fn key_updates(run: &Running) -> (u64, u64) {
     (
         run.sample("ktls_proxy_tls_key_updates_total{direction=\"received\"}"),

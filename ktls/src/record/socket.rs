@@ -15,6 +15,12 @@ use crate::kernel;
 use crate::readiness::ReadReadiness;
 use crate::session::{AttachedFd, IoStatus, TlsError};
 
+/// KeyUpdates a peer may send in a row without application data between them. Each costs
+/// a key derivation; a peer that only rotates keys is flooding (issue 30), and the
+/// connection ends with unexpected_message. Real clients update after gigabytes, not in
+/// bursts.
+pub const MAX_KEY_UPDATES_WITHOUT_DATA: u32 = 32;
+
 /// An established TLS connection on the proxy's record layer. The socket stays owned by the
 /// caller: every call borrows it, and must borrow the one the layer's records belong to
 /// (checked).
@@ -29,6 +35,12 @@ pub struct RecordSocket {
     /// Whether the socket may have bytes before its next readiness event; `None` (the
     /// default) reads until `EAGAIN` every time, for owners without an event loop.
     readiness: Option<ReadReadiness>,
+    /// Our KeyUpdate answering the peer's request has been sealed and no data has been
+    /// sealed after it: RFC 8446 §4.6.3 lets that one update answer any further requests,
+    /// so a peer cannot make us queue one answer per request.
+    answered_since_data: bool,
+    /// The peer's KeyUpdates since its last application data.
+    updates_without_data: u32,
 }
 
 impl std::fmt::Debug for RecordSocket {
@@ -52,6 +64,8 @@ impl RecordSocket {
             peer_closed: false,
             failed: false,
             readiness: None,
+            answered_since_data: false,
+            updates_without_data: 0,
         }
     }
 
@@ -143,6 +157,7 @@ impl RecordSocket {
             Ok(Inbound::Data { consumed, plain }) => {
                 rx.plain = start + plain.start..start + plain.end;
                 rx.start += consumed;
+                self.updates_without_data = 0;
                 Ok(true)
             }
             Ok(Inbound::Closed { .. }) => {
@@ -157,7 +172,12 @@ impl RecordSocket {
             Ok(Inbound::KeyUpdated { consumed, answer }) => {
                 rx.start += consumed;
                 stats::count_key_update(false);
-                if answer {
+                self.updates_without_data += 1;
+                if self.updates_without_data > MAX_KEY_UPDATES_WITHOUT_DATA {
+                    let flood = RecordError::UnexpectedMessage("KeyUpdate flood");
+                    return Err(self.fail(fd, flood));
+                }
+                if answer && !self.answered_since_data {
                     self.answer_key_update(fd)?;
                 }
                 Ok(true)
@@ -181,6 +201,7 @@ impl RecordSocket {
             return Err(self.fail(fd, e));
         }
         stats::count_key_update(true);
+        self.answered_since_data = true;
         if owed_to_a_write {
             return Ok(());
         }
@@ -275,6 +296,8 @@ impl RecordSocket {
                 return self.fail(fd, e);
             }
         };
+        // Data sealed under our current key: the peer's next request needs a new answer.
+        self.answered_since_data = false;
         self.tx = Some(tx);
         match self.flush(fd) {
             Ok(Some(plain)) => IoStatus::Done(plain),
