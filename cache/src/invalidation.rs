@@ -170,7 +170,7 @@ mod tests {
     /// RFC 9111 §4.4 same-origin rule with RFC 3986 §5.2 resolution.
     #[test]
     fn location_references_resolve_within_the_origin_only() {
-        let cases: [(&str, &str, &str, &str, Option<&str>); 12] = [
+        let cases: [(&str, &str, &str, &str, Option<&str>); 13] = [
             ("https", "a.example", "/x/y", "/z", Some("a.example/z")),
             ("https", "a.example", "/x/y", "z?q", Some("a.example/x/z?q")),
             (
@@ -187,12 +187,14 @@ mod tests {
                 "https://A.example:443/n#f",
                 Some("A.example:443/n"),
             ),
+            // A trailing dot names another cache authority (see normalise_authority).
+            ("https", "a.example", "/x", "//a.example./n", None),
             (
                 "https",
-                "a.example",
+                "a.example.",
                 "/x",
-                "//a.example./n",
-                Some("a.example./n"),
+                "//A.example./n",
+                Some("A.example./n"),
             ),
             (
                 "https",

@@ -6,7 +6,8 @@
 //!
 //! The authority is normalised without allocating: lower case (compared and
 //! hashed case-insensitively), the scheme's default port removed (also an
-//! empty port), a trailing dot of the host removed. GET and HEAD share the
+//! empty port). A trailing dot stays: the origin sees the Host as sent, and
+//! `a.example.` is a name it may answer differently (issue 30). GET and HEAD share the
 //! GET class so HEAD is answered from the GET entry. Shards and the LRU are
 //! indexed by a keyed 64-bit hash; the full key is kept beside the stored
 //! data and compared, so a hash collision is a miss, never a wrong response.
@@ -19,7 +20,7 @@ pub struct Key<'a> {
     pub vhost: &'a str,
     /// `http` or `https`, as the client connection was (lower case).
     pub scheme: &'a str,
-    /// Authority with default port and trailing dot removed; upper-case
+    /// Authority with the default port removed; upper-case
     /// letters may remain (they compare equal to lower case).
     pub authority: &'a [u8],
     pub class: &'a str,
@@ -84,31 +85,31 @@ impl<'a> Key<'a> {
 
 /// The authority compared for the key: the default port of `scheme` (80
 /// for http, 443 for https, also written with leading zeros) or an empty
-/// port removed, then one trailing dot of the host removed
-/// (`Example.COM.:443` → `Example.COM` for https). IPv6 literals keep
-/// their brackets; case is left to the comparison.
+/// port removed (`Example.COM:443` → `Example.COM` for https). A trailing
+/// dot is kept: the proxy forwards the Host field as received, so
+/// `example.com.` is what the origin answered for, and sharing its entry
+/// with `example.com` would serve one name's answer for the other. IPv6
+/// literals keep their brackets; case is left to the comparison.
 pub fn normalise_authority<'b>(scheme: &str, authority: &'b [u8]) -> &'b [u8] {
     let default_port: u32 = if scheme.eq_ignore_ascii_case("https") {
         443
     } else {
         80
     };
-    let mut host = authority;
     // The port follows the last colon, unless that colon is inside an IPv6 literal.
-    if let Some(colon) = authority.iter().rposition(|&b| b == b':') {
-        let port = authority.get(colon + 1..).unwrap_or_default();
-        let before = authority.get(..colon).unwrap_or_default();
-        let inside_literal = before.starts_with(b"[") && !before.ends_with(b"]");
-        if !inside_literal && port.iter().all(u8::is_ascii_digit) {
-            if port.is_empty() || parse_port(port) == Some(default_port) {
-                host = before;
-            } else {
-                // A non-default port stays; only the host's trailing dot goes.
-                return authority;
-            }
-        }
+    let Some(colon) = authority.iter().rposition(|&b| b == b':') else {
+        return authority;
+    };
+    let port = authority.get(colon + 1..).unwrap_or_default();
+    let before = authority.get(..colon).unwrap_or_default();
+    let inside_literal = before.starts_with(b"[") && !before.ends_with(b"]");
+    // parse_port takes digits only: checked first.
+    let digits = !inside_literal && port.iter().all(u8::is_ascii_digit);
+    if digits && (port.is_empty() || parse_port(port) == Some(default_port)) {
+        before
+    } else {
+        authority
     }
-    host.strip_suffix(b".").unwrap_or(host)
 }
 
 fn parse_port(digits: &[u8]) -> Option<u32> {
@@ -176,11 +177,13 @@ mod tests {
 
     #[test]
     fn authority_normalisation_rfc3986_6_2_3() {
-        let cases: [(&str, &str, &str); 10] = [
+        let cases: [(&str, &str, &str); 11] = [
             ("https", "Example.COM", "Example.COM"),
             ("https", "example.com:443", "example.com"),
-            ("https", "example.com.:443", "example.com"),
-            ("https", "example.com.", "example.com"),
+            // The origin saw the dot: another name (issue 30).
+            ("https", "example.com.:443", "example.com."),
+            ("https", "example.com.", "example.com."),
+            ("http", "example.com.:8080", "example.com.:8080"),
             ("https", "example.com:", "example.com"),
             ("https", "example.com:0443", "example.com"),
             ("https", "example.com:80", "example.com:80"),
@@ -197,14 +200,15 @@ mod tests {
     #[test]
     fn equal_keys_hash_and_match_alike() {
         let h = RandomState::new();
-        let a = Key::new("v", "https", b"TEMPESTA-tech.com.:443", "HEAD", b"/");
+        let a = Key::new("v", "https", b"TEMPESTA-tech.com:443", "HEAD", b"/");
         let b = Key::new("v", "https", b"tempesta-tech.com", "GET", b"/");
         assert_eq!(a.hash_with(&h), b.hash_with(&h));
         assert!(OwnedKey::from_key(&b).matches(&a));
         let other_host = Key::new("v", "https", b"attacker.example", "GET", b"/");
         let other_scheme = Key::new("v", "http", b"tempesta-tech.com", "GET", b"/");
         let other_port = Key::new("v", "https", b"tempesta-tech.com:8443", "GET", b"/");
-        for k in [other_host, other_scheme, other_port] {
+        let dotted = Key::new("v", "https", b"tempesta-tech.com.", "GET", b"/");
+        for k in [other_host, other_scheme, other_port, dotted] {
             assert!(!OwnedKey::from_key(&b).matches(&k), "{k:?}");
         }
     }

@@ -99,6 +99,6 @@ pub use request::{parse_request, RequestHead, TargetForm};
 pub use response::{parse_response, ResponseHead};
 pub use span::{FieldSpan, HeaderSpans, Span};
 pub use write::{
-    write_field, write_framing, write_request_head, write_response_head, write_status_line,
-    ConnectionOption, Forwarding, HeaderEdits, InvalidHeader,
+    is_forwarded_field, write_field, write_framing, write_request_head, write_response_head,
+    write_status_line, ConnectionOption, Forwarding, HeaderEdits, InvalidHeader,
 };

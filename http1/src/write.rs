@@ -383,6 +383,15 @@ fn copy_fields(
     held
 }
 
+/// Whether [`write_request_head`] copies the received field `name` of `head` to the
+/// upstream: not a hop-by-hop or framing field, and not one the request's Connection field
+/// names. The cache keys variants on these only (RFC 9111 §4.1): a field the origin never
+/// saw cannot have chosen its answer.
+pub fn is_forwarded_field(head: &RequestHead, buf: &[u8], name: &[u8]) -> bool {
+    let named = head.connection_names_fields() && named_by_connection(buf, head.headers(), name);
+    !is_managed(name) && !named
+}
+
 /// Hop-by-hop fields and the framing fields the writers re-create.
 /// Dispatches on length and first letter so that most names cost two
 /// comparisons.

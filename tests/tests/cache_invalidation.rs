@@ -147,7 +147,7 @@ fn location_and_content_location_of_the_same_origin() {
         "POST",
         "/x",
         host,
-        "201;http://A.EXAMPLE.:80/abs;http://b.example/other",
+        "201;http://A.EXAMPLE:80/abs;http://b.example/other",
     );
     get(addr, "/abs", host);
     get(addr, "/other", host);

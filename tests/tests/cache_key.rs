@@ -112,17 +112,17 @@ fn another_hosts_response_is_never_served() {
     assert_eq!(origin.hits("/"), 3, "attacker, then one fetch per scheme");
 }
 
-/// RFC 9111 §2 with RFC 3986 §6.2.3 normalisation: case, the scheme's default port, an empty
-/// port and a trailing dot do not make another key; a different port or scheme does.
+/// RFC 9111 §2 with RFC 3986 §6.2.3 normalisation: case, the scheme's default port and an
+/// empty port do not make another key; a different port or scheme does.
 #[test]
 fn spellings_of_one_authority_share_an_entry() {
     let origin = host_origin();
     let (_proxy, a) = start(&origin, CACHE_ALL);
     for host in [
         "tempesta-tech.com",
-        "TEMPESTA-tech.com.",
+        "TEMPESTA-tech.com",
         "tempesta-tech.com:80",
-        "Tempesta-Tech.COM.:80",
+        "Tempesta-Tech.COM:80",
         "tempesta-tech.com:",
     ] {
         let (status, head, _) = http(a.http, "GET", "/s", host);
@@ -135,7 +135,7 @@ fn spellings_of_one_authority_share_an_entry() {
     );
     for host in [
         "tempesta-tech.com",
-        "TEMPESTA-tech.com.:443",
+        "TEMPESTA-tech.com:443",
         "tempesta-tech.com:443",
     ] {
         let (status, head, _) = https(a.https, "GET", "/s", host);
@@ -166,7 +166,7 @@ fn purge_evicts_the_same_key_only() {
     assert_eq!(https(a.https, "GET", "/p", "one.example").0, 200);
     assert_eq!(http(a.http, "GET", "/p", "two.example").0, 200);
     assert_eq!(origin.hits("/p"), 3);
-    let (status, head, _) = http(a.http, "PURGE", "/p", "ONE.example.:80");
+    let (status, head, _) = http(a.http, "PURGE", "/p", "ONE.example:80");
     assert_eq!(status, 200, "{head}\n{}", proxy.proc.logs());
     // two.example is still stored; one.example is fetched again under each scheme.
     assert_eq!(http(a.http, "GET", "/p", "two.example").0, 200);
@@ -181,5 +181,101 @@ fn purge_evicts_the_same_key_only() {
         origin.hits("/p"),
         5,
         "the purged authority is fetched again"
+    );
+}
+
+/// Issue 30 item 10: the Host is forwarded as sent, so `a.example.` is what the origin
+/// answered for; its answer was filed under `a.example` and served for it.
+#[test]
+fn a_trailing_dot_host_is_another_entry() {
+    let origin = host_origin();
+    let (_proxy, a) = start(&origin, CACHE_ALL);
+    let (status, _, body) = http(a.http, "GET", "/dot", "a.example.");
+    assert_eq!(status, 200);
+    assert_eq!(body, b"for a.example.");
+    let (status, _, body) = http(a.http, "GET", "/dot", "a.example");
+    assert_eq!(status, 200);
+    assert_eq!(
+        body, b"for a.example",
+        "the dotted name's answer was served"
+    );
+    assert_eq!(origin.hits("/dot"), 2);
+    let (_, _, body) = http(a.http, "GET", "/dot", "A.EXAMPLE.:80");
+    assert_eq!(
+        body, b"for a.example.",
+        "the dotted entry is a hit for its spellings"
+    );
+    assert_eq!(origin.hits("/dot"), 2);
+}
+
+/// Issue 30 item 6: with `http_method_override_allowed`, `GET` with
+/// `X-HTTP-Method-Override: POST` is a POST to an origin that obeys the field. Its answer
+/// was stored as the GET entry, and plain GETs got the POST's answer from the cache.
+#[test]
+fn a_method_override_answer_is_not_the_get_entry() {
+    let origin = Origin::start(|r| {
+        let handled = r
+            .header("x-http-method-override")
+            .unwrap_or(r.method.as_str())
+            .to_string();
+        Response::ok(format!("handled-as={handled}")).header("Cache-Control", "max-age=60")
+    });
+    let extra = format!(
+        "{CACHE_ALL}\nfrang_limits {{ http_method_override_allowed true; \
+         http_methods GET HEAD POST; }}"
+    );
+    let (proxy, a) = start(&origin, &extra);
+    let req = "GET /mo HTTP/1.1\r\nHost: a.example\r\nX-HTTP-Method-Override: POST\r\n\
+               Connection: close\r\n\r\n";
+    let resp = raw_exchange(a.http, req.as_bytes(), Duration::from_secs(10)).expect("exchange");
+    let (status, head, body) = split(&resp);
+    assert_eq!(status, 200, "{head}\n{}", proxy.proc.logs());
+    assert_eq!(body, b"handled-as=POST");
+    for _ in 0..2 {
+        let (status, _, body) = http(a.http, "GET", "/mo", "a.example");
+        assert_eq!(status, 200);
+        assert_eq!(
+            body, b"handled-as=GET",
+            "a plain GET got the override's answer"
+        );
+    }
+    assert_eq!(
+        origin.hits("/mo"),
+        2,
+        "the overridden request bypassed the entry"
+    );
+}
+
+/// Issue 30 item 4: `Connection: Accept-Language` makes Accept-Language hop-by-hop, so the
+/// origin never sees it and answers its default variant; keyed on the client's head, that
+/// answer was filed under `de` and served to every later `de` client.
+#[test]
+fn a_variant_is_keyed_on_what_the_origin_saw() {
+    let origin = Origin::start(|r| {
+        let lang = r.header("accept-language").unwrap_or("default").to_string();
+        Response::ok(format!("lang={lang}"))
+            .header("Cache-Control", "max-age=60")
+            .header("Vary", "Accept-Language")
+    });
+    let (_proxy, a) = start(&origin, CACHE_ALL);
+    let stripped = "GET /v HTTP/1.1\r\nHost: a.example\r\nAccept-Language: de\r\n\
+                    Connection: Accept-Language, close\r\n\r\n";
+    let resp =
+        raw_exchange(a.http, stripped.as_bytes(), Duration::from_secs(10)).expect("exchange");
+    assert_eq!(split(&resp).2, b"lang=default");
+    let de = "GET /v HTTP/1.1\r\nHost: a.example\r\nAccept-Language: de\r\n\
+              Connection: close\r\n\r\n";
+    for _ in 0..2 {
+        let resp = raw_exchange(a.http, de.as_bytes(), Duration::from_secs(10)).expect("exchange");
+        assert_eq!(
+            split(&resp).2,
+            b"lang=de",
+            "the default variant was served for de"
+        );
+    }
+    assert_eq!(
+        origin.hits("/v"),
+        2,
+        "de is stored once, apart from the default"
     );
 }

@@ -117,7 +117,7 @@ impl Worker {
             return Found::Purge;
         }
         let uri = request.path();
-        if cache::is_unsafe_method(request.method_str()) {
+        if cache::is_unsafe_method(request.cache_method()) {
             // Even when the request itself is not cacheable (§4.4).
             let fill = Fill::new(
                 None,
@@ -159,7 +159,7 @@ impl Worker {
             vhost,
             scheme: request.scheme().as_str(),
             authority: request.authority().unwrap_or_default(),
-            method: request.method_str(),
+            method: request.cache_method(),
             uri: request.path(),
             headers,
         };

@@ -45,9 +45,12 @@ pub struct Fill {
     invalidating: bool,
 }
 
-/// The request's fields as the cache crate takes them.
+/// The request's fields as the cache crate takes them: those the origin received.
 fn fields<'b>(head: &RequestHead, buf: &'b [u8]) -> Vec<(&'b [u8], &'b [u8])> {
-    head.headers().fields(buf).collect()
+    head.headers()
+        .fields(buf)
+        .filter(|(name, _)| http1::is_forwarded_field(head, buf, name))
+        .collect()
 }
 
 /// Runs `f` with the cache view of a request head kept as bytes.
@@ -88,7 +91,7 @@ impl Fill {
             store,
             vhost: vhost.to_string(),
             scheme: request.scheme().as_str(),
-            method: String::from_utf8_lossy(request.method_bytes()).into_owned(),
+            method: request.cache_method().to_string(),
             request: request.bytes().to_vec(),
             revalidating,
             request_time: now,

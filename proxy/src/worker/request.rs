@@ -117,6 +117,28 @@ impl Request {
         self.head.headers().fields(&self.bytes)
     }
 
+    /// The fields the upstream receives as they are (hop-by-hop ones and those the
+    /// Connection field names left out): what the cache keys variants on.
+    pub fn forwarded_fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.fields()
+            .filter(|(name, _)| http1::is_forwarded_field(&self.head, &self.bytes, name))
+    }
+
+    /// The method the cache keys and judges this request by. An origin that obeys a
+    /// method-override field (`X-HTTP-Method-Override` and its kin, forwarded as received)
+    /// handles `GET` as the method it names, so the answer is that method's, never the GET
+    /// entry (issue 30). An unsafe method stays itself whatever it claims to be: `POST`
+    /// naming `GET` is never answered from the cache, since an origin may ignore the field.
+    pub fn cache_method(&self) -> &str {
+        let method = self.method_str();
+        match self.head.method_override(&self.bytes) {
+            Some(named) if !cache::is_unsafe_method(method) => {
+                std::str::from_utf8(named).unwrap_or("")
+            }
+            _ => method,
+        }
+    }
+
     pub fn framing(&self) -> BodyFraming {
         self.head.framing()
     }
@@ -176,15 +198,15 @@ impl Default for FieldPairs<'_> {
 }
 
 impl<'r> FieldPairs<'r> {
-    /// Fills the pairs with `request`'s fields, in place (the caller's frame holds them:
+    /// Fills the pairs with `request`'s forwarded fields, in place (the caller's frame holds them:
     /// returning them by value would copy the array) and returns them.
     pub fn fill(&mut self, request: &'r Request) -> &[(&'r [u8], &'r [u8])] {
         self.inline_len = 0;
         self.spilled.clear();
         if request.head.headers().len() > INLINE_PAIRS {
-            self.spilled.extend(request.fields());
+            self.spilled.extend(request.forwarded_fields());
         } else {
-            for (slot, field) in self.inline.iter_mut().zip(request.fields()) {
+            for (slot, field) in self.inline.iter_mut().zip(request.forwarded_fields()) {
                 *slot = field;
                 self.inline_len += 1;
             }
@@ -244,6 +266,40 @@ mod tests {
             assert_eq!(pairs.fill(&req), &expected[..], "{count} fields");
             assert_eq!(pairs.as_slice().len(), count.max(1));
         }
+    }
+
+    #[test]
+    fn the_cache_judges_by_the_method_the_origin_may_act_on() {
+        let cases = [
+            ("GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET"),
+            (
+                "GET / HTTP/1.1\r\nHost: a\r\nX-HTTP-Method-Override: POST\r\n\r\n",
+                "POST",
+            ),
+            (
+                "HEAD / HTTP/1.1\r\nHost: a\r\nX-Method-Override: DELETE\r\n\r\n",
+                "DELETE",
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: a\r\nX-HTTP-Method: GET\r\n\r\n",
+                "POST",
+            ),
+        ];
+        for (head, want) in cases {
+            assert_eq!(request(head.as_bytes()).cache_method(), want, "{head}");
+        }
+    }
+
+    #[test]
+    fn forwarded_fields_leave_out_hop_by_hop_and_connection_named_ones() {
+        let req = request(
+            b"GET / HTTP/1.1\r\nHost: a\r\nAccept-Language: de\r\nKeep-Alive: 5\r\n\
+              Connection: accept-language, host\r\nAccept: */*\r\n\r\n",
+        );
+        let names: Vec<&[u8]> = req.forwarded_fields().map(|(n, _)| n).collect();
+        assert_eq!(names, [&b"Host"[..], b"Accept"]);
+        let mut pairs = FieldPairs::default();
+        assert_eq!(pairs.fill(&req).len(), 2);
     }
 
     #[test]
