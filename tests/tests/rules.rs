@@ -330,6 +330,12 @@ fn http_chain_block_and_no_match_reply_403_and_close() {
         assert!(after.is_dropped(), "{text}: after the 403: {after}");
     }
     assert_eq!(origin.total_requests(), 0);
+    // With the access log off (this config has none) the warning still names the client.
+    let logs = proxy.proc.logs();
+    assert!(
+        logs.contains("http_chain blocked 127.0.0.1 \"/blocked\""),
+        "{logs}"
+    );
 }
 
 #[test]

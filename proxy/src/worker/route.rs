@@ -164,11 +164,12 @@ impl Worker {
         match rt.router.route(&ex.request) {
             Route::NoMatch | Route::Block => {
                 if rt.config.block_action.attack.log {
+                    // The connection's address, not the access log's record: that one
+                    // exists only while the access log is on.
+                    let peer = self.clients.get(ex.client).map(|c| c.peer.ip());
                     crate::warn!(
                         "http_chain blocked {} {:?}",
-                        ex.log
-                            .as_ref()
-                            .map_or_else(String::new, |l| l.client.to_string()),
+                        peer.map_or_else(String::new, |ip| ip.to_string()),
                         String::from_utf8_lossy(ex.request.uri())
                     );
                 }
