@@ -20,6 +20,11 @@ pub struct Request {
     pub fields: Vec<Field>,
     /// The `content-length` value, checked against the DATA received.
     pub content_length: Option<u64>,
+    /// Fields in the header list as received: pseudo-headers and each
+    /// `cookie` crumb count one each (what a limit on the number of
+    /// header fields counts, as Tempesta's `http_header_cnt` does over
+    /// HTTP/2).
+    pub field_count: usize,
 }
 
 impl Request {
@@ -125,6 +130,7 @@ impl Pseudo {
 
 /// Builds a request from a complete header list.
 pub fn request_from_fields(list: Vec<Field>) -> Result<Request, Malformed> {
+    let field_count = list.len();
     let mut pseudo = Pseudo::default();
     let mut fields: Vec<Field> = Vec::with_capacity(list.len());
     let mut cookie_at: Option<usize> = None;
@@ -152,7 +158,9 @@ pub fn request_from_fields(list: Vec<Field>) -> Result<Request, Malformed> {
         }
         fields.push(f);
     }
-    finish(pseudo, fields, content_length)
+    let mut request = finish(pseudo, fields, content_length)?;
+    request.field_count = field_count;
+    Ok(request)
 }
 
 fn finish(
@@ -194,6 +202,7 @@ fn finish(
         path: p.path,
         fields,
         content_length,
+        field_count: 0,
     })
 }
 
@@ -244,6 +253,8 @@ mod tests {
         assert_eq!(r.field(b"cookie"), Some(&b"a=1; b=2"[..]));
         assert_eq!(r.fields.len(), 3);
         assert_eq!(r.content_length, Some(0));
+        // As received: four pseudo-headers, two crumbs, two fields.
+        assert_eq!(r.field_count, 8);
     }
 
     #[test]

@@ -258,6 +258,18 @@ impl Connection {
         self.events.push_back(Event::Closed { error: e });
     }
 
+    /// A request head is part-way in: a header block without its
+    /// END_HEADERS yet, or a HEADERS or CONTINUATION frame whose header
+    /// arrived without the rest of it. While it lasts, every byte read
+    /// belongs to that head (§6.10 allows no other frame in between): the
+    /// application's slow-head limits apply to it.
+    pub fn head_in_progress(&self) -> bool {
+        use crate::frame::kind;
+        self.pending_block.is_some()
+            || FrameHeader::parse(&self.input)
+                .is_some_and(|h| h.kind == kind::HEADERS || h.kind == kind::CONTINUATION)
+    }
+
     /// The next event, in order.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()

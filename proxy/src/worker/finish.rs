@@ -54,6 +54,24 @@ pub enum Refusal {
     Attack,
 }
 
+/// Where a refusal is answered.
+#[derive(Clone, Copy, Debug)]
+pub enum RefuseAt {
+    /// The connection: nothing of the request became an exchange (a bad HTTP/1.1 head, a
+    /// slow head, a connection limit).
+    Connection,
+    /// The request's exchange.
+    Exchange(ExchangeId),
+    /// An HTTP/2 stream whose request did not become an exchange.
+    Stream(u32),
+}
+
+impl From<Option<ExchangeId>> for RefuseAt {
+    fn from(id: Option<ExchangeId>) -> RefuseAt {
+        id.map_or(RefuseAt::Connection, RefuseAt::Exchange)
+    }
+}
+
 impl Worker {
     /// Ends exchange `id` with `outcome`.
     pub(super) fn finish(&mut self, id: ExchangeId, mut outcome: Outcome) {
@@ -248,6 +266,38 @@ impl Worker {
         } else {
             self.drop_response(ci, kind);
         }
+    }
+
+    /// Refuses at `at` (see [`RefuseAt`]) with `status`, per `block_action`.
+    pub(super) fn refuse_at(&mut self, ci: usize, at: RefuseAt, status: u16, kind: Refusal) {
+        match at {
+            RefuseAt::Connection => self.refuse(ci, status, kind),
+            RefuseAt::Exchange(id) => self.refuse_exchange(id, status, kind),
+            RefuseAt::Stream(stream) => self.refuse_stream(ci, stream, status, kind),
+        }
+    }
+
+    /// Refuses the request on HTTP/2 stream `stream`, which has no exchange, per
+    /// `block_action`: `reply` answers `status` on the stream, and a block (as on HTTP/1.1)
+    /// also ends the connection with GOAWAY after the streams in flight; `drop` closes the
+    /// connection with nothing more sent.
+    fn refuse_stream(&mut self, ci: usize, stream: u32, status: u16, kind: Refusal) {
+        if !self.block_action(kind).reply {
+            return self.drop_response(ci, kind);
+        }
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        let Codec::H2(h2) = &mut c.codec else {
+            return;
+        };
+        h2.reply(stream, &Reply::Status(status), "", false);
+        if kind == Refusal::Attack {
+            h2.conn.go_away();
+        }
+        h2.flush_into(&mut c.out);
+        self.worker_metrics().count_status(status);
+        self.dirty.push_back(client_token(ci));
     }
 
     fn block_action(&self, kind: Refusal) -> config::BlockAction {

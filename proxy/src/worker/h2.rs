@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use h2::{Connection, ErrorCode, Field};
+use http1::ParseError;
 
 use super::exchange::ExchangeId;
 use super::h2_floods::{FloodWatch, Trip};
@@ -23,6 +24,15 @@ use super::request::{Request, Scheme};
 use crate::outbox::Outbox;
 
 mod reply;
+
+/// Why a stream's request cannot become an exchange.
+#[derive(Debug)]
+pub enum Unservable {
+    /// A request the proxy does not forward (CONNECT, no authority): the status to answer.
+    NotProxied(u16),
+    /// Malformed, or over a limit, as the HTTP/1.1 parser judges it.
+    Invalid(ParseError),
+}
 
 /// Response bytes a stream may hold here, waiting for its window, before the exchange stops
 /// relaying (its upstream is not read meanwhile): the stream's backpressure.
@@ -247,17 +257,27 @@ impl H2Codec {
         }
     }
 
-    /// Renders a stream's request into the neutral form. Err: the status to answer with.
+    /// Renders a stream's request into the neutral form, through the same parser and limits
+    /// as an HTTP/1.1 head, so that one request gets one verdict whatever the protocol.
     pub fn request(
         &self,
         req: &h2::Request,
         end_stream: bool,
         limits: &http1::Limits,
-    ) -> Result<Request, u16> {
+    ) -> Result<Request, Unservable> {
         let (Some(path), Some(authority)) = (&req.path, &req.authority) else {
             // CONNECT (no :path) is not proxied; a request without any authority neither.
-            return Err(if req.path.is_none() { 501 } else { 400 });
+            return Err(Unservable::NotProxied(if req.path.is_none() {
+                501
+            } else {
+                400
+            }));
         };
+        // The field limit counts the list as the client sent it: the rendering below makes
+        // four pseudo-headers one Host field and joins cookie crumbs.
+        if req.field_count > limits.max_headers {
+            return Err(Unservable::Invalid(ParseError::TooManyHeaders));
+        }
         let mut head = Vec::with_capacity(256);
         head.extend_from_slice(&req.method);
         head.push(b' ');
@@ -285,8 +305,8 @@ impl H2Codec {
             Ok(Some((parsed, _))) => {
                 Ok(Request::new(parsed, &head, self.scheme).rendered_from_h2())
             }
-            Ok(None) => Err(431),
-            Err(e) => Err(e.status()),
+            Ok(None) => Err(Unservable::Invalid(ParseError::HeadTooLarge)),
+            Err(e) => Err(Unservable::Invalid(e)),
         }
     }
 

@@ -10,8 +10,9 @@ use h2::Event;
 
 use super::codec::Codec;
 use super::exchange::{ExchangeId, NewExchange};
+use super::finish::RefuseAt;
 use super::h1::Reply;
-use super::h2::H2Codec;
+use super::h2::{H2Codec, Unservable};
 use super::limits::vhost_frang;
 use super::request::Scheme;
 use super::request_body::{head_field_names, push_chunk, push_last_chunk};
@@ -28,13 +29,21 @@ impl Worker {
     fn h2_limits(&self) -> h2::Limits {
         let config = &self.rt.config;
         let defaults = h2::Limits::default();
+        // Unlimited in the configuration still has a bound here: the decoded list is held
+        // in memory.
+        let max_header_list_size = config
+            .http_max_header_list_size
+            .unwrap_or(defaults.max_header_list_size);
         h2::Limits {
             max_concurrent_streams: config.max_concurrent_streams,
-            // Unlimited in the configuration still has a bound here: the decoded list is
-            // held in memory.
-            max_header_list_size: config
-                .http_max_header_list_size
-                .unwrap_or(defaults.max_header_list_size),
+            max_header_list_size,
+            // With `http_header_cnt` set, frang counts the fields (`H2Codec::request`) and
+            // the crate's own cap must not answer first: the list size already bounds the
+            // fields, each costing at least 32 bytes of it (RFC 9113 §6.5.2).
+            max_header_fields: match config.frang.http_header_cnt {
+                Some(_) => max_header_list_size / 32 + 1,
+                None => defaults.max_header_fields,
+            },
             ctrl_frame_rate_multiplier: config.ctrl_frame_rate_multiplier,
             window_update_frame_rate_multiplier: config.window_update_frame_rate_multiplier,
             send_window_timeout: config.h2_stall_timeout,
@@ -73,17 +82,36 @@ impl Worker {
             return false;
         };
         let mut moved = false;
+        let mut head_chunk = None;
         // Input while the connection takes it and the answers queued are under the bound:
         // otherwise the read buffer fills and the socket is not read.
         if let Some(rbuf) = c.rbuf.as_mut() {
             if !rbuf.is_empty() && h2.conn.wants_read() && c.out.has_room() {
                 let n = rbuf.len();
+                let head_before = h2.conn.head_in_progress();
                 h2.conn.recv(rbuf.bytes(), now);
                 rbuf.consume(n);
                 moved = true;
+                // A pass that carried part of a head spread over several reads is one head
+                // chunk, as an HTTP/1.1 read is (`http_header_chunk_cnt`,
+                // `client_header_timeout`); a head whole in one read is none.
+                let head_after = h2.conn.head_in_progress();
+                if head_before || head_after {
+                    head_chunk = Some(c.limits.on_head_chunk(self.now));
+                }
+                if !head_after {
+                    c.limits.head_complete();
+                }
             }
         }
         let events: Vec<Event> = std::iter::from_fn(|| h2.conn.poll_event()).collect();
+        if let Some(Err(v)) = head_chunk {
+            // Nothing of the connection is served after a slow-head block.
+            self.frang_violation(ci, RefuseAt::Connection, &v);
+            self.flush_client(ci);
+            self.close_client(ci, crate::close_reason::CloseReason::Frang);
+            return true;
+        }
         for event in events {
             moved = true;
             self.h2_event(ci, event, now);
@@ -170,13 +198,17 @@ impl Worker {
         WorkerMetrics::bump(&self.shared.metrics.workers[self.id].requests);
         let request = match h2.request(req, end_stream, &rt.limits) {
             Ok(request) => request,
-            Err(status) => {
+            Err(Unservable::NotProxied(status)) => {
                 // Not expressible as a request the rules can see: answered on the stream.
                 bump(&self.shared.metrics.parse_errors);
                 h2.reply(stream, &Reply::Status(status), "", false);
                 h2.flush_into(&mut c.out);
                 self.shared.metrics.workers[self.id].count_status(status);
                 return;
+            }
+            // Judged as an HTTP/1.1 head is: a frang limit is a block, the rest a 4xx.
+            Err(Unservable::Invalid(e)) => {
+                return self.parse_refused(ci, RefuseAt::Stream(stream), &e);
             }
         };
         let has_body = request.has_body();
@@ -198,7 +230,7 @@ impl Worker {
         h2.begin(stream, id);
         // Every stream counts against frang's request rate, as a request on HTTP/1.1 does.
         if let Err(v) = rt.frang.on_request(peer.ip(), now) {
-            self.frang_violation(ci, Some(id), &v);
+            self.frang_violation(ci, RefuseAt::Exchange(id), &v);
             return;
         }
         if has_body {
@@ -230,7 +262,7 @@ impl Worker {
             if let Some(h2) = self.h2_codec(ci) {
                 h2.conn.consumed(stream, data.len());
             }
-            return self.frang_violation(ci, Some(id), &v);
+            return self.frang_violation(ci, RefuseAt::Exchange(id), &v);
         }
         if let Some(h2) = self.h2_codec(ci) {
             let body = h2.body_mut(stream);
@@ -254,7 +286,7 @@ impl Worker {
             check_trailers(limits, head_names, fields.iter().map(|f| &f.name[..])).err()
         });
         if let Some(v) = split {
-            return self.frang_violation(ci, Some(id), &v);
+            return self.frang_violation(ci, RefuseAt::Exchange(id), &v);
         }
         if let Some(h2) = self.h2_codec(ci) {
             let body = h2.body_mut(stream);
@@ -381,6 +413,15 @@ impl Worker {
         if self.h2_output_stalled(ci, now) {
             return;
         }
+        let head_due = self
+            .clients
+            .get(ci)
+            .and_then(|c| c.limits.deadline())
+            .filter(|&(at, _)| now >= at);
+        if let Some((_, limit)) = head_due {
+            // A head begun and not finished in time (a slowloris over HTTP/2).
+            return self.deadline_violation(ci, None, limit);
+        }
         if let Some(h2) = self.h2_codec(ci) {
             h2.armed_at = None;
             h2.conn.on_timeout(now);
@@ -399,19 +440,28 @@ impl Worker {
     pub(super) fn arm_h2_timer(&mut self, ci: usize) {
         let keepalive = self.idle_timeout();
         let stall_timeout = self.rt.config.h2_stall_timeout;
+        let head = self
+            .clients
+            .get(ci)
+            .and_then(|c| c.limits.deadline())
+            .map(|(at, _)| at);
         let Some(h2) = self.h2_codec(ci) else {
             return;
         };
         // A timer is pending: it re-arms when it fires (deadlines only move later, except a
         // stream that stalls meanwhile, whose 30 s limit is then checked at most
-        // H2_TIMER_MAX late).
-        if h2.armed_at.is_some() {
+        // H2_TIMER_MAX late, and a head's deadline, which may be the earliest and is armed
+        // for).
+        if h2
+            .armed_at
+            .is_some_and(|armed| head.is_none_or(|head| armed <= head))
+        {
             return;
         }
         let idle = h2.idle_at().map(|at| at + keepalive);
         let stall = h2.out_stalled_since.map(|at| at + stall_timeout);
         let busy = (!h2.is_idle()).then(|| Instant::now() + H2_TIMER_MAX);
-        let Some(at) = [h2.conn.next_deadline(), idle, busy, stall]
+        let Some(at) = [h2.conn.next_deadline(), idle, busy, stall, head]
             .into_iter()
             .flatten()
             .min()

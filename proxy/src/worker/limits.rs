@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use super::codec::Codec;
 use super::exchange::ExchangeId;
-use super::finish::Refusal;
+use super::finish::{Refusal, RefuseAt};
 use super::h1::ConnState;
 use super::Worker;
 use crate::close_reason::CloseReason;
@@ -36,20 +36,23 @@ pub(super) fn vhost_frang(
 }
 
 impl Worker {
-    /// Records and answers a violation by client `ci` (during exchange `id`, if one exists).
-    pub(super) fn frang_violation(&mut self, ci: usize, id: Option<ExchangeId>, v: &Violation) {
+    /// Records and answers a violation by client `ci`, refused at `at`. Every protocol's
+    /// requests come here: one verdict (log line, counter, `ip_block`, `block_action
+    /// attack`) whatever the protocol.
+    pub(super) fn frang_violation(&mut self, ci: usize, at: RefuseAt, v: &Violation) {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
         c.frang_blocked = true;
         let ip = c.peer.ip();
-        let vhost = self.vhost_name(id.and_then(|id| self.exchanges.get(id)?.vhost));
+        let routed = match at {
+            RefuseAt::Exchange(id) => self.exchanges.get(id).and_then(|ex| ex.vhost),
+            RefuseAt::Connection | RefuseAt::Stream(_) => None,
+        };
+        let vhost = self.vhost_name(routed);
         self.note_block(ip, v, vhost);
         self.rt.frang.on_violation(ip, Instant::now());
-        match id {
-            Some(id) => self.refuse_exchange(id, v.status, Refusal::Attack),
-            None => self.refuse(ci, v.status, Refusal::Attack),
-        }
+        self.refuse_at(ci, at, v.status, Refusal::Attack);
     }
 
     /// Logs (unless `nolog`) and counts a block.
@@ -69,14 +72,15 @@ impl Worker {
             return;
         };
         let Codec::H1(h1) = &c.codec else {
-            // HTTP/2 bodies are counted per DATA frame (`h2_serve.rs`); its header blocks are
-            // bounded by the h2 crate's limits.
+            // HTTP/2 counts after the bytes went into the connection (`process_h2`): only
+            // then is it known whether they carried part of a head; bodies count per DATA
+            // frame.
             return;
         };
         match *h1.state() {
             ConnState::Idle => match c.limits.on_head_chunk(now) {
                 Ok(()) => self.arm_head_deadline(ci),
-                Err(v) => self.frang_violation(ci, None, &v),
+                Err(v) => self.frang_violation(ci, RefuseAt::Connection, &v),
             },
             ConnState::Busy(id) => {
                 let Some(ex) = self.exchanges.get_mut(id).filter(|ex| ex.reading_body()) else {
@@ -84,7 +88,7 @@ impl Worker {
                 };
                 match ex.limits.on_body_chunk(now) {
                     Ok(()) => self.arm_body_deadline(id),
-                    Err(v) => self.frang_violation(ci, Some(id), &v),
+                    Err(v) => self.frang_violation(ci, RefuseAt::Exchange(id), &v),
                 }
             }
             // A tunnel's bytes are not HTTP: frang's request limits do not apply to them.
@@ -136,13 +140,18 @@ impl Worker {
         }
     }
 
-    fn deadline_violation(&mut self, ci: usize, id: Option<ExchangeId>, limit: &'static str) {
+    pub(super) fn deadline_violation(
+        &mut self,
+        ci: usize,
+        id: Option<ExchangeId>,
+        limit: &'static str,
+    ) {
         let v = Violation {
             limit,
             detail: "deadline passed".to_string(),
             status: crate::frang::FRANG_BLOCK_STATUS,
         };
-        self.frang_violation(ci, id, &v);
+        self.frang_violation(ci, id.into(), &v);
         self.flush_client(ci);
         self.close_client(ci, CloseReason::Frang);
     }
@@ -199,7 +208,7 @@ impl Worker {
             Ok(()) => true,
             Err(violation) => {
                 let ci = ex.client;
-                self.frang_violation(ci, Some(id), &violation);
+                self.frang_violation(ci, RefuseAt::Exchange(id), &violation);
                 false
             }
         }

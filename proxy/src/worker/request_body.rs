@@ -10,6 +10,7 @@ use std::io::Write as _;
 use http1::BodyDecoder;
 
 use super::exchange::ExchangeId;
+use super::finish::RefuseAt;
 use super::limits::vhost_frang;
 use super::{upstream_token, Worker};
 use crate::close_reason::CloseReason;
@@ -117,11 +118,11 @@ impl Worker {
         match self.pump(id, ci) {
             Pumped::Moved(moved) => moved,
             Pumped::Invalid(e) => {
-                self.parse_refused(ci, Some(id), &e);
+                self.parse_refused(ci, RefuseAt::Exchange(id), &e);
                 true
             }
             Pumped::Violation(v) => {
-                self.frang_violation(ci, Some(id), &v);
+                self.frang_violation(ci, RefuseAt::Exchange(id), &v);
                 true
             }
             Pumped::Truncated => {

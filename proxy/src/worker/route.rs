@@ -10,7 +10,7 @@ use super::caching::CacheStep;
 use super::client::Stage as ConnStage;
 use super::codec::Codec;
 use super::exchange::{ExchangeId, NewExchange};
-use super::finish::Refusal;
+use super::finish::{Refusal, RefuseAt};
 use super::h1::{ConnState, Parsed, Reply};
 use super::request::{Request, Scheme};
 use super::websocket::Upgrade;
@@ -71,13 +71,13 @@ impl Worker {
             Parsed::Request(request) => self.handle_request(ci, request),
             Parsed::Partial => return false,
             Parsed::TooLarge => self.refuse(ci, 431, Refusal::Error),
-            Parsed::Invalid(e) => self.parse_refused(ci, None, &e),
+            Parsed::Invalid(e) => self.parse_refused(ci, RefuseAt::Connection, &e),
         }
         true
     }
 
-    /// A request (`id`, or none yet) was malformed or over a limit.
-    pub(super) fn parse_refused(&mut self, ci: usize, id: Option<ExchangeId>, e: &ParseError) {
+    /// A request was malformed or over a limit; it is refused at `at`.
+    pub(super) fn parse_refused(&mut self, ci: usize, at: RefuseAt, e: &ParseError) {
         // A size limit set by frang_limits is a frang block (403, `block_action attack`,
         // ip_block), as in Tempesta; the parser's own defaults are plain errors.
         if let Some(limit) = self.frang_limit_of(e) {
@@ -86,7 +86,7 @@ impl Worker {
                 detail: e.to_string(),
                 status: crate::frang::FRANG_BLOCK_STATUS,
             };
-            self.frang_violation(ci, id, &v);
+            self.frang_violation(ci, at, &v);
             return;
         }
         bump(&self.metrics().parse_errors);
@@ -94,10 +94,7 @@ impl Worker {
             let peer = self.clients.get(ci).map(|c| c.peer);
             crate::warn!("refused request from {:?}: {} ({})", peer, e, e.status());
         }
-        match id {
-            Some(id) => self.refuse_exchange(id, e.status(), Refusal::Error),
-            None => self.refuse(ci, e.status(), Refusal::Error),
-        }
+        self.refuse_at(ci, at, e.status(), Refusal::Error);
     }
 
     /// The frang directive behind a parser limit error, when frang configured that limit.
@@ -126,7 +123,7 @@ impl Worker {
         c.limits.head_complete();
         let (peer, client_id) = (c.peer, c.id);
         if let Err(v) = rt.frang.on_request(peer.ip(), now) {
-            self.frang_violation(ci, None, &v);
+            self.frang_violation(ci, RefuseAt::Connection, &v);
             return;
         }
         let keep_alive = request.keep_alive() && !rt.config.keepalive_timeout.is_zero();

@@ -11,6 +11,7 @@ use std::time::{Instant, SystemTime};
 use http1::HeaderEdits;
 
 use super::exchange::ExchangeId;
+use super::finish::RefuseAt;
 use super::h1::{LocalPage, Reply};
 use super::request::Request;
 use super::schedule::Pick;
@@ -134,7 +135,7 @@ impl Worker {
                 };
                 // The path of frang's blocks: block_action, the log line, ip_block.
                 match self.client_of(id) {
-                    Some(ci) => self.frang_violation(ci, Some(id), &v),
+                    Some(ci) => self.frang_violation(ci, RefuseAt::Exchange(id), &v),
                     None => self.drop_exchange(id),
                 }
             }

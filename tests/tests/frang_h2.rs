@@ -1,0 +1,103 @@
+//! Frang's request limits over HTTP/2 give HTTP/1.1's verdict (issue 30, items 7 and 8): a
+//! size limit (URI, field length, field count with the pseudo-headers counted, body length
+//! by Content-Length or by DATA) is a block — 403 on the stream, the connection ended, a log
+//! line naming the limit and the address, the address blocked by `ip_block` — and a head that
+//! arrives too slowly or in too many pieces (`client_header_timeout`,
+//! `http_header_chunk_cnt`) ends the connection. Before, h2 got a 414/431/413 on the stream,
+//! nothing logged or blocked, and a HEADERS frame without END_HEADERS stayed open for good.
+//! The client is Python `h2` (raw frames for the slow heads), from its own loopback address.
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use e2e::{free_port, wait_for_port};
+
+mod frang_common;
+
+use frang_common::*;
+
+/// Runs one case of tests/py/h2_frang_cases.py from `src`; returns its "ok" line.
+fn case(f: &Frang, h2c: SocketAddr, src: std::net::Ipv4Addr, name: &str) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/h2_frang_cases.py");
+    let out = Command::new("timeout")
+        .args(["60", "python3", script])
+        .args([&h2c.port().to_string(), &src.to_string(), name])
+        .output()
+        .expect("python3 (tests/run.sh installs the h2 package)");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && stdout.starts_with(&format!("ok {name}")),
+        "{name}: {stdout}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        f.proxy.proc.logs()
+    );
+    stdout
+}
+
+fn start_h2c(tag: &str, limits: &str) -> (Frang, SocketAddr) {
+    let h2c = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let f = start(tag, limits, &format!("{REPLY}\nlisten {h2c} proto=h2c;"));
+    assert!(wait_for_port(h2c, Duration::from_secs(10)), "{h2c} listens");
+    (f, h2c)
+}
+
+/// The proxy logged a block of `src` by `limit`.
+fn logged_block(f: &Frang, src: std::net::Ipv4Addr, limit: &str) {
+    let logs = f.proxy.proc.logs();
+    let line = logs
+        .lines()
+        .find(|l| l.contains(&format!("blocked {src} ")) && l.contains(limit));
+    assert!(
+        line.is_some(),
+        "no block of {src} by {limit} logged:\n{logs}"
+    );
+}
+
+#[test]
+fn size_limits_are_blocks_over_h2() {
+    let limits = "http_uri_len 20;\nhttp_hdr_len 30;\nhttp_header_cnt 5;\n\
+                  http_body_len 10;\nip_block 5;";
+    let (f, h2c) = start_h2c("frang-h2-sizes", limits);
+    // Four pseudo-headers and one field are five fields: served, as in Tempesta.
+    case(&f, h2c, ip(0, 30, 1), "served");
+    for (n, (name, limit)) in [
+        ("blocked_fields", "http_header_cnt"),
+        ("blocked_uri", "http_uri_len"),
+        ("blocked_field_len", "http_hdr_len"),
+        ("blocked_body_cl", "http_body_len"),
+        ("blocked_body_data", "http_body_len"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let src = ip(0, 30, 10 + n as u8);
+        case(&f, h2c, src, name);
+        logged_block(&f, src, limit);
+        // ip_block: the address is refused from now on, on any listener.
+        let outcome = f.once(src, &closing_get("/after"));
+        f.expect_dropped(outcome, &format!("{name}: a new connection under ip_block"));
+    }
+    // The origin saw only the request that was served.
+    assert_eq!(f.origin.total_requests(), 1);
+}
+
+#[test]
+fn slow_heads_are_cut_over_h2() {
+    let limits = "client_header_timeout 2;\nhttp_header_chunk_cnt 3;";
+    let (f, h2c) = start_h2c("frang-h2-slow", limits);
+    let out = case(&f, h2c, ip(0, 31, 1), "slow_head");
+    let after: f64 = out
+        .split("closed_after=")
+        .nth(1)
+        .and_then(|s| s.trim().parse().ok())
+        .expect("closed_after");
+    // Cut by the 2 s header timeout, not by the 75 s keep-alive one.
+    assert!(after < 6.0, "a stalled HEADERS was cut after {after} s");
+    logged_block(&f, ip(0, 31, 1), "client_header_timeout");
+    case(&f, h2c, ip(0, 31, 2), "head_chunks");
+    logged_block(&f, ip(0, 31, 2), "http_header_chunk_cnt");
+    assert_eq!(f.origin.total_requests(), 0);
+    // Another client is served.
+    f.served(ip(0, 31, 3), &closing_get("/other"), "another address");
+}
