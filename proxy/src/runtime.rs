@@ -153,6 +153,7 @@ impl Runtime {
         };
         let frang = Arc::new(
             crate::frang::Frang::new(&config.frang, config.client_lru_size as usize)
+                .with_client_mem(config.client_mem.as_ref().map(|m| m.hard))
                 .with_rate_time_frames(
                     config.frang.request_rate_frame,
                     config.frang.tcp_connection_rate_frame,

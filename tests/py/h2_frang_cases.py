@@ -103,11 +103,11 @@ def raw_open(port, src):
     return s
 
 
-def wait_closed(s):
+def wait_closed(s, patience=T):
     """Seconds until the proxy closes `s` (reading and dropping what it sends), or None."""
     start = time.time()
-    while time.time() - start < T:
-        s.settimeout(max(0.01, T - (time.time() - start)))
+    while time.time() - start < patience:
+        s.settimeout(max(0.01, patience - (time.time() - start)))
         try:
             data = s.recv(1 << 16)
         except socket.timeout:
@@ -164,6 +164,47 @@ def main():
         after = wait_closed(s)
         assert after is not None, f"still open {T} s after the head"
         print(f"ok {case} closed_after={time.time() - start:.2f}")
+    elif case == "client_mem":
+        # Eight connections from one address, each with 16 uploads of 60 000 bytes that the
+        # slow origin does not take: ~7.5 MB held for the address, over `client_mem 2M 4M`.
+        conns, refused = [], 0
+
+        def upload(c):
+            c.sock.settimeout(0.3)
+            try:
+                for _ in c.conn.receive_data(c.sock.recv(1 << 16)):
+                    pass
+            except socket.timeout:
+                pass
+            c.flush()
+            for _ in range(16):
+                sid = c.conn.get_next_available_stream_id()
+                c.conn.send_headers(sid, [(":method", "POST"), (":path", "/slow"),
+                                          (":scheme", "http"), (":authority", HOST),
+                                          ("content-length", "60000")])
+                n = min(60000, c.conn.local_flow_control_window(sid))
+                while n > 0:
+                    piece = min(n, c.conn.max_outbound_frame_size)
+                    c.conn.send_data(sid, b"x" * piece)
+                    n -= piece
+            c.flush()
+
+        for _ in range(8):
+            try:
+                c = Client(port, src)
+                upload(c)
+                conns.append(c)
+            except (BrokenPipeError, ConnectionResetError):
+                # Reset while uploading, or refused at accept once the address is blocked.
+                refused += 1
+        ended = refused
+        for c in conns:
+            # The reset comes on the connection's next receive pass: at once for those that
+            # were sending when the total passed the limit.
+            if wait_closed(c.sock, 2.0) is not None:
+                ended += 1
+        assert ended > 0, "no connection was reset"
+        print(f"ok {case} ended={ended} refused={refused}")
     else:
         raise SystemExit(f"unknown case {case}")
 

@@ -101,3 +101,48 @@ fn slow_heads_are_cut_over_h2() {
     // Another client is served.
     f.served(ip(0, 31, 3), &closing_get("/other"), "another address");
 }
+
+/// Issue 30 item 9: `client_mem` accounts what the proxy holds for an address across its
+/// connections (here HTTP/2 uploads queued behind a one-connection, slow origin) and resets
+/// the connections of an address over the hard limit, blocking it under `ip_block`, as
+/// Tempesta does. Before, 24 such connections held 25 MiB under `client_mem 2M 4M`.
+#[test]
+fn client_mem_resets_an_address_over_its_hard_limit() {
+    let origin = e2e::origin::Origin::start(|r| {
+        let answer = e2e::origin::Response::ok(format!("{}", r.body.len()));
+        match r.path() {
+            "/slow" => answer.delay(Duration::from_secs(3)),
+            _ => answer,
+        }
+    });
+    let setup = e2e::proxy::Setup::new("frang-h2-mem");
+    let h2c = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = setup
+        .config(
+            origin.addr(),
+            "",
+            &format!(
+                "frang_limits {{ ip_block 60; }}\n{REPLY}\nclient_mem 2M 4M;\n\
+                 listen {h2c} proto=h2c;\n"
+            ),
+        )
+        .replace(
+            &format!("server {};", origin.addr()),
+            &format!("server {} conns_n=1;", origin.addr()),
+        );
+    let http = setup.http;
+    let f = Frang {
+        origin,
+        proxy: setup.start(&conf),
+        http,
+        https: http,
+    };
+    assert!(wait_for_port(h2c, Duration::from_secs(10)), "{h2c} listens");
+    let src = ip(0, 32, 1);
+    case(&f, h2c, src, "client_mem");
+    logged_block(&f, src, "client_mem");
+    let outcome = f.once(src, &closing_get("/after"));
+    f.expect_dropped(outcome, "a new connection under ip_block");
+    // Another address is served.
+    f.served(ip(0, 32, 2), &closing_get("/other"), "another address");
+}

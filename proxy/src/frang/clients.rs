@@ -66,6 +66,13 @@ impl RateLimit {
     }
 }
 
+fn over_memory(total: u64, hard: u64) -> Violation {
+    Violation::block(
+        "client_mem",
+        format!("{total} bytes held for the address > {hard}"),
+    )
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Blocked {
     Forever,
@@ -82,6 +89,8 @@ struct Client {
     tls_incomplete: SlotRing,
     blocked_responses: SlotRing,
     blocked: Option<Blocked>,
+    /// Bytes the proxy holds for this address's connections (`client_mem`).
+    memory: u64,
 }
 
 impl Client {
@@ -124,6 +133,9 @@ pub struct Frang {
     tls_incomplete_rate: Option<u32>,
     concurrent_connections: Option<u32>,
     ip_block: IpBlock,
+    /// `client_mem`'s hard limit in bytes (Tempesta enforces only this one; the soft limit
+    /// sets its default, twice the soft).
+    client_mem_hard: Option<u64>,
     hasher: RandomState,
     shards: Box<[Mutex<LruMap<Client>>]>,
 }
@@ -161,6 +173,7 @@ impl Frang {
             tls_incomplete_rate: global.tls_incomplete_connection_rate.filter(|&n| n > 0),
             concurrent_connections: global.concurrent_tcp_connections.filter(|&n| n > 0),
             ip_block: global.ip_block,
+            client_mem_hard: None,
             hasher: RandomState::new(),
             shards,
         }
@@ -175,6 +188,49 @@ impl Frang {
         self.requests.slot = slot_len(request);
         self.tcp_connections.slot = slot_len(tcp);
         self
+    }
+
+    /// Accounts memory per client address against `client_mem`'s hard limit.
+    pub fn with_client_mem(mut self, hard: Option<u64>) -> Frang {
+        self.client_mem_hard = hard.filter(|&h| h > 0);
+        self
+    }
+
+    /// Whether `client_mem` is set: only then is memory accounted ([`Frang::on_memory`]).
+    pub fn accounts_memory(&self) -> bool {
+        self.client_mem_hard.is_some()
+    }
+
+    /// A connection of `ip` held `was` bytes and now holds `held` (0 when it closes): the
+    /// address's total moves by the difference. Err (and `ip_block`) when the total is over
+    /// `client_mem`'s hard limit: as Tempesta does, reset the connection whose receive pass
+    /// found it so.
+    pub fn on_memory(
+        &self,
+        ip: IpAddr,
+        was: u64,
+        held: u64,
+        now: Instant,
+    ) -> Result<(), Violation> {
+        let Some(hard) = self.client_mem_hard else {
+            return Ok(());
+        };
+        if was == held {
+            return match self
+                .shard(ip)
+                .and_then(|mut s| s.get_mut(&ip).map(|c| c.memory))
+            {
+                Some(total) if total > hard => Err(over_memory(total, hard)),
+                _ => Ok(()),
+            };
+        }
+        self.with_client(ip, now, |_, client| {
+            client.memory = client.memory.saturating_sub(was).saturating_add(held);
+            if client.memory > hard && held > 0 {
+                return Err(over_memory(client.memory, hard));
+            }
+            Ok(())
+        })
     }
 
     /// At accept, before anything is read: refuses a blocked address, then

@@ -420,3 +420,27 @@ fn connected_clients_outlive_passers_by() {
         "concurrent_tcp_connections"
     );
 }
+
+#[test]
+fn client_mem_sums_an_address_across_its_connections() {
+    let t0 = Instant::now();
+    let frang = Frang::new(&unlimited(), 1000).with_client_mem(Some(1000));
+    let plain = Frang::new(&unlimited(), 1000);
+    assert!(frang.accounts_memory());
+    // Two connections of one address: 600 + 300 is under 1000.
+    assert!(frang.on_memory(ip(1), 0, 600, t0).is_ok());
+    assert!(frang.on_memory(ip(1), 0, 300, t0).is_ok());
+    // Another address has its own total.
+    assert!(frang.on_memory(ip(2), 0, 900, t0).is_ok());
+    // The first connection grows to 800: 1100 > 1000.
+    let v = frang.on_memory(ip(1), 600, 800, t0).unwrap_err();
+    assert_eq!(v.limit, "client_mem");
+    // Every connection of the address is told on its next pass, even one that did not grow.
+    assert!(frang.on_memory(ip(1), 300, 300, t0).is_err());
+    // Closing the large one brings the address back under.
+    assert!(frang.on_memory(ip(1), 800, 0, t0).is_ok());
+    assert!(frang.on_memory(ip(1), 300, 300, t0).is_ok());
+    // Without client_mem nothing is counted.
+    assert!(!plain.accounts_memory());
+    assert!(plain.on_memory(ip(1), 0, u64::MAX, t0).is_ok());
+}

@@ -67,6 +67,8 @@ pub struct Client {
     /// replaced the table (new counters must not be decremented for connections they never
     /// counted).
     pub counted_by: Option<std::sync::Arc<crate::frang::Frang>>,
+    /// Bytes this connection holds as `counted_by` last saw them (`client_mem`).
+    pub mem_held: u64,
     /// The server name the client asked for in its TLS handshake (lower case, no trailing
     /// dot): strict host checking refuses requests routed to another vhost than it names.
     pub sni: Option<crate::server_name::ServerName>,
@@ -81,6 +83,17 @@ impl Client {
     /// Nothing in flight: no request being served, nothing to send.
     pub fn is_idle(&self) -> bool {
         self.codec.is_idle() && self.out.is_empty() && self.rbuf.as_ref().is_none_or(Buf::is_empty)
+    }
+
+    /// Bytes held for this connection (`client_mem`'s accounting): shared stored bodies
+    /// are the cache's, not counted.
+    pub fn held_bytes(&self) -> u64 {
+        let read = self.rbuf.as_ref().map_or(0, |b| b.len());
+        let codec = match &self.codec {
+            Codec::H2(h2) => h2.held_bytes(),
+            Codec::H1(_) => 0,
+        };
+        (read + self.out.len() + codec) as u64
     }
 }
 
@@ -141,6 +154,7 @@ impl Worker {
             id: self.next_client_id,
             limits: crate::frang::ConnLimits::new(&self.rt.config.frang),
             counted_by: Some(self.rt.frang.clone()),
+            mem_held: 0,
             sni: None,
             handshake: super::handshake_deadline::HandshakeClock::start(Instant::now()),
             fin_reported: false,
@@ -307,12 +321,40 @@ impl Worker {
                 return;
             }
             if !progressed {
-                self.settle_client(ci);
+                self.account_memory(ci);
+                if self.clients.contains(ci) {
+                    self.settle_client(ci);
+                }
                 return;
             }
         }
+        self.account_memory(ci);
         // Still moving after a full round: come back after the others (edge-triggered).
         self.dirty.push_back(client_token(ci));
+    }
+
+    /// `client_mem`: after a receive pass, what this connection holds joins its address's
+    /// total; over the hard limit the connection is reset (and the address blocked under
+    /// `ip_block`), as in Tempesta. Counted: the bytes read and not consumed, the outbox, and
+    /// an HTTP/2 connection's request bodies, waiting response bytes and frames.
+    fn account_memory(&mut self, ci: usize) {
+        let now = self.now;
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        let Some(frang) = c.counted_by.as_ref().filter(|f| f.accounts_memory()) else {
+            return;
+        };
+        let held = c.held_bytes();
+        let verdict = frang.on_memory(c.peer.ip(), c.mem_held, held, now);
+        c.mem_held = held;
+        if let Err(v) = verdict {
+            let ip = c.peer.ip();
+            c.frang_blocked = true;
+            self.note_block(ip, &v, "-");
+            self.drop_response(ci, super::finish::Refusal::Attack);
+            self.close_client(ci, CloseReason::Frang);
+        }
     }
 
     /// Drives the handshake; true once the connection is open for HTTP.
@@ -539,6 +581,9 @@ impl Worker {
         // No epoll_ctl(DEL): closing the socket (it is never duplicated) takes it out of the
         // poll set, one syscall per connection less.
         if let Some(frang) = c.counted_by.take() {
+            if c.mem_held > 0 {
+                let _ = frang.on_memory(c.peer.ip(), c.mem_held, 0, self.now);
+            }
             frang.on_close(c.peer.ip());
         }
         WorkerMetrics::drop_one(&self.worker_metrics().connections_open);

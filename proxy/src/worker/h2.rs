@@ -310,6 +310,23 @@ impl H2Codec {
         }
     }
 
+    /// Bytes this connection holds: request bodies not yet passed on, relayed response
+    /// bytes waiting for windows (a stored body's shared bytes are the cache's), and frames
+    /// not yet moved to the outbox.
+    pub fn held_bytes(&self) -> usize {
+        let bodies: usize = self.bodies.values().map(|b| b.data.len()).sum();
+        let tails: usize = self
+            .tails
+            .values()
+            .flat_map(|t| t.chunks.iter())
+            .map(|(chunk, at)| match chunk {
+                Chunk::Owned(v) => v.len().saturating_sub(*at),
+                Chunk::Shared(..) => 0,
+            })
+            .sum();
+        bodies + tails + self.conn.output().len()
+    }
+
     /// Relayed body bytes for `stream`: framed at once as far as the windows allow; only
     /// what they hold back is copied to wait here.
     pub fn data(&mut self, stream: u32, data: &[u8]) {
