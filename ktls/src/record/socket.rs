@@ -26,11 +26,12 @@ pub const MAX_KEY_UPDATES_WITHOUT_DATA: u32 = 32;
 /// other connections (issue 30). Without a bound, a peer that keeps sending such records
 /// keeps the thread inside one call for as long as it sends. Each one costs at most one
 /// maximal record's decryption (16 KiB of TLS 1.3 padding) or one key derivation, so 32
-/// keep a call within about 0.5 MiB of AEAD work, a few times what one call returning data
-/// can cost (one record, up to two per buffer fill); no real peer sends more than two in a
-/// row (a KeyUpdate; user_canceled before close_notify), so only a flooding peer ever sees
-/// the yield. OpenSSL's record layer allows the same number of empty records in a row
-/// (`MAX_EMPTY_RECORDS`), and fails the connection after them.
+/// keep a call within about 0.5 MiB of AEAD work (a call that returns data opens one
+/// record); no real peer sends more than two in a row (a KeyUpdate; user_canceled before
+/// close_notify), so only a flooding peer ever sees the yield, and a lower bound would only
+/// add calls for it. OpenSSL's record layer bounds the empty records one of its calls
+/// processes by the same number (`MAX_EMPTY_RECORDS`, for the same reason), and fails the
+/// connection past it; here the connection stays usable.
 pub const MAX_RECORDS_WITHOUT_DATA_PER_READ: u32 = 32;
 
 /// An established TLS connection on the proxy's record layer. The socket stays owned by the
