@@ -25,7 +25,10 @@ pub enum Progress {
 /// The outcome of one read or write attempt on a TLS connection (user space or kernel).
 #[derive(Debug)]
 pub enum IoStatus {
-    /// This many bytes were read or written.
+    /// This many bytes were read or written. `Done(0)` from a read into a non-empty buffer
+    /// is not the end of the stream (that is `Closed`): `RecordSocket::read` stopped after a
+    /// run of records without data, and the caller reads again soon, without waiting for a
+    /// readiness event.
     Done(usize),
     /// Nothing more until the socket is readable.
     WantRead,

@@ -23,7 +23,7 @@ pub use error::{alert, RecordError};
 pub use handover::server_record_layer;
 pub use keys::DirectionKeys;
 pub use layer::{content, Inbound, RecordLayer};
-pub use socket::RecordSocket;
+pub use socket::{RecordSocket, MAX_KEY_UPDATES_WITHOUT_DATA, MAX_RECORDS_WITHOUT_DATA_PER_READ};
 
 #[cfg(test)]
 mod tests {

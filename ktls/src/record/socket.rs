@@ -21,6 +21,19 @@ use crate::session::{AttachedFd, IoStatus, TlsError};
 /// bursts.
 pub const MAX_KEY_UPDATES_WITHOUT_DATA: u32 = 32;
 
+/// Records one [`RecordSocket::read`] opens that give the caller nothing (empty application
+/// data, KeyUpdate, a warning alert) before it returns `Done(0)` to let the owner serve its
+/// other connections (issue 30). Without a bound, a peer that keeps sending such records
+/// keeps the thread inside one call for as long as it sends. Each one costs at most one
+/// maximal record's decryption (16 KiB of TLS 1.3 padding) or one key derivation, so 32
+/// keep a call within about 0.5 MiB of AEAD work (a call that returns data opens one
+/// record); no real peer sends more than two in a row (a KeyUpdate; user_canceled before
+/// close_notify), so only a flooding peer ever sees the yield, and a lower bound would only
+/// add calls for it. OpenSSL's record layer bounds the empty records one of its calls
+/// processes by the same number (`MAX_EMPTY_RECORDS`, for the same reason), and fails the
+/// connection past it; here the connection stays usable.
+pub const MAX_RECORDS_WITHOUT_DATA_PER_READ: u32 = 32;
+
 /// An established TLS connection on the proxy's record layer. The socket stays owned by the
 /// caller: every call borrows it, and must borrow the one the layer's records belong to
 /// (checked).
@@ -95,6 +108,13 @@ impl RecordSocket {
 
     /// Reads decrypted application data. `Closed` on close_notify or end of stream between
     /// records; an error (after sending the matching alert) for anything else.
+    ///
+    /// `Done(0)` for a non-empty `buf` is not the end of the stream: the call opened
+    /// [`MAX_RECORDS_WITHOUT_DATA_PER_READ`] records that gave no data and stopped there.
+    /// More may wait in the layer's buffer or in the socket, and no readiness event will say
+    /// so (the socket's readiness is kept as it was: not marked drained): the owner calls
+    /// `read` again without waiting for an event, after serving its other connections.
+    /// `WantRead` still means that nothing more can come before the next readiness event.
     pub fn read(&mut self, fd: BorrowedFd<'_>, buf: &mut [u8]) -> IoStatus {
         let fd = match self.fd.check(fd) {
             Ok(fd) => fd,
@@ -109,12 +129,22 @@ impl RecordSocket {
         if self.peer_closed {
             return IoStatus::Closed;
         }
+        // Records opened in this call; every one but a data record, which is handed out at
+        // once, gave nothing.
+        let mut opened = 0;
         loop {
             if let Some(n) = self.hand_out(buf) {
                 return IoStatus::Done(n);
             }
+            if opened == MAX_RECORDS_WITHOUT_DATA_PER_READ {
+                self.release_rx_if_empty();
+                return IoStatus::Done(0);
+            }
             match self.open_next(fd) {
-                Ok(true) => continue,
+                Ok(true) => {
+                    opened += 1;
+                    continue;
+                }
                 Ok(false) => {}
                 Err(status) => return status,
             }
