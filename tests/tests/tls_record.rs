@@ -513,6 +513,33 @@ fn a_key_update_flood_gets_one_answer_then_a_close() {
     );
 }
 
+/// The record layer opens at most 32 records without data per read call, then returns to
+/// let the worker serve others (issue 30). The request behind 32 KeyUpdates arrives in the
+/// same segment, so no readiness event follows the yield: the worker must come back by
+/// itself. (Before the worker did, the request waited for the client's next bytes: none.)
+#[test]
+fn a_request_behind_a_run_of_records_without_data_is_answered() {
+    let origin = origin();
+    let run = start(&origin, "tls_ktls user;\n");
+    let (sock, _) = meddler(run.https, true);
+    let mut tls = Ssl::new(&client_ctx(SslVersion::TLS1_3))
+        .unwrap()
+        .connect(sock)
+        .unwrap();
+    let (received, _) = key_updates(&run);
+    for _ in 0..ktls::record::MAX_RECORDS_WITHOUT_DATA_PER_READ {
+        ktls::ossl::request_key_update(tls.ssl()).unwrap();
+        tls.do_handshake().unwrap();
+    }
+    // The Finished, 32 KeyUpdates and the request leave in one write, at the first read.
+    tls.write_all(&get("/bytes/100", true)).unwrap();
+    let mut response = Vec::new();
+    let _ = tls.read_to_end(&mut response);
+    assert_eq!(bodies(&response), vec![pattern(100)], "{}", run.metrics());
+    let (received_after, _) = key_updates(&run);
+    assert_eq!(received_after - received, 32);
+}
+
 fn key_updates(run: &Running) -> (u64, u64) {
     (
         run.sample("ktls_proxy_tls_key_updates_total{direction=\"received\"}"),

@@ -432,7 +432,12 @@ impl Worker {
 
     /// Reads what the socket has, while there is room. True if bytes arrived.
     pub(super) fn read_client(&mut self, ci: usize) -> bool {
-        let Worker { clients, bufs, .. } = self;
+        let Worker {
+            clients,
+            bufs,
+            dirty,
+            ..
+        } = self;
         let Some(c) = clients.get_mut(ci) else {
             return false;
         };
@@ -449,7 +454,13 @@ impl Worker {
                 IoStatus::Done(n) => Ok(n),
                 other => Err(other),
             }) {
-                Ok(0) => break,
+                // Nothing into a buffer with room: the transport bounded its work (the
+                // record layer after a run of records without data) and has more. The
+                // socket's edge will not fire again for it: come back after the others.
+                Ok(0) => {
+                    dirty.push_back(client_token(ci));
+                    break;
+                }
                 Ok(_) => got = true,
                 Err(IoStatus::WantRead | IoStatus::WantWrite) => break,
                 Err(_) => {
