@@ -84,17 +84,6 @@ impl Client {
     pub fn is_idle(&self) -> bool {
         self.codec.is_idle() && self.out.is_empty() && self.rbuf.as_ref().is_none_or(Buf::is_empty)
     }
-
-    /// Bytes held for this connection (`client_mem`'s accounting): shared stored bodies
-    /// are the cache's, not counted.
-    pub fn held_bytes(&self) -> u64 {
-        let read = self.rbuf.as_ref().map_or(0, |b| b.len());
-        let codec = match &self.codec {
-            Codec::H2(h2) => h2.held_bytes(),
-            Codec::H1(_) => 0,
-        };
-        (read + self.out.len() + codec) as u64
-    }
 }
 
 impl Worker {
@@ -322,39 +311,12 @@ impl Worker {
             }
             if !progressed {
                 self.account_memory(ci);
-                if self.clients.contains(ci) {
-                    self.settle_client(ci);
-                }
-                return;
+                return self.settle_client(ci);
             }
         }
         self.account_memory(ci);
         // Still moving after a full round: come back after the others (edge-triggered).
         self.dirty.push_back(client_token(ci));
-    }
-
-    /// `client_mem`: after a receive pass, what this connection holds joins its address's
-    /// total; over the hard limit the connection is reset (and the address blocked under
-    /// `ip_block`), as in Tempesta. Counted: the bytes read and not consumed, the outbox, and
-    /// an HTTP/2 connection's request bodies, waiting response bytes and frames.
-    fn account_memory(&mut self, ci: usize) {
-        let now = self.now;
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        let Some(frang) = c.counted_by.as_ref().filter(|f| f.accounts_memory()) else {
-            return;
-        };
-        let held = c.held_bytes();
-        let verdict = frang.on_memory(c.peer.ip(), c.mem_held, held, now);
-        c.mem_held = held;
-        if let Err(v) = verdict {
-            let ip = c.peer.ip();
-            c.frang_blocked = true;
-            self.note_block(ip, &v, "-");
-            self.drop_response(ci, super::finish::Refusal::Attack);
-            self.close_client(ci, CloseReason::Frang);
-        }
     }
 
     /// Drives the handshake; true once the connection is open for HTTP.
@@ -454,9 +416,8 @@ impl Worker {
                 IoStatus::Done(n) => Ok(n),
                 other => Err(other),
             }) {
-                // Nothing into a buffer with room: the transport bounded its work (the
-                // record layer after a run of records without data) and has more. The
-                // socket's edge will not fire again for it: come back after the others.
+                // Nothing into a buffer with room: the transport bounded its work and has more,
+                // for which no edge will fire (ktls's per-read bound): come back later.
                 Ok(0) => {
                     dirty.push_back(client_token(ci));
                     break;

@@ -5,6 +5,7 @@
 mod background;
 mod caching;
 mod client;
+mod client_mem;
 mod codec;
 mod exchange;
 mod fairness;
