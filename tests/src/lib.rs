@@ -50,11 +50,24 @@ pub fn bin_path(name: &str) -> PathBuf {
     panic!("binary `{name}` not found in {dirs:?}: run `cargo build --release` first (tests/run.sh does)");
 }
 
-/// A loopback port that was free a moment ago. Tests bind it right away; the kernel hands out
-/// ephemeral ports round-robin, so a collision within a test run is very unlikely.
+/// A loopback port that was free a moment ago, and never handed out before in this process.
+/// Tests bind it right away. The kernel may give a port just released to the next bind(0):
+/// two calls in a row once returned the same port, and a proxy refused its own config
+/// ("duplicate listener"); the set makes that impossible within one test binary.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port");
-    listener.local_addr().expect("local addr").port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    // A refused port stays bound until one is found, so the kernel cannot offer it again.
+    let mut refused = Vec::new();
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port");
+        let port = listener.local_addr().expect("local addr").port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+        refused.push(listener);
+    }
 }
 
 /// Waits until something accepts TCP connections on `addr`.
