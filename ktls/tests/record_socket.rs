@@ -50,6 +50,14 @@ fn pair() -> Pair {
 }
 
 impl Pair {
+    /// The peer sends `wire`, then one data record holding REQUEST, in one write.
+    fn peer_sends_with_request(&mut self, mut wire: Vec<u8>) {
+        self.peer_layer
+            .seal_record(content::APPLICATION_DATA, &[REQUEST], 0, &mut wire)
+            .unwrap();
+        self.peer_sends(&wire);
+    }
+
     /// The peer writes `wire` (all of it: the socket's buffer holds it), then the proxy's
     /// poller reports one readiness event.
     fn peer_sends(&mut self, wire: &[u8]) {
@@ -115,10 +123,7 @@ fn a_read_opens_at_most_the_bound_of_empty_records_and_the_data_behind_them_stil
     let empties = 1000;
     let mut wire = Vec::new();
     empty_records(&mut p.peer_layer, empties, &mut wire);
-    p.peer_layer
-        .seal_record(content::APPLICATION_DATA, &[REQUEST], 0, &mut wire)
-        .unwrap();
-    p.peer_sends(&wire);
+    p.peer_sends_with_request(wire);
 
     let mut buf = [0u8; 4096];
     let mut yields = 0;
@@ -211,10 +216,7 @@ fn key_update_requests_spread_over_yields_get_one_answer_before_the_next_data() 
         p.peer_layer.seal_key_update(true, &mut wire).unwrap();
         empty_records(&mut p.peer_layer, 40, &mut wire);
     }
-    p.peer_layer
-        .seal_record(content::APPLICATION_DATA, &[REQUEST], 0, &mut wire)
-        .unwrap();
-    p.peer_sends(&wire);
+    p.peer_sends_with_request(wire);
     let mut buf = [0u8; 4096];
     let mut yields = 0;
     let got = loop {
