@@ -47,8 +47,9 @@ pub struct Client {
     pub peer_closed: bool,
     /// Close once `out` is flushed and no request is in flight.
     pub close_after_flush: bool,
-    /// A write failed: the client is gone.
-    pub write_failed: bool,
+    /// Nothing more can reach the client: a write failed, the connection was reset, or an
+    /// HTTP/2 client ended its side. Its exchanges end at once (no origin work for them).
+    pub unreachable: bool,
     /// A frang limit blocked a request: the close that follows is frang's.
     pub frang_blocked: bool,
     /// The generation of the client's timer entry (a stale entry's differs).
@@ -135,7 +136,7 @@ impl Worker {
             out: Outbox::default(),
             peer_closed: false,
             close_after_flush: false,
-            write_failed: false,
+            unreachable: false,
             frang_blocked: false,
             timer_gen: 0,
             timer_queued: None,
@@ -424,8 +425,19 @@ impl Worker {
                 }
                 Ok(_) => got = true,
                 Err(IoStatus::WantRead | IoStatus::WantWrite) => break,
+                // HTTP/1.1 may half-close: requests read before the FIN are still answered
+                // (RFC 9112 §9.6). HTTP/2 has no half-closed connection (RFC 9113 §5.1
+                // half-closes streams), so its FIN ends the connection as nginx ends it.
+                Err(IoStatus::Closed) => {
+                    c.peer_closed = true;
+                    c.unreachable |= matches!(c.codec, Codec::H2(_));
+                    break;
+                }
+                // A reset or a broken record: no answer can reach the client, and its queued
+                // requests must not keep the origin busy.
                 Err(_) => {
                     c.peer_closed = true;
+                    c.unreachable = true;
                     break;
                 }
             }
@@ -479,7 +491,7 @@ impl Worker {
                 // Nothing more can reach this client: close now, even mid-response.
                 c.out.clear();
                 c.peer_closed = true;
-                c.write_failed = true;
+                c.unreachable = true;
                 false
             }
         }
@@ -494,11 +506,11 @@ impl Worker {
         // `close_after_flush` takes effect once the current response is complete: a
         // close-delimited body is still streaming while its head has been flushed.
         let between_requests = c.codec.is_idle();
-        let finished = c.write_failed
+        let finished = c.unreachable
             || (between_requests && c.out.is_empty() && (c.close_after_flush || c.peer_closed));
         if finished {
             let why =
-                CloseReason::after_response(c.frang_blocked, c.write_failed, c.close_after_flush);
+                CloseReason::after_response(c.frang_blocked, c.unreachable, c.close_after_flush);
             self.close_client(ci, why);
             return;
         }
