@@ -6,6 +6,7 @@ mod background;
 mod caching;
 mod client;
 mod client_mem;
+mod client_timer;
 mod codec;
 mod exchange;
 mod fairness;
