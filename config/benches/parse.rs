@@ -16,7 +16,13 @@ fn bench_parse(c: &mut Criterion) {
             root.join("../shared/reference/tempesta_fw.conf"),
         ),
     ];
-    inputs.retain(|(_, p)| p.exists());
+    inputs.retain(|(name, p)| {
+        let present = p.exists();
+        if !present {
+            eprintln!("not benched: {name} ({} is missing)", p.display());
+        }
+        present
+    });
     let base = root.join("etc");
     for (name, path) in inputs {
         let Ok(text) = std::fs::read_to_string(&path) else {

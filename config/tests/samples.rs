@@ -1,5 +1,6 @@
 //! Real configurations: the two published Tempesta benchmark configs (read
-//! from the shared seeds file at test time, never copied here), the
+//! from the team's shared seeds file at test time, never copied here: a missing
+//! file fails the test unless KTLS_PROXY_SKIP_SHARED=1), the
 //! project's etc/ files in both syntaxes, and the reference directive list.
 
 use std::path::{Path, PathBuf};
@@ -10,14 +11,25 @@ fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A file of the team's shared folder (`../shared` beside the repository, or
+/// `$KTLS_PROXY_SHARED_DIR`): its text, or None when `KTLS_PROXY_SKIP_SHARED=1` says to go
+/// without it. Missing otherwise is a failure, never a silent skip: CI has the folder.
 fn shared(rel: &str) -> Option<String> {
-    let path = manifest_dir().join("../../shared").join(rel);
+    let dir = std::env::var_os("KTLS_PROXY_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest_dir().join("../../shared"));
+    let path = dir.join(rel);
     match std::fs::read_to_string(&path) {
         Ok(t) => Some(t),
-        Err(_) => {
-            println!("skipping: {} is not available", path.display());
+        Err(_) if std::env::var_os("KTLS_PROXY_SKIP_SHARED").is_some() => {
+            eprintln!("SKIP (KTLS_PROXY_SKIP_SHARED): {} is missing", path.display());
             None
         }
+        Err(e) => panic!(
+            "{}: {e}. These tests read the team's shared folder beside the repository; \
+             set KTLS_PROXY_SHARED_DIR to where it is, or KTLS_PROXY_SKIP_SHARED=1 to skip them",
+            path.display()
+        ),
     }
 }
 

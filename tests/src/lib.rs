@@ -30,6 +30,28 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// A file of the team's shared folder (`../shared` beside the repository, or
+/// `$KTLS_PROXY_SHARED_DIR`): its text, or None when `KTLS_PROXY_SKIP_SHARED=1` says to go
+/// without it. Missing otherwise fails the test, never a silent skip: CI has the folder.
+pub fn shared_file(rel: &str) -> Option<String> {
+    let dir = std::env::var_os("KTLS_PROXY_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("../shared"));
+    let path = dir.join(rel);
+    match std::fs::read_to_string(&path) {
+        Ok(t) => Some(t),
+        Err(_) if std::env::var_os("KTLS_PROXY_SKIP_SHARED").is_some() => {
+            eprintln!("SKIP (KTLS_PROXY_SKIP_SHARED): {} is missing", path.display());
+            None
+        }
+        Err(e) => panic!(
+            "{}: {e}. This test reads the team's shared folder beside the repository; set \
+             KTLS_PROXY_SHARED_DIR to where it is, or KTLS_PROXY_SKIP_SHARED=1 to skip it",
+            path.display()
+        ),
+    }
+}
+
 /// Path of one of the project's binaries (`proxy`, `tls-perf`, `http-perf`, `origin`).
 pub fn bin_path(name: &str) -> PathBuf {
     let dirs: Vec<PathBuf> = match std::env::var_os("KTLS_PROXY_BIN_DIR") {

@@ -105,15 +105,20 @@ fn check_mode_accepts_good_and_reports_every_error_with_position() {
 /// The Tempesta configurations published with the Tempesta-vs-nginx benchmarks, extracted
 /// from the seed write-up: from a marker line to the end of the main `http_chain` block.
 fn seed_configs() -> Option<Vec<String>> {
-    let path = e2e::workspace_root().join("../shared/seeds/tempesta-vs-nginx-benchmarks.txt");
-    let text = std::fs::read_to_string(&path).ok()?;
+    let text = e2e::shared_file("seeds/tempesta-vs-nginx-benchmarks.txt")?;
     let mut configs = Vec::new();
     for marker in ["Tempesta config:", "with config"] {
-        let start = text.find(marker)? + marker.len();
-        let rest = &text[start..];
-        let main_chain = rest.find("\nhttp_chain {\n")?;
-        let end = main_chain + rest[main_chain..].find("\n}\n")? + 3;
-        configs.push(rest[..end].to_string());
+        let extract = || {
+            let start = text.find(marker)? + marker.len();
+            let rest = &text[start..];
+            let main_chain = rest.find("\nhttp_chain {\n")?;
+            let end = main_chain + rest[main_chain..].find("\n}\n")? + 3;
+            Some(rest[..end].to_string())
+        };
+        let config = extract().unwrap_or_else(|| {
+            panic!("the seed write-up changed: no config after {marker:?} up to its http_chain")
+        });
+        configs.push(config);
     }
     Some(configs)
 }
@@ -121,7 +126,6 @@ fn seed_configs() -> Option<Vec<String>> {
 #[test]
 fn published_benchmark_configs_pass_the_check_verbatim_but_for_certificate_paths() {
     let Some(configs) = seed_configs() else {
-        eprintln!("SKIP: ../shared/seeds/tempesta-vs-nginx-benchmarks.txt not found");
         return;
     };
     assert_eq!(configs.len(), 2);

@@ -1,7 +1,7 @@
 //! End-to-end tests of `tls-perf` against a real TLS server (`openssl s_server`).
 //!
 //! Run with the binary from any target dir, e.g.
-//! `KTLS_PROXY_BIN_DIR=/work/target-tlsperf/debug cargo test -p e2e --test tls_perf`.
+//! `KTLS_PROXY_BIN_DIR=$PWD/target/debug cargo test -p e2e --test tls_perf`.
 //! The tests run one at a time (a lock below): they compare handshake rates, which other
 //! load on a 2-core machine would distort.
 
