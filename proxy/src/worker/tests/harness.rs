@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use mio::Events;
 
 use super::super::{Shared, Worker};
+use super::h2_peer::{H2Peer, H2Response};
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::socket::{Connector, Socket};
@@ -83,6 +84,27 @@ impl Harness {
         self.worker
             .new_client(sock, peer, false, &[config::Proto::Http]);
         Peer::new(theirs)
+    }
+
+    /// A new h2c client connection (prior knowledge, as on a `proto=h2c` listener) that has
+    /// sent its preface and SETTINGS.
+    pub fn h2_client(&mut self) -> H2Peer {
+        let (ours, theirs) = UnixStream::pair().expect("socketpair");
+        ours.set_nonblocking(true).expect("nonblocking");
+        let peer: SocketAddr = format!("127.0.0.1:{}", self.next_port)
+            .parse()
+            .expect("address");
+        self.next_port += 1;
+        let sock = Socket::Pair(mio::net::UnixStream::from_std(ours));
+        self.worker
+            .new_client(sock, peer, false, &[config::Proto::H2c]);
+        H2Peer::new(Peer::new(theirs))
+    }
+
+    /// Steps until `peer` holds a whole response on `stream` (HEADERS to END_STREAM, or a
+    /// RST_STREAM), and takes it.
+    pub fn h2_response(&mut self, peer: &mut H2Peer, stream: u32, what: &str) -> H2Response {
+        self.until(what, |_| peer.take_response(stream))
     }
 
     /// One round of the worker's loop, waiting at most 10 ms for something to happen.
@@ -160,7 +182,7 @@ pub struct Peer {
 }
 
 impl Peer {
-    fn new(stream: UnixStream) -> Peer {
+    pub(super) fn new(stream: UnixStream) -> Peer {
         stream.set_nonblocking(true).expect("nonblocking");
         Peer {
             stream,
@@ -192,6 +214,15 @@ impl Peer {
                 Err(e) => panic!("read: {e}"),
             }
         }
+    }
+
+    /// Takes a head (to its blank line) from what arrived, if one is whole: a bodiless
+    /// answer (HEAD) whose Content-Length must not be waited for.
+    pub fn take_head(&mut self) -> Option<String> {
+        self.pump();
+        let end = self.got.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+        let head: Vec<u8> = self.got.drain(..end).collect();
+        Some(String::from_utf8_lossy(&head).into_owned())
     }
 
     /// Takes one whole message from what arrived, if there is one.

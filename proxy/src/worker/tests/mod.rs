@@ -5,8 +5,12 @@
 //! a pair exercises exactly that code with no ports, no TCP and no timing of a network stack,
 //! while an in-memory transport would need a second readiness model inside the worker.
 
+mod h2_peer;
 mod harness;
 
 mod cache_flow;
 mod h1_flow;
+mod h1_messages;
+mod h2_flow;
+mod refusals;
 mod upstream_flow;
