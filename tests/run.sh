@@ -33,6 +33,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== size rule (functions <= 80 lines, files <= 600 in proxy/src)"
 python3 etc/size-report.py proxy/src
+echo "== layering (issue 31's rules as a ratchet: no count above etc/layer-baseline.txt)"
+python3 etc/layer-check.py
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo build --release"
