@@ -13,6 +13,7 @@ pub mod close_reason;
 pub mod date;
 pub mod frang;
 pub mod log;
+pub mod lru;
 pub mod metrics;
 pub mod metrics_h2;
 pub mod metrics_tunnel;

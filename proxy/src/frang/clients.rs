@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use config::{FrangGlobal, IpBlock, RespCodeBlock};
 
-use super::lru::LruMap;
 use super::window::{quantum, slot_len, SlotRing};
 use super::Violation;
+use crate::lru::Lru;
 
 /// Tempesta's default `client_lru_size`.
 pub const DEFAULT_CLIENT_LRU_SIZE: usize = 8000;
@@ -137,7 +137,7 @@ pub struct Frang {
     /// sets its default, twice the soft).
     client_mem_hard: Option<u64>,
     hasher: RandomState,
-    shards: Box<[Mutex<LruMap<Client>>]>,
+    shards: Box<[Mutex<Lru<IpAddr, Client>>]>,
 }
 
 impl Frang {
@@ -157,7 +157,7 @@ impl Frang {
         let base = capacity / shard_count;
         let extra = capacity % shard_count;
         let shards = (0..shard_count)
-            .map(|i| Mutex::new(LruMap::new(base + usize::from(i < extra))))
+            .map(|i| Mutex::new(Lru::new(base + usize::from(i < extra))))
             .collect();
         Frang {
             epoch,
@@ -455,7 +455,7 @@ impl Frang {
 
     /// The locked shard of `ip`; `None` only if there were no shards, which
     /// `with_epoch` never builds.
-    fn shard(&self, ip: IpAddr) -> Option<MutexGuard<'_, LruMap<Client>>> {
+    fn shard(&self, ip: IpAddr) -> Option<MutexGuard<'_, Lru<IpAddr, Client>>> {
         let hash = self.hasher.hash_one(ip);
         let count = u64::try_from(self.shards.len()).ok().filter(|&n| n > 0)?;
         let index = usize::try_from(hash % count).ok()?;

@@ -14,7 +14,6 @@
 mod body;
 mod clients;
 mod conn;
-mod lru;
 mod request;
 mod window;
 

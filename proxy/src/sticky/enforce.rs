@@ -12,7 +12,7 @@ use config::{CookieMode, StickyCookie};
 
 use super::challenge::{self, Timing};
 use super::cookie::Verdict;
-use super::lru::Lru;
+use crate::lru::Lru;
 
 /// The action for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

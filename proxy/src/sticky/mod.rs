@@ -9,7 +9,6 @@ pub mod challenge;
 pub mod cookie;
 pub mod cookies;
 pub mod enforce;
-mod lru;
 pub mod metrics;
 pub mod runtime;
 pub mod sessions;

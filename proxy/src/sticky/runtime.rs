@@ -15,9 +15,9 @@ use config::{Config, CookieMode, GroupSticky, StickyCookie, StickySessions};
 use super::challenge::{self, Template};
 use super::cookie::{ClientIdentity, CookieCodec, StickyError, Verdict};
 use super::enforce::{Decision, MissTable};
-use super::lru::Lru;
 use super::sessions::{Policy, SessionTable};
 use super::{cookies, set_cookie};
+use crate::lru::Lru;
 
 /// Sessions one vhost's table holds at most (the least recently used go first).
 pub const SESSIONS_PER_VHOST: usize = 65_536;

@@ -11,7 +11,7 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::lru::Lru;
+use crate::lru::Lru;
 
 /// Mutexes the table is split over, so workers rarely wait on each other.
 const SHARDS: usize = 16;
