@@ -8,14 +8,17 @@ use std::sync::Arc;
 /// Above this many queued bytes a connection stops pulling more from its source.
 pub const HIGH_WATER: usize = 256 * 1024;
 
-enum Segment {
+/// Bytes to send: produced by the connection, or a shared body (a stored response) not
+/// copied. The outbox queues these, and an HTTP/2 stream's tail holds them while its window
+/// is closed.
+pub enum Segment {
     Owned(Vec<u8>),
     /// A shared body, or the part of it a range selects (kept within the body when queued).
     Shared(Arc<[u8]>, Range<usize>),
 }
 
 impl Segment {
-    fn bytes(&self) -> &[u8] {
+    pub fn bytes(&self) -> &[u8] {
         match self {
             Segment::Owned(v) => v,
             Segment::Shared(s, range) => s.get(range.clone()).unwrap_or_default(),

@@ -22,6 +22,7 @@ use super::h2_floods::{FloodWatch, Trip};
 use super::h2_heads::{borrowed, FieldList};
 use super::request::{Request, Scheme};
 use crate::outbox::Outbox;
+use crate::outbox::Segment;
 
 mod reply;
 
@@ -54,26 +55,11 @@ pub struct InBody {
 /// Response bytes waiting for a stream's window.
 #[derive(Default)]
 struct Tail {
-    chunks: VecDeque<(Chunk, usize)>,
+    chunks: VecDeque<(Segment, usize)>,
     bytes: usize,
     end: bool,
     /// The relayed trailer fields: the final HEADERS, after the last DATA.
     trailers: FieldList,
-}
-
-enum Chunk {
-    Owned(Vec<u8>),
-    /// A stored body, or the range of it a 206 part selects.
-    Shared(Arc<[u8]>, Range<usize>),
-}
-
-impl Chunk {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Chunk::Owned(v) => v,
-            Chunk::Shared(a, range) => a.get(range.clone()).unwrap_or_default(),
-        }
-    }
 }
 
 /// What the codec has queued for the client's outbox besides the connection's own output,
@@ -320,8 +306,8 @@ impl H2Codec {
             .values()
             .flat_map(|t| t.chunks.iter())
             .map(|(chunk, at)| match chunk {
-                Chunk::Owned(v) => v.len().saturating_sub(*at),
-                Chunk::Shared(..) => 0,
+                Segment::Owned(v) => v.len().saturating_sub(*at),
+                Segment::Shared(..) => 0,
             })
             .sum();
         bodies + tails + self.conn.output().len()
@@ -347,7 +333,7 @@ impl H2Codec {
         }
         let tail = self.tails.entry(stream).or_default();
         tail.bytes += rest.len();
-        tail.chunks.push_back((Chunk::Owned(rest.to_vec()), 0));
+        tail.chunks.push_back((Segment::Owned(rest.to_vec()), 0));
         self.pump(stream);
     }
 
@@ -360,7 +346,7 @@ impl H2Codec {
         }
         let tail = self.tails.entry(stream).or_default();
         tail.bytes += range.len();
-        tail.chunks.push_back((Chunk::Shared(data, range), 0));
+        tail.chunks.push_back((Segment::Shared(data, range), 0));
         self.pump(stream);
     }
 
@@ -395,8 +381,8 @@ impl H2Codec {
                 break;
             };
             let sent = match chunk {
-                Chunk::Owned(v) => self.conn.send_data(stream, &v[*offset..], last),
-                Chunk::Shared(body, range) => {
+                Segment::Owned(v) => self.conn.send_data(stream, &v[*offset..], last),
+                Segment::Shared(body, range) => {
                     let part = (Arc::clone(body), range.start + *offset..range.end);
                     stage_shared(
                         &mut self.conn,
