@@ -61,17 +61,18 @@ impl CloseReason {
     }
 
     /// A connection that finished after its last response: a frang block ended it whatever
-    /// happened to the answer, a failed write is an error, a close the proxy asked for
-    /// (`close_after_flush`) is the server's, else the client left.
+    /// happened to the answer, else the reason it became unreachable (`gone`: a failed
+    /// write is an error, a reset or an HTTP/2 FIN the client's), else a close the proxy
+    /// asked for (`close_after_flush`) is the server's, else the client left.
     pub fn after_response(
         frang_blocked: bool,
-        write_failed: bool,
+        gone: Option<CloseReason>,
         close_after_flush: bool,
     ) -> CloseReason {
         if frang_blocked {
             CloseReason::Frang
-        } else if write_failed {
-            CloseReason::Error
+        } else if let Some(why) = gone {
+            why
         } else if close_after_flush {
             CloseReason::Server
         } else {
@@ -96,21 +97,26 @@ mod tests {
     }
 
     #[test]
-    fn after_response_prefers_frang_then_error_then_server() {
+    fn after_response_prefers_frang_then_gone_then_server() {
+        let error = Some(CloseReason::Error);
         assert_eq!(
-            CloseReason::after_response(true, true, true),
+            CloseReason::after_response(true, error, true),
             CloseReason::Frang
         );
         assert_eq!(
-            CloseReason::after_response(false, true, true),
+            CloseReason::after_response(false, error, true),
             CloseReason::Error
         );
         assert_eq!(
-            CloseReason::after_response(false, false, true),
+            CloseReason::after_response(false, Some(CloseReason::Client), true),
+            CloseReason::Client
+        );
+        assert_eq!(
+            CloseReason::after_response(false, None, true),
             CloseReason::Server
         );
         assert_eq!(
-            CloseReason::after_response(false, false, false),
+            CloseReason::after_response(false, None, false),
             CloseReason::Client
         );
     }

@@ -50,6 +50,18 @@ impl Outbox {
         self.queued
     }
 
+    /// Queued bytes the outbox owns: a shared stored body (a cache hit, a 206 part) is the
+    /// cache's memory, not the connection's (`client_mem`).
+    pub fn owned_len(&self) -> usize {
+        let mut owned = 0;
+        for (i, segment) in self.segments.iter().enumerate() {
+            if let Segment::Owned(v) = segment {
+                owned += v.len().saturating_sub(if i == 0 { self.sent } else { 0 });
+            }
+        }
+        owned
+    }
+
     pub fn has_room(&self) -> bool {
         self.queued < HIGH_WATER
     }
@@ -193,6 +205,19 @@ mod tests {
         }
         assert_eq!(out, b"head;body;next");
         assert_eq!(o.len(), 0);
+    }
+
+    #[test]
+    fn owned_len_leaves_shared_bodies_out() {
+        let mut o = Outbox::default();
+        o.push(b"head;");
+        o.push_shared(Arc::from(&b"a shared body"[..]));
+        o.push_vec(b"tail".to_vec());
+        assert_eq!((o.len(), o.owned_len()), (22, 9));
+        o.advance(3);
+        assert_eq!((o.len(), o.owned_len()), (19, 6));
+        o.advance(8);
+        assert_eq!((o.len(), o.owned_len()), (11, 4));
     }
 
     #[test]

@@ -126,11 +126,14 @@ def block(path="/slow"):
 
 def main():
     port, src, case = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    if case in ("served", "blocked_fields", "blocked_uri", "blocked_field_len",
+    if case in ("served", "served_crumbs", "blocked_fields", "blocked_uri", "blocked_field_len",
                 "blocked_body_cl", "blocked_body_data"):
         c = Client(port, src)
         status = {
             "served": lambda: c.request(fields=[("x-a", "1")]),
+            # A browser's cookies, one crumb each (RFC 9113 §8.2.3): one Cookie field.
+            "served_crumbs": lambda: c.request(fields=[("cookie", "a=1"), ("cookie", "b=2"),
+                                                       ("cookie", "c=3")]),
             "blocked_fields": lambda: c.request(fields=[("x-a", "1"), ("x-b", "2")]),
             "blocked_uri": lambda: c.request(path="/" + "u" * 29),
             "blocked_field_len": lambda: c.request(fields=[("x-long", "v" * 40)]),
@@ -138,8 +141,48 @@ def main():
             "blocked_body_data": lambda: c.request(path="/p", body=b"0123456789a",
                                                    content_length=False),
         }[case]()
-        (served if case == "served" else blocked)(c, status)
+        (served if case.startswith("served") else blocked)(c, status)
         print(f"ok {case}")
+    elif case in ("dropped_batch", "replied_batch"):
+        # One write: stream 1 over http_uri_len, then 20 ordinary GETs. None of them may be
+        # served: HTTP/1.1 stops at the block, and so must HTTP/2. Raw frames: python-h2
+        # refuses the RST_STREAMs that may follow a GOAWAY (RFC 9113 §6.8 allows them).
+        s = raw_open(port, src)
+        enc = hpack.Encoder()
+        heads = lambda sid, path: frame(1, 5, sid, enc.encode(
+            [(":method", "GET"), (":path", path), (":scheme", "http"), (":authority", HOST)]))
+        s.sendall(heads(1, "/" + "u" * 29) + b"".join(heads(sid, "/after-the-block")
+                                                      for sid in range(3, 43, 2)))
+        status, resets, goaway, got = {}, set(), False, b""
+        dec = hpack.Decoder()
+        deadline = time.time() + T
+        while time.time() < deadline:
+            try:
+                data = s.recv(1 << 16)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                break
+            got += data
+            while len(got) >= 9 and len(got) >= 9 + int.from_bytes(got[:3], "big"):
+                n, kind, sid = int.from_bytes(got[:3], "big"), got[3], \
+                    int.from_bytes(got[5:9], "big") & 0x7fffffff
+                payload, got = got[9:9 + n], got[9 + n:]
+                if kind == 1:
+                    status[sid] = int(dict(dec.decode(payload))[":status"])
+                elif kind == 3:
+                    resets.add(sid)
+                elif kind == 7:
+                    goaway = True
+        else:
+            raise AssertionError("the connection stayed open")
+        got_200 = sorted(sid for sid, st in status.items() if st == 200)
+        assert not got_200, f"streams served after the block: {got_200}"
+        if case == "replied_batch":
+            assert status.get(1) == 403 and goaway, f"stream 1: {status}, GOAWAY {goaway}"
+        else:
+            assert not status, f"answers on a dropped connection: {status}"
+        print(f"ok {case} status={status} resets={len(resets)}")
     elif case == "slow_head":
         # A HEADERS frame without END_HEADERS, then nothing.
         s = raw_open(port, src)

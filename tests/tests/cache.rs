@@ -227,3 +227,20 @@ fn responses_larger_than_the_object_limit_are_proxied_not_cached() {
         "a 100 MB response must not be stored"
     );
 }
+
+/// A body under `cache_max_object_size` (8 MiB by default) is stored with the default
+/// `cache_size`: 7 MiB, two GETs, one origin request. Before, the 256 MiB budget was split
+/// into 64 shards of 4 MiB and an object had to fit one: a body of 4 to 8 MiB was never
+/// stored.
+#[test]
+fn a_body_under_the_default_object_limit_is_stored() {
+    const SIZE: usize = 7 << 20;
+    let origin =
+        Origin::start(|_| Response::ok(vec![b'b'; SIZE]).header("Cache-Control", "max-age=60"));
+    let (_proxy, http) = start(&origin, CACHE_ALL);
+    for what in ["the miss", "the hit"] {
+        let (status, _, body) = request(http, "GET", "/seven", "");
+        assert_eq!((status, body.len()), (200, SIZE), "{what}");
+    }
+    assert_eq!(origin.total_requests(), 1, "the second GET was not a hit");
+}

@@ -61,6 +61,9 @@ fn size_limits_are_blocks_over_h2() {
     let (f, h2c) = start_h2c("frang-h2-sizes", limits);
     // Four pseudo-headers and one field are five fields: served, as in Tempesta.
     case(&f, h2c, ip(0, 30, 1), "served");
+    // Three cookie crumbs are one Cookie field, as over HTTP/1.1: five again (seven counted
+    // apart, before: a browser with many cookies was reset under the default limit of 50).
+    case(&f, h2c, ip(0, 30, 2), "served_crumbs");
     for (n, (name, limit)) in [
         ("blocked_fields", "http_header_cnt"),
         ("blocked_uri", "http_uri_len"),
@@ -78,8 +81,33 @@ fn size_limits_are_blocks_over_h2() {
         let outcome = f.once(src, &closing_get("/after"));
         f.expect_dropped(outcome, &format!("{name}: a new connection under ip_block"));
     }
-    // The origin saw only the request that was served.
-    assert_eq!(f.origin.total_requests(), 1);
+    // The origin saw only the requests that were served.
+    assert_eq!(f.origin.total_requests(), 2);
+}
+
+/// A block stops the connection's other requests, read in the same pass, as HTTP/1.1 stops
+/// parsing at a block: with `block_action attack drop` (the default) the connection is reset
+/// with nothing sent; with `reply` the blocked stream gets 403 and the others are refused
+/// unprocessed (REFUSED_STREAM). Before, the 20 GETs written after the blocked stream were
+/// served from the origin, and under `drop` the connection stayed open until they finished.
+#[test]
+fn a_block_stops_the_requests_behind_it_over_h2() {
+    for (action, case_name) in [("drop", "dropped_batch"), ("reply", "replied_batch")] {
+        let h2c = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let f = start(
+            &format!("frang-h2-batch-{action}"),
+            "http_uri_len 20;",
+            &format!("block_action attack {action};\nlisten {h2c} proto=h2c;"),
+        );
+        assert!(wait_for_port(h2c, Duration::from_secs(10)), "{h2c} listens");
+        case(&f, h2c, ip(0, 33, 1), case_name);
+        logged_block(&f, ip(0, 33, 1), "http_uri_len");
+        assert_eq!(
+            f.origin.total_requests(),
+            0,
+            "{action}: requests reached the origin"
+        );
+    }
 }
 
 #[test]
@@ -145,4 +173,60 @@ fn client_mem_resets_an_address_over_its_hard_limit() {
     f.expect_dropped(outcome, "a new connection under ip_block");
     // Another address is served.
     f.served(ip(0, 32, 2), &closing_get("/other"), "another address");
+}
+
+/// `client_mem` counts what the proxy holds for a connection, not a stored body it shares
+/// from the cache: a cache hit of 7 MB to a client that reads slowly (4 KiB receive buffer),
+/// under `client_mem 2M 4M`, is delivered whole. Before, the outbox's shared bytes were
+/// counted and the hit's connection was reset (and its address blocked) mid-body.
+#[test]
+fn client_mem_leaves_a_shared_cached_body_out() {
+    const SIZE: usize = 7 << 20;
+    let origin = e2e::origin::Origin::start(|_| {
+        e2e::origin::Response::ok(vec![b'x'; SIZE]).header("Cache-Control", "max-age=600")
+    });
+    let setup = e2e::proxy::Setup::new("frang-mem-hit");
+    let conf = setup.config(
+        origin.addr(),
+        "",
+        &format!("frang_limits {{ ip_block 60; }}\n{REPLY}\nclient_mem 2M 4M;\ncache 1;\ncache_fulfill * *;\n"),
+    );
+    let http = setup.http;
+    let proxy = setup.start(&conf);
+    for what in ["the miss", "the hit"] {
+        let got = slow_get(http, "/big");
+        assert!(
+            got.ends_with(&vec![b'x'; 1024]) && got.len() > SIZE,
+            "{what}: {} bytes\n{}",
+            got.len(),
+            proxy.proc.logs()
+        );
+    }
+    assert_eq!(
+        origin.total_requests(),
+        1,
+        "the second request was not a hit"
+    );
+}
+
+/// A GET on a new connection whose receive buffer is 4 KiB, read after a pause: the proxy
+/// holds what the client has not taken. Returns everything read until the close.
+fn slow_get(http: SocketAddr, path: &str) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let sock =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    sock.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    sock.connect(&http.into()).expect("connect");
+    let mut s: std::net::TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("read timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    got
 }

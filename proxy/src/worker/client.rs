@@ -47,9 +47,10 @@ pub struct Client {
     pub peer_closed: bool,
     /// Close once `out` is flushed and no request is in flight.
     pub close_after_flush: bool,
-    /// Nothing more can reach the client: a write failed, the connection was reset, or an
-    /// HTTP/2 client ended its side. Its exchanges end at once (no origin work for them).
-    pub unreachable: bool,
+    /// Nothing more can reach the client, and why: a write failed (`Error`), or the client
+    /// reset the connection or, on HTTP/2, sent its FIN (`Client`). Its exchanges end at
+    /// once (no origin work for them).
+    pub gone: Option<CloseReason>,
     /// A frang limit blocked a request: the close that follows is frang's.
     pub frang_blocked: bool,
     /// The generation of the client's timer entry (a stale entry's differs).
@@ -136,7 +137,7 @@ impl Worker {
             out: Outbox::default(),
             peer_closed: false,
             close_after_flush: false,
-            unreachable: false,
+            gone: None,
             frang_blocked: false,
             timer_gen: 0,
             timer_queued: None,
@@ -321,14 +322,16 @@ impl Worker {
                 // half-closes streams), so its FIN ends the connection as nginx ends it.
                 Err(IoStatus::Closed) => {
                     c.peer_closed = true;
-                    c.unreachable |= matches!(c.codec, Codec::H2(_));
+                    if matches!(c.codec, Codec::H2(_)) {
+                        c.gone.get_or_insert(CloseReason::Client);
+                    }
                     break;
                 }
                 // A reset or a broken record: no answer can reach the client, and its queued
                 // requests must not keep the origin busy.
                 Err(_) => {
                     c.peer_closed = true;
-                    c.unreachable = true;
+                    c.gone.get_or_insert(CloseReason::Client);
                     break;
                 }
             }
@@ -382,7 +385,7 @@ impl Worker {
                 // Nothing more can reach this client: close now, even mid-response.
                 c.out.clear();
                 c.peer_closed = true;
-                c.unreachable = true;
+                c.gone = Some(CloseReason::Error);
                 false
             }
         }
@@ -397,11 +400,10 @@ impl Worker {
         // `close_after_flush` takes effect once the current response is complete: a
         // close-delimited body is still streaming while its head has been flushed.
         let between_requests = c.codec.is_idle();
-        let finished = c.unreachable
+        let finished = c.gone.is_some()
             || (between_requests && c.out.is_empty() && (c.close_after_flush || c.peer_closed));
         if finished {
-            let why =
-                CloseReason::after_response(c.frang_blocked, c.unreachable, c.close_after_flush);
+            let why = CloseReason::after_response(c.frang_blocked, c.gone, c.close_after_flush);
             self.close_client(ci, why);
             return;
         }
@@ -436,6 +438,14 @@ impl Worker {
         }
         self.metrics().count_close(why);
         let mut c = self.clients.remove(ci);
+        // frang first: what follows may panic (the panic guard then finds no client to
+        // close), and an address must never keep a connection or bytes it no longer has.
+        if let Some(frang) = c.counted_by.take() {
+            if c.mem_held > 0 {
+                let _ = frang.on_memory(c.peer.ip(), c.mem_held, 0, self.now);
+            }
+            frang.on_close(c.peer.ip());
+        }
         if let Some(t) = match &mut c.codec {
             Codec::H1(h1) => h1.take_tunnel(),
             Codec::H2(_) => None,
@@ -455,12 +465,6 @@ impl Worker {
         }
         // No epoll_ctl(DEL): closing the socket (it is never duplicated) takes it out of the
         // poll set, one syscall per connection less.
-        if let Some(frang) = c.counted_by.take() {
-            if c.mem_held > 0 {
-                let _ = frang.on_memory(c.peer.ip(), c.mem_held, 0, self.now);
-            }
-            frang.on_close(c.peer.ip());
-        }
         WorkerMetrics::drop_one(&self.worker_metrics().connections_open);
     }
 }

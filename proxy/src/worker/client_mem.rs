@@ -19,7 +19,7 @@ impl Client {
             Codec::H2(h2) => h2.held_bytes(),
             Codec::H1(_) => 0,
         };
-        (read + self.out.len() + codec) as u64
+        (read + self.out.owned_len() + codec) as u64
     }
 }
 

@@ -14,6 +14,7 @@ use super::h1::{self, Reply, ReplyTo};
 use super::lifecycle::UpstreamEnd;
 use super::{client_token, Worker};
 use crate::access_log::RequestRecord as AccessRecord;
+use crate::close_reason::CloseReason;
 
 /// How an exchange ended.
 pub struct Outcome {
@@ -250,6 +251,9 @@ impl Worker {
             return;
         };
         if let Codec::H2(h2) = &mut c.codec {
+            if !action.reply {
+                return self.drop_response(ci, kind);
+            }
             // No stream to answer on: the connection ends after the streams in flight.
             h2.conn.go_away();
             h2.flush_into(&mut c.out);
@@ -307,14 +311,20 @@ impl Worker {
         }
     }
 
-    /// `block_action ... drop`: nothing more is sent; a dropped attacker gets a reset, not a
-    /// polite FIN.
+    /// `block_action ... drop`: nothing more is sent and nothing more is served. The client
+    /// is gone: the connection closes when this drive settles, every exchange of it ends
+    /// there (on HTTP/2, the other streams too, and requests read in the same pass are not
+    /// routed: `process_h2`), and a dropped attacker gets a reset, not a polite FIN.
     pub(super) fn drop_response(&mut self, ci: usize, kind: Refusal) {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
         c.close_after_flush = true;
         c.out.clear();
+        c.gone.get_or_insert(match kind {
+            Refusal::Attack => CloseReason::Frang,
+            Refusal::Error => CloseReason::Server,
+        });
         if kind == Refusal::Attack {
             let _ = socket2::SockRef::from(&c.sock).set_linger(Some(std::time::Duration::ZERO));
         }

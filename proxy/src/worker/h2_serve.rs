@@ -82,7 +82,8 @@ impl Worker {
             return false;
         };
         let mut moved = false;
-        let mut head_chunk = None;
+        let mut head_chunk = Ok(());
+        let mut events: Vec<Event> = Vec::new();
         // Input while the connection takes it and the answers queued are under the bound:
         // otherwise the read buffer fills and the socket is not read.
         if let Some(rbuf) = c.rbuf.as_mut() {
@@ -92,20 +93,17 @@ impl Worker {
                 h2.conn.recv(rbuf.bytes(), now);
                 rbuf.consume(n);
                 moved = true;
-                // A pass that carried part of a head spread over several reads is one head
-                // chunk, as an HTTP/1.1 read is (`http_header_chunk_cnt`,
-                // `client_header_timeout`); a head whole in one read is none.
+                events.extend(std::iter::from_fn(|| h2.conn.poll_event()));
                 let head_after = h2.conn.head_in_progress();
-                if head_before || head_after {
-                    head_chunk = Some(c.limits.on_head_chunk(self.now));
-                }
-                if !head_after {
-                    c.limits.head_complete();
-                }
+                let completed = events
+                    .iter()
+                    .any(|e| matches!(e, Event::Request { .. } | Event::Trailers { .. }));
+                head_chunk =
+                    head_chunks(&mut c.limits, self.now, head_before, completed, head_after);
             }
         }
-        let events: Vec<Event> = std::iter::from_fn(|| h2.conn.poll_event()).collect();
-        if let Some(Err(v)) = head_chunk {
+        events.extend(std::iter::from_fn(|| h2.conn.poll_event()));
+        if let Err(v) = head_chunk {
             // Nothing of the connection is served after a slow-head block.
             self.frang_violation(ci, RefuseAt::Connection, &v);
             self.flush_client(ci);
@@ -114,7 +112,23 @@ impl Worker {
         }
         for event in events {
             moved = true;
-            self.h2_event(ci, event, now);
+            // Once the client is gone nothing more is served; once a request of it was
+            // blocked, no request read in the same pass is routed (HTTP/1.1 stops parsing
+            // at the block as well).
+            let serves = self
+                .clients
+                .get(ci)
+                .map(|c| (c.gone.is_none(), !c.frang_blocked));
+            match (serves, &event) {
+                (None | Some((false, _)), _) => {}
+                // Refused unprocessed (RFC 9113 §8.7): the connection ends after GOAWAY.
+                (Some((_, false)), Event::Request { stream, .. }) => {
+                    if let Some(h2) = self.h2_codec(ci) {
+                        h2.conn.reset(*stream, h2::ErrorCode::REFUSED_STREAM);
+                    }
+                }
+                _ => self.h2_event(ci, event, now),
+            }
         }
         moved |= self.h2_pump(ci);
         if let Some(c) = self.clients.get_mut(ci) {
@@ -470,5 +484,74 @@ impl Worker {
         };
         h2.armed_at = Some(at);
         self.arm_client_timer_at(ci, at);
+    }
+}
+
+/// Counts the pieces of heads one read pass carried (`http_header_chunk_cnt`,
+/// `client_header_timeout`), as an HTTP/1.1 read is counted: a head spread over several
+/// reads counts one chunk per read that carried part of it, and a head whole in one read
+/// none. A pass may finish one head (`completed`: it produced a request or trailers) and
+/// begin the next (`head_after`): the finished head's count ends with it, and the new one
+/// starts its own, so counts never run on from one head into the next.
+fn head_chunks(
+    limits: &mut crate::frang::ConnLimits,
+    now: Instant,
+    head_before: bool,
+    completed: bool,
+    head_after: bool,
+) -> Result<(), crate::frang::Violation> {
+    let mut verdict = Ok(());
+    if head_before {
+        verdict = limits.on_head_chunk(now);
+    }
+    if completed || !head_after {
+        limits.head_complete();
+    }
+    if head_after && (completed || !head_before) && verdict.is_ok() {
+        verdict = limits.on_head_chunk(now);
+    }
+    verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(chunks: u32) -> crate::frang::ConnLimits {
+        let global = config::FrangGlobal {
+            http_header_chunk_cnt: Some(chunks),
+            ..Default::default()
+        };
+        crate::frang::ConnLimits::new(&global)
+    }
+
+    /// Back-to-back HEADERS cut by the reads mid-frame: each pass finishes one head and
+    /// begins the next. Every head is in two pieces, so a limit of 3 never trips, however
+    /// many heads follow (before, the count ran on across heads: blocked at the fourth read).
+    #[test]
+    fn head_chunks_start_again_with_each_head() {
+        let mut l = limits(3);
+        let now = Instant::now();
+        assert!(head_chunks(&mut l, now, false, false, true).is_ok());
+        for _ in 0..20 {
+            assert!(head_chunks(&mut l, now, true, true, true).is_ok());
+        }
+        assert!(head_chunks(&mut l, now, true, true, false).is_ok());
+    }
+
+    /// One head in four reads is four chunks: over a limit of 3.
+    #[test]
+    fn a_head_in_more_reads_than_the_limit_is_refused() {
+        let mut l = limits(3);
+        let now = Instant::now();
+        assert!(head_chunks(&mut l, now, false, false, true).is_ok());
+        assert!(head_chunks(&mut l, now, true, false, true).is_ok());
+        assert!(head_chunks(&mut l, now, true, false, true).is_ok());
+        assert!(head_chunks(&mut l, now, true, true, false).is_err());
+        // A head whole in one read counts nothing.
+        let mut l = limits(1);
+        for _ in 0..10 {
+            assert!(head_chunks(&mut l, now, false, true, false).is_ok());
+        }
     }
 }

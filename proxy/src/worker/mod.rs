@@ -81,9 +81,15 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(runtime: Arc<Runtime>, metrics: Arc<Metrics>) -> Shared {
+        let total_bytes = usize::try_from(runtime.config.cache.size).unwrap_or(usize::MAX);
+        let max_object = usize::try_from(runtime.config.cache.max_object_size).unwrap_or(1);
         let limits = cache::CacheLimits {
-            total_bytes: usize::try_from(runtime.config.cache.size).unwrap_or(usize::MAX),
-            ..cache::CacheLimits::default()
+            total_bytes,
+            // One object is at most a shard's share: fewer shards when the largest object
+            // would not fit one, so `cache_max_object_size` is what decides (with the
+            // defaults, 64 shards of 4 MiB never stored a body of 4 to 8 MiB).
+            shards: (total_bytes / max_object.max(1))
+                .clamp(1, cache::CacheLimits::default().shards),
         };
         Shared {
             runtime: RwLock::new(runtime),

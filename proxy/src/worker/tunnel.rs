@@ -194,7 +194,7 @@ impl Worker {
     fn tunnel_ended_by(&self, ci: usize, ui: usize) -> Option<TunnelEnd> {
         let c = self.clients.get(ci)?;
         let u = self.upstreams.get(ui)?;
-        if c.unreachable {
+        if c.gone == Some(CloseReason::Error) {
             return Some(TunnelEnd::Error);
         }
         let client_done = c.peer_closed && c.rbuf.as_ref().is_none_or(|b| b.is_empty());

@@ -100,8 +100,8 @@ fn a_chunked_response_is_relayed_whole() {
     assert_eq!(req.line(), "GET /after HTTP/1.1");
 }
 
-/// A body delimited by the upstream's close reaches the client whole, and the upstream
-/// connection is not reused.
+/// A body delimited by the upstream's close reaches the client whole, and that upstream
+/// connection is never used again: the client's next request goes out on a new one.
 #[test]
 fn a_close_delimited_response_is_relayed_and_its_connection_dropped() {
     let mut h = Harness::new("", "");
@@ -110,7 +110,7 @@ fn a_close_delimited_response_is_relayed_and_its_connection_dropped() {
     let mut up = h.upstream();
     h.message(&mut up, "the request");
     up.send(b"HTTP/1.1 200 OK\r\n\r\nuntil the end");
-    drop(up);
+    up.finish_sending();
     let raw = h.until("the answer", |_| {
         client.pump();
         let text = String::from_utf8_lossy(&client.got).into_owned();
@@ -118,13 +118,19 @@ fn a_close_delimited_response_is_relayed_and_its_connection_dropped() {
             .then_some(text)
     });
     assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
-    if !client.eof {
-        client.got.clear();
-        client.send(&get("/again"));
-        let mut up2 = h.upstream();
-        let req = h.message(&mut up2, "the next request on a new connection");
-        assert_eq!(req.line(), "GET /again HTTP/1.1");
+    // The proxy closes its side of the ended connection.
+    h.closed(&mut up, "the close-delimited upstream connection closed");
+    if client.eof {
+        // Relayed close-delimited to this client: its connection ends with the body.
+        return;
     }
+    client.got.clear();
+    client.send(&get("/again"));
+    let mut up2 = h.upstream();
+    let req = h.message(&mut up2, "the next request on a new connection");
+    assert_eq!(req.line(), "GET /again HTTP/1.1");
+    up.pump();
+    assert!(up.got.is_empty(), "the ended connection was reused");
 }
 
 /// HEAD: the head with the upstream's Content-Length and no body. A HEAD answer that

@@ -51,6 +51,8 @@ pub struct H2Peer {
     /// GOAWAY frames received: (last stream, code).
     pub goaways: Vec<(u32, ErrorCode)>,
     pub ping_acks: Vec<[u8; 8]>,
+    /// SETTINGS frames (not acks) received from the worker.
+    pub settings: usize,
     /// Bytes taken off `peer.got` and not yet a whole frame.
     pending: Vec<u8>,
 }
@@ -69,6 +71,7 @@ impl H2Peer {
             block: None,
             goaways: Vec::new(),
             ping_acks: Vec::new(),
+            settings: 0,
             pending: Vec::new(),
         }
     }
@@ -135,6 +138,7 @@ impl H2Peer {
             let frame = parse_frame(&h, &payload).expect("the worker sent a valid frame");
             if let Frame::Settings { ack: false, .. } = frame {
                 write::settings_ack(&mut acks);
+                self.settings += 1;
             }
             self.on_frame(frame);
         }
