@@ -41,7 +41,10 @@ pub fn shared_file(rel: &str) -> Option<String> {
     match std::fs::read_to_string(&path) {
         Ok(t) => Some(t),
         Err(_) if std::env::var_os("KTLS_PROXY_SKIP_SHARED").is_some() => {
-            eprintln!("SKIP (KTLS_PROXY_SKIP_SHARED): {} is missing", path.display());
+            eprintln!(
+                "SKIP (KTLS_PROXY_SKIP_SHARED): {} is missing",
+                path.display()
+            );
             None
         }
         Err(e) => panic!(
