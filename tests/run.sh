@@ -31,8 +31,10 @@ fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
-echo "== size rule (functions <= 80 lines, files <= 600 in proxy/src)"
-python3 etc/size-report.py proxy/src
+# Not under the rule yet (issue 31): config/, cache/src/storability.rs, tests/tests.
+SIZE_CHECKED="proxy/src http1 h2 ktls tls-perf tests/src cache"
+echo "== size rule (functions <= 80 lines, files <= 600) in $SIZE_CHECKED, except cache/src/storability.rs"
+python3 etc/size-report.py $SIZE_CHECKED --except cache/src/storability.rs
 echo "== layering (issue 31's rules as a ratchet: no count above etc/layer-baseline.txt)"
 python3 etc/layer-check.py
 echo "== cargo clippy"

@@ -128,33 +128,8 @@ impl Entry {
         };
         let meta = analyze(policy, req, &resp, times)?;
         let mut head = Vec::with_capacity(256);
-        let injects = resp.reason.iter().any(|&b| b == b'\r' || b == b'\n');
-        let reason = if resp.reason.is_empty() || injects {
-            standard_reason(resp.status).as_bytes()
-        } else {
-            resp.reason
-        };
-        let _ = write!(head, "HTTP/1.1 {} ", resp.status);
-        head.extend_from_slice(reason);
-        head.extend_from_slice(b"\r\n");
-        let mut etag = None;
-        let mut last_modified = None;
-        for h in resp.headers {
-            let (name, value) = (h.name(), h.value().trim_ascii());
-            if !storable_field(policy, name, value) || listed_in_connection(resp.headers, name) {
-                continue;
-            }
-            head.extend_from_slice(name);
-            head.extend_from_slice(b": ");
-            let start = head.len();
-            head.extend_from_slice(value);
-            if name.eq_ignore_ascii_case(b"etag") && etag.is_none() {
-                etag = Some(start..head.len());
-            } else if name.eq_ignore_ascii_case(b"last-modified") && last_modified.is_none() {
-                last_modified = Some(start..head.len());
-            }
-            head.extend_from_slice(b"\r\n");
-        }
+        write_status_line(&mut head, &resp);
+        let (etag, last_modified) = write_stored_fields(&mut head, policy, &resp);
         if !meta.date_present {
             // Age calculations downstream need a Date (RFC 9110 §6.6.1).
             head.extend_from_slice(b"Date: ");
@@ -170,12 +145,7 @@ impl Entry {
             .and_then(parse_http_date);
         let not_modified_head = build_not_modified_head(&head);
         let fields = field_spans(&head);
-        let vary = headers::list_elements(resp.headers, "vary")
-            .map(|name| VaryField {
-                name: String::from_utf8_lossy(name).to_ascii_lowercase().into(),
-                value: normalised_value(req.headers, name),
-            })
-            .collect();
+        let vary = vary_fields(req, &resp);
         Ok(Entry {
             head: head.into(),
             not_modified_head,
@@ -522,6 +492,61 @@ fn status_reason(head: &[u8]) -> &[u8] {
     let status_line = head.split(|&b| b == b'\r').next().unwrap_or_default();
     // "HTTP/1.1 200 OK": the reason follows the second space.
     status_line.get(13..).unwrap_or_default()
+}
+
+/// The stored status line: the origin's reason phrase, or the standard one
+/// when it is empty or would inject a line.
+fn write_status_line<R: HeaderPair>(head: &mut Vec<u8>, resp: &Response<'_, R>) {
+    let injects = resp.reason.iter().any(|&b| b == b'\r' || b == b'\n');
+    let reason = if resp.reason.is_empty() || injects {
+        standard_reason(resp.status).as_bytes()
+    } else {
+        resp.reason
+    };
+    let _ = write!(head, "HTTP/1.1 {} ", resp.status);
+    head.extend_from_slice(reason);
+    head.extend_from_slice(b"\r\n");
+}
+
+/// The response's fields worth storing, each on its line; answers where the
+/// first ETag's and the first Last-Modified's values are in `head`.
+fn write_stored_fields<R: HeaderPair>(
+    head: &mut Vec<u8>,
+    policy: &Policy,
+    resp: &Response<'_, R>,
+) -> (Option<Range<usize>>, Option<Range<usize>>) {
+    let mut etag = None;
+    let mut last_modified = None;
+    for h in resp.headers {
+        let (name, value) = (h.name(), h.value().trim_ascii());
+        if !storable_field(policy, name, value) || listed_in_connection(resp.headers, name) {
+            continue;
+        }
+        head.extend_from_slice(name);
+        head.extend_from_slice(b": ");
+        let start = head.len();
+        head.extend_from_slice(value);
+        if name.eq_ignore_ascii_case(b"etag") && etag.is_none() {
+            etag = Some(start..head.len());
+        } else if name.eq_ignore_ascii_case(b"last-modified") && last_modified.is_none() {
+            last_modified = Some(start..head.len());
+        }
+        head.extend_from_slice(b"\r\n");
+    }
+    (etag, last_modified)
+}
+
+/// The request's values of the fields the response's Vary names.
+fn vary_fields<Q: HeaderPair, R: HeaderPair>(
+    req: &Request<'_, Q>,
+    resp: &Response<'_, R>,
+) -> Box<[VaryField]> {
+    headers::list_elements(resp.headers, "vary")
+        .map(|name| VaryField {
+            name: String::from_utf8_lossy(name).to_ascii_lowercase().into(),
+            value: normalised_value(req.headers, name),
+        })
+        .collect()
 }
 
 fn build_not_modified_head(head: &[u8]) -> Box<[u8]> {

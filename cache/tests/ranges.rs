@@ -54,26 +54,20 @@ fn br(first: usize, last: usize) -> ByteRange {
     ByteRange { first, last }
 }
 
+/// One row of a decision table: method, request fields, the answer wanted.
+type Row<'a> = (&'a str, Vec<(&'static str, &'a str)>, Answer);
+
+fn assert_answers(e: &Entry, rows: Vec<Row<'_>>) {
+    for (method, headers, want) in rows {
+        assert_eq!(answer(e, method, &headers), want, "{method} {headers:?}");
+    }
+}
+
 /// RFC 9110 §14.2 and §13.2.2 step 5: which requests get 206, 416 or 200.
 #[test]
 fn rfc9110_14_2_range_decision_table() {
     let e = stored();
-    let lm = http_date(t(0) - std::time::Duration::from_secs(3600));
-    let recent_lm = entry(
-        &Policy::default(),
-        &[],
-        &[
-            ("Cache-Control", "max-age=60"),
-            (
-                "Last-Modified",
-                &http_date(t(0) - std::time::Duration::from_secs(30)),
-            ),
-        ],
-        BODY,
-    );
-    let recent = http_date(t(0) - std::time::Duration::from_secs(30));
     let full = Answer::Stored(ReplyKind::Full);
-    type Row<'a> = (&'a str, Vec<(&'static str, &'a str)>, Answer);
     let cases: Vec<Row<'_>> = vec![
         (
             "GET",
@@ -114,6 +108,18 @@ fn rfc9110_14_2_range_decision_table() {
             vec![("Range", "bytes=0-1"), ("Range", "bytes=2-3")],
             full.clone(),
         ),
+    ];
+    assert_answers(&e, cases);
+}
+
+/// RFC 9110 §13.1.5: If-Range decides whether Range applies.
+#[test]
+fn rfc9110_13_1_5_if_range_decision_table() {
+    let e = stored();
+    let lm = http_date(t(0) - std::time::Duration::from_secs(3600));
+    let recent = http_date(t(0) - std::time::Duration::from_secs(30));
+    let full = Answer::Stored(ReplyKind::Full);
+    let cases: Vec<Row<'_>> = vec![
         // §13.1.5 If-Range: strong ETag match applies Range; weak or other tags do not.
         (
             "GET",
@@ -169,10 +175,26 @@ fn rfc9110_14_2_range_decision_table() {
             Answer::RangeNotSatisfiable,
         ),
     ];
-    for (method, headers, want) in cases {
-        assert_eq!(answer(&e, method, &headers), want, "{method} {headers:?}");
-    }
-    // A Last-Modified less than 60 s before Date is weak for an intermediary (§8.8.2.2).
+    assert_answers(&e, cases);
+}
+
+/// A Last-Modified less than 60 s before Date is weak for an intermediary
+/// (RFC 9110 §8.8.2.2), so an If-Range of that date does not apply Range.
+#[test]
+fn rfc9110_8_8_2_2_recent_last_modified_is_weak_for_if_range() {
+    let recent_lm = entry(
+        &Policy::default(),
+        &[],
+        &[
+            ("Cache-Control", "max-age=60"),
+            (
+                "Last-Modified",
+                &http_date(t(0) - std::time::Duration::from_secs(30)),
+            ),
+        ],
+        BODY,
+    );
+    let recent = http_date(t(0) - std::time::Duration::from_secs(30));
     assert_eq!(
         answer(
             &recent_lm,

@@ -216,48 +216,66 @@ fn rfc9111_4_3_5_head_updates() {
         ),
         (vec![("ETag", "\"v\"")], 404, HeadUpdate::NothingStored),
     ];
-    let policy = Policy::default();
     for (i, (head_fields, status, want)) in cases.into_iter().enumerate() {
-        let cache = Cache::new(CacheLimits::default());
-        let uri = format!("/h{i}");
-        let get = req("GET", &uri, &[]);
-        let stored = hdrs(&[
-            ("Cache-Control", "max-age=60"),
-            ("ETag", "\"v\""),
-            ("Last-Modified", &lm),
-            ("Date", &http_date(t(0))),
-        ]);
-        cache
-            .store(
-                &policy,
-                &get,
-                &resp(200, &stored, 4),
-                body("body"),
-                times_at(0),
-            )
-            .unwrap();
-        let h = hdrs(&head_fields);
-        let head = req("HEAD", &uri, &[]);
-        let got = cache.update_from_head(&policy, &head, status, &h, times_at(10));
-        assert_eq!(got, want, "case {i}: {head_fields:?}");
-        let after = cache.lookup(&policy, &get, t(100), no_wait);
-        match want {
-            HeadUpdate::Updated => {
-                let Lookup::Hit(e) = after else {
-                    panic!("case {i}: fresh after update: {after:?}")
-                };
-                assert_eq!(&e.body()[..], b"body");
-                assert_eq!(values(&e, "content-length"), ["4"]);
-            }
-            HeadUpdate::MarkedStale => {
-                assert!(matches!(after, Lookup::Revalidate { .. }), "case {i}")
-            }
-            _ => assert!(
-                matches!(after, Lookup::Revalidate { .. }),
-                "case {i}: unchanged, stale at 100 s"
-            ),
-        }
+        assert_head_update(i, &lm, &head_fields, status, want);
     }
+}
+
+/// One row of the §4.3.5 table: a GET response stored with ETag "v" and
+/// Last-Modified `lm`, then a HEAD answered `status` with `head_fields`.
+fn assert_head_update(
+    i: usize,
+    lm: &str,
+    head_fields: &[(&'static str, &str)],
+    status: u16,
+    want: HeadUpdate,
+) {
+    let policy = Policy::default();
+    let cache = Cache::new(CacheLimits::default());
+    let uri = format!("/h{i}");
+    let get = req("GET", &uri, &[]);
+    let stored = hdrs(&[
+        ("Cache-Control", "max-age=60"),
+        ("ETag", "\"v\""),
+        ("Last-Modified", lm),
+        ("Date", &http_date(t(0))),
+    ]);
+    cache
+        .store(
+            &policy,
+            &get,
+            &resp(200, &stored, 4),
+            body("body"),
+            times_at(0),
+        )
+        .unwrap();
+    let h = hdrs(head_fields);
+    let head = req("HEAD", &uri, &[]);
+    let got = cache.update_from_head(&policy, &head, status, &h, times_at(10));
+    assert_eq!(got, want, "case {i}: {head_fields:?}");
+    let after = cache.lookup(&policy, &get, t(100), no_wait);
+    match want {
+        HeadUpdate::Updated => {
+            let Lookup::Hit(e) = after else {
+                panic!("case {i}: fresh after update: {after:?}")
+            };
+            assert_eq!(&e.body()[..], b"body");
+            assert_eq!(values(&e, "content-length"), ["4"]);
+        }
+        HeadUpdate::MarkedStale => {
+            assert!(matches!(after, Lookup::Revalidate { .. }), "case {i}")
+        }
+        _ => assert!(
+            matches!(after, Lookup::Revalidate { .. }),
+            "case {i}: unchanged, stale at 100 s"
+        ),
+    }
+}
+
+/// §4.3.5: a 200 to HEAD with no stored GET response updates nothing.
+#[test]
+fn rfc9111_4_3_5_head_with_nothing_stored() {
+    let policy = Policy::default();
     let cache = Cache::new(CacheLimits::default());
     let h = hdrs(&[("ETag", "\"v\"")]);
     assert_eq!(
@@ -373,19 +391,30 @@ fn rfc9110_9_3_3_post_reused_for_get() {
         ),
     ];
     for (i, (methods, fields, want)) in cases.into_iter().enumerate() {
-        let policy = Policy {
-            methods,
-            ..Policy::default()
-        };
-        let cache = Cache::new(CacheLimits::default());
-        let mut h = hdrs(&fields);
-        h.push(("Date", http_date(t(0))));
-        let post = req("POST", "/p?q=1", &[]);
-        let got = cache
-            .store_post_response(&policy, &post, &resp(200, &h, 4), body("made"), times_at(0))
-            .map(|_| ());
-        assert_eq!(got, want, "case {i}: {fields:?}");
-        let after = cache.lookup(&policy, &req("GET", "/p?q=1", &[]), t(1), no_wait);
-        assert_eq!(matches!(after, Lookup::Hit(_)), want.is_ok(), "case {i}");
+        assert_post_reuse(i, methods, &fields, want);
     }
+}
+
+/// One row of the §9.3.3 table: a POST to /p?q=1 answered 200 with `fields`
+/// (and a Date), stored under `methods`, then a GET of the same target.
+fn assert_post_reuse(
+    i: usize,
+    methods: Vec<String>,
+    fields: &[(&'static str, &str)],
+    want: Result<(), NotStoredReason>,
+) {
+    let policy = Policy {
+        methods,
+        ..Policy::default()
+    };
+    let cache = Cache::new(CacheLimits::default());
+    let mut h = hdrs(fields);
+    h.push(("Date", http_date(t(0))));
+    let post = req("POST", "/p?q=1", &[]);
+    let got = cache
+        .store_post_response(&policy, &post, &resp(200, &h, 4), body("made"), times_at(0))
+        .map(|_| ());
+    assert_eq!(got, want, "case {i}: {fields:?}");
+    let after = cache.lookup(&policy, &req("GET", "/p?q=1", &[]), t(1), no_wait);
+    assert_eq!(matches!(after, Lookup::Hit(_)), want.is_ok(), "case {i}");
 }

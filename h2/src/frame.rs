@@ -176,32 +176,9 @@ fn need_conn(h: &FrameHeader, what: &'static str) -> Result<(), H2Error> {
 /// Checks and splits one frame's payload (`payload.len() == h.length`).
 pub fn parse_frame<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<Frame<'a>, H2Error> {
     match h.kind {
-        kind::DATA => {
-            need_stream(h, "DATA on stream 0")?;
-            let (start, end) = unpad(h, payload)?;
-            Ok(Frame::Data {
-                stream: h.stream,
-                data: &payload[start..end],
-                end_stream: h.has(flags::END_STREAM),
-                flow_len: h.length,
-            })
-        }
+        kind::DATA => parse_data(h, payload),
         kind::HEADERS => parse_headers(h, payload),
-        kind::PRIORITY => {
-            need_stream(h, "PRIORITY on stream 0")?;
-            if payload.len() != 5 {
-                return Err(H2Error::stream(
-                    h.stream,
-                    ErrorCode::FRAME_SIZE_ERROR,
-                    "PRIORITY length is not 5",
-                ));
-            }
-            let priority = parse_priority(h.stream, payload)?;
-            Ok(Frame::Priority {
-                stream: h.stream,
-                priority,
-            })
-        }
+        kind::PRIORITY => parse_priority_frame(h, payload),
         kind::RST_STREAM => {
             need_stream(h, "RST_STREAM on stream 0")?;
             let code = four_bytes(payload, "RST_STREAM length is not 4")?;
@@ -212,32 +189,8 @@ pub fn parse_frame<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<Frame<'a>, 
         }
         kind::SETTINGS => parse_settings(h, payload),
         kind::PUSH_PROMISE => Ok(Frame::PushPromise),
-        kind::PING => {
-            need_conn(h, "PING on a stream")?;
-            let payload: [u8; 8] = payload
-                .try_into()
-                .map_err(|_| conn_err(ErrorCode::FRAME_SIZE_ERROR, "PING length is not 8"))?;
-            Ok(Frame::Ping {
-                ack: h.has(flags::ACK),
-                payload,
-            })
-        }
-        kind::GOAWAY => {
-            need_conn(h, "GOAWAY on a stream")?;
-            if payload.len() < 8 {
-                return Err(conn_err(
-                    ErrorCode::FRAME_SIZE_ERROR,
-                    "GOAWAY shorter than 8",
-                ));
-            }
-            let last = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
-            let code = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
-            Ok(Frame::GoAway {
-                last_stream: last & 0x7fff_ffff,
-                code: ErrorCode(code),
-                debug: &payload[8..],
-            })
-        }
+        kind::PING => parse_ping(h, payload),
+        kind::GOAWAY => parse_goaway(h, payload),
         kind::WINDOW_UPDATE => {
             let word = four_bytes(payload, "WINDOW_UPDATE length is not 4")?;
             Ok(Frame::WindowUpdate {
@@ -255,6 +208,61 @@ pub fn parse_frame<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<Frame<'a>, 
         }
         _ => Ok(Frame::Unknown),
     }
+}
+
+fn parse_data<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<Frame<'a>, H2Error> {
+    need_stream(h, "DATA on stream 0")?;
+    let (start, end) = unpad(h, payload)?;
+    Ok(Frame::Data {
+        stream: h.stream,
+        data: &payload[start..end],
+        end_stream: h.has(flags::END_STREAM),
+        flow_len: h.length,
+    })
+}
+
+fn parse_priority_frame<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<Frame<'a>, H2Error> {
+    need_stream(h, "PRIORITY on stream 0")?;
+    if payload.len() != 5 {
+        return Err(H2Error::stream(
+            h.stream,
+            ErrorCode::FRAME_SIZE_ERROR,
+            "PRIORITY length is not 5",
+        ));
+    }
+    let priority = parse_priority(h.stream, payload)?;
+    Ok(Frame::Priority {
+        stream: h.stream,
+        priority,
+    })
+}
+
+fn parse_ping<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<Frame<'a>, H2Error> {
+    need_conn(h, "PING on a stream")?;
+    let payload: [u8; 8] = payload
+        .try_into()
+        .map_err(|_| conn_err(ErrorCode::FRAME_SIZE_ERROR, "PING length is not 8"))?;
+    Ok(Frame::Ping {
+        ack: h.has(flags::ACK),
+        payload,
+    })
+}
+
+fn parse_goaway<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<Frame<'a>, H2Error> {
+    need_conn(h, "GOAWAY on a stream")?;
+    if payload.len() < 8 {
+        return Err(conn_err(
+            ErrorCode::FRAME_SIZE_ERROR,
+            "GOAWAY shorter than 8",
+        ));
+    }
+    let last = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
+    let code = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
+    Ok(Frame::GoAway {
+        last_stream: last & 0x7fff_ffff,
+        code: ErrorCode(code),
+        debug: &payload[8..],
+    })
 }
 
 fn four_bytes(payload: &[u8], what: &'static str) -> Result<u32, H2Error> {

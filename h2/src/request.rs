@@ -261,94 +261,147 @@ mod tests {
         assert_eq!(r.field_count, 7);
     }
 
-    #[test]
-    fn malformed_lists() {
-        let cases: Vec<Vec<(&str, &str)>> = vec![
-            vec![
+    /// Field lists no request may have, each with what is wrong with it.
+    const MALFORMED: &[(&str, &[(&str, &str)])] = &[
+        (
+            "no :path",
+            &[
                 (":method", "GET"),
                 (":scheme", "https"),
                 (":authority", "a"),
             ],
-            vec![(":method", "GET"), (":path", "/"), (":authority", "a")],
-            vec![(":scheme", "https"), (":path", "/")],
-            vec![(":method", "GET"), (":scheme", "https"), (":path", "")],
-            vec![
+        ),
+        (
+            "no :scheme",
+            &[(":method", "GET"), (":path", "/"), (":authority", "a")],
+        ),
+        ("no :method", &[(":scheme", "https"), (":path", "/")]),
+        (
+            "empty :path",
+            &[(":method", "GET"), (":scheme", "https"), (":path", "")],
+        ),
+        (
+            "repeated :method",
+            &[
                 (":method", "GET"),
                 (":method", "GET"),
                 (":scheme", "h"),
                 (":path", "/"),
             ],
-            vec![
+        ),
+        (
+            "response pseudo-header in a request",
+            &[
                 (":method", "GET"),
                 (":scheme", "h"),
                 (":path", "/"),
                 (":status", "200"),
             ],
-            vec![
+        ),
+        (
+            "unknown pseudo-header",
+            &[
                 (":method", "GET"),
                 (":scheme", "h"),
                 (":path", "/"),
                 (":foo", "1"),
             ],
-            vec![
+        ),
+        (
+            "pseudo-header after a regular field",
+            &[
                 (":method", "GET"),
                 (":scheme", "h"),
                 ("a", "1"),
                 (":path", "/"),
             ],
-            vec![
+        ),
+        (
+            "upper-case field name",
+            &[
                 (":method", "GET"),
                 (":scheme", "h"),
                 (":path", "/"),
                 ("Upper", "1"),
             ],
-            vec![
+        ),
+        (
+            "connection-specific field",
+            &[
                 (":method", "GET"),
                 (":scheme", "h"),
                 (":path", "/"),
                 ("connection", "close"),
             ],
-            vec![
+        ),
+        (
+            "TE other than trailers",
+            &[
                 (":method", "GET"),
                 (":scheme", "h"),
                 (":path", "/"),
                 ("te", "gzip"),
             ],
-            vec![
+        ),
+        (
+            "value with leading blank",
+            &[
                 (":method", "GET"),
                 (":scheme", "h"),
                 (":path", "/"),
                 ("x", " v"),
             ],
-            vec![
+        ),
+        (
+            "Content-Length not a number",
+            &[
                 (":method", "GET"),
                 (":scheme", "h"),
                 (":path", "/"),
                 ("content-length", "1x"),
             ],
-            vec![
+        ),
+        (
+            "conflicting Content-Lengths",
+            &[
                 (":method", "GET"),
                 (":scheme", "h"),
                 (":path", "/"),
                 ("content-length", "1"),
                 ("content-length", "2"),
             ],
-            vec![
+        ),
+        (
+            "Host unlike :authority",
+            &[
                 (":method", "GET"),
                 (":scheme", "h"),
                 (":authority", "a"),
                 (":path", "/"),
                 ("host", "b"),
             ],
-            vec![(":method", "GET"), (":scheme", "h"), (":path", "*")],
-            vec![
+        ),
+        (
+            "asterisk path for GET",
+            &[(":method", "GET"), (":scheme", "h"), (":path", "*")],
+        ),
+        (
+            "CONNECT with :path",
+            &[
                 (":method", "CONNECT"),
                 (":authority", "a:1"),
                 (":path", "/"),
             ],
-        ];
-        for c in cases {
-            assert!(request_from_fields(list(&c)).is_err(), "{c:?}");
+        ),
+    ];
+
+    #[test]
+    fn malformed_lists() {
+        for (why, fields) in MALFORMED {
+            assert!(
+                request_from_fields(list(fields)).is_err(),
+                "{why}: {fields:?}"
+            );
         }
     }
 

@@ -180,30 +180,53 @@ impl ChunkedDecoder {
 
     /// One byte of framing: the whole grammar outside chunk data.
     fn advance(&mut self, byte: u8) -> Result<State, ParseError> {
+        match self.state {
+            State::Size { digits } => self.size_byte(digits, byte),
+            State::SizeSpace | State::ExtensionStart | State::Extension => {
+                self.extension_byte(byte)
+            }
+            State::SizeLf | State::DataCr | State::DataLf | State::FinalLf => {
+                self.line_end_byte(byte)
+            }
+            State::TrailerStart | State::TrailerName | State::TrailerValue | State::TrailerLf => {
+                self.trailer_byte(byte)
+            }
+            // `decode` never calls this in these states.
+            State::Data | State::Done => Ok(self.state),
+        }
+    }
+
+    /// A byte of the chunk size, or the first byte after it.
+    fn size_byte(&mut self, digits: u8, byte: u8) -> Result<State, ParseError> {
+        Ok(match hex_value(byte) {
+            Some(value) if digits < MAX_SIZE_DIGITS => {
+                // 16 digits of 4 bits: cannot overflow a u64.
+                self.chunk = (self.chunk << 4) | u64::from(value);
+                State::Size { digits: digits + 1 }
+            }
+            Some(_) => return Err(ParseError::InvalidChunkSize),
+            None if digits == 0 => return Err(ParseError::InvalidChunkSize),
+            None => {
+                self.size_complete()?;
+                self.extension_len = 0;
+                if byte != b'\r' {
+                    // The extension's length includes the `;` or blank.
+                    self.count_extension_byte()?;
+                }
+                match byte {
+                    b'\r' => State::SizeLf,
+                    b';' => State::ExtensionStart,
+                    b' ' | b'\t' => State::SizeSpace,
+                    _ => return Err(ParseError::InvalidChunkSize),
+                }
+            }
+        })
+    }
+
+    /// A byte between the chunk size and the CR ending its line: blanks
+    /// and chunk extensions.
+    fn extension_byte(&mut self, byte: u8) -> Result<State, ParseError> {
         Ok(match self.state {
-            State::Size { digits } => match hex_value(byte) {
-                Some(value) if digits < MAX_SIZE_DIGITS => {
-                    // 16 digits of 4 bits: cannot overflow a u64.
-                    self.chunk = (self.chunk << 4) | u64::from(value);
-                    State::Size { digits: digits + 1 }
-                }
-                Some(_) => return Err(ParseError::InvalidChunkSize),
-                None if digits == 0 => return Err(ParseError::InvalidChunkSize),
-                None => {
-                    self.size_complete()?;
-                    self.extension_len = 0;
-                    if byte != b'\r' {
-                        // The extension's length includes the `;` or blank.
-                        self.count_extension_byte()?;
-                    }
-                    match byte {
-                        b'\r' => State::SizeLf,
-                        b';' => State::ExtensionStart,
-                        b' ' | b'\t' => State::SizeSpace,
-                        _ => return Err(ParseError::InvalidChunkSize),
-                    }
-                }
-            },
             State::SizeSpace => {
                 self.count_extension_byte()?;
                 match byte {
@@ -220,7 +243,8 @@ impl ChunkedDecoder {
                     _ => return Err(ParseError::InvalidChunkExtension),
                 }
             }
-            State::Extension => match byte {
+            // `State::Extension`, the only other state `advance` sends here.
+            _ => match byte {
                 b'\r' => State::SizeLf,
                 // Names, `=`, values and quoted strings: any visible byte
                 // or blank. A CR or LF inside quotes is still refused, so
@@ -231,66 +255,51 @@ impl ChunkedDecoder {
                 }
                 _ => return Err(ParseError::InvalidChunkExtension),
             },
-            State::SizeLf => match byte {
-                b'\n' if self.chunk == 0 => State::TrailerStart,
-                b'\n' => State::Data,
-                _ => return Err(ParseError::MissingChunkCrlf),
-            },
-            State::DataCr => match byte {
-                b'\r' => State::DataLf,
-                _ => return Err(ParseError::MissingChunkCrlf),
-            },
-            State::DataLf => match byte {
-                b'\n' => State::Size { digits: 0 },
-                _ => return Err(ParseError::MissingChunkCrlf),
-            },
-            State::TrailerStart => match byte {
+        })
+    }
+
+    /// The CR or LF expected after a chunk line, after chunk data, or on
+    /// the final empty line.
+    fn line_end_byte(&self, byte: u8) -> Result<State, ParseError> {
+        match (self.state, byte) {
+            (State::SizeLf, b'\n') if self.chunk == 0 => Ok(State::TrailerStart),
+            (State::SizeLf, b'\n') => Ok(State::Data),
+            (State::DataCr, b'\r') => Ok(State::DataLf),
+            (State::DataLf, b'\n') => Ok(State::Size { digits: 0 }),
+            (State::FinalLf, b'\n') => Ok(State::Done),
+            _ => Err(ParseError::MissingChunkCrlf),
+        }
+    }
+
+    /// A byte of the trailer section, counted against its limit and kept
+    /// when trailers are kept.
+    fn trailer_byte(&mut self, byte: u8) -> Result<State, ParseError> {
+        if self.state == State::TrailerStart {
+            return match byte {
                 b'\r' => {
                     self.count_trailer_byte()?;
-                    State::FinalLf
+                    Ok(State::FinalLf)
                 }
                 b if TCHAR.contains(b) => {
                     self.count_trailer_byte()?;
                     self.keep_trailer_byte(b);
                     self.trailers_seen = true;
-                    State::TrailerName
+                    Ok(State::TrailerName)
                 }
                 // Includes SP/HTAB: obs-fold is refused in trailers too.
-                _ => return Err(ParseError::InvalidTrailer),
-            },
-            State::TrailerName => {
-                self.count_trailer_byte()?;
-                self.keep_trailer_byte(byte);
-                match byte {
-                    b':' => State::TrailerValue,
-                    b if TCHAR.contains(b) => State::TrailerName,
-                    _ => return Err(ParseError::InvalidTrailer),
-                }
-            }
-            State::TrailerValue => {
-                self.count_trailer_byte()?;
-                self.keep_trailer_byte(byte);
-                match byte {
-                    b'\r' => State::TrailerLf,
-                    b if FIELD_VALUE.contains(b) => State::TrailerValue,
-                    _ => return Err(ParseError::InvalidTrailer),
-                }
-            }
-            State::TrailerLf => {
-                self.count_trailer_byte()?;
-                self.keep_trailer_byte(byte);
-                match byte {
-                    b'\n' => State::TrailerStart,
-                    _ => return Err(ParseError::InvalidTrailer),
-                }
-            }
-            State::FinalLf => match byte {
-                b'\n' => State::Done,
-                _ => return Err(ParseError::MissingChunkCrlf),
-            },
-            // `decode` never calls this in these states.
-            State::Data | State::Done => self.state,
-        })
+                _ => Err(ParseError::InvalidTrailer),
+            };
+        }
+        self.count_trailer_byte()?;
+        self.keep_trailer_byte(byte);
+        match (self.state, byte) {
+            (State::TrailerName, b':') => Ok(State::TrailerValue),
+            (State::TrailerName, b) if TCHAR.contains(b) => Ok(State::TrailerName),
+            (State::TrailerValue, b'\r') => Ok(State::TrailerLf),
+            (State::TrailerValue, b) if FIELD_VALUE.contains(b) => Ok(State::TrailerValue),
+            (State::TrailerLf, b'\n') => Ok(State::TrailerStart),
+            _ => Err(ParseError::InvalidTrailer),
+        }
     }
 
     /// A chunk size has been read: enforce the body limit before any of

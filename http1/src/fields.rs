@@ -8,7 +8,7 @@
 use crate::byteset::{AUTHORITY, TCHAR};
 use crate::error::ParseError;
 use crate::limits::Limits;
-use crate::span::{HeaderSpans, Span};
+use crate::span::{FieldSpan, HeaderSpans, Span};
 
 /// Fields that ask the server to treat a request as another method, most
 /// preferred first: when several are present, the first of this list wins.
@@ -83,7 +83,33 @@ pub(crate) fn scan(
     fields: &HeaderSpans,
     limits: &Limits,
 ) -> Result<FieldFacts, ParseError> {
-    let mut facts = FieldFacts {
+    let mut facts = FieldFacts::NONE;
+    let mut transfer_encoding = TransferEncodingList::default();
+    for field in fields.iter() {
+        check_field(buf, field, limits)?;
+        facts.record(buf, field, &mut transfer_encoding)?;
+    }
+    facts.transfer_coding = transfer_encoding.finish()?;
+    Ok(facts)
+}
+
+/// The per-field limits: the line's length and the configured byte set.
+fn check_field(buf: &[u8], field: &FieldSpan, limits: &Limits) -> Result<(), ParseError> {
+    let line_len = field.value.end().saturating_sub(field.name.start());
+    if line_len > limits.max_field_bytes {
+        return Err(ParseError::HeaderFieldTooLong);
+    }
+    if let Some(allowed) = &limits.header_value_bytes {
+        if !allowed.contains_all(field.value.get(buf)) {
+            return Err(ParseError::HeaderByteNotAllowed);
+        }
+    }
+    Ok(())
+}
+
+impl FieldFacts {
+    /// The facts of a head without fields.
+    const NONE: FieldFacts = FieldFacts {
         content_length: None,
         transfer_coding: TransferCoding::Absent,
         connection_close: false,
@@ -97,61 +123,31 @@ pub(crate) fn scan(
         method_override: None,
         method_override_conflict: false,
     };
-    let mut transfer_encoding = TransferEncodingList::default();
-    for field in fields.iter() {
-        let line_len = field.value.end().saturating_sub(field.name.start());
-        if line_len > limits.max_field_bytes {
-            return Err(ParseError::HeaderFieldTooLong);
-        }
+
+    /// Takes in one field, if its name is one that matters; Transfer-Encoding
+    /// goes to `transfer_encoding`, read once all fields are seen.
+    fn record(
+        &mut self,
+        buf: &[u8],
+        field: &FieldSpan,
+        transfer_encoding: &mut TransferEncodingList,
+    ) -> Result<(), ParseError> {
         let name = field.name.get(buf);
         let value = field.value.get(buf);
-        if let Some(allowed) = &limits.header_value_bytes {
-            if !allowed.contains_all(value) {
-                return Err(ParseError::HeaderByteNotAllowed);
-            }
-        }
         // Dispatch on length first: most fields are none of these and
         // are rejected by one integer comparison.
         match name.len() {
-            4 if name.eq_ignore_ascii_case(b"host") => {
-                if facts.host.is_some() {
-                    return Err(ParseError::DuplicateHost);
-                }
-                if !AUTHORITY.contains_all(value) {
-                    return Err(ParseError::InvalidHost);
-                }
-                facts.host = Some(field.value);
-            }
+            4 if name.eq_ignore_ascii_case(b"host") => self.record_host(field.value, value)?,
             6 if name.eq_ignore_ascii_case(b"expect") => {
-                facts.expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
+                self.expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
             }
-            7 if name.eq_ignore_ascii_case(b"upgrade") => facts.upgrade_field = true,
-            10 if name.eq_ignore_ascii_case(b"connection") => {
-                for option in list_elements(value) {
-                    if option.eq_ignore_ascii_case(b"close") {
-                        facts.connection_close = true;
-                    } else if option.eq_ignore_ascii_case(b"keep-alive") {
-                        facts.connection_keep_alive = true;
-                    } else if option.eq_ignore_ascii_case(b"upgrade") {
-                        facts.connection_upgrade = true;
-                    } else {
-                        facts.connection_names_fields = true;
-                    }
-                }
-            }
+            7 if name.eq_ignore_ascii_case(b"upgrade") => self.upgrade_field = true,
+            10 if name.eq_ignore_ascii_case(b"connection") => self.record_connection(value),
             14 if name.eq_ignore_ascii_case(b"content-length") => {
-                for element in value.split(|&b| b == b',') {
-                    let length = parse_decimal(element.trim_ascii())?;
-                    match facts.content_length {
-                        Some(seen) if seen != length => {
-                            return Err(ParseError::ConflictingContentLength)
-                        }
-                        _ => facts.content_length = Some(length),
-                    }
-                }
+                self.record_content_length(value)?;
             }
             12 if name.eq_ignore_ascii_case(b"content-type") => {
-                facts.content_type = facts.content_type.or(Some(field.value));
+                self.content_type = self.content_type.or(Some(field.value));
             }
             17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
                 transfer_encoding.add(value)?;
@@ -159,22 +155,65 @@ pub(crate) fn scan(
             // X-HTTP-Method (13), X-Method-Override (17), X-HTTP-Method-Override (22).
             13 | 17 | 22 => {
                 if let Some(rank) = method_override_rank(name) {
-                    // The kept value is always one of those seen, so a value
-                    // unlike any before differs from it.
-                    if facts
-                        .method_override
-                        .is_some_and(|kept| kept.value.get(buf) != value)
-                    {
-                        facts.method_override_conflict = true;
-                    }
-                    facts.offer_method_override(rank, field.value);
+                    self.record_method_override(buf, rank, field.value);
                 }
             }
             _ => {}
         }
+        Ok(())
     }
-    facts.transfer_coding = transfer_encoding.finish()?;
-    Ok(facts)
+
+    /// Host: exactly one, of authority bytes.
+    fn record_host(&mut self, span: Span, value: &[u8]) -> Result<(), ParseError> {
+        if self.host.is_some() {
+            return Err(ParseError::DuplicateHost);
+        }
+        if !AUTHORITY.contains_all(value) {
+            return Err(ParseError::InvalidHost);
+        }
+        self.host = Some(span);
+        Ok(())
+    }
+
+    /// Connection: the standard options, and whether it names other fields.
+    fn record_connection(&mut self, value: &[u8]) {
+        for option in list_elements(value) {
+            if option.eq_ignore_ascii_case(b"close") {
+                self.connection_close = true;
+            } else if option.eq_ignore_ascii_case(b"keep-alive") {
+                self.connection_keep_alive = true;
+            } else if option.eq_ignore_ascii_case(b"upgrade") {
+                self.connection_upgrade = true;
+            } else {
+                self.connection_names_fields = true;
+            }
+        }
+    }
+
+    /// Content-Length: every element of every such field the same number.
+    fn record_content_length(&mut self, value: &[u8]) -> Result<(), ParseError> {
+        for element in value.split(|&b| b == b',') {
+            let length = parse_decimal(element.trim_ascii())?;
+            match self.content_length {
+                Some(seen) if seen != length => return Err(ParseError::ConflictingContentLength),
+                _ => self.content_length = Some(length),
+            }
+        }
+        Ok(())
+    }
+
+    /// A method-override field of rank `rank`; values that differ are a conflict.
+    fn record_method_override(&mut self, buf: &[u8], rank: usize, value: Span) {
+        // The kept value is always one of those seen, so a value
+        // unlike any before differs from it.
+        if self
+            .method_override
+            .is_some_and(|kept| kept.value.get(buf) != value.get(buf))
+        {
+            self.method_override_conflict = true;
+        }
+        self.offer_method_override(rank, value);
+    }
 }
 
 /// The non-empty, OWS-trimmed elements of a comma-separated list.

@@ -180,6 +180,30 @@ fn send_request(conn: &mut Conn, len: u64) -> Result<(), String> {
 
 /// Reads one response and checks it: 200, a body of exactly `len` bytes of the pattern.
 fn read_response(conn: &mut Conn, len: u64) -> Result<(), String> {
+    let (content_length, chunked) = read_head(conn)?;
+    let mut body = BodyCheck {
+        len,
+        got: 0,
+        buf: vec![0u8; 64 * 1024],
+    };
+    match (content_length, chunked) {
+        (Some(n), false) => {
+            if n != len {
+                return Err(format!("Content-Length {n}, expected {len}"));
+            }
+            body.read(conn, n)?;
+        }
+        (None, true) => read_chunked(conn, &mut body)?,
+        _ => return Err("response without usable framing".to_string()),
+    }
+    if body.got != len {
+        return Err(format!("body {} bytes, expected {len}", body.got));
+    }
+    Ok(())
+}
+
+/// Reads the status line (which must be 200) and the fields: (Content-Length, chunked).
+fn read_head(conn: &mut Conn) -> Result<(Option<u64>, bool), String> {
     let mut line = String::new();
     let n = conn
         .read_line(&mut line)
@@ -214,52 +238,54 @@ fn read_response(conn: &mut Conn, len: u64) -> Result<(), String> {
             }
         }
     }
-    let mut got = 0u64;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut body = |conn: &mut Conn, mut n: u64, got: &mut u64| -> Result<(), String> {
+    Ok((content_length, chunked))
+}
+
+/// Reads a chunked body through `body`, refusing one longer than expected.
+fn read_chunked(conn: &mut Conn, body: &mut BodyCheck) -> Result<(), String> {
+    let len = body.len;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        conn.read_line(&mut line)
+            .map_err(|e| format!("chunk size: {e}"))?;
+        let size = line.trim_end().split(';').next().unwrap_or("");
+        let size = u64::from_str_radix(size, 16).map_err(|_| format!("bad chunk size {line:?}"))?;
+        if body.got + size > len {
+            return Err(format!("chunked body longer than {len}"));
+        }
+        body.read(conn, size)?;
+        line.clear();
+        conn.read_line(&mut line)
+            .map_err(|e| format!("chunk end: {e}"))?;
+        if size == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// A body being read and checked against the pattern, `got` bytes so far of `len`.
+struct BodyCheck {
+    len: u64,
+    got: u64,
+    buf: Vec<u8>,
+}
+
+impl BodyCheck {
+    /// Reads `n` more body bytes, each checked against the pattern at its offset.
+    fn read(&mut self, conn: &mut Conn, mut n: u64) -> Result<(), String> {
         while n > 0 {
-            let want = n.min(buf.len() as u64) as usize;
-            conn.read_exact(&mut buf[..want])
-                .map_err(|e| format!("body at {}: {e}", *got))?;
-            if let Some(at) = pattern::first_mismatch(&buf[..want], *got) {
-                return Err(format!("body byte {at} differs (len {len})"));
+            let want = n.min(self.buf.len() as u64) as usize;
+            conn.read_exact(&mut self.buf[..want])
+                .map_err(|e| format!("body at {}: {e}", self.got))?;
+            if let Some(at) = pattern::first_mismatch(&self.buf[..want], self.got) {
+                return Err(format!("body byte {at} differs (len {})", self.len));
             }
-            *got += want as u64;
+            self.got += want as u64;
             n -= want as u64;
         }
         Ok(())
-    };
-    match (content_length, chunked) {
-        (Some(n), false) => {
-            if n != len {
-                return Err(format!("Content-Length {n}, expected {len}"));
-            }
-            body(conn, n, &mut got)?;
-        }
-        (None, true) => loop {
-            line.clear();
-            conn.read_line(&mut line)
-                .map_err(|e| format!("chunk size: {e}"))?;
-            let size = line.trim_end().split(';').next().unwrap_or("");
-            let size =
-                u64::from_str_radix(size, 16).map_err(|_| format!("bad chunk size {line:?}"))?;
-            if got + size > len {
-                return Err(format!("chunked body longer than {len}"));
-            }
-            body(conn, size, &mut got)?;
-            line.clear();
-            conn.read_line(&mut line)
-                .map_err(|e| format!("chunk end: {e}"))?;
-            if size == 0 {
-                break;
-            }
-        },
-        _ => return Err("response without usable framing".to_string()),
     }
-    if got != len {
-        return Err(format!("body {got} bytes, expected {len}"));
-    }
-    Ok(())
 }
 
 fn get(conn: &mut Conn, len: u64) -> Result<(), String> {
@@ -336,70 +362,74 @@ fn run_suite(s: &Suite) -> ExitCode {
             return finish(&report);
         }
     };
-    // fetch + keepalive + close_notify on one connection.
-    match connect(&ctx, &s.addr) {
-        Err(e) => report.case("fetch", Err(e)),
-        Ok(mut conn) => {
-            let negotiated = conn
-                .get_ref()
-                .ssl()
-                .current_cipher()
-                .and_then(|c| c.standard_name())
-                .unwrap_or("?")
-                .to_string();
-            let started = Instant::now();
-            let fetched = [10, 26_000, s.big]
-                .iter()
-                .try_for_each(|&len| get(&mut conn, len));
-            let secs = started.elapsed().as_secs_f64();
-            let ok = fetched.is_ok();
-            report.case(
-                "fetch",
-                fetched.map(|()| {
-                    format!(
-                        "10+26000+{} bytes exact, {negotiated}, {:.1} MiB/s",
-                        s.big,
-                        (s.big + 26_010) as f64 / 1048576.0 / secs.max(1e-9)
-                    )
-                }),
-            );
-            if ok {
-                let started = Instant::now();
-                let kept = (0..s.keepalive).try_for_each(|i| {
-                    get(&mut conn, if i % 2 == 0 { 10 } else { 26_000 })
-                        .map_err(|e| format!("request {}: {e}", i + 1))
-                });
-                let ok = kept.is_ok();
-                report.case(
-                    "keepalive",
-                    kept.map(|()| {
-                        format!(
-                            "{} requests on one connection, {:.0} req/s",
-                            s.keepalive,
-                            s.keepalive as f64 / started.elapsed().as_secs_f64().max(1e-9)
-                        )
-                    }),
-                );
-                if ok {
-                    let closed = conn
-                        .get_mut()
-                        .shutdown()
-                        .map_err(|e| format!("sending close_notify: {e}"))
-                        .and_then(|_| expect_close(&mut conn));
-                    report.case(
-                        "close_notify",
-                        closed.map(|how| format!("proxy closed ({how})")),
-                    );
-                }
-            }
-        }
-    }
+    fetch_keepalive_close(&mut report, &ctx, s);
     if s.version == SslVersion::TLS1_3 && s.keyupdate != "skip" {
         let result =
             connect(&ctx, &s.addr).and_then(|mut conn| key_update(&mut conn, &s.keyupdate));
         report.case(&format!("keyupdate_{}", s.keyupdate), result);
     }
     finish(&report)
+}
+
+/// fetch, then keepalive, then close_notify, on one connection; each only if the one before
+/// passed.
+fn fetch_keepalive_close(report: &mut Report, ctx: &SslContext, s: &Suite) {
+    let mut conn = match connect(ctx, &s.addr) {
+        Ok(conn) => conn,
+        Err(e) => return report.case("fetch", Err(e)),
+    };
+    let negotiated = conn
+        .get_ref()
+        .ssl()
+        .current_cipher()
+        .and_then(|c| c.standard_name())
+        .unwrap_or("?")
+        .to_string();
+    let started = Instant::now();
+    let fetched = [10, 26_000, s.big]
+        .iter()
+        .try_for_each(|&len| get(&mut conn, len));
+    let secs = started.elapsed().as_secs_f64();
+    let ok = fetched.is_ok();
+    report.case(
+        "fetch",
+        fetched.map(|()| {
+            format!(
+                "10+26000+{} bytes exact, {negotiated}, {:.1} MiB/s",
+                s.big,
+                (s.big + 26_010) as f64 / 1048576.0 / secs.max(1e-9)
+            )
+        }),
+    );
+    if ok {
+        let started = Instant::now();
+        let kept = (0..s.keepalive).try_for_each(|i| {
+            get(&mut conn, if i % 2 == 0 { 10 } else { 26_000 })
+                .map_err(|e| format!("request {}: {e}", i + 1))
+        });
+        let ok = kept.is_ok();
+        report.case(
+            "keepalive",
+            kept.map(|()| {
+                format!(
+                    "{} requests on one connection, {:.0} req/s",
+                    s.keepalive,
+                    s.keepalive as f64 / started.elapsed().as_secs_f64().max(1e-9)
+                )
+            }),
+        );
+        if ok {
+            let closed = conn
+                .get_mut()
+                .shutdown()
+                .map_err(|e| format!("sending close_notify: {e}"))
+                .and_then(|_| expect_close(&mut conn));
+            report.case(
+                "close_notify",
+                closed.map(|how| format!("proxy closed ({how})")),
+            );
+        }
+    }
 }
 
 fn key_update(conn: &mut Conn, expect: &str) -> Result<String, String> {

@@ -50,79 +50,26 @@ impl Method {
     }
 }
 
+/// The command line.
+struct Options {
+    mb_per_round: usize,
+    rounds: usize,
+    cipher: String,
+}
+
 fn main() -> ExitCode {
-    let mut mb_per_round = 16usize;
-    let mut rounds = 3usize;
-    let mut cipher = "TLS_AES_128_GCM_SHA256".to_string();
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match (
-            arg.as_str(),
-            args.next().map(|v| (v.parse::<usize>().ok(), v)),
-        ) {
-            ("--mb-per-round", Some((Some(n), _))) if n > 0 => mb_per_round = n,
-            ("--rounds", Some((Some(n), _))) if n > 0 => rounds = n,
-            ("--cipher", Some((_, v))) => cipher = v,
-            _ => {
-                eprintln!(
-                    "usage: guest_sendbench [--mb-per-round N] [--rounds N] [--cipher TLS13_SUITE]"
-                );
-                return ExitCode::from(2);
-            }
-        }
-    }
+    let Some(opts) = parse_args() else {
+        eprintln!("usage: guest_sendbench [--mb-per-round N] [--rounds N] [--cipher TLS13_SUITE]");
+        return ExitCode::from(2);
+    };
     let mut failures = Vec::new();
-    let mut summary = Vec::new();
-    for &size in &SIZES {
-        let reps = (mb_per_round * 1_000_000 / size).max(1);
-        let mut results: Vec<(Method, Measure)> = Vec::new();
-        // Rounds alternate which method goes first, so drift in the guest hits both alike.
-        for round in 0..rounds {
-            let order = if round % 2 == 0 {
-                [Method::Writev, Method::Sendfile]
-            } else {
-                [Method::Sendfile, Method::Writev]
-            };
-            for method in order {
-                match run(&cipher, size, reps, method) {
-                    Ok(m) => {
-                        println!(
-                            "sendbench {} size={size} reps={reps} round={round}: {:.1} MiB/s wall, sender cpu {:.3}s ({:.1} MiB per cpu-s)",
-                            method.as_str(),
-                            m.mib_s(),
-                            m.cpu_secs,
-                            m.mib_per_cpu_s(),
-                        );
-                        results.push((method, m));
-                    }
-                    Err(e) => {
-                        println!("sendbench {} size={size}: FAIL {e}", method.as_str());
-                        failures.push(format!("{} {size}: {e}", method.as_str()));
-                    }
-                }
-            }
-        }
-        let medians = |method: Method| {
-            let mut wall: Vec<f64> = results
-                .iter()
-                .filter(|(m, _)| *m == method)
-                .map(|(_, r)| r.mib_s())
-                .collect();
-            let mut cpu: Vec<f64> = results
-                .iter()
-                .filter(|(m, _)| *m == method)
-                .map(|(_, r)| r.mib_per_cpu_s())
-                .collect();
-            (median(&mut wall), median(&mut cpu))
-        };
-        let (w_wall, w_cpu) = medians(Method::Writev);
-        let (s_wall, s_cpu) = medians(Method::Sendfile);
-        summary.push(format!(
-            "size={size} writev={w_wall:.1}MiB/s,{w_cpu:.1}MiB/cpu-s sendfile={s_wall:.1}MiB/s,{s_cpu:.1}MiB/cpu-s"
-        ));
-    }
+    let summary: Vec<String> = SIZES
+        .iter()
+        .map(|&size| bench_size(&opts, size, &mut failures))
+        .collect();
     println!(
-        "sendbench_summary (medians of {rounds} rounds) {}",
+        "sendbench_summary (medians of {} rounds) {}",
+        opts.rounds,
         summary.join(" ")
     );
     if failures.is_empty() {
@@ -132,6 +79,81 @@ fn main() -> ExitCode {
         println!("sendbench: FAIL {}", failures.join("; "));
         ExitCode::FAILURE
     }
+}
+
+/// The options, or None for a bad command line.
+fn parse_args() -> Option<Options> {
+    let mut opts = Options {
+        mb_per_round: 16,
+        rounds: 3,
+        cipher: "TLS_AES_128_GCM_SHA256".to_string(),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match (
+            arg.as_str(),
+            args.next().map(|v| (v.parse::<usize>().ok(), v)),
+        ) {
+            ("--mb-per-round", Some((Some(n), _))) if n > 0 => opts.mb_per_round = n,
+            ("--rounds", Some((Some(n), _))) if n > 0 => opts.rounds = n,
+            ("--cipher", Some((_, v))) => opts.cipher = v,
+            _ => return None,
+        }
+    }
+    Some(opts)
+}
+
+/// All rounds of one body size, each line printed; failures are added to `failures`. Answers
+/// the size's summary: the medians of each method.
+fn bench_size(opts: &Options, size: usize, failures: &mut Vec<String>) -> String {
+    let reps = (opts.mb_per_round * 1_000_000 / size).max(1);
+    let mut results: Vec<(Method, Measure)> = Vec::new();
+    // Rounds alternate which method goes first, so drift in the guest hits both alike.
+    for round in 0..opts.rounds {
+        let order = if round % 2 == 0 {
+            [Method::Writev, Method::Sendfile]
+        } else {
+            [Method::Sendfile, Method::Writev]
+        };
+        for method in order {
+            match run(&opts.cipher, size, reps, method) {
+                Ok(m) => {
+                    println!(
+                        "sendbench {} size={size} reps={reps} round={round}: {:.1} MiB/s wall, sender cpu {:.3}s ({:.1} MiB per cpu-s)",
+                        method.as_str(),
+                        m.mib_s(),
+                        m.cpu_secs,
+                        m.mib_per_cpu_s(),
+                    );
+                    results.push((method, m));
+                }
+                Err(e) => {
+                    println!("sendbench {} size={size}: FAIL {e}", method.as_str());
+                    failures.push(format!("{} {size}: {e}", method.as_str()));
+                }
+            }
+        }
+    }
+    let (w_wall, w_cpu) = medians(&results, Method::Writev);
+    let (s_wall, s_cpu) = medians(&results, Method::Sendfile);
+    format!(
+        "size={size} writev={w_wall:.1}MiB/s,{w_cpu:.1}MiB/cpu-s sendfile={s_wall:.1}MiB/s,{s_cpu:.1}MiB/cpu-s"
+    )
+}
+
+/// The median wall-clock throughput and the median bytes per CPU-second of `method`.
+fn medians(results: &[(Method, Measure)], method: Method) -> (f64, f64) {
+    let mut wall: Vec<f64> = results
+        .iter()
+        .filter(|(m, _)| *m == method)
+        .map(|(_, r)| r.mib_s())
+        .collect();
+    let mut cpu: Vec<f64> = results
+        .iter()
+        .filter(|(m, _)| *m == method)
+        .map(|(_, r)| r.mib_per_cpu_s())
+        .collect();
+    (median(&mut wall), median(&mut cpu))
 }
 
 fn median(values: &mut [f64]) -> f64 {

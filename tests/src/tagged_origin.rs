@@ -203,6 +203,41 @@ fn serve(stream: TcpStream, shared: &Shared, conn: usize) -> io::Result<()> {
     let mut reader = BufReader::new(stream);
     while let Some(head) = read_head(&mut reader)? {
         let (tag, plan) = tag_and_plan(&head.target);
+        let exchange = Exchange::record(shared, conn, head, tag);
+        let close = match plan {
+            Some(plan) => exchange.follow(plan, &mut reader, &mut writer)?,
+            None => {
+                exchange.take_body(&mut reader)?;
+                let is_head = exchange.head.method == "HEAD";
+                answer(
+                    &mut writer,
+                    404,
+                    "",
+                    "not an invariant request",
+                    is_head,
+                    false,
+                )?;
+                false
+            }
+        };
+        if close {
+            return linger(reader.into_inner());
+        }
+    }
+    Ok(())
+}
+
+/// One request being served, and where its record is.
+struct Exchange<'a> {
+    shared: &'a Shared,
+    index: usize,
+    head: Head,
+    tag: String,
+}
+
+impl<'a> Exchange<'a> {
+    /// Records the request, its body still being read.
+    fn record(shared: &'a Shared, conn: usize, head: Head, tag: String) -> Self {
         let index = {
             let mut records = shared.records.lock().unwrap_or_else(|e| e.into_inner());
             records.push(TaggedRequest {
@@ -215,84 +250,78 @@ fn serve(stream: TcpStream, shared: &Shared, conn: usize) -> io::Result<()> {
             });
             records.len() - 1
         };
-        let set_body = |body: Vec<u8>, state: BodyState| {
-            let mut records = shared.records.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(r) = records.get_mut(index) {
-                r.body = body;
-                r.body_state = state;
-            }
+        Exchange {
+            shared,
+            index,
+            head,
+            tag,
+        }
+    }
+
+    fn set_body(&self, body: Vec<u8>, state: BodyState) {
+        let mut records = self
+            .shared
+            .records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = records.get_mut(self.index) {
+            r.body = body;
+            r.body_state = state;
+        }
+    }
+
+    /// Reads the body into the record, whole or cut short.
+    fn take_body(&self, reader: &mut BufReader<TcpStream>) -> io::Result<Vec<u8>> {
+        let mut body = Vec::new();
+        let read = read_body(reader, &self.head, &mut body);
+        let state = match read {
+            Ok(()) => BodyState::Complete,
+            Err(_) => BodyState::Cut,
         };
-        let is_head = head.method == "HEAD";
-        // Reads the body into the record, whole or cut short.
-        let take_body = |reader: &mut BufReader<TcpStream>| {
-            let mut body = Vec::new();
-            let read = read_body(reader, &head, &mut body);
-            let state = match read {
-                Ok(()) => BodyState::Complete,
-                Err(_) => BodyState::Cut,
-            };
-            set_body(body.clone(), state);
-            read.map(|()| body)
-        };
-        let Some(plan) = plan else {
-            take_body(&mut reader)?;
-            answer(
-                &mut writer,
-                404,
-                "",
-                "not an invariant request",
-                is_head,
-                false,
-            )?;
-            continue;
-        };
+        self.set_body(body.clone(), state);
+        read.map(|()| body)
+    }
+
+    /// Reads and answers as the plan says; true when the connection is to close.
+    fn follow(
+        &self,
+        plan: Plan,
+        reader: &mut BufReader<TcpStream>,
+        writer: &mut TcpStream,
+    ) -> io::Result<bool> {
+        let (tag, is_head) = (&self.tag, self.head.method == "HEAD");
         match plan {
             Plan::Early(status) => {
-                answer(
-                    &mut writer,
-                    status,
-                    &tag,
-                    &early_answer(&tag),
-                    is_head,
-                    false,
-                )?;
-                take_body(&mut reader)?;
+                answer(writer, status, tag, &early_answer(tag), is_head, false)?;
+                self.take_body(reader)?;
+                Ok(false)
             }
             Plan::EarlyClose(status) => {
-                set_body(Vec::new(), BodyState::Unread);
-                answer(
-                    &mut writer,
-                    status,
-                    &tag,
-                    &early_answer(&tag),
-                    is_head,
-                    true,
-                )?;
-                return linger(reader.into_inner());
+                self.set_body(Vec::new(), BodyState::Unread);
+                answer(writer, status, tag, &early_answer(tag), is_head, true)?;
+                Ok(true)
             }
             Plan::Full | Plan::Chunked | Plan::Close => {
-                if head
+                if self
+                    .head
                     .field("expect")
                     .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
                 {
                     // An origin may send its own 100 even though the proxy sent one already.
                     writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
                 }
-                let body = take_body(&mut reader)?;
-                let text = full_answer(&tag, &body);
+                let body = self.take_body(reader)?;
+                let text = full_answer(tag, &body);
                 let close = plan == Plan::Close;
                 if plan == Plan::Chunked {
-                    answer_chunked(&mut writer, &tag, &text, is_head)?;
+                    answer_chunked(writer, tag, &text, is_head)?;
                 } else {
-                    answer(&mut writer, 200, &tag, &text, is_head, close)?;
+                    answer(writer, 200, tag, &text, is_head, close)?;
                 }
-                if close {
-                    return linger(reader.into_inner());
-                }
+                Ok(close)
             }
         }
     }
-    Ok(())
 }
 
 /// `/inv/TAG/PLAN` -> (TAG, PLAN); anything else has no tag.

@@ -3,32 +3,44 @@
 //! std `TcpStream`, its own record layer). Shared by `examples/selftest` (run in the kTLS
 //! guest) and `tests/userspace_fallback.rs` (run on the host, which has no kTLS).
 
-use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsFd, BorrowedFd};
-use std::thread;
-use std::time::{Duration, Instant};
+// The two sides, named from here with `path` so that this file's directory is the same
+// whether it is the example's module or included by `tests/userspace_fallback.rs`.
+#[path = "harness/client.rs"]
+mod client;
+#[path = "harness/server.rs"]
+mod server;
 
-use ktls::kernel::{self, Direction};
-use ktls::offload::{self, FallbackReason, KtlsMode, KtlsSocket, Offload};
-use ktls::{IoStatus, Progress, TlsError, TlsSession};
+use std::fs::File;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+use std::time::Duration;
+
+use ktls::offload::{self, FallbackReason};
 use openssl::asn1::Asn1Time;
 use openssl::bn::BigNum;
 use openssl::ec::{EcGroup, EcKey};
 use openssl::hash::MessageDigest;
 use openssl::nid::Nid;
 use openssl::pkey::{PKey, Private};
-use openssl::ssl::{
-    Ssl, SslContext, SslContextBuilder, SslMethod, SslStream, SslVerifyMode, SslVersion,
-};
+use openssl::ssl::{SslContext, SslContextBuilder, SslMethod, SslVerifyMode, SslVersion};
 use openssl::x509::{X509Name, X509};
+
+use client::{client, ClientReport};
+use server::{serve, ServerReport};
 
 /// Any blocking socket call taking longer than this is a failed case, never a hang.
 const IO_TIMEOUT: Duration = Duration::from_secs(20);
 /// The client sends this much, then reads the echo back, so neither side can fill the other's
 /// buffers while blocked on a write.
 const ECHO_CHUNK: usize = 64 * 1024;
+/// The KeyUpdate case's data, sent before and after the KeyUpdate (and the non-blocking
+/// case's one small record).
+const KEY_UPDATE_PROBE: &[u8] = b"0123456789";
+/// The server's signal that it has checked the idle read (non-blocking case).
+const GO: &[u8] = b"GO";
+/// The seed of the file the server sends with sendfile.
+const FILE_SEED: u32 = 0x5eed;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CaseKind {
@@ -240,359 +252,7 @@ fn mib_per_s(bytes: usize, elapsed: Duration) -> f64 {
     bytes as f64 / (1024.0 * 1024.0) / elapsed.as_secs_f64().max(1e-9)
 }
 
-// ---------------------------------------------------------------- server side
-
-/// The server's record layer after `offload`: kernel records, the proxy's record layer, or
-/// OpenSSL's.
-enum Tls {
-    Kernel(KtlsSocket),
-    User(TlsSession),
-    Records(Box<ktls::record::RecordSocket>),
-}
-
-/// The server's connection: the socket it owns and the record layer every call lends it to.
-struct Conn {
-    stream: TcpStream,
-    tls: Tls,
-}
-
-impl Conn {
-    fn read(&mut self, buf: &mut [u8]) -> IoStatus {
-        let fd = self.stream.as_fd();
-        match &mut self.tls {
-            Tls::Kernel(socket) => socket.read(fd, buf),
-            Tls::User(session) => session.read(fd, buf),
-            Tls::Records(socket) => socket.read(fd, buf),
-        }
-    }
-
-    fn write_all(&mut self, mut buf: &[u8]) -> Result<(), String> {
-        while !buf.is_empty() {
-            let fd = self.stream.as_fd();
-            let status = match &mut self.tls {
-                Tls::Kernel(socket) => socket.write(fd, buf),
-                Tls::User(session) => session.write(fd, buf),
-                Tls::Records(socket) => socket.write(fd, buf),
-            };
-            buf = &buf[done(status, "write")?..];
-        }
-        Ok(())
-    }
-
-    /// The kernel path sends the file with sendfile; user space must copy it through OpenSSL.
-    fn send_file(&mut self, file: &mut File, len: usize) -> Result<(), String> {
-        match &mut self.tls {
-            Tls::Kernel(socket) => {
-                let mut offset = 0u64;
-                while (offset as usize) < len {
-                    let left = len - offset as usize;
-                    let status =
-                        socket.sendfile(self.stream.as_fd(), file.as_fd(), &mut offset, left);
-                    if done(status, "sendfile")? == 0 {
-                        return Err("sendfile sent nothing (file too short?)".to_string());
-                    }
-                }
-                Ok(())
-            }
-            Tls::User(_) | Tls::Records(_) => {
-                let mut data = vec![0u8; len];
-                file.read_exact(&mut data)
-                    .map_err(|e| format!("reading the file: {e}"))?;
-                self.write_all(&data)
-            }
-        }
-    }
-
-    /// Reads on a non-blocking socket, waiting between attempts (the test has no poller).
-    fn read_nonblocking(&mut self, buf: &mut [u8]) -> IoStatus {
-        let deadline = Instant::now() + IO_TIMEOUT;
-        loop {
-            match self.read(buf) {
-                IoStatus::WantRead if Instant::now() < deadline => {
-                    thread::sleep(Duration::from_millis(5))
-                }
-                other => return other,
-            }
-        }
-    }
-
-    fn shutdown(&mut self) -> Result<(), String> {
-        let fd = self.stream.as_fd();
-        match &mut self.tls {
-            Tls::Kernel(socket) => done(socket.shutdown(fd), "close_notify").map(drop),
-            Tls::User(session) => {
-                session.shutdown(fd);
-                Ok(())
-            }
-            Tls::Records(socket) => {
-                socket.shutdown(fd);
-                Ok(())
-            }
-        }
-    }
-}
-
-/// Bytes done, or why not. The sockets block with a timeout, so "want" means timed out.
-fn done(status: IoStatus, what: &str) -> Result<usize, String> {
-    match status {
-        IoStatus::Done(n) => Ok(n),
-        IoStatus::WantRead | IoStatus::WantWrite => Err(format!("{what}: timed out")),
-        IoStatus::Closed => Err(format!("{what}: peer closed")),
-        IoStatus::Error(e) => Err(format!("{what}: {e}")),
-    }
-}
-
-/// Reads exactly `len` bytes, writing each piece straight back.
-fn echo(conn: &mut Conn, len: usize) -> Result<(), String> {
-    let mut buf = vec![0u8; ECHO_CHUNK];
-    let mut left = len;
-    while left > 0 {
-        let want = left.min(buf.len());
-        let n = done(conn.read(&mut buf[..want]), "echo read")?;
-        conn.write_all(&buf[..n])?;
-        left -= n;
-    }
-    Ok(())
-}
-
-struct ServerReport {
-    path: &'static str,
-    reason: Option<FallbackReason>,
-    kernel_tx: Option<String>,
-    kernel_rx: Option<String>,
-    /// What the final read returned ("closed", "keyupdate error", ...).
-    end: String,
-    sendfile_mib_s: Option<f64>,
-}
-
-fn installed(fd: BorrowedFd<'_>, direction: Direction) -> Option<String> {
-    match kernel::installed(fd, direction) {
-        Ok(Some((_, cipher))) => Some(cipher.as_str().to_string()),
-        _ => None,
-    }
-}
-
-fn serve(
-    listener: TcpListener,
-    ctx: SslContext,
-    case: Case,
-    sizes: Sizes,
-    file: Option<File>,
-) -> Result<ServerReport, String> {
-    let (stream, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
-    stream
-        .set_read_timeout(Some(IO_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    stream
-        .set_write_timeout(Some(IO_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    // The echo is request/response: Nagle plus delayed ACKs would stall every chunk 40 ms.
-    stream.set_nodelay(true).map_err(|e| e.to_string())?;
-    let mut ssl = Ssl::new(&ctx).map_err(|e| e.to_string())?;
-    offload::prepare_ssl(&mut ssl).map_err(|e| e.to_string())?;
-    ssl.set_accept_state();
-    let mut session = TlsSession::new(ssl, stream.as_fd()).map_err(|e| e.to_string())?;
-    match session.handshake(stream.as_fd()) {
-        Ok(Progress::Done) => {}
-        Ok(other) => {
-            return Err(format!(
-                "handshake: {other:?} on a blocking socket (timeout)"
-            ))
-        }
-        Err(e) => return Err(format!("handshake: {e}")),
-    }
-    let offloaded = offload::offload(session, stream.as_fd(), KtlsMode::Auto);
-    let path = offloaded.path();
-    let (tls, reason) = match offloaded {
-        Offload::Kernel(socket) => (Tls::Kernel(socket), None),
-        Offload::UserSpace {
-            session, reason, ..
-        } => (Tls::User(session), Some(reason)),
-        Offload::Records { socket, reason } => (Tls::Records(socket), Some(reason)),
-    };
-    let mut report = ServerReport {
-        path,
-        reason,
-        kernel_tx: installed(stream.as_fd(), Direction::Tx),
-        kernel_rx: installed(stream.as_fd(), Direction::Rx),
-        end: String::new(),
-        sendfile_mib_s: None,
-    };
-    let mut conn = Conn { stream, tls };
-    match case.kind {
-        CaseKind::Data => {
-            for &len in &sizes.echo {
-                echo(&mut conn, len)?;
-            }
-            if let Some(mut file) = file {
-                let started = Instant::now();
-                conn.send_file(&mut file, sizes.file)?;
-                report.sendfile_mib_s = Some(mib_per_s(sizes.file, started.elapsed()));
-            }
-            report.end = final_read(&mut conn);
-            conn.shutdown()?;
-        }
-        CaseKind::KeyUpdate => {
-            echo(&mut conn, KEY_UPDATE_PROBE.len())?;
-            // The kernel path must refuse the KeyUpdate; user space follows it and echoes.
-            report.end = match conn.tls {
-                Tls::Kernel(_) => final_read(&mut conn),
-                Tls::User(_) | Tls::Records(_) => {
-                    echo(&mut conn, KEY_UPDATE_PROBE.len())?;
-                    let end = final_read(&mut conn);
-                    conn.shutdown()?;
-                    end
-                }
-            };
-        }
-        CaseKind::Nonblocking => {
-            conn.stream
-                .set_nonblocking(true)
-                .map_err(|e| e.to_string())?;
-            // The client sends nothing before GO: the read must say "wait", not block or fail.
-            let mut buf = [0u8; 64];
-            match conn.read(&mut buf) {
-                IoStatus::WantRead => {}
-                other => return Err(format!("idle non-blocking read gave {other:?}")),
-            }
-            conn.write_all(GO)?;
-            let n = done(conn.read_nonblocking(&mut buf), "non-blocking read")?;
-            conn.write_all(&buf[..n])?;
-            report.end = match conn.read_nonblocking(&mut buf) {
-                IoStatus::Closed => "closed".to_string(),
-                other => format!("{other:?}"),
-            };
-            conn.stream
-                .set_nonblocking(false)
-                .map_err(|e| e.to_string())?;
-            conn.shutdown()?;
-        }
-    }
-    Ok(report)
-}
-
-/// One more read after the client is done: what it returns is the point of the case.
-fn final_read(conn: &mut Conn) -> String {
-    let mut buf = [0u8; 64];
-    match conn.read(&mut buf) {
-        IoStatus::Closed => "closed".to_string(),
-        IoStatus::Error(TlsError::KeyUpdate) => "keyupdate error".to_string(),
-        IoStatus::Done(n) => format!("unexpected {n} data bytes"),
-        IoStatus::WantRead | IoStatus::WantWrite => "timed out".to_string(),
-        IoStatus::Error(e) => format!("error: {e}"),
-    }
-}
-
-// ---------------------------------------------------------------- client side
-
-const KEY_UPDATE_PROBE: &[u8] = b"0123456789";
-/// The server's signal that it has checked the idle read (non-blocking case).
-const GO: &[u8] = b"GO";
-
-struct ClientReport {
-    echo_mib_s: Option<f64>,
-    /// KeyUpdate case: the server echoed data sent under the new key.
-    echoed_after_key_update: bool,
-}
-
-fn exchange(stream: &mut SslStream<TcpStream>, data: &[u8]) -> Result<(), String> {
-    let mut back = vec![0u8; ECHO_CHUNK];
-    for chunk in data.chunks(ECHO_CHUNK) {
-        stream
-            .write_all(chunk)
-            .map_err(|e| format!("client write: {e}"))?;
-        let back = &mut back[..chunk.len()];
-        stream
-            .read_exact(back)
-            .map_err(|e| format!("client echo read: {e}"))?;
-        if back != chunk {
-            return Err("echoed bytes differ".to_string());
-        }
-    }
-    Ok(())
-}
-
-/// Sends close_notify and waits for the server's.
-fn close_both_ways(stream: &mut SslStream<TcpStream>) -> Result<(), String> {
-    stream
-        .shutdown()
-        .map_err(|e| format!("client close_notify: {e}"))?;
-    match stream.shutdown() {
-        Ok(openssl::ssl::ShutdownResult::Received) => Ok(()),
-        Ok(other) => Err(format!("server close_notify: {other:?}")),
-        Err(e) => Err(format!("server close_notify not received: {e}")),
-    }
-}
-
-fn client(port: u16, case: Case, sizes: &Sizes) -> Result<ClientReport, String> {
-    let ctx = client_context(&case)?;
-    let tcp = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
-    tcp.set_read_timeout(Some(IO_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    tcp.set_write_timeout(Some(IO_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-    let ssl = Ssl::new(&ctx).map_err(|e| e.to_string())?;
-    let mut stream = ssl
-        .connect(tcp)
-        .map_err(|e| format!("client handshake: {e}"))?;
-    let mut report = ClientReport {
-        echo_mib_s: None,
-        echoed_after_key_update: false,
-    };
-    match case.kind {
-        CaseKind::Data => {
-            for (i, &len) in sizes.echo.iter().enumerate() {
-                let data = pattern(len, 0x1000 + i as u32);
-                let started = Instant::now();
-                exchange(&mut stream, &data)?;
-                if i + 1 == sizes.echo.len() {
-                    report.echo_mib_s = Some(mib_per_s(len, started.elapsed()));
-                }
-            }
-            if sizes.file > 0 {
-                let mut got = vec![0u8; sizes.file];
-                stream
-                    .read_exact(&mut got)
-                    .map_err(|e| format!("client file read: {e}"))?;
-                if got != pattern(sizes.file, FILE_SEED) {
-                    return Err("sendfile bytes differ".to_string());
-                }
-            }
-            close_both_ways(&mut stream)?;
-        }
-        CaseKind::KeyUpdate => {
-            exchange(&mut stream, KEY_UPDATE_PROBE)?;
-            ktls::ossl::key_update(stream.ssl()).map_err(|e| format!("key_update: {e}"))?;
-            stream
-                .write_all(KEY_UPDATE_PROBE)
-                .map_err(|e| format!("client write: {e}"))?;
-            let mut back = [0u8; KEY_UPDATE_PROBE.len()];
-            // The kernel path closes here (EOF or reset); user space echoes.
-            if stream.read_exact(&mut back).is_ok() && back == KEY_UPDATE_PROBE {
-                report.echoed_after_key_update = true;
-                close_both_ways(&mut stream)?;
-            }
-        }
-        CaseKind::Nonblocking => {
-            let mut go = [0u8; 2];
-            stream
-                .read_exact(&mut go)
-                .map_err(|e| format!("client GO read: {e}"))?;
-            if go != GO {
-                return Err("GO differs".to_string());
-            }
-            // One small record: the server's single read must get all of it.
-            exchange(&mut stream, KEY_UPDATE_PROBE)?;
-            close_both_ways(&mut stream)?;
-        }
-    }
-    Ok(report)
-}
-
 // ---------------------------------------------------------------- one case
-
-const FILE_SEED: u32 = 0x5eed;
 
 /// The file the server sends with sendfile (a real file, not a pipe: sendfile needs pages).
 fn payload_file(len: usize, dir: &std::path::Path) -> Result<File, String> {

@@ -10,7 +10,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use serde::Serialize;
 
 use crate::cli::Args;
-use crate::hold_conn::{HoldReport, RampReport};
+use crate::hold_conn::{HoldReport, RampReport, RoundReport};
 use crate::hold_group::{self, ChildLine};
 use crate::{probe, PerfError, Setup};
 
@@ -37,12 +37,39 @@ struct ServerMemory {
     bytes_per_connection: u64,
 }
 
+impl ServerMemory {
+    /// The server's memory, when its pid was given and both readings were made.
+    fn new(baseline: Option<(u32, u64)>, loaded: Option<u64>, established: u64) -> Option<Self> {
+        match (baseline, loaded) {
+            (Some((pid, base)), Some(with)) => Some(ServerMemory {
+                pid,
+                baseline_bytes: base,
+                loaded_bytes: with,
+                bytes_per_connection: with.saturating_sub(base) / established.max(1),
+            }),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct RoundJson {
     answered: u64,
     failed: u64,
     secs: f64,
     rps: f64,
+}
+
+impl RoundJson {
+    fn new(r: &RoundReport) -> Self {
+        let secs = (r.end_us.saturating_sub(r.start_us)) as f64 / 1e6;
+        RoundJson {
+            answered: r.answered,
+            failed: r.failed,
+            secs,
+            rps: r.answered as f64 / secs.max(1e-6),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -100,29 +127,9 @@ pub fn run(args: &Args) -> Result<bool, PerfError> {
         loaded = mem;
         report
     };
-    let server = match (baseline, loaded) {
-        (Some((pid, base)), Some(with)) => Some(ServerMemory {
-            pid,
-            baseline_bytes: base,
-            loaded_bytes: with,
-            bytes_per_connection: with.saturating_sub(base) / report.ramp.established.max(1),
-        }),
-        _ => None,
-    };
+    let server = ServerMemory::new(baseline, loaded, report.ramp.established);
     let failures = judge(args, total, &report, server);
-    let rounds: Vec<RoundJson> = report
-        .rounds
-        .iter()
-        .map(|r| {
-            let secs = (r.end_us.saturating_sub(r.start_us)) as f64 / 1e6;
-            RoundJson {
-                answered: r.answered,
-                failed: r.failed,
-                secs,
-                rps: r.answered as f64 / secs.max(1e-6),
-            }
-        })
-        .collect();
+    let rounds: Vec<RoundJson> = report.rounds.iter().map(RoundJson::new).collect();
     let json = HoldJson {
         mode: "hold",
         url: &args.url,

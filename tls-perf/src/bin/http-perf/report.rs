@@ -69,12 +69,16 @@ impl Summary {
 
     pub fn text(&self, with_distribution: bool) -> String {
         let mut out = String::new();
-        let line = |out: &mut String, s: String| {
-            out.push_str(&s);
-            out.push('\n');
-        };
+        self.text_heading(&mut out);
+        self.text_thread_stats(&mut out, with_distribution);
+        self.text_totals(&mut out);
+        out
+    }
+
+    /// What ran: duration, URL, threads and connections, and the stats table's heading.
+    fn text_heading(&self, out: &mut String) {
         line(
-            &mut out,
+            out,
             format!(
                 "Running {} test @ {}",
                 units::duration_secs(self.duration.as_secs_f64()),
@@ -82,19 +86,23 @@ impl Summary {
             ),
         );
         line(
-            &mut out,
+            out,
             format!(
                 "  {} threads and {} connections",
                 self.threads, self.connections
             ),
         );
         line(
-            &mut out,
+            out,
             format!(
                 "  Thread Stats{:>6}{:>11}{:>8}{:>12}",
                 "Avg", "Stdev", "Max", "+/- Stdev"
             ),
         );
+    }
+
+    /// The Latency and Req/Sec rows, and the latency percentiles under --latency.
+    fn text_thread_stats(&self, out: &mut String, with_distribution: bool) {
         let lat = &self.latency;
         let (mean, stdev) = (lat.mean(), lat.stdev());
         let within = if lat.is_empty() {
@@ -108,7 +116,7 @@ impl Summary {
             100.0 * inside as f64 / lat.len() as f64
         };
         line(
-            &mut out,
+            out,
             stats_row(
                 "Latency",
                 units::time_us(mean),
@@ -119,7 +127,7 @@ impl Summary {
         );
         let (rmean, rstdev, rmax, rwithin) = sample_stats(&self.rate_samples);
         line(
-            &mut out,
+            out,
             stats_row(
                 "Req/Sec",
                 units::metric(rmean),
@@ -129,18 +137,22 @@ impl Summary {
             ),
         );
         if with_distribution {
-            line(&mut out, "  Latency Distribution".to_string());
+            line(out, "  Latency Distribution".to_string());
             for p in Self::PERCENTILES {
                 let label = format!("{}%", p);
                 let v = lat.value_at_quantile(p / 100.0) as f64;
                 line(
-                    &mut out,
+                    out,
                     format!("{label:>8}{}", units::column(&units::time_us(v), 10)),
                 );
             }
         }
+    }
+
+    /// Requests, bytes, errors, rates and the server's CPU.
+    fn text_totals(&self, out: &mut String) {
         line(
-            &mut out,
+            out,
             format!(
                 "  {} requests in {}, {} read",
                 self.requests,
@@ -151,7 +163,7 @@ impl Summary {
         let e = &self.errors;
         if e.any() {
             line(
-                &mut out,
+                out,
                 format!(
                     "  Socket errors: connect {}, read {}, write {}, timeout {}",
                     e.connect, e.read, e.write, e.timeout
@@ -160,16 +172,16 @@ impl Summary {
         }
         if self.non_2xx_3xx > 0 {
             line(
-                &mut out,
+                out,
                 format!("  Non-2xx or 3xx responses: {}", self.non_2xx_3xx),
             );
         }
         line(
-            &mut out,
+            out,
             format!("Requests/sec: {:>9.2}", self.requests as f64 / self.secs()),
         );
         line(
-            &mut out,
+            out,
             format!(
                 "Transfer/sec: {:>10}",
                 units::binary(self.bytes as f64 / self.secs())
@@ -177,14 +189,13 @@ impl Summary {
         );
         if let Some((pid, cpu)) = self.server_cpu {
             line(
-                &mut out,
+                out,
                 format!(
                     "Server CPU:   {:.3}s per 1000 requests ({cpu:.2}s total, pid {pid})",
                     cpu_per_1000(cpu, self.requests)
                 ),
             );
         }
-        out
     }
 
     pub fn json(&self) -> String {
@@ -294,4 +305,10 @@ struct RateJson {
     mean: f64,
     stdev: f64,
     max: f64,
+}
+
+/// Appends `s` and a newline.
+fn line(out: &mut String, s: String) {
+    out.push_str(&s);
+    out.push('\n');
 }

@@ -16,20 +16,22 @@ mod stats;
 mod tls;
 mod worker;
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use clap::Parser;
+use openssl::ssl::SslContext;
 use tls_perf::procstat;
 
 use cli::{Args, Tickets};
 use error::StartError;
-use monitor::{EndReason, Monitor};
+use monitor::{EndReason, Monitor, RunRecord};
 use stats::Shared;
-use worker::WorkerConfig;
+use worker::{Latencies, WorkerConfig, WorkerResult};
 
 /// Descriptors the tool needs besides its peers: std streams, one epoll per thread, the key
 /// log, /proc reads, and a margin for the sockets a worker closes while opening new ones.
@@ -88,16 +90,47 @@ fn run(args: &Args) -> Result<EndReason, StartError> {
     if !args.quiet {
         print_settings(args, out);
     }
+    let signalled = register_signals()?;
+    let shared = Arc::new(Shared::new(args.threads, args.handshakes));
+    let handles = spawn_workers(args, contexts, &shared)?;
+    let record = Monitor {
+        shared: &shared,
+        signalled: &signalled,
+        duration: args.seconds.map(Duration::from_secs),
+        server_pid: args.server_pid,
+        quiet: args.quiet,
+        out,
+    }
+    .watch();
+    let (measured, ramp_up) = join_workers(handles);
+    let latencies = if measured.is_empty() {
+        &ramp_up
+    } else {
+        &measured
+    };
+    print_report(args, &record, &shared, latencies);
+    Ok(record.end)
+}
 
+/// SIGINT and SIGTERM set the returned flag; a second signal while the first is being
+/// handled kills the process at once.
+fn register_signals() -> Result<Arc<AtomicBool>, StartError> {
     let signalled = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal while the first is being handled kills the process at once.
         signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&signalled))
             .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&signalled)))
             .map_err(StartError::Signals)?;
     }
+    Ok(signalled)
+}
 
-    let shared = Arc::new(Shared::new(args.threads, args.handshakes));
+/// One worker thread per context; if one cannot start, those already started are told to
+/// stop.
+fn spawn_workers(
+    args: &Args,
+    contexts: Vec<SslContext>,
+    shared: &Arc<Shared>,
+) -> Result<Vec<JoinHandle<io::Result<WorkerResult>>>, StartError> {
     let mut handles = Vec::with_capacity(contexts.len());
     for (index, ctx) in contexts.into_iter().enumerate() {
         let config = WorkerConfig {
@@ -108,7 +141,7 @@ fn run(args: &Args) -> Result<EndReason, StartError> {
             resume: args.tickets == Tickets::On,
             debug: args.debug,
         };
-        let worker_shared = Arc::clone(&shared);
+        let worker_shared = Arc::clone(shared);
         let handle = std::thread::Builder::new()
             .name(format!("tls-perf-{index}"))
             .spawn(move || worker::run(config, ctx, worker_shared));
@@ -122,17 +155,11 @@ fn run(args: &Args) -> Result<EndReason, StartError> {
             }
         }
     }
+    Ok(handles)
+}
 
-    let record = Monitor {
-        shared: &shared,
-        signalled: &signalled,
-        duration: args.seconds.map(Duration::from_secs),
-        server_pid: args.server_pid,
-        quiet: args.quiet,
-        out,
-    }
-    .watch();
-
+/// Waits for every worker and adds up their latencies: (measured, ramp-up).
+fn join_workers(handles: Vec<JoinHandle<io::Result<WorkerResult>>>) -> (Latencies, Latencies) {
     let mut measured = worker::new_latencies();
     let mut ramp_up = worker::new_latencies();
     for handle in handles {
@@ -146,11 +173,11 @@ fn run(args: &Args) -> Result<EndReason, StartError> {
             Err(_) => eprintln!("ERROR: a worker thread panicked"),
         }
     }
-    let latencies = if measured.is_empty() {
-        &ramp_up
-    } else {
-        &measured
-    };
+    (measured, ramp_up)
+}
+
+/// The warnings about how the run ended, then the report, as text or JSON.
+fn print_report(args: &Args, record: &RunRecord, shared: &Shared, latencies: &Latencies) {
     if !record.measuring_started {
         eprintln!(
             "WARNING: not enough statistics collected: the run ended before all {} peers were \
@@ -166,7 +193,7 @@ fn run(args: &Args) -> Result<EndReason, StartError> {
             args.target()
         );
     }
-    let report = report::build(&record, &shared.totals(), latencies, args.server_pid);
+    let report = report::build(record, &shared.totals(), latencies, args.server_pid);
     if args.json {
         let json = serde_json::to_string_pretty(&report).unwrap_or_default();
         println!("{json}");
@@ -174,7 +201,6 @@ fn run(args: &Args) -> Result<EndReason, StartError> {
         print!("{}", report::text(&report));
     }
     let _ = std::io::stdout().flush();
-    Ok(record.end)
 }
 
 /// Raises the soft descriptor limit to the hard one and refuses to start if the peers still

@@ -63,11 +63,7 @@ impl Monitor<'_> {
     pub fn watch(&self) -> RunRecord {
         let start = Instant::now();
         let deadline = self.duration.map(|d| start + d);
-        let cpu = || {
-            self.server_pid
-                .and_then(|pid| procstat::cpu_seconds(pid).ok())
-        };
-        let mut window_start = (self.shared.totals().handshakes, cpu());
+        let mut window_start = (self.shared.totals().handshakes, self.server_cpu());
         let mut interval = Interval {
             start,
             base: self.shared.totals(),
@@ -92,60 +88,103 @@ impl Monitor<'_> {
                     start: now,
                     base: self.shared.totals(),
                 };
-                window_start = (interval.base.handshakes, cpu());
+                window_start = (interval.base.handshakes, self.server_cpu());
             }
-            let end = if self.signalled.load(Relaxed) {
-                Some(EndReason::Signal)
-            } else if self.shared.count_reached.load(Relaxed) {
-                Some(EndReason::Count)
-            } else if deadline.is_some_and(|d| now >= d) {
-                Some(EndReason::Time)
-            } else if failing_seconds >= DEAD_SERVER_SECONDS {
-                Some(EndReason::ServerDown)
-            } else {
-                None
-            };
-            if let Some(end) = end {
-                self.shared.stop.store(true, Relaxed);
-                let totals = self.shared.totals();
-                let elapsed = now - interval.start;
-                let per_sec = rate(totals.handshakes - interval.base.handshakes, elapsed);
-                if elapsed >= MIN_PARTIAL_SAMPLE {
-                    self.progress(&totals, per_sec);
-                }
-                if record.measuring_started
-                    && !elapsed.is_zero()
-                    && (elapsed >= MIN_PARTIAL_SAMPLE || record.samples.is_empty())
-                {
-                    record.samples.push(per_sec);
-                }
-                record.window_handshakes = totals.handshakes - window_start.0;
-                record.server_cpu_seconds = match (window_start.1, cpu()) {
-                    (Some(before), Some(after)) => Some((after - before).max(0.0)),
-                    _ => None,
-                };
-                record.end = end;
+            if let Some(end) = self.end_reason(now, deadline, failing_seconds) {
+                self.finish(&mut record, &interval, window_start, now, end);
                 return record;
             }
             if now - interval.start >= SAMPLE_PERIOD {
-                let totals = self.shared.totals();
-                let done = totals.handshakes - interval.base.handshakes;
-                let failed = totals.errors.total() - interval.base.errors.total();
-                let per_sec = rate(done, now - interval.start);
-                self.progress(&totals, per_sec);
-                if record.measuring_started {
-                    record.samples.push(per_sec);
-                }
-                failing_seconds = if done == 0 && failed > 0 {
-                    failing_seconds + 1
-                } else {
-                    0
-                };
-                interval = Interval {
-                    start: now,
-                    base: totals,
-                };
+                failing_seconds =
+                    self.close_second(&mut record, &mut interval, now, failing_seconds);
             }
+        }
+    }
+
+    /// The server's CPU seconds so far, when its pid is known and readable.
+    fn server_cpu(&self) -> Option<f64> {
+        self.server_pid
+            .and_then(|pid| procstat::cpu_seconds(pid).ok())
+    }
+
+    /// Why the run ends now, if it does: a signal, `-n` reached, `-T` elapsed, or a server
+    /// that stopped answering, in that order.
+    fn end_reason(
+        &self,
+        now: Instant,
+        deadline: Option<Instant>,
+        failing_seconds: u32,
+    ) -> Option<EndReason> {
+        if self.signalled.load(Relaxed) {
+            Some(EndReason::Signal)
+        } else if self.shared.count_reached.load(Relaxed) {
+            Some(EndReason::Count)
+        } else if deadline.is_some_and(|d| now >= d) {
+            Some(EndReason::Time)
+        } else if failing_seconds >= DEAD_SERVER_SECONDS {
+            Some(EndReason::ServerDown)
+        } else {
+            None
+        }
+    }
+
+    /// Stops the workers and completes `record`: the last, partial second (kept only if long
+    /// enough), the measured window's handshakes and server CPU, and why the run ended.
+    fn finish(
+        &self,
+        record: &mut RunRecord,
+        interval: &Interval,
+        window_start: (u64, Option<f64>),
+        now: Instant,
+        end: EndReason,
+    ) {
+        self.shared.stop.store(true, Relaxed);
+        let totals = self.shared.totals();
+        let elapsed = now - interval.start;
+        let per_sec = rate(totals.handshakes - interval.base.handshakes, elapsed);
+        if elapsed >= MIN_PARTIAL_SAMPLE {
+            self.progress(&totals, per_sec);
+        }
+        if record.measuring_started
+            && !elapsed.is_zero()
+            && (elapsed >= MIN_PARTIAL_SAMPLE || record.samples.is_empty())
+        {
+            record.samples.push(per_sec);
+        }
+        record.window_handshakes = totals.handshakes - window_start.0;
+        record.server_cpu_seconds = match (window_start.1, self.server_cpu()) {
+            (Some(before), Some(after)) => Some((after - before).max(0.0)),
+            _ => None,
+        };
+        record.end = end;
+    }
+
+    /// A second has passed: prints the progress line, keeps the sample once measuring, and
+    /// starts the next interval. Answers how many seconds in a row, this one included, had
+    /// failures and no handshake.
+    fn close_second(
+        &self,
+        record: &mut RunRecord,
+        interval: &mut Interval,
+        now: Instant,
+        failing_seconds: u32,
+    ) -> u32 {
+        let totals = self.shared.totals();
+        let done = totals.handshakes - interval.base.handshakes;
+        let failed = totals.errors.total() - interval.base.errors.total();
+        let per_sec = rate(done, now - interval.start);
+        self.progress(&totals, per_sec);
+        if record.measuring_started {
+            record.samples.push(per_sec);
+        }
+        *interval = Interval {
+            start: now,
+            base: totals,
+        };
+        if done == 0 && failed > 0 {
+            failing_seconds + 1
+        } else {
+            0
         }
     }
 }

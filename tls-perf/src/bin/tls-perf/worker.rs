@@ -63,6 +63,13 @@ struct TicketWatch {
     missed_in_a_row: u32,
 }
 
+impl TicketWatch {
+    /// No ticket ever arrived and the last TICKETLESS_GIVE_UP waits timed out.
+    fn server_sends_none(&self) -> bool {
+        !self.ever_received && self.missed_in_a_row >= TICKETLESS_GIVE_UP
+    }
+}
+
 pub fn run(config: WorkerConfig, ctx: SslContext, shared: Arc<Shared>) -> io::Result<WorkerResult> {
     let counters = &shared.threads[config.index];
     let mut poll = Poll::new()?;
@@ -122,48 +129,10 @@ pub fn run(config: WorkerConfig, ctx: SslContext, shared: Arc<Shared>) -> io::Re
         let now = Instant::now();
         if now >= next_sweep {
             next_sweep = now + TICK;
-            let mut gauges = [0u64; 3];
-            for (index, peer) in peers.iter_mut().enumerate() {
-                let outcome = peer.on_tick(&env, now);
-                ctl.handle(index, outcome);
-                match peer.stage_kind() {
-                    StageKind::Connecting => gauges[0] += 1,
-                    StageKind::Handshaking => gauges[1] += 1,
-                    StageKind::AwaitingTicket => gauges[2] += 1,
-                    StageKind::Idle => {}
-                }
-            }
-            counters.connecting.store(gauges[0], Relaxed);
-            counters.handshaking.store(gauges[0] + gauges[1], Relaxed);
-            counters
-                .open
-                .store(gauges[0] + gauges[1] + gauges[2], Relaxed);
+            sweep(&mut peers, &env, &mut ctl, now);
         }
-        // New peers (slow start) and reconnecting ones. A connect never completes a
-        // handshake by itself, so this ends; failures wait for the retry timer instead.
-        while ctl.ramp.allowance > 0 && ctl.ramp.started < ctl.ramp.target {
-            ctl.ramp.allowance -= 1;
-            ctl.ramp.started += 1;
-            let index = peers.len();
-            peers.push(Peer::new(Token(index)));
-            let outcome = peers[index].connect(&env, Instant::now());
-            ctl.handle(index, outcome);
-        }
-        while let Some(index) = ctl.reconnect.pop() {
-            if shared.stopping() {
-                break;
-            }
-            let outcome = peers[index].connect(&env, Instant::now());
-            ctl.handle(index, outcome);
-        }
-        if ctl.ramp.started == ctl.ramp.target && !ctl.ramp.reported {
-            ctl.ramp.reported = true;
-            shared.thread_ramped();
-        }
-        if wait_for_ticket
-            && !ctl.tickets.ever_received
-            && ctl.tickets.missed_in_a_row >= TICKETLESS_GIVE_UP
-        {
+        connect_peers(&mut peers, &env, &mut ctl);
+        if wait_for_ticket && ctl.tickets.server_sends_none() {
             wait_for_ticket = false;
             eprintln!(
                 "WARNING: thread {}: the server sent no TLS 1.3 session ticket in {} \
@@ -176,6 +145,53 @@ pub fn run(config: WorkerConfig, ctx: SslContext, shared: Arc<Shared>) -> io::Re
         peer.abandon();
     }
     Ok(result)
+}
+
+/// The timer sweep: every peer's timers, then the thread's gauges of connecting,
+/// handshaking and open peers.
+fn sweep(peers: &mut [Peer], env: &PeerEnv<'_>, ctl: &mut Control<'_>, now: Instant) {
+    let mut gauges = [0u64; 3];
+    for (index, peer) in peers.iter_mut().enumerate() {
+        let outcome = peer.on_tick(env, now);
+        ctl.handle(index, outcome);
+        match peer.stage_kind() {
+            StageKind::Connecting => gauges[0] += 1,
+            StageKind::Handshaking => gauges[1] += 1,
+            StageKind::AwaitingTicket => gauges[2] += 1,
+            StageKind::Idle => {}
+        }
+    }
+    let counters = ctl.counters;
+    counters.connecting.store(gauges[0], Relaxed);
+    counters.handshaking.store(gauges[0] + gauges[1], Relaxed);
+    counters
+        .open
+        .store(gauges[0] + gauges[1] + gauges[2], Relaxed);
+}
+
+/// New peers (slow start) and reconnecting ones, then tells the monitor once this thread
+/// has started all its peers. A connect never completes a handshake by itself, so this
+/// ends; failures wait for the retry timer instead.
+fn connect_peers(peers: &mut Vec<Peer>, env: &PeerEnv<'_>, ctl: &mut Control<'_>) {
+    while ctl.ramp.allowance > 0 && ctl.ramp.started < ctl.ramp.target {
+        ctl.ramp.allowance -= 1;
+        ctl.ramp.started += 1;
+        let index = peers.len();
+        peers.push(Peer::new(Token(index)));
+        let outcome = peers[index].connect(env, Instant::now());
+        ctl.handle(index, outcome);
+    }
+    while let Some(index) = ctl.reconnect.pop() {
+        if ctl.shared.stopping() {
+            break;
+        }
+        let outcome = peers[index].connect(env, Instant::now());
+        ctl.handle(index, outcome);
+    }
+    if ctl.ramp.started == ctl.ramp.target && !ctl.ramp.reported {
+        ctl.ramp.reported = true;
+        ctl.shared.thread_ramped();
+    }
 }
 
 /// Accounting of peer outcomes for one loop iteration.

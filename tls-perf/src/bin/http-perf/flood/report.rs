@@ -47,8 +47,16 @@ fn mib(bytes: u64) -> String {
 
 impl FloodReport<'_> {
     pub fn text(&self) -> String {
-        let t = self.tally;
         let mut s = String::new();
+        self.text_traffic(&mut s);
+        self.text_closes(&mut s);
+        self.text_server(&mut s);
+        s
+    }
+
+    /// What ran, what was sent and what the server answered.
+    fn text_traffic(&self, s: &mut String) {
+        let t = self.tally;
         let _ = writeln!(
             s,
             "HTTP/2 flood `{}` @ {}\n  {} connections{}, {:.2}s",
@@ -82,6 +90,11 @@ impl FloodReport<'_> {
             list(&by_code(&t.resets)),
             units::binary(t.data_bytes as f64)
         );
+    }
+
+    /// How many connections the server closed, how soon, and the client's errors.
+    fn text_closes(&self, s: &mut String) {
+        let t = self.tally;
         let _ = write!(
             s,
             "  Closed:      {} of {} flooding connections by the server (GOAWAY {}; {} without GOAWAY); {} still open",
@@ -107,6 +120,10 @@ impl FloodReport<'_> {
                 t.connect_errors, t.handshake_errors, t.not_h2, t.bad_frames
             );
         }
+    }
+
+    /// The server's memory and CPU, when its pid was given.
+    fn text_server(&self, s: &mut String) {
         if let Some(m) = self.memory {
             let _ = writeln!(
                 s,
@@ -125,7 +142,6 @@ impl FloodReport<'_> {
                 }
             );
         }
-        s
     }
 
     pub fn json(&self) -> Value {
