@@ -305,6 +305,9 @@ impl Worker {
                 bump(&self.metrics().upstream_retries);
                 self.dispatch(id, forward);
             }
+            // No connection to the main group: its backup (if any) gets the request, which
+            // went nowhere yet.
+            Failure::Connect if forward.turn_to_backup() => self.dispatch(id, forward),
             Failure::Connect | Failure::Reset | Failure::BadResponse | Failure::ServerRemoved => {
                 self.fail_exchange(id, forward, 502)
             }

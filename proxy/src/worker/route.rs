@@ -218,7 +218,7 @@ impl Worker {
         };
         let loc = ex.location.and_then(|l| v.locations.get(l));
         let close_on_error = !ex.keep_alive || ex.request.has_body();
-        let Some((group, _backup)) = loc.map_or(v.proxy_pass, |l| l.proxy_pass) else {
+        let Some(pass) = loc.map_or(v.proxy_pass, |l| l.proxy_pass) else {
             return self.answer(id, Reply::Status(502), close_on_error);
         };
         // A WebSocket handshake goes to the origin as it is, never to the cache; a malformed
@@ -246,12 +246,12 @@ impl Worker {
             match self.cache_step(id, rc, &v.name, overrides) {
                 CacheStep::Served => return,
                 CacheStep::ServedStale(revalidation) => {
-                    return self.revalidate_in_background(revalidation, routed.0, routed.1, group)
+                    return self.revalidate_in_background(revalidation, routed.0, routed.1, pass)
                 }
                 CacheStep::Parked(ticket) => {
                     let timeout = rt
                         .groups
-                        .get(group)
+                        .get(pass.0)
                         .map_or(Duration::from_secs(60), |g| g.forward_timeout);
                     if let Some(ex) = self.exchanges.get_mut(id) {
                         ex.park(ticket);
@@ -265,7 +265,7 @@ impl Worker {
                 }
             }
         }
-        self.forward(id, group, fill, validators);
+        self.forward(id, pass, fill, validators);
     }
 
     /// A parked exchange's cache wait ended (the fetch it waited for finished, or the wait
