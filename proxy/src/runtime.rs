@@ -271,10 +271,12 @@ fn groups(config: &Config) -> Vec<GroupRt> {
 fn header_edits(vhost: &str, rules: &[HeaderRule]) -> Result<HeaderEdits, RuntimeError> {
     let mut edits = HeaderEdits::new();
     for rule in rules {
-        let value = rule.value.as_deref().unwrap_or("").as_bytes();
-        let result = match rule.op {
-            HeaderOp::Set => edits.set(rule.name.as_bytes(), value).map(|_| ()),
-            HeaderOp::Add => edits.add(rule.name.as_bytes(), value).map(|_| ()),
+        let name = rule.name.as_bytes();
+        // `*_hdr_set NAME;` without a value removes every field of that name, as in Tempesta.
+        let result = match (rule.op, rule.value.as_deref()) {
+            (HeaderOp::Set, Some(value)) => edits.set(name, value.as_bytes()).map(|_| ()),
+            (HeaderOp::Set, None) => edits.remove(name).map(|_| ()),
+            (HeaderOp::Add, value) => edits.add(name, value.unwrap_or("").as_bytes()).map(|_| ()),
         };
         result.map_err(|e| RuntimeError::Header {
             vhost: vhost.to_string(),

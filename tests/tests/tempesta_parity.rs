@@ -79,3 +79,90 @@ fn backup_group_answers_while_the_main_group_is_down_and_main_takes_over_again()
         }
     }
 }
+
+/// The names a request or response carries, lower-cased, for assertions on absence.
+fn names(headers: &[(String, String)]) -> Vec<&str> {
+    headers.iter().map(|(n, _)| n.as_str()).collect()
+}
+
+/// A proxy with `edits` at top level in front of an origin that answers with the fields in
+/// `response_fields` and the request's field names, one a line, as its body.
+fn header_edit_proxy(
+    tag: &str,
+    edits: &str,
+    response_fields: &'static [(&str, &str)],
+) -> (Proxy, Origin, SocketAddr) {
+    let setup = Setup::new(tag);
+    let origin = Origin::start(move |r| {
+        let seen: Vec<&str> = r.headers.iter().map(|(n, _)| n.as_str()).collect();
+        response_fields
+            .iter()
+            .fold(Response::ok(seen.join("\n")), |resp, (n, v)| {
+                resp.header(n, v)
+            })
+    });
+    let text = setup.config(origin.addr(), "", edits);
+    let http = setup.http;
+    (setup.start(&text), origin, http)
+}
+
+/// `req_hdr_set NAME;` removes every field of that name from the forwarded request, special
+/// ones too (If-None-Match, Forwarded), several names at once, repeated fields included;
+/// the fields it does not name go on.
+#[test]
+fn req_hdr_set_without_a_value_removes_the_fields() {
+    let (proxy, origin, http) = header_edit_proxy(
+        "parity-req-hdr",
+        "req_hdr_set x-my-hdr;\nreq_hdr_set if-none-match;\nreq_hdr_set forwarded;\n\
+         req_hdr_set non-exist-header;\n",
+        &[],
+    );
+    let request = b"GET /edit HTTP/1.1\r\nHost: site\r\nX-My-Hdr: original\r\nX-My-Hdr: again\r\n\
+        If-None-Match: \"qwe\"\r\nForwarded: for=a.example\r\nForwarded: for=b.example\r\n\
+        X-Kept: 1\r\n\r\n";
+    let r = answer(http, request, &proxy);
+    assert_eq!(r.status, 200, "{}", proxy.proc.logs());
+    let seen = origin.requests();
+    let last = seen.last().expect("the origin saw the request");
+    let got = names(&last.headers);
+    for gone in ["x-my-hdr", "if-none-match", "forwarded", "non-exist-header"] {
+        assert!(!got.contains(&gone), "{gone} reached the origin: {got:?}");
+    }
+    assert_eq!(last.header("x-kept"), Some("1"), "{got:?}");
+    assert!(got.contains(&"host"), "{got:?}");
+}
+
+/// `resp_hdr_set NAME;` removes the fields from the response, Set-Cookie (twice) included,
+/// whether it comes from the origin or, under `cache_fulfill`, from the cache.
+#[test]
+fn resp_hdr_set_without_a_value_removes_the_fields_fresh_and_cached() {
+    let (proxy, origin, http) = header_edit_proxy(
+        "parity-resp-hdr",
+        "cache 2;\ncache_fulfill * *;\nresp_hdr_set set-cookie;\nresp_hdr_set x-my-hdr;\n\
+         resp_hdr_set non-exist-header;\n",
+        &[
+            ("Cache-Control", "max-age=60"),
+            ("Set-Cookie", "a=1"),
+            ("Set-Cookie", "b=2"),
+            ("X-My-Hdr", "original"),
+            ("X-Kept", "1"),
+        ],
+    );
+    for round in ["from the origin", "from the cache"] {
+        let r = answer(http, &get("/resp", "site"), &proxy);
+        assert_eq!(r.status, 200, "{round}\n{}", proxy.proc.logs());
+        let got = names(&r.headers);
+        for gone in ["set-cookie", "x-my-hdr", "non-exist-header"] {
+            assert!(
+                !got.contains(&gone),
+                "{round}: {gone} reached the client: {got:?}"
+            );
+        }
+        assert_eq!(r.header("x-kept"), Some("1"), "{round}: {got:?}");
+    }
+    assert_eq!(
+        origin.total_requests(),
+        1,
+        "the second answer is the cache's"
+    );
+}
