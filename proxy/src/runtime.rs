@@ -349,6 +349,7 @@ fn cache_rt(
             .map(|m| m.as_str().to_string())
             .collect(),
         default_ttl: config.cache.ttl.unwrap_or(Duration::ZERO),
+        unset_ttl: cache::TEMPESTA_DEFAULT_TTL,
         ignore: cache::IgnoredDirectives::parse(p.control_ignore.iter().map(String::as_str))
             .map_err(err)?,
         use_stale,

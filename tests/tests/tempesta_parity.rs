@@ -166,3 +166,51 @@ fn resp_hdr_set_without_a_value_removes_the_fields_fresh_and_cached() {
         "the second answer is the cache's"
     );
 }
+
+/// Under `cache_fulfill`, a 200 with no Cache-Control, Expires or Last-Modified is stored
+/// and served from the cache, as Tempesta does with its `cache_ttl` default (2147483647 s).
+#[test]
+fn a_response_without_freshness_information_is_served_from_the_cache() {
+    let setup = Setup::new("parity-cache-unset");
+    let origin = Origin::start(|r| Response::ok(format!("body of {}", r.path())));
+    let text = setup.config(origin.addr(), "", "cache 2;\ncache_fulfill * *;\n");
+    let http = setup.http;
+    let proxy = setup.start(&text);
+    for round in ["from the origin", "from the cache", "again from the cache"] {
+        let r = answer(http, &get("/plain", "site"), &proxy);
+        assert_eq!(
+            (r.status, body_text(&r).as_str()),
+            (200, "body of /plain"),
+            "{round}"
+        );
+    }
+    assert_eq!(origin.hits("/plain"), 1, "{:?}", origin.requests());
+}
+
+/// A PURGE where `cache_purge` is not configured gets 403 from the proxy while caching is
+/// on, and never reaches the origin; with `cache 0` it is forwarded like any method (as in
+/// Tempesta, whose cache code is not reached then).
+#[test]
+fn purge_without_cache_purge_is_refused_while_caching_is_on() {
+    let purge = b"PURGE /page HTTP/1.1\r\nHost: site\r\n\r\n";
+    // As in Tempesta, frang must let the method through first.
+    let methods = "frang_limits { http_methods get head purge; }\n";
+    for (cache, expected, forwarded) in [
+        ("cache 2;\ncache_fulfill * *;\n", 403, 0),
+        ("cache 0;\n", 200, 1),
+    ] {
+        let setup = Setup::new("parity-purge");
+        let origin = Origin::start(|_| Response::ok("origin"));
+        let text = setup.config(origin.addr(), "", &format!("{methods}{cache}"));
+        let http = setup.http;
+        let proxy = setup.start(&text);
+        let r = answer(http, purge, &proxy);
+        assert_eq!(r.status, expected, "{cache}");
+        let purges = origin
+            .requests()
+            .iter()
+            .filter(|r| r.method == "PURGE")
+            .count();
+        assert_eq!(purges, forwarded, "{cache}");
+    }
+}

@@ -242,6 +242,14 @@ impl Worker {
             .map_or(&v.cache, |l| &l.cache)
             .as_ref()
             .filter(|_| !websocket);
+        // While caching is on, Tempesta refuses a PURGE where `cache_purge` is not configured
+        // (`tfw_cache_purge_method`) rather than pass it to the origin.
+        if ex.request.method_bytes() == b"PURGE"
+            && rt.config.cache.mode.enabled()
+            && cache.is_none_or(|c| c.purge.is_none())
+        {
+            return self.answer(id, Reply::Status(403), close_on_error);
+        }
         if let Some(rc) = cache {
             match self.cache_step(id, rc, &v.name, overrides) {
                 CacheStep::Served => return,
