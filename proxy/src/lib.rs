@@ -12,6 +12,7 @@ pub mod buf;
 pub mod close_reason;
 pub mod date;
 pub mod frang;
+pub mod health_monitor;
 pub mod log;
 pub mod metrics;
 pub mod metrics_h2;

@@ -66,7 +66,7 @@ pub struct GroupRt {
     pub queue_limit: usize,
     /// The `health` monitor of the group: servers are checked with its request every
     /// `timeout` and suspended while its answer is wrong.
-    pub health: Option<Arc<config::HealthCheck>>,
+    pub health: Option<Arc<crate::health_monitor::HealthMonitor>>,
 }
 
 pub struct ServerRt {
@@ -229,8 +229,25 @@ fn vhosts(config: &Config) -> Result<Vec<VhostRt>, RuntimeError> {
     Ok(vhosts)
 }
 
-/// Every server group with its servers and its health monitor.
+/// Every server group with its servers and its health monitor (one per monitor name, shared
+/// by the groups that name it).
 fn groups(config: &Config) -> Vec<GroupRt> {
+    use crate::health_monitor::HealthMonitor;
+    let mut monitors: Vec<Arc<HealthMonitor>> = Vec::new();
+    let mut monitor = |name: &str| {
+        if let Some(m) = monitors.iter().find(|m| m.name == name) {
+            return m.clone();
+        }
+        // `auto` is Tempesta's built-in monitor: the defaults, unless redefined.
+        let defined = config.health_checks.iter().find(|h| h.name == name);
+        let check = defined.cloned().unwrap_or_else(|| config::HealthCheck {
+            name: name.to_string(),
+            ..Default::default()
+        });
+        let m = Arc::new(HealthMonitor::new(check, defined.is_none()));
+        monitors.push(m.clone());
+        m
+    };
     config
         .server_groups
         .iter()
@@ -252,18 +269,7 @@ fn groups(config: &Config) -> Vec<GroupRt> {
             connect_retries: g.connect_retries,
             queue_limit: (g.queue_size as usize)
                 .saturating_mul(g.servers.iter().map(|s| s.conns_n.max(1) as usize).sum()),
-            health: g.health.as_deref().map(|name| {
-                // `auto` is Tempesta's built-in monitor: the defaults, unless redefined.
-                let check = config
-                    .health_checks
-                    .iter()
-                    .find(|h| h.name == name)
-                    .cloned();
-                Arc::new(check.unwrap_or_else(|| config::HealthCheck {
-                    name: name.to_string(),
-                    ..Default::default()
-                }))
-            }),
+            health: g.health.as_deref().map(&mut monitor),
         })
         .collect()
 }

@@ -214,3 +214,171 @@ fn purge_without_cache_purge_is_refused_while_caching_is_on() {
         assert_eq!(purges, forwarded, "{cache}");
     }
 }
+
+/// Polls `/page` through the proxy until its status is `status`, for at most `within`.
+fn wait_for_status(http: SocketAddr, status: u16, within: Duration, proxy: &Proxy) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if answer(http, &get("/page", "site"), proxy).status == status {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// An origin whose health page says "Hello" until `changed` is set, then something else.
+fn origin_with_health_body(
+    health_path: &'static str,
+    changed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Origin {
+    Origin::start(move |r| {
+        if r.path() != health_path {
+            return Response::ok("page");
+        }
+        if changed.load(std::sync::atomic::Ordering::SeqCst) {
+            Response::ok("Hello, changed")
+        } else {
+            Response::ok("Hello")
+        }
+    })
+}
+
+/// `resp_crc32 0x31f37e9f` is Tempesta's CRC32 of "Hello" (the kernel's crc32_le from 0,
+/// no inversions): a server answering "Hello" stays up; a different body suspends it.
+#[test]
+fn resp_crc32_is_computed_as_tempesta_computes_it() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let changed = std::sync::Arc::new(AtomicBool::new(false));
+    let origin = origin_with_health_body("/health", changed.clone());
+    let setup = Setup::new("parity-crc32");
+    let text = setup.config(origin.addr(), "health h;", "").replace(
+        "srv_group default",
+        "health_check h { request \"GET /health HTTP/1.0\\r\\n\\r\\n\"; resp_code 200; \
+         resp_crc32 0x31f37e9f; timeout 1; }\nsrv_group default",
+    );
+    let http = setup.http;
+    let proxy = setup.start(&text);
+    let checked = Instant::now() + Duration::from_secs(10);
+    while origin.hits("/health") < 4 && Instant::now() < checked {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(origin.hits("/health") >= 4, "{}", proxy.proc.logs());
+    for _ in 0..5 {
+        let r = answer(http, &get("/page", "site"), &proxy);
+        assert_eq!(
+            r.status,
+            200,
+            "a healthy server suspended\n{}",
+            proxy.proc.logs()
+        );
+    }
+    changed.store(true, Ordering::SeqCst);
+    assert!(
+        wait_for_status(http, 502, Duration::from_secs(8), &proxy),
+        "a wrong body never suspended the server\n{}",
+        proxy.proc.logs()
+    );
+}
+
+/// Checks that a monitor with `resp_crc32 auto` learns the health body's CRC32 from its
+/// first answer, suspends the server when the body changes and takes it back when the body
+/// is the first one again.
+fn auto_crc_follows_the_health_body(
+    tag: &str,
+    health_path: &'static str,
+    group_extra: &str,
+    monitor: &str,
+    within: Duration,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let changed = std::sync::Arc::new(AtomicBool::new(false));
+    let origin = origin_with_health_body(health_path, changed.clone());
+    let setup = Setup::new(tag);
+    let text = setup
+        .config(origin.addr(), group_extra, "")
+        .replace("srv_group default", &format!("{monitor}srv_group default"));
+    let http = setup.http;
+    let proxy = setup.start(&text);
+    let learned = Instant::now() + within;
+    while origin.hits(health_path) < 2 && Instant::now() < learned {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        origin.hits(health_path) >= 2,
+        "never checked\n{}",
+        proxy.proc.logs()
+    );
+    assert_eq!(answer(http, &get("/page", "site"), &proxy).status, 200);
+    changed.store(true, Ordering::SeqCst);
+    assert!(
+        wait_for_status(http, 502, within, &proxy),
+        "a changed body never suspended the server\n{}",
+        proxy.proc.logs()
+    );
+    changed.store(false, Ordering::SeqCst);
+    assert!(
+        wait_for_status(http, 200, within, &proxy),
+        "the first body again never brought the server back\n{}",
+        proxy.proc.logs()
+    );
+}
+
+/// `health_check auto { ... resp_crc32 auto; }` loads (the parser refused `auto` before)
+/// and means what it means in Tempesta.
+#[test]
+fn resp_crc32_auto_learns_the_body_and_notices_a_change() {
+    auto_crc_follows_the_health_body(
+        "parity-crc-auto",
+        "/health",
+        "health auto;",
+        "health_check auto { request \"GET /health HTTP/1.0\\r\\n\\r\\n\"; resp_code 200; \
+         resp_crc32 auto; timeout 1; }\n",
+        Duration::from_secs(8),
+    );
+}
+
+/// The implicit `auto` monitor (no `health_check auto` block: `GET /` every 10 s, 200,
+/// CRC32 learned) notices a changed body too. Takes about 30 s: Tempesta's interval.
+#[test]
+fn implicit_auto_monitor_notices_a_changed_body() {
+    auto_crc_follows_the_health_body(
+        "parity-implicit-auto",
+        "/",
+        "health auto;",
+        "",
+        Duration::from_secs(25),
+    );
+}
+
+/// A health page larger than a read buffer (the implicit `auto` monitor checks `/`, often
+/// a full page) is checked whole: the server stays up.
+#[test]
+fn a_large_health_body_is_checked_whole() {
+    let origin = Origin::start(|r| match r.path() {
+        "/health" => Response::pattern(200_000),
+        _ => Response::ok("page"),
+    });
+    let setup = Setup::new("parity-crc-large");
+    let text = setup.config(origin.addr(), "health auto;", "").replace(
+        "srv_group default",
+        "health_check auto { request \"GET /health HTTP/1.0\\r\\n\\r\\n\"; resp_code 200; \
+         resp_crc32 auto; timeout 1; }\nsrv_group default",
+    );
+    let http = setup.http;
+    let proxy = setup.start(&text);
+    let checked = Instant::now() + Duration::from_secs(10);
+    while origin.hits("/health") < 6 && Instant::now() < checked {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(origin.hits("/health") >= 6, "{}", proxy.proc.logs());
+    for _ in 0..5 {
+        let r = answer(http, &get("/page", "site"), &proxy);
+        assert_eq!(
+            r.status,
+            200,
+            "suspended for a large body\n{}",
+            proxy.proc.logs()
+        );
+    }
+}
