@@ -510,10 +510,9 @@ fn resp_crc32_auto_applies_to_the_auto_monitor_as_in_tempesta() {
     assert!(checks[0].resp_crc32_auto && checks[0].resp_crc32.is_none());
     assert!(!checks[1].resp_crc32_auto, "no effect outside `auto`");
     assert!(
-        loaded
-            .warnings
-            .iter()
-            .any(|w| w.to_string().contains("has effect only in `health_check auto`")),
+        loaded.warnings.iter().any(|w| w
+            .to_string()
+            .contains("has effect only in `health_check auto`")),
         "{:?}",
         loaded.warnings
     );

@@ -11,6 +11,7 @@ pub mod alpn;
 pub mod buf;
 pub mod close_reason;
 pub mod date;
+pub mod error_pages;
 pub mod frang;
 pub mod health_monitor;
 pub mod log;

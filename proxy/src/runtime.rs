@@ -29,6 +29,8 @@ pub struct Runtime {
     /// Sticky cookies, the challenge and sessions; a reload starts miss counts and sessions
     /// afresh, like frang's tables.
     pub sticky: crate::sticky::runtime::StickyRt,
+    /// `response_body`: the bodies of the proxy's own error responses.
+    pub error_pages: crate::error_pages::ErrorPages,
 }
 
 pub struct VhostRt {
@@ -99,6 +101,7 @@ pub enum RuntimeError {
         reason: String,
     },
     Sticky(crate::sticky::runtime::StickyRtError),
+    ErrorPage(crate::error_pages::PageError),
 }
 
 impl fmt::Display for RuntimeError {
@@ -115,6 +118,7 @@ impl fmt::Display for RuntimeError {
             }
             RuntimeError::Regex(e) => write!(f, "error: http_chain regular expression: {e}"),
             RuntimeError::Sticky(e) => write!(f, "error: {e}"),
+            RuntimeError::ErrorPage(e) => write!(f, "error: {e}"),
             RuntimeError::Cache { vhost, reason } => {
                 write!(f, "error: vhost `{vhost}`: cache settings: {reason}")
             }
@@ -161,8 +165,11 @@ impl Runtime {
         );
         let sticky =
             crate::sticky::runtime::StickyRt::build(&config).map_err(RuntimeError::Sticky)?;
+        let error_pages =
+            crate::error_pages::ErrorPages::load(&config).map_err(RuntimeError::ErrorPage)?;
         Ok(Arc::new(Runtime {
             sticky,
+            error_pages,
             config,
             tls,
             router,

@@ -382,3 +382,104 @@ fn a_large_health_body_is_checked_whole() {
         );
     }
 }
+
+/// `response_body 4* FILE` / `response_body 5* FILE` / `response_body 403 FILE`: the proxy's
+/// own error responses carry the configured page (a later directive wins for the statuses it
+/// names, as Tempesta applies them in order), over HTTP/1.1 and HTTP/2 alike.
+#[test]
+fn response_body_pages_are_served_for_the_proxys_own_errors() {
+    let setup = Setup::new("parity-response-body");
+    let dead = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let page = |name: &str, text: &str| {
+        let path = setup.dir.join(name);
+        std::fs::write(&path, text).expect("write page");
+        path.display().to_string()
+    };
+    let (p4, p5, p403) = (
+        page("4xx.html", "<p>client error page</p>"),
+        page("5xx.html", "<p>server error page</p>"),
+        page("403.html", "<p>forbidden page</p>"),
+    );
+    let text = format!(
+        "listen {http};\nlisten {https} proto=\"h2,https\";\n\
+         response_body 4* {p4};\nresponse_body 5* {p5};\nresponse_body 403 {p403};\n\
+         block_action attack reply;\n\
+         srv_group default {{ server {dead}; }}\n\
+         tls_match_any_server_name;\n\
+         vhost site {{ tls_certificate {cert}; tls_certificate_key {key}; proxy_pass default; }}\n\
+         http_chain {{ uri == \"/forbidden\" -> block; -> site; }}\n",
+        http = setup.http,
+        https = setup.https,
+        cert = setup.cert.display(),
+        key = setup.key.display(),
+    );
+    let (http, https) = (setup.http, setup.https);
+    let proxy = setup.start(&text);
+
+    let r = answer(http, &get("/any", "site"), &proxy);
+    assert_eq!(
+        (r.status, body_text(&r).as_str()),
+        (502, "<p>server error page</p>")
+    );
+    assert_eq!(r.header("content-length"), Some("24"));
+    let r = answer(http, &get("/forbidden", "site"), &proxy);
+    assert_eq!(
+        (r.status, body_text(&r).as_str()),
+        (403, "<p>forbidden page</p>")
+    );
+    // A malformed request line: 400, answered before any exchange exists.
+    let r = answer(http, b"GET /a b c HTTP/1.1\r\nHost: site\r\n\r\n", &proxy);
+    assert_eq!(
+        (r.status, body_text(&r).as_str()),
+        (400, "<p>client error page</p>")
+    );
+
+    // HTTP/2 (curl over TLS): the same pages.
+    let url = format!("https://localhost:{}/forbidden", https.port());
+    let resolve = format!("localhost:{}:127.0.0.1", https.port());
+    let (_, out, err) = e2e::curl(
+        &[
+            "-sk",
+            "--http2",
+            "--resolve",
+            &resolve,
+            "-w",
+            "\n%{http_code}",
+            &url,
+        ],
+        10,
+    );
+    assert_eq!(out, "<p>forbidden page</p>\n403", "{err}");
+}
+
+/// `http_resp_code_block`: the response over the limit is not delivered; the client gets 403
+/// and the connection closes (Tempesta's behaviour; the previous binary sent the origin's
+/// response first).
+#[test]
+fn http_resp_code_block_replaces_the_offending_response() {
+    let setup = Setup::new("parity-resp-code-block");
+    let origin = Origin::start(|_| Response::ok("origin says not found").status(404));
+    let text = setup.config(
+        origin.addr(),
+        "",
+        "block_action attack reply;\nfrang_limits { http_resp_code_block 404 2 10; }\n",
+    );
+    let http = setup.http;
+    let proxy = setup.start(&text);
+    let mut c = RawClient::connect(http).expect("connect");
+    for i in 1..=2 {
+        match c.request(&get(&format!("/gone{i}"), "site"), T) {
+            Outcome::Response(r) => assert_eq!(r.status, 404, "#{i}"),
+            other => panic!("#{i}: {other}\n{}", proxy.proc.logs()),
+        }
+    }
+    match c.request(&get("/gone3", "site"), T) {
+        Outcome::Response(r) => {
+            assert_eq!(r.status, 403, "{}", proxy.proc.logs());
+            assert!(!body_text(&r).contains("origin says"), "{:?}", r.body);
+        }
+        other => panic!("#3: {other}\n{}", proxy.proc.logs()),
+    }
+    assert!(c.wait_closed(T).is_dropped(), "the connection stays open");
+    assert_eq!(origin.total_requests(), 3);
+}

@@ -53,6 +53,8 @@ enum Step {
     Broken,
     /// The origin accepted a WebSocket handshake; its `101` is queued for the client.
     Switch,
+    /// frang's `http_resp_code_block` refuses the response, which goes no further.
+    Blocked(crate::frang::Violation),
 }
 
 impl Worker {
@@ -107,6 +109,10 @@ impl Worker {
                 }
                 Step::Switch => {
                     self.start_tunnel(id, ui);
+                    return true;
+                }
+                Step::Blocked(violation) => {
+                    self.block_response(id, &violation);
                     return true;
                 }
                 Step::Broken => {
@@ -177,6 +183,12 @@ impl Worker {
         };
         if let Some(step) = writer.not_relayed_as_final(c, u, fwd, &recipient, (&head, len)) {
             return step;
+        }
+        // Judged before a byte of it is sent: a refused response is replaced, as in Tempesta.
+        let vhost = recipient.vhost.unwrap_or(0);
+        if let Err(v) = super::limits::judge_response_status(rt, vhost, c.peer.ip(), head.status())
+        {
+            return Step::Blocked(v);
         }
         let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
         let origin = super::fill::Origin { head: &head, input };
@@ -274,7 +286,8 @@ impl Worker {
             close: !keep_alive,
             upstream_end: Some(forward.upstream_end(true)),
             forward: Some(forward),
-            from_origin: true,
+            // frang judged its status when the head arrived (`relay_head`).
+            from_origin: false,
         };
         self.finish(id, outcome);
     }
