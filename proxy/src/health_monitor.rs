@@ -5,6 +5,10 @@
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crate::frang::window::{quantum, slot_len, SlotRing};
 
 /// No CRC32 learned yet (a CRC32 is 32 bits: this value is never one).
 const NOT_LEARNED: u64 = u64::MAX;
@@ -75,6 +79,40 @@ impl Deref for HealthMonitor {
     }
 }
 
+/// `server_failover_http CODE COUNT TIMEOUT` for one server of a group with a health
+/// monitor: its responses with CODE counted over TIMEOUT seconds (a ring of slots, as
+/// Tempesta's `tfw_apm_hm_srv_limit` keeps), shared by the workers; more than COUNT of them
+/// and the server is suspended until its monitor finds it alive.
+pub struct Failover {
+    epoch: Instant,
+    rules: Vec<(config::FailoverHttp, Mutex<SlotRing>)>,
+}
+
+impl Failover {
+    /// The counters for `rules`; `None` without any.
+    pub fn new(rules: &[config::FailoverHttp]) -> Option<Failover> {
+        (!rules.is_empty()).then(|| Failover {
+            epoch: Instant::now(),
+            rules: rules
+                .iter()
+                .map(|r| (r.clone(), Mutex::new(SlotRing::default())))
+                .collect(),
+        })
+    }
+
+    /// Counts a response with `status` at `now`; true when a rule's count within its time
+    /// frame is over its COUNT.
+    pub fn exceeded(&self, status: u16, now: Instant) -> bool {
+        let mut over = false;
+        for (rule, ring) in self.rules.iter().filter(|(r, _)| r.code == status) {
+            let q = quantum(self.epoch, now, slot_len(rule.timeframe));
+            let mut ring = ring.lock().unwrap_or_else(|e| e.into_inner());
+            over |= ring.add(q).in_frame > rule.count;
+        }
+        over
+    }
+}
+
 /// CRC-32 as Tempesta computes `resp_crc32` (the kernel's `crc32_le` from seed 0): the
 /// reflected IEEE 802.3 polynomial without zlib's initial and final inversion, so "Hello"
 /// is 0x31f37e9f (zlib's CRC-32 of it is 0xf7d18982).
@@ -137,6 +175,24 @@ mod tests {
             assert!(!m.body_ok(b""), "an emptied body");
             assert!(m.body_ok(b"v1"), "the first body again");
         }
+    }
+
+    #[test]
+    fn failover_counts_its_code_within_the_frame() {
+        let rule = config::FailoverHttp {
+            code: 404,
+            count: 2,
+            timeframe: std::time::Duration::from_secs(10),
+        };
+        let f = Failover::new(&[rule]).expect("a rule");
+        let now = Instant::now();
+        assert!(!f.exceeded(404, now));
+        assert!(!f.exceeded(500, now), "another code is not counted");
+        assert!(!f.exceeded(404, now));
+        assert!(f.exceeded(404, now), "the third 404 is over 2");
+        let later = now + std::time::Duration::from_secs(11);
+        assert!(!f.exceeded(404, later), "a new frame");
+        assert!(Failover::new(&[]).is_none());
     }
 
     #[test]

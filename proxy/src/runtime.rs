@@ -76,6 +76,8 @@ pub struct ServerRt {
     pub weight: u32,
     pub conns_n: usize,
     pub backup: bool,
+    /// `server_failover_http` counters, for a server of a group with a health monitor.
+    pub failover: Option<crate::health_monitor::Failover>,
 }
 
 /// How one vhost (or location) caches, in the cache crate's terms.
@@ -268,6 +270,9 @@ fn groups(config: &Config) -> Vec<GroupRt> {
                     weight: s.weight.max(1),
                     conns_n: s.conns_n.max(1) as usize,
                     backup: s.backup,
+                    failover: g.health.as_ref().and_then(|_| {
+                        crate::health_monitor::Failover::new(&config.server_failover_http)
+                    }),
                 })
                 .collect(),
             hash: matches!(g.sched, Scheduler::Hash),

@@ -483,3 +483,41 @@ fn http_resp_code_block_replaces_the_offending_response() {
     assert!(c.wait_closed(T).is_dropped(), "the connection stays open");
     assert_eq!(origin.total_requests(), 3);
 }
+
+/// `server_failover_http 404 3 10` on a monitored group: more than three 404s from the
+/// server within 10 s suspend it (502 while no server is up); its health monitor brings it
+/// back.
+#[test]
+fn server_failover_http_suspends_a_server_until_its_monitor_finds_it_alive() {
+    let origin = Origin::start(|r| match r.path() {
+        "/health" | "/ok" => Response::ok("fine"),
+        _ => Response::ok("missing").status(404),
+    });
+    let setup = Setup::new("parity-failover-http");
+    let text = setup.config(origin.addr(), "health h;", "").replace(
+        "srv_group default",
+        "health_check h { request \"GET /health HTTP/1.0\\r\\n\\r\\n\"; resp_code 200; \
+         timeout 3; }\nserver_failover_http 404 3 10;\nsrv_group default",
+    );
+    let http = setup.http;
+    let proxy = setup.start(&text);
+    // One keep-alive connection: one worker sees every response.
+    let mut c = RawClient::connect(http).expect("connect");
+    let mut status = |path: &str| match c.request(&get(path, "site"), T) {
+        Outcome::Response(r) => r.status,
+        other => panic!("{path}: {other}\n{}", proxy.proc.logs()),
+    };
+    for i in 1..=4 {
+        assert_eq!(status(&format!("/missing{i}")), 404, "#{i}");
+    }
+    assert_eq!(status("/ok"), 502, "the server was not suspended");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status("/ok") != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "the monitor never brought the server back\n{}",
+            proxy.proc.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

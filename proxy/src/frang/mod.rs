@@ -16,7 +16,7 @@ mod clients;
 mod conn;
 mod lru;
 mod request;
-mod window;
+pub(crate) mod window;
 
 #[cfg(test)]
 mod clients_tests;

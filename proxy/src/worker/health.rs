@@ -73,6 +73,26 @@ impl Worker {
         self.dirty.push_back(super::upstream_token(ui));
     }
 
+    /// `server_failover_http`: a response with `status` came from `server` of `group`. Over a
+    /// rule's count the server is suspended, as Tempesta does, until its monitor finds it
+    /// alive (the count is shared by the workers; each suspends the server on the next such
+    /// response it relays).
+    pub(super) fn count_failover(&mut self, group: usize, server: usize, status: u16) {
+        let rt = self.rt.clone();
+        let failover = rt
+            .groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .and_then(|s| s.failover.as_ref().map(|f| (s.addr, f)));
+        let Some((addr, failover)) = failover else {
+            return;
+        };
+        if failover.exceeded(status, Instant::now()) && self.server_up(group, server) {
+            crate::warn!("server_failover_http: {status} responses over the limit from {addr}: server suspended");
+            self.mark_down(group, server);
+        }
+    }
+
     /// Ends a health check: the server is up (next check in `timeout`) or suspended.
     pub(super) fn health_verdict(&mut self, ui: usize, ok: bool) {
         let Some((group, server)) = self.end_probe(ui) else {

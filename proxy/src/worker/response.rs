@@ -276,6 +276,15 @@ impl Worker {
         let Some(mut forward) = self.exchanges.get_mut(id).and_then(|ex| ex.take_forward()) else {
             return;
         };
+        // A removed server's index names an older configuration (`grace.rs`).
+        let server = self
+            .upstreams
+            .get(forward.up)
+            .filter(|u| !u.removed)
+            .map(|u| u.server);
+        if let Some(server) = server {
+            self.count_failover(forward.group, server, forward.status);
+        }
         if let Some(fill) = forward.fill.take() {
             fill.complete();
         }
