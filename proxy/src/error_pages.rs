@@ -23,7 +23,13 @@ pub struct PageError {
 
 impl fmt::Display for PageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "response_body {}: {}", self.path.display(), self.error)
+        write!(
+            f,
+            "cannot read response_body file {}: {} (the path is relative to the config file's \
+             directory; Tempesta refuses such a configuration too)",
+            self.path.display(),
+            self.error
+        )
     }
 }
 

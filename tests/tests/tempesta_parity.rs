@@ -521,3 +521,27 @@ fn server_failover_http_suspends_a_server_until_its_monitor_finds_it_alive() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A `response_body` file that cannot be read refuses the configuration (Tempesta refuses
+/// it too), saying which file.
+#[test]
+fn a_missing_response_body_file_refuses_the_configuration() {
+    let dir = e2e::TempDir::new("parity-response-body-missing");
+    let path = dir.join("proxy.conf");
+    let text = "listen 127.0.0.1:1;\nresponse_body 5* missing-5xx.html;\n\
+                srv_group default { server 127.0.0.1:2; }\nvhost site { proxy_pass default; }\n\
+                http_chain { -> site; }\n";
+    std::fs::write(&path, text).expect("write config");
+    let out = std::process::Command::new(e2e::bin_path("proxy"))
+        .arg("-t")
+        .arg("-c")
+        .arg(&path)
+        .output()
+        .expect("run proxy -t");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cannot read response_body file") && stderr.contains("missing-5xx.html"),
+        "{stderr}"
+    );
+}
