@@ -27,7 +27,9 @@ pub struct Outcome {
     pub forward: Option<Box<Forward>>,
     /// What is known of the upstream connection's state (abandoned when not given).
     pub upstream_end: Option<UpstreamEnd>,
-    /// The status came from the origin: frang's `http_resp_code_block` counts it.
+    /// A status from the origin that frang's `http_resp_code_block` still has to count (a
+    /// `101` that became a tunnel; other responses are judged when their head arrives,
+    /// `relay_head`).
     pub from_origin: bool,
 }
 
