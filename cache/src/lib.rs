@@ -107,7 +107,7 @@ pub use message::{standard_reason, ExchangeTimes, Request, Response};
 pub use metrics::MetricsSnapshot;
 pub use policy::{
     CacheAction, CacheRules, Heuristic, IgnoredDirectives, Policy, PolicyError, PurgeMode,
-    StatusPattern, UriMatcher, DEFAULT_MAX_OBJECT_SIZE, DEFAULT_TOTAL_BYTES,
+    StatusPattern, UriMatcher, DEFAULT_MAX_OBJECT_SIZE, DEFAULT_TOTAL_BYTES, TEMPESTA_DEFAULT_TTL,
 };
 pub use range::{ByteRange, RangeResolution};
 pub use reply::{BodyPart, ComposedReply, Reply};

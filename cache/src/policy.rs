@@ -21,6 +21,12 @@ pub struct Policy {
     /// explicit one (no s-maxage, max-age or Expires). Zero means none: such
     /// a response is stored only if it can be revalidated or served stale.
     pub default_ttl: Duration,
+    /// The lifetime of a response with no explicit freshness, no `cache_ttl` and no
+    /// Last-Modified to base a heuristic on. Tempesta gives such a response its
+    /// `cache_ttl` default, 2147483647 s ([`TEMPESTA_DEFAULT_TTL`], what the proxy sets);
+    /// zero (the default here) leaves it without freshness, stored only if it can be
+    /// revalidated or served stale.
+    pub unset_ttl: Duration,
     /// `cache_control_ignore`: response Cache-Control directives to ignore.
     pub ignore: IgnoredDirectives,
     /// `cache_use_stale`: origin status codes (or failures mapped by the
@@ -56,6 +62,10 @@ pub struct Policy {
     /// (always allowed).
     pub background_revalidation: bool,
 }
+
+/// Tempesta's `cache_ttl` default (`fw/cache.c`: 2147483647 seconds, about 68 years): the
+/// lifetime it gives a response without explicit freshness.
+pub const TEMPESTA_DEFAULT_TTL: Duration = Duration::from_secs(2_147_483_647);
 
 /// A fraction of the time since Last-Modified, capped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +106,7 @@ impl Default for Policy {
             enabled: true,
             methods: vec!["GET".into(), "HEAD".into()],
             default_ttl: Duration::ZERO,
+            unset_ttl: Duration::ZERO,
             ignore: IgnoredDirectives::default(),
             use_stale: Vec::new(),
             resp_hdr_del: Vec::new(),

@@ -225,10 +225,14 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     }
     // §4.2.2: only without explicit freshness, for heuristically cacheable
     // statuses or `public` (checked above); `cache_ttl` keeps precedence.
+    // Without Last-Modified there is nothing to base a heuristic on: `unset_ttl` (Tempesta's
+    // `cache_ttl` default, where the proxy runs).
     if !explicit && policy.default_ttl.is_zero() {
         let last_modified = headers::first(resp.headers, "last-modified").and_then(parse_http_date);
-        if let (Some(h), Some(lm)) = (policy.heuristic, last_modified) {
-            lifetime = h.lifetime(date, lm);
+        match (policy.heuristic, last_modified) {
+            (Some(h), Some(lm)) => lifetime = h.lifetime(date, lm),
+            (_, None) => lifetime = policy.unset_ttl,
+            (None, Some(_)) => {}
         }
     }
     let has_validators =

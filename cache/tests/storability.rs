@@ -27,6 +27,14 @@ fn none(_: &mut Policy) {}
 fn ttl_60(p: &mut Policy) {
     p.default_ttl = Duration::from_secs(60);
 }
+/// What the proxy sets: Tempesta's `cache_ttl` default for responses with nothing else.
+fn tempesta_unset(p: &mut Policy) {
+    p.unset_ttl = cache::TEMPESTA_DEFAULT_TTL;
+}
+fn tempesta_unset_no_heuristic(p: &mut Policy) {
+    p.unset_ttl = cache::TEMPESTA_DEFAULT_TTL;
+    p.heuristic = None;
+}
 fn ignore_no_store_private(p: &mut Policy) {
     p.ignore = IgnoredDirectives::parse(["no-store", "private"]).unwrap();
 }
@@ -78,6 +86,12 @@ const CASES: &[Case] = &[
     Case { name: "Authorization + must-revalidate", method: "GET", req: &[("Authorization", "Basic eA==")], status: 200, resp: &[("Cache-Control", "must-revalidate, max-age=20")], policy: none, expect: Ok(20) },
     Case { name: "default-cacheable 200 without freshness or ttl", method: "GET", req: &[], status: 200, resp: &[], policy: none, expect: Err(NotStoredReason::NoFreshness) },
     Case { name: "default-cacheable 200 with Last-Modified, no ttl", method: "GET", req: &[], status: 200, resp: &[("Last-Modified", DATE_T0)], policy: none, expect: Ok(0) },
+    Case { name: "default-cacheable 200 without freshness, Tempesta's default", method: "GET", req: &[], status: 200, resp: &[], policy: tempesta_unset, expect: Ok(2_147_483_647) },
+    Case { name: "default-cacheable 404 without freshness, Tempesta's default", method: "GET", req: &[], status: 404, resp: &[], policy: tempesta_unset, expect: Ok(2_147_483_647) },
+    Case { name: "302 without freshness, Tempesta's default does not apply", method: "GET", req: &[], status: 302, resp: &[], policy: tempesta_unset, expect: Err(NotStoredReason::StatusNotCacheable) },
+    Case { name: "Last-Modified: the heuristic, not Tempesta's default", method: "GET", req: &[], status: 200, resp: &[("Date", DATE_T0), ("Last-Modified", "Tue, 14 Nov 2023 22:10:00 GMT")], policy: tempesta_unset, expect: Ok(20) },
+    Case { name: "Last-Modified, heuristic off: not fresh", method: "GET", req: &[], status: 200, resp: &[("Date", DATE_T0), ("Last-Modified", "Tue, 14 Nov 2023 22:10:00 GMT")], policy: tempesta_unset_no_heuristic, expect: Ok(0) },
+    Case { name: "cache_ttl before Tempesta's default", method: "GET", req: &[], status: 200, resp: &[], policy: |p| { tempesta_unset(p); p.default_ttl = Duration::from_secs(7); }, expect: Ok(7) },
     Case { name: "default-cacheable 200 with cache_ttl", method: "GET", req: &[], status: 200, resp: &[], policy: ttl_60, expect: Ok(60) },
     Case { name: "default-cacheable 404 with cache_ttl", method: "GET", req: &[], status: 404, resp: &[], policy: ttl_60, expect: Ok(60) },
     Case { name: "302 without freshness even with cache_ttl", method: "GET", req: &[], status: 302, resp: &[], policy: ttl_60, expect: Err(NotStoredReason::StatusNotCacheable) },

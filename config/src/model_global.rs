@@ -124,6 +124,9 @@ pub struct HealthCheck {
     /// Statuses meaning "alive" (default 200).
     pub resp_codes: Vec<u16>,
     pub resp_crc32: Option<u32>,
+    /// `resp_crc32 auto` (Tempesta: only in the monitor named `auto`, which has it when it is
+    /// not defined at all): the CRC32 of the first non-empty body becomes the expected one.
+    pub resp_crc32_auto: bool,
     #[serde(with = "secs")]
     pub timeout: Duration,
 }
@@ -136,6 +139,7 @@ impl Default for HealthCheck {
             request_url: "/".to_string(),
             resp_codes: vec![200],
             resp_crc32: None,
+            resp_crc32_auto: false,
             timeout: Duration::from_secs(10),
         }
     }

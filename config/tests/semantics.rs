@@ -499,3 +499,21 @@ fn tls_ktls_takes_every_record_path() {
         assert_eq!(c.tls.ktls, mode, "tls_ktls {word}");
     }
 }
+
+#[test]
+fn resp_crc32_auto_applies_to_the_auto_monitor_as_in_tempesta() {
+    let text = "health_check auto { resp_code 200; resp_crc32 auto; timeout 2; }\n\
+                health_check other { resp_code 200; resp_crc32 auto; }\n\
+                listen 80;\n";
+    let loaded = parse_str("t.conf", text, Path::new("/etc/t")).expect("loads");
+    let checks = &loaded.config.health_checks;
+    assert!(checks[0].resp_crc32_auto && checks[0].resp_crc32.is_none());
+    assert!(!checks[1].resp_crc32_auto, "no effect outside `auto`");
+    assert!(
+        loaded.warnings.iter().any(|w| w
+            .to_string()
+            .contains("has effect only in `health_check auto`")),
+        "{:?}",
+        loaded.warnings
+    );
+}

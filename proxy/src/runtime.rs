@@ -29,6 +29,8 @@ pub struct Runtime {
     /// Sticky cookies, the challenge and sessions; a reload starts miss counts and sessions
     /// afresh, like frang's tables.
     pub sticky: crate::sticky::runtime::StickyRt,
+    /// `response_body`: the bodies of the proxy's own error responses.
+    pub error_pages: crate::error_pages::ErrorPages,
 }
 
 pub struct VhostRt {
@@ -66,7 +68,7 @@ pub struct GroupRt {
     pub queue_limit: usize,
     /// The `health` monitor of the group: servers are checked with its request every
     /// `timeout` and suspended while its answer is wrong.
-    pub health: Option<Arc<config::HealthCheck>>,
+    pub health: Option<Arc<crate::health_monitor::HealthMonitor>>,
 }
 
 pub struct ServerRt {
@@ -74,6 +76,8 @@ pub struct ServerRt {
     pub weight: u32,
     pub conns_n: usize,
     pub backup: bool,
+    /// `server_failover_http` counters, for a server of a group with a health monitor.
+    pub failover: Option<crate::health_monitor::Failover>,
 }
 
 /// How one vhost (or location) caches, in the cache crate's terms.
@@ -99,6 +103,7 @@ pub enum RuntimeError {
         reason: String,
     },
     Sticky(crate::sticky::runtime::StickyRtError),
+    ErrorPage(crate::error_pages::PageError),
 }
 
 impl fmt::Display for RuntimeError {
@@ -115,6 +120,7 @@ impl fmt::Display for RuntimeError {
             }
             RuntimeError::Regex(e) => write!(f, "error: http_chain regular expression: {e}"),
             RuntimeError::Sticky(e) => write!(f, "error: {e}"),
+            RuntimeError::ErrorPage(e) => write!(f, "error: {e}"),
             RuntimeError::Cache { vhost, reason } => {
                 write!(f, "error: vhost `{vhost}`: cache settings: {reason}")
             }
@@ -161,8 +167,11 @@ impl Runtime {
         );
         let sticky =
             crate::sticky::runtime::StickyRt::build(&config).map_err(RuntimeError::Sticky)?;
+        let error_pages =
+            crate::error_pages::ErrorPages::load(&config).map_err(RuntimeError::ErrorPage)?;
         Ok(Arc::new(Runtime {
             sticky,
+            error_pages,
             config,
             tls,
             router,
@@ -229,8 +238,25 @@ fn vhosts(config: &Config) -> Result<Vec<VhostRt>, RuntimeError> {
     Ok(vhosts)
 }
 
-/// Every server group with its servers and its health monitor.
+/// Every server group with its servers and its health monitor (one per monitor name, shared
+/// by the groups that name it).
 fn groups(config: &Config) -> Vec<GroupRt> {
+    use crate::health_monitor::HealthMonitor;
+    let mut monitors: Vec<Arc<HealthMonitor>> = Vec::new();
+    let mut monitor = |name: &str| {
+        if let Some(m) = monitors.iter().find(|m| m.name == name) {
+            return m.clone();
+        }
+        // `auto` is Tempesta's built-in monitor: the defaults, unless redefined.
+        let defined = config.health_checks.iter().find(|h| h.name == name);
+        let check = defined.cloned().unwrap_or_else(|| config::HealthCheck {
+            name: name.to_string(),
+            ..Default::default()
+        });
+        let m = Arc::new(HealthMonitor::new(check, defined.is_none()));
+        monitors.push(m.clone());
+        m
+    };
     config
         .server_groups
         .iter()
@@ -244,6 +270,9 @@ fn groups(config: &Config) -> Vec<GroupRt> {
                     weight: s.weight.max(1),
                     conns_n: s.conns_n.max(1) as usize,
                     backup: s.backup,
+                    failover: g.health.as_ref().and_then(|_| {
+                        crate::health_monitor::Failover::new(&config.server_failover_http)
+                    }),
                 })
                 .collect(),
             hash: matches!(g.sched, Scheduler::Hash),
@@ -252,18 +281,7 @@ fn groups(config: &Config) -> Vec<GroupRt> {
             connect_retries: g.connect_retries,
             queue_limit: (g.queue_size as usize)
                 .saturating_mul(g.servers.iter().map(|s| s.conns_n.max(1) as usize).sum()),
-            health: g.health.as_deref().map(|name| {
-                // `auto` is Tempesta's built-in monitor: the defaults, unless redefined.
-                let check = config
-                    .health_checks
-                    .iter()
-                    .find(|h| h.name == name)
-                    .cloned();
-                Arc::new(check.unwrap_or_else(|| config::HealthCheck {
-                    name: name.to_string(),
-                    ..Default::default()
-                }))
-            }),
+            health: g.health.as_deref().map(&mut monitor),
         })
         .collect()
 }
@@ -271,10 +289,12 @@ fn groups(config: &Config) -> Vec<GroupRt> {
 fn header_edits(vhost: &str, rules: &[HeaderRule]) -> Result<HeaderEdits, RuntimeError> {
     let mut edits = HeaderEdits::new();
     for rule in rules {
-        let value = rule.value.as_deref().unwrap_or("").as_bytes();
-        let result = match rule.op {
-            HeaderOp::Set => edits.set(rule.name.as_bytes(), value).map(|_| ()),
-            HeaderOp::Add => edits.add(rule.name.as_bytes(), value).map(|_| ()),
+        let name = rule.name.as_bytes();
+        // `*_hdr_set NAME;` without a value removes every field of that name, as in Tempesta.
+        let result = match (rule.op, rule.value.as_deref()) {
+            (HeaderOp::Set, Some(value)) => edits.set(name, value.as_bytes()).map(|_| ()),
+            (HeaderOp::Set, None) => edits.remove(name).map(|_| ()),
+            (HeaderOp::Add, value) => edits.add(name, value.unwrap_or("").as_bytes()).map(|_| ()),
         };
         result.map_err(|e| RuntimeError::Header {
             vhost: vhost.to_string(),
@@ -347,6 +367,7 @@ fn cache_rt(
             .map(|m| m.as_str().to_string())
             .collect(),
         default_ttl: config.cache.ttl.unwrap_or(Duration::ZERO),
+        unset_ttl: cache::TEMPESTA_DEFAULT_TTL,
         ignore: cache::IgnoredDirectives::parse(p.control_ignore.iter().map(String::as_str))
             .map_err(err)?,
         use_stale,

@@ -133,7 +133,15 @@ pub struct Origin {
 impl Origin {
     /// Starts an origin on an ephemeral loopback port.
     pub fn start(handler: impl Fn(&Request) -> Response + Send + Sync + 'static) -> Origin {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind origin");
+        Origin::start_at(SocketAddr::from(([127, 0, 0, 1], 0)), handler)
+    }
+
+    /// Starts an origin on `addr` (a server the proxy's config names before it runs).
+    pub fn start_at(
+        addr: SocketAddr,
+        handler: impl Fn(&Request) -> Response + Send + Sync + 'static,
+    ) -> Origin {
+        let listener = TcpListener::bind(addr).expect("bind origin");
         let addr = listener.local_addr().expect("origin addr");
         let shared = Arc::new(Shared {
             handler: Box::new(handler),

@@ -331,8 +331,13 @@ fn http_resp_code_block_blocks_after_too_many_404s() {
             &format!("404 #{i}"),
         );
     }
-    // The 4th still goes out, then the connection closes and the address is blocked.
-    f.expect(c.request(&get("/missing4", HOST), T), 404, "404 #4");
+    // The 4th never goes out: as in Tempesta, 403 replaces it, the connection closes and
+    // the address is blocked.
+    f.expect(
+        c.request(&get("/missing4", HOST), T),
+        403,
+        "404 #4 replaced",
+    );
     let after = c.wait_closed(T);
     assert!(after.is_dropped(), "open after the 4th 404: {after}");
     f.expect_dropped(f.once(src, &closing_get("/ok")), "blocked address");

@@ -426,7 +426,7 @@ fn access_log(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
 }
 
 fn health_check(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
-    let usage = "health_check NAME { request \"...\"; request_url \"/\"; resp_code 200; resp_crc32 0x...; timeout N; }";
+    let usage = "health_check NAME { request \"...\"; request_url \"/\"; resp_code 200; resp_crc32 0x...|auto; timeout N; }";
     c.attrs_only(d, &[]);
     let (Some(children), [name]) = (&d.children, d.args.as_slice()) else {
         c.error(&d.pos, "`health_check` needs a name and a block", usage);
@@ -482,7 +482,24 @@ fn health_check(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
                 }
             }
             "resp_crc32" => {
-                if let Some(v) = c.single(x, "resp_crc32 0xHEX") {
+                if let Some(v) = c.single(x, "resp_crc32 0xHEX|auto") {
+                    if v.text.eq_ignore_ascii_case("auto") {
+                        // Tempesta applies `auto` to its `auto` monitor only, and takes it
+                        // silently elsewhere.
+                        if h.name == "auto" {
+                            h.resp_crc32_auto = true;
+                        } else {
+                            c.sink.warning(
+                                &v.pos,
+                                format!(
+                                    "`resp_crc32 auto` has effect only in `health_check auto` \
+                                     (as in Tempesta); `{}` checks no CRC32",
+                                    h.name
+                                ),
+                            );
+                        }
+                        continue;
+                    }
                     let t = v.text.trim_start_matches("0x").trim_start_matches("0X");
                     match u32::from_str_radix(t, 16) {
                         Ok(n) => h.resp_crc32 = Some(n),

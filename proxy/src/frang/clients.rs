@@ -339,9 +339,10 @@ impl Frang {
 
     /// When a response with `status` is forwarded to `ip`; `rule` is the
     /// `http_resp_code_block` of the request's location (or vhost). On `Err`
-    /// send this response, then close the connection and drop the client's
-    /// queued requests (Tempesta blocks on the response because an attacker
-    /// can pipeline many guesses before any answer).
+    /// do not send this response: answer 403 (per `block_action attack`), then
+    /// close the connection and drop the client's queued requests (Tempesta
+    /// blocks on the response because an attacker can pipeline many guesses
+    /// before any answer).
     pub fn on_response(
         &self,
         ip: IpAddr,

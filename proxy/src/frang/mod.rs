@@ -15,7 +15,7 @@ mod body;
 mod clients;
 mod conn;
 mod request;
-mod window;
+pub(crate) mod window;
 
 #[cfg(test)]
 mod clients_tests;

@@ -121,14 +121,14 @@ enum Step {
 }
 
 impl Worker {
-    /// Sends `revalidation` to `group` as an exchange without a client, routed as the
+    /// Sends `revalidation` to `pass` (its group and backup) as an exchange without a client, routed as the
     /// request it stands for (`vhost`, `location`).
     pub(super) fn revalidate_in_background(
         &mut self,
         revalidation: Box<Revalidation>,
         vhost: Option<usize>,
         location: Option<usize>,
-        group: usize,
+        pass: (usize, Option<usize>),
     ) {
         let Revalidation {
             request,
@@ -148,7 +148,7 @@ impl Worker {
             ex.vhost = vhost;
             ex.location = location;
         }
-        self.forward(id, group, Some(fill), Some(edits));
+        self.forward(id, pass, Some(fill), Some(edits));
     }
 
     /// Reads what upstream `ui` sent for background exchange `id` into its fill. True if

@@ -80,6 +80,9 @@ pub(super) enum RespPhase {
 pub struct Forward {
     pub up: usize,
     pub(super) group: usize,
+    /// `proxy_pass ... backup=GROUP`: where the request goes instead when no server of
+    /// `group` can take it; `None` once it went there.
+    pub(super) backup: Option<usize>,
     /// The upstream request head; kept while the request may still be replayed.
     pub(super) head: Vec<u8>,
     /// No body and idempotent: may be sent again on another connection.
@@ -122,6 +125,19 @@ impl Forward {
             request_sent: self.req_body_done,
             response_complete,
             body_may_follow: self.body_may_follow,
+        }
+    }
+
+    /// Turns to the backup group (Tempesta's `proxy_pass ... backup=`: used while every
+    /// server of the main group is down). False if there is none, or it was tried already.
+    pub(super) fn turn_to_backup(&mut self) -> bool {
+        match self.backup.take() {
+            Some(b) => {
+                self.group = b;
+                self.attempts = 0;
+                true
+            }
+            None => false,
         }
     }
 

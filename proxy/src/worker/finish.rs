@@ -28,7 +28,9 @@ pub struct Outcome {
     pub forward: Option<Box<Forward>>,
     /// What is known of the upstream connection's state (abandoned when not given).
     pub upstream_end: Option<UpstreamEnd>,
-    /// The status came from the origin: frang's `http_resp_code_block` counts it.
+    /// A status from the origin that frang's `http_resp_code_block` still has to count (a
+    /// `101` that became a tunnel; other responses are judged when their head arrives,
+    /// `relay_head`).
     pub from_origin: bool,
 }
 
@@ -206,6 +208,15 @@ impl Worker {
         close: bool,
     ) -> (u16, u64) {
         let status = reply.status();
+        let rt = self.rt.clone();
+        let page;
+        let reply = match reply {
+            Reply::Status(status) => {
+                page = Reply::status_page(*status, &rt.error_pages);
+                &page
+            }
+            other => other,
+        };
         let Some(ex) = self.exchanges.get(id) else {
             return (status, 0);
         };
@@ -247,6 +258,7 @@ impl Worker {
     /// head) per `block_action`, and closes the connection after it.
     pub(super) fn refuse(&mut self, ci: usize, status: u16, kind: Refusal) {
         let action = self.block_action(kind);
+        let (rt, date) = (self.rt.clone(), self.date.now().to_string());
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
@@ -265,7 +277,8 @@ impl Worker {
                 http10: false,
                 close: true,
             };
-            h1::write_reply(&mut c.out, &Reply::Status(status), to, "");
+            let page = Reply::status_page(status, &rt.error_pages);
+            h1::write_reply(&mut c.out, &page, to, &date);
             self.worker_metrics().count_status(status);
         } else {
             self.drop_response(ci, kind);
@@ -289,13 +302,19 @@ impl Worker {
         if !self.block_action(kind).reply {
             return self.drop_response(ci, kind);
         }
+        let (rt, date) = (self.rt.clone(), self.date.now().to_string());
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
         let Codec::H2(h2) = &mut c.codec else {
             return;
         };
-        h2.reply(stream, &Reply::Status(status), "", false);
+        h2.reply(
+            stream,
+            &Reply::status_page(status, &rt.error_pages),
+            &date,
+            false,
+        );
         if kind == Refusal::Attack {
             h2.conn.go_away();
         }

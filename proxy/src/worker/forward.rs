@@ -24,12 +24,13 @@ struct Draft {
 }
 
 impl Worker {
-    /// Sends exchange `id` to `group`, filling or revalidating a cache entry from the
-    /// response when `fill` is set (`validators`: the stored validators to send).
+    /// Sends exchange `id` to `pass` (a server group, and the backup group that takes over
+    /// while the first is down), filling or revalidating a cache entry from the response
+    /// when `fill` is set (`validators`: the stored validators to send).
     pub(super) fn forward(
         &mut self,
         id: ExchangeId,
-        group: usize,
+        (group, backup): (usize, Option<usize>),
         fill: Option<Box<Fill>>,
         mut validators: Option<HeaderEdits>,
     ) {
@@ -59,6 +60,7 @@ impl Worker {
         let forward = Box::new(Forward {
             up: usize::MAX,
             group,
+            backup,
             head: self.scratch.clone(),
             replayable: !has_body && request.method().is_idempotent(),
             req_body: BodyDecoder::new(request.framing(), &rt.limits),
@@ -67,7 +69,10 @@ impl Worker {
             method: request.method(),
             http10: h1::is_http10(request),
             attempts: 0,
-            hash_key: if rt.groups.get(group).is_some_and(|g| g.hash) {
+            hash_key: if std::iter::once(group)
+                .chain(backup)
+                .any(|g| rt.groups.get(g).is_some_and(|g| g.hash))
+            {
                 request_key(request.authority().unwrap_or(b""), request.path())
             } else {
                 0
@@ -179,6 +184,10 @@ impl Worker {
                                 .get(forward.group)
                                 .map_or(0, |g| g.connect_retries);
                             if forward.attempts > limit {
+                                if forward.turn_to_backup() {
+                                    avoid = None;
+                                    continue;
+                                }
                                 return self.fail_exchange(id, forward, 502);
                             }
                         }
@@ -190,6 +199,7 @@ impl Worker {
                     }
                     return;
                 }
+                Pick::Down if forward.turn_to_backup() => avoid = None,
                 Pick::Down => return self.fail_exchange(id, forward, 502),
             }
         }

@@ -245,7 +245,20 @@ pub struct LocalPage<'a> {
     pub body: &'a [u8],
 }
 
-impl Reply<'_> {
+impl<'a> Reply<'a> {
+    /// The proxy's page for `status`: the `response_body` file configured for it (sent as it
+    /// is, as Tempesta does), else the built-in one.
+    pub fn status_page(status: u16, pages: &'a crate::error_pages::ErrorPages) -> Reply<'a> {
+        match pages.page(status) {
+            Some(body) => Reply::Local(LocalPage {
+                status,
+                fields: &[],
+                body,
+            }),
+            None => Reply::Status(status),
+        }
+    }
+
     /// The status the client receives.
     pub fn status(&self) -> u16 {
         match self {

@@ -215,7 +215,8 @@ impl Worker {
             Err(Unservable::NotProxied(status)) => {
                 // Not expressible as a request the rules can see: answered on the stream.
                 bump(&self.shared.metrics.parse_errors);
-                h2.reply(stream, &Reply::Status(status), "", false);
+                let page = Reply::status_page(status, &rt.error_pages);
+                h2.reply(stream, &page, self.date.now(), false);
                 h2.flush_into(&mut c.out);
                 self.shared.metrics.workers[self.id].count_status(status);
                 return;

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use http1::BodyDecoder;
 
-use super::upstream::UpPhase;
+use super::lifecycle::BodyEnd;
+use super::upstream::{UpPhase, Upstream};
 use super::{Worker, PROBE_BASE};
+use crate::health_monitor::{crc32_update, HealthMonitor};
 
 impl Worker {
     /// Schedules the first periodic check of every monitored server (at start and reload).
@@ -51,56 +53,43 @@ impl Worker {
     /// Moves a health check along: write the request, read the answer, judge it.
     pub(super) fn drive_health(&mut self, ui: usize) {
         self.flush_upstream(ui);
-        self.read_upstream(ui);
-        let Some(u) = self.upstreams.get_mut(ui) else {
-            return;
-        };
-        let Some(check) = self.rt.groups.get(u.group).and_then(|g| g.health.clone()) else {
-            return;
-        };
-        let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
-        let verdict = match http1::parse_response(input, &self.rt.limits, false) {
-            Ok(Some((head, len))) => {
-                let status_ok = check.resp_codes.contains(&head.status());
-                match check.resp_crc32 {
-                    None => Some(status_ok),
-                    Some(expected) => {
-                        // The whole body is needed: wait for it (bounded), then compare.
-                        let mut decoder =
-                            BodyDecoder::new(head.framing(), &http1::Limits::default());
-                        let mut body = Vec::new();
-                        let mut rest = input.get(len..).unwrap_or(&[]);
-                        let mut complete = false;
-                        while let Ok(step) = decoder.decode(rest) {
-                            body.extend_from_slice(&rest[step.data.clone()]);
-                            rest = rest.get(step.consumed..).unwrap_or(&[]);
-                            if step.done {
-                                complete = true;
-                                break;
-                            }
-                            if step.consumed == 0 {
-                                break;
-                            }
-                        }
-                        let complete = complete
-                            || super::lifecycle::body_end(&decoder, u.peer_end())
-                                == super::lifecycle::BodyEnd::Complete;
-                        // The body must fit in one read buffer (16 KiB) to be checked.
-                        if complete {
-                            Some(status_ok && crc32(&body) == expected)
-                        } else if u.peer_closed || u.rbuf.as_mut().is_some_and(|b| b.is_full()) {
-                            Some(false)
-                        } else {
-                            None
-                        }
-                    }
-                }
+        let rt = self.rt.clone();
+        // A body larger than the read buffer is taken a bufferful at a time; with
+        // edge-triggered readiness no new event comes for bytes already waiting.
+        for _ in 0..64 {
+            self.read_upstream(ui);
+            let Some(u) = self.upstreams.get_mut(ui) else {
+                return;
+            };
+            let Some(check) = rt.groups.get(u.group).and_then(|g| g.health.as_ref()) else {
+                return;
+            };
+            match read_health_answer(u, check, &rt.limits) {
+                Reading::Verdict(ok) => return self.health_verdict(ui, ok),
+                Reading::Wait => return,
+                Reading::Progress => {}
             }
-            Ok(None) if !u.peer_closed && !u.rbuf.as_mut().is_some_and(|b| b.is_full()) => None,
-            Ok(None) | Err(_) => Some(false),
+        }
+        self.dirty.push_back(super::upstream_token(ui));
+    }
+
+    /// `server_failover_http`: a response with `status` came from `server` of `group`. Over a
+    /// rule's count the server is suspended, as Tempesta does, until its monitor finds it
+    /// alive (the count is shared by the workers; each suspends the server on the next such
+    /// response it relays).
+    pub(super) fn count_failover(&mut self, group: usize, server: usize, status: u16) {
+        let rt = self.rt.clone();
+        let failover = rt
+            .groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .and_then(|s| s.failover.as_ref().map(|f| (s.addr, f)));
+        let Some((addr, failover)) = failover else {
+            return;
         };
-        if let Some(ok) = verdict {
-            self.health_verdict(ui, ok);
+        if failover.exceeded(status, Instant::now()) && self.server_up(group, server) {
+            crate::warn!("server_failover_http: {status} responses over the limit from {addr}: server suspended");
+            self.mark_down(group, server);
         }
     }
 
@@ -141,23 +130,80 @@ pub(super) fn probe_key(group: usize, server: usize) -> usize {
     PROBE_BASE + group * 65_536 + server
 }
 
-/// CRC-32 (IEEE 802.3, as zlib's), for `resp_crc32`.
-pub fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &byte in data {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            crc = (crc >> 1) ^ (0xEDB8_8320 & (!(crc & 1)).wrapping_add(1));
-        }
-    }
-    !crc
+/// A health answer's body as it arrives: its CRC32 so far, not the bytes, so that a body of
+/// any size is checked (Tempesta's `auto` monitor checks the page at `/`, whatever its size).
+pub struct HealthBody {
+    decoder: BodyDecoder,
+    crc: u32,
+    len: u64,
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn crc32_check_value() {
-        assert_eq!(super::crc32(b"123456789"), 0xCBF4_3926);
-        assert_eq!(super::crc32(b""), 0);
+/// Where reading a health answer stands.
+enum Reading {
+    /// The server is up (true) or not.
+    Verdict(bool),
+    /// Bytes were taken: read again.
+    Progress,
+    /// Nothing more to take until the server sends more.
+    Wait,
+}
+
+/// Reads what upstream `u` holds of a health answer: the verdict once there is one (the
+/// status, then the body's CRC32 if the monitor checks one).
+fn read_health_answer(u: &mut Upstream, check: &HealthMonitor, limits: &http1::Limits) -> Reading {
+    let peer_end = u.peer_end();
+    let full = u.rbuf.as_mut().is_some_and(|b| b.is_full());
+    let mut used = 0;
+    if u.health_body.is_none() {
+        let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+        let (head, len) = match http1::parse_response(input, limits, false) {
+            Ok(Some(parsed)) => parsed,
+            Ok(None) if !u.peer_closed && !full => return Reading::Wait,
+            Ok(None) | Err(_) => return Reading::Verdict(false),
+        };
+        let status_ok = check.resp_codes.contains(&head.status());
+        if !status_ok || !check.reads_body() {
+            return Reading::Verdict(status_ok);
+        }
+        u.health_body = Some(Box::new(HealthBody {
+            decoder: BodyDecoder::new(head.framing(), &http1::Limits::default()),
+            crc: 0,
+            len: 0,
+        }));
+        if let Some(b) = u.rbuf.as_mut() {
+            b.consume(len);
+        }
+        used = len;
+    }
+    let Some(body) = u.health_body.as_mut() else {
+        return Reading::Wait;
+    };
+    let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+    let mut taken = 0;
+    let mut done = false;
+    while let Ok(step) = body.decoder.decode(input.get(taken..).unwrap_or(&[])) {
+        let data = input.get(taken..).and_then(|r| r.get(step.data.clone()));
+        let data = data.unwrap_or(&[]);
+        body.crc = crc32_update(body.crc, data);
+        body.len += data.len() as u64;
+        taken += step.consumed;
+        if step.done || step.consumed == 0 {
+            done = step.done;
+            break;
+        }
+    }
+    if let Some(b) = u.rbuf.as_mut() {
+        b.consume(taken);
+    }
+    used += taken;
+    let complete = done || super::lifecycle::body_end(&body.decoder, peer_end) == BodyEnd::Complete;
+    if complete {
+        Reading::Verdict(check.crc_ok(body.crc, body.len))
+    } else if u.peer_closed {
+        Reading::Verdict(false)
+    } else if used > 0 {
+        Reading::Progress
+    } else {
+        Reading::Wait
     }
 }

@@ -214,9 +214,23 @@ impl Worker {
         }
     }
 
-    /// A response with `status` from the origin is going to client `ci`
-    /// (http_resp_code_block). On a violation the response still goes out, then the
-    /// connection closes.
+    /// `http_resp_code_block` refused the origin's response to exchange `id` before any of
+    /// it was sent: as Tempesta does, the client gets 403 instead (per `block_action attack`)
+    /// and the connection closes; the upstream connection, its response unread, is closed.
+    pub(super) fn block_response(&mut self, id: ExchangeId, v: &Violation) {
+        let Some(ex) = self.exchanges.get(id) else {
+            return;
+        };
+        if let Some(ip) = self.clients.get(ex.client).map(|c| c.peer.ip()) {
+            let name = self.vhost_name(ex.vhost).to_owned();
+            self.note_block(ip, v, &name);
+            self.rt.frang.on_violation(ip, Instant::now());
+        }
+        self.refuse_exchange(id, 403, Refusal::Attack);
+    }
+
+    /// A `101` from the origin turned client `ci`'s connection into a tunnel
+    /// (http_resp_code_block): on a violation the connection closes after it.
     pub(super) fn frang_response(&mut self, ci: usize, status: u16, vhost: usize) {
         let rt = self.rt.clone();
         let rule =
@@ -235,4 +249,19 @@ impl Worker {
             rt.frang.on_violation(ip, Instant::now());
         }
     }
+}
+
+/// frang's `http_resp_code_block` on a response with `status` from the origin to `ip`, for a
+/// request of `vhost`: counted, and refused over the limit.
+pub(super) fn judge_response_status(
+    rt: &crate::runtime::Runtime,
+    vhost: usize,
+    ip: IpAddr,
+    status: u16,
+) -> Result<(), Violation> {
+    let rule = vhost_frang(&rt.config, vhost, None).and_then(|l| l.http_resp_code_block.as_ref());
+    if rule.is_none() {
+        return Ok(());
+    }
+    rt.frang.on_response(ip, status, rule, Instant::now())
 }

@@ -53,6 +53,8 @@ enum Step {
     Broken,
     /// The origin accepted a WebSocket handshake; its `101` is queued for the client.
     Switch,
+    /// frang's `http_resp_code_block` refuses the response, which goes no further.
+    Blocked(crate::frang::Violation),
 }
 
 impl Worker {
@@ -107,6 +109,10 @@ impl Worker {
                 }
                 Step::Switch => {
                     self.start_tunnel(id, ui);
+                    return true;
+                }
+                Step::Blocked(violation) => {
+                    self.block_response(id, &violation);
                     return true;
                 }
                 Step::Broken => {
@@ -177,6 +183,12 @@ impl Worker {
         };
         if let Some(step) = writer.not_relayed_as_final(c, u, fwd, &recipient, (&head, len)) {
             return step;
+        }
+        // Judged before a byte of it is sent: a refused response is replaced, as in Tempesta.
+        let vhost = recipient.vhost.unwrap_or(0);
+        if let Err(v) = super::limits::judge_response_status(rt, vhost, c.peer.ip(), head.status())
+        {
+            return Step::Blocked(v);
         }
         let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
         let origin = super::fill::Origin { head: &head, input };
@@ -264,6 +276,15 @@ impl Worker {
         let Some(mut forward) = self.exchanges.get_mut(id).and_then(|ex| ex.take_forward()) else {
             return;
         };
+        // A removed server's index names an older configuration (`grace.rs`).
+        let server = self
+            .upstreams
+            .get(forward.up)
+            .filter(|u| !u.removed)
+            .map(|u| u.server);
+        if let Some(server) = server {
+            self.count_failover(forward.group, server, forward.status);
+        }
         if let Some(fill) = forward.fill.take() {
             fill.complete();
         }
@@ -274,7 +295,8 @@ impl Worker {
             close: !keep_alive,
             upstream_end: Some(forward.upstream_end(true)),
             forward: Some(forward),
-            from_origin: true,
+            // frang judged its status when the head arrived (`relay_head`).
+            from_origin: false,
         };
         self.finish(id, outcome);
     }
@@ -305,6 +327,9 @@ impl Worker {
                 bump(&self.metrics().upstream_retries);
                 self.dispatch(id, forward);
             }
+            // No connection to the main group: its backup (if any) gets the request, which
+            // went nowhere yet.
+            Failure::Connect if forward.turn_to_backup() => self.dispatch(id, forward),
             Failure::Connect | Failure::Reset | Failure::BadResponse | Failure::ServerRemoved => {
                 self.fail_exchange(id, forward, 502)
             }

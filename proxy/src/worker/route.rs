@@ -218,7 +218,7 @@ impl Worker {
         };
         let loc = ex.location.and_then(|l| v.locations.get(l));
         let close_on_error = !ex.keep_alive || ex.request.has_body();
-        let Some((group, _backup)) = loc.map_or(v.proxy_pass, |l| l.proxy_pass) else {
+        let Some(pass) = loc.map_or(v.proxy_pass, |l| l.proxy_pass) else {
             return self.answer(id, Reply::Status(502), close_on_error);
         };
         // A WebSocket handshake goes to the origin as it is, never to the cache; a malformed
@@ -242,16 +242,24 @@ impl Worker {
             .map_or(&v.cache, |l| &l.cache)
             .as_ref()
             .filter(|_| !websocket);
+        // While caching is on, Tempesta refuses a PURGE where `cache_purge` is not configured
+        // (`tfw_cache_purge_method`) rather than pass it to the origin.
+        if ex.request.method_bytes() == b"PURGE"
+            && rt.config.cache.mode.enabled()
+            && cache.is_none_or(|c| c.purge.is_none())
+        {
+            return self.answer(id, Reply::Status(403), close_on_error);
+        }
         if let Some(rc) = cache {
             match self.cache_step(id, rc, &v.name, overrides) {
                 CacheStep::Served => return,
                 CacheStep::ServedStale(revalidation) => {
-                    return self.revalidate_in_background(revalidation, routed.0, routed.1, group)
+                    return self.revalidate_in_background(revalidation, routed.0, routed.1, pass)
                 }
                 CacheStep::Parked(ticket) => {
                     let timeout = rt
                         .groups
-                        .get(group)
+                        .get(pass.0)
                         .map_or(Duration::from_secs(60), |g| g.forward_timeout);
                     if let Some(ex) = self.exchanges.get_mut(id) {
                         ex.park(ticket);
@@ -265,7 +273,7 @@ impl Worker {
                 }
             }
         }
-        self.forward(id, group, fill, validators);
+        self.forward(id, pass, fill, validators);
     }
 
     /// A parked exchange's cache wait ended (the fetch it waited for finished, or the wait

@@ -70,6 +70,8 @@ pub struct Upstream {
     pub forward_timeout: Duration,
     /// When a reload's `grace_shutdown_time` runs out for it, if one does.
     pub retire_at: Option<Instant>,
+    /// A health answer's body read so far (`Checking`, once its head was judged).
+    pub health_body: Option<Box<super::health::HealthBody>>,
 }
 
 impl Upstream {
@@ -122,6 +124,7 @@ impl Worker {
             removed: false,
             forward_timeout,
             retire_at: None,
+            health_body: None,
         });
         if let Some(st) = self
             .groups
