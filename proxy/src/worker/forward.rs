@@ -143,6 +143,7 @@ impl Worker {
             request.bytes(),
             &Forwarding {
                 forwarded_for: peer.map(|_| ip_text.get(..ip_len).unwrap_or(&[])),
+                forwarded_proto: Some(request.scheme().as_str().as_bytes()),
                 via: Some(v.via.as_deref().unwrap_or(b"ktls-proxy")),
                 edits,
                 framing: request.framing(),

@@ -389,6 +389,7 @@ pub fn write_switching_protocols(
         input,
         &Forwarding {
             forwarded_for: None,
+            forwarded_proto: None,
             via: None,
             edits,
             framing: BodyFraming::None,
@@ -433,6 +434,7 @@ pub fn render_response_head(
         input,
         &Forwarding {
             forwarded_for: None,
+            forwarded_proto: None,
             via: None,
             edits,
             framing,
