@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod metrics_h2;
 pub mod metrics_tunnel;
 pub mod outbox;
+pub mod pid_file;
 pub mod process;
 pub mod router;
 pub mod runtime;
