@@ -302,5 +302,8 @@ pub(super) fn access_record(peer: std::net::SocketAddr, request: &Request) -> Bo
         version: request.version_label(),
         referer: request.header("referer").map(text),
         user_agent: request.header("user-agent").map(text),
+        started: std::time::Instant::now(),
+        upstream: None,
+        cache: None,
     })
 }
