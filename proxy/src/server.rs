@@ -149,14 +149,22 @@ fn bind_all(runtime: &Runtime, threads: usize) -> Result<Vec<Vec<WorkerListener>
         per_worker.push(set);
     }
     for l in &listeners {
-        let proto = if l.is_tls() {
-            "https (TLS 1.2/1.3, ALPN http/1.1)"
-        } else {
-            "http"
-        };
-        crate::info!("listening on {} {proto}", l.addr);
+        crate::info!("listening on {} {}", l.addr, describe_listener(l));
     }
     Ok(per_worker)
+}
+
+/// What a listener serves, for its startup line: the ALPN protocols a TLS listener really
+/// offers, or the cleartext protocol.
+fn describe_listener(l: &config::Listener) -> String {
+    if l.is_tls() {
+        let alpn = crate::alpn::Alpn::of(&l.protos);
+        format!("https (TLS 1.2/1.3, ALPN {})", alpn.offered())
+    } else if l.protos.contains(&config::Proto::H2c) {
+        "h2c (HTTP/2 by prior knowledge)".to_string()
+    } else {
+        "http (HTTP/1.1)".to_string()
+    }
 }
 
 /// The statistics endpoint: with `worker_processes`, the first process serves the statistics
