@@ -56,3 +56,103 @@ fn plain_http_is_redirected_to_the_same_uri_over_https_and_https_is_served() {
         "only the https request reached the app"
     );
 }
+
+/// The configuration block of docs/OPERATIONS.md's first "From nginx" recipe, as written there.
+fn operations_recipe() -> String {
+    let text = std::fs::read_to_string(e2e::workspace_root().join("docs/OPERATIONS.md"))
+        .expect("read docs/OPERATIONS.md");
+    let start = text
+        .find("      listen 80;")
+        .expect("the recipe starts with `listen 80;`");
+    text[start..]
+        .lines()
+        .take_while(|l| l.starts_with("      ") || l.is_empty())
+        .take_while(|l| !l.is_empty())
+        .map(|l| format!("{}\n", &l[6..]))
+        .collect()
+}
+
+#[test]
+fn the_operations_recipe_redirects_and_serves_as_documented() {
+    let origin = Origin::start(|r| {
+        Response::ok(format!(
+            "{} over {}",
+            r.target,
+            r.header("x-forwarded-proto").unwrap_or("?")
+        ))
+    });
+    let dir = e2e::TempDir::new("recipe-https");
+    let (cert, key) = e2e::gen_cert(
+        dir.path(),
+        "example",
+        e2e::KeyKind::EcdsaP256,
+        &["example.com"],
+    );
+    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let recipe = operations_recipe();
+    for needle in [
+        "listen 80;",
+        "listen 443 ",
+        "127.0.0.1:8000",
+        "/etc/ktls-proxy/certs/example.com.crt",
+        "/etc/ktls-proxy/certs/example.com.key",
+    ] {
+        assert!(
+            recipe.contains(needle),
+            "the recipe has no {needle}:\n{recipe}"
+        );
+    }
+    let conf = recipe
+        .replace("listen 80;", &format!("listen {http};"))
+        .replace("listen 443 ", &format!("listen {https} "))
+        .replace("127.0.0.1:8000", &origin.addr().to_string())
+        .replace(
+            "/etc/ktls-proxy/certs/example.com.crt",
+            &cert.display().to_string(),
+        )
+        .replace(
+            "/etc/ktls-proxy/certs/example.com.key",
+            &key.display().to_string(),
+        );
+    let proxy = e2e::proxy::Proxy::start(dir, &conf, http);
+    assert!(wait_for_port(https, Duration::from_secs(10)));
+    let resolve = |addr: SocketAddr| format!("example.com:{}:127.0.0.1", addr.port());
+    let url =
+        |scheme: &str, addr: SocketAddr| format!("{scheme}://example.com:{}/x?y=1", addr.port());
+    // A client on port 80 sends `Host: example.com`.
+    let (st, out, err) = curl(
+        &[
+            "--resolve",
+            &resolve(http),
+            "-H",
+            "Host: example.com",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{redirect_url}",
+            &url("http", http),
+        ],
+        10,
+    );
+    assert!(st.success(), "{err}");
+    assert_eq!(
+        out,
+        "301 https://example.com/x?y=1",
+        "{}",
+        proxy.proc.logs()
+    );
+    // The certificate verifies for the name the vhost is named after.
+    let (st, out, err) = curl(
+        &[
+            "--cacert",
+            &cert.display().to_string(),
+            "--resolve",
+            &resolve(https),
+            &url("https", https),
+        ],
+        10,
+    );
+    assert!(st.success(), "{err}\n{}", proxy.proc.logs());
+    assert_eq!(out, "/x?y=1 over https");
+}
