@@ -3,7 +3,8 @@
 //! `proxy -s reload -c B` reloads B's instance only; a second start of a configuration
 //! beside its live instance is refused before it binds; `--upgrade` is the way past that,
 //! and the hot binary upgrade it documents (start the new with `--upgrade`, `-s quit` the
-//! old) loses no request under a load of new connections.
+//! old) loses no request, neither of clients opening a connection per request nor of
+//! clients keeping theirs alive.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
+use e2e::rawclient::RawClient;
 use e2e::{bin_path, raw_exchange, Proc};
 
 fn proxy_cmd(config: &Path, args: &[&str]) -> Output {
@@ -119,6 +121,47 @@ fn proxy_http(proxy: &Proxy) -> std::net::SocketAddr {
         .expect("the first line is the plain listener")
 }
 
+/// One request on a new connection that asks to close.
+fn close_request(addr: std::net::SocketAddr) -> Result<(), String> {
+    let answer = raw_exchange(
+        addr,
+        b"GET / HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    match answer {
+        Ok(a) if a.starts_with(b"HTTP/1.1 200") => Ok(()),
+        other => Err(format!("close: {other:?}")),
+    }
+}
+
+/// One request on the kept-alive connection `conn` (a new one when there is none), which is
+/// dropped after a response that says it closes.
+fn keep_alive_request(
+    addr: std::net::SocketAddr,
+    conn: &mut Option<RawClient>,
+) -> Result<(), String> {
+    let client = match conn {
+        Some(c) => c,
+        None => conn.insert(RawClient::connect(addr).map_err(|e| format!("connect: {e}"))?),
+    };
+    let outcome = client.request(
+        b"GET / HTTP/1.1\r\nHost: site.test\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    let closes = outcome
+        .response()
+        .and_then(|r| r.header("connection"))
+        .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+    let status = outcome.status();
+    if closes || status != Some(200) {
+        *conn = None;
+    }
+    match status {
+        Some(200) => Ok(()),
+        _ => Err(format!("keep-alive: {outcome:?}")),
+    }
+}
+
 #[test]
 fn a_hot_upgrade_under_load_loses_no_request() {
     let origin = Origin::start(|_| Response::ok("x"));
@@ -127,23 +170,25 @@ fn a_hot_upgrade_under_load_loses_no_request() {
     let config = old.config.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let clients: Vec<_> = (0..2)
-        .map(|_| {
+    // Two clients opening a connection per request, two keeping theirs alive (a new one only
+    // after a response that says `Connection: close`).
+    let clients: Vec<_> = (0..4)
+        .map(|n| {
             let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+            let keep_alive = n % 2 == 1;
             thread::spawn(move || {
                 let mut failures = Vec::new();
+                let mut conn: Option<RawClient> = None;
                 while !stop.load(Ordering::Relaxed) {
-                    let answer = raw_exchange(
-                        addr,
-                        b"GET / HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
-                        Duration::from_secs(5),
-                    );
+                    let answer = if keep_alive {
+                        keep_alive_request(addr, &mut conn)
+                    } else {
+                        close_request(addr)
+                    };
                     match answer {
-                        Ok(a) if a.starts_with(b"HTTP/1.1 200") => {
-                            ok.fetch_add(1, Ordering::Relaxed)
-                        }
-                        other => {
-                            failures.push(format!("{other:?}"));
+                        Ok(()) => ok.fetch_add(1, Ordering::Relaxed),
+                        Err(e) => {
+                            failures.push(e);
                             failed.fetch_add(1, Ordering::Relaxed)
                         }
                     };

@@ -504,7 +504,7 @@ impl Worker {
         }
         if idle {
             self.bufs.release_if_empty(&mut c.rbuf);
-            if self.draining.is_some() {
+            if self.last_call_over() {
                 self.close_client(ci, CloseReason::Shutdown);
             }
         }

@@ -126,7 +126,10 @@ impl Worker {
             self.frang_violation(ci, RefuseAt::Connection, &v);
             return;
         }
-        let keep_alive = request.keep_alive() && !rt.config.keepalive_timeout.is_zero();
+        // A graceful stop answers the requests of its last call with `Connection: close`.
+        let keep_alive = request.keep_alive()
+            && !rt.config.keepalive_timeout.is_zero()
+            && self.draining.is_none();
         let log = rt
             .config
             .access_log
