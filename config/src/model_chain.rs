@@ -69,6 +69,9 @@ pub enum Field {
     Method,
     /// Netfilter mark of the request's packets.
     Mark,
+    /// `scheme == http|https` (extension: Tempesta has no such field): whether the client's
+    /// connection is TLS, for `scheme == "http" -> 301 = https://$host$request_uri;`.
+    Scheme,
 }
 
 /// The right-hand side of a condition. Wildcards: `"*"` any, `"abc*"`

@@ -2,7 +2,7 @@
 //! monitors, byte ranges, HTTP methods.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -71,8 +71,9 @@ pub enum AccessLogFormat {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PidFile {
-    /// No `pid` directive: [`DEFAULT_PID_FILE`], written when the process may (a run
-    /// without permission to write `/run` only warns).
+    /// No `pid` directive: a file of this configuration's own in [`DEFAULT_PID_DIR`]
+    /// ([`default_pid_path`]), written when the process may (a run without permission to
+    /// write `/run` only warns).
     #[default]
     Default,
     /// `pid off`: no pid file.
@@ -81,18 +82,55 @@ pub enum PidFile {
     Path(PathBuf),
 }
 
-/// The pid file used without a `pid` directive.
-pub const DEFAULT_PID_FILE: &str = "/run/ktls-proxy.pid";
+/// The directory of the pid files used without a `pid` directive.
+pub const DEFAULT_PID_DIR: &str = "/run";
 
 impl PidFile {
-    /// The file to write or read, if any.
-    pub fn path(&self) -> Option<PathBuf> {
+    /// The file to write or read for the configuration at `config`, if any.
+    pub fn path_for(&self, config: &Path) -> Option<PathBuf> {
         match self {
-            PidFile::Default => Some(PathBuf::from(DEFAULT_PID_FILE)),
+            PidFile::Default => Some(default_pid_path(config)),
             PidFile::Off => None,
             PidFile::Path(p) => Some(p.clone()),
         }
     }
+}
+
+/// The pid file of a configuration without a `pid` directive:
+/// `/run/ktls-proxy-STEM-HASH.pid`, STEM the file's name without its extension and HASH a
+/// hash of its canonical path. One file per configuration, so that `proxy -s reload -c
+/// other.conf` never signals the instance of another configuration, and the same file
+/// whichever relative or linked name `-c` was given.
+pub fn default_pid_path(config: &Path) -> PathBuf {
+    let canonical = std::fs::canonicalize(config).unwrap_or_else(|_| {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(config))
+            .unwrap_or_else(|_| config.to_path_buf())
+    });
+    let stem: String = canonical
+        .file_stem()
+        .map(|s| s.to_string_lossy())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(40)
+        .collect();
+    let hash = fnv1a(canonical.as_os_str().as_encoded_bytes());
+    Path::new(DEFAULT_PID_DIR).join(format!("ktls-proxy-{stem}-{hash:016x}.pid"))
+}
+
+/// FNV-1a, 64 bits: stable across builds and versions (a pid file name must not change
+/// with the compiler, as `DefaultHasher`'s may).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl AccessLog {

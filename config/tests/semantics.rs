@@ -456,9 +456,23 @@ fn cache_and_misc_global_directives() {
 fn pid_file_and_access_log_format() {
     let c = load("");
     assert_eq!(c.pid, PidFile::Default);
-    assert_eq!(c.pid.path(), Some(PathBuf::from(DEFAULT_PID_FILE)));
+    // Without `pid`: a file of the configuration's own, named after it.
+    let a = c.pid.path_for(Path::new("/etc/t/a.conf")).unwrap();
+    let b = c.pid.path_for(Path::new("/etc/t/b.conf")).unwrap();
+    let other_a = c.pid.path_for(Path::new("/etc/u/a.conf")).unwrap();
+    assert_ne!(a, b);
+    assert_ne!(a, other_a);
+    assert!(a.starts_with(DEFAULT_PID_DIR), "{}", a.display());
+    assert!(
+        a.to_string_lossy().contains("ktls-proxy-a-"),
+        "{}",
+        a.display()
+    );
     assert_eq!(c.access_log.format, AccessLogFormat::Tempesta);
-    assert_eq!(load("pid off;\n").pid.path(), None);
+    assert_eq!(
+        load("pid off;\n").pid.path_for(Path::new("/etc/t/a.conf")),
+        None
+    );
     // Relative to the configuration's directory, like every other path.
     let c = load("pid run/p.pid;\naccess_log_format json;\n");
     assert_eq!(c.pid, PidFile::Path("/etc/t/run/p.pid".into()));

@@ -68,6 +68,7 @@ fn write_benches(c: &mut Criterion) {
     group.bench_function("upstream_request", |b| {
         let fwd = Forwarding {
             forwarded_for: Some(b"203.0.113.45"),
+            forwarded_proto: None,
             via: Some(b"ktls-proxy"),
             edits: &edits,
             framing: request.framing(),
@@ -83,6 +84,7 @@ fn write_benches(c: &mut Criterion) {
     group.bench_function("client_response", |b| {
         let fwd = Forwarding {
             forwarded_for: None,
+            forwarded_proto: None,
             via: Some(b"ktls-proxy"),
             edits: &edits,
             framing: BodyFraming::Length(5120),

@@ -154,6 +154,11 @@ pub enum ConnectionOption {
 pub struct Forwarding<'a> {
     /// The client's address, appended to X-Forwarded-For (requests only).
     pub forwarded_for: Option<&'a [u8]>,
+    /// The scheme of the client's own connection (`http` or `https`), written as
+    /// X-Forwarded-Proto in place of any the client sent (requests only): the client knows
+    /// nothing the proxy does not, and an application trusts this field to tell whether the
+    /// request came over TLS.
+    pub forwarded_proto: Option<&'a [u8]>,
     /// The proxy's pseudonym, appended to Via as `1.1 NAME`.
     pub via: Option<&'a [u8]>,
     /// Configured edits.
@@ -201,12 +206,16 @@ pub fn write_request_head(
         connection_names_fields: head.connection_names_fields(),
         drop_host: host_from_target,
         forwarded_for: forwarding.forwarded_for.is_some(),
+        forwarded_proto: forwarding.forwarded_proto.is_some(),
         via: forwarding.via.is_some(),
     };
     let held = copy_fields(out, buf, head.headers(), &copy, forwarding.edits);
     if let Some(client) = forwarding.forwarded_for {
         let earlier = held.forwarded_for.then_some(head.headers());
         write_appended(out, buf, earlier, b"X-Forwarded-For", b"", client);
+    }
+    if let Some(scheme) = forwarding.forwarded_proto {
+        write_field(out, b"X-Forwarded-Proto", scheme);
     }
     write_via(out, buf, held.via.then_some(head.headers()), forwarding.via);
     forwarding.edits.write(out);
@@ -239,6 +248,7 @@ pub fn write_response_head(
         connection_names_fields: head.connection_names_fields(),
         drop_host: false,
         forwarded_for: false,
+        forwarded_proto: false,
         via: forwarding.via.is_some(),
     };
     let held = copy_fields(out, buf, head.headers(), &copy, forwarding.edits);
@@ -255,8 +265,8 @@ pub fn write_response_head(
 }
 
 /// Fields a writer adds at most besides the received ones and the edits:
-/// Host, X-Forwarded-For, Via, the framing field, Connection and Upgrade.
-const ADDED_FIELDS_AT_MOST: usize = 6;
+/// Host, X-Forwarded-For, X-Forwarded-Proto, Via, the framing field, Connection and Upgrade.
+const ADDED_FIELDS_AT_MOST: usize = 7;
 
 /// Checks the head written at `out[start..]`; takes it back if it does not fit.
 fn keep_if_fits(
@@ -342,6 +352,8 @@ struct CopyRules {
     connection_names_fields: bool,
     drop_host: bool,
     forwarded_for: bool,
+    /// The received X-Forwarded-Proto is dropped: the writer sets its own.
+    forwarded_proto: bool,
     via: bool,
 }
 
@@ -370,6 +382,7 @@ fn copy_fields(
             continue;
         }
         let skip = is_managed(name)
+            || (rules.forwarded_proto && name.eq_ignore_ascii_case(b"x-forwarded-proto"))
             || (rules.drop_host && name.eq_ignore_ascii_case(b"host"))
             || (rules.connection_names_fields && named_by_connection(buf, fields, name))
             || (!edits.is_empty() && edits.replaces(name));

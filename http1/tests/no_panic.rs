@@ -112,6 +112,7 @@ fn check_request(buf: &[u8], limits: &Limits) {
     let mut out = Vec::new();
     let fwd = Forwarding {
         forwarded_for: Some(b"192.0.2.1"),
+        forwarded_proto: None,
         via: Some(b"p"),
         edits: &edits,
         framing: head.framing(),
@@ -142,6 +143,7 @@ fn check_response(buf: &[u8], limits: &Limits, is_head: bool) {
     let mut out = Vec::new();
     let fwd = Forwarding {
         forwarded_for: None,
+        forwarded_proto: None,
         via: Some(b"p"),
         edits: &edits,
         framing: head.framing(),

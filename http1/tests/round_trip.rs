@@ -107,6 +107,7 @@ proptest! {
         let edits = HeaderEdits::new();
         let fwd = Forwarding {
             forwarded_for: Some(b"192.0.2.9"),
+            forwarded_proto: None,
             via: Some(b"ktls-proxy"),
             edits: &edits,
             framing: head.framing(),
@@ -140,6 +141,7 @@ proptest! {
         let edits = HeaderEdits::new();
         let fwd = Forwarding {
             forwarded_for: None,
+            forwarded_proto: None,
             via: Some(b"ktls-proxy"),
             edits: &edits,
             framing: head.framing(),

@@ -10,6 +10,7 @@ use http1::{
 fn forwarding<'a>(edits: &'a HeaderEdits, framing: BodyFraming) -> Forwarding<'a> {
     Forwarding {
         forwarded_for: Some(b"192.0.2.7"),
+        forwarded_proto: None,
         via: Some(b"ktls-proxy"),
         edits,
         framing,
@@ -89,6 +90,7 @@ fn absolute_form_becomes_origin_form_with_host() {
     let mut out = Vec::new();
     let fwd = Forwarding {
         forwarded_for: None,
+        forwarded_proto: None,
         via: None,
         edits: &edits,
         framing: head.framing(),
@@ -136,6 +138,7 @@ Set-Cookie: b=2\r\n\r\n";
     let mut out = Vec::new();
     let fwd = Forwarding {
         forwarded_for: Some(b"ignored for responses"),
+        forwarded_proto: None,
         via: None,
         edits: &edits,
         framing: BodyFraming::Length(42),
@@ -171,6 +174,7 @@ fn close_delimited_response_forces_close_and_reason_falls_back() {
     let mut out = Vec::new();
     let fwd = Forwarding {
         forwarded_for: None,
+        forwarded_proto: None,
         via: Some(b"p"),
         edits: &edits,
         framing: head.framing(),
@@ -380,6 +384,7 @@ Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
     let mut out = Vec::new();
     let fwd = Forwarding {
         forwarded_for: None,
+        forwarded_proto: None,
         via: None,
         connection: ConnectionOption::UpgradeWebSocket,
         ..forwarding(&edits, BodyFraming::None)
@@ -431,4 +436,28 @@ Content-Length: 0\r\n\r\n";
     let out = text(&out).to_ascii_lowercase();
     assert!(!out.contains("cdn-cache-control"), "{out}");
     assert!(out.contains("cache-control: max-age=60\r\n"), "{out}");
+}
+
+#[test]
+fn the_clients_x_forwarded_proto_is_replaced_by_the_connections_scheme() {
+    let buf = b"GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-Proto: https\r\nx-forwarded-proto: wss\r\nAccept: */*\r\n\r\n";
+    let (head, _) = parse_request(buf, &Limits::default()).unwrap().unwrap();
+    let edits = HeaderEdits::new();
+    let mut out = Vec::new();
+    let fwd = Forwarding {
+        forwarded_proto: Some(b"http"),
+        ..forwarding(&edits, head.framing())
+    };
+    write_request_head(&mut out, &head, buf, &fwd).unwrap();
+    let written = text(&out);
+    assert_eq!(
+        written.matches("X-Forwarded-Proto: http\r\n").count(),
+        1,
+        "{written}"
+    );
+    assert!(
+        !written.to_ascii_lowercase().contains("proto: https"),
+        "{written}"
+    );
+    assert!(!written.contains("wss"), "{written}");
 }

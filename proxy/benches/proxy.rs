@@ -22,6 +22,9 @@ impl RequestView for Req {
     fn method(&self) -> &[u8] {
         b"GET"
     }
+    fn scheme(&self) -> &[u8] {
+        b"https"
+    }
     fn any_header(&self, _name: &str, _f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
         false
     }

@@ -8,10 +8,10 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use config::{AccessLog, AccessLogDestination, AccessLogFormat};
 use serde::Serialize;
@@ -25,6 +25,37 @@ pub struct RequestRecord {
     pub version: &'static str,
     pub referer: Option<String>,
     pub user_agent: Option<String>,
+    /// When the head was parsed: the entry's duration runs from here to the end.
+    pub started: Instant,
+    /// The server the request was last sent to (`None`: answered by the proxy itself).
+    pub upstream: Option<SocketAddr>,
+    /// What the cache did (`None`: it was not consulted).
+    pub cache: Option<CacheStatus>,
+}
+
+/// What the cache did for a request, as nginx's `$upstream_cache_status` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheStatus {
+    /// Answered from a stored response (a 304 from the store included).
+    Hit,
+    /// Forwarded to fill or revalidate an entry, or nothing stored for an only-if-cached
+    /// request.
+    Miss,
+    /// Answered from a stale entry (stale-while-revalidate, `cache_use_stale`).
+    Stale,
+    /// Forwarded without the cache: bypassed by a rule, not cacheable, or not storable.
+    Pass,
+}
+
+impl CacheStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "hit",
+            CacheStatus::Miss => "miss",
+            CacheStatus::Stale => "stale",
+            CacheStatus::Pass => "pass",
+        }
+    }
 }
 
 /// One access log entry: the request and how it ended.
@@ -35,7 +66,10 @@ pub struct Entry<'a> {
     pub status: u16,
     /// Response body bytes sent.
     pub bytes: u64,
+    /// When the exchange ended.
     pub time: SystemTime,
+    /// From the parsed head to the end of the exchange.
+    pub duration: Duration,
 }
 
 /// The JSON layout: field names are the ones log shippers usually expect.
@@ -51,6 +85,10 @@ struct JsonEntry<'a> {
     bytes: u64,
     referer: Option<&'a str>,
     user_agent: Option<&'a str>,
+    /// Seconds, millisecond precision (nginx's `$request_time`).
+    request_time: f64,
+    upstream: Option<String>,
+    cache: Option<&'static str>,
 }
 
 impl Entry<'_> {
@@ -62,13 +100,17 @@ impl Entry<'_> {
         }
     }
 
-    /// `ip "vhost" "METHOD uri HTTP/x" status bytes "referer" "user-agent"`; a quote inside a
-    /// field is written `%22` so the fields stay separable.
+    /// `TIME ip "vhost" "METHOD uri HTTP/x" status bytes "referer" "user-agent" rt=SECONDS
+    /// upstream=ADDR cache=STATUS`: Tempesta's fields with the time first (where the kernel
+    /// log puts its own) and the proxy's after them, so a parser of Tempesta's fields still
+    /// finds them between the quotes. A quote inside a field is written `%22` so the fields
+    /// stay separable; `-` stands for what is not there.
     fn tempesta_line(&self) -> String {
         let q = |s: &str| s.replace('"', "%22");
         let r = self.request;
         format!(
-            "{} \"{}\" \"{} {} {}\" {} {} \"{}\" \"{}\"",
+            "{} {} \"{}\" \"{} {} {}\" {} {} \"{}\" \"{}\" rt={:.3} upstream={} cache={}",
+            crate::log::utc_timestamp(self.time),
             r.client,
             q(self.vhost),
             q(&r.method),
@@ -78,6 +120,10 @@ impl Entry<'_> {
             self.bytes,
             q(r.referer.as_deref().unwrap_or("-")),
             q(r.user_agent.as_deref().unwrap_or("-")),
+            self.duration.as_secs_f64(),
+            r.upstream
+                .map_or_else(|| "-".to_string(), |a| a.to_string()),
+            r.cache.map_or("-", CacheStatus::as_str),
         )
     }
 
@@ -94,6 +140,9 @@ impl Entry<'_> {
             bytes: self.bytes,
             referer: r.referer.as_deref(),
             user_agent: r.user_agent.as_deref(),
+            request_time: (self.duration.as_secs_f64() * 1000.0).round() / 1000.0,
+            upstream: r.upstream.map(|a| a.to_string()),
+            cache: r.cache.map(CacheStatus::as_str),
         };
         // Serializing plain strings and numbers cannot fail; an empty object keeps the
         // one-entry-per-line shape if it ever did.
@@ -187,6 +236,9 @@ mod tests {
             version: "HTTP/1.1",
             referer: None,
             user_agent: Some("curl/8".into()),
+            started: Instant::now(),
+            upstream: Some("192.0.2.9:8000".parse().unwrap()),
+            cache: Some(CacheStatus::Miss),
         }
     }
 
@@ -197,6 +249,7 @@ mod tests {
             status: 200,
             bytes: 42,
             time: std::time::UNIX_EPOCH,
+            duration: Duration::from_micros(12_345),
         }
     }
 
@@ -205,7 +258,8 @@ mod tests {
         let r = record();
         assert_eq!(
             entry(&r).format(AccessLogFormat::Tempesta),
-            "192.0.2.7 \"site\" \"GET /a%22b\\c\u{1} HTTP/1.1\" 200 42 \"-\" \"curl/8\""
+            "1970-01-01T00:00:00Z 192.0.2.7 \"site\" \"GET /a%22b\\c\u{1} HTTP/1.1\" 200 42 \"-\" \"curl/8\" \
+             rt=0.012 upstream=192.0.2.9:8000 cache=miss"
         );
     }
 
@@ -220,5 +274,8 @@ mod tests {
         assert_eq!(v["bytes"], 42);
         assert_eq!(v["referer"], serde_json::Value::Null);
         assert_eq!(v["time"], "1970-01-01T00:00:00Z");
+        assert_eq!(v["request_time"], 0.012);
+        assert_eq!(v["upstream"], "192.0.2.9:8000");
+        assert_eq!(v["cache"], "miss");
     }
 }

@@ -39,6 +39,21 @@ impl Alpn {
     }
 }
 
+impl Alpn {
+    /// The protocols offered, in order of preference, as the startup line names them
+    /// (`h2, http/1.1`): read from the very bytes the select callback offers.
+    pub fn offered(self) -> String {
+        let mut names = Vec::new();
+        let mut rest = self.wire();
+        while let Some((&len, tail)) = rest.split_first() {
+            let (name, next) = tail.split_at(usize::from(len).min(tail.len()));
+            names.push(String::from_utf8_lossy(name).into_owned());
+            rest = next;
+        }
+        names.join(", ")
+    }
+}
+
 fn index() -> Option<Index<Ssl, Alpn>> {
     static INDEX: OnceLock<Option<Index<Ssl, Alpn>>> = OnceLock::new();
     *INDEX.get_or_init(|| Ssl::new_ex_index().ok())
@@ -74,5 +89,20 @@ pub fn negotiated_h2(ssl: &SslRef) -> bool {
     match ssl.selected_alpn_protocol() {
         Some(p) => p == b"h2",
         None => policy == Alpn::H2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_offered_protocols_are_named_from_the_wire_list() {
+        assert_eq!(
+            Alpn::of(&[Proto::H2, Proto::Https]).offered(),
+            "h2, http/1.1"
+        );
+        assert_eq!(Alpn::of(&[Proto::H2]).offered(), "h2");
+        assert_eq!(Alpn::of(&[Proto::Https]).offered(), "http/1.1");
     }
 }

@@ -1,8 +1,19 @@
 //! Log lines on stderr: `2026-11-30T12:00:00Z LEVEL message`. One line per event, no
 //! buffering across threads (each line is one write).
+//!
+//! Warnings and errors are rate-limited per call site: at most [`LINES_PER_SECOND`] lines of
+//! one `warn!`/`error!` in a second of the clock; the rest are counted, and the count is
+//! written as one line (`... suppressed ...`, naming the call site) once that second is over.
+//! A peer that makes the proxy warn on every request then costs a few lines a second, not
+//! the disk.
 
 use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, Once, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Lines one `warn!` or `error!` call site writes in a second at most.
+pub const LINES_PER_SECOND: u32 = 10;
 
 #[derive(Debug, Clone, Copy)]
 pub enum Level {
@@ -29,6 +40,112 @@ pub fn line(level: Level, message: std::fmt::Arguments<'_>) {
         message
     );
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// The rate limit of one call site of `warn!`/`error!` (a `static` the macro makes).
+pub struct Site {
+    /// `file:line` of the call, for the suppression line.
+    location: &'static str,
+    /// The second of the clock the count is for.
+    second: AtomicU64,
+    count: AtomicU32,
+    /// Lines not written since the last suppression line.
+    suppressed: AtomicU64,
+    /// In [`SUPPRESSING`], the sites the reporting thread looks at.
+    listed: AtomicBool,
+}
+
+impl Site {
+    pub const fn new(location: &'static str) -> Site {
+        Site {
+            location,
+            second: AtomicU64::new(0),
+            count: AtomicU32::new(0),
+            suppressed: AtomicU64::new(0),
+            listed: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a line may be written now; counts it as suppressed if not.
+    fn admit(&'static self, now: u64) -> bool {
+        let second = self.second.load(Ordering::Relaxed);
+        if second != now
+            && self
+                .second
+                .compare_exchange(second, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.count.store(0, Ordering::Relaxed);
+        }
+        if self.count.fetch_add(1, Ordering::Relaxed) < LINES_PER_SECOND {
+            return true;
+        }
+        self.suppressed.fetch_add(1, Ordering::Relaxed);
+        if !self.listed.swap(true, Ordering::Relaxed) {
+            SUPPRESSING
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(self);
+            start_reporter();
+        }
+        false
+    }
+}
+
+/// Call sites that have suppressed lines at least once.
+static SUPPRESSING: Mutex<Vec<&'static Site>> = Mutex::new(Vec::new());
+
+/// Starts, once per process, the thread that writes the suppression counts: a flood that
+/// stops still gets its count written.
+fn start_reporter() {
+    static STARTED: Once = Once::new();
+    STARTED.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("log-suppressed".into())
+            .spawn(|| loop {
+                // Just after the next second of the clock begins.
+                let into = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_millis());
+                std::thread::sleep(Duration::from_millis(u64::from(1010 - into.min(1000))));
+                report_suppressed();
+            });
+        if let Err(e) = spawned {
+            line(
+                Level::Error,
+                format_args!("cannot start the log's suppression reporter: {e}"),
+            );
+        }
+    });
+}
+
+fn report_suppressed() {
+    let sites = SUPPRESSING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    for site in sites {
+        let n = site.suppressed.swap(0, Ordering::Relaxed);
+        if n > 0 {
+            line(
+                Level::Warn,
+                format_args!(
+                    "{n} more lines of the warning at {} suppressed (at most {LINES_PER_SECOND} a second)",
+                    site.location
+                ),
+            );
+        }
+    }
+}
+
+/// Writes a `warn!`/`error!` line if its call site is within its rate.
+pub fn limited(site: &'static Site, level: Level, message: std::fmt::Arguments<'_>) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if site.admit(now) {
+        line(level, message);
+    }
 }
 
 /// RFC 3339 UTC timestamp, second precision.
@@ -67,19 +184,37 @@ macro_rules! info {
     ($($arg:tt)*) => { $crate::log::line($crate::log::Level::Info, format_args!($($arg)*)) };
 }
 
+/// A warning, rate-limited per call site (the module doc says how).
 #[macro_export]
 macro_rules! warn {
-    ($($arg:tt)*) => { $crate::log::line($crate::log::Level::Warn, format_args!($($arg)*)) };
+    ($($arg:tt)*) => {{
+        static SITE: $crate::log::Site = $crate::log::Site::new(concat!(file!(), ":", line!()));
+        $crate::log::limited(&SITE, $crate::log::Level::Warn, format_args!($($arg)*))
+    }};
 }
 
+/// An error, rate-limited per call site like a warning.
 #[macro_export]
 macro_rules! error {
-    ($($arg:tt)*) => { $crate::log::line($crate::log::Level::Error, format_args!($($arg)*)) };
+    ($($arg:tt)*) => {{
+        static SITE: $crate::log::Site = $crate::log::Site::new(concat!(file!(), ":", line!()));
+        $crate::log::limited(&SITE, $crate::log::Level::Error, format_args!($($arg)*))
+    }};
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_site_writes_its_rate_a_second_and_counts_the_rest() {
+        static SITE: Site = Site::new("here:1");
+        let admitted = (0..25).filter(|_| SITE.admit(100)).count();
+        assert_eq!(admitted, LINES_PER_SECOND as usize);
+        assert_eq!(SITE.suppressed.load(Ordering::Relaxed), 15);
+        // The next second starts a new count.
+        assert!(SITE.admit(101));
+    }
 
     #[test]
     fn civil_dates() {

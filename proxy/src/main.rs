@@ -37,6 +37,12 @@ struct Cli {
     /// `nginx -s`: reload (SIGHUP), stop (SIGTERM), quit (SIGQUIT), reopen (SIGUSR1).
     #[arg(short = 's', long = "signal", value_name = "SIGNAL")]
     signal: Option<service::Command>,
+    /// Start even though an instance of the same configuration is running (its pid file is
+    /// locked): the hot binary upgrade. Start the new binary with --upgrade, then stop the
+    /// old one with `-s quit`; the new one takes the pid file once the old one has gone.
+    /// Without it such a start is refused before anything is bound.
+    #[arg(long = "upgrade")]
+    upgrade: bool,
     /// Print this program's manual page (roff) and exit; the package build uses it.
     #[arg(long = "man-page", hide = true)]
     man_page: bool,
@@ -83,18 +89,32 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let processes = runtime.config.worker_processes;
-    if proxy::process::is_child() {
+    let child = proxy::process::is_child();
+    if child {
         if let Err(e) = proxy::process::stop_with_supervisor() {
             proxy::error!("{e}");
             return ExitCode::from(1);
         }
     }
-    let result = if processes > 1 && !proxy::process::is_child() {
-        let pid = runtime.config.pid.clone();
-        drop(runtime);
-        proxy::process::supervise(&config_path, processes, &pid)
+    // Claimed before anything is bound: a second instance of this configuration must not
+    // take a share of its ports. A child's supervisor holds the claim.
+    let pid_file = if child {
+        None
     } else {
-        proxy::server::serve(&config_path, runtime).map_err(|e| e.to_string())
+        match proxy::pid_file::claim(&runtime.config.pid, &config_path, cli.upgrade) {
+            Ok(guard) => Some(guard),
+            Err(e) => {
+                proxy::error!("{e}");
+                return ExitCode::from(1);
+            }
+        }
+    };
+    let result = match pid_file.as_ref() {
+        Some(guard) if processes > 1 => {
+            drop(runtime);
+            proxy::process::supervise(&config_path, processes, guard)
+        }
+        guard => proxy::server::serve(&config_path, runtime, guard).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -160,7 +180,7 @@ fn send_signal(config_path: &std::path::Path, command: service::Command) -> Exit
             return ExitCode::from(1);
         }
     };
-    match service::send(&loaded.config.pid, command) {
+    match service::send(&loaded.config.pid, config_path, command) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("proxy: {e}");

@@ -91,6 +91,8 @@ pub struct Metrics {
     /// Handshakes cut by their deadline, by OpenSSL's short state name at the cut (which
     /// flight of the client's was missing).
     pub handshake_timeouts: std::sync::Mutex<Vec<(&'static str, u64)>>,
+    /// Failed handshakes by reason (the labels of `handshake_failure::REASONS`).
+    pub handshake_failures: std::sync::Mutex<Vec<(&'static str, u64)>>,
     /// Blocked clients and requests by limit (frang directive names, `http_chain`).
     pub blocks: std::sync::Mutex<Vec<(&'static str, u64)>>,
     pub upstream_connect_errors: AtomicU64,
@@ -145,6 +147,11 @@ impl Metrics {
     /// Counts a handshake cut by its deadline in OpenSSL state `state` (`SSL_state_string`).
     pub fn count_handshake_timeout(&self, state: &'static str) {
         count_label(&self.handshake_timeouts, state);
+    }
+
+    /// Counts a failed handshake (besides `handshakes_total{result="failed"}`) by `reason`.
+    pub fn count_handshake_failure(&self, reason: &'static str) {
+        count_label(&self.handshake_failures, reason);
     }
 
     pub fn count_block(&self, limit: &'static str) {
@@ -210,6 +217,12 @@ impl Metrics {
                 "TLS handshakes cut by their deadline, by OpenSSL's state at the cut (PINIT: no complete ClientHello yet; TED: the server answered, the client's Finished is missing).",
                 "state",
                 &self.handshake_timeouts,
+            ),
+            (
+                "ktls_proxy_tls_handshake_failures_total",
+                "TLS handshakes that failed, by reason (unknown_server_name: no vhost has the name the client asked for; not_tls: the client spoke something else; protocol_version, no_shared_cipher, peer_alert: the client refused ours, peer_closed, other).",
+                "reason",
+                &self.handshake_failures,
             ),
         ] {
             text.counter(name, help, labeled(key, counts));

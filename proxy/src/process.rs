@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use config::PidFile;
-
+use crate::pid_file::PidFileGuard;
 use rustix::process::{getppid, kill_process, set_parent_process_death_signal, Pid, Signal};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
@@ -54,7 +53,7 @@ pub fn stop_with_supervisor() -> Result<(), String> {
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Starts `count` children running `proxy -c CONFIG` and supervises them until they exit.
-pub fn supervise(config_path: &Path, count: u32, pid: &PidFile) -> Result<(), String> {
+pub fn supervise(config_path: &Path, count: u32, pid_file: &PidFileGuard) -> Result<(), String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the proxy executable: {e}"))?;
     // Handlers before children: a signal early in the start must not kill the supervisor.
@@ -90,7 +89,7 @@ pub fn supervise(config_path: &Path, count: u32, pid: &PidFile) -> Result<(), St
         return Err(e);
     }
     drop(readiness);
-    let _pid_file = crate::service::write_pid_file(pid).map_err(|e| e.to_string())?;
+    pid_file.publish().map_err(|e| e.to_string())?;
     crate::service::notify(&format!(
         "READY=1\nMAINPID={}\nSTATUS=supervising {count} worker processes",
         std::process::id()

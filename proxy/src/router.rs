@@ -17,6 +17,8 @@ pub trait RequestView {
     /// Host from an absolute URI, else the Host header; empty if none.
     fn host(&self) -> &[u8];
     fn method(&self) -> &[u8];
+    /// `http` or `https`: the client's connection, for `scheme ==` conditions.
+    fn scheme(&self) -> &[u8];
     /// Calls `f` with the value of each field named `name` (case-insensitive), in order,
     /// until it returns true; returns whether it did. Every field is seen: a rule must not
     /// be bypassed by sending a second field of the same name.
@@ -63,6 +65,7 @@ enum Subject {
     Cookie(Vec<u8>),
     Method,
     Mark,
+    Scheme,
 }
 
 struct Cond {
@@ -144,6 +147,7 @@ impl Router {
                             Field::Cookie(n) => Subject::Cookie(n.as_bytes().to_vec()),
                             Field::Method => Subject::Method,
                             Field::Mark => Subject::Mark,
+                            Field::Scheme => Subject::Scheme,
                         },
                         negate: c.negate,
                         matcher: match &c.pattern {
@@ -219,6 +223,7 @@ impl Cond {
             Subject::Uri => self.matches_value(req.uri()),
             Subject::Host => self.matches_value(req.host()),
             Subject::Method => self.matches_value(req.method()),
+            Subject::Scheme => self.matches_value(req.scheme()),
             Subject::Header(name) => req.any_header(name, &mut |v| self.matches_value(v)),
             Subject::Cookie(name) => req.any_header("cookie", &mut |c| {
                 cookie_values(c, name).any(|v| self.matches_value(v))
@@ -275,6 +280,7 @@ mod tests {
         uri: &'static str,
         host: &'static str,
         method: &'static str,
+        scheme: &'static str,
         headers: Vec<(&'static str, &'static str)>,
     }
 
@@ -287,6 +293,9 @@ mod tests {
         }
         fn method(&self) -> &[u8] {
             self.method.as_bytes()
+        }
+        fn scheme(&self) -> &[u8] {
+            self.scheme.as_bytes()
         }
         fn any_header(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
             self.headers
@@ -301,6 +310,7 @@ mod tests {
             uri,
             host,
             method: "GET",
+            scheme: "http",
             headers: vec![],
         }
     }
@@ -430,5 +440,27 @@ mod tests {
             router.route(&req("/", "A")),
             Route::Vhost { vhost: 1, .. }
         ));
+    }
+
+    #[test]
+    fn scheme_conditions_see_the_clients_connection() {
+        let text = r#"
+            srv_group default { server 127.0.0.1:8000; }
+            vhost site { proxy_pass default; }
+            http_chain {
+                scheme == "http" -> 301 = https://$host$request_uri;
+                -> site;
+            }
+        "#;
+        let loaded =
+            config::parse_str("t.conf", text, std::path::Path::new("/")).expect("config loads");
+        let router = Router::new(&loaded.config).expect("router");
+        assert!(matches!(
+            router.route(&req("/a?b", "site")),
+            Route::Redirect { status: 301, .. }
+        ));
+        let mut tls = req("/a?b", "site");
+        tls.scheme = "https";
+        assert!(matches!(router.route(&tls), Route::Vhost { vhost: 1, .. }));
     }
 }

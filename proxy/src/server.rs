@@ -71,8 +71,14 @@ pub fn bind(addr: SocketAddr, tls: bool) -> Result<std::net::TcpListener, ServeE
     Ok(socket.into())
 }
 
-/// Serves until stopped. `config_path` is re-read on SIGHUP.
-pub fn serve(config_path: &Path, runtime: Arc<Runtime>) -> Result<(), ServeError> {
+/// Serves until stopped. `config_path` is re-read on SIGHUP. `pid_file` is the claim on
+/// the configuration's pid file (none in a child of `worker_processes`: its supervisor
+/// holds it).
+pub fn serve(
+    config_path: &Path,
+    runtime: Arc<Runtime>,
+    pid_file: Option<&crate::pid_file::PidFileGuard>,
+) -> Result<(), ServeError> {
     let threads = runtime
         .config
         .worker_threads
@@ -100,15 +106,11 @@ pub fn serve(config_path: &Path, runtime: Arc<Runtime>) -> Result<(), ServeError
     let signals = Signals::new([SIGHUP, SIGTERM, SIGQUIT, SIGINT, SIGUSR1])
         .map_err(|e| ServeError::Setup(format!("cannot install signal handlers: {e}")))?;
     crate::access_log::open_all(&runtime.config.access_log);
-    // With `worker_processes`, the supervising process owns the pid file.
-    let _pid_file = if crate::process::is_child() {
-        None
-    } else {
-        Some(
-            crate::service::write_pid_file(&runtime.config.pid)
-                .map_err(|e| ServeError::Setup(e.to_string()))?,
-        )
-    };
+    if let Some(pid_file) = pid_file {
+        pid_file
+            .publish()
+            .map_err(|e| ServeError::Setup(e.to_string()))?;
+    }
     crate::info!(
         "serving with {threads} worker thread(s), pid {}",
         std::process::id()
@@ -147,14 +149,22 @@ fn bind_all(runtime: &Runtime, threads: usize) -> Result<Vec<Vec<WorkerListener>
         per_worker.push(set);
     }
     for l in &listeners {
-        let proto = if l.is_tls() {
-            "https (TLS 1.2/1.3, ALPN http/1.1)"
-        } else {
-            "http"
-        };
-        crate::info!("listening on {} {proto}", l.addr);
+        crate::info!("listening on {} {}", l.addr, describe_listener(l));
     }
     Ok(per_worker)
+}
+
+/// What a listener serves, for its startup line: the ALPN protocols a TLS listener really
+/// offers, or the cleartext protocol.
+fn describe_listener(l: &config::Listener) -> String {
+    if l.is_tls() {
+        let alpn = crate::alpn::Alpn::of(&l.protos);
+        format!("https (TLS 1.2/1.3, ALPN {})", alpn.offered())
+    } else if l.protos.contains(&config::Proto::H2c) {
+        "h2c (HTTP/2 by prior knowledge)".to_string()
+    } else {
+        "http (HTTP/1.1)".to_string()
+    }
 }
 
 /// The statistics endpoint: with `worker_processes`, the first process serves the statistics

@@ -21,6 +21,8 @@ pub enum ServiceError {
     NoPidFile,
     /// `proxy -s`: the signal could not be delivered.
     Signal { pid: i32, reason: io::Error },
+    /// A live instance holds the pid file of this configuration.
+    AlreadyRunning { path: PathBuf, pid: Option<i32> },
 }
 
 impl std::fmt::Display for ServiceError {
@@ -48,55 +50,21 @@ impl std::fmt::Display for ServiceError {
                 f,
                 "cannot signal process {pid}: {reason} (a stale pid file? a process of another user?)"
             ),
-        }
-    }
-}
-
-/// The pid file this process wrote; removed on drop if it still names this process.
-#[derive(Debug)]
-pub struct PidFileGuard {
-    path: Option<PathBuf>,
-}
-
-/// Writes this process's id where `pid` says. Without a `pid` directive a file that cannot
-/// be written (no permission on /run) is only a warning, so unprivileged runs still work.
-pub fn write_pid_file(pid: &PidFile) -> Result<PidFileGuard, ServiceError> {
-    let Some(path) = pid.path() else {
-        return Ok(PidFileGuard { path: None });
-    };
-    // Written whole to a temporary name and renamed, so a reader never sees half a number.
-    let tmp = path.with_extension("pid.tmp");
-    let written =
-        fs::write(&tmp, format!("{}\n", std::process::id())).and_then(|()| fs::rename(&tmp, &path));
-    match (written, pid) {
-        (Ok(()), _) => Ok(PidFileGuard { path: Some(path) }),
-        (Err(reason), PidFile::Default) => {
-            let _ = fs::remove_file(&tmp);
-            crate::warn!(
-                "no pid file ({}: {reason}); `proxy -s` needs one: set `pid PATH;`",
+            ServiceError::AlreadyRunning { path, pid } => write!(
+                f,
+                "another instance{} is running with this configuration (its pid file {} is locked); \
+                 not starting beside it: stop it first (`proxy -s quit -c CONFIG`), or start with \
+                 --upgrade to take over from it (a hot binary upgrade: start the new binary with \
+                 --upgrade, then `proxy -s quit` the old one)",
+                pid.map_or_else(String::new, |p| format!(" (pid {p})")),
                 path.display()
-            );
-            Ok(PidFileGuard { path: None })
-        }
-        (Err(reason), _) => {
-            let _ = fs::remove_file(&tmp);
-            Err(ServiceError::WritePid { path, reason })
+            ),
         }
     }
 }
 
-impl Drop for PidFileGuard {
-    fn drop(&mut self) {
-        if let Some(path) = &self.path {
-            // Another instance may have taken the file over since; leave its file alone.
-            if read_pid(path).ok() == Some(std::process::id() as i32) {
-                let _ = fs::remove_file(path);
-            }
-        }
-    }
-}
-
-fn read_pid(path: &Path) -> Result<i32, ServiceError> {
+/// The process id in the pid file at `path`.
+pub(crate) fn read_pid(path: &Path) -> Result<i32, ServiceError> {
     let text = fs::read_to_string(path).map_err(|reason| ServiceError::ReadPid {
         path: path.to_path_buf(),
         reason,
@@ -136,9 +104,10 @@ impl Command {
     }
 }
 
-/// Sends `command` to the process named by the pid file of `pid`; returns its id.
-pub fn send(pid: &PidFile, command: Command) -> Result<i32, ServiceError> {
-    let path = pid.path().ok_or(ServiceError::NoPidFile)?;
+/// Sends `command` to the process named by the pid file of `pid` for the configuration at
+/// `config`; returns its id.
+pub fn send(pid: &PidFile, config: &Path, command: Command) -> Result<i32, ServiceError> {
+    let path = pid.path_for(config).ok_or(ServiceError::NoPidFile)?;
     let id = read_pid(&path)?;
     let target = rustix::process::Pid::from_raw(id).ok_or(ServiceError::BadPid { path })?;
     rustix::process::kill_process(target, command.signal()).map_err(|e| ServiceError::Signal {
@@ -198,19 +167,5 @@ mod tests {
         let n = receiver.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"READY=1\nMAINPID=7");
         let _ = fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn pid_file_is_written_and_removed() {
-        let path = std::env::temp_dir().join(format!("ktls-pid-{}.pid", std::process::id()));
-        let guard = write_pid_file(&PidFile::Path(path.clone())).unwrap();
-        assert_eq!(read_pid(&path).unwrap(), std::process::id() as i32);
-        drop(guard);
-        assert!(!path.exists());
-        let missing = PidFile::Path("/nonexistent-dir/x.pid".into());
-        assert!(matches!(
-            write_pid_file(&missing),
-            Err(ServiceError::WritePid { .. })
-        ));
     }
 }

@@ -110,6 +110,9 @@ pub fn build(config: &Config) -> Result<Option<TlsContexts>, Vec<TlsSetupError>>
     else {
         return Ok(None);
     };
+    for warning in crate::tls_names::unmatched_vhosts(config, &start_vhost.name) {
+        crate::warn!("{warning}");
+    }
     let sni = SniPolicy {
         by_name: Arc::new(by_name),
         match_any: config.tls.match_any_server_name,
@@ -241,6 +244,11 @@ fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) {
             Some(ctx) => ssl.set_ssl_context(ctx).map_err(|_| SniError::ALERT_FATAL),
             None if policy.match_any => Ok(()),
             None => {
+                // Kept for the worker's log line and counter (`handshake_failure.rs`).
+                crate::handshake_failure::note_refused_name(
+                    ssl,
+                    requested.as_deref().unwrap_or(""),
+                );
                 *alert = SslAlert::UNRECOGNIZED_NAME;
                 Err(SniError::ALERT_FATAL)
             }

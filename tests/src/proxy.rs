@@ -46,6 +46,28 @@ impl Proxy {
     }
 }
 
+/// Where a proxy without a `pid` directive writes its pid file (a file per configuration).
+const DEFAULT_PID_DIR: &str = "/run";
+
+impl Drop for Proxy {
+    /// A proxy killed at the end of a test leaves its pid file behind (a file per
+    /// configuration, and each test has its own): removed here, when it names this process.
+    fn drop(&mut self) {
+        let pid = self.proc.pid().to_string();
+        let Ok(entries) = std::fs::read_dir(DEFAULT_PID_DIR) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let ours = name.to_string_lossy().starts_with("ktls-proxy-")
+                && std::fs::read_to_string(entry.path()).is_ok_and(|t| t.trim() == pid);
+            if ours {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
 /// Ports and certificate for a typical test: plain HTTP and HTTPS listeners on loopback.
 pub struct Setup {
     pub dir: TempDir,

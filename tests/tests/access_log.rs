@@ -1,7 +1,8 @@
 //! The access log tells the truth about every way an exchange ends: a relayed response, a
 //! cache hit, a 304 from the cache, a stale answer instead of an origin error, PURGE, a
 //! redirect, an `http_chain` block and a frang block each log the status and body size the
-//! client actually received.
+//! client actually received. Each line also says when it ended, how long it took, which
+//! server answered and what the cache did (issue 36 item 6), in both layouts.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -182,4 +183,112 @@ fn a_dropped_request_is_logged_with_no_status() {
         ("GET /blocked HTTP/1.1", 0, 0)
     );
     assert_eq!(origin.total_requests(), 0);
+}
+
+/// The origin of the time, upstream and cache tests: `/slow` takes 300 ms and is not
+/// storable, everything else is cacheable.
+fn timed_origin() -> Origin {
+    Origin::start(|r| match r.path() {
+        "/slow" => Response::ok("slow")
+            .header("Cache-Control", "no-store")
+            .delay(Duration::from_millis(300)),
+        _ => Response::ok("twelve bytes").header("Cache-Control", "max-age=600"),
+    })
+}
+
+#[test]
+fn the_tempesta_line_says_when_how_long_which_upstream_and_what_the_cache_did() {
+    let origin = timed_origin();
+    let site = start(&origin, "block_action attack reply;");
+    let before = std::time::SystemTime::now();
+    for (method, path) in [
+        ("GET", "/page"),
+        ("GET", "/page"),
+        ("GET", "/slow"),
+        ("POST", "/page"),
+        ("GET", "/old"),
+    ] {
+        let extra = if method == "POST" {
+            "Content-Length: 0\r\n"
+        } else {
+            ""
+        };
+        assert!(send(site.http, method, path, extra).0 > 0);
+    }
+    let logged = lines(&site.log, 5);
+    assert_eq!(logged.len(), 5, "{logged:#?}");
+    let origin_addr = origin.addr().to_string();
+    let expected = [
+        (origin_addr.as_str(), "miss"),
+        ("-", "hit"),
+        (origin_addr.as_str(), "miss"),
+        (origin_addr.as_str(), "pass"),
+        ("-", "-"),
+    ];
+    for (line, (upstream, cache)) in logged.iter().zip(expected) {
+        // The time first: RFC 3339, UTC, not before the requests were sent.
+        let time = line.split_whitespace().next().unwrap_or("");
+        assert!(time.len() == 20 && time.ends_with('Z'), "{line}");
+        let earliest = e2e_utc(before);
+        assert!(
+            time >= earliest.as_str(),
+            "{time} before {earliest}: {line}"
+        );
+        let tail = line.rsplit('"').next().unwrap_or("");
+        let fields: Vec<&str> = tail.split_whitespace().collect();
+        assert_eq!(
+            fields.get(1..),
+            Some(&[&*format!("upstream={upstream}"), &*format!("cache={cache}")][..]),
+            "{line}"
+        );
+        let rt: f64 = fields
+            .first()
+            .and_then(|f| f.strip_prefix("rt="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0);
+        assert!(rt >= 0.0, "{line}");
+        if line.contains("/slow") {
+            assert!(rt >= 0.3, "the origin took 300 ms: {line}");
+        }
+    }
+}
+
+#[test]
+fn the_json_line_carries_the_same_fields() {
+    let origin = timed_origin();
+    let site = start(
+        &origin,
+        "block_action attack reply;\naccess_log_format json;",
+    );
+    assert_eq!(send(site.http, "GET", "/slow", "").0, 200);
+    assert_eq!(send(site.http, "GET", "/page", "").0, 200);
+    assert_eq!(send(site.http, "GET", "/page", "").0, 200);
+    let logged = lines(&site.log, 3);
+    let parsed: Vec<serde_json::Value> = logged
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(parsed.len(), 3, "{logged:#?}");
+    assert!(
+        parsed[0]["request_time"].as_f64().unwrap_or(0.0) >= 0.3,
+        "{}",
+        logged[0]
+    );
+    assert_eq!(parsed[0]["upstream"], origin.addr().to_string());
+    assert_eq!(parsed[0]["cache"], "miss");
+    assert_eq!(parsed[2]["cache"], "hit", "{}", logged[2]);
+    assert_eq!(parsed[2]["upstream"], serde_json::Value::Null);
+    assert!(parsed[2]["time"].as_str().is_some_and(|t| t.ends_with('Z')));
+}
+
+/// `SystemTime` as the log writes it (RFC 3339 UTC, seconds): compared as text.
+fn e2e_utc(time: std::time::SystemTime) -> String {
+    let secs = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let out = std::process::Command::new("date")
+        .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .expect("date");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }

@@ -132,6 +132,19 @@ fn alpn_chooses_the_protocol_each_listener_serves() {
     );
     let (_, v, status, _) = curl(site.h2c, "http", "/", &["--http2-prior-knowledge"]);
     assert_eq!((v.as_str(), status), ("2", 200), "h2c by prior knowledge");
+    // The startup lines name what each listener was just seen to offer (issue 36 item 9).
+    let logs = site.proxy.proc.logs();
+    for (addr, what) in [
+        (site.both, "https (TLS 1.2/1.3, ALPN h2, http/1.1)"),
+        (site.h2_only, "https (TLS 1.2/1.3, ALPN h2)"),
+        (site.https, "https (TLS 1.2/1.3, ALPN http/1.1)"),
+        (site.h2c, "h2c (HTTP/2 by prior knowledge)"),
+    ] {
+        assert!(
+            logs.contains(&format!("listening on {addr} {what}\n")),
+            "{addr}: {what}\n{logs}"
+        );
+    }
     drop(site.proxy);
 }
 

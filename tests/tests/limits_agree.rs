@@ -1,10 +1,10 @@
 //! Issue 12 item 11 through the real binary: the proxy never forwards a head that a peer
 //! enforcing the same limits would refuse (here `http_header_cnt 100`, the HTTP/1 parser's
-//! default field count). A request at the limit would leave with X-Forwarded-For and Via on
-//! top (101 fields): refused with 431 and never sent upstream. A response at the limit would
+//! default field count). A request at the limit would leave with X-Forwarded-For,
+//! X-Forwarded-Proto and Via on top (102 fields): refused with 431 and never sent upstream. A response at the limit would
 //! reach the client with the proxy's Connection field on top (101 fields): answered with 502
 //! instead. A smaller frang limit only restricts what the client sends (frang.rs tests that). One field less on each
-//! side goes through, and what arrives parses with the same parser and limits.
+//! side goes through (two on the request side), and what arrives parses with the same parser and limits.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -63,7 +63,7 @@ fn request_at_the_limit_is_refused_rather_than_forwarded_over_it() {
     let proxy = setup.start(&conf);
 
     // Host + 98 + Connection = 100 fields: the proxy's own parser accepts it, but forwarded it
-    // would have 101 (Connection is dropped, X-Forwarded-For and Via added).
+    // would have 102 (Connection is dropped, X-Forwarded-For, X-Forwarded-Proto and Via added).
     let at_limit = request_with_fields(LIMIT - 2);
     assert!(http1::parse_request(&at_limit, &peer_limits()).is_ok_and(|r| r.is_some()));
     let response = exchange(addr, &at_limit);
@@ -88,14 +88,16 @@ fn request_at_the_limit_is_refused_rather_than_forwarded_over_it() {
         proxy.proc.logs()
     );
 
-    // One field less: forwarded with exactly the limit (Host, 97, X-Forwarded-For, Via).
-    let fits = request_with_fields(LIMIT - 3);
+    // Two fields less: forwarded with exactly the limit (Host, 96, X-Forwarded-For,
+    // X-Forwarded-Proto, Via).
+    let fits = request_with_fields(LIMIT - 4);
     let response = exchange(addr, &fits);
     assert_eq!(parse_as_peer(&response).map(|(s, _)| s), Ok(200));
     let received = origin.requests();
     assert_eq!(received.len(), 1);
     assert_eq!(received[0].headers.len(), LIMIT);
     assert!(received[0].header("via").is_some() && received[0].header("x-forwarded-for").is_some());
+    assert_eq!(received[0].header("x-forwarded-proto"), Some("http"));
 }
 
 #[test]

@@ -434,10 +434,22 @@ fn access_log_lines_follow_tempesta_format() {
         text = std::fs::read_to_string(&log).unwrap_or_default();
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The time first, then Tempesta's fields, then the proxy's (docs/OPERATIONS.md, Logs).
+    let line = text.trim_end();
+    let (time, rest) = line.split_once(' ').unwrap_or_default();
+    assert!(time.len() == 20 && time.ends_with('Z'), "time: {line:?}");
+    let (tempesta, ours) = rest.rsplit_once("\" ").unwrap_or_default();
     assert_eq!(
-        text.trim_end(),
-        "127.0.0.1 \"site\" \"GET /a/b?c=1 HTTP/1.1\" 200 6 \"http://r.test/\" \"agent/1.0\"",
+        tempesta,
+        "127.0.0.1 \"site\" \"GET /a/b?c=1 HTTP/1.1\" 200 6 \"http://r.test/\" \"agent/1.0",
         "access log: {text:?}"
+    );
+    let ours: Vec<&str> = ours.split(' ').collect();
+    assert!(ours[0].starts_with("rt=0."), "{line:?}");
+    assert_eq!(
+        ours[1..],
+        [&*format!("upstream={}", origin.addr()), "cache=-"],
+        "{line:?}"
     );
 }
 

@@ -307,18 +307,41 @@ fn field(c: &mut Checker<'_>, name: &str, pos: &Pos, arg: Option<(String, Pos)>)
         "host" => Field::Host,
         "method" => Field::Method,
         "mark" => Field::Mark,
+        "scheme" => Field::Scheme,
         "hdr" => Field::Header(arg),
         "cookie" => Field::Cookie(arg),
         other => {
-            let mut hint = "expected uri, host, hdr, cookie, method or mark".to_string();
-            if let Some(s) = did_you_mean(other, ["uri", "host", "hdr", "cookie", "method", "mark"])
-            {
+            let mut hint = "expected uri, host, hdr, cookie, method, mark or scheme".to_string();
+            let known = ["uri", "host", "hdr", "cookie", "method", "mark", "scheme"];
+            if let Some(s) = did_you_mean(other, known) {
                 hint = format!("did you mean `{s}`?");
             }
             c.error(pos, format!("unknown field `{other}`"), hint);
             return None;
         }
     })
+}
+
+/// `scheme == http|https`: the only two schemes a listener serves.
+fn scheme_pattern(c: &mut Checker<'_>, regex: bool, text: &str, pos: &Pos) -> Option<Pattern> {
+    if regex {
+        c.error(
+            pos,
+            "`scheme` cannot be matched with `~`",
+            "write `scheme == \"http\"` or `scheme == \"https\"`",
+        );
+        return None;
+    }
+    let scheme = text.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        c.error(
+            pos,
+            format!("`{text}` is not a scheme a listener serves"),
+            "expected http (a plain listener) or https (a TLS one)",
+        );
+        return None;
+    }
+    Some(Pattern::Exact(scheme))
 }
 
 fn pattern(
@@ -350,6 +373,7 @@ fn pattern(
                 }
             };
         }
+        Field::Scheme => return scheme_pattern(c, regex, text, pos),
         Field::Method => {
             if regex {
                 c.error(

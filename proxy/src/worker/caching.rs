@@ -14,6 +14,7 @@ use super::exchange::{ExchangeId, Stage};
 use super::h1::Reply;
 use super::request::FieldPairs;
 use super::Worker;
+use crate::access_log::CacheStatus;
 use crate::router::CacheOverride;
 use crate::runtime::CacheRt;
 
@@ -56,6 +57,18 @@ impl Found {
         fill: None,
         edits: None,
     });
+
+    /// What the access log says of it; `None` for PURGE and a wait (looked up again after).
+    fn cache_status(&self) -> Option<CacheStatus> {
+        match self {
+            Found::Hit(..) => Some(CacheStatus::Hit),
+            Found::StaleWhileRevalidate(..) => Some(CacheStatus::Stale),
+            Found::OnlyIfCachedMiss => Some(CacheStatus::Miss),
+            Found::Step(CacheStep::Forward { fill: None, .. }) => Some(CacheStatus::Pass),
+            Found::Step(CacheStep::Forward { fill: Some(_), .. }) => Some(CacheStatus::Miss),
+            Found::Purge | Found::Step(_) => None,
+        }
+    }
 }
 
 impl Worker {
@@ -73,7 +86,17 @@ impl Worker {
         };
         let keep_alive = ex.keep_alive;
         let has_body = ex.request.has_body();
-        match self.lookup(id, rt_cache, vhost, overrides) {
+        // An unsafe method is forwarded with a fill that only invalidates: a pass.
+        let unsafe_method = cache::is_unsafe_method(ex.request.cache_method());
+        let found = self.lookup(id, rt_cache, vhost, overrides);
+        let status = match found.cache_status() {
+            Some(_) if unsafe_method => Some(CacheStatus::Pass),
+            status => status,
+        };
+        if let Some(status) = status {
+            self.log_cache_status(id, status);
+        }
+        match found {
             Found::Step(step) => step,
             Found::Purge => {
                 self.purge(id, rt_cache, vhost);

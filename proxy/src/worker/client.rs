@@ -223,9 +223,9 @@ impl Worker {
         match session.handshake(c.sock.as_fd()) {
             Ok(Progress::Done) => {}
             Ok(Progress::WantRead | Progress::WantWrite) => return self.handshake_waits(ci),
-            Err(_) => {
-                bump(&self.shared.metrics.handshakes_failed);
+            Err(e) => {
                 let ip = c.peer.ip();
+                crate::handshake_failure::report(&self.shared.metrics, ip, session.ssl(), &e);
                 let _ = self.rt.frang.on_tls_incomplete(ip, Instant::now());
                 self.close_client(ci, CloseReason::HandshakeError);
                 return false;
@@ -409,7 +409,7 @@ impl Worker {
         }
         if idle {
             self.bufs.release_if_empty(&mut c.rbuf);
-            if self.draining.is_some() {
+            if self.last_call_over() {
                 self.close_client(ci, CloseReason::Shutdown);
             }
         }

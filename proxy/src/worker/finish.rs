@@ -13,7 +13,7 @@ use super::exchange::{ExchangeId, Forward, Stage};
 use super::h1::{self, Reply, ReplyTo};
 use super::lifecycle::UpstreamEnd;
 use super::{client_token, Worker};
-use crate::access_log::RequestRecord as AccessRecord;
+use crate::access_log::{CacheStatus, RequestRecord as AccessRecord};
 use crate::close_reason::CloseReason;
 
 /// How an exchange ended.
@@ -349,6 +349,13 @@ impl Worker {
         }
     }
 
+    /// Notes in exchange `id`'s access log record (when the log is on) what the cache did.
+    pub(super) fn log_cache_status(&mut self, id: ExchangeId, status: CacheStatus) {
+        if let Some(log) = self.exchanges.get_mut(id).and_then(|ex| ex.log.as_mut()) {
+            log.cache = Some(status);
+        }
+    }
+
     /// The name of vhost `vhost` for logs; `-` when the request was not routed to one.
     pub(super) fn vhost_name(&self, vhost: Option<usize>) -> &str {
         vhost
@@ -370,6 +377,7 @@ impl Worker {
             status,
             bytes,
             time: std::time::SystemTime::now(),
+            duration: request.started.elapsed(),
         };
         crate::access_log::write(&self.rt.config.access_log, &entry);
     }

@@ -148,6 +148,7 @@ impl Worker {
             request.bytes(),
             &Forwarding {
                 forwarded_for: peer.map(|_| ip_text.get(..ip_len).unwrap_or(&[])),
+                forwarded_proto: Some(request.scheme().as_str().as_bytes()),
                 via: Some(v.via.as_deref().unwrap_or(b"ktls-proxy")),
                 edits,
                 framing: request.framing(),
@@ -217,6 +218,7 @@ impl Worker {
         };
         u.exchange = Some(id);
         u.out.push(&forward.head);
+        let server = u.addr;
         if !forward.replayable {
             forward.head = Vec::new();
         }
@@ -231,6 +233,9 @@ impl Worker {
             .get(forward.group)
             .map_or(Duration::from_secs(60), |g| g.forward_timeout);
         if let Some(ex) = self.exchanges.get_mut(id) {
+            if let Some(log) = ex.log.as_mut() {
+                log.upstream = Some(server);
+            }
             ex.send(forward);
         }
         if !connecting {
@@ -251,6 +256,7 @@ impl Worker {
         let close = !ex.keep_alive;
         if let Some(entry) = forward.fill.as_mut().and_then(|f| f.stale_instead(status)) {
             // The connection that failed is closed already.
+            self.log_cache_status(id, crate::access_log::CacheStatus::Stale);
             return self.answer_stored(id, forward, &entry, None);
         }
         let (status, bytes) = self.write_reply(id, &Reply::Status(status), close);

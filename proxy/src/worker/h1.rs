@@ -402,6 +402,7 @@ pub fn write_switching_protocols(
         input,
         &Forwarding {
             forwarded_for: None,
+            forwarded_proto: None,
             via: None,
             edits,
             framing: BodyFraming::None,
@@ -446,6 +447,7 @@ pub fn render_response_head(
         input,
         &Forwarding {
             forwarded_for: None,
+            forwarded_proto: None,
             via: None,
             edits,
             framing,

@@ -170,7 +170,10 @@ pub struct Worker {
     dirty: VecDeque<Token>,
     /// How often each client was driven this turn; the ones deferred to the next.
     fair: fairness::FairTurns,
+    /// Since when a graceful stop drains this worker.
     draining: Option<Instant>,
+    /// The idle HTTP/1 connections were closed once the drain's last call was over.
+    drain_idle_closed: bool,
     date: crate::date::DateCache,
     /// Reused for serialising heads, so forwarding allocates nothing per request.
     scratch: Vec<u8>,
@@ -189,6 +192,16 @@ pub struct Worker {
 
 /// How long a graceful stop waits for in-flight requests.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A graceful stop's last call: for this long an idle HTTP/1 keep-alive connection stays
+/// open, and a request it brings is answered with `Connection: close`. Closing it at once
+/// would lose a request the client sent just before the close reached it (it cannot tell
+/// that request was never read, and nothing says it may be retried unless idempotent); the
+/// clients of a busy connection send their next request well within this.
+const DRAIN_LAST_CALL: Duration = Duration::from_millis(500);
+
+/// The longest a draining worker sleeps, so that the last call ends on time.
+const DRAIN_POLL: Duration = Duration::from_millis(50);
 
 impl Worker {
     pub fn new(
@@ -218,6 +231,7 @@ impl Worker {
             dirty: VecDeque::new(),
             fair: fairness::FairTurns::default(),
             draining: None,
+            drain_idle_closed: false,
             waker: waker.clone(),
             inbox: caching::Inbox::default(),
             next_client_id: 0,
@@ -248,6 +262,10 @@ impl Worker {
     /// tests step the loop with it, with a short cap.
     fn turn(&mut self, events: &mut Events, cap: Option<Duration>) -> bool {
         let now = Instant::now();
+        let cap = match self.draining {
+            Some(_) => Some(cap.map_or(DRAIN_POLL, |c| c.min(DRAIN_POLL))),
+            None => cap,
+        };
         let timeout = self
             .timers
             .next_timeout(now)
@@ -298,6 +316,10 @@ impl Worker {
             self.start_drain();
         }
         if let Some(since) = self.draining {
+            if !self.drain_idle_closed && self.last_call_over() {
+                self.drain_idle_closed = true;
+                self.close_idle_h1();
+            }
             if self.clients.is_empty() || since.elapsed() > DRAIN_TIMEOUT {
                 return false;
             }
@@ -491,6 +513,25 @@ impl Worker {
             let _ = self.poll.registry().deregister(&mut l.socket);
         }
         self.listeners.clear();
+        // Every HTTP/1 response from now on says `Connection: close` (`route` does the same
+        // for requests that arrive during the last call).
+        for ex in self.exchanges.iter_mut() {
+            ex.keep_alive = false;
+        }
+        // A tunnel has no request to finish: it would only hold the stop for its timeout.
+        for ci in self.tunnel_clients() {
+            self.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::Shutdown);
+        }
+        self.go_away_all();
+    }
+
+    /// Whether a graceful stop's last call is over: idle HTTP/1 connections close.
+    fn last_call_over(&self) -> bool {
+        self.draining
+            .is_some_and(|since| since.elapsed() >= DRAIN_LAST_CALL)
+    }
+
+    fn close_idle_h1(&mut self) {
         let idle: Vec<usize> = self
             .clients
             .iter()
@@ -500,11 +541,6 @@ impl Worker {
         for ci in idle {
             self.close_client(ci, CloseReason::Shutdown);
         }
-        // A tunnel has no request to finish: it would only hold the stop for its timeout.
-        for ci in self.tunnel_clients() {
-            self.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::Shutdown);
-        }
-        self.go_away_all();
     }
 
     /// Tells every HTTP/2 client that no new stream will be served (GOAWAY with the last

@@ -167,6 +167,9 @@ impl RequestView for Request {
     fn method(&self) -> &[u8] {
         self.method_bytes()
     }
+    fn scheme(&self) -> &[u8] {
+        self.scheme.as_str().as_bytes()
+    }
     fn any_header(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
         self.fields()
             .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))

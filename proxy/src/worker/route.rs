@@ -126,7 +126,10 @@ impl Worker {
             self.frang_violation(ci, RefuseAt::Connection, &v);
             return;
         }
-        let keep_alive = request.keep_alive() && !rt.config.keepalive_timeout.is_zero();
+        // A graceful stop answers the requests of its last call with `Connection: close`.
+        let keep_alive = request.keep_alive()
+            && !rt.config.keepalive_timeout.is_zero()
+            && self.draining.is_none();
         let log = rt
             .config
             .access_log
@@ -310,5 +313,8 @@ pub(super) fn access_record(peer: std::net::SocketAddr, request: &Request) -> Bo
         version: request.version_label(),
         referer: request.header("referer").map(text),
         user_agent: request.header("user-agent").map(text),
+        started: std::time::Instant::now(),
+        upstream: None,
+        cache: None,
     })
 }

@@ -41,6 +41,8 @@ pub struct Upstream {
     pub sock: Socket,
     pub group: usize,
     pub server: usize,
+    /// The server's address (the access log's `upstream`).
+    pub addr: std::net::SocketAddr,
     pub phase: UpPhase,
     /// The exchange this connection serves.
     pub exchange: Option<super::exchange::ExchangeId>,
@@ -110,6 +112,7 @@ impl Worker {
             sock,
             group,
             server,
+            addr,
             phase,
             exchange: None,
             rbuf: None,
