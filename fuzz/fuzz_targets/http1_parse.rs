@@ -34,6 +34,7 @@ fn decode_body(framing: BodyFraming, input: &[u8], limits: &Limits) {
 const MANAGED: &[&[u8]] = &[
     b"host",
     b"x-forwarded-for",
+    b"x-forwarded-proto",
     b"via",
     b"te",
     b"trailer",
@@ -79,6 +80,7 @@ fn request_round_trip(message: &[u8], limits: &Limits, out: &mut Vec<u8>) {
     let edits = HeaderEdits::new();
     let fwd = Forwarding {
         forwarded_for: Some(b"192.0.2.1"),
+        forwarded_proto: Some(b"https"),
         via: Some(b"fuzz"),
         edits: &edits,
         framing: head.framing(),
@@ -105,6 +107,9 @@ fn request_round_trip(message: &[u8], limits: &Limits, out: &mut Vec<u8>) {
     );
     let forwarded_for = again.header(out, "x-forwarded-for").unwrap_or(b"");
     assert!(forwarded_for.ends_with(b"192.0.2.1"));
+    // The scheme is the connection's, once, whatever the client claimed.
+    let protos: Vec<&[u8]> = again.headers().get_all(out, "x-forwarded-proto").collect();
+    assert_eq!(protos, [&b"https"[..]]);
 }
 
 fn response_round_trip(message: &[u8], limits: &Limits, is_head: bool, out: &mut Vec<u8>) {
@@ -113,6 +118,7 @@ fn response_round_trip(message: &[u8], limits: &Limits, is_head: bool, out: &mut
     let edits = HeaderEdits::new();
     let fwd = Forwarding {
         forwarded_for: None,
+        forwarded_proto: None,
         via: Some(b"fuzz"),
         edits: &edits,
         framing: head.framing(),
