@@ -151,7 +151,7 @@ fn with_contexts<T>(
 }
 
 /// Tests: this thread's records go through EVP from now on (its contexts are dropped).
-#[cfg(test)]
+#[cfg(all(test, not(feature = "aws-lc")))]
 pub(crate) fn use_evp_on_this_thread() {
     CONTEXTS.with(|cell| {
         let mut c = cell.borrow_mut();

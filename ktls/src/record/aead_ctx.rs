@@ -1,8 +1,12 @@
 //! One AEAD context for one cipher, through the provider's functions where the provider
 //! offers them all ([`provider`]) and through OpenSSL's EVP layer otherwise: the same steps
 //! (key, nonce, AAD, data, tag) either way, so `aead` does not care which.
+//!
+//! AWS-LC has no providers: there every context is an EVP one (`Backend::Provider` finds no
+//! dispatch table and stays on EVP).
 
 use std::os::raw::c_int;
+#[cfg(not(feature = "aws-lc"))]
 use std::sync::OnceLock;
 
 use foreign_types::ForeignTypeRef;
@@ -13,6 +17,7 @@ use openssl_sys as ffi;
 
 use super::aead::TAG_LEN;
 use super::keys::NONCE_LEN;
+#[cfg(not(feature = "aws-lc"))]
 use super::provider::{self, Dispatch, ProviderCtx};
 use crate::kernel::KernelCipher;
 
@@ -22,6 +27,7 @@ pub(crate) enum Backend {
     /// The provider's functions where the cipher's table has them all, EVP otherwise.
     Provider,
     /// Always EVP (the one-time check and the tests compare the two).
+    #[cfg_attr(feature = "aws-lc", allow(dead_code))]
     Evp,
 }
 
@@ -32,24 +38,29 @@ pub(crate) struct AeadCtx {
 }
 
 enum Inner {
+    #[cfg(not(feature = "aws-lc"))]
     Provider(ProviderCtx),
     /// `keyed_once`: the cipher was given to the context (at its first key); later keys
     /// pass none, which keeps it without a look-up.
-    Evp {
-        ctx: CipherCtx,
-        keyed_once: bool,
-    },
+    Evp { ctx: CipherCtx, keyed_once: bool },
 }
 
 impl AeadCtx {
     pub(crate) fn new(cipher: KernelCipher, backend: Backend) -> Result<AeadCtx, ErrorStack> {
+        #[cfg(not(feature = "aws-lc"))]
         let direct = match backend {
             Backend::Provider => direct(cipher),
             Backend::Evp => None,
         };
+        #[cfg(feature = "aws-lc")]
+        let direct: Option<()> = {
+            let _ = backend;
+            None
+        };
         let inner = match direct {
+            #[cfg(not(feature = "aws-lc"))]
             Some(dispatch) => Inner::Provider(ProviderCtx::new(dispatch)?),
-            None => Inner::Evp {
+            _ => Inner::Evp {
                 ctx: CipherCtx::new()?,
                 keyed_once: false,
             },
@@ -62,7 +73,7 @@ impl AeadCtx {
     }
 
     /// Whether the provider's functions are called directly.
-    #[cfg(test)]
+    #[cfg(all(test, not(feature = "aws-lc")))]
     pub(crate) fn is_direct(&self) -> bool {
         matches!(self.inner, Inner::Provider(_))
     }
@@ -70,6 +81,7 @@ impl AeadCtx {
     /// Keys the context for sealing (`seal`) or opening; no nonce yet.
     pub(crate) fn set_key(&mut self, seal: bool, key: &[u8]) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.init(seal, Some(key), None),
             Inner::Evp { ctx, keyed_once } => {
                 let cipher = (!*keyed_once).then(|| openssl_cipher(self.cipher));
@@ -91,6 +103,7 @@ impl AeadCtx {
         nonce: &[u8; NONCE_LEN],
     ) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.init(seal, None, Some(nonce)),
             Inner::Evp { ctx, .. } => evp_set_nonce(ctx, seal, nonce),
         }
@@ -98,6 +111,7 @@ impl AeadCtx {
 
     pub(crate) fn aad(&mut self, aad: &[u8]) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.aad(aad),
             Inner::Evp { ctx, .. } => ctx.cipher_update(aad, None).map(|_| ()),
         }
@@ -110,6 +124,7 @@ impl AeadCtx {
         out: &mut Vec<u8>,
     ) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.encrypt_append(input, out),
             Inner::Evp { ctx, .. } => evp_encrypt_append(ctx, input, out),
         }
@@ -119,6 +134,7 @@ impl AeadCtx {
     /// authenticated only by [`AeadCtx::finish_open`]).
     pub(crate) fn update_in_place(&mut self, data: &mut [u8]) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.update_in_place(data),
             Inner::Evp { ctx, .. } => {
                 let len = data.len();
@@ -130,6 +146,7 @@ impl AeadCtx {
     /// Ends a sealed record and writes its tag.
     pub(crate) fn finish_seal(&mut self, tag: &mut [u8; TAG_LEN]) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.finish_seal(tag),
             Inner::Evp { ctx, .. } => {
                 ctx.cipher_final(&mut [])?;
@@ -141,6 +158,7 @@ impl AeadCtx {
     /// Ends an opened record: an error unless `tag` (16 bytes) authenticates it.
     pub(crate) fn finish_open(&mut self, tag: &[u8]) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.finish_open(tag),
             Inner::Evp { ctx, .. } => {
                 if tag.len() != TAG_LEN {
@@ -231,8 +249,10 @@ struct Fetched {
     chacha20_poly1305: Cipher,
 }
 
+#[cfg_attr(feature = "aws-lc", allow(dead_code))]
 const NAMES: [&str; 3] = ["AES-128-GCM", "AES-256-GCM", "ChaCha20-Poly1305"];
 
+#[cfg_attr(feature = "aws-lc", allow(dead_code))]
 fn index(cipher: KernelCipher) -> usize {
     match cipher {
         KernelCipher::AesGcm128 => 0,
@@ -241,6 +261,13 @@ fn index(cipher: KernelCipher) -> usize {
     }
 }
 
+/// AWS-LC fetches nothing: its ciphers are plain static tables.
+#[cfg(feature = "aws-lc")]
+fn fetched() -> Option<&'static Fetched> {
+    None
+}
+
+#[cfg(not(feature = "aws-lc"))]
 fn fetched() -> Option<&'static Fetched> {
     static FETCHED: OnceLock<Option<Fetched>> = OnceLock::new();
     FETCHED
@@ -269,6 +296,7 @@ fn openssl_cipher(cipher: KernelCipher) -> &'static CipherRef {
 /// The provider functions of `cipher`, if its fetched implementation offers them all and
 /// sealing and opening a record through them gives what EVP gives (checked once per cipher
 /// and process).
+#[cfg(not(feature = "aws-lc"))]
 pub(crate) fn direct(cipher: KernelCipher) -> Option<&'static Dispatch> {
     static DIRECT: [OnceLock<Option<&'static Dispatch>>; 3] =
         [OnceLock::new(), OnceLock::new(), OnceLock::new()];
@@ -283,6 +311,7 @@ pub(crate) fn direct(cipher: KernelCipher) -> Option<&'static Dispatch> {
 
 /// Seals one record with a fixed key through `dispatch` and through EVP, and opens each
 /// with the other: the direct path is used only if the bytes are the same.
+#[cfg(not(feature = "aws-lc"))]
 fn agrees_with_evp(cipher: KernelCipher, dispatch: &'static Dispatch) -> bool {
     let key = [0x5a_u8; 32];
     let key = &key[..cipher.key_len()];
