@@ -120,8 +120,12 @@ pub type ClientHelloFn = dyn Fn(&mut SslRef) -> Result<(), ErrorStack> + Send + 
 
 /// Calls `callback` on every ClientHello the context receives, before anything else of it is
 /// processed (a session ticket included); [`crate::ossl::client_hello_server_name`] reads the
-/// server name there.
-pub fn set_client_hello_callback<F>(builder: &mut SslContextBuilder, callback: F)
+/// server name there. An error when the callback cannot be installed (AWS-LC: no ex_data
+/// slot to keep it in), so that a context never runs without it unnoticed.
+pub fn set_client_hello_callback<F>(
+    builder: &mut SslContextBuilder,
+    callback: F,
+) -> Result<(), ErrorStack>
 where
     F: Fn(&mut SslRef) -> Result<(), ErrorStack> + Send + Sync + 'static,
 {
@@ -133,10 +137,7 @@ where
     });
     #[cfg(feature = "aws-lc")]
     {
-        let Ok(index) = hello_index() else {
-            // No ex_data slot: the callback cannot be found later, so none is installed.
-            return;
-        };
+        let index = hello_index()?;
         let callback: Arc<ClientHelloFn> = Arc::new(callback);
         builder.set_ex_data(index, callback);
         // SAFETY: `builder` owns a live SSL_CTX; the setter only stores the function pointer
@@ -149,6 +150,7 @@ where
             )
         };
     }
+    Ok(())
 }
 
 /// The ex_data slot of an SSL_CTX that holds its ClientHello callback (AWS-LC).

@@ -176,7 +176,7 @@ fn vhost_context(
     b.set_alpn_select_callback(crate::alpn::select);
     set_tickets(&mut b, vhost).map_err(openssl_err)?;
     if let Some(policy) = sni {
-        choose_by_server_name(&mut b, policy);
+        choose_by_server_name(&mut b, policy).map_err(openssl_err)?;
     }
     Ok(b)
 }
@@ -208,7 +208,7 @@ fn set_tickets(b: &mut SslContextBuilder, vhost: &Vhost) -> Result<(), ErrorStac
 
 /// Switches a handshake to the context of the vhost its client names (ClientHello and SNI
 /// callbacks of the accept context).
-fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) {
+fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) -> Result<(), ErrorStack> {
     // The vhost's context is chosen from the ClientHello before anything else of it is
     // processed, so that a session ticket is decrypted with that vhost's keys only.
     let early = SniPolicy {
@@ -223,7 +223,7 @@ fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) {
             Some(ctx) => ssl.set_ssl_context(ctx),
             None => Ok(()),
         }
-    });
+    })?;
     b.set_servername_callback(move |ssl, alert| {
         let requested = ssl
             .servername(NameType::HOST_NAME)
@@ -238,6 +238,7 @@ fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) {
             }
         }
     });
+    Ok(())
 }
 
 fn load_pair(

@@ -2,9 +2,12 @@
 //! offers them all ([`provider`]) and through OpenSSL's EVP layer otherwise: the same steps
 //! (key, nonce, AAD, data, tag) either way, so `aead` does not care which.
 //!
-//! AWS-LC has no providers: there every context is an EVP one (`Backend::Provider` finds no
-//! dispatch table and stays on EVP).
+//! AWS-LC has no providers: there the direct path is its `EVP_AEAD` ([`evp_aead`]), which
+//! takes a whole record per call ([`AeadCtx::seal_whole`], [`AeadCtx::open_whole`]).
+//!
+//! [`evp_aead`]: super::evp_aead
 
+#[cfg(not(feature = "aws-lc"))]
 use std::os::raw::c_int;
 #[cfg(not(feature = "aws-lc"))]
 use std::sync::OnceLock;
@@ -16,6 +19,8 @@ use openssl::error::ErrorStack;
 use openssl_sys as ffi;
 
 use super::aead::TAG_LEN;
+#[cfg(feature = "aws-lc")]
+use super::evp_aead::AeadKey;
 use super::keys::NONCE_LEN;
 #[cfg(not(feature = "aws-lc"))]
 use super::provider::{self, Dispatch, ProviderCtx};
@@ -24,7 +29,8 @@ use crate::kernel::KernelCipher;
 /// Which OpenSSL interface a thread's contexts use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Backend {
-    /// The provider's functions where the cipher's table has them all, EVP otherwise.
+    /// The provider's functions where the cipher's table has them all, EVP otherwise;
+    /// AWS-LC's EVP_AEAD there.
     Provider,
     /// Always EVP (the one-time check and the tests compare the two).
     #[cfg_attr(feature = "aws-lc", allow(dead_code))]
@@ -40,6 +46,9 @@ pub(crate) struct AeadCtx {
 enum Inner {
     #[cfg(not(feature = "aws-lc"))]
     Provider(ProviderCtx),
+    /// AWS-LC's EVP_AEAD; `None` until keyed (and after a failed key).
+    #[cfg(feature = "aws-lc")]
+    Aead(Option<AeadKey>),
     /// `keyed_once`: the cipher was given to the context (at its first key); later keys
     /// pass none, which keeps it without a look-up.
     Evp { ctx: CipherCtx, keyed_once: bool },
@@ -53,14 +62,13 @@ impl AeadCtx {
             Backend::Evp => None,
         };
         #[cfg(feature = "aws-lc")]
-        let direct: Option<()> = {
-            let _ = backend;
-            None
-        };
+        let direct = (backend == Backend::Provider).then_some(());
         let inner = match direct {
             #[cfg(not(feature = "aws-lc"))]
             Some(dispatch) => Inner::Provider(ProviderCtx::new(dispatch)?),
-            _ => Inner::Evp {
+            #[cfg(feature = "aws-lc")]
+            Some(()) => Inner::Aead(None),
+            None => Inner::Evp {
                 ctx: CipherCtx::new()?,
                 keyed_once: false,
             },
@@ -72,10 +80,56 @@ impl AeadCtx {
         self.cipher
     }
 
-    /// Whether the provider's functions are called directly.
-    #[cfg(all(test, not(feature = "aws-lc")))]
+    /// Whether the provider's functions (AWS-LC: EVP_AEAD) are called directly.
+    #[cfg(test)]
     pub(crate) fn is_direct(&self) -> bool {
-        matches!(self.inner, Inner::Provider(_))
+        #[cfg(not(feature = "aws-lc"))]
+        return matches!(self.inner, Inner::Provider(_));
+        #[cfg(feature = "aws-lc")]
+        matches!(self.inner, Inner::Aead(_))
+    }
+
+    /// Seals a whole record in place: `data` (the plaintext, then the ciphertext) and its
+    /// tag, on a keyed context.
+    #[cfg(feature = "aws-lc")]
+    pub(crate) fn seal_whole(
+        &mut self,
+        nonce: &[u8; NONCE_LEN],
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &mut [u8; TAG_LEN],
+    ) -> Result<(), ErrorStack> {
+        if let Inner::Aead(key) = &self.inner {
+            return key
+                .as_ref()
+                .ok_or_else(ErrorStack::get)?
+                .seal_in_place(nonce, aad, data, tag);
+        }
+        self.set_nonce(true, nonce)?;
+        self.aad(aad)?;
+        self.update_in_place(data)?;
+        self.finish_seal(tag)
+    }
+
+    /// Opens a whole record in place: an error unless `tag` authenticates it.
+    #[cfg(feature = "aws-lc")]
+    pub(crate) fn open_whole(
+        &mut self,
+        nonce: &[u8; NONCE_LEN],
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), ErrorStack> {
+        if let Inner::Aead(key) = &self.inner {
+            return key
+                .as_ref()
+                .ok_or_else(ErrorStack::get)?
+                .open_in_place(nonce, aad, data, tag);
+        }
+        self.set_nonce(false, nonce)?;
+        self.aad(aad)?;
+        self.update_in_place(data)?;
+        self.finish_open(tag)
     }
 
     /// Keys the context for sealing (`seal`) or opening; no nonce yet.
@@ -83,6 +137,14 @@ impl AeadCtx {
         match &mut self.inner {
             #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.init(seal, Some(key), None),
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(slot) => {
+                // One context serves both directions' calls: `seal` needs no setting.
+                let _ = seal;
+                *slot = None;
+                *slot = Some(AeadKey::new(self.cipher, key)?);
+                Ok(())
+            }
             Inner::Evp { ctx, keyed_once } => {
                 let cipher = (!*keyed_once).then(|| openssl_cipher(self.cipher));
                 if seal {
@@ -105,6 +167,9 @@ impl AeadCtx {
         match &mut self.inner {
             #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.init(seal, None, Some(nonce)),
+            // EVP_AEAD takes whole records only (`seal_whole`, `open_whole`).
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(_) => Err(ErrorStack::get()),
             Inner::Evp { ctx, .. } => evp_set_nonce(ctx, seal, nonce),
         }
     }
@@ -113,11 +178,15 @@ impl AeadCtx {
         match &mut self.inner {
             #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.aad(aad),
+            // EVP_AEAD takes whole records only (`seal_whole`, `open_whole`).
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(_) => Err(ErrorStack::get()),
             Inner::Evp { ctx, .. } => ctx.cipher_update(aad, None).map(|_| ()),
         }
     }
 
     /// Encrypts `input` onto the end of `out`.
+    #[cfg(not(feature = "aws-lc"))]
     pub(crate) fn encrypt_append(
         &mut self,
         input: &[u8],
@@ -136,6 +205,9 @@ impl AeadCtx {
         match &mut self.inner {
             #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.update_in_place(data),
+            // EVP_AEAD takes whole records only (`seal_whole`, `open_whole`).
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(_) => Err(ErrorStack::get()),
             Inner::Evp { ctx, .. } => {
                 let len = data.len();
                 ctx.cipher_update_inplace(data, len).map(|_| ())
@@ -148,6 +220,9 @@ impl AeadCtx {
         match &mut self.inner {
             #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.finish_seal(tag),
+            // EVP_AEAD takes whole records only (`seal_whole`, `open_whole`).
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(_) => Err(ErrorStack::get()),
             Inner::Evp { ctx, .. } => {
                 ctx.cipher_final(&mut [])?;
                 ctx.tag(tag)
@@ -160,6 +235,9 @@ impl AeadCtx {
         match &mut self.inner {
             #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.finish_open(tag),
+            // EVP_AEAD takes whole records only (`seal_whole`, `open_whole`).
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(_) => Err(ErrorStack::get()),
             Inner::Evp { ctx, .. } => {
                 if tag.len() != TAG_LEN {
                     return Err(ErrorStack::get());
@@ -201,6 +279,7 @@ fn evp_set_nonce(
 }
 
 /// Encrypts `input` onto the end of `out` through `EVP_EncryptUpdate`.
+#[cfg(not(feature = "aws-lc"))]
 fn evp_encrypt_append(
     ctx: &CipherCtxRef,
     input: &[u8],

@@ -7,11 +7,12 @@
 
 mod aead;
 mod aead_ctx;
-// The provider path against the EVP path: on AWS-LC there is only EVP (the differential
-// tests in ktls/tests compare the record layer with AWS-LC's own records instead).
-#[cfg(all(test, not(feature = "aws-lc")))]
+// The direct path (OpenSSL's provider functions, AWS-LC's EVP_AEAD) against the EVP path.
+#[cfg(test)]
 mod aead_tests;
 pub mod error;
+#[cfg(feature = "aws-lc")]
+mod evp_aead;
 mod handover;
 mod keys;
 pub mod layer;
