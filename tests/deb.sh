@@ -66,7 +66,7 @@ if command -v systemd-analyze >/dev/null; then
     fi
 fi
 zcat "$r/usr/share/man/man1/proxy.1.gz" | grep -q '^\.TH proxy 1' || fail "proxy.1 is not a man page"
-"$r/usr/bin/proxy" --version | grep -q '^OpenSSL: ' || fail "proxy --version"
+"$r/usr/bin/proxy" --version | grep -q '^TLS library: ' || fail "proxy --version"
 
 # --- 3. the packaged binary and configuration, on loopback
 "$r/usr/share/ktls-proxy/make-cert" "$r/etc/ktls-proxy/certs" >/dev/null

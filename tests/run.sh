@@ -43,6 +43,8 @@ echo "== cargo build --release"
 cargo build --release --workspace --bins --quiet
 echo "== cargo test (unit and end-to-end, release build)"
 KTLS_PROXY_BIN_DIR="$PWD/target/release" cargo test --workspace --release --quiet
+echo "== AWS-LC build (the aws-lc feature): ktls and the TLS end-to-end tests"
+tests/aws-lc.sh
 echo "== Debian package (cargo deb, dpkg -x, the packaged binary and config; dpkg -i in CI)"
 tests/deb.sh
 # 40 s per target keeps CI under its 25-minute budget (five targets); the long run before a

@@ -142,12 +142,9 @@ fn main() -> ExitCode {
 fn context(version: SslVersion, cipher: &str) -> Result<SslContext, String> {
     let mut b = SslContextBuilder::new(SslMethod::tls_client()).map_err(|e| e.to_string())?;
     b.set_verify(SslVerifyMode::NONE);
-    b.set_min_proto_version(Some(version))
-        .map_err(|e| e.to_string())?;
-    b.set_max_proto_version(Some(version))
-        .map_err(|e| e.to_string())?;
+    ktls::settings::set_protocol_versions(&mut b, version, version).map_err(|e| e.to_string())?;
     if version == SslVersion::TLS1_3 {
-        b.set_ciphersuites(cipher).map_err(|e| e.to_string())?;
+        ktls::settings::set_tls13_ciphersuites(&mut b, cipher).map_err(|e| e.to_string())?;
     } else {
         b.set_cipher_list(cipher).map_err(|e| e.to_string())?;
     }
@@ -382,7 +379,7 @@ fn fetch_keepalive_close(report: &mut Report, ctx: &SslContext, s: &Suite) {
         .get_ref()
         .ssl()
         .current_cipher()
-        .and_then(|c| c.standard_name())
+        .and_then(ktls::settings::cipher_standard_name)
         .unwrap_or("?")
         .to_string();
     let started = Instant::now();

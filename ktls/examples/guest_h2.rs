@@ -65,10 +65,9 @@ fn connect(a: &Args) -> Result<SslStream<TcpStream>, String> {
     let e = |e: openssl::error::ErrorStack| e.to_string();
     let mut b = SslContextBuilder::new(SslMethod::tls_client()).map_err(e)?;
     b.set_verify(SslVerifyMode::NONE);
-    b.set_min_proto_version(Some(a.version)).map_err(e)?;
-    b.set_max_proto_version(Some(a.version)).map_err(e)?;
+    ktls::settings::set_protocol_versions(&mut b, a.version, a.version).map_err(e)?;
     if a.version == SslVersion::TLS1_3 {
-        b.set_ciphersuites(&a.cipher).map_err(e)?;
+        ktls::settings::set_tls13_ciphersuites(&mut b, &a.cipher).map_err(e)?;
     } else {
         b.set_cipher_list(&a.cipher).map_err(e)?;
     }

@@ -247,11 +247,9 @@ fn contexts(cipher: &str) -> Result<(SslContext, SslContext), String> {
     let mut client = SslContextBuilder::new(SslMethod::tls_client()).map_err(e)?;
     client.set_verify(SslVerifyMode::NONE);
     for b in [&mut server, &mut client] {
-        b.set_min_proto_version(Some(SslVersion::TLS1_3))
+        ktls::settings::set_protocol_versions(b, SslVersion::TLS1_3, SslVersion::TLS1_3)
             .map_err(e)?;
-        b.set_max_proto_version(Some(SslVersion::TLS1_3))
-            .map_err(e)?;
-        b.set_ciphersuites(cipher).map_err(e)?;
+        ktls::settings::set_tls13_ciphersuites(b, cipher).map_err(e)?;
     }
     Ok((server.build(), client.build()))
 }

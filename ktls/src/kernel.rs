@@ -286,6 +286,49 @@ fn check_len(ret: isize) -> io::Result<usize> {
 mod tests {
     use super::*;
 
+    /// The AWS-LC hand-over's kernel state: TLS 1.3 as `tls13`, TLS 1.2 AES-GCM with the
+    /// salt and the sequence number as explicit nonce, TLS 1.2 ChaCha20 with the whole IV.
+    #[test]
+    fn record_layer_keys_become_the_kernel_state_of_either_version() {
+        let iv: [u8; 12] = [1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0];
+        let key = [7u8; 16];
+        assert_eq!(
+            CryptoInfo::of_direction(TlsVersion::Tls13, KernelCipher::AesGcm128, &key, &iv, 3),
+            CryptoInfo::tls13(KernelCipher::AesGcm128, &key, &iv, 3)
+        );
+        let gcm12 =
+            CryptoInfo::of_direction(TlsVersion::Tls12, KernelCipher::AesGcm128, &key, &iv, 9)
+                .unwrap();
+        let CryptoInfo::AesGcm128 {
+            version,
+            salt,
+            iv: explicit,
+            rec_seq,
+            ..
+        } = gcm12
+        else {
+            panic!("{gcm12:?}");
+        };
+        assert_eq!(version, TlsVersion::Tls12);
+        assert_eq!(salt, [1, 2, 3, 4]);
+        assert_eq!(explicit, 9u64.to_be_bytes());
+        assert_eq!(rec_seq, 9u64.to_be_bytes());
+        let full: [u8; 12] = core::array::from_fn(|i| i as u8 + 1);
+        let chacha = CryptoInfo::of_direction(
+            TlsVersion::Tls12,
+            KernelCipher::Chacha20Poly1305,
+            &[5u8; 32],
+            &full,
+            1,
+        )
+        .unwrap();
+        assert!(matches!(
+            chacha,
+            CryptoInfo::Chacha20Poly1305 { version: TlsVersion::Tls12, iv, rec_seq, .. }
+                if iv == full && rec_seq == 1u64.to_be_bytes()
+        ));
+    }
+
     #[test]
     fn parses_tls_stat() {
         let stats = parse_tls_stat("TlsCurrTxSw                     \t1\nTlsRxSw 22\ngarbage\n");

@@ -8,8 +8,8 @@
 //! Where the kernel cannot take the records, the proxy's own record layer does ([`record`]);
 //! OpenSSL's SSL object is freed either way.
 //!
-//! `unsafe` lives in [`ossl`] and `alloc` (raw OpenSSL calls the `openssl` crate does not
-//! wrap), [`kernel`] (the kernel's TLS socket interface), [`sockopt`] (listener options no
+//! `unsafe` lives in [`ossl`], [`settings`], `awslc` and `alloc` (raw OpenSSL or AWS-LC calls
+//! the `openssl` crate does not wrap, or compiles out on AWS-LC), [`kernel`] (the kernel's TLS socket interface), [`sockopt`] (listener options no
 //! socket crate names) and [`resume`] (client session resumption, whose requirement it
 //! checks so that callers, the benchmark tools and tests included, need no `unsafe`).
 //!
@@ -19,6 +19,8 @@
 
 #[cfg(feature = "mimalloc")]
 mod alloc;
+#[cfg(feature = "aws-lc")]
+mod awslc;
 pub mod hmac;
 pub mod kernel;
 pub mod offload;
@@ -27,6 +29,7 @@ pub mod readiness;
 pub mod record;
 pub mod resume;
 mod session;
+pub mod settings;
 pub mod sockopt;
 pub mod tickets;
 

@@ -24,12 +24,15 @@ use std::str::FromStr;
 
 use openssl::ssl::{SslRef, SslVersion};
 
-use crate::kernel::{self, CryptoInfo, Direction, KernelCipher, TlsVersion};
+#[cfg(not(feature = "aws-lc"))]
+use crate::kernel::CryptoInfo;
+use crate::kernel::{self, Direction, KernelCipher, TlsVersion};
 use crate::ossl;
 use crate::record::{server_record_layer, RecordSocket};
 use crate::session::TlsSession;
 
 pub use hkdf::{hkdf_expand_label, suite_hash, traffic_keys, HkdfError, TrafficKeys};
+#[cfg(not(feature = "aws-lc"))]
 pub(crate) use secrets::note_written;
 pub use secrets::{
     capture_secrets, prepare_ssl, take_client_secret, take_tls13_handover, Secret, SecretSlot,
@@ -116,10 +119,16 @@ pub enum FallbackReason {
     KeyDerivationFailed,
     /// The kernel refused the receive state (`setsockopt(SOL_TLS, TLS_RX)`); errno.
     RxInstallFailed(i32),
+    /// AWS-LC: the kernel took the receive state but refused the send state; errno. The
+    /// connection fails at its first read.
+    TxInstallFailed(i32),
     /// OpenSSL already holds received bytes the kernel would never see.
     PendingData,
     /// `offload` was given another socket than the session's (a bug in the caller).
     WrongFd,
+    /// AWS-LC: the handshake records it holds back (TLS 1.3 tickets) could not all be
+    /// written yet; the connection stays on its record layer, which writes them first.
+    HeldBackWrite,
 }
 
 impl FallbackReason {
@@ -135,8 +144,10 @@ impl FallbackReason {
             FallbackReason::NoTrafficSecret => "no_traffic_secret",
             FallbackReason::KeyDerivationFailed => "key_derivation_failed",
             FallbackReason::RxInstallFailed(_) => "rx_install_failed",
+            FallbackReason::TxInstallFailed(_) => "tx_install_failed",
             FallbackReason::PendingData => "pending_data",
             FallbackReason::WrongFd => "wrong_fd",
+            FallbackReason::HeldBackWrite => "held_back_write",
         }
     }
 }
@@ -158,8 +169,16 @@ impl fmt::Display for FallbackReason {
                 "TLS_RX install failed: {}",
                 std::io::Error::from_raw_os_error(*errno)
             ),
+            FallbackReason::TxInstallFailed(errno) => write!(
+                f,
+                "TLS_TX install failed: {}",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
             FallbackReason::PendingData => f.write_str("OpenSSL holds unread data"),
             FallbackReason::WrongFd => f.write_str("offload called on another socket"),
+            FallbackReason::HeldBackWrite => {
+                f.write_str("held-back handshake records not yet written")
+            }
         }
     }
 }
@@ -229,6 +248,7 @@ impl fmt::Debug for Offload {
 pub fn offload(mut session: TlsSession, fd: BorrowedFd<'_>, mode: KtlsMode) -> Offload {
     secrets::end_handshake(session.ssl_mut());
     // The write sequence number is counted; nothing after the hand-over needs the callback.
+    #[cfg(not(feature = "aws-lc"))]
     ossl::stop_counting_records(session.ssl_mut());
     let send_offloaded = ossl::ktls_send_active(session.ssl());
     let fallback = |session: TlsSession, reason: FallbackReason| Offload::UserSpace {
@@ -238,6 +258,13 @@ pub fn offload(mut session: TlsSession, fd: BorrowedFd<'_>, mode: KtlsMode) -> O
     };
     if session.attached().check(fd).is_err() {
         return fallback(session, FallbackReason::WrongFd);
+    }
+    // AWS-LC writes its TLS 1.3 tickets only with the first application write: the SSL
+    // object is about to be freed, so they go out now (with `tls_ktls off` too, so that the
+    // client gets its ticket at the same time on every path).
+    #[cfg(feature = "aws-lc")]
+    if crate::awslc::send_held_back(session.ssl_mut()).is_err() {
+        return fallback(session, FallbackReason::HeldBackWrite);
     }
     match mode {
         KtlsMode::Off => return fallback(session, FallbackReason::Disabled),
@@ -255,26 +282,35 @@ pub fn offload(mut session: TlsSession, fd: BorrowedFd<'_>, mode: KtlsMode) -> O
     let Some(cipher) = negotiated_cipher(session.ssl()) else {
         return fallback(session, FallbackReason::CipherNotOffloadable);
     };
-    if !send_offloaded {
-        return to_records(session, fd, FallbackReason::SendNotOffloaded);
+    // AWS-LC offloads nothing itself: the proxy installs both directions.
+    #[cfg(feature = "aws-lc")]
+    {
+        let _ = (version, cipher, fallback);
+        to_kernel(session, fd)
     }
-    // Bytes OpenSSL has read but not handed out would be lost to a kernel-side reader.
-    if session.has_pending() {
-        return fallback(session, FallbackReason::PendingData);
-    }
-    if !ossl::ktls_recv_active(session.ssl()) {
-        if version == TlsVersion::Tls12 {
-            return fallback(session, FallbackReason::RecvNotOffloaded);
+    #[cfg(not(feature = "aws-lc"))]
+    {
+        if !send_offloaded {
+            return to_records(session, fd, FallbackReason::SendNotOffloaded);
         }
-        if let Err(reason) = install_tls13_rx(&mut session, fd, cipher) {
-            return fallback(session, reason);
+        // Bytes OpenSSL has read but not handed out would be lost to a kernel-side reader.
+        if session.has_pending() {
+            return fallback(session, FallbackReason::PendingData);
         }
+        if !ossl::ktls_recv_active(session.ssl()) {
+            if version == TlsVersion::Tls12 {
+                return fallback(session, FallbackReason::RecvNotOffloaded);
+            }
+            if let Err(reason) = install_tls13_rx(&mut session, fd, cipher) {
+                return fallback(session, reason);
+            }
+        }
+        let attached = session.attached();
+        // SSL_free sends nothing and leaves the fd open; the kernel holds both directions.
+        drop(session.into_ssl());
+        memory::after_handover();
+        Offload::Kernel(KtlsSocket::new(attached, version, cipher))
     }
-    let attached = session.attached();
-    // SSL_free sends nothing and leaves the fd open; the kernel holds both directions now.
-    drop(session.into_ssl());
-    memory::after_handover();
-    Offload::Kernel(KtlsSocket::new(attached, version, cipher))
 }
 
 /// Hands a session OpenSSL has not offloaded any direction of to the proxy's record layer;
@@ -299,8 +335,49 @@ fn to_records(mut session: TlsSession, fd: BorrowedFd<'_>, reason: FallbackReaso
     }
 }
 
+/// AWS-LC: takes the record state as for the proxy's record layer and installs both
+/// directions in the kernel, receive first. Where the kernel refuses receive, nothing is
+/// installed yet (the ULP alone passes bytes through) and the record layer takes the
+/// connection. Where it then refuses send (a kernel that decrypts a cipher but cannot
+/// encrypt it; not seen), the connection cannot continue: the record layer gets it and
+/// fails at its first read, since the kernel hands it plaintext (`tx_install_failed`).
+#[cfg(feature = "aws-lc")]
+fn to_kernel(mut session: TlsSession, fd: BorrowedFd<'_>) -> Offload {
+    let layer = match server_record_layer(&mut session) {
+        Ok(layer) => layer,
+        Err(reason) => {
+            return Offload::UserSpace {
+                session,
+                send_offloaded: false,
+                reason,
+            }
+        }
+    };
+    let attached = session.attached();
+    // SSL_free sends nothing and leaves the fd open: the keys are in `layer` now.
+    drop(session.into_ssl());
+    memory::after_handover();
+    let records = |layer, reason| Offload::Records {
+        socket: Box::new(RecordSocket::new(fd, layer)),
+        reason,
+    };
+    let Ok((rx, tx)) = layer.kernel_state() else {
+        return records(layer, FallbackReason::KeyDerivationFailed);
+    };
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(0);
+    if let Err(e) = kernel::enable_ulp(fd).and_then(|()| kernel::set_crypto(fd, Direction::Rx, &rx))
+    {
+        return records(layer, FallbackReason::RxInstallFailed(errno(e)));
+    }
+    if let Err(e) = kernel::set_crypto(fd, Direction::Tx, &tx) {
+        return records(layer, FallbackReason::TxInstallFailed(errno(e)));
+    }
+    Offload::Kernel(KtlsSocket::new(attached, layer.version(), layer.cipher()))
+}
+
 /// Installs TLS 1.3 receive from the captured client traffic secret, record sequence 0: with
 /// read-ahead off OpenSSL has read nothing past the client's Finished.
+#[cfg(not(feature = "aws-lc"))]
 fn install_tls13_rx(
     session: &mut TlsSession,
     fd: BorrowedFd<'_>,
@@ -324,5 +401,7 @@ fn tls_version(ssl: &SslRef) -> Option<TlsVersion> {
 }
 
 fn negotiated_cipher(ssl: &SslRef) -> Option<KernelCipher> {
-    KernelCipher::from_standard_name(ssl.current_cipher()?.standard_name()?)
+    KernelCipher::from_standard_name(crate::settings::cipher_standard_name(
+        ssl.current_cipher()?,
+    )?)
 }

@@ -9,38 +9,58 @@ use std::sync::OnceLock;
 use foreign_types::ForeignTypeRef;
 use openssl::error::ErrorStack;
 use openssl::ex_data::Index;
-use openssl::ssl::{SslContext, SslContextBuilder, SslContextRef, SslMode, SslOptions, SslRef};
+#[cfg(not(feature = "aws-lc"))]
+use openssl::ssl::SslOptions;
+use openssl::ssl::{SslContext, SslContextBuilder, SslContextRef, SslMode, SslRef};
 use openssl_sys as ffi;
 
 use crate::session::TlsError;
 use crate::tickets;
 
 /// `SSL_OP_ENABLE_KTLS` (ssl.h, OpenSSL 3.0); the `openssl` crate has no name for it.
+/// AWS-LC has no kTLS of its own: the hand-over installs both directions (`offload`).
+#[cfg(not(feature = "aws-lc"))]
 const SSL_OP_ENABLE_KTLS: u64 = 1 << 3;
 /// `BIO_CTRL_GET_KTLS_SEND` / `_RECV` (bio.h): what `BIO_get_ktls_send/recv` expand to.
+#[cfg(not(feature = "aws-lc"))]
 const BIO_CTRL_GET_KTLS_SEND: c_int = 73;
+#[cfg(not(feature = "aws-lc"))]
 const BIO_CTRL_GET_KTLS_RECV: c_int = 76;
-/// `SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB` (ssl.h).
+/// `SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB` (ssl.h); AWS-LC has a function for it.
+#[cfg(not(feature = "aws-lc"))]
 const SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB: c_int = 72;
 
-extern "C" {
-    // Not declared by openssl-sys; part of libssl's stable ABI since 0.9.
-    fn SSL_set_fd(ssl: *mut ffi::SSL, fd: c_int) -> c_int;
-    // Not declared by openssl-sys either; a plain setter on the SSL_CTX.
-    fn SSL_CTX_set_timeout(
-        ctx: *mut ffi::SSL_CTX,
-        secs: std::os::raw::c_long,
-    ) -> std::os::raw::c_long;
-    // OpenSSL 1.1.1+: TLS 1.3 KeyUpdate, and whether any input is buffered.
-    fn SSL_key_update(ssl: *mut ffi::SSL, updatetype: c_int) -> c_int;
-    fn SSL_has_pending(ssl: *const ffi::SSL) -> c_int;
-    // Not declared by openssl-sys; a plain setter on the SSL (OpenSSL 0.9.7+).
-    fn SSL_set_msg_callback(ssl: *mut ffi::SSL, cb: Option<MsgCallback>);
-    // OpenSSL 1.1.1+: pad TLS 1.3 records to a multiple of `block_size`.
-    fn SSL_CTX_set_block_padding(ctx: *mut ffi::SSL_CTX, block_size: usize) -> c_int;
+/// The calls openssl-sys declares for AWS-LC (its bindings are aws-lc-sys's, every symbol
+/// prefixed) but not for OpenSSL: on OpenSSL they are declared here, against libssl's
+/// stable ABI. A declaration of our own on AWS-LC would link to an unprefixed symbol, which
+/// does not exist there (or worse, to a system libssl).
+#[cfg(not(feature = "aws-lc"))]
+mod sys {
+    use openssl_sys as ffi;
+    use std::os::raw::{c_int, c_long};
+
+    extern "C" {
+        // Part of libssl's stable ABI since 0.9.
+        pub fn SSL_set_fd(ssl: *mut ffi::SSL, fd: c_int) -> c_int;
+        // A plain setter on the SSL_CTX.
+        pub fn SSL_CTX_set_timeout(ctx: *mut ffi::SSL_CTX, secs: c_long) -> c_long;
+        // OpenSSL 1.1.1+: TLS 1.3 KeyUpdate, and whether any input is buffered.
+        pub fn SSL_key_update(ssl: *mut ffi::SSL, updatetype: c_int) -> c_int;
+        pub fn SSL_has_pending(ssl: *const ffi::SSL) -> c_int;
+        // A plain setter on the SSL (OpenSSL 0.9.7+).
+        pub fn SSL_set_msg_callback(ssl: *mut ffi::SSL, cb: Option<super::MsgCallback>);
+        // OpenSSL 1.1.1+: pad TLS 1.3 records to a multiple of `block_size`.
+        pub fn SSL_CTX_set_block_padding(ctx: *mut ffi::SSL_CTX, block_size: usize) -> c_int;
+    }
 }
+#[cfg(feature = "aws-lc")]
+mod sys {
+    pub use openssl_sys::{SSL_CTX_set_timeout, SSL_has_pending, SSL_key_update, SSL_set_fd};
+}
+use sys::*;
 
 /// OpenSSL's `SSL_set_msg_callback` callback type.
+#[cfg(not(feature = "aws-lc"))]
 type MsgCallback = unsafe extern "C" fn(
     write_p: c_int,
     version: c_int,
@@ -53,6 +73,8 @@ type MsgCallback = unsafe extern "C" fn(
 
 /// Makes OpenSSL report what this SSL writes to `offload::secrets` (the server's Finished and
 /// the record headers after it), so that the hand-over knows the write sequence number.
+/// AWS-LC tells the sequence number itself (`SSL_get_write_sequence`): nothing to count.
+#[cfg(not(feature = "aws-lc"))]
 pub(crate) fn count_records(ssl: &mut SslRef) {
     // SAFETY: `ssl` is live and borrowed mutably; SSL_set_msg_callback only stores the
     // function pointer, whose signature matches OpenSSL's `msg_callback`.
@@ -61,11 +83,13 @@ pub(crate) fn count_records(ssl: &mut SslRef) {
 
 /// Stops [`count_records`] (at the hand-over: a connection that stays on OpenSSL's record
 /// layer must not pay a callback per record for the rest of its life).
+#[cfg(not(feature = "aws-lc"))]
 pub(crate) fn stop_counting_records(ssl: &mut SslRef) {
     // SAFETY: as in `count_records`; a null callback is OpenSSL's "none".
     unsafe { SSL_set_msg_callback(ssl.as_ptr(), None) }
 }
 
+#[cfg(not(feature = "aws-lc"))]
 unsafe extern "C" fn message_callback(
     write_p: c_int,
     _version: c_int,
@@ -90,11 +114,18 @@ unsafe extern "C" fn message_callback(
 ///
 /// `ktls: false` (`tls_ktls off`) leaves the kTLS option off, so that OpenSSL does not offload
 /// the send direction by itself either.
+/// On AWS-LC `ktls` changes nothing: it has no kTLS of its own, and a peer's missing
+/// close_notify is reported as OpenSSL's option makes it (a clean end of input).
 pub fn configure_context(builder: &mut SslContextBuilder, ktls: bool) {
-    builder.set_options(SslOptions::IGNORE_UNEXPECTED_EOF);
-    if ktls {
-        builder.set_options(SslOptions::from_bits_retain(SSL_OP_ENABLE_KTLS));
+    #[cfg(not(feature = "aws-lc"))]
+    {
+        builder.set_options(SslOptions::IGNORE_UNEXPECTED_EOF);
+        if ktls {
+            builder.set_options(SslOptions::from_bits_retain(SSL_OP_ENABLE_KTLS));
+        }
     }
+    #[cfg(feature = "aws-lc")]
+    let _ = ktls;
     // A retried SSL_write may pass the same bytes from another buffer (the proxy gathers
     // small segments into one record).
     builder.set_mode(SslMode::RELEASE_BUFFERS | SslMode::ACCEPT_MOVING_WRITE_BUFFER);
@@ -235,15 +266,19 @@ pub fn request_key_update(ssl: &SslRef) -> Result<(), ErrorStack> {
 }
 
 /// Makes OpenSSL pad every TLS 1.3 record it writes to a multiple of `block` bytes (the
-/// differential tests compare the proxy's padding with it).
-pub fn set_block_padding(builder: &mut SslContextBuilder, block: usize) -> Result<(), ErrorStack> {
+/// differential tests compare the proxy's padding with it). Not on AWS-LC, which has no
+/// record padding: `None` there.
+#[cfg(not(feature = "aws-lc"))]
+pub fn set_block_padding(builder: &mut SslContextBuilder, block: usize) -> Option<()> {
     // SAFETY: `builder` owns a live SSL_CTX; SSL_CTX_set_block_padding only stores a number.
     let ok = unsafe { SSL_CTX_set_block_padding(builder.as_ptr(), block) };
-    if ok == 1 {
-        Ok(())
-    } else {
-        Err(ErrorStack::get())
-    }
+    (ok == 1).then_some(())
+}
+
+/// AWS-LC pads no records.
+#[cfg(feature = "aws-lc")]
+pub fn set_block_padding(_builder: &mut SslContextBuilder, _block: usize) -> Option<()> {
+    None
 }
 
 /// Returns the allocator's free pages to the kernel (glibc `malloc_trim(0)`; elsewhere
@@ -258,8 +293,15 @@ pub fn release_freed_handshake_memory() {
     }
 }
 
-/// Whether OpenSSL handed the send direction of this connection to the kernel.
+/// Whether OpenSSL handed the send direction of this connection to the kernel (never on
+/// AWS-LC).
 pub fn ktls_send_active(ssl: &SslRef) -> bool {
+    #[cfg(feature = "aws-lc")]
+    {
+        let _ = ssl;
+        false
+    }
+    #[cfg(not(feature = "aws-lc"))]
     // SAFETY: `ssl` is live; SSL_get_wbio returns its BIO (or null) without transferring
     // ownership; BIO_ctrl with GET_KTLS_SEND only reads the BIO's flags.
     unsafe {
@@ -268,8 +310,15 @@ pub fn ktls_send_active(ssl: &SslRef) -> bool {
     }
 }
 
-/// Whether OpenSSL handed the receive direction of this connection to the kernel.
+/// Whether OpenSSL handed the receive direction of this connection to the kernel (never on
+/// AWS-LC).
 pub fn ktls_recv_active(ssl: &SslRef) -> bool {
+    #[cfg(feature = "aws-lc")]
+    {
+        let _ = ssl;
+        false
+    }
+    #[cfg(not(feature = "aws-lc"))]
     // SAFETY: as for `ktls_send_active`, on the read BIO.
     unsafe {
         let bio = ffi::SSL_get_rbio(ssl.as_ptr());
@@ -296,9 +345,14 @@ pub fn set_ticket_keys(builder: &mut SslContextBuilder, ring: usize) -> Result<(
         c_int,
     ) -> c_int;
     let cb: TicketCb = ticket_key_callback;
+    // SAFETY: AWS-LC declares the setter as a function taking exactly `TicketCb`'s
+    // signature; it only stores the pointer in the live SSL_CTX `builder` owns.
+    #[cfg(feature = "aws-lc")]
+    let ret = unsafe { ffi::SSL_CTX_set_tlsext_ticket_key_cb(builder.as_ptr(), Some(cb)) };
     // SAFETY: SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB expects exactly the signature of `TicketCb`
     // (OpenSSL's `tlsext_ticket_key_cb`); callback_ctrl stores it as a generic fn pointer and
     // casts it back before calling, so the transmute only erases the type for transport.
+    #[cfg(not(feature = "aws-lc"))]
     let ret = unsafe {
         let generic = std::mem::transmute::<TicketCb, unsafe extern "C" fn()>(cb);
         ffi::SSL_CTX_callback_ctrl__fixed_rust(
@@ -357,7 +411,7 @@ unsafe extern "C" fn ticket_key_callback(
             && ffi::HMAC_Init_ex(
                 hmac_ctx,
                 key.hmac.as_ptr().cast(),
-                key.hmac.len() as c_int,
+                key.hmac.len() as _,
                 ffi::EVP_sha256(),
                 std::ptr::null_mut(),
             ) == 1;
@@ -374,7 +428,7 @@ unsafe extern "C" fn ticket_key_callback(
     let ok = ffi::HMAC_Init_ex(
         hmac_ctx,
         key.hmac.as_ptr().cast(),
-        key.hmac.len() as c_int,
+        key.hmac.len() as _,
         ffi::EVP_sha256(),
         std::ptr::null_mut(),
     ) == 1
@@ -401,7 +455,9 @@ unsafe extern "C" fn ticket_key_callback(
 pub fn set_session_timeout(builder: &mut SslContextBuilder, secs: u32) {
     // SAFETY: `builder` owns a live SSL_CTX; SSL_CTX_set_timeout only stores a number.
     unsafe {
-        SSL_CTX_set_timeout(builder.as_ptr(), std::os::raw::c_long::from(secs));
+        // A `long` on OpenSSL, a `uint32_t` on AWS-LC: either holds every u32.
+        #[allow(clippy::useless_conversion)]
+        SSL_CTX_set_timeout(builder.as_ptr(), secs.into());
     }
 }
 

@@ -96,7 +96,8 @@ mod tests {
 
     fn context() -> SslContext {
         let mut b = SslContext::builder(SslMethod::tls_client()).unwrap();
-        b.set_min_proto_version(Some(SslVersion::TLS1_2)).unwrap();
+        crate::settings::set_protocol_versions(&mut b, SslVersion::TLS1_2, SslVersion::TLS1_3)
+            .unwrap();
         b.build()
     }
 
@@ -135,6 +136,9 @@ mod tests {
         body.extend_from_slice(&[7u8; 32]); // session id
         body.extend_from_slice(&[0x04, 0x30]);
         body.extend_from_slice(&[9u8; 48]); // master key
+                                            // [1] time and [2] timeout: optional for OpenSSL, required by AWS-LC.
+        body.extend_from_slice(&[0xA1, 0x03, 0x02, 0x01, 0x01]); // time 1
+        body.extend_from_slice(&[0xA2, 0x04, 0x02, 0x02, 0x01, 0x2C]); // timeout 300 s
         let mut der = vec![0x30, body.len() as u8];
         der.extend_from_slice(&body);
         SslSession::from_der(&der).unwrap()

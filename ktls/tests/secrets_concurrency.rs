@@ -27,8 +27,7 @@ fn context(server: bool) -> SslContext {
     let mut builder = SslContextBuilder::new(method).unwrap();
     ktls::ossl::configure_context(&mut builder, true);
     capture_secrets(&mut builder).unwrap();
-    builder
-        .set_min_proto_version(Some(SslVersion::TLS1_3))
+    ktls::settings::set_protocol_versions(&mut builder, SslVersion::TLS1_3, SslVersion::TLS1_3)
         .unwrap();
     if server {
         let identity = harness::make_identity().unwrap();

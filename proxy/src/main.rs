@@ -126,14 +126,15 @@ fn main() -> ExitCode {
 }
 
 /// The command line, with `--version` saying what an operator reporting a problem needs:
-/// the source revision, the OpenSSL library in use and whether this kernel can do kTLS.
+/// the source revision, the TLS library in use (OpenSSL or AWS-LC) and whether this kernel
+/// can do kTLS.
 /// `None` after clap printed a usage error.
 fn parse_command_line() -> Option<Cli> {
     let long_version = format!(
-        "{} (git {})\nOpenSSL: {}\nkernel TLS: {}",
+        "{} (git {})\nTLS library: {}\nkernel TLS: {}",
         env!("CARGO_PKG_VERSION"),
         env!("KTLS_PROXY_GIT_REVISION"),
-        openssl::version::version(),
+        ktls::settings::library(),
         ktls::kernel::kernel_support().describe()
     );
     // The string lives as long as the process: clap wants it for 'static.

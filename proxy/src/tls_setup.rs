@@ -9,8 +9,7 @@ use std::sync::Arc;
 use config::{Config, Vhost};
 use openssl::error::ErrorStack;
 use openssl::ssl::{
-    ClientHelloResponse, NameType, SniError, SslAlert, SslContext, SslContextBuilder, SslMethod,
-    SslOptions, SslVersion,
+    NameType, SniError, SslAlert, SslContext, SslContextBuilder, SslMethod, SslOptions, SslVersion,
 };
 
 /// TLS 1.2 suites offered: forward-secret AEAD only, ECDSA first (the reference certificate is
@@ -146,9 +145,7 @@ fn vhost_context(
         }]
     };
     let mut b = SslContextBuilder::new(SslMethod::tls_server()).map_err(openssl_err)?;
-    b.set_min_proto_version(Some(SslVersion::TLS1_2))
-        .map_err(openssl_err)?;
-    b.set_max_proto_version(Some(SslVersion::TLS1_3))
+    ktls::settings::set_protocol_versions(&mut b, SslVersion::TLS1_2, SslVersion::TLS1_3)
         .map_err(openssl_err)?;
     b.set_cipher_list(TLS12_CIPHERS).map_err(openssl_err)?;
     b.set_groups_list(GROUPS).map_err(openssl_err)?;
@@ -182,7 +179,7 @@ fn vhost_context(
     b.set_alpn_select_callback(crate::alpn::select);
     set_tickets(&mut b, vhost).map_err(openssl_err)?;
     if let Some(policy) = sni {
-        choose_by_server_name(&mut b, policy);
+        choose_by_server_name(&mut b, policy).map_err(openssl_err)?;
     }
     Ok(b)
 }
@@ -204,37 +201,32 @@ fn set_tickets(b: &mut SslContextBuilder, vhost: &Vhost) -> Result<(), ErrorStac
         );
         // One ticket is enough for a client to resume; the second OpenSSL sends by default
         // costs a record per handshake.
-        b.set_num_tickets(1)?;
+        ktls::settings::set_num_tickets(b, 1)?;
     } else {
         b.set_options(SslOptions::NO_TICKET);
-        b.set_num_tickets(0)?;
+        ktls::settings::set_num_tickets(b, 0)?;
     }
     Ok(())
 }
 
 /// Switches a handshake to the context of the vhost its client names (ClientHello and SNI
 /// callbacks of the accept context).
-fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) {
+fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) -> Result<(), ErrorStack> {
     // The vhost's context is chosen from the ClientHello before anything else of it is
     // processed, so that a session ticket is decrypted with that vhost's keys only.
     let early = SniPolicy {
         by_name: policy.by_name.clone(),
         match_any: policy.match_any,
     };
-    b.set_client_hello_callback(move |ssl, alert| {
+    ktls::settings::set_client_hello_callback(b, move |ssl| {
         let requested = ktls::ossl::client_hello_server_name(ssl)
             .and_then(|n| std::str::from_utf8(n).ok())
             .map(str::to_ascii_lowercase);
-        let chosen = requested.as_deref().and_then(|n| early.by_name.get(n));
-        match chosen {
-            Some(ctx) => {
-                ssl.set_ssl_context(ctx)?;
-                Ok(ClientHelloResponse::SUCCESS)
-            }
-            None => Ok(ClientHelloResponse::SUCCESS),
+        match requested.as_deref().and_then(|n| early.by_name.get(n)) {
+            Some(ctx) => ssl.set_ssl_context(ctx),
+            None => Ok(()),
         }
-        .inspect_err(|_| *alert = SslAlert::INTERNAL_ERROR)
-    });
+    })?;
     b.set_servername_callback(move |ssl, alert| {
         let requested = ssl
             .servername(NameType::HOST_NAME)
@@ -254,6 +246,7 @@ fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) {
             }
         }
     });
+    Ok(())
 }
 
 fn load_pair(

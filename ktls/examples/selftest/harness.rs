@@ -84,7 +84,7 @@ pub fn all_cases() -> Vec<Case> {
         cipher,
         kind: CaseKind::Data,
     };
-    vec![
+    let mut cases = vec![
         data(SslVersion::TLS1_2, "ECDHE-ECDSA-AES128-GCM-SHA256"),
         data(SslVersion::TLS1_2, "ECDHE-ECDSA-AES256-GCM-SHA384"),
         data(SslVersion::TLS1_2, "ECDHE-ECDSA-CHACHA20-POLY1305"),
@@ -106,8 +106,13 @@ pub fn all_cases() -> Vec<Case> {
             cipher: "ECDHE-ECDSA-AES256-GCM-SHA384",
             kind: CaseKind::Nonblocking,
         },
-        data(SslVersion::TLS1_3, "TLS_AES_128_CCM_SHA256"),
-    ]
+    ];
+    // A suite neither the kernel nor the proxy's record layer takes (OpenSSL keeps it);
+    // AWS-LC has no CCM suite at all.
+    if !ktls::settings::is_aws_lc() {
+        cases.push(data(SslVersion::TLS1_3, "TLS_AES_128_CCM_SHA256"));
+    }
+    cases
 }
 
 /// How much data each case moves.
@@ -194,16 +199,10 @@ pub fn make_identity() -> Result<Identity, openssl::error::ErrorStack> {
 }
 
 fn pin_protocol(builder: &mut SslContextBuilder, case: &Case) -> Result<(), String> {
-    builder
-        .set_min_proto_version(Some(case.version))
-        .map_err(|e| e.to_string())?;
-    builder
-        .set_max_proto_version(Some(case.version))
+    ktls::settings::set_protocol_versions(builder, case.version, case.version)
         .map_err(|e| e.to_string())?;
     if case.version == SslVersion::TLS1_3 {
-        builder
-            .set_ciphersuites(case.cipher)
-            .map_err(|e| e.to_string())
+        ktls::settings::set_tls13_ciphersuites(builder, case.cipher).map_err(|e| e.to_string())
     } else {
         builder
             .set_cipher_list(case.cipher)

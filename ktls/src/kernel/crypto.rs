@@ -212,6 +212,30 @@ impl CryptoInfo {
         })
     }
 
+    /// One direction of either version from the record layer's keys: `iv` is the 12-byte
+    /// nonce base (TLS 1.3, TLS 1.2 ChaCha20-Poly1305) or the TLS 1.2 AES-GCM salt followed
+    /// by zeros, whose explicit nonce is then the sequence number (RFC 5288 §3), as the
+    /// record layer writes it; the kernel counts it up from `seq` with each record.
+    pub fn of_direction(
+        version: TlsVersion,
+        cipher: KernelCipher,
+        key: &[u8],
+        iv: &[u8; 12],
+        seq: u64,
+    ) -> Result<CryptoInfo, KeyLengthError> {
+        let mut nonce = *iv;
+        if version == TlsVersion::Tls12 && cipher != KernelCipher::Chacha20Poly1305 {
+            nonce[4..].copy_from_slice(&seq.to_be_bytes());
+        }
+        let mut info = CryptoInfo::tls13(cipher, key, &nonce, seq)?;
+        match &mut info {
+            CryptoInfo::AesGcm128 { version: v, .. }
+            | CryptoInfo::AesGcm256 { version: v, .. }
+            | CryptoInfo::Chacha20Poly1305 { version: v, .. } => *v = version,
+        }
+        Ok(info)
+    }
+
     pub fn version(&self) -> TlsVersion {
         match self {
             CryptoInfo::AesGcm128 { version, .. }

@@ -6,8 +6,6 @@ use std::fmt;
 use openssl::error::ErrorStack;
 use openssl::md::{Md, MdRef};
 use openssl::nid::Nid;
-use openssl::pkey::Id;
-use openssl::pkey_ctx::{HkdfMode, PkeyCtx};
 use openssl::sha::{Sha256, Sha384};
 
 use crate::hmac::hkdf_expand;
@@ -68,16 +66,61 @@ pub fn hkdf_expand_label(
         Nid::SHA384 => return hkdf_expand::<Sha384>(secret, &info, len).ok_or(HkdfError::TooLong),
         _ => {}
     }
+    Ok(library_hkdf_expand(md, secret, &info, len)?)
+}
+
+/// HKDF-Expand (RFC 5869) by the TLS library itself: OpenSSL's EVP_PKEY HKDF in expand-only
+/// mode (the `openssl` crate's wrapper of the mode is compiled out on AWS-LC).
+#[cfg(not(feature = "aws-lc"))]
+fn library_hkdf_expand(
+    md: &MdRef,
+    secret: &[u8],
+    info: &[u8],
+    len: usize,
+) -> Result<Vec<u8>, ErrorStack> {
+    use openssl::pkey::Id;
+    use openssl::pkey_ctx::{HkdfMode, PkeyCtx};
     let mut out = vec![0u8; len];
     let mut ctx = PkeyCtx::new_id(Id::HKDF)?;
     ctx.derive_init()?;
     ctx.set_hkdf_mode(HkdfMode::EXPAND_ONLY)?;
     ctx.set_hkdf_md(md)?;
     ctx.set_hkdf_key(secret)?;
-    ctx.add_hkdf_info(&info)?;
+    ctx.add_hkdf_info(info)?;
     let written = ctx.derive(Some(&mut out))?;
     out.truncate(written);
     Ok(out)
+}
+
+/// HKDF-Expand (RFC 5869) by AWS-LC's own `HKDF_expand`.
+#[cfg(feature = "aws-lc")]
+fn library_hkdf_expand(
+    md: &MdRef,
+    secret: &[u8],
+    info: &[u8],
+    len: usize,
+) -> Result<Vec<u8>, ErrorStack> {
+    use foreign_types::ForeignTypeRef;
+    let mut out = vec![0u8; len];
+    // SAFETY: `out` is writable for `len` bytes, `secret` and `info` readable for their
+    // lengths, `md` a live digest; AWS-LC only reads and writes those during the call (and
+    // fails, writing nothing it reports, when `len` exceeds 255 hash lengths).
+    let ok = unsafe {
+        openssl_sys::HKDF_expand(
+            out.as_mut_ptr(),
+            len,
+            md.as_ptr(),
+            secret.as_ptr(),
+            secret.len(),
+            info.as_ptr(),
+            info.len(),
+        )
+    };
+    if ok == 1 {
+        Ok(out)
+    } else {
+        Err(ErrorStack::get())
+    }
 }
 
 /// The hash of the TLS 1.3 suite that uses `cipher` (SHA-384 only for AES-256-GCM).
@@ -127,14 +170,7 @@ mod tests {
                 info.extend_from_slice(label.as_bytes());
                 info.push(u8::try_from(context.len()).unwrap());
                 info.extend_from_slice(context);
-                let mut ctx = PkeyCtx::new_id(Id::HKDF).unwrap();
-                ctx.derive_init().unwrap();
-                ctx.set_hkdf_mode(HkdfMode::EXPAND_ONLY).unwrap();
-                ctx.set_hkdf_md(md).unwrap();
-                ctx.set_hkdf_key(&secret).unwrap();
-                ctx.add_hkdf_info(&info).unwrap();
-                let mut slow = vec![0u8; len];
-                ctx.derive(Some(&mut slow)).unwrap();
+                let slow = library_hkdf_expand(md, &secret, &info, len).unwrap();
                 assert_eq!(fast, slow, "{label} {len}");
             }
         }

@@ -12,6 +12,13 @@
 //! (`ossl::count_records`) counts the record headers OpenSSL writes after the server's
 //! Finished message: OpenSSL builds a record (and reports its header) before it reports the
 //! message the record carried, so the Finished record itself is not counted.
+//!
+//! On AWS-LC neither callback is installed: the secrets and sequence numbers are read from
+//! the SSL at the hand-over (`crate::awslc`), after the NewSessionTickets AWS-LC holds back
+//! went out. The slot then only counts the handshake in flight.
+
+// On AWS-LC the capture half (keylog lines, record counting) is compiled but unused.
+#![cfg_attr(feature = "aws-lc", allow(dead_code))]
 
 use std::sync::{Mutex, OnceLock};
 
@@ -69,12 +76,18 @@ struct Captured {
     finished_written: bool,
     /// Records OpenSSL wrote under the server's application traffic key (TLS 1.3 tickets).
     app_records_written: u64,
+    /// AWS-LC: the secrets were handed out (they are read from the SSL, once, as they are
+    /// taken from the slot on OpenSSL).
+    #[cfg(feature = "aws-lc")]
+    taken: bool,
 }
 
 /// What the proxy's record layer takes over from a TLS 1.3 handshake.
 pub struct Tls13Handover {
     pub client: Secret,
     pub server: Secret,
+    /// The client's next record's sequence number (0 on OpenSSL, read-ahead being off).
+    pub client_seq: u64,
     /// The server's next write sequence number.
     pub server_seq: u64,
 }
@@ -85,6 +98,11 @@ pub struct Secret(Vec<u8>);
 impl Secret {
     pub fn bytes(&self) -> &[u8] {
         &self.0
+    }
+
+    #[cfg(feature = "aws-lc")]
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Secret {
+        Secret(bytes.to_vec())
     }
 }
 
@@ -103,9 +121,13 @@ fn slot_index() -> Result<Index<Ssl, SecretSlot>, ErrorStack> {
 
 /// Installs the keylog callback that records each connection's client traffic secret (into
 /// the slot `prepare_ssl` gave it). Replaces any other keylog callback of the context.
+/// On AWS-LC nothing is installed: the hand-over reads the secrets from the SSL.
 pub fn capture_secrets(builder: &mut SslContextBuilder) -> Result<(), ErrorStack> {
     slot_index()?;
+    #[cfg(not(feature = "aws-lc"))]
     builder.set_keylog_callback(record_keylog_line);
+    #[cfg(feature = "aws-lc")]
+    let _ = builder;
     Ok(())
 }
 
@@ -114,6 +136,7 @@ pub fn capture_secrets(builder: &mut SslContextBuilder) -> Result<(), ErrorStack
 /// user space (FallbackReason::NoTrafficSecret).
 pub fn prepare_ssl(ssl: &mut SslRef) -> Result<(), ErrorStack> {
     ssl.set_ex_data(slot_index()?, SecretSlot::new());
+    #[cfg(not(feature = "aws-lc"))]
     crate::ossl::count_records(ssl);
     Ok(())
 }
@@ -126,7 +149,28 @@ pub(crate) fn end_handshake(ssl: &mut SslRef) {
     }
 }
 
+/// Moves the captured client secret out of the SSL (it is needed exactly once). On AWS-LC:
+/// the SSL's current read secret.
+#[cfg(feature = "aws-lc")]
+pub fn take_client_secret(ssl: &mut SslRef) -> Option<Secret> {
+    take_once(ssl)?;
+    crate::awslc::traffic_secret_of(ssl, true)
+}
+
+/// AWS-LC: `Some` the first time for an SSL `prepare_ssl` gave a slot, as the OpenSSL path
+/// hands its captured secrets out once.
+#[cfg(feature = "aws-lc")]
+fn take_once(ssl: &mut SslRef) -> Option<()> {
+    let captured = ssl
+        .ex_data_mut(slot_index().ok()?)?
+        .captured
+        .get_mut()
+        .ok()?;
+    (!std::mem::replace(&mut captured.taken, true)).then_some(())
+}
+
 /// Moves the captured client secret out of the SSL (it is needed exactly once).
+#[cfg(not(feature = "aws-lc"))]
 pub fn take_client_secret(ssl: &mut SslRef) -> Option<Secret> {
     let index = slot_index().ok()?;
     let slot = ssl.ex_data_mut(index)?;
@@ -134,13 +178,29 @@ pub fn take_client_secret(ssl: &mut SslRef) -> Option<Secret> {
 }
 
 /// Moves both captured secrets and the server's write sequence number out of the SSL.
+#[cfg(not(feature = "aws-lc"))]
 pub fn take_tls13_handover(ssl: &mut SslRef) -> Option<Tls13Handover> {
     let index = slot_index().ok()?;
     let captured = ssl.ex_data_mut(index)?.captured.get_mut().ok()?;
     Some(Tls13Handover {
         client: captured.client.take()?,
         server: captured.server.take()?,
+        client_seq: 0,
         server_seq: captured.app_records_written,
+    })
+}
+
+/// Both current traffic secrets and sequence numbers of a TLS 1.3 SSL whose held-back
+/// records went out (`offload` sends them first).
+#[cfg(feature = "aws-lc")]
+pub fn take_tls13_handover(ssl: &mut SslRef) -> Option<Tls13Handover> {
+    take_once(ssl)?;
+    let (client_seq, server_seq) = crate::awslc::sequences_of_client_and_server(ssl);
+    Some(Tls13Handover {
+        client: crate::awslc::traffic_secret_of(ssl, true)?,
+        server: crate::awslc::traffic_secret_of(ssl, false)?,
+        client_seq,
+        server_seq,
     })
 }
 
@@ -155,6 +215,7 @@ fn with_captured(ssl: &SslRef, f: impl FnOnce(&mut Captured)) {
     }
 }
 
+#[cfg(not(feature = "aws-lc"))]
 fn record_keylog_line(ssl: &SslRef, line: &str) {
     let (rest, client) = if let Some(rest) = line.strip_prefix(CLIENT_TRAFFIC_SECRET_0) {
         (rest, true)
@@ -178,6 +239,7 @@ fn record_keylog_line(ssl: &SslRef, line: &str) {
 
 /// OpenSSL's message callback, for what this SSL writes: the server's Finished message, then
 /// every record header after it.
+#[cfg(not(feature = "aws-lc"))]
 pub(crate) fn note_written(ssl: &SslRef, content_type: i32, bytes: &[u8]) {
     if content_type == CONTENT_HANDSHAKE && bytes.first() == Some(&HANDSHAKE_FINISHED) {
         with_captured(ssl, |c| c.finished_written = true);

@@ -188,6 +188,7 @@ pub(crate) struct Suite<'a> {
 /// set-up (more for a piece that ends mid-block), and a 10-byte response's record has three
 /// pieces (head, body, content type). Larger records are encrypted piece by piece, straight
 /// from the caller's buffers, so a 16 KiB body is not copied first.
+#[cfg(not(feature = "aws-lc"))]
 const GATHER_UP_TO: usize = 1024;
 
 /// Appends to `out` the encryption of the `len` bytes `plain` yields, then the tag. The
@@ -205,21 +206,35 @@ pub(crate) fn seal<'p>(
     with_contexts(|c| {
         let backend = c.backend;
         c.seal.keyed(true, suite, backend)?.record(|ctx| {
-            ctx.set_nonce(true, nonce)?;
-            ctx.aad(aad)?;
-            if len <= GATHER_UP_TO {
+            // AWS-LC's EVP_AEAD seals a whole record in one call: the pieces are gathered
+            // first, whatever the length.
+            #[cfg(feature = "aws-lc")]
+            {
                 let start = out.len();
                 plain.for_each(|piece| out.extend_from_slice(piece));
-                ctx.update_in_place(&mut out[start..])?;
-            } else {
-                for piece in plain {
-                    ctx.encrypt_append(piece, out)?;
-                }
+                let mut tag = [0u8; TAG_LEN];
+                ctx.seal_whole(nonce, aad, &mut out[start..], &mut tag)?;
+                out.extend_from_slice(&tag);
+                Ok(())
             }
-            let mut tag = [0u8; TAG_LEN];
-            ctx.finish_seal(&mut tag)?;
-            out.extend_from_slice(&tag);
-            Ok(())
+            #[cfg(not(feature = "aws-lc"))]
+            {
+                ctx.set_nonce(true, nonce)?;
+                ctx.aad(aad)?;
+                if len <= GATHER_UP_TO {
+                    let start = out.len();
+                    plain.for_each(|piece| out.extend_from_slice(piece));
+                    ctx.update_in_place(&mut out[start..])?;
+                } else {
+                    for piece in plain {
+                        ctx.encrypt_append(piece, out)?;
+                    }
+                }
+                let mut tag = [0u8; TAG_LEN];
+                ctx.finish_seal(&mut tag)?;
+                out.extend_from_slice(&tag);
+                Ok(())
+            }
         })
     })
 }
@@ -236,10 +251,15 @@ pub(crate) fn open(
     with_contexts(|c| {
         let backend = c.backend;
         c.open.keyed(false, suite, backend)?.record(|ctx| {
-            ctx.set_nonce(false, nonce)?;
-            ctx.aad(aad)?;
-            ctx.update_in_place(data)?;
-            ctx.finish_open(tag)
+            #[cfg(feature = "aws-lc")]
+            return ctx.open_whole(nonce, aad, data, tag);
+            #[cfg(not(feature = "aws-lc"))]
+            {
+                ctx.set_nonce(false, nonce)?;
+                ctx.aad(aad)?;
+                ctx.update_in_place(data)?;
+                ctx.finish_open(tag)
+            }
         })
     })
 }

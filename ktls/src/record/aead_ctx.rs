@@ -1,8 +1,15 @@
 //! One AEAD context for one cipher, through the provider's functions where the provider
 //! offers them all ([`provider`]) and through OpenSSL's EVP layer otherwise: the same steps
 //! (key, nonce, AAD, data, tag) either way, so `aead` does not care which.
+//!
+//! AWS-LC has no providers: there the direct path is its `EVP_AEAD` ([`evp_aead`]), which
+//! takes a whole record per call ([`AeadCtx::seal_whole`], [`AeadCtx::open_whole`]).
+//!
+//! [`evp_aead`]: super::evp_aead
 
+#[cfg(not(feature = "aws-lc"))]
 use std::os::raw::c_int;
+#[cfg(not(feature = "aws-lc"))]
 use std::sync::OnceLock;
 
 use foreign_types::ForeignTypeRef;
@@ -12,16 +19,21 @@ use openssl::error::ErrorStack;
 use openssl_sys as ffi;
 
 use super::aead::TAG_LEN;
+#[cfg(feature = "aws-lc")]
+use super::evp_aead::AeadKey;
 use super::keys::NONCE_LEN;
+#[cfg(not(feature = "aws-lc"))]
 use super::provider::{self, Dispatch, ProviderCtx};
 use crate::kernel::KernelCipher;
 
 /// Which OpenSSL interface a thread's contexts use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Backend {
-    /// The provider's functions where the cipher's table has them all, EVP otherwise.
+    /// The provider's functions where the cipher's table has them all, EVP otherwise;
+    /// AWS-LC's EVP_AEAD there.
     Provider,
     /// Always EVP (the one-time check and the tests compare the two).
+    #[cfg_attr(feature = "aws-lc", allow(dead_code))]
     Evp,
 }
 
@@ -32,23 +44,30 @@ pub(crate) struct AeadCtx {
 }
 
 enum Inner {
+    #[cfg(not(feature = "aws-lc"))]
     Provider(ProviderCtx),
+    /// AWS-LC's EVP_AEAD; `None` until keyed (and after a failed key).
+    #[cfg(feature = "aws-lc")]
+    Aead(Option<AeadKey>),
     /// `keyed_once`: the cipher was given to the context (at its first key); later keys
     /// pass none, which keeps it without a look-up.
-    Evp {
-        ctx: CipherCtx,
-        keyed_once: bool,
-    },
+    Evp { ctx: CipherCtx, keyed_once: bool },
 }
 
 impl AeadCtx {
     pub(crate) fn new(cipher: KernelCipher, backend: Backend) -> Result<AeadCtx, ErrorStack> {
+        #[cfg(not(feature = "aws-lc"))]
         let direct = match backend {
             Backend::Provider => direct(cipher),
             Backend::Evp => None,
         };
+        #[cfg(feature = "aws-lc")]
+        let direct = (backend == Backend::Provider).then_some(());
         let inner = match direct {
+            #[cfg(not(feature = "aws-lc"))]
             Some(dispatch) => Inner::Provider(ProviderCtx::new(dispatch)?),
+            #[cfg(feature = "aws-lc")]
+            Some(()) => Inner::Aead(None),
             None => Inner::Evp {
                 ctx: CipherCtx::new()?,
                 keyed_once: false,
@@ -61,16 +80,71 @@ impl AeadCtx {
         self.cipher
     }
 
-    /// Whether the provider's functions are called directly.
+    /// Whether the provider's functions (AWS-LC: EVP_AEAD) are called directly.
     #[cfg(test)]
     pub(crate) fn is_direct(&self) -> bool {
-        matches!(self.inner, Inner::Provider(_))
+        #[cfg(not(feature = "aws-lc"))]
+        return matches!(self.inner, Inner::Provider(_));
+        #[cfg(feature = "aws-lc")]
+        matches!(self.inner, Inner::Aead(_))
+    }
+
+    /// Seals a whole record in place: `data` (the plaintext, then the ciphertext) and its
+    /// tag, on a keyed context.
+    #[cfg(feature = "aws-lc")]
+    pub(crate) fn seal_whole(
+        &mut self,
+        nonce: &[u8; NONCE_LEN],
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &mut [u8; TAG_LEN],
+    ) -> Result<(), ErrorStack> {
+        if let Inner::Aead(key) = &self.inner {
+            return key
+                .as_ref()
+                .ok_or_else(ErrorStack::get)?
+                .seal_in_place(nonce, aad, data, tag);
+        }
+        self.set_nonce(true, nonce)?;
+        self.aad(aad)?;
+        self.update_in_place(data)?;
+        self.finish_seal(tag)
+    }
+
+    /// Opens a whole record in place: an error unless `tag` authenticates it.
+    #[cfg(feature = "aws-lc")]
+    pub(crate) fn open_whole(
+        &mut self,
+        nonce: &[u8; NONCE_LEN],
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), ErrorStack> {
+        if let Inner::Aead(key) = &self.inner {
+            return key
+                .as_ref()
+                .ok_or_else(ErrorStack::get)?
+                .open_in_place(nonce, aad, data, tag);
+        }
+        self.set_nonce(false, nonce)?;
+        self.aad(aad)?;
+        self.update_in_place(data)?;
+        self.finish_open(tag)
     }
 
     /// Keys the context for sealing (`seal`) or opening; no nonce yet.
     pub(crate) fn set_key(&mut self, seal: bool, key: &[u8]) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.init(seal, Some(key), None),
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(slot) => {
+                // One context serves both directions' calls: `seal` needs no setting.
+                let _ = seal;
+                *slot = None;
+                *slot = Some(AeadKey::new(self.cipher, key)?);
+                Ok(())
+            }
             Inner::Evp { ctx, keyed_once } => {
                 let cipher = (!*keyed_once).then(|| openssl_cipher(self.cipher));
                 if seal {
@@ -91,25 +165,35 @@ impl AeadCtx {
         nonce: &[u8; NONCE_LEN],
     ) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.init(seal, None, Some(nonce)),
+            // EVP_AEAD takes whole records only (`seal_whole`, `open_whole`).
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(_) => Err(ErrorStack::get()),
             Inner::Evp { ctx, .. } => evp_set_nonce(ctx, seal, nonce),
         }
     }
 
     pub(crate) fn aad(&mut self, aad: &[u8]) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.aad(aad),
+            // EVP_AEAD takes whole records only (`seal_whole`, `open_whole`).
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(_) => Err(ErrorStack::get()),
             Inner::Evp { ctx, .. } => ctx.cipher_update(aad, None).map(|_| ()),
         }
     }
 
     /// Encrypts `input` onto the end of `out`.
+    #[cfg(not(feature = "aws-lc"))]
     pub(crate) fn encrypt_append(
         &mut self,
         input: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.encrypt_append(input, out),
             Inner::Evp { ctx, .. } => evp_encrypt_append(ctx, input, out),
         }
@@ -119,7 +203,11 @@ impl AeadCtx {
     /// authenticated only by [`AeadCtx::finish_open`]).
     pub(crate) fn update_in_place(&mut self, data: &mut [u8]) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.update_in_place(data),
+            // EVP_AEAD takes whole records only (`seal_whole`, `open_whole`).
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(_) => Err(ErrorStack::get()),
             Inner::Evp { ctx, .. } => {
                 let len = data.len();
                 ctx.cipher_update_inplace(data, len).map(|_| ())
@@ -130,7 +218,11 @@ impl AeadCtx {
     /// Ends a sealed record and writes its tag.
     pub(crate) fn finish_seal(&mut self, tag: &mut [u8; TAG_LEN]) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.finish_seal(tag),
+            // EVP_AEAD takes whole records only (`seal_whole`, `open_whole`).
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(_) => Err(ErrorStack::get()),
             Inner::Evp { ctx, .. } => {
                 ctx.cipher_final(&mut [])?;
                 ctx.tag(tag)
@@ -141,7 +233,11 @@ impl AeadCtx {
     /// Ends an opened record: an error unless `tag` (16 bytes) authenticates it.
     pub(crate) fn finish_open(&mut self, tag: &[u8]) -> Result<(), ErrorStack> {
         match &mut self.inner {
+            #[cfg(not(feature = "aws-lc"))]
             Inner::Provider(p) => p.finish_open(tag),
+            // EVP_AEAD takes whole records only (`seal_whole`, `open_whole`).
+            #[cfg(feature = "aws-lc")]
+            Inner::Aead(_) => Err(ErrorStack::get()),
             Inner::Evp { ctx, .. } => {
                 if tag.len() != TAG_LEN {
                     return Err(ErrorStack::get());
@@ -183,6 +279,7 @@ fn evp_set_nonce(
 }
 
 /// Encrypts `input` onto the end of `out` through `EVP_EncryptUpdate`.
+#[cfg(not(feature = "aws-lc"))]
 fn evp_encrypt_append(
     ctx: &CipherCtxRef,
     input: &[u8],
@@ -231,8 +328,10 @@ struct Fetched {
     chacha20_poly1305: Cipher,
 }
 
+#[cfg_attr(feature = "aws-lc", allow(dead_code))]
 const NAMES: [&str; 3] = ["AES-128-GCM", "AES-256-GCM", "ChaCha20-Poly1305"];
 
+#[cfg_attr(feature = "aws-lc", allow(dead_code))]
 fn index(cipher: KernelCipher) -> usize {
     match cipher {
         KernelCipher::AesGcm128 => 0,
@@ -241,6 +340,13 @@ fn index(cipher: KernelCipher) -> usize {
     }
 }
 
+/// AWS-LC fetches nothing: its ciphers are plain static tables.
+#[cfg(feature = "aws-lc")]
+fn fetched() -> Option<&'static Fetched> {
+    None
+}
+
+#[cfg(not(feature = "aws-lc"))]
 fn fetched() -> Option<&'static Fetched> {
     static FETCHED: OnceLock<Option<Fetched>> = OnceLock::new();
     FETCHED
@@ -269,6 +375,7 @@ fn openssl_cipher(cipher: KernelCipher) -> &'static CipherRef {
 /// The provider functions of `cipher`, if its fetched implementation offers them all and
 /// sealing and opening a record through them gives what EVP gives (checked once per cipher
 /// and process).
+#[cfg(not(feature = "aws-lc"))]
 pub(crate) fn direct(cipher: KernelCipher) -> Option<&'static Dispatch> {
     static DIRECT: [OnceLock<Option<&'static Dispatch>>; 3] =
         [OnceLock::new(), OnceLock::new(), OnceLock::new()];
@@ -283,6 +390,7 @@ pub(crate) fn direct(cipher: KernelCipher) -> Option<&'static Dispatch> {
 
 /// Seals one record with a fixed key through `dispatch` and through EVP, and opens each
 /// with the other: the direct path is used only if the bytes are the same.
+#[cfg(not(feature = "aws-lc"))]
 fn agrees_with_evp(cipher: KernelCipher, dispatch: &'static Dispatch) -> bool {
     let key = [0x5a_u8; 32];
     let key = &key[..cipher.key_len()];

@@ -9,6 +9,10 @@
 //!   counted by the message callback.
 //! - TLS 1.2 read and write: 1. Each side's Finished is the only record under the new keys
 //!   (tickets go before ChangeCipherSpec, renegotiation is refused).
+//!
+//! On AWS-LC the TLS 1.3 secrets and every sequence number are read from the SSL itself
+//! (`SSL_get_{read,write}_traffic_secret`, `SSL_get_{read,write}_sequence`), after `offload`
+//! made it write the tickets it holds back (`crate::awslc`).
 
 use openssl::ssl::{SslRef, SslVersion};
 
@@ -18,6 +22,7 @@ use super::tls12;
 use crate::kernel::{KernelCipher, TlsVersion};
 use crate::offload::{take_tls13_handover, FallbackReason};
 use crate::session::TlsSession;
+use crate::settings;
 
 /// The longest master secret (TLS 1.2) and hello random.
 const MASTER_SECRET_LEN: usize = 48;
@@ -30,6 +35,10 @@ pub fn server_record_layer(session: &mut TlsSession) -> Result<RecordLayer, Fall
         return Err(FallbackReason::PendingData);
     }
     let ssl = session.ssl_mut();
+    // The tickets AWS-LC holds back go out first, under the keys and sequence numbers read
+    // below (`offload` has sent them already; then this writes nothing).
+    #[cfg(feature = "aws-lc")]
+    crate::awslc::send_held_back(ssl).map_err(|_| FallbackReason::HeldBackWrite)?;
     let version = match ssl.version2() {
         Some(SslVersion::TLS1_2) => TlsVersion::Tls12,
         Some(SslVersion::TLS1_3) => TlsVersion::Tls13,
@@ -37,7 +46,7 @@ pub fn server_record_layer(session: &mut TlsSession) -> Result<RecordLayer, Fall
     };
     let cipher = ssl
         .current_cipher()
-        .and_then(|c| c.standard_name())
+        .and_then(crate::settings::cipher_standard_name)
         .and_then(KernelCipher::from_standard_name)
         .ok_or(FallbackReason::CipherNotOffloadable)?;
     match version {
@@ -48,7 +57,7 @@ pub fn server_record_layer(session: &mut TlsSession) -> Result<RecordLayer, Fall
 
 fn tls13(ssl: &mut SslRef, cipher: KernelCipher) -> Result<RecordLayer, FallbackReason> {
     let handover = take_tls13_handover(ssl).ok_or(FallbackReason::NoTrafficSecret)?;
-    let read = DirectionKeys::from_secret(cipher, handover.client.bytes(), 0);
+    let read = DirectionKeys::from_secret(cipher, handover.client.bytes(), handover.client_seq);
     let write = DirectionKeys::from_secret(cipher, handover.server.bytes(), handover.server_seq);
     match (read, write) {
         (Ok(read), Ok(write)) => Ok(RecordLayer::new(TlsVersion::Tls13, cipher, read, write)),
@@ -62,8 +71,8 @@ fn tls12(ssl: &SslRef, cipher: KernelCipher) -> Result<RecordLayer, FallbackReas
     let master_len = session.master_key(&mut master);
     let mut client_random = [0u8; RANDOM_LEN];
     let mut server_random = [0u8; RANDOM_LEN];
-    let got_randoms = ssl.client_random(&mut client_random) == RANDOM_LEN
-        && ssl.server_random(&mut server_random) == RANDOM_LEN;
+    let got_randoms = settings::client_random(ssl, &mut client_random) == RANDOM_LEN
+        && settings::server_random(ssl, &mut server_random) == RANDOM_LEN;
     if master_len != MASTER_SECRET_LEN || !got_randoms {
         master.fill(0);
         return Err(FallbackReason::NoTrafficSecret);
@@ -72,8 +81,13 @@ fn tls12(ssl: &SslRef, cipher: KernelCipher) -> Result<RecordLayer, FallbackReas
     master.fill(0);
     std::hint::black_box(&master);
     let block = block.map_err(|_| FallbackReason::KeyDerivationFailed)?;
-    let read = DirectionKeys::from_key_iv(&block.client_key, &block.client_iv, 1);
-    let write = DirectionKeys::from_key_iv(&block.server_key, &block.server_iv, 1);
+    // OpenSSL: 1 each (see the module's comment). AWS-LC says so itself.
+    #[cfg(not(feature = "aws-lc"))]
+    let (read_seq, write_seq) = (1, 1);
+    #[cfg(feature = "aws-lc")]
+    let (read_seq, write_seq) = crate::awslc::sequences(ssl);
+    let read = DirectionKeys::from_key_iv(&block.client_key, &block.client_iv, read_seq);
+    let write = DirectionKeys::from_key_iv(&block.server_key, &block.server_iv, write_seq);
     match (read, write) {
         (Ok(read), Ok(write)) => Ok(RecordLayer::new(TlsVersion::Tls12, cipher, read, write)),
         _ => Err(FallbackReason::KeyDerivationFailed),

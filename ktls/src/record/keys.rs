@@ -79,6 +79,12 @@ impl DirectionKeys {
         &self.key[..usize::from(self.key_len)]
     }
 
+    /// The nonce base as stored (see the field): what the kernel's state is made from.
+    #[cfg(feature = "aws-lc")]
+    pub(crate) fn iv(&self) -> &[u8; NONCE_LEN] {
+        &self.iv
+    }
+
     /// The next sequence number to use.
     pub fn sequence(&self) -> u64 {
         self.seq

@@ -136,6 +136,25 @@ impl RecordLayer {
         (self.read.seq, self.write.seq)
     }
 
+    /// Both directions as the kernel takes them (receive, send): the same keys, nonce bases
+    /// and sequence numbers, for `kernel::set_crypto` (the AWS-LC hand-over).
+    #[cfg(feature = "aws-lc")]
+    pub(crate) fn kernel_state(
+        &self,
+    ) -> Result<(crate::kernel::CryptoInfo, crate::kernel::CryptoInfo), crate::kernel::KeyLengthError>
+    {
+        let of = |keys: &DirectionKeys| {
+            crate::kernel::CryptoInfo::of_direction(
+                self.version,
+                self.cipher,
+                keys.key(),
+                keys.iv(),
+                keys.seq,
+            )
+        };
+        Ok((of(&self.read)?, of(&self.write)?))
+    }
+
     fn suite(cipher: KernelCipher, keys: &DirectionKeys) -> Suite<'_> {
         Suite {
             cipher,

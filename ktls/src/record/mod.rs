@@ -7,13 +7,18 @@
 
 mod aead;
 mod aead_ctx;
+// The direct path (OpenSSL's provider functions, AWS-LC's EVP_AEAD) against the EVP path.
 #[cfg(test)]
 mod aead_tests;
 pub mod error;
+#[cfg(feature = "aws-lc")]
+mod evp_aead;
 mod handover;
 mod keys;
 pub mod layer;
 mod pool;
+// OpenSSL 3's provider dispatch; AWS-LC has no providers (its contexts are EVP's).
+#[cfg(not(feature = "aws-lc"))]
 mod provider;
 mod socket;
 pub mod stats;

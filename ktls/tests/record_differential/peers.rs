@@ -81,7 +81,13 @@ pub fn cases() -> Vec<Case> {
             cipher,
             padding: None,
         });
-        for padding in [None, Some(64)] {
+        // AWS-LC pads no records: there the padded cases have no library side to compare.
+        let paddings: &[Option<usize>] = if ktls::settings::is_aws_lc() {
+            &[None]
+        } else {
+            &[None, Some(64)]
+        };
+        for &padding in paddings {
             out.push(Case {
                 version: SslVersion::TLS1_3,
                 suite: suite13,
@@ -115,10 +121,9 @@ fn identity() -> (PKey<openssl::pkey::Private>, X509) {
 }
 
 fn pin(b: &mut SslContextBuilder, case: &Case) {
-    b.set_min_proto_version(Some(case.version)).unwrap();
-    b.set_max_proto_version(Some(case.version)).unwrap();
+    ktls::settings::set_protocol_versions(b, case.version, case.version).unwrap();
     if case.version == SslVersion::TLS1_3 {
-        b.set_ciphersuites(case.suite).unwrap();
+        ktls::settings::set_tls13_ciphersuites(b, case.suite).unwrap();
     } else {
         b.set_cipher_list(case.suite).unwrap();
     }
@@ -133,7 +138,7 @@ pub fn server_context(case: &Case) -> SslContext {
     b.set_certificate(&cert).unwrap();
     pin(&mut b, case);
     if let Some(block) = case.padding {
-        ktls::ossl::set_block_padding(&mut b, block).unwrap();
+        ktls::ossl::set_block_padding(&mut b, block).expect("record padding");
     }
     b.build()
 }
@@ -184,8 +189,8 @@ pub fn client_layer(
     let mut master = [0u8; 48];
     assert_eq!(ssl.session().unwrap().master_key(&mut master), 48);
     let (mut cr, mut sr) = ([0u8; 32], [0u8; 32]);
-    ssl.client_random(&mut cr);
-    ssl.server_random(&mut sr);
+    ktls::settings::client_random(ssl, &mut cr);
+    ktls::settings::server_random(ssl, &mut sr);
     let block = tls12::key_block(c, &master, &cr, &sr).unwrap();
     let layer = RecordLayer::new(
         TlsVersion::Tls12,

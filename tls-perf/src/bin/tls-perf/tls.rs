@@ -60,10 +60,7 @@ pub fn build_context(args: &Args, key_log: Option<&KeyLog>) -> Result<SslContext
         TlsVersion::V13 => (SslVersion::TLS1_3, SslVersion::TLS1_3),
         TlsVersion::Any => (SslVersion::TLS1_2, SslVersion::TLS1_3),
     };
-    builder
-        .set_min_proto_version(Some(min))
-        .and_then(|()| builder.set_max_proto_version(Some(max)))
-        .map_err(StartError::Tls)?;
+    ktls::settings::set_protocol_versions(&mut builder, min, max).map_err(StartError::Tls)?;
     // A benchmark of the server's handshake cost; the certificate is not what is measured.
     builder.set_verify(SslVerifyMode::NONE);
     // Read whole flights at once instead of a header then a body per record: fewer system
@@ -121,8 +118,7 @@ fn configure_ciphers(
         return Err(refuse("--tls 1.2 needs TLS 1.2 cipher names"));
     }
     if !split.tls13.is_empty() {
-        builder
-            .set_ciphersuites(&split.tls13.join(":"))
+        ktls::settings::set_tls13_ciphersuites(builder, &split.tls13.join(":"))
             .map_err(|e| refuse(&e.to_string()))?;
     }
     if !split.tls12.is_empty() {
