@@ -47,7 +47,7 @@ use runtime::Runtime;
 /// Loads, validates and prepares a configuration. Warnings are logged; the error is the
 /// whole report (every error found), ready to print.
 pub fn load(path: &Path) -> Result<Arc<Runtime>, String> {
-    let loaded = config::load_path(path).map_err(|d| d.to_string())?;
+    let loaded = config::load_path_and_files(path).map_err(|d| d.to_string())?;
     for w in &loaded.warnings {
         warn!("{w}");
     }
