@@ -11,6 +11,7 @@ mod hold;
 mod hold_conn;
 mod hold_group;
 mod load;
+mod progress;
 mod report;
 mod response;
 mod stream;
@@ -19,6 +20,7 @@ mod tls;
 mod units;
 
 use std::fmt;
+use std::io::IsTerminal as _;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -136,9 +138,13 @@ fn run_load(args: &Args) -> Result<(), PerfError> {
         ));
     }
     probe(setup.addr, args.timeout)?;
+    let live = Arc::new(progress::Live::default());
+    live.stop_on_sigint()
+        .map_err(|e| PerfError::Thread(format!("cannot handle SIGINT: {e}")))?;
     let cpu_before = args
         .server_pid
         .map(|pid| tls_perf::procstat::cpu_seconds(pid).unwrap_or(0.0));
+    let started = std::time::Instant::now();
     let handles: Vec<_> = (0..args.threads)
         .map(|i| {
             let plan = load::LoadPlan {
@@ -152,10 +158,19 @@ fn run_load(args: &Args) -> Result<(), PerfError> {
                 rate: args.rate.map(|r| r / args.threads as f64),
                 duration: args.duration,
                 timeout: args.timeout,
+                live: Arc::clone(&live),
             };
             std::thread::spawn(move || load::run(&plan))
         })
         .collect();
+    let show = args.progress || std::io::stderr().is_terminal();
+    progress::wait(&handles, &live, started, show);
+    if live.stopped() {
+        eprintln!(
+            "http-perf: interrupted after {:.1}s; the report covers what was measured until then",
+            started.elapsed().as_secs_f64()
+        );
+    }
     let mut results = Vec::new();
     for h in handles {
         match h.join() {
