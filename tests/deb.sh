@@ -57,6 +57,7 @@ for line in Type=notify 'ExecReload=/bin/kill -HUP $MAINPID' LimitNOFILE=1048576
 done
 grep -q 'deb-systemd-helper' "$scratch/DEBIAN/postinst" || fail "postinst does not enable the unit"
 grep -q make-cert "$scratch/DEBIAN/postinst" || fail "postinst does not make a certificate"
+grep -q 'rm -rf /etc/ktls-proxy/certs' "$scratch/DEBIAN/postrm" && fail "postrm deletes the operator's certificates"
 if command -v systemd-analyze >/dev/null; then
     # The unit's syntax and settings; the packaged paths (/usr/bin/proxy, man:proxy(1)) are
     # not installed on this host, so those two complaints are expected.
@@ -96,10 +97,13 @@ wait_for() { # FILE TEXT: up to 20 s
 }
 wait_for "$scratch/proxy.err" "serving with"
 [ "$(cat "$r/run/ktls-proxy/ktls-proxy.pid")" = "$proxy_pid" ] || fail "pid file"
-# A host name, not an IP literal: frang's default strict Host checking refuses the latter.
-code="$(curl -sk -o /dev/null -w '%{http_code}' --max-time 10 \
+code="$(curl -sk --http1.1 -o /dev/null -w '%{http_code}' --max-time 10 \
     --resolve "localhost:$https:127.0.0.1" "https://localhost:$https/")"
 [ "$code" = 200 ] || fail "HTTPS through the packaged proxy answered $code"
+# By the address (an IP literal Host: the packaged file turns strict Host checking off), over
+# HTTP/2 (the packaged listener offers h2).
+got="$(curl -sk -o /dev/null -w '%{http_code} %{http_version}' --http2 --max-time 10 "https://127.0.0.1:$https/")"
+[ "$got" = "200 2" ] || fail "HTTPS by address over HTTP/2 through the packaged proxy: $got"
 log="$r/var/log/ktls-proxy/access.log"
 wait_for "$log" '"GET / HTTP/1.1" 200'
 "$r/usr/bin/proxy" -c "$conf" -s reload
@@ -125,7 +129,10 @@ if [ "$(id -u)" = 0 ] && { [ "${CI:-}" = true ] || [ -n "${KTLS_PROXY_DEB_INSTAL
         || fail "proxy -t of /etc/ktls-proxy as the service user"
     [ -d /var/log/ktls-proxy ] || fail "no /var/log/ktls-proxy"
     dpkg --purge ktls-proxy >/dev/null || fail "dpkg --purge"
-    [ ! -e /etc/ktls-proxy ] || fail "purge left /etc/ktls-proxy"
+    # Certificates are the operator's: purge keeps them (and so their directory).
+    [ -s /etc/ktls-proxy/certs/ktls-proxy.key ] || fail "purge deleted /etc/ktls-proxy/certs"
+    [ ! -e /var/log/ktls-proxy ] || fail "purge left /var/log/ktls-proxy"
+    rm -rf /etc/ktls-proxy
     ! getent passwd ktls-proxy >/dev/null || fail "purge left the ktls-proxy user"
     echo "deb.sh: dpkg -i, postinst, proxy -t as the service user, dpkg --purge: ok"
 else
