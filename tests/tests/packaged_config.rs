@@ -19,10 +19,22 @@ fn packaged(dir: &TempDir, http: SocketAddr, https: SocketAddr, origin: SocketAd
         ("listen 80;", format!("listen {http};")),
         ("127.0.0.1:8000", origin.to_string()),
         ("127.0.0.1:9100", stats.to_string()),
-        ("/etc/ktls-proxy/certs/ktls-proxy.crt", crt.display().to_string()),
-        ("/etc/ktls-proxy/certs/ktls-proxy.key", key.display().to_string()),
-        ("/run/ktls-proxy/ktls-proxy.pid", dir.join("p.pid").display().to_string()),
-        ("/var/log/ktls-proxy/access.log", dir.join("a.log").display().to_string()),
+        (
+            "/etc/ktls-proxy/certs/ktls-proxy.crt",
+            crt.display().to_string(),
+        ),
+        (
+            "/etc/ktls-proxy/certs/ktls-proxy.key",
+            key.display().to_string(),
+        ),
+        (
+            "/run/ktls-proxy/ktls-proxy.pid",
+            dir.join("p.pid").display().to_string(),
+        ),
+        (
+            "/var/log/ktls-proxy/access.log",
+            dir.join("a.log").display().to_string(),
+        ),
     ];
     let mut text = text;
     for (from, to) in replaced {
@@ -54,7 +66,10 @@ fn the_packaged_config_serves_http2_and_an_ip_literal_host() {
     assert!(st.success(), "{err}");
     assert_eq!(out, "from the app 200 2", "{err}");
     // Plain HTTP by the address.
-    let (st, out, err) = curl(&["-s", "-w", " %{http_code}", &format!("http://{http}/")], 10);
+    let (st, out, err) = curl(
+        &["-s", "-w", " %{http_code}", &format!("http://{http}/")],
+        10,
+    );
     assert!(st.success(), "{err}");
     assert_eq!(out, "from the app 200");
 }

@@ -62,7 +62,14 @@ impl From<TargetError> for PerfError {
 }
 
 fn main() -> ExitCode {
-    if let Some(code) = tls_perf::man::print_if_asked(<Args as clap::CommandFactory>::command) {
+    let examples = [
+        ("http-perf -c 100 -t 2 -d 10s --latency https://127.0.0.1:8443/", "100 keep-alive connections over 2 threads for 10 seconds, with the latency distribution, as wrk would."),
+        ("http-perf -c 1k -d 30s --progress http://127.0.0.1:8080/", "1000 connections for 30 seconds, a progress line every second; Ctrl-C prints the report so far."),
+        ("http-perf -c 1000 -t 2 -d 30 -H \"Connection: close\" --connect 127.0.0.1:8443 https://example.com/", "A new connection (and TLS handshake) for every request, to a server on this host named example.com."),
+        ("http-perf --hold 10000 --hold-secs 5 --rounds 2 --server-pid PID https://127.0.0.1:8443/", "Hold 10,000 idle TLS connections, then send a request on each twice; report the server's memory per connection."),
+    ];
+    let command = <Args as clap::CommandFactory>::command;
+    if let Some(code) = tls_perf::man::print_if_asked(command, &examples) {
         return code;
     }
     let args = Args::parse();
