@@ -182,13 +182,11 @@ impl Parser {
     /// whether it is a chain rule (it contains `->`, `==`, `!=` or `~`).
     fn statement(&mut self, sink: &mut Sink) -> Option<Node> {
         let start = self.at;
-        let start_col = self.peek().map_or(1, |t| t.pos.col);
         let mut end = start;
         let mut is_rule = false;
         while let Some(t) = self.tokens.get(end) {
             match t.kind {
                 TokenKind::Semicolon | TokenKind::LBrace | TokenKind::RBrace => break,
-                _ if end > start && self.starts_statement_at(end, start_col) => break,
                 ref k if is_rule_operator(k) => is_rule = true,
                 _ => {}
             }
@@ -205,11 +203,6 @@ impl Parser {
                 Some(TokenKind::Semicolon) => {
                     self.at += 1;
                 }
-                Some(_) if self.starts_statement_at(end, start_col) => sink.error_hint(
-                    &self.end_of_previous(end),
-                    "missing `;` after the rule",
-                    "end every http_chain rule with `;`",
-                ),
                 Some(other) => {
                     let p = self
                         .peek()
@@ -256,6 +249,9 @@ impl Parser {
             attrs: Vec::new(),
             children: None,
         };
+        // Where the directive would end had its `;` been forgotten (see `{` below): the
+        // token, and how many arguments and attributes come before it.
+        let mut split: Option<(usize, usize, usize)> = None;
         loop {
             let Some(tok) = self.next() else {
                 sink.error_hint(
@@ -267,6 +263,19 @@ impl Parser {
             };
             match tok.kind {
                 TokenKind::Semicolon => return Some(Node::Directive(d)),
+                // A `{` after a word that began a new line at or left of the directive's
+                // column: that word starts the block's own directive, and this one lacks
+                // its `;`. Only then is the line break read as an end: a statement that
+                // continues on the next line and ends with `;` is one statement, whatever
+                // its indentation (Tempesta's language ignores layout).
+                TokenKind::LBrace if split.is_some() => {
+                    let (at, args, attrs) = split.unwrap_or_default();
+                    d.args.truncate(args);
+                    d.attrs.truncate(attrs);
+                    self.at = at;
+                    self.missing_semicolon(sink, &d);
+                    return Some(Node::Directive(d));
+                }
                 TokenKind::LBrace => {
                     let opened = Opened {
                         name: &d.name,
@@ -281,15 +290,10 @@ impl Parser {
                     self.missing_semicolon(sink, &d);
                     return Some(Node::Directive(d));
                 }
-                TokenKind::Word(_) | TokenKind::Quoted(_)
-                    if self.starts_statement_at(self.at - 1, d.pos.col) =>
-                {
-                    // The next line's statement: leave it to be read as one.
-                    self.at -= 1;
-                    self.missing_semicolon(sink, &d);
-                    return Some(Node::Directive(d));
-                }
                 TokenKind::Word(ref text) | TokenKind::Quoted(ref text) => {
+                    if split.is_none() && self.starts_statement_at(self.at - 1, d.pos.col) {
+                        split = Some((self.at - 1, d.args.len(), d.attrs.len()));
+                    }
                     let quoted = matches!(tok.kind, TokenKind::Quoted(_));
                     let value = Value {
                         text: text.clone(),
@@ -477,10 +481,16 @@ mod tests {
             e,
             vec![(1, 33, "missing `;` after directive `listen`".to_string())]
         );
-        let e = errors("http_chain {\n  uri == \"/a\" -> b\n  -> c;\n}\n");
-        assert_eq!(e, vec![(2, 19, "missing `;` after the rule".to_string())]);
         // A statement continued on a line indented further is one statement.
         let nodes = parse_ok("listen 443\n    proto=https;\n");
         assert_eq!(nodes.len(), 1);
+        // So is one continued at its own column: layout means nothing in the language, and
+        // a file Tempesta loads must load here. Only a `{` that follows makes the line break
+        // an end.
+        let nodes = parse_ok("frang_limits {\n  http_methods get post\n  head;\n}\n");
+        let Node::Directive(f) = &nodes[0] else {
+            panic!()
+        };
+        assert_eq!(f.children.as_ref().map(Vec::len), Some(1));
     }
 }
