@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The Debian package, built and checked as an operator would use it:
-#  1. cargo-deb builds ktls-proxy_<ver>_<arch>.deb (etc/debian/build-deb.sh);
+# The Debian packages, built and checked as an operator would use them:
+#  1. cargo-deb builds ktls-proxy_<ver>_<arch>.deb and ktls-proxy-tools_<ver>_<arch>.deb
+#     (etc/debian/build-deb.sh), and lintian finds no error in either;
 #  2. dpkg -x into a scratch root: binaries, man pages, docs, the unit (systemd-analyze
 #     verify), conffiles, logrotate snippet, modules-load.d, maintainer scripts;
 #  3. the packaged make-cert and the packaged binary against the packaged configuration
@@ -20,9 +21,22 @@ if ! command -v cargo-deb >/dev/null; then
     cargo install cargo-deb --locked --quiet
     echo "deb.sh: cargo-deb installed in $(( $(date +%s) - start )) s"
 fi
-deb="$(etc/debian/build-deb.sh --fast | tail -n 1)"
+built="$(etc/debian/build-deb.sh --fast)"
+deb="$(echo "$built" | tail -n 1)"
+tools="$(echo "$built" | tail -n 2 | head -n 1)"
 [ -f "$deb" ] || fail "no package built: $deb"
-echo "deb.sh: built $deb ($(du -h "$deb" | cut -f1))"
+[ -f "$tools" ] || fail "no tools package built: $tools"
+echo "deb.sh: built $deb ($(du -h "$deb" | cut -f1)) and $tools ($(du -h "$tools" | cut -f1))"
+if command -v lintian >/dev/null; then
+    for p in "$deb" "$tools"; do
+        report="$(lintian "$p" 2>&1 | grep -v 'running with root privileges' || true)"
+        [ -z "$report" ] || echo "$report" | sed 's/^/deb.sh: lintian: /'
+        ! echo "$report" | grep -q '^E: ' || fail "lintian reports errors in $p"
+    done
+    echo "deb.sh: lintian: no errors"
+else
+    fail "lintian is not installed (etc/need-packages.sh lintian)"
+fi
 
 scratch="$(mktemp -d /tmp/ktls-deb.XXXXXX)"
 pids=()
@@ -34,13 +48,19 @@ trap cleanup EXIT
 
 # --- 2. contents
 dpkg-deb -f "$deb" Package | grep -qx ktls-proxy || fail "package name"
+dpkg-deb -f "$tools" Package | grep -qx ktls-proxy-tools || fail "tools package name"
 dpkg-deb -f "$deb" Depends | grep -q adduser || fail "Depends lacks adduser"
+for name in proxy tls-perf http-perf origin; do
+    dpkg-deb -c "$deb" | grep -q "/usr/bin/$name\$" && fail "ktls-proxy installs /usr/bin/$name"
+done
 dpkg -x "$deb" "$scratch/root"
+dpkg -x "$tools" "$scratch/root"
 dpkg-deb -e "$deb" "$scratch/DEBIAN"
 r="$scratch/root"
-for f in usr/bin/proxy usr/bin/tls-perf usr/bin/http-perf usr/bin/origin \
-    usr/share/man/man1/proxy.1.gz usr/share/man/man1/tls-perf.1.gz \
+for f in usr/bin/ktls-proxy usr/bin/tls-perf usr/bin/http-perf usr/bin/origin \
+    usr/share/man/man1/ktls-proxy.1.gz usr/share/man/man1/tls-perf.1.gz \
     usr/share/man/man1/http-perf.1.gz usr/share/man/man1/origin.1.gz \
+    usr/share/doc/ktls-proxy/changelog.Debian.gz usr/share/doc/ktls-proxy-tools/changelog.Debian.gz \
     etc/ktls-proxy/ktls-proxy.conf etc/logrotate.d/ktls-proxy \
     usr/lib/modules-load.d/ktls-proxy.conf \
     usr/share/ktls-proxy/make-cert usr/share/ktls-proxy/grafana/ktls-proxy.json \
@@ -57,16 +77,21 @@ for line in Type=notify 'ExecReload=/bin/kill -HUP $MAINPID' LimitNOFILE=1048576
 done
 grep -q 'deb-systemd-helper' "$scratch/DEBIAN/postinst" || fail "postinst does not enable the unit"
 grep -q make-cert "$scratch/DEBIAN/postinst" || fail "postinst does not make a certificate"
+grep -q 'rm -rf /etc/ktls-proxy/certs' "$scratch/DEBIAN/postrm" && fail "postrm deletes the operator's certificates"
 if command -v systemd-analyze >/dev/null; then
-    # The unit's syntax and settings; the packaged paths (/usr/bin/proxy, man:proxy(1)) are
+    # The unit's syntax and settings; the packaged paths (/usr/bin/ktls-proxy, man:ktls-proxy(1)) are
     # not installed on this host, so those two complaints are expected.
     out="$(systemd-analyze verify "$unit" 2>&1 || true)"
     if echo "$out" | grep -v -e 'is not executable' -e "Command 'man " | grep -q .; then
         echo "$out" >&2; fail "systemd-analyze verify found problems in the unit"
     fi
 fi
-zcat "$r/usr/share/man/man1/proxy.1.gz" | grep -q '^\.TH proxy 1' || fail "proxy.1 is not a man page"
-"$r/usr/bin/proxy" --version | grep -q '^TLS library: ' || fail "proxy --version"
+zcat "$r/usr/share/man/man1/ktls-proxy.1.gz" | grep -q '^\.TH ktls-proxy 1' || fail "ktls-proxy.1 is not a man page"
+for page in ktls-proxy tls-perf http-perf origin; do
+    zcat "$r/usr/share/man/man1/$page.1.gz" | grep -q '^\.SH EXAMPLES' || fail "$page.1 has no examples"
+done
+file "$r/usr/bin/ktls-proxy" | grep -q ', stripped' || fail "ktls-proxy is not stripped"
+"$r/usr/bin/ktls-proxy" --version | grep -q '^TLS library: ' || fail "ktls-proxy --version"
 
 # --- 3. the packaged binary and configuration, on loopback
 "$r/usr/share/ktls-proxy/make-cert" "$r/etc/ktls-proxy/certs" >/dev/null
@@ -84,10 +109,10 @@ sed -e "s#/etc/ktls-proxy/#$r/etc/ktls-proxy/#g" -e "s#/run/ktls-proxy/#$r/run/k
     -e "s#stats_listen 127.0.0.1:9100#stats_listen 127.0.0.1:$stats#" \
     -e "s#server 127.0.0.1:8000#server 127.0.0.1:$backend#" \
     "$r/etc/ktls-proxy/ktls-proxy.conf" > "$conf"
-"$r/usr/bin/proxy" -t -c "$conf" >/dev/null || fail "proxy -t of the packaged configuration"
+"$r/usr/bin/ktls-proxy" -t -c "$conf" >/dev/null || fail "proxy -t of the packaged configuration"
 "$r/usr/bin/origin" --listen "127.0.0.1:$backend" >"$scratch/origin.log" 2>&1 &
 pids+=($!)
-"$r/usr/bin/proxy" -c "$conf" >"$scratch/proxy.out" 2>"$scratch/proxy.err" &
+"$r/usr/bin/ktls-proxy" -c "$conf" >"$scratch/proxy.out" 2>"$scratch/proxy.err" &
 proxy_pid=$!
 pids+=($proxy_pid)
 wait_for() { # FILE TEXT: up to 20 s
@@ -96,19 +121,22 @@ wait_for() { # FILE TEXT: up to 20 s
 }
 wait_for "$scratch/proxy.err" "serving with"
 [ "$(cat "$r/run/ktls-proxy/ktls-proxy.pid")" = "$proxy_pid" ] || fail "pid file"
-# A host name, not an IP literal: frang's default strict Host checking refuses the latter.
-code="$(curl -sk -o /dev/null -w '%{http_code}' --max-time 10 \
+code="$(curl -sk --http1.1 -o /dev/null -w '%{http_code}' --max-time 10 \
     --resolve "localhost:$https:127.0.0.1" "https://localhost:$https/")"
 [ "$code" = 200 ] || fail "HTTPS through the packaged proxy answered $code"
+# By the address (an IP literal Host: the packaged file turns strict Host checking off), over
+# HTTP/2 (the packaged listener offers h2).
+got="$(curl -sk -o /dev/null -w '%{http_code} %{http_version}' --http2 --max-time 10 "https://127.0.0.1:$https/")"
+[ "$got" = "200 2" ] || fail "HTTPS by address over HTTP/2 through the packaged proxy: $got"
 log="$r/var/log/ktls-proxy/access.log"
 wait_for "$log" '"GET / HTTP/1.1" 200'
-"$r/usr/bin/proxy" -c "$conf" -s reload
+"$r/usr/bin/ktls-proxy" -c "$conf" -s reload
 wait_for "$scratch/proxy.err" "reloaded"
 mv "$log" "$log.1"
-"$r/usr/bin/proxy" -c "$conf" -s reopen
+"$r/usr/bin/ktls-proxy" -c "$conf" -s reopen
 wait_for "$scratch/proxy.err" "access logs reopened"
 [ -f "$log" ] || fail "reopen did not recreate the access log"
-"$r/usr/bin/proxy" -c "$conf" -s quit
+"$r/usr/bin/ktls-proxy" -c "$conf" -s quit
 for _ in $(seq 200); do kill -0 "$proxy_pid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$proxy_pid" 2>/dev/null && fail "proxy still running after -s quit"
 wait "$proxy_pid" || fail "proxy exited with an error after -s quit"
@@ -117,15 +145,18 @@ echo "deb.sh: the packaged binary served the packaged configuration (reload, reo
 # --- 4. a real installation
 if [ "$(id -u)" = 0 ] && { [ "${CI:-}" = true ] || [ -n "${KTLS_PROXY_DEB_INSTALL:-}" ]; }; then
     dpkg -s ktls-proxy >/dev/null 2>&1 && fail "ktls-proxy is already installed here; not touching it"
-    dpkg -i "$deb" >/dev/null || fail "dpkg -i"
+    dpkg -i "$deb" "$tools" >/dev/null || fail "dpkg -i"
     getent passwd ktls-proxy >/dev/null || fail "postinst made no ktls-proxy user"
     [ "$(stat -c %G:%a /etc/ktls-proxy/certs/ktls-proxy.key)" = ktls-proxy:640 ] \
         || fail "key not readable by the service group only"
-    runuser -u ktls-proxy -- /usr/bin/proxy -t -c /etc/ktls-proxy/ktls-proxy.conf >/dev/null \
+    runuser -u ktls-proxy -- /usr/bin/ktls-proxy -t -c /etc/ktls-proxy/ktls-proxy.conf >/dev/null \
         || fail "proxy -t of /etc/ktls-proxy as the service user"
     [ -d /var/log/ktls-proxy ] || fail "no /var/log/ktls-proxy"
-    dpkg --purge ktls-proxy >/dev/null || fail "dpkg --purge"
-    [ ! -e /etc/ktls-proxy ] || fail "purge left /etc/ktls-proxy"
+    dpkg --purge ktls-proxy ktls-proxy-tools >/dev/null || fail "dpkg --purge"
+    # Certificates are the operator's: purge keeps them (and so their directory).
+    [ -s /etc/ktls-proxy/certs/ktls-proxy.key ] || fail "purge deleted /etc/ktls-proxy/certs"
+    [ ! -e /var/log/ktls-proxy ] || fail "purge left /var/log/ktls-proxy"
+    rm -rf /etc/ktls-proxy
     ! getent passwd ktls-proxy >/dev/null || fail "purge left the ktls-proxy user"
     echo "deb.sh: dpkg -i, postinst, proxy -t as the service user, dpkg --purge: ok"
 else

@@ -67,6 +67,8 @@ impl TokenKind {
 pub struct Token {
     pub kind: TokenKind,
     pub pos: Pos,
+    /// Just after the token's last character: where a missing `;` belongs.
+    pub end: Pos,
 }
 
 struct Cursor<'a> {
@@ -151,7 +153,11 @@ pub fn tokenize(file: &Arc<str>, text: &str, sink: &mut Sink) -> Vec<Token> {
             for _ in 0..len {
                 cur.bump();
             }
-            tokens.push(Token { kind, pos });
+            tokens.push(Token {
+                kind,
+                pos,
+                end: cur.pos(),
+            });
             continue;
         }
         if c == '"' {
@@ -160,6 +166,7 @@ pub fn tokenize(file: &Arc<str>, text: &str, sink: &mut Sink) -> Vec<Token> {
                 Some(s) => tokens.push(Token {
                     kind: TokenKind::Quoted(s),
                     pos,
+                    end: cur.pos(),
                 }),
                 None => sink.error_hint(
                     &pos,
@@ -169,9 +176,11 @@ pub fn tokenize(file: &Arc<str>, text: &str, sink: &mut Sink) -> Vec<Token> {
             }
             continue;
         }
+        let kind = TokenKind::Word(word(&mut cur));
         tokens.push(Token {
-            kind: TokenKind::Word(word(&mut cur)),
+            kind,
             pos,
+            end: cur.pos(),
         });
     }
     tokens

@@ -12,8 +12,10 @@
 
 #![forbid(unsafe_code)]
 
+mod braces;
 pub mod diag;
 pub mod directives;
+mod files;
 mod lexer;
 pub mod model;
 mod model_chain;
@@ -44,6 +46,17 @@ pub struct Loaded {
 /// as TOML; anything else as Tempesta's language. Relative paths inside are
 /// resolved against the file's directory.
 pub fn load_path(path: &Path) -> Result<Loaded, Diagnostics> {
+    load(path, FileChecks::Skip)
+}
+
+/// [`load_path`], and the certificate and key files the configuration names
+/// are read too: each one missing, unreadable or of the wrong kind is an
+/// error at its directive (what the proxy loads with, `-t` included).
+pub fn load_path_and_files(path: &Path) -> Result<Loaded, Diagnostics> {
+    load(path, FileChecks::Read)
+}
+
+fn load(path: &Path, files: FileChecks) -> Result<Loaded, Diagnostics> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| Diagnostics {
         errors: vec![Diagnostic::file_error(
@@ -61,12 +74,30 @@ pub fn load_path(path: &Path) -> Result<Loaded, Diagnostics> {
     };
     // Absolute, so that paths in the model do not depend on the cwd later.
     let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-    parse_str(&name, &text, &dir)
+    parse(&name, &text, &dir, files)
+}
+
+/// Whether loading reads the files the configuration names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FileChecks {
+    Read,
+    Skip,
 }
 
 /// Checks configuration text. `file_name` appears in diagnostics and
 /// selects TOML when it ends in `.toml`; `base_dir` resolves relative paths.
+/// The files the text names (certificates, keys) are not read: `load_path`
+/// checks those.
 pub fn parse_str(file_name: &str, text: &str, base_dir: &Path) -> Result<Loaded, Diagnostics> {
+    parse(file_name, text, base_dir, FileChecks::Skip)
+}
+
+fn parse(
+    file_name: &str,
+    text: &str,
+    base_dir: &Path,
+    files: FileChecks,
+) -> Result<Loaded, Diagnostics> {
     if file_name.ends_with(".toml") {
         return match toml_load::load(file_name, text, base_dir) {
             Ok(config) => Ok(Loaded {
@@ -83,6 +114,9 @@ pub fn parse_str(file_name: &str, text: &str, base_dir: &Path) -> Result<Loaded,
     let mut sink = diag::Sink::default();
     let nodes = tree::parse(&file, text, &mut sink);
     let config = validate::validate(&nodes, base_dir, &mut sink);
+    if files == FileChecks::Read {
+        files::check_tls_files(&nodes, base_dir, &mut sink);
+    }
     let (errors, warnings) = sink.split();
     if errors.is_empty() {
         Ok(Loaded { config, warnings })

@@ -70,13 +70,19 @@ fn is_rule_operator(k: &TokenKind) -> bool {
 /// Lexes and parses a whole file. Syntax errors go to `sink`; parsing
 /// resynchronises at the next `;` or `}` so that later errors are found too.
 pub fn parse(file: &Arc<str>, text: &str, sink: &mut Sink) -> Vec<Node> {
-    let tokens = tokenize(file, text, sink);
+    let tokens = crate::braces::close_left_open_blocks(tokenize(file, text, sink), sink);
     let mut p = Parser {
         tokens,
         at: 0,
         file: file.clone(),
     };
     p.block_body(sink, None)
+}
+
+/// The block a body belongs to: its directive's name and its `{`.
+struct Opened<'a> {
+    name: &'a str,
+    brace: &'a Pos,
 }
 
 struct Parser {
@@ -98,6 +104,28 @@ impl Parser {
         t
     }
 
+    /// Whether the token at `index` starts a line at or left of `col`, the
+    /// column of the statement before it: a new statement, so that one
+    /// before it lacks its `;` (a continued statement is indented further).
+    fn starts_statement_at(&self, index: usize, col: u32) -> bool {
+        let (Some(prev), Some(tok)) = (
+            index.checked_sub(1).and_then(|i| self.tokens.get(i)),
+            self.tokens.get(index),
+        ) else {
+            return false;
+        };
+        tok.pos.line > prev.end.line && tok.pos.col <= col
+    }
+
+    /// Just after the token before `index`: where a missing `;` goes.
+    fn end_of_previous(&self, index: usize) -> Pos {
+        index
+            .checked_sub(1)
+            .and_then(|i| self.tokens.get(i))
+            .map(|t| t.end.clone())
+            .unwrap_or_else(|| self.end_pos())
+    }
+
     fn end_pos(&self) -> Pos {
         match self.tokens.last() {
             Some(t) => t.pos.clone(),
@@ -111,14 +139,14 @@ impl Parser {
 
     /// Statements until `}` (when `open` is the position of the `{`) or the
     /// end of input (top level).
-    fn block_body(&mut self, sink: &mut Sink, open: Option<&Pos>) -> Vec<Node> {
+    fn block_body(&mut self, sink: &mut Sink, open: Option<Opened<'_>>) -> Vec<Node> {
         let mut nodes = Vec::new();
         loop {
             let Some(tok) = self.peek() else {
                 if let Some(open) = open {
                     sink.error_hint(
-                        open,
-                        "block is never closed",
+                        open.brace,
+                        format!("block `{}` is never closed", open.name),
                         "add a `}` at the end of the block",
                     );
                 }
@@ -221,6 +249,9 @@ impl Parser {
             attrs: Vec::new(),
             children: None,
         };
+        // Where the directive would end had its `;` been forgotten (see `{` below): the
+        // token, and how many arguments and attributes come before it.
+        let mut split: Option<(usize, usize, usize)> = None;
         loop {
             let Some(tok) = self.next() else {
                 sink.error_hint(
@@ -232,21 +263,37 @@ impl Parser {
             };
             match tok.kind {
                 TokenKind::Semicolon => return Some(Node::Directive(d)),
+                // A `{` after a word that began a new line at or left of the directive's
+                // column: that word starts the block's own directive, and this one lacks
+                // its `;`. Only then is the line break read as an end: a statement that
+                // continues on the next line and ends with `;` is one statement, whatever
+                // its indentation (Tempesta's language ignores layout).
+                TokenKind::LBrace if split.is_some() => {
+                    let (at, args, attrs) = split.unwrap_or_default();
+                    d.args.truncate(args);
+                    d.attrs.truncate(attrs);
+                    self.at = at;
+                    self.missing_semicolon(sink, &d);
+                    return Some(Node::Directive(d));
+                }
                 TokenKind::LBrace => {
-                    d.children = Some(self.block_body(sink, Some(&tok.pos)));
+                    let opened = Opened {
+                        name: &d.name,
+                        brace: &tok.pos,
+                    };
+                    d.children = Some(self.block_body(sink, Some(opened)));
                     return Some(Node::Directive(d));
                 }
                 TokenKind::RBrace => {
                     // Leave the `}` for the enclosing block.
                     self.at -= 1;
-                    sink.error_hint(
-                        &tok.pos,
-                        format!("missing `;` after directive `{}`", d.name),
-                        "end every directive with `;`",
-                    );
+                    self.missing_semicolon(sink, &d);
                     return Some(Node::Directive(d));
                 }
                 TokenKind::Word(ref text) | TokenKind::Quoted(ref text) => {
+                    if split.is_none() && self.starts_statement_at(self.at - 1, d.pos.col) {
+                        split = Some((self.at - 1, d.args.len(), d.attrs.len()));
+                    }
                     let quoted = matches!(tok.kind, TokenKind::Quoted(_));
                     let value = Value {
                         text: text.clone(),
@@ -259,6 +306,7 @@ impl Parser {
                             Some(Token {
                                 kind: kind @ (TokenKind::Word(_) | TokenKind::Quoted(_)),
                                 pos,
+                                ..
                             }) => {
                                 let vq = matches!(kind, TokenKind::Quoted(_));
                                 let text = kind.text().unwrap_or_default().to_string();
@@ -301,6 +349,15 @@ impl Parser {
                 }
             }
         }
+    }
+
+    /// Reports the `;` missing after `d`, whose last token was just read.
+    fn missing_semicolon(&self, sink: &mut Sink, d: &Directive) {
+        sink.error_hint(
+            &self.end_of_previous(self.at),
+            format!("missing `;` after directive `{}`", d.name),
+            "end every directive with `;`",
+        );
     }
 
     /// Skips to just after the next `;` at this nesting level, or stops
@@ -407,12 +464,33 @@ mod tests {
     fn syntax_errors_are_all_reported_with_positions() {
         let e = errors("a b\n}\nc { d;\n");
         let at: Vec<(u32, u32)> = e.iter().map(|e| (e.0, e.1)).collect();
-        // `a b` runs into `}`: missing `;` and a stray `}`; `c {` never closed.
-        assert_eq!(at, vec![(2, 1), (2, 1), (3, 3)], "{e:?}");
+        // `a b` runs into `}`: a `;` missing after `b` and a stray `}`; `c {`
+        // never closed.
+        assert_eq!(at, vec![(1, 4), (2, 1), (3, 3)], "{e:?}");
         assert!(e[2].2.contains("never closed"));
         let e = errors("x = 1;");
         assert_eq!((e[0].0, e[0].1), (1, 3));
         let e = errors("{ a; }");
         assert_eq!((e[0].0, e[0].1), (1, 1));
+    }
+
+    #[test]
+    fn a_missing_semicolon_is_found_where_the_next_line_starts_a_statement() {
+        let e = errors("listen 127.0.0.1:443 proto=https\nsrv_group g { server a; }\n");
+        assert_eq!(
+            e,
+            vec![(1, 33, "missing `;` after directive `listen`".to_string())]
+        );
+        // A statement continued on a line indented further is one statement.
+        let nodes = parse_ok("listen 443\n    proto=https;\n");
+        assert_eq!(nodes.len(), 1);
+        // So is one continued at its own column: layout means nothing in the language, and
+        // a file Tempesta loads must load here. Only a `{` that follows makes the line break
+        // an end.
+        let nodes = parse_ok("frang_limits {\n  http_methods get post\n  head;\n}\n");
+        let Node::Directive(f) = &nodes[0] else {
+            panic!()
+        };
+        assert_eq!(f.children.as_ref().map(Vec::len), Some(1));
     }
 }

@@ -26,7 +26,9 @@ const MALFORMED: &[(&str, u32, u32, &str)] = &[
     // Lexer and syntax.
     ("listen 80;\ncache \"1;\n", 2, 7, "unterminated quoted string"),
     ("vhost a {\n  proxy_pass default;\n", 1, 9, "never closed"),
-    ("listen 80\n}", 2, 1, "missing `;`"),
+    ("listen 80\n}", 1, 10, "missing `;` after directive `listen`"),
+    ("listen 80\nsrv_group default { server 127.0.0.1; }\n", 1, 10, "missing `;` after directive `listen`"),
+    ("srv_group default {\n    server 127.0.0.1;\nvhost a {\n    proxy_pass default;\n}\n", 1, 19, "block `srv_group` is never closed"),
     ("}\n", 1, 1, "unexpected `}`"),
     ("listen 80 proto=;\n", 1, 17, "needs a value"),
     ("= 3;\n", 1, 1, "expected a directive name"),

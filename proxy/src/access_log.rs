@@ -70,6 +70,9 @@ pub struct Entry<'a> {
     pub time: SystemTime,
     /// From the parsed head to the end of the exchange.
     pub duration: Duration,
+    /// From the request's last byte written to the server to the response head read from
+    /// it (nginx's `$upstream_header_time`); `None` without a response from a server.
+    pub upstream_time: Option<Duration>,
 }
 
 /// The JSON layout: field names are the ones log shippers usually expect.
@@ -88,6 +91,8 @@ struct JsonEntry<'a> {
     /// Seconds, millisecond precision (nginx's `$request_time`).
     request_time: f64,
     upstream: Option<String>,
+    /// Seconds, millisecond precision.
+    upstream_time: Option<f64>,
     cache: Option<&'static str>,
 }
 
@@ -101,7 +106,7 @@ impl Entry<'_> {
     }
 
     /// `TIME ip "vhost" "METHOD uri HTTP/x" status bytes "referer" "user-agent" rt=SECONDS
-    /// upstream=ADDR cache=STATUS`: Tempesta's fields with the time first (where the kernel
+    /// upstream=ADDR urt=SECONDS cache=STATUS`: Tempesta's fields with the time first (where the kernel
     /// log puts its own) and the proxy's after them, so a parser of Tempesta's fields still
     /// finds them between the quotes. A quote inside a field is written `%22` so the fields
     /// stay separable; `-` stands for what is not there.
@@ -109,7 +114,7 @@ impl Entry<'_> {
         let q = |s: &str| s.replace('"', "%22");
         let r = self.request;
         format!(
-            "{} {} \"{}\" \"{} {} {}\" {} {} \"{}\" \"{}\" rt={:.3} upstream={} cache={}",
+            "{} {} \"{}\" \"{} {} {}\" {} {} \"{}\" \"{}\" rt={:.3} upstream={} urt={} cache={}",
             crate::log::utc_timestamp(self.time),
             r.client,
             q(self.vhost),
@@ -123,6 +128,8 @@ impl Entry<'_> {
             self.duration.as_secs_f64(),
             r.upstream
                 .map_or_else(|| "-".to_string(), |a| a.to_string()),
+            self.upstream_time
+                .map_or_else(|| "-".to_string(), |d| format!("{:.3}", d.as_secs_f64())),
             r.cache.map_or("-", CacheStatus::as_str),
         )
     }
@@ -142,6 +149,9 @@ impl Entry<'_> {
             user_agent: r.user_agent.as_deref(),
             request_time: (self.duration.as_secs_f64() * 1000.0).round() / 1000.0,
             upstream: r.upstream.map(|a| a.to_string()),
+            upstream_time: self
+                .upstream_time
+                .map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0),
             cache: r.cache.map(CacheStatus::as_str),
         };
         // Serializing plain strings and numbers cannot fail; an empty object keeps the
@@ -250,6 +260,7 @@ mod tests {
             bytes: 42,
             time: std::time::UNIX_EPOCH,
             duration: Duration::from_micros(12_345),
+            upstream_time: Some(Duration::from_micros(9_870)),
         }
     }
 
@@ -259,7 +270,7 @@ mod tests {
         assert_eq!(
             entry(&r).format(AccessLogFormat::Tempesta),
             "1970-01-01T00:00:00Z 192.0.2.7 \"site\" \"GET /a%22b\\c\u{1} HTTP/1.1\" 200 42 \"-\" \"curl/8\" \
-             rt=0.012 upstream=192.0.2.9:8000 cache=miss"
+             rt=0.012 upstream=192.0.2.9:8000 urt=0.010 cache=miss"
         );
     }
 
@@ -276,6 +287,7 @@ mod tests {
         assert_eq!(v["time"], "1970-01-01T00:00:00Z");
         assert_eq!(v["request_time"], 0.012);
         assert_eq!(v["upstream"], "192.0.2.9:8000");
+        assert_eq!(v["upstream_time"], 0.01);
         assert_eq!(v["cache"], "miss");
     }
 }

@@ -15,11 +15,13 @@ pub mod error_pages;
 pub mod frang;
 pub mod handshake_failure;
 pub mod health_monitor;
+pub mod histogram;
 pub mod log;
 pub mod lru;
 pub mod metrics;
 pub mod metrics_h2;
 pub mod metrics_tunnel;
+pub mod metrics_upstream;
 pub mod outbox;
 pub mod pid_file;
 pub mod process;
@@ -47,7 +49,7 @@ use runtime::Runtime;
 /// Loads, validates and prepares a configuration. Warnings are logged; the error is the
 /// whole report (every error found), ready to print.
 pub fn load(path: &Path) -> Result<Arc<Runtime>, String> {
-    let loaded = config::load_path(path).map_err(|d| d.to_string())?;
+    let loaded = config::load_path_and_files(path).map_err(|d| d.to_string())?;
     for w in &loaded.warnings {
         warn!("{w}");
     }

@@ -20,9 +20,26 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const CHECKOUT_CONFIG: &str = "etc/tempesta.conf";
 const PACKAGED_CONFIG: &str = "/etc/ktls-proxy/ktls-proxy.conf";
 
+/// The manual page's and `--help`'s description.
+const LONG_ABOUT: &str = "A TLS-terminating reverse proxy and web cache that reads Tempesta FW's \
+configuration language. It terminates HTTPS (HTTP/1.1 and HTTP/2) with OpenSSL, hands the \
+records to the kernel's TLS where the kernel has it, forwards requests to groups of HTTP/1.1 \
+servers, caches their responses (RFC 9111), and enforces Tempesta's http_chain rules and frang \
+limits. Like nginx, one command checks a configuration (-t) and signals the running instance \
+(-s reload|stop|quit|reopen); the Debian package runs it as the systemd service ktls-proxy.";
+
+/// The manual page's examples: command line, what it does.
+const EXAMPLES: &[(&str, &str)] = &[
+    ("ktls-proxy -t -c /etc/ktls-proxy/ktls-proxy.conf", "Check a configuration, certificates included, and exit; errors name FILE:LINE:COL."),
+    ("ktls-proxy -c /etc/ktls-proxy/ktls-proxy.conf", "Run in the foreground with that configuration (systemd's way)."),
+    ("ktls-proxy -s reload", "Re-read the packaged configuration in the running instance; a broken file is logged and the old one kept."),
+    ("ktls-proxy -s reopen", "Reopen the access logs after logrotate moved them."),
+    ("ktls-proxy --upgrade -c FILE & ktls-proxy -c FILE -s quit", "Hot binary upgrade: start the new binary beside the old one, then stop the old one gracefully."),
+];
+
 /// A TLS-terminating reverse proxy and web cache with Tempesta FW's configuration language.
 #[derive(Parser, Debug)]
-#[command(name = "proxy", version, about)]
+#[command(name = "proxy", version, about, long_about = LONG_ABOUT)]
 struct Cli {
     /// Configuration file (Tempesta syntax, or TOML when the name ends in .toml). Default:
     /// etc/tempesta.conf when it exists in the current directory, else
@@ -158,9 +175,27 @@ fn default_config() -> PathBuf {
     }
 }
 
+/// The manual page, under the name the package installs the binary as: clap_mangen's
+/// sections with EXAMPLES after the options.
 fn print_man_page() -> ExitCode {
     let mut out = Vec::new();
-    if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut out) {
+    let man = clap_mangen::Man::new(Cli::command().name("ktls-proxy").bin_name("ktls-proxy"));
+    let rendered = (|| {
+        man.render_title(&mut out)?;
+        man.render_name_section(&mut out)?;
+        man.render_synopsis_section(&mut out)?;
+        man.render_description_section(&mut out)?;
+        man.render_options_section(&mut out)?;
+        out.extend_from_slice(b".SH EXAMPLES\n");
+        for (line, what) in EXAMPLES {
+            let line = line.replace('-', "\\-");
+            out.extend_from_slice(
+                format!(".TP\n.B {line}\n{}\n", what.replace('-', "\\-")).as_bytes(),
+            );
+        }
+        man.render_version_section(&mut out)
+    })();
+    if let Err(e) = rendered {
         eprintln!("proxy: cannot render the manual page: {e}");
         return ExitCode::FAILURE;
     }
@@ -174,7 +209,7 @@ fn print_man_page() -> ExitCode {
 /// `proxy -s`: only the pid file setting is needed, so the configuration is parsed but its
 /// certificates are not loaded (a broken certificate must not stop a `-s stop`).
 fn send_signal(config_path: &std::path::Path, command: service::Command) -> ExitCode {
-    let loaded = match config::load_path(config_path) {
+    let loaded = match config::load_path_and_files(config_path) {
         Ok(l) => l,
         Err(report) => {
             eprintln!("{report}");

@@ -42,6 +42,8 @@ pub struct WorkerMetrics {
     pub timers_fired: AtomicU64,
     /// Responses sent to clients by status class: 1xx, 2xx, 3xx, 4xx, 5xx.
     responses: [AtomicU64; 5],
+    /// From each answered request's parsed head to the end of its exchange.
+    pub request_duration: crate::histogram::Histogram,
 }
 
 impl WorkerMetrics {
@@ -112,12 +114,14 @@ pub struct Metrics {
     pub h2: crate::metrics_h2::H2Metrics,
     pub tunnels: crate::metrics_tunnel::TunnelMetrics,
     pub sticky: crate::sticky::metrics::StickyMetrics,
+    pub upstream: crate::metrics_upstream::UpstreamMetrics,
 }
 
 impl Metrics {
     pub fn new(workers: usize) -> Arc<Metrics> {
         Arc::new(Metrics {
             workers: (0..workers).map(|_| WorkerMetrics::default()).collect(),
+            upstream: crate::metrics_upstream::UpstreamMetrics::new(workers),
             ..Metrics::default()
         })
     }
@@ -169,6 +173,7 @@ impl Metrics {
         self.render_traffic(&mut text);
         self.render_workers(&mut text);
         let mut out = text.0;
+        self.render_request_duration(&mut out);
         self.h2.render(&mut out);
         self.tunnels.render(&mut out);
         self.sticky.render(&mut out);
@@ -296,6 +301,21 @@ impl Metrics {
                 (label, get(&self.connections_closed[r.index()]))
             }),
         );
+    }
+
+    /// The request-latency histogram, summed over the workers.
+    fn render_request_duration(&self, out: &mut String) {
+        let mut all = crate::histogram::Snapshot::default();
+        for w in &self.workers {
+            all.add(&w.request_duration.snapshot());
+        }
+        let name = "ktls_proxy_request_duration_seconds";
+        crate::histogram::header(
+            out,
+            name,
+            "Seconds from a request's parsed head to the end of its exchange (the access log's rt=), answered requests only.",
+        );
+        all.render(out, name, "");
     }
 
     /// The samples each worker thread keeps for itself, labelled by worker.

@@ -5,9 +5,9 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::server::ServeError;
 use crate::worker::Shared;
@@ -15,7 +15,11 @@ use crate::worker::Shared;
 /// The dashboard page: no external scripts, so it works on hosts without internet access.
 const DASHBOARD: &str = include_str!("dashboard.html");
 
+/// When this process started serving statistics (at its start): for the uptime.
+static STARTED: OnceLock<SystemTime> = OnceLock::new();
+
 pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<(), ServeError> {
+    STARTED.get_or_init(SystemTime::now);
     // Bound exclusively (no SO_REUSEPORT): a second instance on the same address must fail
     // loudly rather than answer some of the scrapes with its own counters.
     let listener = TcpListener::bind(addr).map_err(|reason| ServeError::Bind { addr, reason })?;
@@ -39,7 +43,9 @@ fn answer(mut stream: TcpStream, shared: &Shared) {
         Some(Page::Metrics) => {
             // Every worker process's counters, summed (`stats_merge`).
             let processes = shared.runtime().config.worker_processes;
-            let text = crate::stats_merge::all_processes(metrics(shared), processes);
+            let mut text = crate::stats_merge::all_processes(metrics(shared), processes);
+            // Not summed over the processes: one version, one start.
+            text.push_str(&process_info());
             ("200 OK", "text/plain; version=0.0.4", text)
         }
         Some(Page::Dashboard) => ("200 OK", "text/html; charset=utf-8", DASHBOARD.to_string()),
@@ -75,6 +81,28 @@ fn page(request: &[u8]) -> Option<Page> {
     }
 }
 
+/// The version and the start time, for the dashboard's header.
+fn process_info() -> String {
+    let started = STARTED.get().copied().unwrap_or_else(SystemTime::now);
+    let since_epoch = started
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let uptime = started.elapsed().unwrap_or_default().as_secs();
+    format!(
+        "# HELP ktls_proxy_build_info The proxy's version, in the label.\n\
+         # TYPE ktls_proxy_build_info gauge\n\
+         ktls_proxy_build_info{{version=\"{}\"}} 1\n\
+         # HELP ktls_proxy_start_time_seconds When the proxy started, seconds since the Unix epoch.\n\
+         # TYPE ktls_proxy_start_time_seconds gauge\n\
+         ktls_proxy_start_time_seconds {since_epoch}\n\
+         # HELP ktls_proxy_uptime_seconds Seconds since the proxy started.\n\
+         # TYPE ktls_proxy_uptime_seconds gauge\n\
+         ktls_proxy_uptime_seconds {uptime}\n",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 /// This process's metrics as Prometheus text.
 pub(crate) fn metrics(shared: &Shared) -> String {
     let mut text = String::new();
@@ -84,6 +112,7 @@ pub(crate) fn metrics(shared: &Shared) -> String {
         "# HELP ktls_proxy_frang_clients Clients tracked for frang limits.\n\
          # TYPE ktls_proxy_frang_clients gauge\nktls_proxy_frang_clients {tracked}\n"
     ));
+    shared.metrics.upstream.render(&shared.runtime(), &mut text);
     shared.metrics.render(Some(&text))
 }
 
@@ -104,13 +133,32 @@ mod tests {
     #[test]
     fn dashboard_reads_only_metrics_this_process_exports() {
         // Every metric the page plots must exist, or its panel stays empty forever.
-        let exported = [crate::metrics::Metrics::new(1).render(None), {
+        let upstream = {
+            let text = "srv_group default { server 127.0.0.1:1; }\n";
+            let loaded = config::parse_str("t.conf", text, std::path::Path::new("/"));
+            let rt = crate::runtime::Runtime::build(loaded.expect("config loads").config);
+            let metrics = crate::metrics::Metrics::new(1);
+            metrics
+                .upstream
+                .record_response("default", Duration::from_millis(3));
             let mut t = String::new();
-            cache::Cache::new(cache::CacheLimits::default())
-                .metrics()
-                .write_prometheus(&mut t);
+            metrics
+                .upstream
+                .render(&rt.expect("runtime builds"), &mut t);
             t
-        }]
+        };
+        let exported = [
+            crate::metrics::Metrics::new(1).render(None),
+            process_info(),
+            upstream,
+            {
+                let mut t = String::new();
+                cache::Cache::new(cache::CacheLimits::default())
+                    .metrics()
+                    .write_prometheus(&mut t);
+                t
+            },
+        ]
         .concat();
         let plotted: Vec<&str> = DASHBOARD
             .split('"')

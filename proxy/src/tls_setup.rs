@@ -49,7 +49,7 @@ impl fmt::Display for TlsSetupError {
         match self {
             TlsSetupError::Certificate { vhost, path, reason } => write!(
                 f,
-                "vhost `{vhost}`: cannot load certificate {}: {reason} (check tls_certificate: the path is relative to the config file's directory)",
+                "vhost `{vhost}`: cannot load certificate {}: {reason} (check tls_certificate)",
                 path.display()
             ),
             TlsSetupError::Key { vhost, path, reason } => {

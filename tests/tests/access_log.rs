@@ -197,7 +197,7 @@ fn timed_origin() -> Origin {
 }
 
 #[test]
-fn the_tempesta_line_says_when_how_long_which_upstream_and_what_the_cache_did() {
+fn the_tempesta_line_says_when_how_long_which_upstream_how_long_it_took_and_what_the_cache_did() {
     let origin = timed_origin();
     let site = start(&origin, "block_action attack reply;");
     let before = std::time::SystemTime::now();
@@ -237,10 +237,25 @@ fn the_tempesta_line_says_when_how_long_which_upstream_and_what_the_cache_did() 
         let tail = line.rsplit('"').next().unwrap_or("");
         let fields: Vec<&str> = tail.split_whitespace().collect();
         assert_eq!(
-            fields.get(1..),
-            Some(&[&*format!("upstream={upstream}"), &*format!("cache={cache}")][..]),
+            fields.get(1),
+            Some(&&*format!("upstream={upstream}")),
             "{line}"
         );
+        assert_eq!(fields.get(3), Some(&&*format!("cache={cache}")), "{line}");
+        // urt=: from the request sent to the response head read; `-` with no server.
+        let urt = fields
+            .get(2)
+            .and_then(|f| f.strip_prefix("urt="))
+            .unwrap_or("");
+        if upstream == "-" {
+            assert_eq!(urt, "-", "{line}");
+        } else {
+            let urt: f64 = urt.parse().unwrap_or(-1.0);
+            assert!(urt >= 0.0, "{line}");
+            if line.contains("/slow") {
+                assert!(urt >= 0.3, "the origin took 300 ms to answer: {line}");
+            }
+        }
         let rt: f64 = fields
             .first()
             .and_then(|f| f.strip_prefix("rt="))
@@ -278,6 +293,12 @@ fn the_json_line_carries_the_same_fields() {
     assert_eq!(parsed[0]["cache"], "miss");
     assert_eq!(parsed[2]["cache"], "hit", "{}", logged[2]);
     assert_eq!(parsed[2]["upstream"], serde_json::Value::Null);
+    assert!(
+        parsed[0]["upstream_time"].as_f64().unwrap_or(0.0) >= 0.3,
+        "{}",
+        logged[0]
+    );
+    assert_eq!(parsed[2]["upstream_time"], serde_json::Value::Null);
     assert!(parsed[2]["time"].as_str().is_some_and(|t| t.ends_with('Z')));
 }
 

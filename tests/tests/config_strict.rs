@@ -91,3 +91,149 @@ fn sticky_directives_load_without_a_not_enforced_warning() {
     // No longer the old "does not implement; it is ignored".
     assert!(!out.contains("ignored"), "{out}");
 }
+
+/// The lines of `-t`'s output that are errors, each without the file name.
+fn error_lines(config: &std::path::Path) -> Vec<String> {
+    let (ok, out) = check(config);
+    assert!(!ok, "accepted:\n{out}");
+    let prefix = format!("{}:", config.display());
+    out.lines()
+        .filter(|l| l.contains(": error: "))
+        .map(|l| l.strip_prefix(&prefix).unwrap_or(l).to_string())
+        .collect()
+}
+
+/// A vhost whose certificate and key directives name `cert` and `key`: line 4, column 5 and
+/// line 5, column 5.
+fn vhost_with_files(cert: &str, key: &str) -> String {
+    format!(
+        "listen 127.0.0.1:1 proto=https;\n\
+         srv_group app {{ server 127.0.0.1:2; }}\n\
+         vhost example.com {{\n    \
+             tls_certificate {cert};\n    \
+             tls_certificate_key {key};\n    \
+             proxy_pass app;\n\
+         }}\n\
+         http_chain {{ -> example.com; }}\n"
+    )
+}
+
+#[test]
+fn certificate_and_key_problems_are_named_in_words_at_their_directive() {
+    let dir = TempDir::new("certerr");
+    let (crt, key) = e2e::gen_cert(
+        dir.path(),
+        "good",
+        e2e::KeyKind::EcdsaP256,
+        &["example.com"],
+    );
+    let (crt, key) = (crt.display().to_string(), key.display().to_string());
+    let empty = dir.join("empty.pem");
+    write_file(&empty, "\n");
+    let conf = dir.join("tls.conf");
+    let d = dir.path().display().to_string();
+    // (certificate, key, the error lines expected, nothing else)
+    let cases: Vec<(String, String, Vec<String>)> = vec![
+        (
+            "/nonexistent/site.crt".into(),
+            key.clone(),
+            vec!["4:5: error: certificate file /nonexistent/site.crt: does not exist (hint: give `tls_certificate` the path of a PEM certificate file)".into()],
+        ),
+        (
+            "certs/site.crt".into(),
+            key.clone(),
+            vec![format!("4:5: error: certificate file {d}/certs/site.crt: does not exist (hint: relative paths start at the configuration file's directory, {d})")],
+        ),
+        (
+            key.clone(),
+            crt.clone(),
+            vec![
+                format!("4:5: error: certificate file {key}: holds a private key, not a certificate (are tls_certificate and tls_certificate_key swapped?) (hint: give `tls_certificate` the path of a PEM certificate file)"),
+                format!("5:5: error: private key file {crt}: holds a certificate, not a private key (are tls_certificate and tls_certificate_key swapped?) (hint: give `tls_certificate_key` the path of a PEM private key file)"),
+            ],
+        ),
+        (
+            crt.clone(),
+            empty.display().to_string(),
+            vec![format!("5:5: error: private key file {}: is empty (hint: give `tls_certificate_key` the path of a PEM private key file)", empty.display())],
+        ),
+        (
+            d.clone(),
+            key.clone(),
+            vec![format!("4:5: error: certificate file {d}: is a directory, not a file (hint: give `tls_certificate` the path of a PEM certificate file)")],
+        ),
+    ];
+    for (cert, key, expected) in cases {
+        write_file(&conf, &vhost_with_files(&cert, &key));
+        let errors = error_lines(&conf);
+        assert_eq!(errors, expected);
+        // Neither OpenSSL's error stack nor a hint about relative paths for an absolute one.
+        let (_, out) = check(&conf);
+        assert!(
+            !out.contains("system library") && !out.contains("error:0"),
+            "{out}"
+        );
+    }
+    // The good pair still loads.
+    write_file(&conf, &vhost_with_files(&crt, &key));
+    let (ok, out) = check(&conf);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn a_missing_semicolon_is_reported_where_it_is_missing() {
+    let dir = TempDir::new("semicolon");
+    let conf = dir.join("semi.conf");
+    write_file(
+        &conf,
+        "listen 127.0.0.1:1 proto=http\n\
+         srv_group app { server 127.0.0.1:2; }\n\
+         vhost v { proxy_pass app; }\n\
+         http_chain {\n    \
+             -> v;\n\
+         }\n",
+    );
+    assert_eq!(
+        error_lines(&conf),
+        vec![
+            "1:30: error: missing `;` after directive `listen` (hint: end every directive with `;`)",
+        ]
+    );
+    // A directive continued at its own column and ended with `;` is one directive: layout
+    // means nothing in Tempesta's language.
+    let ok = dir.join("continued.conf");
+    write_file(
+        &ok,
+        "listen 127.0.0.1:1\nproto=http;\n\
+         srv_group app { server 127.0.0.1:2; }\n\
+         vhost v { proxy_pass app; }\n\
+         http_chain { -> v; }\n",
+    );
+    let (accepted, out) = check(&ok);
+    assert!(accepted, "{out}");
+}
+
+#[test]
+fn a_missing_closing_brace_is_reported_once_at_the_block_it_leaves_open() {
+    let dir = TempDir::new("brace");
+    let conf = dir.join("brace.conf");
+    write_file(
+        &conf,
+        "listen 127.0.0.1:1;\n\
+         srv_group app {\n    \
+             server 127.0.0.1:2;\n\
+         vhost v {\n    \
+             location prefix \"/a\" {\n        \
+                 proxy_pass app;\n    \
+             proxy_pass app;\n\
+         }\n\
+         http_chain { -> v; }\n",
+    );
+    assert_eq!(
+        error_lines(&conf),
+        vec![
+            "2:15: error: block `srv_group` is never closed (hint: add a `}` before line 4 (`vhost`), where the indentation ends the block)",
+            "5:26: error: block `location` is never closed (hint: add a `}` before line 7 (`proxy_pass`), where the indentation ends the block)",
+        ]
+    );
+}

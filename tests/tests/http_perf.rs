@@ -500,3 +500,76 @@ fn dead_target_is_a_clean_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("http://HOST"));
 }
+
+#[test]
+fn wrk_counts_version_and_progress_once_a_second() {
+    let out = http_perf(&["-v"], Duration::from_secs(10));
+    assert!(out.status.success(), "{out:?}");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.starts_with("http-perf "), "{printed}");
+    let dir = TempDir::new("perf-progress");
+    let (_origin, addr) = start_origin(&dir, "127.0.0.1", &[]);
+    let url = format!("http://{addr}/");
+    let out = http_perf(
+        &["-c", "1k", "-t", "1", "-d", "2s", "--progress", &url],
+        Duration::from_secs(30),
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains("1 threads and 1000 connections"),
+        "{report}"
+    );
+    // stderr, so the report (or its JSON) on stdout stays clean.
+    let err = String::from_utf8_lossy(&out.stderr);
+    let progress: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(" requests ") && l.contains(" req/s ") && l.ends_with(" errors"))
+        .collect();
+    assert!(!progress.is_empty(), "no progress line:\n{err}");
+    assert!(progress[0].trim_start().starts_with("1s "), "{err}");
+}
+
+#[test]
+fn ctrl_c_ends_the_run_with_the_report_of_what_was_measured() {
+    let dir = TempDir::new("perf-sigint");
+    let (_origin, addr) = start_origin(&dir, "127.0.0.1", &[]);
+    let url = format!("http://{addr}/");
+    let mut child = Command::new(bin_path("http-perf"))
+        .args(["-c", "4", "-t", "1", "-d", "60s", &url])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start http-perf");
+    std::thread::sleep(Duration::from_millis(1500));
+    e2e::send_signal(child.id(), libc::SIGINT);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if matches!(child.try_wait(), Ok(None)) {
+        e2e::send_signal(child.id(), libc::SIGKILL);
+    }
+    let out = child.wait_with_output().expect("http-perf output");
+    let report = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{report}\n{err}", out.status);
+    assert!(err.contains("interrupted after"), "{err}");
+    // The report of the seconds that ran, not of the 60 asked for.
+    let line = report
+        .lines()
+        .find(|l| l.contains(" requests in "))
+        .unwrap_or_else(|| panic!("no report:\n{report}"));
+    let requests: u64 = line
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(requests > 0, "{line}");
+    assert!(report.contains("Requests/sec:"), "{report}");
+    let took = line.split(" in ").nth(1).unwrap_or("");
+    assert!(
+        took.ends_with("read") && !took.starts_with("1.00m"),
+        "{line}"
+    );
+}

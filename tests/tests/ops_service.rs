@@ -342,11 +342,12 @@ fn version_names_revision_tls_library_and_kernel_tls() {
 
 #[test]
 fn man_pages_come_from_the_command_lines() {
-    for (bin, option) in [
-        ("proxy", "\\-\\-config"),
-        ("tls-perf", "\\-\\-tickets"),
-        ("http-perf", "\\-\\-duration"),
-        ("origin", "\\-\\-listen"),
+    // (binary, its page's name: the package installs the proxy as ktls-proxy, an option)
+    for (bin, page_name, option) in [
+        ("proxy", "ktls-proxy", "\\-\\-config"),
+        ("tls-perf", "tls-perf", "\\-\\-tickets"),
+        ("http-perf", "http-perf", "\\-\\-duration"),
+        ("origin", "origin", "\\-\\-listen"),
     ] {
         let out = Command::new(bin_path(bin))
             .arg("--man-page")
@@ -358,8 +359,16 @@ fn man_pages_come_from_the_command_lines() {
             page.starts_with(".ie \\n(.g .ds Aq"),
             "{bin}: not roff:\n{page}"
         );
-        assert!(page.contains(&format!(".TH {bin} 1")), "{bin}:\n{page}");
+        assert!(
+            page.contains(&format!(".TH {page_name} 1")),
+            "{bin}:\n{page}"
+        );
         assert!(page.contains(option), "{bin} lacks {option}:\n{page}");
+        // A description and examples (issue 36 item 8), the examples after the options.
+        assert!(page.contains(".SH DESCRIPTION\n"), "{bin}:\n{page}");
+        let examples = page.find(".SH EXAMPLES\n.TP\n.B ");
+        let options = page.find(".SH OPTIONS");
+        assert!(examples > options && options.is_some(), "{bin}:\n{page}");
     }
 }
 

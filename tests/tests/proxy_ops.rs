@@ -446,9 +446,10 @@ fn access_log_lines_follow_tempesta_format() {
     );
     let ours: Vec<&str> = ours.split(' ').collect();
     assert!(ours[0].starts_with("rt=0."), "{line:?}");
+    assert!(ours[2].starts_with("urt=0."), "{line:?}");
     assert_eq!(
         ours[1..],
-        [&*format!("upstream={}", origin.addr()), "cache=-"],
+        [&*format!("upstream={}", origin.addr()), ours[2], "cache=-"],
         "{line:?}"
     );
 }

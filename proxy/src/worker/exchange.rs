@@ -68,6 +68,8 @@ pub struct Exchange {
     pub cache_after_wait: bool,
     /// What the sticky cookie decided for this request (`sticky_hook.rs`).
     pub sticky: Option<Box<super::sticky_hook::StickyState>>,
+    /// When the request's head was parsed: the request-latency histogram runs from here.
+    pub started: Instant,
 }
 
 pub(super) enum RespPhase {
@@ -115,9 +117,20 @@ pub struct Forward {
     /// A WebSocket handshake: sent on a new connection of its own, which a `101` turns into
     /// a tunnel and any other answer closes after it.
     pub(super) websocket: bool,
+    /// When the request's last byte was written to the server (`flush_upstream`).
+    pub(super) sent_at: Option<Instant>,
+    /// From `sent_at` to the final response head read (the access log's `urt=`).
+    pub(super) upstream_time: Option<Duration>,
 }
 
 impl Forward {
+    /// A response head with `status` was read: the first final one ends the upstream time.
+    pub(super) fn head_received(&mut self, status: u16) {
+        if status >= 200 && self.upstream_time.is_none() {
+            self.upstream_time = self.sent_at.map(|t| t.elapsed());
+        }
+    }
+
     /// What the upstream connection's state is when this exchange ends with its response
     /// read to the end (`response_complete`) or not.
     pub(super) fn upstream_end(&self, response_complete: bool) -> super::lifecycle::UpstreamEnd {
@@ -261,6 +274,7 @@ impl Exchanges {
             timer_gen: 0,
             cache_after_wait: false,
             sticky: None,
+            started: Instant::now(),
         });
         ExchangeId { index, serial }
     }

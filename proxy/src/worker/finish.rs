@@ -94,6 +94,7 @@ impl Worker {
             Stage::New => None,
         };
         let forward = outcome.forward.take().or(stage_forward);
+        let upstream_time = self.record_upstream_time(forward.as_deref());
         // The request body: what its forward did not read, or all of it (never forwarded).
         let unread = match forward {
             Some(f) => {
@@ -109,10 +110,13 @@ impl Worker {
         // A background revalidation answers no one: no status to count.
         if outcome.status != 0 && ex.has_client() {
             self.worker_metrics().count_status(outcome.status);
+            let took = ex.started.elapsed();
+            self.worker_metrics().request_duration.record_owned(took);
         }
         if ex.log.is_some() {
             let vhost_name = self.vhost_name(ex.vhost);
-            self.access_log(ex.log.as_deref(), vhost_name, outcome.status, outcome.bytes);
+            let answer = (outcome.status, outcome.bytes);
+            self.access_log(ex.log.as_deref(), vhost_name, answer, upstream_time);
         }
         let Some(ci) = self
             .clients
@@ -349,6 +353,17 @@ impl Worker {
         }
     }
 
+    /// Counts the time `forward`'s server took to answer in its group's histogram; returns
+    /// it for the access log.
+    fn record_upstream_time(&self, forward: Option<&Forward>) -> Option<std::time::Duration> {
+        let f = forward?;
+        let d = f.upstream_time?;
+        if let Some(group) = self.rt.groups.get(f.group) {
+            self.metrics().upstream.record_response(&group.name, d);
+        }
+        Some(d)
+    }
+
     /// Notes in exchange `id`'s access log record (when the log is on) what the cache did.
     pub(super) fn log_cache_status(&mut self, id: ExchangeId, status: CacheStatus) {
         if let Some(log) = self.exchanges.get_mut(id).and_then(|ex| ex.log.as_mut()) {
@@ -367,8 +382,8 @@ impl Worker {
         &self,
         request: Option<&AccessRecord>,
         vhost: &str,
-        status: u16,
-        bytes: u64,
+        (status, bytes): (u16, u64),
+        upstream_time: Option<std::time::Duration>,
     ) {
         let Some(request) = request else { return };
         let entry = crate::access_log::Entry {
@@ -378,6 +393,7 @@ impl Worker {
             bytes,
             time: std::time::SystemTime::now(),
             duration: request.started.elapsed(),
+            upstream_time,
         };
         crate::access_log::write(&self.rt.config.access_log, &entry);
     }

@@ -86,6 +86,8 @@ impl Worker {
             interim: 0,
             body_may_follow: false,
             websocket,
+            sent_at: None,
+            upstream_time: None,
         });
         let expect_continue = request.expect_continue() && has_body && !forward.http10;
         let mut forward = forward;
@@ -223,6 +225,9 @@ impl Worker {
             forward.head = Vec::new();
         }
         forward.up = ui;
+        // Sent again (a retry): the time runs from this sending.
+        forward.sent_at = None;
+        forward.upstream_time = None;
         let connecting = u.phase == UpPhase::Connecting;
         if !connecting {
             u.phase = UpPhase::Busy;

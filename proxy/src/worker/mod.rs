@@ -437,6 +437,7 @@ impl Worker {
             }
             let old_groups = std::mem::replace(&mut self.groups, schedule::group_states(&self.rt));
             self.carry_exchanges_over(&old, old_groups);
+            self.publish_health();
             self.schedule_health_checks();
             // HTTP/2 clients reconnect to meet the new configuration.
             self.go_away_all();

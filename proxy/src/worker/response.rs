@@ -173,6 +173,7 @@ impl Worker {
             }
             Ok(None) | Err(_) => return Step::Bad { count: true },
         };
+        fwd.head_received(head.status());
         // Decided for every head, interim, 304 to a revalidation and final alike, before any
         // of them is acted on.
         fwd.body_may_follow |= ResponseFraming::of(fwd.method, &head, input).body_may_follow();

@@ -217,6 +217,7 @@ impl Worker {
             self.timers
                 .schedule(Instant::now() + backoff, key, self.rt_gen);
         }
+        self.publish_health();
     }
 
     pub(super) fn mark_up(&mut self, group: usize, server: usize) {
@@ -225,10 +226,33 @@ impl Worker {
             .get_mut(group)
             .and_then(|g| g.servers.get_mut(server))
         {
+            let was_down = st.down_until.is_some();
             st.failures = 0;
             st.down_until = None;
             st.probing = false;
+            if was_down {
+                self.publish_health();
+            }
         }
+    }
+
+    /// Tells the metrics which servers this worker has out (`metrics_upstream`): after a
+    /// server goes out or comes back, and after a reload replaces the groups.
+    pub(super) fn publish_health(&self) {
+        let down = self
+            .groups
+            .iter()
+            .zip(&self.rt.groups)
+            .flat_map(|(state, group)| {
+                state
+                    .servers
+                    .iter()
+                    .zip(&group.servers)
+                    .filter(|(st, _)| st.down_until.is_some())
+                    .map(|(_, server)| (group.name.clone(), server.addr.to_string()))
+            })
+            .collect();
+        self.shared.metrics.upstream.publish_down(self.id, down);
     }
 
     /// A probe timer fired for a server that is down: try to connect.

@@ -333,6 +333,16 @@ impl Worker {
         match plain.write(&mut u.sock, &mut u.out) {
             IoStatus::Done(n) if n > 0 => {
                 u.last_progress = Instant::now();
+                if u.out.is_empty() {
+                    if let Some(fwd) = u
+                        .exchange
+                        .and_then(|id| self.exchanges.get_mut(id))
+                        .and_then(|ex| ex.forward_mut())
+                        .filter(|f| f.req_body_done && f.sent_at.is_none())
+                    {
+                        fwd.sent_at = Some(Instant::now());
+                    }
+                }
                 // Room again: the client may have more request body to pass.
                 if let Some(id) = u.exchange {
                     if let Some(ci) = self.client_of(id) {

@@ -1,5 +1,6 @@
-//! The command line: wrk's options (`-c -t -d -H --latency --timeout URL`), the extras
-//! (`--pipeline --rate --tickets --json --server-pid --sni --connect`) and hold mode.
+//! The command line: wrk's options (`-c -t -d -H --latency --timeout -v URL`, counts with
+//! wrk's `k`/`M`/`G` suffixes), the extras (`--pipeline --rate --tickets --json --progress
+//! --server-pid --sni --connect`) and hold mode.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -9,15 +10,17 @@ use clap::Parser;
 #[derive(Parser, Debug, Clone)]
 #[command(
     name = "http-perf",
+    version,
+    disable_version_flag = true,
     about = "HTTP/1.1 load generator with wrk's command line and report, a C10K/C100K hold mode, and HTTP/2 floods",
-    after_help = "Examples:\n  http-perf -c 100 -t 2 -d 10s --latency https://127.0.0.1:8443/\n  http-perf -c 1000 -t 2 -d 30 -H \"Connection: close\" --connect 127.0.0.1:8443 https://tempesta-tech.com/\n  http-perf --hold 10000 --hold-secs 5 --rounds 2 --addrs 127.0.0.1,127.0.0.2 --server-pid PID https://127.0.0.1:8443/\n  http-perf --h2-flood ping -c 10 -d 30 --server-pid PID --json https://127.0.0.1:8443/"
+    after_help = "Ctrl-C (SIGINT) ends the run early and prints the report of what was measured; a second one kills it.\n\nExamples:\n  http-perf -c 100 -t 2 -d 10s --latency https://127.0.0.1:8443/\n  http-perf -c 1k -d 30s --progress http://127.0.0.1:8080/\n  http-perf -c 1000 -t 2 -d 30 -H \"Connection: close\" --connect 127.0.0.1:8443 https://tempesta-tech.com/\n  http-perf --hold 10000 --hold-secs 5 --rounds 2 --addrs 127.0.0.1,127.0.0.2 --server-pid PID https://127.0.0.1:8443/\n  http-perf --h2-flood ping -c 10 -d 30 --server-pid PID --json https://127.0.0.1:8443/"
 )]
 pub struct Args {
-    /// Connections to keep open (in total, over all threads).
-    #[arg(short = 'c', long = "connections", default_value_t = 10)]
+    /// Connections to keep open (in total, over all threads): 100, 1k, 1M.
+    #[arg(short = 'c', long = "connections", default_value = "10", value_parser = parse_count)]
     pub connections: usize,
     /// Threads, each with its own event loop.
-    #[arg(short = 't', long = "threads", default_value_t = 2)]
+    #[arg(short = 't', long = "threads", default_value = "2", value_parser = parse_count)]
     pub threads: usize,
     /// Test duration: 30, 30s, 2m, 1h.
     #[arg(short = 'd', long = "duration", default_value = "10s", value_parser = parse_duration)]
@@ -50,12 +53,18 @@ pub struct Args {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Print progress to stderr once a second (the default when stderr is a terminal).
+    #[arg(long)]
+    pub progress: bool,
+    /// Print the version and exit.
+    #[arg(short = 'v', long = "version", action = clap::ArgAction::Version)]
+    pub version: Option<bool>,
     /// Measure this server process tree: CPU per 1000 requests, memory per held connection.
     #[arg(long = "server-pid")]
     pub server_pid: Option<u32>,
 
     /// Hold mode: open this many connections, hold them idle, then run request rounds.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_count)]
     pub hold: Option<usize>,
     /// Hold mode: seconds to hold every connection idle.
     #[arg(long = "hold-secs", default_value_t = 5)]
@@ -100,6 +109,25 @@ pub struct Args {
     pub url: String,
 }
 
+/// Parses counts as wrk does: `100`, `1k` (1000), `2M`, `1G` (powers of 1000).
+pub fn parse_count(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (num, scale) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1_000f64),
+        Some((i, 'M')) => (&s[..i], 1e6),
+        Some((i, 'G')) => (&s[..i], 1e9),
+        _ => (s, 1.0),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a count; use e.g. 100, 1k, 2M"))?;
+    let n = n * scale;
+    if !n.is_finite() || n < 0.0 || n.fract() != 0.0 || n > usize::MAX as f64 {
+        return Err(format!("`{s}` is not a whole, positive count"));
+    }
+    Ok(n as usize)
+}
+
 /// Parses wrk-style durations: `10` (seconds), `10s`, `500ms`, `2m`, `1h`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -133,6 +161,17 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert!(parse_duration("1x").is_err());
         assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn counts_with_suffixes() {
+        assert_eq!(parse_count("1k"), Ok(1000));
+        assert_eq!(parse_count("2.5k"), Ok(2500));
+        assert_eq!(parse_count("1M"), Ok(1_000_000));
+        assert_eq!(parse_count("12"), Ok(12));
+        assert!(parse_count("1.5").is_err());
+        assert!(parse_count("k").is_err());
+        assert!(parse_count("-1k").is_err());
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct LoadPlan {
     pub rate: Option<f64>,
     pub duration: Duration,
     pub timeout: Duration,
+    /// Progress for the main thread, and its stop (Ctrl-C).
+    pub live: Arc<crate::progress::Live>,
 }
 
 /// Socket errors, counted as wrk counts them.
@@ -54,7 +56,10 @@ impl Errors {
         self.timeout += o.timeout;
     }
     pub fn any(&self) -> bool {
-        self.connect + self.read + self.write + self.timeout > 0
+        self.total() > 0
+    }
+    pub fn total(&self) -> u64 {
+        self.connect + self.read + self.write + self.timeout
     }
 }
 
@@ -167,10 +172,11 @@ impl<'a> Thread<'a> {
         let deadline = self.start + self.plan.duration;
         let mut next_tick = self.start + TICK;
         let mut last_sample = (self.start, 0u64);
+        let mut published = (0u64, 0u64);
         let mut events = Events::with_capacity(1024);
         loop {
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || self.plan.live.stopped() {
                 break;
             }
             let mut wake = next_tick.min(deadline);
@@ -199,6 +205,11 @@ impl<'a> Thread<'a> {
                 last_sample = (now, self.result.requests);
                 next_tick += TICK;
                 self.check_timers(now);
+                let errors = self.result.errors.total();
+                self.plan
+                    .live
+                    .add(self.result.requests - published.0, errors - published.1);
+                published = (self.result.requests, errors);
             }
         }
         self.result.elapsed = self.start.elapsed();

@@ -11,6 +11,7 @@ mod hold;
 mod hold_conn;
 mod hold_group;
 mod load;
+mod progress;
 mod report;
 mod response;
 mod stream;
@@ -19,6 +20,7 @@ mod tls;
 mod units;
 
 use std::fmt;
+use std::io::IsTerminal as _;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -60,7 +62,14 @@ impl From<TargetError> for PerfError {
 }
 
 fn main() -> ExitCode {
-    if let Some(code) = tls_perf::man::print_if_asked(<Args as clap::CommandFactory>::command) {
+    let examples = [
+        ("http-perf -c 100 -t 2 -d 10s --latency https://127.0.0.1:8443/", "100 keep-alive connections over 2 threads for 10 seconds, with the latency distribution, as wrk would."),
+        ("http-perf -c 1k -d 30s --progress http://127.0.0.1:8080/", "1000 connections for 30 seconds, a progress line every second; Ctrl-C prints the report so far."),
+        ("http-perf -c 1000 -t 2 -d 30 -H \"Connection: close\" --connect 127.0.0.1:8443 https://example.com/", "A new connection (and TLS handshake) for every request, to a server on this host named example.com."),
+        ("http-perf --hold 10000 --hold-secs 5 --rounds 2 --server-pid PID https://127.0.0.1:8443/", "Hold 10,000 idle TLS connections, then send a request on each twice; report the server's memory per connection."),
+    ];
+    let command = <Args as clap::CommandFactory>::command;
+    if let Some(code) = tls_perf::man::print_if_asked(command, &examples) {
         return code;
     }
     let args = Args::parse();
@@ -136,9 +145,13 @@ fn run_load(args: &Args) -> Result<(), PerfError> {
         ));
     }
     probe(setup.addr, args.timeout)?;
+    let live = Arc::new(progress::Live::default());
+    live.stop_on_sigint()
+        .map_err(|e| PerfError::Thread(format!("cannot handle SIGINT: {e}")))?;
     let cpu_before = args
         .server_pid
         .map(|pid| tls_perf::procstat::cpu_seconds(pid).unwrap_or(0.0));
+    let started = std::time::Instant::now();
     let handles: Vec<_> = (0..args.threads)
         .map(|i| {
             let plan = load::LoadPlan {
@@ -152,10 +165,19 @@ fn run_load(args: &Args) -> Result<(), PerfError> {
                 rate: args.rate.map(|r| r / args.threads as f64),
                 duration: args.duration,
                 timeout: args.timeout,
+                live: Arc::clone(&live),
             };
             std::thread::spawn(move || load::run(&plan))
         })
         .collect();
+    let show = args.progress || std::io::stderr().is_terminal();
+    progress::wait(&handles, &live, started, show);
+    if live.stopped() {
+        eprintln!(
+            "http-perf: interrupted after {:.1}s; the report covers what was measured until then",
+            started.elapsed().as_secs_f64()
+        );
+    }
     let mut results = Vec::new();
     for h in handles {
         match h.join() {

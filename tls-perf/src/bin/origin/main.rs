@@ -82,7 +82,12 @@ impl fmt::Display for OriginError {
 }
 
 fn main() -> ExitCode {
-    if let Some(code) = tls_perf::man::print_if_asked(<Args as clap::CommandFactory>::command) {
+    let examples = [
+        ("origin --listen 127.0.0.1:8000", "Serve 10-byte bodies over plain HTTP/1.1 (the packaged proxy's default backend address)."),
+        ("origin --listen 127.0.0.1:8443 --cert cert.pem --key key.pem", "The same over HTTPS, for measuring a TLS server without the proxy."),
+    ];
+    let command = <Args as clap::CommandFactory>::command;
+    if let Some(code) = tls_perf::man::print_if_asked(command, &examples) {
         return code;
     }
     let args = Args::parse();

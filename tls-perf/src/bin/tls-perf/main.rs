@@ -55,7 +55,12 @@ impl Output {
 }
 
 fn main() -> ExitCode {
-    if let Some(code) = tls_perf::man::print_if_asked(<Args as clap::CommandFactory>::command) {
+    let examples = [
+        ("tls-perf -l 100 -t 2 -T 10 127.0.0.1 8443", "Full TLS handshakes for 10 seconds from 2 threads, 100 in flight: handshakes per second."),
+        ("tls-perf --tickets on -l 100 -t 2 -T 10 --sni example.com 127.0.0.1 8443", "The same resuming sessions with tickets, asking for example.com."),
+    ];
+    let command = <Args as clap::CommandFactory>::command;
+    if let Some(code) = tls_perf::man::print_if_asked(command, &examples) {
         return code;
     }
     // Parse errors and --help exit here (status 2 and 0).
