@@ -37,7 +37,8 @@ pub enum Route {
         status: u16,
         url: UrlTemplate,
     },
-    /// No rule matched: Tempesta drops the request (403 here).
+    /// No rule matched (or the chain is empty): no vhost, which Tempesta answers 403 as an
+    /// error, not a block.
     NoMatch,
 }
 

@@ -1,0 +1,122 @@
+//! Tempesta parity, round 2 (issue 35; issue 36 item 4): what a refused request gets, how it
+//! is counted and logged. Each case is written from Tempesta's source (fw/http.c, fw/http_tbl.c,
+//! fw/http_limits.c) and its functional tests, and runs the real binary.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use e2e::origin::{Origin, Response};
+use e2e::proxy::{Proxy, Setup};
+use e2e::rawclient::{get, Outcome, RawClient};
+use e2e::{curl, free_port};
+
+const T: Duration = Duration::from_secs(5);
+
+/// The value of the sample `name` (with its labels) in the proxy's /metrics, 0 if absent.
+fn metric(stats: SocketAddr, name: &str) -> u64 {
+    let (_, text, _) = curl(&[&format!("http://{stats}/metrics")], 10);
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A proxy with vhost `site` (to `origin`), `extra` at top level and `chains` as its
+/// http_chain blocks; returns it with its HTTP and stats addresses.
+fn start(tag: &str, origin: &Origin, extra: &str, chains: &str) -> (Proxy, SocketAddr, SocketAddr) {
+    let setup = Setup::new(tag);
+    let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let text = format!(
+        "listen {http};\nstats_listen {stats};\n{extra}\n\
+         srv_group default {{ server {origin}; }}\n\
+         vhost site {{ proxy_pass default; }}\n{chains}\n",
+        http = setup.http,
+        origin = origin.addr(),
+    );
+    let http = setup.http;
+    (setup.start(&text), http, stats)
+}
+
+/// A request no rule routes (an empty main chain, an empty chain jumped to, a chain whose
+/// rules all miss) gets 403 on its connection, which stays open for the next request,
+/// whatever `block_action attack` says: Tempesta leaves `req->vhost` NULL
+/// (tfw_http_tbl_scan) and answers through tfw_http_send_err_resp, never through the block
+/// path (tempesta-test http_rules/test_http_tables.py, the EmptyMainChain, EmptyChain and
+/// MixedChain cases, expect 403 under `attack drop` and `reply` alike). Counted as
+/// `blocks_total{limit="no_vhost"}`, logged with the address and the Host.
+#[test]
+fn a_request_no_rule_routes_gets_403_and_keeps_its_connection() {
+    let origin = Origin::start(|_| Response::ok("site"));
+    let chains = [
+        ("empty-main", "http_chain {}"),
+        (
+            "empty-chain",
+            "http_chain chain1 {}\nhttp_chain { host == \"tempesta-tech.com\" -> chain1; }",
+        ),
+        (
+            "mixed",
+            "http_chain chain1 { uri == \"/static*\" -> site; }\n\
+             http_chain { host == \"tempesta-tech.com\" -> chain1; }",
+        ),
+    ];
+    for (name, chain) in chains {
+        for action in [
+            "",
+            "block_action attack drop;",
+            "block_action attack reply;",
+        ] {
+            let (proxy, http, stats) = start(&format!("refusal-{name}"), &origin, action, chain);
+            let mut c = RawClient::connect(http).expect("connect");
+            for n in 0..2 {
+                match c.request(&get("/", "tempesta-tech.com"), T) {
+                    Outcome::Response(r) => assert_eq!(r.status, 403, "{name} {action:?} #{n}"),
+                    other => panic!(
+                        "{name} {action:?} request {n}: {other}\n{}",
+                        proxy.proc.logs()
+                    ),
+                }
+            }
+            let counted = metric(stats, "ktls_proxy_blocks_total{limit=\"no_vhost\"}");
+            assert_eq!(counted, 2, "{name} {action:?}");
+            let logs = proxy.proc.logs();
+            assert!(
+                logs.contains("no http_chain rule for 127.0.0.1 host \"tempesta-tech.com\""),
+                "{name} {action:?}: {logs}"
+            );
+        }
+    }
+    assert_eq!(origin.total_requests(), 0, "{:?}", origin.requests());
+}
+
+/// `-> block` is an attack (tfw_http_tbl_action returns -1, tfw_http_req_parse_block): under
+/// the default `block_action attack drop` the connection ends with no answer; counted as
+/// `blocks_total{limit="http_chain"}` and logged with the Host. `block_action error nolog`
+/// silences the no-rule warning (tfw_http_send_err_resp checks TFW_BLK_ERR_NOLOG) but
+/// still answers 403.
+#[test]
+fn a_block_rule_drops_and_error_nolog_silences_the_no_rule_warning() {
+    let origin = Origin::start(|_| Response::ok("site"));
+    let chain = "http_chain { uri == \"/admin*\" -> block; host == \"site\" -> site; }";
+    let (proxy, http, stats) = start(
+        "refusal-block",
+        &origin,
+        "block_action error reply nolog;",
+        chain,
+    );
+    let mut c = RawClient::connect(http).expect("connect");
+    let out = c.request(&get("/admin", "site"), T);
+    assert!(out.is_dropped(), "-> block: {out}\n{}", proxy.proc.logs());
+    assert_eq!(
+        metric(stats, "ktls_proxy_blocks_total{limit=\"http_chain\"}"),
+        1
+    );
+    let mut c = RawClient::connect(http).expect("connect");
+    let out = c.request(&get("/", "other.test"), T);
+    assert_eq!(out.status(), Some(403), "no rule: {out}");
+    let logs = proxy.proc.logs();
+    assert!(
+        logs.contains("http_chain blocked 127.0.0.1 host \"site\" \"/admin\""),
+        "{logs}"
+    );
+    assert!(!logs.contains("no http_chain rule"), "{logs}");
+    assert_eq!(origin.total_requests(), 0);
+}
