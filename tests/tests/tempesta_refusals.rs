@@ -120,3 +120,57 @@ fn a_block_rule_drops_and_error_nolog_silences_the_no_rule_warning() {
     assert!(!logs.contains("no http_chain rule"), "{logs}");
     assert_eq!(origin.total_requests(), 0);
 }
+
+/// The per-worker samples of `metric` (`name{worker="N"} value`).
+fn per_worker(stats: SocketAddr, metric: &str) -> Vec<u64> {
+    let (_, text, _) = curl(&[&format!("http://{stats}/metrics")], 10);
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{metric}{{worker=")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// `ip_block`: a violation on one connection resets every open connection of that address,
+/// on every worker, and leaves another address's connections alone (tempesta-test
+/// frang/test_ip_block.py FrangIpBlockMsg: the other same-address clients are reset, the
+/// client of another address still served).
+#[test]
+fn ip_block_resets_the_blocked_addresss_open_connections_on_every_worker() {
+    let origin = Origin::start(|_| Response::ok("site"));
+    let (proxy, http, stats) = start(
+        "refusal-ipblock",
+        &origin,
+        "frang_limits { http_strict_host_checking true; ip_block 30; }",
+        "http_chain { -> site; }",
+    );
+    let blocked = std::net::Ipv4Addr::new(127, 0, 0, 53);
+    let other = std::net::Ipv4Addr::new(127, 0, 0, 54);
+    let mut same: Vec<RawClient> = (0..8)
+        .map(|_| RawClient::connect_from(blocked, http).expect("connect"))
+        .collect();
+    let mut bystander = RawClient::connect_from(other, http).expect("connect");
+    for c in same.iter_mut().chain([&mut bystander]) {
+        assert_eq!(c.request(&get("/", "site"), T).status(), Some(200));
+    }
+    let accepted = per_worker(stats, "ktls_proxy_connections_accepted_total");
+    assert!(
+        accepted.len() == 2 && accepted.iter().all(|&n| n > 0),
+        "the connections did not reach both workers: {accepted:?}"
+    );
+    // An IP literal in Host violates strict host checking: this address is blocked.
+    let out = same[0].request(&get("/", "127.0.0.1"), T);
+    assert!(out.is_dropped(), "the violation: {out}");
+    for (n, c) in same.iter_mut().enumerate().skip(1) {
+        let after = c.wait_closed(T);
+        assert!(
+            matches!(after, Outcome::Reset),
+            "connection {n} of the blocked address: {after}\n{}",
+            proxy.proc.logs()
+        );
+    }
+    assert_eq!(
+        bystander.request(&get("/", "site"), T).status(),
+        Some(200),
+        "another address"
+    );
+}
