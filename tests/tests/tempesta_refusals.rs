@@ -174,3 +174,128 @@ fn ip_block_resets_the_blocked_addresss_open_connections_on_every_worker() {
         "another address"
     );
 }
+
+/// A safe method overridden to an unsafe one is refused with 400 (Tempesta's
+/// tfw_http_req_process after frang, "unsafe method override", through the block path:
+/// tempesta-test frang/test_http_method_override_allowed.py test_unsafe_override_* expect
+/// 400 for GET with each of the three override fields naming POST); unsafe to safe is served.
+#[test]
+fn a_get_overridden_to_post_gets_400() {
+    let origin = Origin::start(|_| Response::ok("site"));
+    let (proxy, http, _) = start(
+        "refusal-override",
+        &origin,
+        "frang_limits { http_method_override_allowed true; http_methods post put get; }\n\
+         block_action attack reply;",
+        "http_chain { -> site; }",
+    );
+    for field in [
+        "X-HTTP-Method-Override",
+        "X-HTTP-Method",
+        "X-Method-Override",
+    ] {
+        let mut c = RawClient::connect(http).expect("connect");
+        let req = format!("GET / HTTP/1.1\r\nHost: site\r\n{field}: POST\r\n\r\n");
+        let out = c.request(req.as_bytes(), T);
+        assert_eq!(
+            out.status(),
+            Some(400),
+            "{field}: {out}\n{}",
+            proxy.proc.logs()
+        );
+    }
+    assert_eq!(origin.total_requests(), 0);
+    let mut c = RawClient::connect(http).expect("connect");
+    let req = "POST / HTTP/1.1\r\nHost: site\r\nX-HTTP-Method-Override: PUT\r\n\
+               Content-Length: 0\r\n\r\n";
+    let out = c.request(req.as_bytes(), T);
+    assert_eq!(out.status(), Some(200), "POST as PUT: {out}");
+}
+
+fn frang_methods(methods: &str) -> String {
+    format!(
+        "frang_limits {{ http_methods {methods}; http_ct_required true; }}\n\
+         block_action attack reply;"
+    )
+}
+
+fn ask(http: SocketAddr, req: &str) -> Outcome {
+    let mut c = RawClient::connect(http).expect("connect");
+    c.request(req.as_bytes(), T)
+}
+
+/// `http_methods ... unknown;` loads (Tempesta's frang_http_methods_enum has `unknown`, the
+/// bit of every method outside its list) and lets such methods through, CONNECT included,
+/// which then gets the proxy's 501 (it does not tunnel).
+#[test]
+fn http_methods_unknown_lets_other_methods_through() {
+    let origin = Origin::start(|r| Response::ok(r.method.clone()));
+    let (proxy, http, _) = start(
+        "refusal-unknown",
+        &origin,
+        &frang_methods("get post unknown"),
+        "http_chain { -> site; }",
+    );
+    let brew = ask(http, "BREW / HTTP/1.1\r\nHost: site\r\n\r\n");
+    assert_eq!(
+        brew.status(),
+        Some(200),
+        "BREW: {brew}\n{}",
+        proxy.proc.logs()
+    );
+    let put = ask(
+        http,
+        "PUT / HTTP/1.1\r\nHost: site\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(
+        put.status(),
+        Some(403),
+        "PUT is known and not listed: {put}"
+    );
+    let connect = ask(http, "CONNECT site:443 HTTP/1.1\r\nHost: site:443\r\n\r\n");
+    assert_eq!(
+        connect.status(),
+        Some(501),
+        "CONNECT with unknown: {connect}"
+    );
+}
+
+/// CONNECT is outside Tempesta's method list: frang's http_methods refuses it first (403 per
+/// block_action attack), not the proxy's 501. An empty `Content-Type:` is a Content-Type
+/// for `http_ct_required` (TFW_STR_EMPTY is false for it; tempesta-test
+/// frang/test_http_ct_required.py test_content_type_set_ok serves it).
+#[test]
+fn connect_is_frangs_403_and_an_empty_content_type_is_present() {
+    let origin = Origin::start(|r| Response::ok(r.method.clone()));
+    let (proxy, http, _) = start(
+        "refusal-connect",
+        &origin,
+        &frang_methods("get post"),
+        "http_chain { -> site; }",
+    );
+    let connect = ask(http, "CONNECT site:443 HTTP/1.1\r\nHost: site:443\r\n\r\n");
+    assert_eq!(
+        connect.status(),
+        Some(403),
+        "CONNECT: {connect}\n{}",
+        proxy.proc.logs()
+    );
+    let post = ask(
+        http,
+        "POST / HTTP/1.1\r\nHost: site\r\nContent-Type:\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(
+        post.status(),
+        Some(200),
+        "POST with an empty Content-Type: {post}"
+    );
+    let bare = ask(
+        http,
+        "POST / HTTP/1.1\r\nHost: site\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(
+        bare.status(),
+        Some(403),
+        "POST without Content-Type: {bare}"
+    );
+}

@@ -102,6 +102,11 @@ impl Worker {
         let global = &self.rt.config.frang;
         let vhost = &self.rt.config.default_vhost.frang;
         match e {
+            // CONNECT is outside Tempesta's method list: frang's http_methods refuses it (403)
+            // unless `unknown` is listed; only then does the proxy say it does not tunnel.
+            ParseError::ConnectNotSupported if !crate::frang::method_allowed(vhost, b"CONNECT") => {
+                Some("http_methods")
+            }
             ParseError::UriTooLong if vhost.http_uri_len.is_some() => Some("http_uri_len"),
             ParseError::HeaderFieldTooLong if global.http_hdr_len.is_some() => Some("http_hdr_len"),
             ParseError::TooManyHeaders if global.http_header_cnt.is_some() => {
