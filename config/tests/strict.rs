@@ -97,6 +97,7 @@ const REFUSED: &[(&str, u32, u32, &str)] = &[
     ("http_chain { -> 301 = $host$host$host$host$host$host$host$host; }\n", 1, 23, "8 variables"),
     ("http_chain { hdr \"X-A\" == \"   \" -> block; }\n", 1, 27, "only whitespace"),
     ("http_chain { hdr \"  \" == \"a\" -> block; }\n", 1, 18, "empty hdr name"),
+    ("http_chain { cookie \"*a*\" == \"x\" -> block; }\n", 1, 14, "double-wildcard cookie name"),
 ];
 
 #[test]
