@@ -42,3 +42,18 @@ fn cache_purge_and_its_acl_need_each_other() {
     let (ok, err) = check("cfg-both", &both);
     assert!(ok, "{err}");
 }
+
+/// `ctrl_frame_rate_multiplier` and `window_update_frame_rate_multiplier` take 1 to 65536,
+/// Tempesta's range (fw/http.c, TfwCfgSpecInt { 1, 65536 }): 65536 loads, 65537 does not.
+#[test]
+fn frame_rate_multipliers_take_tempestas_range() {
+    for name in [
+        "ctrl_frame_rate_multiplier",
+        "window_update_frame_rate_multiplier",
+    ] {
+        let (ok, err) = check("cfg-mul", &format!("{name} 65536;\n{SITE}"));
+        assert!(ok, "{name} 65536: {err}");
+        let (ok, err) = check("cfg-mul-over", &format!("{name} 65537;\n{SITE}"));
+        assert!(!ok && err.contains("proxy.conf:1:"), "{name} 65537: {err}");
+    }
+}
