@@ -196,18 +196,58 @@ fn read_challenge(page: &str) -> (String, Duration) {
 const CHALLENGE: &str = "sticky { cookie enforce max_misses=20; secret \"k\"; \
                          js_challenge resp_code=503 delay_min=1000 delay_range=1500; }";
 
+/// A Tempesta js_challenge template has no `${COOKIE}`: its script only waits and reloads,
+/// the cookie comes with the 503 in Set-Cookie (http_sess.c tfw_http_sticky_build_redirect
+/// puts it in the challenge response). Such a template loads and its page is served with
+/// the cookie, which passes once the wait is over.
+#[test]
+fn a_template_without_the_cookie_placeholder_gets_the_cookie_in_set_cookie() {
+    let origin = cookie_echo();
+    let dir = e2e::TempDir::new("sticky-js-template");
+    let template = dir.join("js_challenge.html");
+    std::fs::write(
+        &template,
+        "<html><script>setTimeout(function(){location.reload()}, ${DELAY_MS});</script></html>",
+    )
+    .expect("write template");
+    let top = format!(
+        "sticky {{ cookie enforce max_misses=20; secret \"k\"; \
+         js_challenge resp_code=503 delay_min=1000 delay_range=1500 {}; }}",
+        template.display()
+    );
+    let site = Site::start("sticky-js-tpl", &group(&origin), &top);
+    let page = site.get("/", Req::default());
+    assert_eq!(page.status, 503, "{page:?}\n{}", site.logs());
+    assert!(page.body.contains("location.reload()"), "{}", page.body);
+    let value = page
+        .sticky_value()
+        .unwrap_or_else(|| panic!("no sticky Set-Cookie: {page:?}"));
+    std::thread::sleep(Duration::from_millis(1375));
+    let jar = format!("__tfw={value}");
+    let passed = site.get(
+        "/in",
+        Req {
+            cookie: Some(&jar),
+            ..Req::default()
+        },
+    );
+    assert_eq!(passed.status, 200, "{passed:?}\n{}", site.logs());
+}
+
 #[test]
 fn the_challenge_counts_cookies_too_early_or_too_late_and_passes_one_in_time() {
     let origin = cookie_echo();
     let site = Site::start("sticky-js", &group(&origin), CHALLENGE);
     let page = site.get("/", Req::default());
     assert_eq!(page.status, 503, "{page:?}\n{}", site.logs());
-    assert_eq!(page.header("set-cookie"), None, "only the script sets it");
     assert!(page
         .header("content-type")
         .unwrap_or("")
         .starts_with("text/html"));
     let (cookie, wait) = read_challenge(&page.body);
+    // The challenge carries the cookie in Set-Cookie too, as Tempesta's does.
+    let set = page.header("set-cookie").unwrap_or("");
+    assert_eq!(set.split(';').next(), Some(cookie.as_str()), "{page:?}");
     // page_delay: delay_min + a quarter of delay_range.
     assert_eq!(wait, Duration::from_millis(1375));
     // Too early: a client replaying the cookie at once gets the challenge again.

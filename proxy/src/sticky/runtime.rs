@@ -36,8 +36,13 @@ pub enum Action {
     },
     /// `302` to the same URI with this `Set-Cookie` value.
     Redirect { set_cookie: String },
-    /// The challenge page, with this status.
-    Challenge { status: u16, page: String },
+    /// The challenge page, with this status and this `Set-Cookie` value (Tempesta sends the
+    /// cookie with the challenge; the page's script only has to wait and reload).
+    Challenge {
+        status: u16,
+        page: String,
+        set_cookie: String,
+    },
     /// `max_misses` exceeded: `misses` so far, the limit.
     Block { misses: u32, limit: u32 },
 }
@@ -236,6 +241,7 @@ impl StickyRt {
                 Action::Challenge {
                     status: js.map_or(503, |j| j.resp_code),
                     page,
+                    set_cookie: set_cookie(c, &value, v.lifetime),
                 }
             }
             Decision::Block => Action::Block {
@@ -370,7 +376,7 @@ mod tests {
         let rt = rt("sticky { cookie enforce max_misses=3; secret \"k\";\n\
                      cookie_options Path=/ HttpOnly;\n\
                      js_challenge delay_min=1000 delay_range=1000; }");
-        let Action::Challenge { status, page } = check(&rt, "", 0) else {
+        let Action::Challenge { status, page, .. } = check(&rt, "", 0) else {
             panic!("a challenge");
         };
         assert_eq!(status, 503);

@@ -113,12 +113,17 @@ impl Worker {
                 ];
                 self.answer_page(id, 302, &fields, b"", close);
             }
-            Action::Challenge { status, page } => {
+            Action::Challenge {
+                status,
+                page,
+                set_cookie,
+            } => {
                 for c in [&m.misses, &m.challenges, &m.cookies_issued] {
                     bump(c);
                 }
-                let fields: [(&[u8], &[u8]); 2] = [
+                let fields: [(&[u8], &[u8]); 3] = [
                     (b"content-type", b"text/html; charset=utf-8"),
+                    (b"set-cookie", set_cookie.as_bytes()),
                     (b"cache-control", b"no-store"),
                 ];
                 self.answer_page(id, status, &fields, page.as_bytes(), close);
