@@ -234,6 +234,50 @@ fn a_template_without_the_cookie_placeholder_gets_the_cookie_in_set_cookie() {
     assert_eq!(passed.status, 200, "{passed:?}\n{}", site.logs());
 }
 
+/// Requests a browser would not run a challenge for (a GET whose Accept does not name
+/// text/html, a POST) get 403 instead of the page, and no miss is counted: Tempesta's
+/// tfw_http_sticky_redirect_applied returns before frang_sticky_cookie_handler counts, and
+/// the request not served from the cache gets 403 (TFW_HTTP_B_JS_NOT_SUPPORTED).
+#[test]
+fn requests_that_cannot_run_the_challenge_get_403_and_count_no_miss() {
+    let origin = cookie_echo();
+    let top = "sticky { cookie enforce max_misses=1; secret \"k\"; \
+               js_challenge resp_code=503 delay_min=1000 delay_range=1500; }";
+    let site = Site::start("sticky-js-403", &group(&origin), top);
+    for _ in 0..3 {
+        let image = site.get(
+            "/logo.png",
+            Req {
+                accept: Some("image/*,*/*"),
+                ..Req::default()
+            },
+        );
+        assert_eq!(image.status, 403, "{image:?}\n{}", site.logs());
+        let url = format!("http://{}/form", site.http);
+        let (_, out, _) = e2e::curl(
+            &[
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-X",
+                "POST",
+                "-H",
+                "Accept: text/html",
+                "-d",
+                "x=1",
+                &url,
+            ],
+            10,
+        );
+        assert_eq!(out.trim(), "403", "POST");
+    }
+    // Six refusals and no block: the first challengeable request gets the page.
+    let page = site.get("/", Req::default());
+    assert_eq!(page.status, 503, "{page:?}\n{}", site.logs());
+}
+
 #[test]
 fn the_challenge_counts_cookies_too_early_or_too_late_and_passes_one_in_time() {
     let origin = cookie_echo();
@@ -311,6 +355,8 @@ fn the_challenge_counts_cookies_too_early_or_too_late_and_passes_one_in_time() {
     let (_, out, _) = curl(
         &[
             "-L",
+            "-H",
+            "Accept: text/html",
             "-c",
             jar,
             "-b",

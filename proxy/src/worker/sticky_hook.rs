@@ -43,6 +43,25 @@ fn cookie_fields(request: &Request) -> impl Iterator<Item = &[u8]> {
         .map(|(_, v)| v)
 }
 
+/// Whether a browser would run a JS challenge sent in answer to `request`: a GET whose
+/// Accept names text/html (Tempesta's tfw_http_sticky_redirect_applied).
+fn challengeable(request: &Request) -> bool {
+    request.method() == http1::Method::Get
+        && request
+            .fields()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(b"accept"))
+            .any(|(_, v)| accepts_html(v))
+}
+
+/// Whether an Accept value lists `text/html` itself (`*/*` does not count, as in Tempesta's
+/// parser, which sets TFW_HTTP_B_ACCEPT_HTML only for that media range).
+fn accepts_html(accept: &[u8]) -> bool {
+    accept.split(|&b| b == b',').any(|range| {
+        let media = range.split(|&b| b == b';').next().unwrap_or(b"");
+        media.trim_ascii().eq_ignore_ascii_case(b"text/html")
+    })
+}
+
 impl Worker {
     /// Checks routed exchange `id`'s sticky cookie: true to serve it, false when it was
     /// answered here (302, the challenge, a block).
@@ -62,10 +81,13 @@ impl Worker {
             user_agent: ex.request.header("user-agent").unwrap_or(b""),
         };
         let now = SystemTime::now();
-        let action = match rt
-            .sticky
-            .check(vhost, cookie_fields(&ex.request), &who, now)
-        {
+        let action = match rt.sticky.check(
+            vhost,
+            cookie_fields(&ex.request),
+            &who,
+            now,
+            challengeable(&ex.request),
+        ) {
             Ok(action) => action,
             Err(e) => {
                 crate::warn!("sticky cookie: {e}");
@@ -128,6 +150,7 @@ impl Worker {
                 ];
                 self.answer_page(id, status, &fields, page.as_bytes(), close);
             }
+            Action::NotChallengeable => self.answer(id, Reply::Status(403), close),
             Action::Block { misses, limit } => {
                 bump(&m.misses);
                 bump(&m.blocks);
