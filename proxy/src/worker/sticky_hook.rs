@@ -43,6 +43,21 @@ fn cookie_fields(request: &Request) -> impl Iterator<Item = &[u8]> {
         .map(|(_, v)| v)
 }
 
+/// `scheme://host/path?query` of `request`, or its path and query when it names no host.
+fn absolute_location(request: &Request) -> Vec<u8> {
+    let path = request.path();
+    match request.authority().filter(|a| !a.is_empty()) {
+        Some(host) => {
+            let scheme: &[u8] = match request.scheme() {
+                super::request::Scheme::Https => b"https://",
+                super::request::Scheme::Http => b"http://",
+            };
+            [scheme, host, path].concat()
+        }
+        None => path.to_vec(),
+    }
+}
+
 /// Whether a browser would run a JS challenge sent in answer to `request`: a GET whose
 /// Accept names text/html (Tempesta's tfw_http_sticky_redirect_applied).
 fn challengeable(request: &Request) -> bool {
@@ -126,8 +141,9 @@ impl Worker {
                 for c in [&m.misses, &m.redirects, &m.cookies_issued] {
                     bump(c);
                 }
-                // The same URI, relative: the client repeats it on the same origin.
-                let location = ex.request.path().to_vec();
+                // The same URI, absolute as Tempesta's tfw_http_prep_redir writes it (the
+                // connection's scheme, the Host as sent); relative without a Host.
+                let location = absolute_location(&ex.request);
                 let fields: [(&[u8], &[u8]); 3] = [
                     (b"location", &location),
                     (b"set-cookie", set_cookie.as_bytes()),
