@@ -52,6 +52,15 @@ fn the_cookie_is_issued_once_verified_and_never_reaches_the_origin() {
             first.header("set-cookie").unwrap_or("").contains("Path=/"),
             "{tag} {first:?}"
         );
+        // No sess_lifetime, no Max-Age in cookie_options: Tempesta's unlimited lifetime
+        // (UINT_MAX seconds) as Max-Age, so the cookie outlives the browser session.
+        assert!(
+            first
+                .header("set-cookie")
+                .unwrap_or("")
+                .ends_with("; Max-Age=4294967295"),
+            "{tag} {first:?}"
+        );
         // With it: not issued again; stripped, the others byte for byte.
         let jar = format!("a=1;  __tfw={value}; b=\"x y\"");
         let again = site.get(
