@@ -108,6 +108,9 @@ pub struct FrangHttp {
     pub http_method_override_allowed: bool,
     /// Allowed methods (default GET, POST, HEAD); empty means any.
     pub http_methods: Vec<Method>,
+    /// `unknown` among `http_methods`: methods outside Tempesta's list (CONNECT, any other
+    /// token) pass frang, as Tempesta's `_TFW_HTTP_METH_UNKNOWN` bit does.
+    pub http_methods_unknown: bool,
     /// Allowed Content-Type prefixes for POST; empty means any.
     pub http_ct_vals: Vec<String>,
     pub http_resp_code_block: Option<RespCodeBlock>,
@@ -123,6 +126,7 @@ impl Default for FrangHttp {
             http_trailer_split_allowed: false,
             http_method_override_allowed: false,
             http_methods: vec![Method::Get, Method::Post, Method::Head],
+            http_methods_unknown: false,
             http_ct_vals: Vec::new(),
             http_resp_code_block: None,
         }

@@ -97,6 +97,9 @@ const REFUSED: &[(&str, u32, u32, &str)] = &[
     ("http_chain { -> 301 = $host$host$host$host$host$host$host$host; }\n", 1, 23, "8 variables"),
     ("http_chain { hdr \"X-A\" == \"   \" -> block; }\n", 1, 27, "only whitespace"),
     ("http_chain { hdr \"  \" == \"a\" -> block; }\n", 1, 18, "empty hdr name"),
+    ("http_chain { cookie \"*a*\" == \"x\" -> block; }\n", 1, 14, "double-wildcard cookie name"),
+    ("cache 2;\ncache_purge;\n", 2, 1, "needs `cache_purge_acl`"),
+    ("cache_purge_acl 127.0.0.1;\n", 1, 1, "without `cache_purge`"),
 ];
 
 #[test]

@@ -37,7 +37,8 @@ pub enum Route {
         status: u16,
         url: UrlTemplate,
     },
-    /// No rule matched: Tempesta drops the request (403 here).
+    /// No rule matched (or the chain is empty): no vhost, which Tempesta answers 403 as an
+    /// error, not a block.
     NoMatch,
 }
 
@@ -62,7 +63,7 @@ enum Subject {
     Uri,
     Host,
     Header(String),
-    Cookie(Vec<u8>),
+    Cookie(CookieName),
     Method,
     Mark,
     Scheme,
@@ -144,7 +145,7 @@ impl Router {
                             Field::Uri => Subject::Uri,
                             Field::Host => Subject::Host,
                             Field::Header(n) => Subject::Header(n.clone()),
-                            Field::Cookie(n) => Subject::Cookie(n.as_bytes().to_vec()),
+                            Field::Cookie(n) => Subject::Cookie(CookieName::new(n)),
                             Field::Method => Subject::Method,
                             Field::Mark => Subject::Mark,
                             Field::Scheme => Subject::Scheme,
@@ -253,12 +254,44 @@ impl Cond {
     }
 }
 
-/// The values of every cookie named `name` in a Cookie header (`a=1; b=2; a=3`).
-fn cookie_values<'a>(header: &'a [u8], name: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
+/// The name a `cookie "NAME"` condition looks for: exact, `*` any, `prefix*` or `*suffix`,
+/// as Tempesta's tfw_http_val_adjust reads it. Cookie names are case-sensitive (RFC 6265).
+enum CookieName {
+    Any,
+    Exact(Vec<u8>),
+    Prefix(Vec<u8>),
+    Suffix(Vec<u8>),
+}
+
+impl CookieName {
+    fn new(name: &str) -> CookieName {
+        let bytes = name.as_bytes();
+        match bytes {
+            b"*" => CookieName::Any,
+            [rest @ .., b'*'] => CookieName::Prefix(rest.to_vec()),
+            [b'*', rest @ ..] => CookieName::Suffix(rest.to_vec()),
+            _ => CookieName::Exact(bytes.to_vec()),
+        }
+    }
+
+    fn matches(&self, name: &[u8]) -> bool {
+        match self {
+            CookieName::Any => true,
+            CookieName::Exact(n) => name == n.as_slice(),
+            CookieName::Prefix(p) => name.starts_with(p),
+            CookieName::Suffix(s) => name.ends_with(s),
+        }
+    }
+}
+
+/// The values of every cookie whose name `name` matches in a Cookie header
+/// (`a=1; b=2; a=3`).
+fn cookie_values<'a>(header: &'a [u8], name: &'a CookieName) -> impl Iterator<Item = &'a [u8]> {
     header.split(|&b| b == b';').filter_map(move |pair| {
         let pair = trim(pair);
         let eq = pair.iter().position(|&b| b == b'=')?;
-        (trim(&pair[..eq]) == name).then(|| trim(&pair[eq + 1..]))
+        name.matches(trim(&pair[..eq]))
+            .then(|| trim(&pair[eq + 1..]))
     })
 }
 
@@ -317,16 +350,27 @@ mod tests {
 
     #[test]
     fn cookie_value_lists() {
-        let first = |h: &'static [u8], n: &'static [u8]| cookie_values(h, n).next();
+        let first = |h: &'static [u8], n: &str| {
+            let name = CookieName::new(n);
+            let value = cookie_values(h, &name).next().map(<[u8]>::to_vec);
+            value
+        };
         assert_eq!(
-            first(b"a=1; session = xyz ;b=2", b"session"),
-            Some(&b"xyz"[..])
+            first(b"a=1; session = xyz ;b=2", "session"),
+            Some(b"xyz".to_vec())
         );
-        assert_eq!(first(b"a=1", b"b"), None);
-        assert_eq!(first(b"novalue; a=1", b"a"), Some(&b"1"[..]));
-        let all: Vec<&[u8]> =
-            cookie_values(&b"user=guest; a=1; user=admin"[..], &b"user"[..]).collect();
+        assert_eq!(first(b"a=1", "b"), None);
+        assert_eq!(first(b"novalue; a=1", "a"), Some(b"1".to_vec()));
+        let user = CookieName::new("user");
+        let all: Vec<&[u8]> = cookie_values(&b"user=guest; a=1; user=admin"[..], &user).collect();
         assert_eq!(all, vec![&b"guest"[..], &b"admin"[..]]);
+        // Name wildcards, as Tempesta's `cookie "*suffix"` / `"prefix*"` / `"*"`.
+        let h = b"aaa_good_suffix_1=x; bbb_good_suffix=y; good_prefix_1=z";
+        assert_eq!(first(h, "*good_suffix"), Some(b"y".to_vec()));
+        assert_eq!(first(h, "good_prefix*"), Some(b"z".to_vec()));
+        assert_eq!(first(h, "*"), Some(b"x".to_vec()));
+        // Names are case-sensitive.
+        assert_eq!(first(h, "BBB_good_suffix"), None);
     }
 
     /// A second field (or a second cookie) of the same name must not hide the one a block

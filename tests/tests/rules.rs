@@ -127,7 +127,8 @@ fn shipped_config_redirects_proxies_and_refuses_unknown_hosts() {
     assert!(st.success(), "{err}");
     assert_eq!(body, "origin:/company");
 
-    // An unknown Host matches no rule: `block_action attack reply` answers 403 and closes.
+    // An unknown Host matches no rule: 403, and the connection serves the next request, as
+    // in Tempesta (no vhost is an error answered in place, not a block).
     let mut c = RawClient::connect(http).expect("connect");
     let r = expect_response(
         c.request(&get("/blog", "example.com"), T),
@@ -136,13 +137,17 @@ fn shipped_config_redirects_proxies_and_refuses_unknown_hosts() {
         &proxy,
     );
     assert!(r.body.len() < 1024);
-    let closed = c.wait_closed(T);
-    assert!(closed.is_dropped(), "after 403: {closed}");
+    expect_response(
+        c.request(&get("/after-403", "tempesta-tech.com"), T),
+        200,
+        "after 403",
+        &proxy,
+    );
     // The config forbids POST (http_methods GET HEAD): 403 too.
     let post = b"POST / HTTP/1.1\r\nHost: tempesta-tech.com\r\nContent-Length: 1\r\n\r\nx";
     expect_response(once(http, post), 403, "POST", &proxy);
     assert_eq!(origin.hits("/blog"), 0);
-    assert_eq!(origin.total_requests(), 6);
+    assert_eq!(origin.total_requests(), 7);
 }
 
 /// Two vhosts with their own certificates and server groups: SNI picks the certificate, Host
@@ -315,41 +320,52 @@ fn http_chain_conditions_route_to_vhosts() {
 }
 
 #[test]
-fn http_chain_block_and_no_match_reply_403_and_close() {
+fn http_chain_block_replies_403_and_closes_and_no_match_keeps_the_connection() {
     let (origin, proxy, http) = chain_proxy("rules-block", "block_action attack reply;");
-    for req in [
-        get("/blocked", "x.test"),
-        get("/blocked/deeper", "x.test"),
-        // `host != "api*"` is false and nothing else matches this one.
-        get("/none", "apix.test"),
-    ] {
+    for req in [get("/blocked", "x.test"), get("/blocked/deeper", "x.test")] {
         let text = String::from_utf8_lossy(&req).into_owned();
         let mut c = RawClient::connect(http).expect("connect");
         expect_response(c.request(&req, T), 403, &text, &proxy);
         let after = c.wait_closed(T);
         assert!(after.is_dropped(), "{text}: after the 403: {after}");
     }
+    // `host != "api*"` is false and nothing else matches: no vhost, 403 in place (Tempesta's
+    // error path, not a block), and the connection goes on.
+    let mut c = RawClient::connect(http).expect("connect");
+    expect_response(
+        c.request(&get("/none", "apix.test"), T),
+        403,
+        "no rule",
+        &proxy,
+    );
+    expect_response(
+        c.request(&get("/none", "apix.test"), T),
+        403,
+        "again",
+        &proxy,
+    );
     assert_eq!(origin.total_requests(), 0);
     // With the access log off (this config has none) the warning still names the client.
     let logs = proxy.proc.logs();
     assert!(
-        logs.contains("http_chain blocked 127.0.0.1 \"/blocked\""),
+        logs.contains("http_chain blocked 127.0.0.1 host \"x.test\" \"/blocked\""),
         "{logs}"
     );
 }
 
 #[test]
-fn http_chain_no_match_with_default_block_action_drops_the_connection() {
+fn http_chain_block_with_default_block_action_drops_the_connection() {
     let (origin, proxy, http) = chain_proxy("rules-drop", "");
-    for req in [get("/none", "apix.test"), get("/blocked", "x.test")] {
-        let text = String::from_utf8_lossy(&req).into_owned();
-        let outcome = once(http, &req);
-        assert!(
-            matches!(outcome, Outcome::Reset | Outcome::Closed),
-            "{text}: expected the connection dropped without a response, got {outcome}\n{}",
-            proxy.proc.logs()
-        );
-    }
+    let text = "GET /blocked";
+    let outcome = once(http, &get("/blocked", "x.test"));
+    assert!(
+        matches!(outcome, Outcome::Reset | Outcome::Closed),
+        "{text}: expected the connection dropped without a response, got {outcome}\n{}",
+        proxy.proc.logs()
+    );
+    // No rule matching is not an attack: 403 under the default `block_action` too.
+    let r = once(http, &get("/none", "apix.test"));
+    assert_eq!(r.status(), Some(403), "no rule: {r}");
     // A routed request on the same proxy still works.
     expect_response(once(http, &get("/ok", "x.test")), 200, "routed", &proxy);
     assert_eq!(origin.total_requests(), 1);

@@ -52,6 +52,15 @@ fn the_cookie_is_issued_once_verified_and_never_reaches_the_origin() {
             first.header("set-cookie").unwrap_or("").contains("Path=/"),
             "{tag} {first:?}"
         );
+        // No sess_lifetime, no Max-Age in cookie_options: Tempesta's unlimited lifetime
+        // (UINT_MAX seconds) as Max-Age, so the cookie outlives the browser session.
+        assert!(
+            first
+                .header("set-cookie")
+                .unwrap_or("")
+                .ends_with("; Max-Age=4294967295"),
+            "{tag} {first:?}"
+        );
         // With it: not issued again; stripped, the others byte for byte.
         let jar = format!("a=1;  __tfw={value}; b=\"x y\"");
         let again = site.get(
@@ -122,7 +131,9 @@ fn enforce_redirects_to_the_same_uri_then_blocks_after_max_misses() {
     };
     let r = site.get("/a/b?x=1&y=2", me);
     assert_eq!(r.status, 302, "{r:?}\n{}", site.logs());
-    assert_eq!(r.header("location"), Some("/a/b?x=1&y=2"));
+    // Absolute, as Tempesta writes it: the scheme, the Host as sent, the URI.
+    let location = format!("http://{}/a/b?x=1&y=2", site.http);
+    assert_eq!(r.header("location"), Some(location.as_str()));
     assert_eq!(r.header("cache-control"), Some("no-store"));
     let value = r.sticky_value().expect("302 sets the cookie");
     assert!(r.header("set-cookie").unwrap_or("").contains("Max-Age=1"));
@@ -151,7 +162,8 @@ fn enforce_redirects_to_the_same_uri_then_blocks_after_max_misses() {
     // HTTP/2 from the same client: the third miss, still a 302 with the cookie.
     let h2 = site.get("/h2", Req { h2: true, ..me });
     assert_eq!(h2.status, 302, "{h2:?}");
-    assert_eq!(h2.header("location"), Some("/h2"));
+    let location = format!("http://{}/h2", site.h2c);
+    assert_eq!(h2.header("location"), Some(location.as_str()));
     assert!(h2.sticky_value().is_some(), "{h2:?}");
     // The fourth miss is over max_misses=3: blocked (block_action attack drop: no answer).
     let blocked = site.get("/", me);
@@ -196,18 +208,102 @@ fn read_challenge(page: &str) -> (String, Duration) {
 const CHALLENGE: &str = "sticky { cookie enforce max_misses=20; secret \"k\"; \
                          js_challenge resp_code=503 delay_min=1000 delay_range=1500; }";
 
+/// A Tempesta js_challenge template has no `${COOKIE}`: its script only waits and reloads,
+/// the cookie comes with the 503 in Set-Cookie (http_sess.c tfw_http_sticky_build_redirect
+/// puts it in the challenge response). Such a template loads and its page is served with
+/// the cookie, which passes once the wait is over.
+#[test]
+fn a_template_without_the_cookie_placeholder_gets_the_cookie_in_set_cookie() {
+    let origin = cookie_echo();
+    let dir = e2e::TempDir::new("sticky-js-template");
+    let template = dir.join("js_challenge.html");
+    std::fs::write(
+        &template,
+        "<html><script>setTimeout(function(){location.reload()}, ${DELAY_MS});</script></html>",
+    )
+    .expect("write template");
+    let top = format!(
+        "sticky {{ cookie enforce max_misses=20; secret \"k\"; \
+         js_challenge resp_code=503 delay_min=1000 delay_range=1500 {}; }}",
+        template.display()
+    );
+    let site = Site::start("sticky-js-tpl", &group(&origin), &top);
+    let page = site.get("/", Req::default());
+    assert_eq!(page.status, 503, "{page:?}\n{}", site.logs());
+    assert!(page.body.contains("location.reload()"), "{}", page.body);
+    let value = page
+        .sticky_value()
+        .unwrap_or_else(|| panic!("no sticky Set-Cookie: {page:?}"));
+    std::thread::sleep(Duration::from_millis(1375));
+    let jar = format!("__tfw={value}");
+    let passed = site.get(
+        "/in",
+        Req {
+            cookie: Some(&jar),
+            ..Req::default()
+        },
+    );
+    assert_eq!(passed.status, 200, "{passed:?}\n{}", site.logs());
+}
+
+/// Requests a browser would not run a challenge for (a GET whose Accept does not name
+/// text/html, a POST) get 403 instead of the page, and no miss is counted: Tempesta's
+/// tfw_http_sticky_redirect_applied returns before frang_sticky_cookie_handler counts, and
+/// the request not served from the cache gets 403 (TFW_HTTP_B_JS_NOT_SUPPORTED).
+#[test]
+fn requests_that_cannot_run_the_challenge_get_403_and_count_no_miss() {
+    let origin = cookie_echo();
+    let top = "sticky { cookie enforce max_misses=1; secret \"k\"; \
+               js_challenge resp_code=503 delay_min=1000 delay_range=1500; }";
+    let site = Site::start("sticky-js-403", &group(&origin), top);
+    for _ in 0..3 {
+        let image = site.get(
+            "/logo.png",
+            Req {
+                accept: Some("image/*,*/*"),
+                ..Req::default()
+            },
+        );
+        assert_eq!(image.status, 403, "{image:?}\n{}", site.logs());
+        let url = format!("http://{}/form", site.http);
+        let (_, out, _) = e2e::curl(
+            &[
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-X",
+                "POST",
+                "-H",
+                "Accept: text/html",
+                "-d",
+                "x=1",
+                &url,
+            ],
+            10,
+        );
+        assert_eq!(out.trim(), "403", "POST");
+    }
+    // Six refusals and no block: the first challengeable request gets the page.
+    let page = site.get("/", Req::default());
+    assert_eq!(page.status, 503, "{page:?}\n{}", site.logs());
+}
+
 #[test]
 fn the_challenge_counts_cookies_too_early_or_too_late_and_passes_one_in_time() {
     let origin = cookie_echo();
     let site = Site::start("sticky-js", &group(&origin), CHALLENGE);
     let page = site.get("/", Req::default());
     assert_eq!(page.status, 503, "{page:?}\n{}", site.logs());
-    assert_eq!(page.header("set-cookie"), None, "only the script sets it");
     assert!(page
         .header("content-type")
         .unwrap_or("")
         .starts_with("text/html"));
     let (cookie, wait) = read_challenge(&page.body);
+    // The challenge carries the cookie in Set-Cookie too, as Tempesta's does.
+    let set = page.header("set-cookie").unwrap_or("");
+    assert_eq!(set.split(';').next(), Some(cookie.as_str()), "{page:?}");
     // page_delay: delay_min + a quarter of delay_range.
     assert_eq!(wait, Duration::from_millis(1375));
     // Too early: a client replaying the cookie at once gets the challenge again.
@@ -271,6 +367,8 @@ fn the_challenge_counts_cookies_too_early_or_too_late_and_passes_one_in_time() {
     let (_, out, _) = curl(
         &[
             "-L",
+            "-H",
+            "Accept: text/html",
             "-c",
             jar,
             "-b",

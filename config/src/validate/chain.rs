@@ -308,7 +308,17 @@ fn field(c: &mut Checker<'_>, name: &str, pos: &Pos, arg: Option<(String, Pos)>)
         "method" => Field::Method,
         "mark" => Field::Mark,
         "scheme" => Field::Scheme,
-        "hdr" => Field::Header(arg),
+        // Tempesta trims spaces around a raw header name (http_match.c find_spaces).
+        "hdr" => Field::Header(arg.trim().to_string()),
+        // A cookie name may be `*`, `prefix*` or `*suffix`; `*both*` Tempesta refuses.
+        "cookie" if arg.len() > 1 && arg.starts_with('*') && arg.ends_with('*') => {
+            c.error(
+                pos,
+                format!("double-wildcard cookie name `{arg}` cannot be matched"),
+                "write `\"prefix*\"` or `\"*suffix\"`",
+            );
+            return None;
+        }
         "cookie" => Field::Cookie(arg),
         other => {
             let mut hint = "expected uri, host, hdr, cookie, method, mark or scheme".to_string();
@@ -351,6 +361,13 @@ fn pattern(
     text: &str,
     pos: &Pos,
 ) -> Option<Pattern> {
+    // Spaces around a header value are not part of it (Tempesta's find_spaces; a regular
+    // expression is taken as written).
+    let written = text;
+    let text = match field {
+        Field::Header(_) if !regex => text.trim(),
+        _ => text,
+    };
     match field {
         Field::Mark => {
             if regex {
@@ -427,17 +444,17 @@ fn pattern(
     if text == "*" {
         return Some(Pattern::Any);
     }
-    if text.is_empty() {
-        c.error(pos, "empty value", "give a value, or `*` to match anything");
-        return None;
-    }
     // Tempesta trims spaces around a header value to match; nothing is left.
-    if matches!(field, Field::Header(_)) && text.trim().is_empty() {
+    if matches!(field, Field::Header(_)) && text.is_empty() && !written.is_empty() {
         c.error(
             pos,
             "the header value is only whitespace",
             "give a value, or `*` to match any value",
         );
+        return None;
+    }
+    if text.is_empty() {
+        c.error(pos, "empty value", "give a value, or `*` to match anything");
         return None;
     }
     if text.len() > 1 && text.starts_with('*') && text.ends_with('*') {

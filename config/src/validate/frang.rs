@@ -223,7 +223,12 @@ fn apply_http(c: &mut Checker<'_>, d: &Directive, h: &mut FrangHttp) {
             }
             unique_args(c, d, &d.args, |v| Method::parse(&v.text), false);
             let mut methods = Vec::new();
+            h.http_methods_unknown = false;
             for v in &d.args {
+                if v.text.eq_ignore_ascii_case("unknown") {
+                    h.http_methods_unknown = true;
+                    continue;
+                }
                 match Method::parse(&v.text) {
                     Some(m) => {
                         if !methods.contains(&m) {
@@ -238,6 +243,7 @@ fn apply_http(c: &mut Checker<'_>, d: &Directive, h: &mut FrangHttp) {
                             Method::ALL
                                 .iter()
                                 .map(|m| m.as_str())
+                                .chain(["unknown"])
                                 .collect::<Vec<_>>()
                                 .join(" ")
                         ),

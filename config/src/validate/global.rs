@@ -183,9 +183,9 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
             }
         }
         "ctrl_frame_rate_multiplier" | "window_update_frame_rate_multiplier" => {
-            let usage = format!("{name} N (1-65535)");
+            let usage = format!("{name} N (1-65536)");
             if let Some(v) = c.single(d, &usage) {
-                if let Some(n) = c.u32_in(v, "multiplier", 1, 65_535) {
+                if let Some(n) = c.u32_in(v, "multiplier", 1, 65_536) {
                     if name == "ctrl_frame_rate_multiplier" {
                         cfg.ctrl_frame_rate_multiplier = n;
                     } else {

@@ -383,6 +383,10 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
         }
     }
     let has_default_group = cfg.server_group(DEFAULT_NAME).is_some();
+    vhost::check_purge(
+        c,
+        std::iter::once(&w.global).chain(w.vhosts.iter().map(|v| &v.draft)),
+    );
 
     // Vhosts: the default one from top-level directives (or an explicit
     // `vhost default`), then the others inheriting from it.

@@ -40,6 +40,9 @@ pub struct Draft {
     pub resp_hdr_del: Option<Vec<String>>,
     pub purge: Option<PurgeMode>,
     pub purge_acl: Option<Vec<IpPrefix>>,
+    /// Where `cache_purge` / `cache_purge_acl` were given: each needs the other somewhere.
+    pub purge_pos: Option<Pos>,
+    pub purge_acl_pos: Option<Pos>,
     /// Already includes what was inherited when the scope opened (frang
     /// limits are order-dependent in Tempesta).
     pub frang: FrangHttp,
@@ -78,6 +81,27 @@ impl Draft {
                 "give the key file right after the certificate: `tls_certificate_key FILE;`",
             );
         }
+    }
+}
+
+/// `cache_purge` and `cache_purge_acl` each need the other, in any scope: Tempesta keeps both
+/// as global flags and refuses the configuration when one is missing (fw/vhost.c,
+/// "Directives mismatching"), so PURGE is never open to every client.
+pub fn check_purge<'d>(c: &mut Checker<'_>, drafts: impl Iterator<Item = &'d Draft> + Clone) {
+    let purge = drafts.clone().find_map(|d| d.purge_pos.as_ref());
+    let acl = drafts.clone().find_map(|d| d.purge_acl_pos.as_ref());
+    match (purge, acl) {
+        (Some(pos), None) => c.error(
+            pos,
+            "`cache_purge` needs `cache_purge_acl`",
+            "list the clients allowed to PURGE, e.g. `cache_purge_acl 127.0.0.1;` (Tempesta refuses it too)",
+        ),
+        (None, Some(pos)) => c.error(
+            pos,
+            "`cache_purge_acl` without `cache_purge`",
+            "add `cache_purge;` to allow PURGE, or remove the list (Tempesta refuses it too)",
+        ),
+        _ => {}
     }
 }
 
@@ -144,6 +168,7 @@ pub fn apply(
             }
         }
         "cache_purge" if level != Level::Location => {
+            draft.purge_pos.get_or_insert_with(|| d.pos.clone());
             if c.shape(d, 0, 1, "cache_purge [invalidate|immediate]") {
                 draft.purge = match d.args.first().map(|v| (v, v.text.as_str())) {
                     None | Some((_, "invalidate")) => Some(PurgeMode::Invalidate),
@@ -156,6 +181,7 @@ pub fn apply(
             }
         }
         "cache_purge_acl" if level != Level::Location => {
+            draft.purge_acl_pos.get_or_insert_with(|| d.pos.clone());
             if c.shape(d, 1, usize::MAX, "cache_purge_acl ADDR[/PREFIX]...") {
                 // Tempesta refuses an address or prefix listed twice.
                 unique_args(c, d, &d.args, |v| v.text.parse::<IpPrefix>().ok(), true);

@@ -25,7 +25,7 @@ mod request_tests;
 pub use body::RequestLimits;
 pub use clients::{Frang, DEFAULT_CLIENT_LRU_SIZE};
 pub use conn::ConnLimits;
-pub use request::{check_request, check_trailers, RequestFacts};
+pub use request::{check_request, check_trailers, method_allowed, RequestFacts};
 pub use window::FRANG_FREQ;
 
 use std::fmt;

@@ -193,6 +193,12 @@ fn content_type_required_for_post() {
         ..post
     };
     assert_eq!(limit_of(&limits, &with_ct), None);
+    // An empty field is there, as Tempesta sees it: not missing.
+    let empty = RequestFacts {
+        content_type: Some(b""),
+        ..post
+    };
+    assert_eq!(limit_of(&limits, &empty), None);
     // Only POST is checked.
     assert_eq!(
         limit_of(&limits, &host(RequestFacts::new(b"GET", b"/"))),
@@ -255,6 +261,32 @@ fn method_override_refused_unless_allowed() {
         ..to_delete
     };
     assert_eq!(limit_of(&with_delete, &conflicting), Some("http_methods"));
+}
+
+#[test]
+fn a_safe_method_may_not_hide_an_unsafe_one() {
+    let limits = FrangHttp {
+        http_method_override_allowed: true,
+        http_methods: vec![Method::Get, Method::Post, Method::Head],
+        ..FrangHttp::default()
+    };
+    let get_as_post = RequestFacts {
+        method_override: Some(b"POST"),
+        ..host(RequestFacts::new(b"GET", b"/"))
+    };
+    let refused = check_request(&limits, &get_as_post).expect_err("GET hiding POST");
+    assert_eq!((refused.limit, refused.status), ("method_override", 400));
+    // Unsafe to safe, and safe to safe, pass.
+    let post_as_get = RequestFacts {
+        method_override: Some(b"GET"),
+        ..host(RequestFacts::new(b"POST", b"/"))
+    };
+    assert_eq!(limit_of(&limits, &post_as_get), None);
+    let head_as_get = RequestFacts {
+        method_override: Some(b"GET"),
+        ..host(RequestFacts::new(b"HEAD", b"/"))
+    };
+    assert_eq!(limit_of(&limits, &head_as_get), None);
 }
 
 #[test]
@@ -321,4 +353,33 @@ fn ip_literals_are_told_from_host_names() {
     ] {
         assert!(!is_ip_literal(name), "{name:?}");
     }
+}
+
+#[test]
+fn unknown_in_http_methods_passes_methods_outside_tempestas_list() {
+    let get_and_unknown = FrangHttp {
+        http_methods: vec![Method::Get],
+        http_methods_unknown: true,
+        ..FrangHttp::default()
+    };
+    let of = |m: &'static [u8]| host(RequestFacts::new(m, b"/"));
+    assert_eq!(limit_of(&get_and_unknown, &of(b"FOO")), None);
+    assert_eq!(limit_of(&get_and_unknown, &of(b"CONNECT")), None);
+    assert_eq!(limit_of(&get_and_unknown, &of(b"GET")), None);
+    // A listed method stays refused when not listed, whatever `unknown` says.
+    assert_eq!(
+        limit_of(&get_and_unknown, &of(b"PUT")),
+        Some("http_methods")
+    );
+    let only_unknown = FrangHttp {
+        http_methods: Vec::new(),
+        ..get_and_unknown.clone()
+    };
+    assert_eq!(limit_of(&only_unknown, &of(b"GET")), Some("http_methods"));
+    assert_eq!(limit_of(&only_unknown, &of(b"BREW")), None);
+    // Without `unknown`, the default list refuses other tokens.
+    assert_eq!(
+        limit_of(&FrangHttp::default(), &of(b"FOO")),
+        Some("http_methods")
+    );
 }

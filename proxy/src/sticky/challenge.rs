@@ -5,9 +5,12 @@
 //! delay_range` took too long; both count as misses. A client that runs no
 //! JavaScript never gets the cookie at all.
 //!
-//! A template is an HTML page with the placeholders `${COOKIE}` (required:
+//! A template is an HTML page with the placeholders `${COOKIE}` (optional:
 //! the `document.cookie` assignment's string, already escaped for a
 //! JavaScript string literal) and `${DELAY_MS}` (the wait in milliseconds).
+//! The challenge response also carries the cookie in `Set-Cookie`, as Tempesta's
+//! does (http_sess.c tfw_http_sticky_build_redirect), so a Tempesta template, which
+//! only waits and reloads, works as written.
 
 use std::fmt;
 use std::time::Duration;
@@ -60,8 +63,6 @@ pub fn page_delay(js: &JsChallenge) -> Duration {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TemplateError {
-    /// The template never sets the cookie.
-    NoCookiePlaceholder,
     /// Larger than the limit below.
     TooLarge(usize),
 }
@@ -72,10 +73,6 @@ pub const MAX_TEMPLATE_LEN: usize = 64 * 1024;
 impl fmt::Display for TemplateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TemplateError::NoCookiePlaceholder => write!(
-                f,
-                "the js_challenge template has no {COOKIE_PLACEHOLDER}; put it where the script sets document.cookie"
-            ),
             TemplateError::TooLarge(n) => write!(
                 f,
                 "the js_challenge template is {n} bytes; keep it under {MAX_TEMPLATE_LEN}"
@@ -113,11 +110,9 @@ impl Template {
         }
         let mut parts = Vec::new();
         let mut rest = text;
-        let mut has_cookie = false;
         while let Some(at) = rest.find("${") {
             let (before, from) = rest.split_at(at);
             let (part, len) = if from.starts_with(COOKIE_PLACEHOLDER) {
-                has_cookie = true;
                 (Part::Cookie, COOKIE_PLACEHOLDER.len())
             } else if from.starts_with(DELAY_PLACEHOLDER) {
                 (Part::Delay, DELAY_PLACEHOLDER.len())
@@ -134,9 +129,6 @@ impl Template {
         }
         if !rest.is_empty() {
             parts.push(Part::Text(rest.to_string()));
-        }
-        if !has_cookie {
-            return Err(TemplateError::NoCookiePlaceholder);
         }
         Ok(Template { parts })
     }
@@ -226,11 +218,9 @@ mod tests {
     }
 
     #[test]
-    fn a_template_without_the_cookie_placeholder_is_refused() {
-        assert_eq!(
-            Template::parse("<script>setTimeout(f, ${DELAY_MS})</script>"),
-            Err(TemplateError::NoCookiePlaceholder)
-        );
+    fn a_template_without_the_cookie_placeholder_loads_and_only_too_large_is_refused() {
+        // Tempesta's templates only wait and reload: the cookie comes in Set-Cookie.
+        assert!(Template::parse("<script>setTimeout(f, ${DELAY_MS})</script>").is_ok());
         let big = format!("{}${{COOKIE}}", "x".repeat(MAX_TEMPLATE_LEN));
         assert!(matches!(
             Template::parse(&big),

@@ -17,9 +17,13 @@ use std::time::Duration;
 
 use config::StickyCookie;
 
+/// Tempesta's Max-Age for an unlimited `sess_lifetime` (UINT_MAX seconds, fw/http_sess_conf.c).
+pub const UNLIMITED_MAX_AGE: u64 = u32::MAX as u64;
+
 /// The `Set-Cookie` value for a new cookie: `NAME=VALUE`, the configured
-/// options, and `Max-Age` from `sess_lifetime` unless the options give
-/// `Max-Age` or `Expires` (without a lifetime it is a session cookie).
+/// options, and `Max-Age` from `sess_lifetime` (without one, Tempesta's unlimited
+/// lifetime, [`UNLIMITED_MAX_AGE`]) unless the options give `Max-Age` or `Expires`, as
+/// Tempesta's tfw_http_sess_cfg_finish adds it: the cookie outlives the browser session.
 pub fn set_cookie(cookie: &StickyCookie, value: &str, lifetime: Option<Duration>) -> String {
     let mut out = format!("{}={value}", cookie.name);
     for o in &cookie.options {
@@ -30,8 +34,9 @@ pub fn set_cookie(cookie: &StickyCookie, value: &str, lifetime: Option<Duration>
         let key = o.split_once('=').map_or(o.as_str(), |(k, _)| k);
         key.eq_ignore_ascii_case("Max-Age") || key.eq_ignore_ascii_case("Expires")
     });
-    if let (false, Some(l)) = (has_expiry, lifetime) {
-        out.push_str(&format!("; Max-Age={}", l.as_secs()));
+    if !has_expiry {
+        let max_age = lifetime.map_or(UNLIMITED_MAX_AGE, |l| l.as_secs());
+        out.push_str(&format!("; Max-Age={max_age}"));
     }
     out
 }
@@ -60,7 +65,10 @@ mod tests {
             set_cookie(&c, "00ab", Some(Duration::from_secs(900))),
             "__tfw=00ab; Path=/; Secure; Max-Age=900"
         );
-        assert_eq!(set_cookie(&c, "00ab", None), "__tfw=00ab; Path=/; Secure");
+        assert_eq!(
+            set_cookie(&c, "00ab", None),
+            "__tfw=00ab; Path=/; Secure; Max-Age=4294967295"
+        );
         let c = cookie(&["Path=/", "max-age=5"]);
         assert_eq!(
             set_cookie(&c, "v", Some(Duration::from_secs(900))),

@@ -36,8 +36,17 @@ pub enum Action {
     },
     /// `302` to the same URI with this `Set-Cookie` value.
     Redirect { set_cookie: String },
-    /// The challenge page, with this status.
-    Challenge { status: u16, page: String },
+    /// The challenge page, with this status and this `Set-Cookie` value (Tempesta sends the
+    /// cookie with the challenge; the page's script only has to wait and reload).
+    Challenge {
+        status: u16,
+        page: String,
+        set_cookie: String,
+    },
+    /// The JS challenge applies and this request cannot run it (not a GET, or no
+    /// `Accept: text/html`): 403, and no miss counted (Tempesta's
+    /// tfw_http_sticky_redirect_applied, then TFW_HTTP_B_JS_NOT_SUPPORTED's 403).
+    NotChallengeable,
     /// `max_misses` exceeded: `misses` so far, the limit.
     Block { misses: u32, limit: u32 },
 }
@@ -167,13 +176,16 @@ impl StickyRt {
         matches!(c.mode, CookieMode::Issued { .. }).then_some(c.name.as_str())
     }
 
-    /// Decides for a request to `vhost` carrying the `Cookie` fields `cookie_fields`.
+    /// Decides for a request to `vhost` carrying the `Cookie` fields `cookie_fields`;
+    /// `challengeable`: a browser would run a JS challenge answering it (a GET that accepts
+    /// text/html).
     pub fn check<'a>(
         &self,
         vhost: usize,
         cookie_fields: impl Iterator<Item = &'a [u8]>,
         who: &ClientIdentity<'_>,
         now: SystemTime,
+        challengeable: bool,
     ) -> Result<Action, StickyError> {
         let Some(v) = self.vhost(vhost) else {
             return Ok(Action::PASS);
@@ -189,10 +201,7 @@ impl StickyRt {
                 session: presented.map(<[u8]>::to_vec),
             });
         };
-        let verdict = match presented {
-            Some(p) => v.codec.verify(p, who, now)?,
-            None => Verdict::Malformed,
-        };
+        let verdict = presented.map_or(Ok(Verdict::Malformed), |p| v.codec.verify(p, who, now))?;
         if let (Verdict::Valid { .. }, Some(p)) = (verdict, presented) {
             if c.js_challenge.is_none() || lock(&self.passed).get(&digest(p)).is_some() {
                 return Ok(Action::Forward {
@@ -200,6 +209,9 @@ impl StickyRt {
                     session: Some(p.to_vec()),
                 });
             }
+        }
+        if !challengeable && would_challenge(c, verdict) {
+            return Ok(Action::NotChallengeable);
         }
         let (decision, misses) = {
             let mut table = lock(&self.misses);
@@ -236,6 +248,7 @@ impl StickyRt {
                 Action::Challenge {
                     status: js.map_or(503, |j| j.resp_code),
                     page,
+                    set_cookie: set_cookie(c, &value, v.lifetime),
                 }
             }
             Decision::Block => Action::Block {
@@ -315,6 +328,15 @@ fn load_template(vhost: &str, path: Option<&std::path::Path>) -> Result<Template
     Template::parse(&text).map_err(|e| err(e.to_string()))
 }
 
+/// Whether `cookie`'s JS challenge would answer a request whose cookie got `verdict`:
+/// anything but a cookie in the challenge's window.
+fn would_challenge(cookie: &StickyCookie, verdict: Verdict) -> bool {
+    cookie.js_challenge.as_ref().is_some_and(|js| {
+        !matches!(verdict, Verdict::Valid { age, .. }
+            if challenge::timing(js, age) == challenge::Timing::InWindow)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,7 +362,8 @@ mod tests {
 
     fn check(rt: &StickyRt, cookie: &str, ms: u64) -> Action {
         let fields: [&[u8]; 1] = [cookie.as_bytes()];
-        rt.check(0, fields.into_iter(), &who(), at(ms)).unwrap()
+        rt.check(0, fields.into_iter(), &who(), at(ms), true)
+            .unwrap()
     }
 
     #[test]
@@ -370,7 +393,7 @@ mod tests {
         let rt = rt("sticky { cookie enforce max_misses=3; secret \"k\";\n\
                      cookie_options Path=/ HttpOnly;\n\
                      js_challenge delay_min=1000 delay_range=1000; }");
-        let Action::Challenge { status, page } = check(&rt, "", 0) else {
+        let Action::Challenge { status, page, .. } = check(&rt, "", 0) else {
             panic!("a challenge");
         };
         assert_eq!(status, 503);

@@ -21,6 +21,7 @@ mod h2_heads;
 mod h2_serve;
 mod handshake_deadline;
 mod health;
+mod ip_block;
 pub mod lifecycle;
 mod limits;
 mod queue;
@@ -77,6 +78,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// The response cache of this process, shared by all workers.
     pub cache: cache::Cache,
+    /// Every worker's waker: an `ip_block` one worker imposes wakes the others (ip_block.rs).
+    wakers: std::sync::Mutex<Vec<Arc<Waker>>>,
 }
 
 impl Shared {
@@ -97,6 +100,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             metrics,
             cache: cache::Cache::new(limits),
+            wakers: std::sync::Mutex::default(),
         }
     }
 
@@ -165,6 +169,8 @@ pub struct Worker {
     bufs: BufPool,
     rt: Arc<Runtime>,
     rt_gen: u64,
+    /// frang's block count when this worker last reset blocked addresses (ip_block.rs).
+    seen_blocks: u64,
     shared: Arc<Shared>,
     /// Connections to drive again before sleeping (tokens).
     dirty: VecDeque<Token>,
@@ -213,6 +219,8 @@ impl Worker {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let rt = shared.runtime();
         let rt_gen = shared.generation.load(Ordering::Acquire);
+        shared.add_waker(waker.clone());
+        let seen_blocks = rt.frang.blocks();
         let mut worker = Worker {
             id,
             poll,
@@ -227,6 +235,7 @@ impl Worker {
             bufs: BufPool::default(),
             rt,
             rt_gen,
+            seen_blocks,
             shared,
             dirty: VecDeque::new(),
             fair: fairness::FairTurns::default(),
@@ -311,6 +320,8 @@ impl Worker {
         self.drain_dirty();
         self.fire_timers();
         self.drain_dirty();
+        // After the turn's work, which may have imposed a block.
+        self.reset_blocked_clients();
         ktls::offload::memory::run_owed_trim(Instant::now());
         if self.shared.stopping.load(Ordering::Acquire) && self.draining.is_none() {
             self.start_drain();

@@ -102,6 +102,11 @@ impl Worker {
         let global = &self.rt.config.frang;
         let vhost = &self.rt.config.default_vhost.frang;
         match e {
+            // CONNECT is outside Tempesta's method list: frang's http_methods refuses it (403)
+            // unless `unknown` is listed; only then does the proxy say it does not tunnel.
+            ParseError::ConnectNotSupported if !crate::frang::method_allowed(vhost, b"CONNECT") => {
+                Some("http_methods")
+            }
             ParseError::UriTooLong if vhost.http_uri_len.is_some() => Some("http_uri_len"),
             ParseError::HeaderFieldTooLong if global.http_hdr_len.is_some() => Some("http_hdr_len"),
             ParseError::TooManyHeaders if global.http_header_cnt.is_some() => {
@@ -162,17 +167,9 @@ impl Worker {
             return;
         };
         match rt.router.route(&ex.request) {
-            Route::NoMatch | Route::Block => {
-                if rt.config.block_action.attack.log {
-                    // The connection's address, not the access log's record: that one
-                    // exists only while the access log is on.
-                    let peer = self.clients.get(ex.client).map(|c| c.peer.ip());
-                    crate::warn!(
-                        "http_chain blocked {} {:?}",
-                        peer.map_or_else(String::new, |ip| ip.to_string()),
-                        String::from_utf8_lossy(ex.request.uri())
-                    );
-                }
+            Route::NoMatch => self.refuse_unrouted(id),
+            Route::Block => {
+                self.note_chain_refusal(id, "http_chain", rt.config.block_action.attack.log);
                 self.refuse_exchange(id, 403, Refusal::Attack);
             }
             Route::Redirect { status, url } => {
@@ -204,6 +201,45 @@ impl Worker {
                     self.serve(id, cache);
                 }
             }
+        }
+    }
+
+    /// No `http_chain` rule matched exchange `id` (or its chain is empty): as Tempesta's
+    /// "cannot find appropriate virtual host", an error answered 403 whatever `block_action`
+    /// says, the connection kept (fw/http.c, tfw_http_send_err_resp); logged unless
+    /// `block_action error nolog`.
+    fn refuse_unrouted(&mut self, id: ExchangeId) {
+        let log = self.rt.config.block_action.error.log;
+        self.note_chain_refusal(id, "no_vhost", log);
+        let Some(ex) = self.exchanges.get(id) else {
+            return;
+        };
+        // An unread body would be taken for the next request.
+        let close = !ex.keep_alive || ex.request.has_body();
+        self.answer(id, Reply::Status(403), close);
+    }
+
+    /// Counts (`blocks_total{limit}`) and, if `log`, logs a refusal by `http_chain` with the
+    /// client's address, the Host it asked for and the URI.
+    fn note_chain_refusal(&self, id: ExchangeId, limit: &'static str, log: bool) {
+        self.metrics().count_block(limit);
+        let Some(ex) = self.exchanges.get(id) else {
+            return;
+        };
+        if log {
+            // The connection's address, not the access log's record: that one exists only
+            // while the access log is on.
+            let peer = self.clients.get(ex.client).map(|c| c.peer.ip());
+            let what = match limit {
+                "no_vhost" => "no http_chain rule for",
+                _ => "http_chain blocked",
+            };
+            crate::warn!(
+                "{what} {} host {:?} {:?}",
+                peer.map_or_else(String::new, |ip| ip.to_string()),
+                String::from_utf8_lossy(ex.request.host()),
+                String::from_utf8_lossy(ex.request.uri())
+            );
         }
     }
 

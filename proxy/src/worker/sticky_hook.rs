@@ -43,6 +43,40 @@ fn cookie_fields(request: &Request) -> impl Iterator<Item = &[u8]> {
         .map(|(_, v)| v)
 }
 
+/// `scheme://host/path?query` of `request`, or its path and query when it names no host.
+fn absolute_location(request: &Request) -> Vec<u8> {
+    let path = request.path();
+    match request.authority().filter(|a| !a.is_empty()) {
+        Some(host) => {
+            let scheme: &[u8] = match request.scheme() {
+                super::request::Scheme::Https => b"https://",
+                super::request::Scheme::Http => b"http://",
+            };
+            [scheme, host, path].concat()
+        }
+        None => path.to_vec(),
+    }
+}
+
+/// Whether a browser would run a JS challenge sent in answer to `request`: a GET whose
+/// Accept names text/html (Tempesta's tfw_http_sticky_redirect_applied).
+fn challengeable(request: &Request) -> bool {
+    request.method() == http1::Method::Get
+        && request
+            .fields()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(b"accept"))
+            .any(|(_, v)| accepts_html(v))
+}
+
+/// Whether an Accept value lists `text/html` itself (`*/*` does not count, as in Tempesta's
+/// parser, which sets TFW_HTTP_B_ACCEPT_HTML only for that media range).
+fn accepts_html(accept: &[u8]) -> bool {
+    accept.split(|&b| b == b',').any(|range| {
+        let media = range.split(|&b| b == b';').next().unwrap_or(b"");
+        media.trim_ascii().eq_ignore_ascii_case(b"text/html")
+    })
+}
+
 impl Worker {
     /// Checks routed exchange `id`'s sticky cookie: true to serve it, false when it was
     /// answered here (302, the challenge, a block).
@@ -62,10 +96,13 @@ impl Worker {
             user_agent: ex.request.header("user-agent").unwrap_or(b""),
         };
         let now = SystemTime::now();
-        let action = match rt
-            .sticky
-            .check(vhost, cookie_fields(&ex.request), &who, now)
-        {
+        let action = match rt.sticky.check(
+            vhost,
+            cookie_fields(&ex.request),
+            &who,
+            now,
+            challengeable(&ex.request),
+        ) {
             Ok(action) => action,
             Err(e) => {
                 crate::warn!("sticky cookie: {e}");
@@ -104,8 +141,9 @@ impl Worker {
                 for c in [&m.misses, &m.redirects, &m.cookies_issued] {
                     bump(c);
                 }
-                // The same URI, relative: the client repeats it on the same origin.
-                let location = ex.request.path().to_vec();
+                // The same URI, absolute as Tempesta's tfw_http_prep_redir writes it (the
+                // connection's scheme, the Host as sent); relative without a Host.
+                let location = absolute_location(&ex.request);
                 let fields: [(&[u8], &[u8]); 3] = [
                     (b"location", &location),
                     (b"set-cookie", set_cookie.as_bytes()),
@@ -113,16 +151,22 @@ impl Worker {
                 ];
                 self.answer_page(id, 302, &fields, b"", close);
             }
-            Action::Challenge { status, page } => {
+            Action::Challenge {
+                status,
+                page,
+                set_cookie,
+            } => {
                 for c in [&m.misses, &m.challenges, &m.cookies_issued] {
                     bump(c);
                 }
-                let fields: [(&[u8], &[u8]); 2] = [
+                let fields: [(&[u8], &[u8]); 3] = [
                     (b"content-type", b"text/html; charset=utf-8"),
+                    (b"set-cookie", set_cookie.as_bytes()),
                     (b"cache-control", b"no-store"),
                 ];
                 self.answer_page(id, status, &fields, page.as_bytes(), close);
             }
+            Action::NotChallengeable => self.answer(id, Reply::Status(403), close),
             Action::Block { misses, limit } => {
                 bump(&m.misses);
                 bump(&m.blocks);

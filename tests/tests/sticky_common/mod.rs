@@ -41,6 +41,8 @@ pub struct Req<'a> {
     /// The client's source address (each test client its own, for per-client counts).
     pub from: Option<&'a str>,
     pub user_agent: Option<&'a str>,
+    /// The Accept value (a browser's, naming text/html, when `None`).
+    pub accept: Option<&'a str>,
 }
 
 pub struct Site {
@@ -74,7 +76,9 @@ impl Site {
     pub fn get(&self, path: &str, req: Req<'_>) -> Got {
         let addr = if req.h2 { self.h2c } else { self.http };
         let url = format!("http://{addr}{path}");
-        let mut args: Vec<String> = vec!["-i".into()];
+        // A browser's Accept: Tempesta challenges only GETs that accept text/html.
+        let accept = format!("Accept: {}", req.accept.unwrap_or("text/html,*/*;q=0.8"));
+        let mut args: Vec<String> = vec!["-i".into(), "-H".into(), accept];
         if req.h2 {
             args.push("--http2-prior-knowledge".into());
         }
