@@ -7,11 +7,14 @@
 //! instead of at its next event.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use mio::Waker;
+use slab::Slab;
 
-use super::{Shared, Worker};
-use crate::close_reason::CloseReason;
+use super::client::Client;
+use super::Shared;
+use crate::runtime::Runtime;
 
 impl Shared {
     pub(super) fn add_waker(&self, waker: Arc<Waker>) {
@@ -30,25 +33,26 @@ impl Shared {
     }
 }
 
-impl Worker {
-    /// Resets every connection of this worker whose address `ip_block` blocked since the
-    /// last turn (cheap when nothing changed: one atomic load).
-    pub(super) fn reset_blocked_clients(&mut self) {
-        let blocks = self.rt.frang.blocks();
-        if blocks == self.seen_blocks {
-            return;
-        }
-        self.seen_blocks = blocks;
-        self.shared.wake_workers();
-        let (frang, now) = (self.rt.frang.clone(), self.now);
-        let blocked: Vec<usize> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.gone.is_none() && frang.is_blocked(c.peer.ip(), now))
-            .map(|(ci, _)| ci)
-            .collect();
-        for ci in blocked {
-            self.reset_client(ci, CloseReason::Frang);
-        }
+/// The connections of a worker to reset because `ip_block` blocked their address since the
+/// worker last looked (`seen`, the block count it saw then): none, for one atomic load, when
+/// nothing changed. The worker that sees a change first wakes the others.
+pub(super) fn newly_blocked(
+    seen: &mut u64,
+    shared: &Shared,
+    rt: &Runtime,
+    clients: &Slab<Client>,
+) -> Vec<usize> {
+    let frang = &rt.frang;
+    let blocks = frang.blocks();
+    if blocks == *seen {
+        return Vec::new();
     }
+    *seen = blocks;
+    shared.wake_workers();
+    let now = Instant::now();
+    clients
+        .iter()
+        .filter(|(_, c)| c.gone.is_none() && frang.is_blocked(c.peer.ip(), now))
+        .map(|(ci, _)| ci)
+        .collect()
 }

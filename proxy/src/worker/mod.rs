@@ -321,7 +321,11 @@ impl Worker {
         self.fire_timers();
         self.drain_dirty();
         // After the turn's work, which may have imposed a block.
-        self.reset_blocked_clients();
+        let (rt, clients) = (&self.rt, &self.clients);
+        let blocked = ip_block::newly_blocked(&mut self.seen_blocks, &self.shared, rt, clients);
+        for ci in blocked {
+            self.reset_client(ci, CloseReason::Frang);
+        }
         ktls::offload::memory::run_owed_trim(Instant::now());
         if self.shared.stopping.load(Ordering::Acquire) && self.draining.is_none() {
             self.start_drain();
