@@ -133,14 +133,7 @@ fn a_client_half_closed_mid_exchange_is_answered_then_closed() {
         &mut client,
         "the half-closed client closed after its answer",
     );
-    let mut next = h.client();
-    next.send(&get("/next"));
-    let req = h.message(
-        &mut up,
-        "the next client's request on the pooled connection",
-    );
-    assert_eq!(req.line(), "GET /next HTTP/1.1");
-    assert_eq!(h.dialled(), 0);
+    h.next_client_reuses(&mut up);
 }
 
 /// An idle keep-alive connection is closed after `keepalive_timeout`, not before.

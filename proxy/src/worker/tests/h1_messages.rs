@@ -39,14 +39,7 @@ fn a_closing_client_is_answered_and_its_upstream_pooled() {
     let resp = h.message(&mut client, "the answer");
     assert_eq!(resp.header("connection"), Some("close"));
     h.closed(&mut client, "the client connection closed");
-    let mut next = h.client();
-    next.send(&get("/next"));
-    let req = h.message(
-        &mut up,
-        "the next client's request on the pooled connection",
-    );
-    assert_eq!(req.line(), "GET /next HTTP/1.1");
-    assert_eq!(h.dialled(), 0);
+    h.next_client_reuses(&mut up);
 }
 
 /// `Connection: close` from the upstream: its connection is closed after the answer, the

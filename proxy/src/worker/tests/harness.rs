@@ -74,21 +74,18 @@ impl Harness {
 
     /// A new client connection, as the worker would have accepted it from 127.0.0.1.
     pub fn client(&mut self) -> Peer {
-        let (ours, theirs) = UnixStream::pair().expect("socketpair");
-        ours.set_nonblocking(true).expect("nonblocking");
-        let peer: SocketAddr = format!("127.0.0.1:{}", self.next_port)
-            .parse()
-            .expect("address");
-        self.next_port += 1;
-        let sock = Socket::Pair(mio::net::UnixStream::from_std(ours));
-        self.worker
-            .new_client(sock, peer, false, &[config::Proto::Http]);
-        Peer::new(theirs)
+        Peer::new(self.accept(config::Proto::Http))
     }
 
     /// A new h2c client connection (prior knowledge, as on a `proto=h2c` listener) that has
     /// sent its preface and SETTINGS.
     pub fn h2_client(&mut self) -> H2Peer {
+        H2Peer::new(Peer::new(self.accept(config::Proto::H2c)))
+    }
+
+    /// Hands the worker one end of a new socketpair as a connection accepted from
+    /// 127.0.0.1 on a listener of `proto`; the test's end.
+    fn accept(&mut self, proto: config::Proto) -> UnixStream {
         let (ours, theirs) = UnixStream::pair().expect("socketpair");
         ours.set_nonblocking(true).expect("nonblocking");
         let peer: SocketAddr = format!("127.0.0.1:{}", self.next_port)
@@ -96,9 +93,17 @@ impl Harness {
             .expect("address");
         self.next_port += 1;
         let sock = Socket::Pair(mio::net::UnixStream::from_std(ours));
-        self.worker
-            .new_client(sock, peer, false, &[config::Proto::H2c]);
-        H2Peer::new(Peer::new(theirs))
+        self.worker.new_client(sock, peer, false, &[proto]);
+        theirs
+    }
+
+    /// A new client's GET goes out on `up`, the pooled connection: nothing new is dialled.
+    pub fn next_client_reuses(&mut self, up: &mut Peer) {
+        let mut next = self.client();
+        next.send(&get("/next"));
+        let req = self.message(up, "the next client's request on the pooled connection");
+        assert_eq!(req.line(), "GET /next HTTP/1.1");
+        assert_eq!(self.dialled(), 0);
     }
 
     /// Steps until `peer` holds a whole response on `stream` (HEADERS to END_STREAM, or a
