@@ -55,6 +55,25 @@ pub fn shared_file(rel: &str) -> Option<String> {
     }
 }
 
+/// Runs `proxy -c CONFIG ARGS...` (the binary under test) to its end.
+pub fn proxy_cmd(config: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(bin_path("proxy"))
+        .arg("-c")
+        .arg(config)
+        .args(args)
+        .output()
+        .expect("run proxy")
+}
+
+/// A finished command's standard output and error, as one text.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Path of one of the project's binaries (`proxy`, `tls-perf`, `http-perf`, `origin`).
 pub fn bin_path(name: &str) -> PathBuf {
     let dirs: Vec<PathBuf> = match std::env::var_os("KTLS_PROXY_BIN_DIR") {

@@ -6,8 +6,7 @@
 //! old) loses no request, neither of clients opening a connection per request nor of
 //! clients keeping theirs alive.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -16,24 +15,7 @@ use std::time::{Duration, Instant};
 use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
 use e2e::rawclient::RawClient;
-use e2e::{bin_path, raw_exchange, Proc};
-
-fn proxy_cmd(config: &Path, args: &[&str]) -> Output {
-    Command::new(bin_path("proxy"))
-        .arg("-c")
-        .arg(config)
-        .args(args)
-        .output()
-        .expect("run proxy")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use e2e::{bin_path, output_text as text, proxy_cmd, raw_exchange, Proc};
 
 /// A proxy of its own configuration (no `pid` directive) in front of `origin`.
 fn start(origin: &Origin, tag: &str, extra: &str) -> Proxy {

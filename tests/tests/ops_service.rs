@@ -6,29 +6,15 @@
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use e2e::origin::{Origin, Response};
 use e2e::proxy::Setup;
-use e2e::{bin_path, curl, free_port, raw_exchange, write_file, Proc, TempDir};
-
-fn proxy_cmd(config: &Path, args: &[&str]) -> Output {
-    Command::new(bin_path("proxy"))
-        .arg("-c")
-        .arg(config)
-        .args(args)
-        .output()
-        .expect("run proxy")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use e2e::{
+    bin_path, curl, free_port, output_text as text, proxy_cmd, raw_exchange, write_file, Proc,
+    TempDir,
+};
 
 fn get(addr: SocketAddr, path: &str, user_agent: &str) -> Vec<u8> {
     let req = format!(

@@ -6,12 +6,7 @@ fn check(tag: &str, text: &str) -> (bool, String) {
     let dir = e2e::TempDir::new(tag);
     let path = dir.join("proxy.conf");
     std::fs::write(&path, text).expect("write config");
-    let out = std::process::Command::new(e2e::bin_path("proxy"))
-        .arg("-t")
-        .arg("-c")
-        .arg(&path)
-        .output()
-        .expect("run proxy -t");
+    let out = e2e::proxy_cmd(&path, &["-t"]);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -532,12 +532,7 @@ fn a_missing_response_body_file_refuses_the_configuration() {
                 srv_group default { server 127.0.0.1:2; }\nvhost site { proxy_pass default; }\n\
                 http_chain { -> site; }\n";
     std::fs::write(&path, text).expect("write config");
-    let out = std::process::Command::new(e2e::bin_path("proxy"))
-        .arg("-t")
-        .arg("-c")
-        .arg(&path)
-        .output()
-        .expect("run proxy -t");
+    let out = e2e::proxy_cmd(&path, &["-t"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
