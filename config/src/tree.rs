@@ -291,7 +291,14 @@ impl Parser {
                     return Some(Node::Directive(d));
                 }
                 TokenKind::Word(ref text) | TokenKind::Quoted(ref text) => {
-                    if split.is_none() && self.starts_statement_at(self.at - 1, d.pos.col) {
+                    // Only a directive's name can start the next statement: an argument
+                    // on a line of its own (`vhost` / `example.com {`) is still one.
+                    let names_directive =
+                        matches!(tok.kind, TokenKind::Word(_)) && crate::directives::is_known(text);
+                    if split.is_none()
+                        && names_directive
+                        && self.starts_statement_at(self.at - 1, d.pos.col)
+                    {
                         split = Some((self.at - 1, d.args.len(), d.attrs.len()));
                     }
                     let quoted = matches!(tok.kind, TokenKind::Quoted(_));
@@ -484,9 +491,12 @@ mod tests {
         // A statement continued on a line indented further is one statement.
         let nodes = parse_ok("listen 443\n    proto=https;\n");
         assert_eq!(nodes.len(), 1);
+        // So is a block's argument on a line of its own, at the block's column.
+        let nodes = parse_ok("vhost\nexample.com {\n  proxy_pass default;\n}\n");
+        assert_eq!(nodes.len(), 1);
         // So is one continued at its own column: layout means nothing in the language, and
-        // a file Tempesta loads must load here. Only a `{` that follows makes the line break
-        // an end.
+        // a file Tempesta loads must load here. Only a directive's name before a `{` makes
+        // the line break an end.
         let nodes = parse_ok("frang_limits {\n  http_methods get post\n  head;\n}\n");
         let Node::Directive(f) = &nodes[0] else {
             panic!()

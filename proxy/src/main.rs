@@ -209,7 +209,7 @@ fn print_man_page() -> ExitCode {
 /// `proxy -s`: only the pid file setting is needed, so the configuration is parsed but its
 /// certificates are not loaded (a broken certificate must not stop a `-s stop`).
 fn send_signal(config_path: &std::path::Path, command: service::Command) -> ExitCode {
-    let loaded = match config::load_path_and_files(config_path) {
+    let loaded = match config::load_path(config_path) {
         Ok(l) => l,
         Err(report) => {
             eprintln!("{report}");

@@ -152,6 +152,24 @@ fn signal_without_a_running_proxy_says_why() {
         "{}",
         text(&out)
     );
+    // `-s` needs only the pid setting: a certificate gone missing (rotated, deleted) must not
+    // stop a `-s stop` or a logrotate's `-s reopen` from reaching the instance.
+    write_file(
+        &config,
+        &format!(
+            "listen 127.0.0.1:1 proto=https;\nsrv_group default {{ server 127.0.0.1:2; }}\n\
+             pid {};\nvhost v {{ tls_certificate /nonexistent/c.pem; \
+             tls_certificate_key /nonexistent/k.pem; proxy_pass default; }}\n\
+             http_chain {{ -> v; }}\n",
+            pid_file.display()
+        ),
+    );
+    let out = proxy_cmd(&config, &["-s", "reopen"]);
+    assert!(
+        text(&out).contains("cannot read the pid file") && !text(&out).contains("c.pem"),
+        "{}",
+        text(&out)
+    );
     // A pid file holding garbage is refused, not parsed into a signal to process 0 or -1.
     write_file(&pid_file, "-1\n");
     let out = proxy_cmd(&config, &["-s", "stop"]);

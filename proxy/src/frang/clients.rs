@@ -142,7 +142,15 @@ pub struct Frang {
     /// Bumped by every block `ip_block` imposes: workers compare it once per loop turn and
     /// then reset the blocked addresses' open connections (no lookup per read).
     blocks: AtomicU64,
+    /// The addresses of the latest blocks with their count, at most [`RECENT_BLOCKS`]: a
+    /// worker resets the connections of these addresses by comparing addresses, without
+    /// locking a shard per connection (a block is cheap for an attacker to provoke).
+    recent: Mutex<std::collections::VecDeque<(u64, IpAddr)>>,
 }
+
+/// Blocks remembered for the workers' resets; a worker further behind than this looks every
+/// connection up instead.
+const RECENT_BLOCKS: usize = 256;
 
 impl Frang {
     /// Accounting for `global` limits, remembering at most
@@ -181,6 +189,7 @@ impl Frang {
             hasher: RandomState::new(),
             shards,
             blocks: AtomicU64::new(0),
+            recent: Mutex::default(),
         }
     }
 
@@ -389,7 +398,7 @@ impl Frang {
         if let Some(client) =
             shard.get_or_insert_unpinned(ip, Client::default, |c| c.is_pinned(now))
         {
-            self.block(client, now);
+            self.block(ip, client, now);
         }
     }
 
@@ -411,6 +420,19 @@ impl Frang {
     /// connections are to be reset.
     pub fn blocks(&self) -> u64 {
         self.blocks.load(Ordering::Acquire)
+    }
+
+    /// The block count now and the addresses blocked since count `seen`; `None` for the
+    /// addresses when more blocks came than are remembered (then look every address up).
+    pub fn blocked_since(&self, seen: u64) -> (u64, Option<Vec<IpAddr>>) {
+        let recent = lock(&self.recent);
+        let now = self.blocks();
+        let oldest = recent.front().map_or(now + 1, |(n, _)| *n);
+        if now > seen && oldest > seen + 1 {
+            return (now, None);
+        }
+        let ips = recent.iter().filter(|(n, _)| *n > seen).map(|(_, ip)| *ip);
+        (now, Some(ips.collect()))
     }
 
     /// Number of clients remembered (at most `client_lru_size`).
@@ -448,15 +470,20 @@ impl Frang {
         let result = check(self, client);
         if let Err(violation) = &result {
             if violation.limit != "ip_block" {
-                self.block(client, now);
+                self.block(ip, client, now);
             }
         }
         result
     }
 
-    fn block(&self, client: &mut Client, now: Instant) {
+    fn block(&self, ip: IpAddr, client: &mut Client, now: Instant) {
         if self.ip_block != IpBlock::Off {
-            self.blocks.fetch_add(1, Ordering::AcqRel);
+            let mut recent = lock(&self.recent);
+            let n = self.blocks.fetch_add(1, Ordering::AcqRel) + 1;
+            if recent.len() == RECENT_BLOCKS {
+                recent.pop_front();
+            }
+            recent.push_back((n, ip));
         }
         client.blocked = match self.ip_block {
             IpBlock::Off => None,

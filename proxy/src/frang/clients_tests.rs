@@ -444,3 +444,31 @@ fn client_mem_sums_an_address_across_its_connections() {
     assert!(!plain.accounts_memory());
     assert!(plain.on_memory(ip(1), 0, u64::MAX, t0).is_ok());
 }
+
+/// The workers learn the addresses of new blocks from the recent list, without a lookup per
+/// connection; one further behind than the list is told to look up every address.
+#[test]
+fn recent_blocks_name_the_addresses_blocked_since_a_count() {
+    let global = FrangGlobal {
+        ip_block: IpBlock::Forever,
+        ..FrangGlobal::default()
+    };
+    let (frang, t0) = frang(global);
+    assert_eq!(frang.blocked_since(0), (0, Some(Vec::new())));
+    for n in 1..=3 {
+        frang.on_violation(ip(n), t0);
+    }
+    assert_eq!(frang.blocked_since(0), (3, Some(vec![ip(1), ip(2), ip(3)])));
+    assert_eq!(frang.blocked_since(2), (3, Some(vec![ip(3)])));
+    for n in 10..400 {
+        frang.on_violation(ip(n), t0);
+    }
+    let (count, _) = frang.blocked_since(3);
+    assert_eq!(count, 393);
+    assert_eq!(
+        frang.blocked_since(3).1,
+        None,
+        "older than the list: look every address up"
+    );
+    assert_eq!(frang.blocked_since(392), (393, Some(vec![ip(399)])));
+}

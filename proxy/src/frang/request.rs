@@ -99,7 +99,10 @@ pub fn check_request(limits: &FrangHttp, facts: &RequestFacts<'_>) -> Result<(),
                 format!("overridden method {}", show(method)),
             ));
         }
-        if facts.method_override_conflict && !limits.http_methods.is_empty() {
+        // A list restricts (`http_methods unknown;` alone too): the origin may obey any of
+        // the fields, so they must agree.
+        let restricted = !limits.http_methods.is_empty() || limits.http_methods_unknown;
+        if facts.method_override_conflict && restricted {
             return Err(Violation::block(
                 "http_methods",
                 "method-override fields naming different methods".to_string(),

@@ -261,6 +261,19 @@ fn method_override_refused_unless_allowed() {
         ..to_delete
     };
     assert_eq!(limit_of(&with_delete, &conflicting), Some("http_methods"));
+    // `http_methods unknown;` alone restricts too: an unknown method named by one field
+    // must not carry a DELETE named by another past the check.
+    let unknown_only = FrangHttp {
+        http_method_override_allowed: true,
+        http_methods_unknown: true,
+        ..FrangHttp::default()
+    };
+    let to_unknown = RequestFacts {
+        method_override: Some(b"FOO"),
+        method_override_conflict: true,
+        ..conflicting
+    };
+    assert_eq!(limit_of(&unknown_only, &to_unknown), Some("http_methods"));
 }
 
 #[test]

@@ -6,7 +6,9 @@
 //! worker that sees a change wakes the others, so an idle worker resets its share at once
 //! instead of at its next event.
 
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use mio::Waker;
@@ -16,16 +18,33 @@ use super::client::Client;
 use super::Shared;
 use crate::runtime::Runtime;
 
+/// The workers' wakers, and the highest block count a worker woke the others for: the
+/// first worker to see a new count wakes them, once.
+#[derive(Default)]
+pub(super) struct BlockWake {
+    wakers: Mutex<Vec<Arc<Waker>>>,
+    woken: AtomicU64,
+}
+
 impl Shared {
     pub(super) fn add_waker(&self, waker: Arc<Waker>) {
-        self.wakers
+        self.block_wake
+            .wakers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(waker);
     }
 
-    fn wake_workers(&self) {
-        let wakers = self.wakers.lock().unwrap_or_else(|e| e.into_inner());
+    /// Wakes every worker if no worker has for block count `blocks` yet.
+    fn wake_workers(&self, blocks: u64) {
+        if self.block_wake.woken.fetch_max(blocks, Ordering::AcqRel) >= blocks {
+            return;
+        }
+        let wakers = self
+            .block_wake
+            .wakers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         for waker in wakers.iter() {
             // A worker that cannot be woken sees the block at its next event.
             let _ = waker.wake();
@@ -35,7 +54,10 @@ impl Shared {
 
 /// The connections of a worker to reset because `ip_block` blocked their address since the
 /// worker last looked (`seen`, the block count it saw then): none, for one atomic load, when
-/// nothing changed. The worker that sees a change first wakes the others.
+/// nothing changed. The addresses come from frang's list of recent blocks and are compared
+/// with each connection's, with no lock per connection (a block is cheap for an attacker to
+/// provoke); only a worker further behind than that list looks each address up. The first
+/// worker to see a count wakes the others, once.
 pub(super) fn newly_blocked(
     seen: &mut u64,
     shared: &Shared,
@@ -43,16 +65,20 @@ pub(super) fn newly_blocked(
     clients: &Slab<Client>,
 ) -> Vec<usize> {
     let frang = &rt.frang;
-    let blocks = frang.blocks();
-    if blocks == *seen {
+    if frang.blocks() == *seen {
         return Vec::new();
     }
+    let (blocks, addresses) = frang.blocked_since(*seen);
     *seen = blocks;
-    shared.wake_workers();
+    shared.wake_workers(blocks);
     let now = Instant::now();
+    let blocked = |ip: IpAddr| match &addresses {
+        Some(list) => list.contains(&ip),
+        None => frang.is_blocked(ip, now),
+    };
     clients
         .iter()
-        .filter(|(_, c)| c.gone.is_none() && frang.is_blocked(c.peer.ip(), now))
+        .filter(|(_, c)| c.gone.is_none() && blocked(c.peer.ip()))
         .map(|(ci, _)| ci)
         .collect()
 }

@@ -78,8 +78,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// The response cache of this process, shared by all workers.
     pub cache: cache::Cache,
-    /// Every worker's waker: an `ip_block` one worker imposes wakes the others (ip_block.rs).
-    wakers: std::sync::Mutex<Vec<Arc<Waker>>>,
+    /// Every worker's waker, for `ip_block`'s resets (ip_block.rs).
+    block_wake: ip_block::BlockWake,
 }
 
 impl Shared {
@@ -100,7 +100,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             metrics,
             cache: cache::Cache::new(limits),
-            wakers: std::sync::Mutex::default(),
+            block_wake: ip_block::BlockWake::default(),
         }
     }
 
@@ -436,6 +436,7 @@ impl Worker {
         if gen != self.rt_gen {
             let old = std::mem::replace(&mut self.rt, self.shared.runtime());
             self.rt_gen = gen;
+            self.seen_blocks = self.rt.frang.blocks(); // a new frang counts from 0
             self.retire_removed_servers(&old);
             // Pooled connections belong to the old server list: close them; busy ones close
             // when their exchange ends (their generation no longer matches).
