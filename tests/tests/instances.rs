@@ -144,8 +144,39 @@ fn keep_alive_request(
     }
 }
 
+/// `net.ipv4.tcp_migrate_req` set to 1 for the guard's life, as OPERATIONS.md tells a host
+/// that upgrades under load: a connection still in the old instance's accept queue when it
+/// closes its listeners moves to the new instance instead of being reset by the kernel (one
+/// in tens of thousands was, here, under a loaded machine). The earlier value comes back on
+/// drop. Without the permission (not root) the test runs as the host is.
+struct MigrateReq(Option<String>);
+
+const MIGRATE_REQ: &str = "/proc/sys/net/ipv4/tcp_migrate_req";
+
+impl MigrateReq {
+    fn on() -> MigrateReq {
+        let before = std::fs::read_to_string(MIGRATE_REQ).ok();
+        match before {
+            Some(b) if std::fs::write(MIGRATE_REQ, "1").is_ok() => MigrateReq(Some(b)),
+            _ => {
+                eprintln!("{MIGRATE_REQ} not set: the kernel may reset queued connections");
+                MigrateReq(None)
+            }
+        }
+    }
+}
+
+impl Drop for MigrateReq {
+    fn drop(&mut self) {
+        if let Some(before) = &self.0 {
+            let _ = std::fs::write(MIGRATE_REQ, before.trim());
+        }
+    }
+}
+
 #[test]
 fn a_hot_upgrade_under_load_loses_no_request() {
+    let _migrate = MigrateReq::on();
     let origin = Origin::start(|_| Response::ok("x"));
     let mut old = start(&origin, "inst-upgrade", "");
     let addr = proxy_http(&old);
