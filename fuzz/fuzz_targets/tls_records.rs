@@ -135,10 +135,18 @@ fn run_script(writer: &mut RecordLayer, mut script: Script<'_>) -> Written {
             0 => {
                 let Some(data) = script.bytes() else { break };
                 let result = writer.seal_data(&[data], usize::MAX, &mut w.wire);
-                if result.is_ok() {
-                    w.data.extend_from_slice(data);
+                match result {
+                    // Fewer bytes: a later record was refused (sequence numbers exhausted).
+                    Ok(n) if n < data.len() => {
+                        w.data.extend_from_slice(&data[..n]);
+                        Err(RecordError::SequenceExhausted)
+                    }
+                    Ok(_) => {
+                        w.data.extend_from_slice(data);
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
                 }
-                result.map(|_| ())
             }
             1 => {
                 let (Some(content_type), Some(padding)) = (script.byte(), script.byte()) else {

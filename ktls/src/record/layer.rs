@@ -259,7 +259,9 @@ impl RecordLayer {
 
     /// Seals application data from `parts` (taken in order, across part boundaries) into
     /// records of at most 2^14 bytes, until `max` plaintext bytes or the parts run out.
-    /// Returns the plaintext bytes sealed.
+    /// Returns the plaintext bytes sealed. Like write(2), an error after the first record
+    /// is not reported: the records before it are in `out` and their count is returned (the
+    /// error comes back on the next call), so the count always says what `out` carries.
     pub fn seal_data<P: std::ops::Deref<Target = [u8]>>(
         &mut self,
         parts: &[P],
@@ -278,8 +280,11 @@ impl RecordLayer {
                 offset,
                 len,
             };
-            self.seal_pieces(content::APPLICATION_DATA, span, len, 0, out)?;
-            sealed += len;
+            match self.seal_pieces(content::APPLICATION_DATA, span, len, 0, out) {
+                Ok(()) => sealed += len,
+                Err(_) if sealed > 0 => break,
+                Err(e) => return Err(e),
+            }
             let mut left = len;
             while left > 0 {
                 let rest = parts[part].len() - offset;
@@ -526,5 +531,28 @@ mod tests {
             }
             assert_eq!(from_parts, from_whole, "max {max}");
         }
+    }
+
+    /// Sequence numbers that run out in the middle of a call: the records sealed before are
+    /// counted (the fuzz target once found the count missing while the records were in
+    /// `out`), and the next call reports the exhaustion.
+    #[test]
+    fn seal_data_counts_the_records_sealed_before_the_sequence_runs_out() {
+        let keys = || DirectionKeys::from_key_iv(&[9; 16], &[3; 12], u64::MAX - 2).unwrap();
+        let mut layer =
+            RecordLayer::new(TlsVersion::Tls13, KernelCipher::AesGcm128, keys(), keys());
+        let data = vec![7u8; 3 * MAX_PLAINTEXT];
+        let mut out = Vec::new();
+        assert_eq!(
+            layer.seal_data(&[&data[..]], usize::MAX, &mut out),
+            Ok(2 * MAX_PLAINTEXT)
+        );
+        let record = 5 + MAX_PLAINTEXT + 1 + 16;
+        assert_eq!(out.len(), 2 * record, "two records, nothing of the third");
+        assert_eq!(
+            layer.seal_data(&[&data[..]], usize::MAX, &mut out),
+            Err(super::RecordError::SequenceExhausted)
+        );
+        assert_eq!(out.len(), 2 * record);
     }
 }
