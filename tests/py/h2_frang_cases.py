@@ -183,6 +183,37 @@ def main():
         else:
             assert not status, f"answers on a dropped connection: {status}"
         print(f"ok {case} status={status} resets={len(resets)}")
+    elif case == "malformed_flood":
+        # 40 malformed requests (a space in :path: 400 on the stream, no exchange) in one
+        # write, under `request_rate 10`: they count as requests, so the address is blocked
+        # and the connection ends. Before, each got its 400 and the connection went on.
+        s = raw_open(port, src)
+        enc = hpack.Encoder()
+        s.sendall(b"".join(frame(1, 5, sid, enc.encode(
+            [(":method", "GET"), (":path", "/a b"), (":scheme", "http"), (":authority", HOST)]))
+            for sid in range(1, 81, 2)))
+        status, got, dec = {}, b"", hpack.Decoder()
+        deadline = time.time() + T
+        while time.time() < deadline:
+            try:
+                data = s.recv(1 << 16)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                break
+            got += data
+            while len(got) >= 9 and len(got) >= 9 + int.from_bytes(got[:3], "big"):
+                n, kind, sid = int.from_bytes(got[:3], "big"), got[3], \
+                    int.from_bytes(got[5:9], "big") & 0x7fffffff
+                payload, got = got[9:9 + n], got[9 + n:]
+                if kind == 1:
+                    status[sid] = int(dict(dec.decode(payload))[":status"])
+        else:
+            raise AssertionError(f"the connection stayed open; answers: {sorted(status.values())}")
+        answered_400 = sum(1 for st in status.values() if st == 400)
+        assert answered_400 <= 10, f"{answered_400} malformed requests answered over the rate"
+        assert 403 in status.values(), f"no 403: {status}"
+        print(f"ok {case} answered_400={answered_400}")
     elif case == "slow_head":
         # A HEADERS frame without END_HEADERS, then nothing.
         s = raw_open(port, src)

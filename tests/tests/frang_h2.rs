@@ -110,6 +110,18 @@ fn a_block_stops_the_requests_behind_it_over_h2() {
     }
 }
 
+/// Malformed requests count against `request_rate` as requests do, although they never
+/// become exchanges: over HTTP/2 a connection could otherwise send them without limit, each
+/// costing a stream and a 400 (on HTTP/1.1 each costs a connection). Before, the 40 sent in
+/// one write got 40 answers of 400 and the connection stayed open.
+#[test]
+fn malformed_requests_count_against_the_request_rate_over_h2() {
+    let (f, h2c) = start_h2c("frang-h2-malformed", "request_rate 10;");
+    case(&f, h2c, ip(0, 34, 1), "malformed_flood");
+    logged_block(&f, ip(0, 34, 1), "request_rate");
+    assert_eq!(f.origin.total_requests(), 0);
+}
+
 #[test]
 fn slow_heads_are_cut_over_h2() {
     let limits = "client_header_timeout 2;\nhttp_header_chunk_cnt 3;";

@@ -212,19 +212,7 @@ impl Worker {
         WorkerMetrics::bump(&self.shared.metrics.workers[self.id].requests);
         let request = match h2.request(req, end_stream, &rt.limits) {
             Ok(request) => request,
-            Err(Unservable::NotProxied(status)) => {
-                // Not expressible as a request the rules can see: answered on the stream.
-                bump(&self.shared.metrics.parse_errors);
-                let page = Reply::status_page(status, &rt.error_pages);
-                h2.reply(stream, &page, self.date.now(), false);
-                h2.flush_into(&mut c.out);
-                self.shared.metrics.workers[self.id].count_status(status);
-                return;
-            }
-            // Judged as an HTTP/1.1 head is: a frang limit is a block, the rest a 4xx.
-            Err(Unservable::Invalid(e)) => {
-                return self.parse_refused(ci, RefuseAt::Stream(stream), &e);
-            }
+            Err(refused) => return self.h2_unservable(ci, stream, refused, now),
         };
         let has_body = request.has_body();
         let log = rt
@@ -252,6 +240,35 @@ impl Worker {
             self.arm_body_deadline(id);
         }
         self.route(id);
+    }
+
+    /// A stream whose request cannot become an exchange. It still counts against frang's
+    /// request rate first: a connection cannot send malformed requests without limit (on
+    /// HTTP/1.1 each costs a connection).
+    fn h2_unservable(&mut self, ci: usize, stream: u32, refused: Unservable, now: Instant) {
+        let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
+            return;
+        };
+        if let Err(v) = self.rt.frang.on_request(ip, now) {
+            return self.frang_violation(ci, RefuseAt::Stream(stream), &v);
+        }
+        match refused {
+            Unservable::NotProxied(status) => {
+                // Not expressible as a request the rules can see: answered on the stream.
+                bump(&self.shared.metrics.parse_errors);
+                let page = Reply::status_page(status, &self.rt.error_pages);
+                let date = self.date.now();
+                if let Some(c) = self.clients.get_mut(ci) {
+                    if let Codec::H2(h2) = &mut c.codec {
+                        h2.reply(stream, &page, date, false);
+                        h2.flush_into(&mut c.out);
+                    }
+                }
+                self.shared.metrics.workers[self.id].count_status(status);
+            }
+            // Judged as an HTTP/1.1 head is: a frang limit is a block, the rest a 4xx.
+            Unservable::Invalid(e) => self.parse_refused(ci, RefuseAt::Stream(stream), &e),
+        }
     }
 
     /// Request body bytes on `stream`: kept for its exchange (bounded by the stream's
