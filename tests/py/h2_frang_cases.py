@@ -119,6 +119,33 @@ def wait_closed(s, patience=T):
     return None
 
 
+def read_until_closed(s):
+    """Reads raw frames until the proxy closes `s`: (statuses by stream, reset streams,
+    whether a GOAWAY came). Fails if the connection is still open after T seconds."""
+    status, resets, goaway, got = {}, set(), False, b""
+    dec = hpack.Decoder()
+    deadline = time.time() + T
+    while time.time() < deadline:
+        try:
+            data = s.recv(1 << 16)
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            return status, resets, goaway
+        got += data
+        while len(got) >= 9 and len(got) >= 9 + int.from_bytes(got[:3], "big"):
+            n, kind, sid = int.from_bytes(got[:3], "big"), got[3], \
+                int.from_bytes(got[5:9], "big") & 0x7fffffff
+            payload, got = got[9:9 + n], got[9 + n:]
+            if kind == 1:
+                status[sid] = int(dict(dec.decode(payload))[":status"])
+            elif kind == 3:
+                resets.add(sid)
+            elif kind == 7:
+                goaway = True
+    raise AssertionError(f"the connection stayed open; answers: {sorted(status.values())}")
+
+
 def block(path="/slow"):
     return hpack.Encoder().encode([(":method", "GET"), (":path", path), (":scheme", "http"),
                                    (":authority", HOST), ("x-pad", "p" * 20)])
@@ -153,29 +180,7 @@ def main():
             [(":method", "GET"), (":path", path), (":scheme", "http"), (":authority", HOST)]))
         s.sendall(heads(1, "/" + "u" * 29) + b"".join(heads(sid, "/after-the-block")
                                                       for sid in range(3, 43, 2)))
-        status, resets, goaway, got = {}, set(), False, b""
-        dec = hpack.Decoder()
-        deadline = time.time() + T
-        while time.time() < deadline:
-            try:
-                data = s.recv(1 << 16)
-            except ConnectionResetError:
-                data = b""
-            if not data:
-                break
-            got += data
-            while len(got) >= 9 and len(got) >= 9 + int.from_bytes(got[:3], "big"):
-                n, kind, sid = int.from_bytes(got[:3], "big"), got[3], \
-                    int.from_bytes(got[5:9], "big") & 0x7fffffff
-                payload, got = got[9:9 + n], got[9 + n:]
-                if kind == 1:
-                    status[sid] = int(dict(dec.decode(payload))[":status"])
-                elif kind == 3:
-                    resets.add(sid)
-                elif kind == 7:
-                    goaway = True
-        else:
-            raise AssertionError("the connection stayed open")
+        status, resets, goaway = read_until_closed(s)
         got_200 = sorted(sid for sid, st in status.items() if st == 200)
         assert not got_200, f"streams served after the block: {got_200}"
         if case == "replied_batch":
@@ -192,24 +197,7 @@ def main():
         s.sendall(b"".join(frame(1, 5, sid, enc.encode(
             [(":method", "GET"), (":path", "/a b"), (":scheme", "http"), (":authority", HOST)]))
             for sid in range(1, 81, 2)))
-        status, got, dec = {}, b"", hpack.Decoder()
-        deadline = time.time() + T
-        while time.time() < deadline:
-            try:
-                data = s.recv(1 << 16)
-            except ConnectionResetError:
-                data = b""
-            if not data:
-                break
-            got += data
-            while len(got) >= 9 and len(got) >= 9 + int.from_bytes(got[:3], "big"):
-                n, kind, sid = int.from_bytes(got[:3], "big"), got[3], \
-                    int.from_bytes(got[5:9], "big") & 0x7fffffff
-                payload, got = got[9:9 + n], got[9 + n:]
-                if kind == 1:
-                    status[sid] = int(dict(dec.decode(payload))[":status"])
-        else:
-            raise AssertionError(f"the connection stayed open; answers: {sorted(status.values())}")
+        status, _, _ = read_until_closed(s)
         answered_400 = sum(1 for st in status.values() if st == 400)
         assert answered_400 <= 10, f"{answered_400} malformed requests answered over the rate"
         assert 403 in status.values(), f"no 403: {status}"
