@@ -1,6 +1,6 @@
 //! The `cluster` extension end to end (docs/FLEET.md): Debian's redis-server on a free
 //! loopback port, three proxies sharing it in front of one origin, and clients that move
-//! between the proxies as an L4 balancer would send them.
+//! between the proxies as an L4 balancer would send them; and `on_redis_failure closed`.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -63,8 +63,8 @@ impl Redis {
     }
 }
 
-/// Three proxies sharing `redis`, each with `frang_limits { limits }`, in front of `origin`;
-/// the first also serves its statistics.
+/// `count` proxies sharing `redis` (with `cluster_extra` in their `cluster` block), each with
+/// `frang_limits { limits }`, in front of one origin; the first also serves its statistics.
 struct Fleet {
     nodes: Vec<Proxy>,
     http: Vec<SocketAddr>,
@@ -73,11 +73,21 @@ struct Fleet {
 }
 
 fn fleet(tag: &str, redis: SocketAddr, limits: &str) -> Fleet {
+    fleet_of(3, tag, redis, limits, "")
+}
+
+fn fleet_of(
+    count: usize,
+    tag: &str,
+    redis: SocketAddr,
+    limits: &str,
+    cluster_extra: &str,
+) -> Fleet {
     let origin = Origin::start(|_| Response::ok(Vec::new()));
     let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let mut nodes = Vec::new();
     let mut http = Vec::new();
-    for n in 0..3 {
+    for n in 0..count {
         let setup = Setup::new(&format!("{tag}-{n}"));
         let stats_line = if n == 0 {
             format!("stats_listen {stats};\n")
@@ -86,7 +96,7 @@ fn fleet(tag: &str, redis: SocketAddr, limits: &str) -> Fleet {
         };
         let extra = format!(
             "frang_limits {{\n{limits}\n}}\nblock_action attack reply;\n{stats_line}\
-             cluster {{ redis {redis}; sync_interval {SYNC_MS}ms; }}\n"
+             cluster {{ redis {redis}; sync_interval {SYNC_MS}ms; {cluster_extra} }}\n"
         );
         let conf = setup.config(origin.addr(), "", &extra);
         http.push(setup.http);
@@ -108,7 +118,7 @@ impl Fleet {
     /// One request on a new connection from `src` to node `n`.
     fn request(&self, src: Ipv4Addr, n: usize, path: &str) -> Outcome {
         let request = get_with(path, HOST, "Connection: close\r\n");
-        match RawClient::connect_from(src, self.http[n % 3]) {
+        match RawClient::connect_from(src, self.http[n % self.http.len()]) {
             Ok(mut c) => c.request(&request, T),
             Err(e) => Outcome::Error(format!("connect: {e}")),
         }
@@ -234,5 +244,39 @@ fn redis_down_means_local_limits_and_redis_back_means_fleet_limits() {
         "{served} of {ATTEMPTS} served after Redis came back\n{}",
         f.logs()
     );
+    drop(redis);
+}
+
+#[test]
+fn on_redis_failure_closed_refuses_new_connections_while_redis_is_away() {
+    let redis = Redis::start();
+    let f = fleet_of(
+        1,
+        "fleet-closed",
+        redis.addr,
+        RATE,
+        "on_redis_failure closed;",
+    );
+    f.wait_redis_up(1, FLEET_WAIT);
+    let src = Ipv4Addr::new(127, 3, 3, 1);
+    let mut held = RawClient::connect_from(src, f.http[0]).expect("connect");
+    let first = held.request(&get_with("/held", HOST, ""), T);
+    assert_eq!(first.status(), Some(200), "{first}\n{}", f.logs());
+    let (dir, addr) = redis.kill();
+    f.wait_redis_up(0, FLEET_WAIT);
+    let refused = f.request(src, 0, "/while-away");
+    assert!(
+        refused.is_dropped() || matches!(refused, Outcome::Error(_)),
+        "a new connection while Redis is away: {refused}\n{}",
+        f.logs()
+    );
+    // A connection accepted before goes on.
+    let again = held.request(&get_with("/held-again", HOST, ""), T);
+    assert_eq!(again.status(), Some(200), "{again}\n{}", f.logs());
+    // Redis back: new connections are accepted, from the same address (not blocked).
+    let redis = Redis::start_at(dir, addr);
+    f.wait_redis_up(1, Duration::from_secs(10));
+    let served = f.request(src, 0, "/back");
+    assert_eq!(served.status(), Some(200), "{served}\n{}", f.logs());
     drop(redis);
 }

@@ -93,8 +93,9 @@ pub(super) struct Client {
     pub(super) blocked: Option<Blocked>,
     /// Bytes the proxy holds for this address's connections (`client_mem`).
     memory: u64,
-    /// The counts shared with a fleet (`cluster`); untouched outside one.
-    pub(super) fleet: FleetCounts,
+    /// The counts shared with a fleet (`cluster`); `None` outside one (boxed: a lone proxy's
+    /// table stays as small as it was).
+    pub(super) fleet: Option<Box<FleetCounts>>,
 }
 
 impl Client {
@@ -287,10 +288,10 @@ impl Frang {
             .tcp_connections
             .count(&mut client.new_connections, self.epoch, now, names);
         let fleet = self.fleet_count(
-            &mut client.fleet.connections,
+            &mut client.fleet,
+            |f| &mut f.connections,
             &self.tcp_connections,
-            names,
-            now,
+            (names, now),
         );
         local.and(fleet)
     }
@@ -363,7 +364,12 @@ impl Frang {
             let local = frang
                 .requests
                 .count(&mut client.requests, frang.epoch, now, names);
-            let fleet = frang.fleet_count(&mut client.fleet.requests, &frang.requests, names, now);
+            let fleet = frang.fleet_count(
+                &mut client.fleet,
+                |f| &mut f.requests,
+                &frang.requests,
+                (names, now),
+            );
             local.and(fleet)
         })
     }

@@ -126,7 +126,9 @@ impl Frang {
         let mut deltas = Vec::new();
         for shard in self.shards.iter() {
             lock(shard).for_each_mut(|ip, client| {
-                let f = &mut client.fleet;
+                let Some(f) = client.fleet.as_deref_mut() else {
+                    return;
+                };
                 if f.requests.pending > 0 || f.connections.pending > 0 {
                     deltas.push(FleetDelta {
                         ip: *ip,
@@ -151,8 +153,7 @@ impl Frang {
             return;
         };
         // A client forgotten meanwhile starts again from its own counts.
-        if let Some(client) = shard.peek_mut(&ip) {
-            let f = &mut client.fleet;
+        if let Some(f) = shard.peek_mut(&ip).and_then(|c| c.fleet.as_deref_mut()) {
             (f.requests.frame, f.requests.slot) = (requests.frame, requests.slot);
             (f.connections.frame, f.connections.slot) = (connections.frame, connections.slot);
             (f.requests.read_at, f.connections.read_at) = (Some(now), Some(now));
@@ -230,14 +231,15 @@ impl Frang {
     /// `limit`; Ok without Redis (local limits only) or outside a fleet.
     pub(super) fn fleet_count(
         &self,
-        count: &mut SharedCount,
+        counts: &mut Option<Box<FleetCounts>>,
+        which: impl FnOnce(&mut FleetCounts) -> &mut SharedCount,
         limit: &RateLimit,
-        names: (&'static str, &'static str),
-        now: Instant,
+        (names, now): ((&'static str, &'static str), Instant),
     ) -> Result<(), Violation> {
         if self.fleet.is_none() {
             return Ok(());
         }
+        let count = which(counts.get_or_insert_with(Box::default));
         count.pending = count.pending.saturating_add(1);
         if !redis_up() {
             return Ok(());
