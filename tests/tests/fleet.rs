@@ -294,3 +294,17 @@ fn on_redis_failure_closed_refuses_new_connections_while_redis_is_away() {
     assert_eq!(served.status(), Some(200), "{served}\n{}", f.logs());
     drop(redis);
 }
+
+#[test]
+fn a_hung_redis_counts_as_down_and_no_request_waits_for_it() {
+    let redis = Redis::start();
+    let f = fleet_of(1, "fleet-hung", redis.addr, RATE, "");
+    f.wait_redis_up(1, FLEET_WAIT);
+    // Stopped, not dead: connections are still accepted by its kernel, nothing answers.
+    redis.proc.signal(libc::SIGSTOP);
+    f.wait_redis_up(0, FLEET_WAIT);
+    let served = f.alternate(Ipv4Addr::new(127, 3, 5, 1), 10, Duration::ZERO);
+    assert_eq!(served, 10, "with Redis hung\n{}", f.logs());
+    redis.proc.signal(libc::SIGCONT);
+    f.wait_redis_up(1, Duration::from_secs(10));
+}
