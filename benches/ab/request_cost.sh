@@ -12,6 +12,11 @@
 #   benches/ab/request_cost.sh                          # 2 rows x proxy, nginx_static
 #   benches/ab/request_cost.sh --rows keepalive_26k --servers proxy
 #   PROXY_BIN_old=/tmp/old/proxy benches/ab/request_cost.sh --servers proxy_old proxy nginx_static
+#   RC_FRANG="request_rate 100000000;" RC_PROXY_EXTRA="cluster { redis 127.0.0.1:6379; }" \
+#       benches/ab/request_cost.sh --servers proxy     # the cost of a directive (docs/FLEET.md)
+#
+# RC_FRANG: directives added to the config's frang_limits block; RC_PROXY_EXTRA: directives
+# added at the end of the proxy's config (both empty by default).
 #
 # Rows: keepalive_10b (`/`, 10 bytes), keepalive_26k (`/bytes/26624`), both
 # `http-perf -t 1`, 100 connections as benches/ab/run.sh (RC_CG_CONNS [10] under valgrind). Each measurement: start the server (one
@@ -48,7 +53,7 @@ while [[ $# -gt 0 ]]; do
     case $1 in
         --rows) shift; ROWS=(); while [[ $# -gt 0 && $1 != --* ]]; do ROWS+=("$1"); shift; done; continue ;;
         --servers) shift; SERVERS=(); while [[ $# -gt 0 && $1 != --* ]]; do SERVERS+=("$1"); shift; done; continue ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument '$1'" ;;
     esac
 done
@@ -88,7 +93,8 @@ sed -e "s|^listen 127\.0\.0\.1:8443 \(proto=.*\);|listen 127.0.0.1:$PORT \1;|" \
     -e "s|tls_certificate_key certs/tempesta\.key;|tls_certificate_key $WORK/key.pem;|" \
     -e "s|^frang_limits {|frang_limits {\n    concurrent_tcp_connections 0;|" \
     "$ROOT/etc/tempesta.conf" >"$WORK/proxy.conf"
-printf '\naccess_log off;\n' >>"$WORK/proxy.conf"
+printf '\naccess_log off;\n%s\n' "${RC_PROXY_EXTRA:-}" >>"$WORK/proxy.conf"
+[[ -z ${RC_FRANG:-} ]] || sed -i "s|^frang_limits {|frang_limits {\n    $RC_FRANG|" "$WORK/proxy.conf"
 grep -q "server 127.0.0.1:$ORIGIN_PORT;" "$WORK/proxy.conf" || die "etc/tempesta.conf changed shape"
 NGINX_USER="nobody nogroup"
 getent group nogroup >/dev/null || NGINX_USER=nobody

@@ -35,6 +35,7 @@ pub const EXTENSIONS: &[&str] = &[
     "access_log_file",
     "access_log_format",
     "pid",
+    "cluster",
 ];
 
 /// Directives allowed at top level only (besides the vhost-level ones,
@@ -193,6 +194,9 @@ pub const FRANG_HTTP: &[&str] = &[
     "http_host_required",
 ];
 
+/// Directives of the `cluster` block (an extension).
+pub const CLUSTER_LEVEL: &[&str] = &["redis", "sync_interval", "on_redis_failure"];
+
 pub const HEALTH_CHECK_LEVEL: &[&str] = &[
     "request",
     "request_url",
@@ -213,6 +217,7 @@ pub fn all_known() -> impl Iterator<Item = &'static str> {
         .chain(FRANG_HTTP)
         .chain(HEALTH_CHECK_LEVEL)
         .chain(STICKY_LEVEL)
+        .chain(CLUSTER_LEVEL)
         .chain(EXTENSIONS)
         .chain(UNSUPPORTED)
         .copied()

@@ -19,6 +19,7 @@ mod files;
 mod lexer;
 pub mod model;
 mod model_chain;
+mod model_cluster;
 mod model_frang;
 mod model_global;
 mod model_serde;

@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use crate::model_chain::*;
+pub use crate::model_cluster::*;
 pub use crate::model_frang::*;
 pub use crate::model_global::*;
 use crate::model_serde::{opt_secs, secs};
@@ -96,6 +97,9 @@ pub struct Config {
     /// 0 in the file: none).
     #[serde(with = "opt_secs")]
     pub client_ws_timeout: Option<Duration>,
+    /// Extension `cluster { ... }`: frang state shared with other instances through Redis;
+    /// `None`: a lone proxy.
+    pub cluster: Option<Cluster>,
 }
 
 impl Default for Config {
@@ -131,6 +135,7 @@ impl Default for Config {
             pid: PidFile::Default,
             grace_shutdown_time: Duration::ZERO,
             client_ws_timeout: Some(Duration::from_secs(3600)),
+            cluster: None,
         }
     }
 }

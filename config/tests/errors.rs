@@ -101,6 +101,16 @@ const MALFORMED: &[(&str, u32, u32, &str)] = &[
     ("health_check h { timeout x; }\n", 1, 26, "not a valid timeout"),
     ("health_check h { resp_crc32 zz; }\n", 1, 29, "not a CRC32"),
     ("health_check h { retries 3; }\n", 1, 18, "unknown directive `retries`"),
+    // cluster (an extension).
+    ("cluster { sync_interval 100ms; }\n", 1, 1, "names no Redis server"),
+    ("cluster { redis localhost; }\n", 1, 17, "`localhost` is not an address"),
+    ("cluster { redis 127.0.0.1; sync_interval 100; }\n", 1, 42, "`100` is not a sync interval"),
+    ("cluster { redis 127.0.0.1; sync_interval 5ms; }\n", 1, 42, "not a sync interval"),
+    ("cluster { redis 127.0.0.1; on_redis_failure maybe; }\n", 1, 45, "not a Redis failure mode"),
+    ("cluster { redis 127.0.0.1; redis 127.0.0.2; }\n", 1, 28, "duplicate `redis`"),
+    ("cluster { redis 127.0.0.1; peer 127.0.0.2; }\n", 1, 28, "unknown directive `peer`"),
+    ("cluster 127.0.0.1;\n", 1, 1, "`cluster` takes a block"),
+    ("cluster { redis 127.0.0.1; }\ncluster { redis 127.0.0.1; }\n", 2, 1, "duplicate `cluster`"),
     // Frang.
     ("frang_limits { http_methods GET FETCH; }\n", 1, 33, "unknown HTTP method"),
     ("frang_limits { http_resp_code_block 403 10; }\n", 1, 16, "too few arguments"),

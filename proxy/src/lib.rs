@@ -12,6 +12,7 @@ pub mod buf;
 pub mod close_reason;
 pub mod date;
 pub mod error_pages;
+pub mod fleet;
 pub mod frang;
 pub mod handshake_failure;
 pub mod health_monitor;

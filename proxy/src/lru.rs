@@ -149,6 +149,20 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
         self.nodes.pop().map(|n| n.value)
     }
 
+    /// The value for `key`, its recency untouched (a background reader must not make an
+    /// entry look recently used).
+    pub fn peek_mut(&mut self, key: &K) -> Option<&mut V> {
+        let at = *self.index.get(key)?;
+        self.nodes.get_mut(at).map(|n| &mut n.value)
+    }
+
+    /// Every entry, in no particular order, recency untouched.
+    pub fn for_each_mut(&mut self, mut f: impl FnMut(&K, &mut V)) {
+        for node in &mut self.nodes {
+            f(&node.key, &mut node.value);
+        }
+    }
+
     /// The least recently used entry, without touching it.
     pub fn oldest(&self) -> Option<(&K, &V)> {
         self.oldest

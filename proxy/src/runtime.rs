@@ -157,14 +157,16 @@ impl Runtime {
             config::KtlsMode::User => ktls::offload::KtlsMode::User,
             config::KtlsMode::Off => ktls::offload::KtlsMode::Off,
         };
-        let frang = Arc::new(
-            crate::frang::Frang::new(&config.frang, config.client_lru_size as usize)
-                .with_client_mem(config.client_mem.as_ref().map(|m| m.hard))
-                .with_rate_time_frames(
-                    config.frang.request_rate_frame,
-                    config.frang.tcp_connection_rate_frame,
-                ),
-        );
+        let mut frang = crate::frang::Frang::new(&config.frang, config.client_lru_size as usize)
+            .with_client_mem(config.client_mem.as_ref().map(|m| m.hard))
+            .with_rate_time_frames(
+                config.frang.request_rate_frame,
+                config.frang.tcp_connection_rate_frame,
+            );
+        if let Some(cluster) = &config.cluster {
+            frang = frang.with_fleet(cluster.on_redis_failure == config::RedisFailure::Closed);
+        }
+        let frang = Arc::new(frang);
         let sticky =
             crate::sticky::runtime::StickyRt::build(&config).map_err(RuntimeError::Sticky)?;
         let error_pages =

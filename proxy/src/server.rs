@@ -90,6 +90,7 @@ pub fn serve(
     let metrics = Metrics::new(threads);
     let shared = Arc::new(Shared::new(runtime.clone(), metrics.clone()));
     start_stats(&runtime, &shared)?;
+    start_fleet(&runtime, &shared)?;
     let mut wakers: Vec<Arc<Waker>> = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
     for (id, set) in per_worker.into_iter().enumerate() {
@@ -185,6 +186,20 @@ fn start_stats(runtime: &Runtime, shared: &Arc<Shared>) -> Result<(), ServeError
     Ok(())
 }
 
+/// The `cluster` side thread (crate::fleet), in each process: none without the block.
+fn start_fleet(runtime: &Runtime, shared: &Arc<Shared>) -> Result<(), ServeError> {
+    let Some(cluster) = runtime.config.cluster else {
+        return Ok(());
+    };
+    let (current, wake) = (shared.clone(), shared.clone());
+    crate::fleet::start(
+        cluster,
+        move || current.runtime().frang.clone(),
+        move || wake.wake_for_fleet_blocks(),
+    )
+    .map_err(|e| ServeError::Setup(format!("cannot start the cluster thread: {e}")))
+}
+
 fn announce_ktls(runtime: &Runtime) -> Result<(), ServeError> {
     use ktls::offload::KtlsMode;
     if runtime.tls.is_none() {
@@ -274,6 +289,14 @@ fn reload(config_path: &Path, shared: &Shared) {
     match crate::load(&path) {
         Ok(runtime) => {
             let old = shared.runtime();
+            if old.config.cluster != runtime.config.cluster {
+                // The side thread and its Redis connection are made once per process.
+                crate::error!(
+                    "reload of {} refused: the cluster block changed, which takes a restart; still serving the previous configuration",
+                    path.display()
+                );
+                return;
+            }
             if old.config.effective_listeners() != runtime.config.effective_listeners() {
                 crate::warn!("reload: listeners changed; they take effect only after a restart");
             }

@@ -107,7 +107,15 @@ fn process_info() -> String {
 pub(crate) fn metrics(shared: &Shared) -> String {
     let mut text = String::new();
     shared.cache.metrics().write_prometheus(&mut text);
-    let tracked = shared.runtime().frang.tracked_clients();
+    let runtime = shared.runtime();
+    if runtime.config.cluster.is_some() {
+        text.push_str(&format!(
+            "# HELP ktls_proxy_fleet_redis_up Whether Redis answered the cluster's last sync (0: local limits only).\n\
+             # TYPE ktls_proxy_fleet_redis_up gauge\nktls_proxy_fleet_redis_up {}\n",
+            u8::from(crate::frang::redis_up())
+        ));
+    }
+    let tracked = runtime.frang.tracked_clients();
     text.push_str(&format!(
         "# HELP ktls_proxy_frang_clients Clients tracked for frang limits.\n\
          # TYPE ktls_proxy_frang_clients gauge\nktls_proxy_frang_clients {tracked}\n"

@@ -3,6 +3,7 @@
 
 mod brange;
 mod chain;
+mod cluster;
 mod frang;
 mod global;
 mod inherit;
@@ -181,6 +182,7 @@ fn top_level(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
             chain::http_chain(c, d, &mut w.chains, &targets);
         }
         "frang_limits" => frang::apply(c, d, Some(&mut w.cfg.frang), &mut w.global.frang),
+        "cluster" => w.cfg.cluster = cluster::apply(c, d),
         _ => {
             if directives::SRV_GROUP_LEVEL.contains(&name) {
                 if name == "server" {

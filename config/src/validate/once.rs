@@ -66,6 +66,7 @@ pub const TOP: &[&str] = &[
     "worker_threads",
     "stats_listen",
     "pid",
+    "cluster",
     "access_log_format",
     "client_mem",
     "hdr_via",

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use config::{FrangGlobal, IpBlock, RespCodeBlock};
 
+use super::fleet::{FleetCounts, FleetMode};
 use super::window::{quantum, slot_len, SlotRing};
 use super::Violation;
 use crate::lru::Lru;
@@ -27,10 +28,10 @@ const MAX_SHARDS: usize = 64;
 
 /// The `*_rate`/`*_burst` pair of one counter and its time frame.
 #[derive(Debug, Clone, Copy)]
-struct RateLimit {
-    rate: Option<u32>,
-    burst: Option<u32>,
-    slot: Duration,
+pub(super) struct RateLimit {
+    pub(super) rate: Option<u32>,
+    pub(super) burst: Option<u32>,
+    pub(super) slot: Duration,
 }
 
 impl RateLimit {
@@ -44,7 +45,7 @@ impl RateLimit {
         }
     }
 
-    fn is_set(&self) -> bool {
+    pub(super) fn is_set(&self) -> bool {
         self.rate.is_some() || self.burst.is_some()
     }
 
@@ -75,23 +76,26 @@ fn over_memory(total: u64, hard: u64) -> Violation {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum Blocked {
+pub(super) enum Blocked {
     Forever,
     Until(Instant),
 }
 
 /// What frang remembers about one client address.
 #[derive(Debug, Default)]
-struct Client {
+pub(super) struct Client {
     connections: u32,
     new_connections: SlotRing,
     requests: SlotRing,
     tls_full_handshakes: SlotRing,
     tls_incomplete: SlotRing,
     blocked_responses: SlotRing,
-    blocked: Option<Blocked>,
+    pub(super) blocked: Option<Blocked>,
     /// Bytes the proxy holds for this address's connections (`client_mem`).
     memory: u64,
+    /// The counts shared with a fleet (`cluster`); `None` outside one (boxed: a lone proxy's
+    /// table stays as small as it was).
+    pub(super) fleet: Option<Box<FleetCounts>>,
 }
 
 impl Client {
@@ -99,12 +103,12 @@ impl Client {
     /// clients when its zone is full rather than forget one): open connections, whose close
     /// is still to be counted, and a block in force. Otherwise an attacker with many
     /// addresses could flush its own block or connection count out of the table.
-    fn is_pinned(&mut self, now: Instant) -> bool {
+    pub(super) fn is_pinned(&mut self, now: Instant) -> bool {
         self.connections > 0 || self.is_blocked(now)
     }
 
     /// Whether the client is blocked at `now`; forgets an expired block.
-    fn is_blocked(&mut self, now: Instant) -> bool {
+    pub(super) fn is_blocked(&mut self, now: Instant) -> bool {
         match self.blocked {
             Some(Blocked::Forever) => true,
             Some(Blocked::Until(until)) if now < until => true,
@@ -128,17 +132,17 @@ impl Client {
 #[derive(Debug)]
 pub struct Frang {
     epoch: Instant,
-    requests: RateLimit,
-    tcp_connections: RateLimit,
+    pub(super) requests: RateLimit,
+    pub(super) tcp_connections: RateLimit,
     tls_connections: RateLimit,
     tls_incomplete_rate: Option<u32>,
     concurrent_connections: Option<u32>,
-    ip_block: IpBlock,
+    pub(super) ip_block: IpBlock,
     /// `client_mem`'s hard limit in bytes (Tempesta enforces only this one; the soft limit
     /// sets its default, twice the soft).
     client_mem_hard: Option<u64>,
     hasher: RandomState,
-    shards: Box<[Mutex<Lru<IpAddr, Client>>]>,
+    pub(super) shards: Box<[Mutex<Lru<IpAddr, Client>>]>,
     /// Bumped by every block `ip_block` imposes: workers compare it once per loop turn and
     /// then reset the blocked addresses' open connections (no lookup per read).
     blocks: AtomicU64,
@@ -146,6 +150,8 @@ pub struct Frang {
     /// worker resets the connections of these addresses by comparing addresses, without
     /// locking a shard per connection (a block is cheap for an attacker to provoke).
     recent: Mutex<std::collections::VecDeque<(u64, IpAddr)>>,
+    /// `cluster`: counts and blocks shared with other instances (fleet.rs).
+    pub(super) fleet: Option<FleetMode>,
 }
 
 /// Blocks remembered for the workers' resets; a worker further behind than this looks every
@@ -190,6 +196,7 @@ impl Frang {
             shards,
             blocks: AtomicU64::new(0),
             recent: Mutex::default(),
+            fleet: None,
         }
     }
 
@@ -253,6 +260,7 @@ impl Frang {
     /// the rate (as in Tempesta). On `Err` close the socket without a reply
     /// and do NOT call [`Frang::on_close`]; on `Ok` call it exactly once.
     pub fn on_connect(&self, ip: IpAddr, now: Instant) -> Result<(), Violation> {
+        self.fleet_refuses()?;
         self.with_client(ip, now, |frang, client| {
             client.check_not_blocked(now)?;
             client.connections = client.connections.saturating_add(1);
@@ -276,8 +284,16 @@ impl Frang {
             ));
         }
         let names = ("tcp_connection_rate", "tcp_connection_burst");
-        self.tcp_connections
-            .count(&mut client.new_connections, self.epoch, now, names)
+        let local = self
+            .tcp_connections
+            .count(&mut client.new_connections, self.epoch, now, names);
+        let fleet = self.fleet_count(
+            &mut client.fleet,
+            |f| &mut f.connections,
+            &self.tcp_connections,
+            (names, now),
+        );
+        local.and(fleet)
     }
 
     /// When a connection accepted by [`Frang::on_connect`] closes, however
@@ -345,9 +361,16 @@ impl Frang {
         self.with_client(ip, now, |frang, client| {
             client.check_not_blocked(now)?;
             let names = ("request_rate", "request_burst");
-            frang
+            let local = frang
                 .requests
-                .count(&mut client.requests, frang.epoch, now, names)
+                .count(&mut client.requests, frang.epoch, now, names);
+            let fleet = frang.fleet_count(
+                &mut client.fleet,
+                |f| &mut f.requests,
+                &frang.requests,
+                (names, now),
+            );
+            local.and(fleet)
         })
     }
 
@@ -478,12 +501,8 @@ impl Frang {
 
     fn block(&self, ip: IpAddr, client: &mut Client, now: Instant) {
         if self.ip_block != IpBlock::Off {
-            let mut recent = lock(&self.recent);
-            let n = self.blocks.fetch_add(1, Ordering::AcqRel) + 1;
-            if recent.len() == RECENT_BLOCKS {
-                recent.pop_front();
-            }
-            recent.push_back((n, ip));
+            self.count_block(ip);
+            self.publish_block(ip);
         }
         client.blocked = match self.ip_block {
             IpBlock::Off => None,
@@ -495,9 +514,19 @@ impl Frang {
         };
     }
 
+    /// A new block of `ip`: the workers reset its connections when they see the count move.
+    pub(super) fn count_block(&self, ip: IpAddr) {
+        let mut recent = lock(&self.recent);
+        let n = self.blocks.fetch_add(1, Ordering::AcqRel) + 1;
+        if recent.len() == RECENT_BLOCKS {
+            recent.pop_front();
+        }
+        recent.push_back((n, ip));
+    }
+
     /// The locked shard of `ip`; `None` only if there were no shards, which
     /// `with_epoch` never builds.
-    fn shard(&self, ip: IpAddr) -> Option<MutexGuard<'_, Lru<IpAddr, Client>>> {
+    pub(super) fn shard(&self, ip: IpAddr) -> Option<MutexGuard<'_, Lru<IpAddr, Client>>> {
         let hash = self.hasher.hash_one(ip);
         let count = u64::try_from(self.shards.len()).ok().filter(|&n| n > 0)?;
         let index = usize::try_from(hash % count).ok()?;
@@ -507,6 +536,6 @@ impl Frang {
 
 /// A poisoned shard only means a thread panicked between two counter
 /// updates; the counters are still usable.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

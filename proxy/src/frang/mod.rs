@@ -14,17 +14,21 @@
 mod body;
 mod clients;
 mod conn;
+mod fleet;
 mod request;
 pub(crate) mod window;
 
 #[cfg(test)]
 mod clients_tests;
 #[cfg(test)]
+mod fleet_tests;
+#[cfg(test)]
 mod request_tests;
 
 pub use body::RequestLimits;
 pub use clients::{Frang, DEFAULT_CLIENT_LRU_SIZE};
 pub use conn::ConnLimits;
+pub use fleet::{redis_up, set_redis_up, FleetDelta, FleetSlots, FleetTotal};
 pub use request::{check_request, check_trailers, method_allowed, RequestFacts};
 pub use window::FRANG_FREQ;
 

@@ -35,6 +35,15 @@ impl Shared {
             .push(waker);
     }
 
+    /// Wakes every worker: the `cluster` side thread applied blocks imposed by other
+    /// instances (crate::fleet), which no worker of this process has seen yet.
+    pub fn wake_for_fleet_blocks(&self) {
+        let wakers = self.block_wake.wakers.lock();
+        for waker in wakers.unwrap_or_else(|e| e.into_inner()).iter() {
+            let _ = waker.wake();
+        }
+    }
+
     /// Wakes every worker if no worker has for block count `blocks` yet.
     fn wake_workers(&self, blocks: u64) {
         if self.block_wake.woken.fetch_max(blocks, Ordering::AcqRel) >= blocks {

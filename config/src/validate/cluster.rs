@@ -1,0 +1,144 @@
+//! The `cluster` block (an extension): the Redis server the instances share, how often they
+//! reconcile through it, and what happens while it is away.
+
+use std::time::Duration;
+
+use super::once::Seen;
+use super::unknown_here;
+use super::values::Checker;
+use crate::directives::CLUSTER_LEVEL;
+use crate::model::{Cluster, RedisFailure};
+use crate::tree::{Directive, Node, Value};
+
+const USAGE: &str = "cluster { redis IP[:PORT]; sync_interval 100ms; on_redis_failure open; }";
+
+/// Shortest and longest `sync_interval`: below 10 ms Redis does more work than the limits
+/// gain; above 10 s a fleet limit is no longer one.
+const INTERVAL_MS: (u64, u64) = (10, 10_000);
+
+/// `cluster { ... }` at top level: `None` after an error (reported).
+pub fn apply(c: &mut Checker<'_>, d: &Directive) -> Option<Cluster> {
+    c.attrs_only(d, &[]);
+    let Some(children) = d.children.as_ref().filter(|_| d.args.is_empty()) else {
+        c.error(&d.pos, "`cluster` takes a block and no arguments", USAGE);
+        return None;
+    };
+    let mut cluster = Cluster::default();
+    let mut redis = false;
+    let mut ok = true;
+    let mut seen = Seen::default();
+    for node in children {
+        let Node::Directive(x) = node else {
+            c.error(
+                node_pos(node),
+                "http_chain rules are not allowed in `cluster`",
+                USAGE,
+            );
+            ok = false;
+            continue;
+        };
+        if !seen.check(c, x, CLUSTER_LEVEL) {
+            ok = false;
+            continue;
+        }
+        ok &= match x.name.as_str() {
+            "redis" => {
+                redis = true;
+                set(
+                    &mut cluster.redis,
+                    c.single(x, "redis IP[:PORT]")
+                        .and_then(|v| c.socket_addr(v, 6379)),
+                )
+            }
+            "sync_interval" => set(
+                &mut cluster.sync_interval,
+                c.single(x, "sync_interval 100ms")
+                    .and_then(|v| interval(c, v)),
+            ),
+            "on_redis_failure" => set(
+                &mut cluster.on_redis_failure,
+                c.single(x, "on_redis_failure open|closed")
+                    .and_then(|v| failure(c, v)),
+            ),
+            _ => {
+                unknown_here(c, x, "`cluster`", CLUSTER_LEVEL);
+                false
+            }
+        };
+    }
+    if !redis {
+        c.error(
+            &d.pos,
+            "`cluster` names no Redis server",
+            "add `redis IP[:PORT];` to the block",
+        );
+        ok = false;
+    }
+    ok.then_some(cluster)
+}
+
+fn set<T>(field: &mut T, value: Option<T>) -> bool {
+    match value {
+        Some(v) => {
+            *field = v;
+            true
+        }
+        None => false,
+    }
+}
+
+fn node_pos(node: &Node) -> &crate::diag::Pos {
+    match node {
+        Node::Directive(d) => &d.pos,
+        Node::Rule(r) => &r.pos,
+    }
+}
+
+/// `100ms` or `1s`: the unit is required, a bare number could mean either.
+fn interval(c: &mut Checker<'_>, v: &Value) -> Option<Duration> {
+    let text = v.text.as_str();
+    let (digits, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 1)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1000)
+    } else {
+        (text, 0)
+    };
+    let millis = digits
+        .parse::<u64>()
+        .ok()
+        .filter(|_| scale > 0)
+        .and_then(|n| n.checked_mul(scale));
+    match millis {
+        Some(ms) if (INTERVAL_MS.0..=INTERVAL_MS.1).contains(&ms) => {
+            Some(Duration::from_millis(ms))
+        }
+        _ => {
+            c.error(
+                &v.pos,
+                format!("`{text}` is not a sync interval"),
+                format!(
+                    "expected a time with its unit between {}ms and {}s, e.g. `100ms` or `1s`",
+                    INTERVAL_MS.0,
+                    INTERVAL_MS.1 / 1000
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn failure(c: &mut Checker<'_>, v: &Value) -> Option<RedisFailure> {
+    match v.text.as_str() {
+        "open" => Some(RedisFailure::Open),
+        "closed" => Some(RedisFailure::Closed),
+        other => {
+            c.error(
+                &v.pos,
+                format!("`{other}` is not a Redis failure mode"),
+                "expected `open` (local limits only) or `closed` (refuse new connections)",
+            );
+            None
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The side thread's loop: one turn every `sync_interval`, the connection to Redis kept
+//! across turns and made again with a growing backoff after a failure. While Redis is away
+//! frang judges with local counts only (`frang::redis_up` false) and the counts of each turn
+//! are dropped: a restarted Redis is filled again by the next turns, not by a backlog.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::keys::{RemoteBlock, Turn};
+use super::resp::Connection;
+use crate::frang::{set_redis_up, Frang};
+
+/// First wait before connecting again after a failure; doubled up to [`BACKOFF_MAX`].
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Blocks kept for publishing while Redis is away (the oldest are dropped beyond).
+const UNPUBLISHED_MAX: usize = 4096;
+
+pub struct Link {
+    cluster: config::Cluster,
+    /// This process's name in the block stream, so it skips its own blocks.
+    node: String,
+    conn: Option<Connection>,
+    backoff: Duration,
+    retry_at: Instant,
+    /// Position read up to in the block stream ("0": from the oldest entry kept).
+    last_id: String,
+    /// Blocks imposed here not yet published (Redis was away).
+    unpublished: Vec<(IpAddr, Option<Duration>)>,
+}
+
+impl Link {
+    pub fn new(cluster: config::Cluster) -> Link {
+        let node = format!(
+            "{}-{}",
+            std::process::id(),
+            unix_now().as_nanos() % 1_000_000_007
+        );
+        Link {
+            cluster,
+            node,
+            conn: None,
+            backoff: BACKOFF_MIN,
+            retry_at: Instant::now(),
+            last_id: "0".to_owned(),
+            unpublished: Vec::new(),
+        }
+    }
+
+    /// Runs until the process ends.
+    pub fn run(mut self, current: impl Fn() -> Arc<Frang>, wake: impl Fn()) {
+        let interval = self.cluster.sync_interval;
+        loop {
+            let started = Instant::now();
+            let frang = current();
+            if frang.in_fleet() {
+                self.turn(&frang, &wake);
+            }
+            std::thread::sleep(interval.saturating_sub(started.elapsed()));
+        }
+    }
+
+    fn turn(&mut self, frang: &Frang, wake: &impl Fn()) {
+        let deltas = frang.fleet_drain();
+        self.unpublished.extend(frang.fleet_take_blocks());
+        let excess = self.unpublished.len().saturating_sub(UNPUBLISHED_MAX);
+        self.unpublished.drain(..excess);
+        let unix = unix_now();
+        let mut turn = Turn::default();
+        turn.counts(&deltas, frang.fleet_slots(), unix);
+        turn.publish(&self.unpublished, unix, &self.node);
+        turn.read_blocks(&self.last_id);
+        let Some(conn) = self.connected() else {
+            return;
+        };
+        for command in &turn.commands {
+            conn.queue(command);
+        }
+        let result = conn
+            .run()
+            .map_err(|e| e.to_string())
+            .and_then(|replies| turn.outcome(&replies, deltas.len(), &self.node));
+        match result {
+            Ok(out) => {
+                self.unpublished.clear();
+                let now = Instant::now();
+                for (delta, (requests, connections)) in deltas.iter().zip(out.totals) {
+                    frang.fleet_update(delta.ip, requests, connections, now);
+                }
+                if let Some(id) = out.last_id {
+                    self.last_id = id;
+                }
+                apply_blocks(frang, &out.blocks, unix, wake);
+                self.up();
+            }
+            Err(reason) => self.down(&reason),
+        }
+    }
+
+    /// The connection, made now if it is due; `None` while waiting for the backoff.
+    fn connected(&mut self) -> Option<&mut Connection> {
+        if self.conn.is_none() && Instant::now() >= self.retry_at {
+            let timeout = self
+                .cluster
+                .sync_interval
+                .clamp(Duration::from_millis(100), Duration::from_secs(1));
+            match Connection::connect(self.cluster.redis, timeout) {
+                Ok(conn) => self.conn = Some(conn),
+                Err(e) => self.down(&e.to_string()),
+            }
+        }
+        self.conn.as_mut()
+    }
+
+    fn up(&mut self) {
+        if !crate::frang::redis_up() {
+            crate::info!(
+                "cluster: Redis at {} answers: fleet limits apply",
+                self.cluster.redis
+            );
+        }
+        self.backoff = BACKOFF_MIN;
+        set_redis_up(true);
+    }
+
+    fn down(&mut self, reason: &str) {
+        set_redis_up(false);
+        self.conn = None;
+        self.retry_at = Instant::now() + self.backoff;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        crate::warn!(
+            "cluster: Redis at {} failed ({reason}): local limits only until it answers",
+            self.cluster.redis
+        );
+    }
+}
+
+/// Blocks published by other nodes, as this node's own; the workers are woken once.
+fn apply_blocks(frang: &Frang, blocks: &[RemoteBlock], unix: Duration, wake: &impl Fn()) {
+    let now = Instant::now();
+    let now_ms = u64::try_from(unix.as_millis()).unwrap_or(u64::MAX);
+    let mut any = false;
+    for block in blocks {
+        let remaining = match block.until_ms {
+            None => None,
+            Some(until) if until > now_ms => Some(Duration::from_millis(until - now_ms)),
+            Some(_) => continue,
+        };
+        any |= frang.fleet_block(block.ip, remaining, now);
+    }
+    if any {
+        wake();
+    }
+}
+
+fn unix_now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}

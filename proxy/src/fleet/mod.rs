@@ -1,0 +1,40 @@
+//! The `cluster` extension's side thread (docs/FLEET.md): every `sync_interval` it takes
+//! the counts the workers made since the last turn, adds them to Redis, reads the fleet's
+//! totals back into frang, publishes the blocks imposed here and applies those imposed
+//! elsewhere. Workers never wait for it: they read what the last turn left.
+//!
+//! Keys (the client address in braces, so a Redis Cluster keeps one client on one shard):
+//! - `ktls:r:{IP}:Q`, `ktls:c:{IP}:Q`: requests and new connections of `IP` counted in the
+//!   time slot `Q` (Unix time / slot length, the same on every node with a synchronised
+//!   clock), expiring after two time frames;
+//! - `ktls:blocks`: a stream of the blocks (`ip`, `until` in Unix ms, 0 forever, `node`),
+//!   capped at [`keys::BLOCKS_KEPT`] entries, read by every node from where it stopped;
+//! - `ktls:block:{IP}`: one key per block in force, with the block's expiry, for operators.
+
+mod keys;
+mod link;
+pub mod resp;
+
+use std::sync::Arc;
+use std::thread;
+
+use crate::frang::Frang;
+
+/// Starts the side thread for `cluster`. `current` gives the frang in force (a reload
+/// replaces it); `wake` tells the workers the block count moved, so an idle worker resets
+/// the connections of an address blocked elsewhere at once.
+pub fn start(
+    cluster: config::Cluster,
+    current: impl Fn() -> Arc<Frang> + Send + 'static,
+    wake: impl Fn() + Send + 'static,
+) -> std::io::Result<()> {
+    crate::info!(
+        "cluster: sharing frang counts and blocks through Redis at {} every {} ms",
+        cluster.redis,
+        cluster.sync_interval.as_millis()
+    );
+    thread::Builder::new()
+        .name("fleet-sync".into())
+        .spawn(move || link::Link::new(cluster).run(current, wake))
+        .map(drop)
+}

@@ -1,0 +1,310 @@
+//! The `cluster` extension end to end (docs/FLEET.md): Debian's redis-server on a free
+//! loopback port, three proxies sharing it in front of one origin, and clients that move
+//! between the proxies as an L4 balancer would send them; and `on_redis_failure closed`.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::Command;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use e2e::origin::{Origin, Response};
+use e2e::proxy::{Proxy, Setup};
+use e2e::rawclient::{get_with, Outcome, RawClient};
+use e2e::{free_port, metric_sum, wait_for_port, Proc, TempDir};
+
+const T: Duration = Duration::from_secs(5);
+const HOST: &str = "site.test";
+/// The proxies' `sync_interval`.
+const SYNC_MS: u64 = 100;
+/// How long a test waits for something the fleet must do within one interval: many
+/// intervals, so a loaded machine does not fail it, and still bounded.
+const FLEET_WAIT: Duration = Duration::from_secs(3);
+
+/// A redis-server of its own, on a free loopback port, persisting nothing.
+struct Redis {
+    proc: Proc,
+    addr: SocketAddr,
+    dir: TempDir,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let dir = TempDir::new("fleet-redis");
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        Redis::start_at(dir, addr)
+    }
+
+    fn start_at(dir: TempDir, addr: SocketAddr) -> Redis {
+        let binary = "/usr/bin/redis-server";
+        assert!(
+            Path::new(binary).exists(),
+            "{binary} is missing: tests/run.sh installs it (etc/need-packages.sh redis-server)"
+        );
+        let mut cmd = Command::new(binary);
+        cmd.args(["--bind", "127.0.0.1", "--port", &addr.port().to_string()])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(dir.path());
+        let proc = Proc::spawn("redis", cmd, dir.path());
+        assert!(
+            wait_for_port(addr, T),
+            "redis-server did not listen on {addr}\n{}",
+            proc.logs()
+        );
+        Redis { proc, addr, dir }
+    }
+
+    /// Kills the server (SIGKILL: as a crash) and starts another, empty, on the same port.
+    fn kill(self) -> (TempDir, SocketAddr) {
+        let Redis { proc, addr, dir } = self;
+        drop(proc);
+        (dir, addr)
+    }
+}
+
+/// `count` proxies sharing `redis` (with `cluster_extra` in their `cluster` block), each with
+/// `frang_limits { limits }`, in front of one origin; the first also serves its statistics.
+struct Fleet {
+    nodes: Vec<Proxy>,
+    http: Vec<SocketAddr>,
+    stats: SocketAddr,
+    _origin: Origin,
+}
+
+fn fleet(tag: &str, redis: SocketAddr, limits: &str) -> Fleet {
+    fleet_of(3, tag, redis, limits, "")
+}
+
+fn fleet_of(
+    count: usize,
+    tag: &str,
+    redis: SocketAddr,
+    limits: &str,
+    cluster_extra: &str,
+) -> Fleet {
+    let origin = Origin::start(|_| Response::ok(Vec::new()));
+    let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut nodes = Vec::new();
+    let mut http = Vec::new();
+    for n in 0..count {
+        let setup = Setup::new(&format!("{tag}-{n}"));
+        let stats_line = if n == 0 {
+            format!("stats_listen {stats};\n")
+        } else {
+            String::new()
+        };
+        let extra = format!(
+            "frang_limits {{\n{limits}\n}}\nblock_action attack reply;\n{stats_line}\
+             cluster {{ redis {redis}; sync_interval {SYNC_MS}ms; {cluster_extra} }}\n"
+        );
+        let conf = setup.config(origin.addr(), "", &extra);
+        http.push(setup.http);
+        nodes.push(setup.start(&conf));
+    }
+    Fleet {
+        nodes,
+        http,
+        stats,
+        _origin: origin,
+    }
+}
+
+impl Fleet {
+    fn logs(&self) -> String {
+        self.nodes.iter().map(|p| p.proc.logs()).collect()
+    }
+
+    /// One request on a new connection from `src` to node `n`.
+    fn request(&self, src: Ipv4Addr, n: usize, path: &str) -> Outcome {
+        let request = get_with(path, HOST, "Connection: close\r\n");
+        match RawClient::connect_from(src, self.http[n % self.http.len()]) {
+            Ok(mut c) => c.request(&request, T),
+            Err(e) => Outcome::Error(format!("connect: {e}")),
+        }
+    }
+
+    /// `count` requests from `src`, node after node, `pause` apart: how many were answered
+    /// 200 (the others must be frang's refusals: 403, or a connection dropped at accept).
+    fn alternate(&self, src: Ipv4Addr, count: usize, pause: Duration) -> usize {
+        let mut served = 0;
+        for i in 0..count {
+            match self.request(src, i, &format!("/r{i}")) {
+                Outcome::Response(r) if r.status == 200 => served += 1,
+                Outcome::Response(r) if r.status == 403 => {}
+                Outcome::Closed | Outcome::Reset => {}
+                other => panic!("request {i} to node {}: {other}\n{}", i % 3, self.logs()),
+            }
+            sleep(pause);
+        }
+        served
+    }
+
+    /// Waits (bounded) until node 0's gauge says `up`.
+    fn wait_redis_up(&self, up: u64, within: Duration) {
+        let deadline = Instant::now() + within;
+        while metric_sum(self.stats, "ktls_proxy_fleet_redis_up") != up {
+            assert!(
+                Instant::now() < deadline,
+                "ktls_proxy_fleet_redis_up never became {up} within {within:?}\n{}",
+                self.logs()
+            );
+            sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// 10 requests per 10 s: a frame long enough that the whole test falls within one.
+const RATE: &str = "request_rate 10 10;";
+/// Requests a client sends, node after node: a lone proxy would serve all 30 (10 each).
+const ATTEMPTS: usize = 30;
+/// Two sync intervals between requests: each node has the others' counts before the next.
+const PAUSE: Duration = Duration::from_millis(2 * SYNC_MS);
+/// What the fleet may serve beyond the limit: what the other nodes admit in one interval
+/// (about one request here), with room for a slow turn on a loaded machine.
+const SLACK: usize = 5;
+
+#[test]
+fn a_client_alternating_between_nodes_meets_the_fleet_wide_request_rate() {
+    let redis = Redis::start();
+    let f = fleet("fleet-rate", redis.addr, RATE);
+    f.wait_redis_up(1, FLEET_WAIT);
+    let served = f.alternate(Ipv4Addr::new(127, 3, 0, 1), ATTEMPTS, PAUSE);
+    assert!(
+        (10..=10 + SLACK).contains(&served),
+        "{served} of {ATTEMPTS} served by the fleet under request_rate 10 (a lone node each: 30)\n{}",
+        f.logs()
+    );
+    // Another address has its own count.
+    assert_eq!(
+        f.request(Ipv4Addr::new(127, 3, 0, 2), 1, "/other").status(),
+        Some(200)
+    );
+}
+
+#[test]
+fn connections_alternating_between_nodes_meet_the_fleet_wide_connection_rate() {
+    let redis = Redis::start();
+    let f = fleet("fleet-conn", redis.addr, "tcp_connection_rate 10 10;");
+    f.wait_redis_up(1, FLEET_WAIT);
+    let served = f.alternate(Ipv4Addr::new(127, 3, 4, 1), ATTEMPTS, PAUSE);
+    assert!(
+        (10..=10 + SLACK).contains(&served),
+        "{served} of {ATTEMPTS} connections served under tcp_connection_rate 10 (lone nodes: 30)\n{}",
+        f.logs()
+    );
+}
+
+#[test]
+fn an_ip_block_on_one_node_refuses_the_address_on_the_others() {
+    let redis = Redis::start();
+    // A limit that only node 0 sees broken (no shared count involved): only the block
+    // itself can reach the other nodes.
+    let f = fleet("fleet-block", redis.addr, "http_uri_len 64;\nip_block on;");
+    f.wait_redis_up(1, FLEET_WAIT);
+    let src = Ipv4Addr::new(127, 3, 1, 1);
+    // A keep-alive connection to node 1, open before the block.
+    let mut held = RawClient::connect_from(src, f.http[1]).expect("connect to node 1");
+    let first = held.request(&get_with("/held", HOST, ""), T);
+    assert_eq!(first.status(), Some(200), "{first}\n{}", f.logs());
+    // Node 0 blocks the address for a URI over http_uri_len.
+    let long = format!("/{}", "x".repeat(100));
+    let over = f.request(src, 0, &long);
+    assert_eq!(over.status(), Some(403), "{over}\n{}", f.logs());
+    // Node 2 refuses a new connection from the address within a few intervals...
+    let deadline = Instant::now() + FLEET_WAIT;
+    loop {
+        let outcome = f.request(src, 2, "/after");
+        if outcome.is_dropped() || matches!(outcome, Outcome::Error(_)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node 2 still serves the address blocked on node 0: {outcome}\n{}",
+            f.logs()
+        );
+        sleep(Duration::from_millis(SYNC_MS / 2));
+    }
+    // ...node 1 has reset the connection opened before the block...
+    let after = held.wait_closed(FLEET_WAIT);
+    assert!(
+        after.is_dropped(),
+        "node 1 kept the blocked address's connection: {after}"
+    );
+    // ...and serves another address.
+    let other = f.request(Ipv4Addr::new(127, 3, 1, 2), 1, "/other");
+    assert_eq!(other.status(), Some(200), "{other}\n{}", f.logs());
+}
+
+#[test]
+fn redis_down_means_local_limits_and_redis_back_means_fleet_limits() {
+    let redis = Redis::start();
+    let f = fleet("fleet-failure", redis.addr, RATE);
+    f.wait_redis_up(1, FLEET_WAIT);
+    let (dir, addr) = redis.kill();
+    f.wait_redis_up(0, FLEET_WAIT);
+    // Fail-open: every node judges alone, so all 30 are served (10 per node), none fails...
+    let src = Ipv4Addr::new(127, 3, 2, 1);
+    let served = f.alternate(src, ATTEMPTS, Duration::from_millis(10));
+    assert_eq!(served, ATTEMPTS, "with Redis down\n{}", f.logs());
+    // ...and each node's own limit still holds: an 11th request to node 0 is refused.
+    assert_eq!(f.request(src, 0, "/eleventh").status(), Some(403));
+    // Redis back (empty): the nodes reconnect (backoff at most 5 s) and share again.
+    let redis = Redis::start_at(dir, addr);
+    f.wait_redis_up(1, Duration::from_secs(10));
+    let served = f.alternate(Ipv4Addr::new(127, 3, 2, 2), ATTEMPTS, PAUSE);
+    assert!(
+        (10..=10 + SLACK).contains(&served),
+        "{served} of {ATTEMPTS} served after Redis came back\n{}",
+        f.logs()
+    );
+    drop(redis);
+}
+
+#[test]
+fn on_redis_failure_closed_refuses_new_connections_while_redis_is_away() {
+    let redis = Redis::start();
+    let f = fleet_of(
+        1,
+        "fleet-closed",
+        redis.addr,
+        RATE,
+        "on_redis_failure closed;",
+    );
+    f.wait_redis_up(1, FLEET_WAIT);
+    let src = Ipv4Addr::new(127, 3, 3, 1);
+    let mut held = RawClient::connect_from(src, f.http[0]).expect("connect");
+    let first = held.request(&get_with("/held", HOST, ""), T);
+    assert_eq!(first.status(), Some(200), "{first}\n{}", f.logs());
+    let (dir, addr) = redis.kill();
+    f.wait_redis_up(0, FLEET_WAIT);
+    let refused = f.request(src, 0, "/while-away");
+    assert!(
+        refused.is_dropped() || matches!(refused, Outcome::Error(_)),
+        "a new connection while Redis is away: {refused}\n{}",
+        f.logs()
+    );
+    // A connection accepted before goes on.
+    let again = held.request(&get_with("/held-again", HOST, ""), T);
+    assert_eq!(again.status(), Some(200), "{again}\n{}", f.logs());
+    // Redis back: new connections are accepted, from the same address (not blocked).
+    let redis = Redis::start_at(dir, addr);
+    f.wait_redis_up(1, Duration::from_secs(10));
+    let served = f.request(src, 0, "/back");
+    assert_eq!(served.status(), Some(200), "{served}\n{}", f.logs());
+    drop(redis);
+}
+
+#[test]
+fn a_hung_redis_counts_as_down_and_no_request_waits_for_it() {
+    let redis = Redis::start();
+    let f = fleet_of(1, "fleet-hung", redis.addr, RATE, "");
+    f.wait_redis_up(1, FLEET_WAIT);
+    // Stopped, not dead: connections are still accepted by its kernel, nothing answers.
+    redis.proc.signal(libc::SIGSTOP);
+    f.wait_redis_up(0, FLEET_WAIT);
+    let served = f.alternate(Ipv4Addr::new(127, 3, 5, 1), 10, Duration::ZERO);
+    assert_eq!(served, 10, "with Redis hung\n{}", f.logs());
+    redis.proc.signal(libc::SIGCONT);
+    f.wait_redis_up(1, Duration::from_secs(10));
+}
