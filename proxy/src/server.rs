@@ -195,7 +195,7 @@ fn start_fleet(runtime: &Runtime, shared: &Arc<Shared>) -> Result<(), ServeError
     crate::fleet::start(
         cluster,
         move || current.runtime().frang.clone(),
-        move || wake.wake_for_fleet_blocks(),
+        move || wake.wake_for_blocks(),
     )
     .map_err(|e| ServeError::Setup(format!("cannot start the cluster thread: {e}")))
 }

@@ -137,14 +137,31 @@ fn per_worker(stats: SocketAddr, metric: &str) -> Vec<u64> {
 #[test]
 fn ip_block_resets_the_blocked_addresss_open_connections_on_every_worker() {
     let origin = Origin::start(|_| Response::ok("site"));
-    let (proxy, http, stats) = start(
+    let (mut proxy, http, stats) = start(
         "refusal-ipblock",
         &origin,
         "frang_limits { http_strict_host_checking true; ip_block 30; }",
         "http_chain { -> site; }",
     );
-    let blocked = std::net::Ipv4Addr::new(127, 0, 0, 53);
-    let other = std::net::Ipv4Addr::new(127, 0, 0, 54);
+    block_resets_every_worker(&proxy, http, stats, 53);
+    // After a reload (a new frang, counting blocks from 0 again) the workers still wake each
+    // other. Before, the count of the old configuration's blocks stood in the way: the other
+    // worker saw the block only at its next event, and its connections stayed open.
+    proxy.proc.signal(libc::SIGHUP);
+    assert!(
+        proxy.proc.wait_for_output("reloaded", T),
+        "{}",
+        proxy.proc.logs()
+    );
+    block_resets_every_worker(&proxy, http, stats, 55);
+}
+
+/// Eight connections from 127.0.0.`host`, on both workers, and one from the next address:
+/// a violation on the first resets the other seven and leaves the bystander served.
+fn block_resets_every_worker(proxy: &Proxy, http: SocketAddr, stats: SocketAddr, host: u8) {
+    let blocked = std::net::Ipv4Addr::new(127, 0, 0, host);
+    let other = std::net::Ipv4Addr::new(127, 0, 0, host + 1);
+    let before = per_worker(stats, "ktls_proxy_connections_accepted_total");
     let mut same: Vec<RawClient> = (0..8)
         .map(|_| RawClient::connect_from(blocked, http).expect("connect"))
         .collect();
@@ -154,8 +171,12 @@ fn ip_block_resets_the_blocked_addresss_open_connections_on_every_worker() {
     }
     let accepted = per_worker(stats, "ktls_proxy_connections_accepted_total");
     assert!(
-        accepted.len() == 2 && accepted.iter().all(|&n| n > 0),
-        "the connections did not reach both workers: {accepted:?}"
+        accepted.len() == 2
+            && accepted
+                .iter()
+                .zip(before.iter().chain([0, 0].iter()))
+                .all(|(&n, &b)| n > b),
+        "the connections did not reach both workers: {before:?} -> {accepted:?}"
     );
     // An IP literal in Host violates strict host checking: this address is blocked.
     let out = same[0].request(&get("/", "127.0.0.1"), T);
@@ -164,7 +185,7 @@ fn ip_block_resets_the_blocked_addresss_open_connections_on_every_worker() {
         let after = c.wait_closed(T);
         assert!(
             matches!(after, Outcome::Reset),
-            "connection {n} of the blocked address: {after}\n{}",
+            "connection {n} of the blocked address {blocked}: {after}\n{}",
             proxy.proc.logs()
         );
     }

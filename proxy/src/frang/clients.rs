@@ -146,6 +146,8 @@ pub struct Frang {
     /// Bumped by every block `ip_block` imposes: workers compare it once per loop turn and
     /// then reset the blocked addresses' open connections (no lookup per read).
     blocks: AtomicU64,
+    /// The highest block count a worker has woken the others for (`first_to_see`).
+    woken: AtomicU64,
     /// The addresses of the latest blocks with their count, at most [`RECENT_BLOCKS`]: a
     /// worker resets the connections of these addresses by comparing addresses, without
     /// locking a shard per connection (a block is cheap for an attacker to provoke).
@@ -195,6 +197,7 @@ impl Frang {
             hasher: RandomState::new(),
             shards,
             blocks: AtomicU64::new(0),
+            woken: AtomicU64::new(0),
             recent: Mutex::default(),
             fleet: None,
         }
@@ -443,6 +446,13 @@ impl Frang {
     /// connections are to be reset.
     pub fn blocks(&self) -> u64 {
         self.blocks.load(Ordering::Acquire)
+    }
+
+    /// Whether the caller is the first to see block count `blocks` (it then wakes the
+    /// other workers). Kept here, not beside the workers: a reload's new frang counts from
+    /// 0 again, and a count of the old one's must not hide its first blocks.
+    pub fn first_to_see(&self, blocks: u64) -> bool {
+        self.woken.fetch_max(blocks, Ordering::AcqRel) < blocks
     }
 
     /// The block count now and the addresses blocked since count `seen`; `None` for the

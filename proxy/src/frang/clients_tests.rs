@@ -476,3 +476,20 @@ fn recent_blocks_name_the_addresses_blocked_since_a_count() {
     );
     assert_eq!(frang.blocked_since(392), (393, Some(vec![ip(399)])));
 }
+
+/// One worker wakes the others per block count, and a reload's new frang starts again: its
+/// first block wakes them although the old one had counted further (before, the highest
+/// count woken for was kept beside the workers and outlived the reload).
+#[test]
+fn each_block_count_wakes_the_workers_once_per_frang() {
+    let (old, _) = frang(unlimited());
+    assert!(old.first_to_see(1));
+    assert!(
+        !old.first_to_see(1),
+        "a second worker seeing count 1 does not wake again"
+    );
+    assert!(old.first_to_see(3));
+    assert!(!old.first_to_see(2));
+    let (reloaded, _) = frang(unlimited());
+    assert!(reloaded.first_to_see(1));
+}

@@ -7,7 +7,6 @@
 //! instead of at its next event.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -18,12 +17,11 @@ use super::client::Client;
 use super::Shared;
 use crate::runtime::Runtime;
 
-/// The workers' wakers, and the highest block count a worker woke the others for: the
-/// first worker to see a new count wakes them, once.
+/// The workers' wakers: the first worker to see a new block count wakes the others, once
+/// (`Frang::first_to_see`).
 #[derive(Default)]
 pub(super) struct BlockWake {
     wakers: Mutex<Vec<Arc<Waker>>>,
-    woken: AtomicU64,
 }
 
 impl Shared {
@@ -35,27 +33,12 @@ impl Shared {
             .push(waker);
     }
 
-    /// Wakes every worker: the `cluster` side thread applied blocks imposed by other
-    /// instances (crate::fleet), which no worker of this process has seen yet.
-    pub fn wake_for_fleet_blocks(&self) {
+    /// Wakes every worker to look for new blocks: the first worker to see a block count, or
+    /// the `cluster` side thread after it applied blocks imposed by other instances
+    /// (crate::fleet), which no worker of this process has seen yet.
+    pub fn wake_for_blocks(&self) {
         let wakers = self.block_wake.wakers.lock();
         for waker in wakers.unwrap_or_else(|e| e.into_inner()).iter() {
-            let _ = waker.wake();
-        }
-    }
-
-    /// Wakes every worker if no worker has for block count `blocks` yet.
-    fn wake_workers(&self, blocks: u64) {
-        if self.block_wake.woken.fetch_max(blocks, Ordering::AcqRel) >= blocks {
-            return;
-        }
-        let wakers = self
-            .block_wake
-            .wakers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        for waker in wakers.iter() {
-            // A worker that cannot be woken sees the block at its next event.
             let _ = waker.wake();
         }
     }
@@ -79,7 +62,9 @@ pub(super) fn newly_blocked(
     }
     let (blocks, addresses) = frang.blocked_since(*seen);
     *seen = blocks;
-    shared.wake_workers(blocks);
+    if frang.first_to_see(blocks) {
+        shared.wake_for_blocks();
+    }
     let now = Instant::now();
     let blocked = |ip: IpAddr| match &addresses {
         Some(list) => list.contains(&ip),
