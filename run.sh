@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-etc/need-packages.sh libssl-dev pkg-config openssl
+# cmake and libclang build AWS-LC, the default TLS library (aws-lc-sys); openssl makes the
+# certificate.
+etc/need-packages.sh cmake clang libclang-dev openssl
 
 cargo build --release --quiet -p proxy -p tls-perf
 etc/gen-cert.sh

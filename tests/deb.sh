@@ -91,7 +91,8 @@ for page in ktls-proxy tls-perf http-perf origin; do
     zcat "$r/usr/share/man/man1/$page.1.gz" | grep -q '^\.SH EXAMPLES' || fail "$page.1 has no examples"
 done
 file "$r/usr/bin/ktls-proxy" | grep -q ', stripped' || fail "ktls-proxy is not stripped"
-"$r/usr/bin/ktls-proxy" --version | grep -q '^TLS library: ' || fail "ktls-proxy --version"
+# The package is the default build: AWS-LC inside the binary (README, "TLS library").
+"$r/usr/bin/ktls-proxy" --version | grep -q '^TLS library: AWS-LC ' || fail "ktls-proxy --version: not the AWS-LC build"
 
 # --- 3. the packaged binary and configuration, on loopback
 "$r/usr/share/ktls-proxy/make-cert" "$r/etc/ktls-proxy/certs" >/dev/null

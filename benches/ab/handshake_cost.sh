@@ -11,6 +11,11 @@
 #   PROXY_BIN=/tmp/old/proxy benches/ab/handshake_cost.sh --servers proxy
 #
 # Rows: full_tls12, full_tls13 (tls-perf --tickets off), resumed_tls13 (--tickets on).
+# The client offers only HS_GROUPS [X25519:P-256] (tls-perf -C), so every server and build does
+# the same key exchange, X25519 (AWS-LC would prefer X25519MLKEM768 from a client offering it);
+# P-256 is there for TLS 1.2, where the list also names the curves the client accepts for the
+# ECDSA certificate's signature.
+# The proxy's rows name the TLS library `proxy --version` reports.
 # Each measurement: start the server (one worker), 100 warm-up handshakes, zero the
 # counters, HS_N [300] handshakes with tls-perf -l 10, read the counters, stop the server.
 # Output: a Markdown table on stdout; raw profiles in a temporary directory it names.
@@ -23,6 +28,7 @@ HERE="$ROOT/benches/ab"
 BIN_DIR=${BIN_DIR:-$ROOT/target/release}
 PROXY_BIN=${PROXY_BIN:-$BIN_DIR/proxy}
 N=${HS_N:-300}
+GROUPS_PINNED=${HS_GROUPS:-X25519:P-256}
 PORT=${HS_PORT:-24543}
 HOST=tempesta-tech.com
 ROWS=(full_tls12 full_tls13 resumed_tls13)
@@ -105,10 +111,13 @@ client() {
         *) die "unknown row '$1' (full_tls12 full_tls13 resumed_tls13)" ;;
     esac
     timeout -s KILL 600 taskset -c 0 "$BIN_DIR/tls-perf" -q -l 10 -t 1 -n "$2" --tls "$tls" \
-        --tickets "$tickets" --sni "$HOST" 127.0.0.1 "$PORT" >"$WORK/client.out" 2>&1 ||
+        --tickets "$tickets" -C "$GROUPS_PINNED" --sni "$HOST" 127.0.0.1 "$PORT" >"$WORK/client.out" 2>&1 ||
         { cat "$WORK/client.out" >&2; die "tls-perf failed"; }
 }
 
+PROXY_LIB=$("$PROXY_BIN" --version | sed -n 's/^TLS library: //p')
+echo "Groups offered by the client: $GROUPS_PINNED; proxy: $PROXY_LIB; $(nginx -V 2>&1 | grep -o 'running with OpenSSL [^ ]*' || true)"
+echo
 echo "| server | row | Ir/handshake | libcrypto | libssl | libc | allocator | server | syscalls/handshake |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for row in "${ROWS[@]}"; do
@@ -133,7 +142,9 @@ for row in "${ROWS[@]}"; do
         kill -INT "$spid"; wait "$spid" 2>/dev/null || true
         stop
         calls=$(awk '$NF == "total" { print $(NF-2) }' "$WORK/strace-$s-$row.txt")
-        python3 - "$s" "$row" "$cost" "${calls:-0}" "$N" <<'EOF'
+        label=$s
+        [[ $s == proxy ]] && label="proxy ($PROXY_LIB)"
+        python3 - "$label" "$row" "$cost" "${calls:-0}" "$N" <<'EOF'
 import json, sys
 s, row, cost, calls, n = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 o = cost["objects"]

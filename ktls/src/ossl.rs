@@ -265,6 +265,39 @@ pub fn request_key_update(ssl: &SslRef) -> Result<(), ErrorStack> {
     }
 }
 
+/// Sends a TLS 1.3 KeyUpdate that asks the peer to update its key too, now rather than with
+/// the next application data: OpenSSL writes a scheduled one in SSL_do_handshake, AWS-LC only
+/// in SSL_write, where zero bytes are enough (as for its held-back tickets, crate::awslc).
+/// The test clients that flood KeyUpdates use it on both libraries.
+pub fn send_key_update(ssl: &SslRef) -> Result<(), ErrorStack> {
+    request_key_update(ssl)?;
+    // The outcome is read from the error queue too: nothing older may be in it.
+    let _ = ErrorStack::get();
+    let byte = 0u8;
+    // SAFETY: `ssl` is live and its handshake is done (request_key_update refuses
+    // otherwise). SSL_do_handshake on a finished connection only flushes what is scheduled;
+    // SSL_write with a zero length reads nothing from the buffer and flushes the pending
+    // KeyUpdate before it looks at the length.
+    let ret = unsafe {
+        if crate::settings::is_aws_lc() {
+            ffi::SSL_write(ssl.as_ptr(), (&byte as *const u8).cast(), 0)
+        } else {
+            ffi::SSL_do_handshake(ssl.as_ptr())
+        }
+    };
+    let errors = ErrorStack::get();
+    let sent = if crate::settings::is_aws_lc() {
+        ret >= 0 && errors.errors().is_empty()
+    } else {
+        ret == 1
+    };
+    if sent {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
 /// Makes OpenSSL pad every TLS 1.3 record it writes to a multiple of `block` bytes (the
 /// differential tests compare the proxy's padding with it). Not on AWS-LC, which has no
 /// record padding: `None` there.

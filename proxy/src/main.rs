@@ -7,6 +7,19 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use proxy::service;
 
+// `aws-lc` is a default feature and Cargo features only add: asked for beside it, the system
+// or a vendored OpenSSL would silently be AWS-LC.
+#[cfg(all(feature = "aws-lc", feature = "system-openssl"))]
+compile_error!(
+    "the `system-openssl` feature needs the default `aws-lc` left out: \
+     cargo build --release -p proxy --no-default-features --features system-openssl"
+);
+#[cfg(all(feature = "aws-lc", feature = "vendored-openssl"))]
+compile_error!(
+    "the `vendored-openssl` feature needs the default `aws-lc` left out: \
+     cargo build --release -p proxy --no-default-features --features vendored-openssl"
+);
+
 /// With the `mimalloc` feature: mimalloc for the whole process, OpenSSL included (`main`
 /// routes OpenSSL to it first): a TLS handshake is hundreds of small allocations, and
 /// mimalloc makes them cheaper than glibc's malloc (docs/PERFORMANCE.md, "Handshake cost").

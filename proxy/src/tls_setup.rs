@@ -265,8 +265,9 @@ fn load_pair(
         return;
     }
     if let Err(e) = b.set_private_key_file(key, openssl::ssl::SslFiletype::PEM) {
-        // OpenSSL checks the key against the certificate while loading it.
-        if first_reason(&e).contains("mismatch") {
+        // The library checks the key against the certificate while loading it: OpenSSL says
+        // "key values mismatch", AWS-LC "KEY_VALUES_MISMATCH".
+        if first_reason(&e).to_ascii_lowercase().contains("mismatch") {
             errors.push(TlsSetupError::KeyMismatch {
                 vhost: vhost.into(),
                 certificate: cert.into(),

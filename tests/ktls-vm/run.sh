@@ -110,8 +110,10 @@ if [ -n "${KTLS_VM_BIN_DIR:-}" ]; then
   SRC=$KTLS_VM_BIN_DIR
   [ -x "$SRC/selftest" ] || [ -x "$SRC/examples/selftest" ] || fail "no selftest in KTLS_VM_BIN_DIR=$SRC"
 else
-  log "building release binaries (cargo build --release -p ktls --examples; -p proxy)"
-  (cd "$ROOT" && cargo build --release -p ktls --examples >"$WORK/build.log" 2>&1 &&
+  # On the default TLS library, AWS-LC (ktls has no default of its own; the proxy's is
+  # aws-lc). The guest's openssl s_client stays the host's OpenSSL: a peer of the other library.
+  log "building release binaries (cargo build --release -p ktls --examples --features aws-lc; -p proxy)"
+  (cd "$ROOT" && cargo build --release -p ktls --examples --features aws-lc >"$WORK/build.log" 2>&1 &&
     cargo build --release -p proxy >>"$WORK/build.log" 2>&1) || {
     tail -20 "$WORK/build.log"
     fail "cargo build failed"

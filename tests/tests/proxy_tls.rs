@@ -4,13 +4,15 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use e2e::origin::Origin;
 use e2e::proxy::{Proxy, Setup};
 use e2e::{curl, free_port, gen_cert, KeyKind, TempDir};
 use ktls::resume::ClientSession;
-use openssl::ssl::{Ssl, SslContext, SslMethod, SslVerifyMode, SslVersion};
+use openssl::ex_data::Index;
+use openssl::ssl::{Ssl, SslContext, SslMethod, SslSessionCacheMode, SslVerifyMode, SslVersion};
 
 fn https_url(addr: SocketAddr) -> String {
     format!("https://site.test:{}/hello", addr.port())
@@ -183,6 +185,20 @@ fn request_with_session(
             b.set_verify(SslVerifyMode::NONE);
             b.set_min_proto_version(Some(version)).expect("min");
             b.set_max_proto_version(Some(version)).expect("max");
+            // On AWS-LC the sessions that arrive (tickets) are kept on their connection: it
+            // never puts a TLS 1.3 ticket's session in the connection's place, it only hands
+            // it to this callback (which runs with the client cache mode on). Not on
+            // OpenSSL: there that mode makes a resumed TLS 1.3 session single-use (marked not
+            // resumable), and the connection's session is the ticket's anyway.
+            if ktls::settings::is_aws_lc() {
+                b.set_session_cache_mode(
+                    SslSessionCacheMode::CLIENT | SslSessionCacheMode::NO_INTERNAL_STORE,
+                );
+                b.set_new_session_callback(|ssl, session| {
+                    let received = ClientSession::received(ssl, session);
+                    ssl.set_ex_data(received_session_index(), received);
+                });
+            }
             b.build()
         }
     };
@@ -208,8 +224,18 @@ fn request_with_session(
     // connection dropped without close_notify as not resumable.
     let _ = tls.shutdown();
     let resumed = tls.ssl().session_reused();
-    let session = ClientSession::of(tls.ssl()).expect("a session after the exchange");
+    // The newest ticket's session, else (a resumed TLS 1.2 handshake that brought no new
+    // ticket) the connection's own.
+    let session = match tls.ssl().ex_data(received_session_index()) {
+        Some(received) => received.clone(),
+        None => ClientSession::of(tls.ssl()).expect("a session after the exchange"),
+    };
     (resumed, session)
+}
+
+fn received_session_index() -> Index<Ssl, ClientSession> {
+    static INDEX: OnceLock<Index<Ssl, ClientSession>> = OnceLock::new();
+    *INDEX.get_or_init(|| Ssl::new_ex_index().expect("ex_data index"))
 }
 
 fn ticket_proxy(origin: SocketAddr, secret: &str) -> (Proxy, SocketAddr) {

@@ -349,7 +349,11 @@ impl Peer {
             Stage::Idle { .. } => return,
         };
         if env.resume && has_resumable_session(&tls) {
-            if let Some(session) = ClientSession::of(tls.ssl()) {
+            let session = match crate::tls::ticket_session(tls.ssl()) {
+                Some(received) => Some(received.clone()),
+                None => ClientSession::of(tls.ssl()),
+            };
+            if let Some(session) = session {
                 self.session = Some(session);
             }
         }
@@ -378,8 +382,12 @@ fn reset(mut tls: SslStream<TcpStream>) {
 
 /// Whether the connection's session can be resumed: it has an identifier, which OpenSSL sets
 /// for a TLS 1.2 session ID or ticket and, in TLS 1.3, only when a NewSessionTicket arrives
-/// (the echoed legacy session ID of a TLS 1.3 ServerHello is not kept).
+/// (the echoed legacy session ID of a TLS 1.3 ServerHello is not kept). On AWS-LC: a ticket's
+/// session arrived through the new-session callback (crate::tls::ticket_session).
 fn has_resumable_session(tls: &SslStream<TcpStream>) -> bool {
+    if ktls::settings::is_aws_lc() {
+        return crate::tls::ticket_session(tls.ssl()).is_some();
+    }
     tls.ssl().session().is_some_and(|s| !s.id().is_empty())
 }
 

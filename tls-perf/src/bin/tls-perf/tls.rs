@@ -6,11 +6,13 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use ktls::resume::ClientSession;
+use openssl::ex_data::Index;
 use openssl::ssl::{
-    SslContext, SslContextBuilder, SslMethod, SslOptions, SslSessionCacheMode, SslVerifyMode,
-    SslVersion,
+    Ssl, SslContext, SslContextBuilder, SslMethod, SslOptions, SslRef, SslSessionCacheMode,
+    SslVerifyMode, SslVersion,
 };
 
 use crate::cli::{Args, Tickets, TlsVersion};
@@ -98,7 +100,39 @@ fn configure_tickets(builder: &mut SslContextBuilder, tickets: Tickets) {
     // the cache on, OpenSSL would also treat TLS 1.3 sessions as single use: it removes a
     // resumed session from the cache, which marks it not resumable, and a server that sends
     // no new ticket after a resumption would get every other handshake in full.
-    builder.set_session_cache_mode(SslSessionCacheMode::OFF);
+    if !ktls::settings::is_aws_lc() || tickets == Tickets::Off {
+        builder.set_session_cache_mode(SslSessionCacheMode::OFF);
+        return;
+    }
+    // AWS-LC never replaces a TLS 1.3 connection's session with the one a NewSessionTicket
+    // brings (the handshake's own is not resumable): it hands the new one to the new-session
+    // callback only, which runs only with the client cache mode on. No internal store: the
+    // callback keeps the session on its connection, where the peer takes it.
+    builder.set_session_cache_mode(
+        SslSessionCacheMode::CLIENT | SslSessionCacheMode::NO_INTERNAL_STORE,
+    );
+    let index = ticket_session_index();
+    builder.set_new_session_callback(move |ssl, session| {
+        let received = ClientSession::received(ssl, session);
+        ssl.set_ex_data(index, received);
+    });
+}
+
+/// Where the new-session callback keeps a ticket's session on its connection (AWS-LC).
+fn ticket_session_index() -> Index<Ssl, ClientSession> {
+    static INDEX: OnceLock<Index<Ssl, ClientSession>> = OnceLock::new();
+    // An index is one integer from the library's table, never freed; failing to get one
+    // means the library is out of memory at start-up.
+    *INDEX.get_or_init(|| Ssl::new_ex_index().expect("SSL ex_data index"))
+}
+
+/// The session a NewSessionTicket brought to connection `ssl` (AWS-LC: see
+/// `configure_tickets`); on OpenSSL the connection's own session is replaced instead.
+pub fn ticket_session(ssl: &SslRef) -> Option<&ClientSession> {
+    if !ktls::settings::is_aws_lc() {
+        return None;
+    }
+    ssl.ex_data(ticket_session_index())
 }
 
 fn configure_ciphers(
