@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 # Debian packages the build and the tests use: OpenSSL headers for the openssl crate, and the
 # real peers the end-to-end tests talk to (openssl s_client, curl, Python's ssl, h2load).
 # redis-server: the fleet tests (tests/tests/fleet.rs) start their own on a free port.
+# pebble: the ACME tests (tests/tests/acme.rs) start Pebble and pebble-challtestsrv.
 etc/need-packages.sh libssl-dev pkg-config openssl curl python3 nghttp2-client lintian \
-    redis-server
+    redis-server pebble
 
 # The h2 crate's peer tests speak to its example server with the Python h2 package. The probe
 # imports h2.connection, not h2: from the repository root the h2/ crate directory imports as an

@@ -91,6 +91,8 @@ pub fn serve(
     let shared = Arc::new(Shared::new(runtime.clone(), metrics.clone()));
     start_stats(&runtime, &shared)?;
     start_fleet(&runtime, &shared)?;
+    crate::acme::start(shared.clone())
+        .map_err(|e| ServeError::Setup(format!("cannot start the ACME thread: {e}")))?;
     let mut wakers: Vec<Arc<Waker>> = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
     for (id, set) in per_worker.into_iter().enumerate() {

@@ -1,0 +1,290 @@
+//! Issue 36, automatic certificates: the proxy's ACME client (RFC 8555) against Pebble, Let's
+//! Encrypt's test server, on loopback. Pebble validates HTTP-01 on the proxy's plain
+//! listener and resolves every name to 127.0.0.1 through pebble-challtestsrv's DNS.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use e2e::origin::{Origin, Response};
+use e2e::proxy::{Proxy, Setup};
+use e2e::{free_port, wait_for_port, write_file, Proc, TempDir};
+use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
+use openssl::x509::X509;
+
+const DOMAIN: &str = "site.acme.test";
+
+/// Pebble and its DNS on free loopback ports; killed when dropped.
+struct Pebble {
+    _dns: Proc,
+    proc: Proc,
+    directory: String,
+    /// Pebble's own TLS certificate, which the proxy's `ca_root` trusts.
+    ca_root: std::path::PathBuf,
+}
+
+impl Pebble {
+    /// Pebble validating HTTP-01 challenges on `http01_port` of 127.0.0.1.
+    fn start(dir: &TempDir, http01_port: u16) -> Pebble {
+        let (cert, key) = (dir.join("pebble.crt"), dir.join("pebble.key"));
+        let out = Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-nodes",
+                "-days",
+                "2",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+            ])
+            .args([
+                "-subj",
+                "/CN=pebble",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("run openssl req");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dns = format!("127.0.0.1:{}", free_port());
+        let mut challtest = Command::new("pebble-challtestsrv");
+        challtest
+            .args([
+                "-dns01",
+                &dns,
+                "-http01",
+                "",
+                "-https01",
+                "",
+                "-tlsalpn01",
+                "",
+            ])
+            .args(["-management", &format!("127.0.0.1:{}", free_port())])
+            .args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""]);
+        let dns_proc = Proc::spawn("challtestsrv", challtest, dir.path());
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let config = dir.join("pebble.json");
+        write_file(
+            &config,
+            &format!(
+                r#"{{"pebble": {{"listenAddress": "{listen}", "managementListenAddress": "127.0.0.1:{mgmt}",
+                "certificate": "{cert}", "privateKey": "{key}", "httpPort": {http01_port},
+                "tlsPort": {tls}, "ocspResponderURL": "", "externalAccountBindingRequired": false}}}}"#,
+                mgmt = free_port(),
+                cert = cert.display(),
+                key = key.display(),
+                tls = free_port(),
+            ),
+        );
+        let mut cmd = Command::new("pebble");
+        cmd.arg("-config").arg(&config).args(["-dnsserver", &dns]);
+        cmd.env("PEBBLE_VA_NOSLEEP", "1")
+            .env("PEBBLE_VA_ALWAYS_VALID", "0");
+        let mut proc = Proc::spawn("pebble", cmd, dir.path());
+        assert!(
+            wait_for_port(listen, Duration::from_secs(15))
+                && proc.wait_for_output("ACME directory available", Duration::from_secs(5)),
+            "pebble did not start\n{}",
+            proc.logs()
+        );
+        Pebble {
+            _dns: dns_proc,
+            proc,
+            directory: format!("https://{listen}/dir"),
+            ca_root: cert,
+        }
+    }
+}
+
+/// A proxy with vhost `DOMAIN` certified by `pebble`, its state under `state_dir`.
+fn config(setup: &Setup, origin: SocketAddr, pebble: &Pebble, state_dir: &Path) -> String {
+    format!(
+        "listen {http};\nlisten {https} proto=https;\n\
+         srv_group default {{ server {origin}; }}\n\
+         acme {{ directory {dir}; contact mailto:ops@{DOMAIN}; state_dir {state}; ca_root {ca}; }}\n\
+         vhost {DOMAIN} {{ tls_certificate acme; proxy_pass default; }}\n\
+         http_chain {{ -> {DOMAIN}; }}\n",
+        http = setup.http,
+        https = setup.https,
+        dir = pebble.directory,
+        state = state_dir.display(),
+        ca = pebble.ca_root.display(),
+    )
+}
+
+/// A TLS connection to `addr` naming `DOMAIN`, certificates not verified (the test reads
+/// them).
+fn connect(addr: SocketAddr) -> SslStream<TcpStream> {
+    let mut b = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    b.set_verify(SslVerifyMode::NONE);
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    b.build().connect(DOMAIN, tcp).unwrap()
+}
+
+fn issuer(cert: &X509) -> String {
+    cert.issuer_name()
+        .entries()
+        .map(|e| String::from_utf8_lossy(e.data().as_slice()).into_owned())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The issuer of the certificate a new handshake with `DOMAIN` gets.
+fn served_issuer(addr: SocketAddr) -> String {
+    let tls = connect(addr);
+    tls.ssl()
+        .peer_certificate()
+        .map(|c| issuer(&c))
+        .unwrap_or_default()
+}
+
+/// One keep-alive request on `tls`; the response's status line and body.
+fn get(tls: &mut SslStream<TcpStream>) -> Result<(String, String), String> {
+    let req = format!("GET /kept HTTP/1.1\r\nHost: {DOMAIN}\r\n\r\n");
+    tls.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = tls.read(&mut chunk).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(format!("closed after {:?}", String::from_utf8_lossy(&buf)));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if body.len() >= len {
+                return Ok((
+                    head.lines().next().unwrap_or("").to_string(),
+                    body.to_string(),
+                ));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_vhost_gets_its_certificate_from_pebble_and_a_kept_connection_is_not_disturbed() {
+    let origin = Origin::start(|r| Response::ok(format!("app {}", r.target)));
+    let setup = Setup::new("acme-issue");
+    let pebble = Pebble::start(&setup.dir, setup.http.port());
+    let state_dir = setup.dir.join("acme-state");
+    let conf = config(&setup, origin.addr(), &pebble, &state_dir);
+    let https = setup.https;
+    let proxy = Proxy::start(setup.dir, &conf, setup.https);
+    // A client connected before the certificate arrives, making requests throughout.
+    let mut kept = connect(https);
+    let first_issuer = kept
+        .ssl()
+        .peer_certificate()
+        .map(|c| issuer(&c))
+        .unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut requests = 0;
+    while !proxy.proc.stderr().contains("acme: new certificate for") {
+        assert!(
+            Instant::now() < deadline,
+            "no certificate within 60 s\n{}\n{}",
+            proxy.proc.logs(),
+            pebble.proc.logs()
+        );
+        let (status, body) = get(&mut kept).unwrap_or_else(|e| {
+            panic!(
+                "kept connection, request {requests}: {e}\n{}",
+                proxy.proc.logs()
+            )
+        });
+        assert_eq!(
+            (status.as_str(), body.as_str()),
+            ("HTTP/1.1 200 OK", "app /kept")
+        );
+        requests += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..20 {
+        let (status, _) = get(&mut kept).unwrap_or_else(|e| {
+            panic!("kept connection after the swap: {e}\n{}", proxy.proc.logs())
+        });
+        assert_eq!(status, "HTTP/1.1 200 OK");
+    }
+    assert!(
+        first_issuer.contains("temporary"),
+        "before issuance: {first_issuer}"
+    );
+    let now_issuer = served_issuer(https);
+    assert!(
+        now_issuer.contains("Pebble Intermediate CA"),
+        "after issuance: {now_issuer}\n{}",
+        proxy.proc.logs()
+    );
+    // curl, verifying against Pebble's issuing chain, gets the app.
+    let (status, out, err) = e2e::curl(
+        &[
+            "-sk",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--resolve",
+            &format!("{DOMAIN}:{}:127.0.0.1", https.port()),
+            &format!("https://{DOMAIN}:{}/x", https.port()),
+        ],
+        10,
+    );
+    assert!(status.success() && out == "200", "{out} {err}");
+    // The state directory and keys are private.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&state_dir), 0o700);
+    assert_eq!(mode(&state_dir.join("account.key")), 0o600);
+    assert_eq!(mode(&state_dir.join(DOMAIN).join("key.pem")), 0o600);
+}
+
+#[test]
+fn a_failed_challenge_is_logged_and_retried_while_the_current_certificate_serves() {
+    let origin = Origin::start(|_| Response::ok("app"));
+    let setup = Setup::new("acme-fail");
+    // Pebble validates on a port where nothing listens: every challenge fails.
+    let pebble = Pebble::start(&setup.dir, free_port());
+    let state_dir = setup.dir.join("acme-state");
+    let conf = config(&setup, origin.addr(), &pebble, &state_dir);
+    let https = setup.https;
+    let mut proxy = Proxy::start(setup.dir, &conf, setup.https);
+    assert!(
+        proxy
+            .proc
+            .wait_for_output("(2 failure(s) in a row)", Duration::from_secs(60)),
+        "no retry logged\n{}\n{}",
+        proxy.proc.logs(),
+        pebble.proc.logs()
+    );
+    let logs = proxy.proc.stderr();
+    assert!(
+        logs.contains("acme: certificate for site.acme.test not obtained (1 failure(s) in a row)"),
+        "{logs}"
+    );
+    assert!(logs.contains("authorization invalid"), "{logs}");
+    assert!(served_issuer(https).contains("temporary"));
+    let mut tls = connect(https);
+    assert_eq!(get(&mut tls).unwrap().0, "HTTP/1.1 200 OK");
+}
