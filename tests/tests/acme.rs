@@ -26,8 +26,9 @@ struct Pebble {
 }
 
 impl Pebble {
-    /// Pebble validating HTTP-01 challenges on `http01_port` of 127.0.0.1.
-    fn start(dir: &TempDir, http01_port: u16) -> Pebble {
+    /// Pebble validating HTTP-01 challenges on `http01_port` of 127.0.0.1, issuing
+    /// certificates valid for `validity_secs` (None: Pebble's default, years).
+    fn start(dir: &TempDir, http01_port: u16, validity_secs: Option<u64>) -> Pebble {
         let (cert, key) = (dir.join("pebble.crt"), dir.join("pebble.key"));
         let out = Command::new("openssl")
             .args([
@@ -81,11 +82,14 @@ impl Pebble {
             &format!(
                 r#"{{"pebble": {{"listenAddress": "{listen}", "managementListenAddress": "127.0.0.1:{mgmt}",
                 "certificate": "{cert}", "privateKey": "{key}", "httpPort": {http01_port},
-                "tlsPort": {tls}, "ocspResponderURL": "", "externalAccountBindingRequired": false}}}}"#,
+                "tlsPort": {tls}, "ocspResponderURL": "", "externalAccountBindingRequired": false{validity}}}}}"#,
                 mgmt = free_port(),
                 cert = cert.display(),
                 key = key.display(),
                 tls = free_port(),
+                validity = validity_secs
+                    .map(|s| format!(r#", "certificateValidityPeriod": {s}"#))
+                    .unwrap_or_default(),
             ),
         );
         let mut cmd = Command::new("pebble");
@@ -142,13 +146,14 @@ fn issuer(cert: &X509) -> String {
         .join(",")
 }
 
-/// The issuer of the certificate a new handshake with `DOMAIN` gets.
-fn served_issuer(addr: SocketAddr) -> String {
+/// The certificate a new handshake with `DOMAIN` gets.
+fn served_certificate(addr: SocketAddr) -> X509 {
     let tls = connect(addr);
-    tls.ssl()
-        .peer_certificate()
-        .map(|c| issuer(&c))
-        .unwrap_or_default()
+    tls.ssl().peer_certificate().expect("a server certificate")
+}
+
+fn served_issuer(addr: SocketAddr) -> String {
+    issuer(&served_certificate(addr))
 }
 
 /// One keep-alive request on `tls`; the response's status line and body.
@@ -187,7 +192,7 @@ fn get(tls: &mut SslStream<TcpStream>) -> Result<(String, String), String> {
 fn a_vhost_gets_its_certificate_from_pebble_and_a_kept_connection_is_not_disturbed() {
     let origin = Origin::start(|r| Response::ok(format!("app {}", r.target)));
     let setup = Setup::new("acme-issue");
-    let pebble = Pebble::start(&setup.dir, setup.http.port());
+    let pebble = Pebble::start(&setup.dir, setup.http.port(), None);
     let state_dir = setup.dir.join("acme-state");
     let conf = config(&setup, origin.addr(), &pebble, &state_dir);
     let https = setup.https;
@@ -265,7 +270,7 @@ fn a_failed_challenge_is_logged_and_retried_while_the_current_certificate_serves
     let origin = Origin::start(|_| Response::ok("app"));
     let setup = Setup::new("acme-fail");
     // Pebble validates on a port where nothing listens: every challenge fails.
-    let pebble = Pebble::start(&setup.dir, free_port());
+    let pebble = Pebble::start(&setup.dir, free_port(), None);
     let state_dir = setup.dir.join("acme-state");
     let conf = config(&setup, origin.addr(), &pebble, &state_dir);
     let https = setup.https;
@@ -287,4 +292,78 @@ fn a_failed_challenge_is_logged_and_retried_while_the_current_certificate_serves
     assert!(served_issuer(https).contains("temporary"));
     let mut tls = connect(https);
     assert_eq!(get(&mut tls).unwrap().0, "HTTP/1.1 200 OK");
+}
+
+#[test]
+fn a_certificate_is_renewed_after_two_thirds_of_its_lifetime() {
+    let origin = Origin::start(|_| Response::ok("app"));
+    let setup = Setup::new("acme-renew");
+    // 15 s certificates: each is renewed about 10 s after it was issued.
+    let pebble = Pebble::start(&setup.dir, setup.http.port(), Some(15));
+    let state_dir = setup.dir.join("acme-state");
+    let conf = config(&setup, origin.addr(), &pebble, &state_dir);
+    let https = setup.https;
+    let proxy = Proxy::start(setup.dir, &conf, setup.https);
+    let issued = |p: &Proxy| p.proc.stderr().matches("acme: new certificate for").count();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while issued(&proxy) < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "no certificate\n{}",
+            proxy.proc.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let first = served_certificate(https);
+    assert!(
+        issuer(&first).contains("Pebble Intermediate CA"),
+        "{}",
+        issuer(&first)
+    );
+    // Not renewed at once: the first third of the lifetime has not passed.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(issued(&proxy), 1, "{}", proxy.proc.logs());
+    while issued(&proxy) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "not renewed\n{}",
+            proxy.proc.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let second = served_certificate(https);
+    assert!(issuer(&second).contains("Pebble Intermediate CA"));
+    assert_ne!(
+        first.serial_number().to_bn().unwrap(),
+        second.serial_number().to_bn().unwrap(),
+        "new handshakes get the renewed certificate"
+    );
+    assert!(second.not_after() > first.not_after());
+}
+
+#[test]
+fn a_state_dir_that_cannot_be_made_stops_the_start_with_the_reason() {
+    let setup = Setup::new("acme-state");
+    let blocker = setup.dir.join("not-a-dir");
+    write_file(
+        &blocker,
+        "a file where the state directory's parent should be",
+    );
+    let conf = format!(
+        "listen {};\nlisten {} proto=https;\nsrv_group default {{ server 127.0.0.1:9; }}\n\
+         acme {{ directory https://127.0.0.1:9/dir; state_dir {}/acme; }}\n\
+         vhost {DOMAIN} {{ tls_certificate acme; proxy_pass default; }}\n",
+        setup.http,
+        setup.https,
+        blocker.display()
+    );
+    let path = setup.dir.join("proxy.conf");
+    write_file(&path, &conf);
+    let out = e2e::proxy_cmd(&path, &["-t"]);
+    let text = e2e::output_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("acme state_dir") && text.contains("cannot create it"),
+        "{text}"
+    );
 }

@@ -118,7 +118,10 @@ fn run(shared: &Shared) {
                     continue;
                 }
                 match renew(shared, acme, &name) {
-                    Ok(()) => *b = Backoff::default(),
+                    Ok(()) => {
+                        *b = Backoff::default();
+                        sleep = sleep.min(state::renewal_due_in(acme, &name));
+                    }
                     Err(e) => {
                         b.failures += 1;
                         let wait = FIRST_BACKOFF
