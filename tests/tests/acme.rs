@@ -320,6 +320,28 @@ fn a_certificate_is_renewed_after_two_thirds_of_its_lifetime() {
         "{}",
         issuer(&first)
     );
+    // Load across the renewal's swap: keep-alive connections and a new handshake per request.
+    let url = format!("https://{DOMAIN}:{}/", https.port());
+    let loads: Vec<_> = [&[][..], &["-H", "Connection: close"][..]]
+        .into_iter()
+        .map(|extra| {
+            let mut cmd = Command::new("timeout");
+            cmd.arg("40").arg(e2e::bin_path("http-perf"));
+            cmd.args([
+                "-c",
+                "2",
+                "-t",
+                "1",
+                "-d",
+                "16",
+                "--json",
+                "--connect",
+                &https.to_string(),
+            ]);
+            cmd.args(extra).arg(&url);
+            std::thread::spawn(move || cmd.output().expect("run http-perf"))
+        })
+        .collect();
     // Not renewed at once: the first third of the lifetime has not passed.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(issued(&proxy), 1, "{}", proxy.proc.logs());
@@ -339,6 +361,25 @@ fn a_certificate_is_renewed_after_two_thirds_of_its_lifetime() {
         "new handshakes get the renewed certificate"
     );
     assert!(second.not_after() > first.not_after());
+    for load in loads {
+        let out = load.join().expect("http-perf thread");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        assert!(report["requests"].as_u64().unwrap_or(0) > 10, "{report}");
+        assert_eq!(report["non_2xx_3xx"], 0, "{report}");
+        let errors = report["errors"].as_object().expect("errors in the report");
+        assert!(
+            errors.values().all(|n| n.as_u64() == Some(0)),
+            "errors across the swap: {report}\n{}",
+            proxy.proc.logs()
+        );
+    }
 }
 
 #[test]
