@@ -288,6 +288,9 @@ fn reopen_logs() {
 /// Loads the configuration again; a bad file is logged and the old one stays in force.
 fn reload(config_path: &Path, shared: &Shared) {
     let path: PathBuf = config_path.to_path_buf();
+    let _replacing = crate::runtime::REPLACING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     match crate::load(&path) {
         Ok(runtime) => {
             let old = shared.runtime();

@@ -242,10 +242,10 @@ fn a_vhost_gets_its_certificate_from_pebble_and_a_kept_connection_is_not_disturb
         "after issuance: {now_issuer}\n{}",
         proxy.proc.logs()
     );
-    // curl, verifying against Pebble's issuing chain, gets the app.
+    // curl gets the app, over the certificate Pebble issued.
     let (status, out, err) = e2e::curl(
         &[
-            "-sk",
+            "-skv",
             "-o",
             "/dev/null",
             "-w",
@@ -257,6 +257,23 @@ fn a_vhost_gets_its_certificate_from_pebble_and_a_kept_connection_is_not_disturb
         10,
     );
     assert!(status.success() && out == "200", "{out} {err}");
+    assert!(err.contains("issuer: CN=Pebble Intermediate CA"), "{err}");
+    // A reload loads the certificate issued, not the temporary one.
+    proxy.proc.signal(libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !proxy.proc.stderr().contains("reloaded") {
+        assert!(
+            Instant::now() < deadline,
+            "no reload\n{}",
+            proxy.proc.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after_reload = served_issuer(https);
+    assert!(
+        after_reload.contains("Pebble Intermediate CA"),
+        "after a reload: {after_reload}"
+    );
     // The state directory and keys are private.
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;

@@ -173,6 +173,9 @@ fn renew(shared: &Shared, acme: &config::Acme, name: &str) -> Result<(), String>
 /// Builds the running configuration again with the files now under `state_dir`, as a reload
 /// does, keeping frang's per-client counts (the limits are the same).
 fn swap(shared: &Shared) -> Result<(), String> {
+    let _replacing = crate::runtime::REPLACING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let old = shared.runtime();
     let new = Runtime::build(old.config.clone())
         .map_err(|e| format!("the new certificate does not load: {e}"))?;
