@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 # library, built from source by aws-lc-sys), OpenSSL headers for the system-OpenSSL build, and
 # the real peers the end-to-end tests talk to (openssl s_client, curl, Python's ssl, h2load).
 # redis-server: the fleet tests (tests/tests/fleet.rs) start their own on a free port.
+# pebble: the ACME tests (tests/tests/acme.rs) start Pebble and pebble-challtestsrv.
 etc/need-packages.sh cmake clang libclang-dev libssl-dev pkg-config openssl curl python3 \
-    nghttp2-client lintian redis-server
+    nghttp2-client lintian redis-server pebble
 
 # The h2 crate's peer tests speak to its example server with the Python h2 package. The probe
 # imports h2.connection, not h2: from the repository root the h2/ crate directory imports as an

@@ -36,6 +36,7 @@ pub const EXTENSIONS: &[&str] = &[
     "access_log_format",
     "pid",
     "cluster",
+    "acme",
 ];
 
 /// Directives allowed at top level only (besides the vhost-level ones,
@@ -194,6 +195,9 @@ pub const FRANG_HTTP: &[&str] = &[
     "http_host_required",
 ];
 
+/// Directives of the `acme` block (an extension).
+pub const ACME_LEVEL: &[&str] = &["directory", "contact", "state_dir", "ca_root"];
+
 /// Directives of the `cluster` block (an extension).
 pub const CLUSTER_LEVEL: &[&str] = &["redis", "sync_interval", "on_redis_failure"];
 
@@ -218,6 +222,7 @@ pub fn all_known() -> impl Iterator<Item = &'static str> {
         .chain(HEALTH_CHECK_LEVEL)
         .chain(STICKY_LEVEL)
         .chain(CLUSTER_LEVEL)
+        .chain(ACME_LEVEL)
         .chain(EXTENSIONS)
         .chain(UNSUPPORTED)
         .copied()

@@ -27,6 +27,8 @@ pub fn check_tls_files(nodes: &[Node], base_dir: &Path, sink: &mut Sink) {
     for node in nodes {
         let Node::Directive(d) = node else { continue };
         match d.name.as_str() {
+            // `tls_certificate acme;` (an extension) names no file: the ACME client's.
+            "tls_certificate" if matches!(d.args.as_slice(), [a] if a.text == "acme") => {}
             "tls_certificate" => check(d, Kind::Certificate, base_dir, sink),
             "tls_certificate_key" => check(d, Kind::Key, base_dir, sink),
             "vhost" => check_tls_files(d.children.as_deref().unwrap_or(&[]), base_dir, sink),

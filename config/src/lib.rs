@@ -18,6 +18,7 @@ pub mod directives;
 mod files;
 mod lexer;
 pub mod model;
+mod model_acme;
 mod model_chain;
 mod model_cluster;
 mod model_frang;

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::model_acme::*;
 pub use crate::model_chain::*;
 pub use crate::model_cluster::*;
 pub use crate::model_frang::*;
@@ -100,6 +101,8 @@ pub struct Config {
     /// Extension `cluster { ... }`: frang state shared with other instances through Redis;
     /// `None`: a lone proxy.
     pub cluster: Option<Cluster>,
+    /// Extension `acme { ... }`: the ACME server of the vhosts with `tls_certificate acme`.
+    pub acme: Option<Acme>,
 }
 
 impl Default for Config {
@@ -136,6 +139,7 @@ impl Default for Config {
             grace_shutdown_time: Duration::ZERO,
             client_ws_timeout: Some(Duration::from_secs(3600)),
             cluster: None,
+            acme: None,
         }
     }
 }
@@ -445,6 +449,9 @@ pub struct VhostTls {
     /// Inherited from the global ones when the vhost has none.
     pub certificates: Vec<CertificatePair>,
     pub tickets: TlsTickets,
+    /// Extension `tls_certificate acme;`: `certificates` is the one the ACME client keeps
+    /// under `acme.state_dir`.
+    pub acme: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -111,6 +111,18 @@ const MALFORMED: &[(&str, u32, u32, &str)] = &[
     ("cluster { redis 127.0.0.1; peer 127.0.0.2; }\n", 1, 28, "unknown directive `peer`"),
     ("cluster 127.0.0.1;\n", 1, 1, "`cluster` takes a block"),
     ("cluster { redis 127.0.0.1; }\ncluster { redis 127.0.0.1; }\n", 2, 1, "duplicate `cluster`"),
+    // acme (an extension).
+    ("acme { state_dir /var/lib/p; }\n", 1, 1, "names no ACME server"),
+    ("acme { directory https://a.example/dir; }\n", 1, 1, "has no `state_dir`"),
+    ("acme { directory http://a.example/dir; state_dir /p; }\n", 1, 18, "not an ACME directory URL"),
+    ("acme { directory https://a/d; state_dir /p; contact ops@a.example; }\n", 1, 53, "not a contact URI"),
+    ("acme { directory https://a/d; directory https://b/d; state_dir /p; }\n", 1, 31, "duplicate `directory`"),
+    ("acme { directory https://a/d; state_dir /p; renew 30d; }\n", 1, 45, "unknown directive `renew`"),
+    ("acme https://a/d;\n", 1, 1, "`acme` takes a block"),
+    ("tls_certificate acme;\n", 1, 1, "`tls_certificate acme` is not allowed at top level"),
+    ("srv_group g { server 127.0.0.1; }\nvhost a.example { tls_certificate acme; proxy_pass g; }\n", 2, 19, "needs an `acme { ... }` block"),
+    ("srv_group g { server 127.0.0.1; }\nacme { directory https://127.0.0.1:14000/dir; state_dir /var/lib/p; }\nvhost app { tls_certificate acme; proxy_pass g; }\n", 3, 13, "its name is not a domain name"),
+    ("srv_group g { server 127.0.0.1; }\nacme { directory https://127.0.0.1:14000/dir; state_dir /var/lib/p; }\nvhost a.example { tls_certificate acme; tls_certificate /c; tls_certificate_key /k; proxy_pass g; }\n", 3, 19, "both `tls_certificate acme` and certificate files"),
     // Frang.
     ("frang_limits { http_methods GET FETCH; }\n", 1, 33, "unknown HTTP method"),
     ("frang_limits { http_resp_code_block 403 10; }\n", 1, 16, "too few arguments"),

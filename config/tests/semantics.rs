@@ -553,3 +553,29 @@ fn cluster_block_and_its_defaults() {
     assert_eq!(c.sync_interval, Duration::from_secs(2));
     assert_eq!(c.on_redis_failure, RedisFailure::Closed);
 }
+
+#[test]
+fn acme_vhosts_get_the_certificate_kept_under_the_state_dir() {
+    let cfg = load(
+        "srv_group g { server 127.0.0.1; }\n\
+         acme { directory https://127.0.0.1:14000/dir; contact mailto:a@b.example mailto:c@b.example; state_dir acme; ca_root ca.pem; }\n\
+         vhost Site.Example { tls_certificate acme; proxy_pass g; }\n\
+         vhost other.example { proxy_pass g; }\n",
+    );
+    let acme = cfg.acme.clone().expect("acme");
+    assert_eq!(acme.directory, "https://127.0.0.1:14000/dir");
+    assert_eq!(acme.contact, ["mailto:a@b.example", "mailto:c@b.example"]);
+    assert_eq!(acme.state_dir, Path::new("/etc/t/acme"));
+    assert_eq!(acme.ca_root.as_deref(), Some(Path::new("/etc/t/ca.pem")));
+    let site = cfg.vhost("Site.Example").expect("vhost");
+    assert!(site.tls.acme);
+    assert_eq!(
+        site.tls.certificates[0].certificate,
+        Path::new("/etc/t/acme/site.example/fullchain.pem")
+    );
+    assert_eq!(
+        site.tls.certificates[0].key,
+        Path::new("/etc/t/acme/site.example/key.pem")
+    );
+    assert!(!cfg.vhost("other.example").expect("vhost").tls.acme);
+}

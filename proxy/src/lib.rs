@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access_log;
+pub mod acme;
 pub mod alpn;
 pub mod buf;
 pub mod close_reason;
@@ -54,5 +55,6 @@ pub fn load(path: &Path) -> Result<Arc<Runtime>, String> {
     for w in &loaded.warnings {
         warn!("{w}");
     }
+    acme::prepare(&loaded.config)?;
     Runtime::build(loaded.config).map_err(|e| e.to_string())
 }

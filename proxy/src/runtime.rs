@@ -13,6 +13,11 @@ use http1::HeaderEdits;
 use crate::router::Router;
 use crate::tls_setup::{self, TlsContexts, TlsSetupError};
 
+/// Held while a runtime is built and installed in place of the one in force (a reload, the
+/// ACME client's certificate swap), so that one never installs a runtime built from the
+/// configuration the other has just replaced.
+pub static REPLACING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub struct Runtime {
     pub config: Config,
     pub tls: Option<TlsContexts>,

@@ -91,6 +91,8 @@ pub fn serve(
     let shared = Arc::new(Shared::new(runtime.clone(), metrics.clone()));
     start_stats(&runtime, &shared)?;
     start_fleet(&runtime, &shared)?;
+    crate::acme::start(shared.clone())
+        .map_err(|e| ServeError::Setup(format!("cannot start the ACME thread: {e}")))?;
     let mut wakers: Vec<Arc<Waker>> = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
     for (id, set) in per_worker.into_iter().enumerate() {
@@ -286,6 +288,9 @@ fn reopen_logs() {
 /// Loads the configuration again; a bad file is logged and the old one stays in force.
 fn reload(config_path: &Path, shared: &Shared) {
     let path: PathBuf = config_path.to_path_buf();
+    let _replacing = crate::runtime::REPLACING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     match crate::load(&path) {
         Ok(runtime) => {
             let old = shared.runtime();

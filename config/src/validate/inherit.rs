@@ -58,6 +58,7 @@ pub fn resolve(name: &str, own: &Draft, parent: &Vhost) -> Vhost {
             .tickets
             .clone()
             .unwrap_or_else(|| parent.tls.tickets.clone()),
+        acme: false,
     };
     let mut v = Vhost {
         name: name.to_string(),

@@ -1,6 +1,7 @@
 //! Turns the syntax tree into the typed [`Config`], enforcing Tempesta's
 //! ordering and cross-reference rules and reporting every problem found.
 
+mod acme;
 mod brange;
 mod chain;
 mod cluster;
@@ -183,6 +184,7 @@ fn top_level(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
         }
         "frang_limits" => frang::apply(c, d, Some(&mut w.cfg.frang), &mut w.global.frang),
         "cluster" => w.cfg.cluster = cluster::apply(c, d),
+        "acme" => w.cfg.acme = acme::apply(c, d),
         _ => {
             if directives::SRV_GROUP_LEVEL.contains(&name) {
                 if name == "server" {
@@ -409,6 +411,22 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
         .filter(|v| v.name != DEFAULT_NAME)
         .map(|v| inherit::resolve(&v.name, &v.draft, &default_vhost))
         .collect();
+    if let Some(pos) = w
+        .vhosts
+        .iter()
+        .find(|v| v.name == DEFAULT_NAME)
+        .and_then(|v| v.draft.acme.as_ref())
+    {
+        let mut default = Vhost::named(DEFAULT_NAME);
+        acme::resolve_vhost(c, cfg.acme.as_ref(), &mut default, pos, false);
+    }
+    let acme_vhosts = w.vhosts.iter().filter(|v| v.name != DEFAULT_NAME);
+    for (vhost, entry) in cfg.vhosts.iter_mut().zip(acme_vhosts) {
+        if let Some(pos) = &entry.draft.acme {
+            let own = !entry.draft.certificates.is_empty();
+            acme::resolve_vhost(c, cfg.acme.as_ref(), vhost, pos, own);
+        }
+    }
     cfg.default_vhost = default_vhost;
 
     cfg.http_tables = tables(

@@ -67,6 +67,7 @@ pub const TOP: &[&str] = &[
     "stats_listen",
     "pid",
     "cluster",
+    "acme",
     "access_log_format",
     "client_mem",
     "hdr_via",

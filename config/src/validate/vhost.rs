@@ -31,6 +31,8 @@ pub struct Draft {
     pub locations: Vec<LocationDraft>,
     pub certificates: Vec<CertificatePair>,
     pending_cert: Option<(std::path::PathBuf, Pos)>,
+    /// Extension `tls_certificate acme;`: where it was asked for.
+    pub acme: Option<Pos>,
     pub tickets: Option<TlsTickets>,
     pub req_hdrs: Option<Vec<HeaderRule>>,
     pub resp_hdrs: Option<Vec<HeaderRule>>,
@@ -84,6 +86,19 @@ impl Draft {
     }
 }
 
+/// `tls_certificate acme;` (an extension): only in a vhost, which names the domain.
+fn acme_certificate(c: &mut Checker<'_>, level: Level, d: &Directive, draft: &mut Draft) {
+    if level == Level::Global {
+        c.error(
+            &d.pos,
+            "`tls_certificate acme` is not allowed at top level",
+            "put it in the vhost named after the domain to certify: `vhost example.com { tls_certificate acme; ... }` (a file named `acme`: write `./acme`)",
+        );
+    } else {
+        draft.acme = Some(d.pos.clone());
+    }
+}
+
 /// `cache_purge` and `cache_purge_acl` each need the other, in any scope: Tempesta keeps both
 /// as global flags and refuses the configuration when one is missing (fw/vhost.c,
 /// "Directives mismatching"), so PURGE is never open to every client.
@@ -128,6 +143,10 @@ pub fn apply(
         }
         "tls_certificate" => {
             if let Some(v) = c.single(d, "tls_certificate FILE") {
+                if v.text == "acme" {
+                    acme_certificate(c, level, d, draft);
+                    return true;
+                }
                 let path = c.path(v);
                 draft.finish(c);
                 draft.pending_cert = Some((path, d.pos.clone()));

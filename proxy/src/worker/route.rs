@@ -166,6 +166,18 @@ impl Worker {
         let Some(ex) = self.exchanges.get(id) else {
             return;
         };
+        // HTTP-01 (crate::acme): the ACME server asks a plain listener, whatever the chain says.
+        if ex.request.scheme() == Scheme::Http {
+            if let Some(body) = crate::acme::challenge_answer(ex.request.path()) {
+                let close = !ex.keep_alive || ex.request.has_body();
+                let page = super::h1::LocalPage {
+                    status: 200,
+                    fields: &[],
+                    body: &body,
+                };
+                return self.answer(id, Reply::Local(page), close);
+            }
+        }
         match rt.router.route(&ex.request) {
             Route::NoMatch => self.refuse_unrouted(id),
             Route::Block => {

@@ -1,0 +1,427 @@
+//! Issue 36, automatic certificates: the proxy's ACME client (RFC 8555) against Pebble, Let's
+//! Encrypt's test server, on loopback. Pebble validates HTTP-01 on the proxy's plain
+//! listener and resolves every name to 127.0.0.1 through pebble-challtestsrv's DNS.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use e2e::origin::{Origin, Response};
+use e2e::proxy::{Proxy, Setup};
+use e2e::{free_port, wait_for_port, write_file, Proc, TempDir};
+use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
+use openssl::x509::X509;
+
+const DOMAIN: &str = "site.acme.test";
+
+/// Pebble and its DNS on free loopback ports; killed when dropped.
+struct Pebble {
+    _dns: Proc,
+    proc: Proc,
+    directory: String,
+    /// Pebble's own TLS certificate, which the proxy's `ca_root` trusts.
+    ca_root: std::path::PathBuf,
+}
+
+impl Pebble {
+    /// Pebble validating HTTP-01 challenges on `http01_port` of 127.0.0.1, issuing
+    /// certificates valid for `validity_secs` (None: Pebble's default, years).
+    fn start(dir: &TempDir, http01_port: u16, validity_secs: Option<u64>) -> Pebble {
+        let (cert, key) = (dir.join("pebble.crt"), dir.join("pebble.key"));
+        let out = Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-nodes",
+                "-days",
+                "2",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+            ])
+            .args([
+                "-subj",
+                "/CN=pebble",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("run openssl req");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dns = format!("127.0.0.1:{}", free_port());
+        let mut challtest = Command::new("pebble-challtestsrv");
+        challtest
+            .args([
+                "-dns01",
+                &dns,
+                "-http01",
+                "",
+                "-https01",
+                "",
+                "-tlsalpn01",
+                "",
+            ])
+            .args(["-management", &format!("127.0.0.1:{}", free_port())])
+            .args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""]);
+        let dns_proc = Proc::spawn("challtestsrv", challtest, dir.path());
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let config = dir.join("pebble.json");
+        write_file(
+            &config,
+            &format!(
+                r#"{{"pebble": {{"listenAddress": "{listen}", "managementListenAddress": "127.0.0.1:{mgmt}",
+                "certificate": "{cert}", "privateKey": "{key}", "httpPort": {http01_port},
+                "tlsPort": {tls}, "ocspResponderURL": "", "externalAccountBindingRequired": false{validity}}}}}"#,
+                mgmt = free_port(),
+                cert = cert.display(),
+                key = key.display(),
+                tls = free_port(),
+                validity = validity_secs
+                    .map(|s| format!(r#", "certificateValidityPeriod": {s}"#))
+                    .unwrap_or_default(),
+            ),
+        );
+        let mut cmd = Command::new("pebble");
+        cmd.arg("-config").arg(&config).args(["-dnsserver", &dns]);
+        cmd.env("PEBBLE_VA_NOSLEEP", "1")
+            .env("PEBBLE_VA_ALWAYS_VALID", "0");
+        let mut proc = Proc::spawn("pebble", cmd, dir.path());
+        assert!(
+            wait_for_port(listen, Duration::from_secs(15))
+                && proc.wait_for_output("ACME directory available", Duration::from_secs(5)),
+            "pebble did not start\n{}",
+            proc.logs()
+        );
+        Pebble {
+            _dns: dns_proc,
+            proc,
+            directory: format!("https://{listen}/dir"),
+            ca_root: cert,
+        }
+    }
+}
+
+/// A proxy with vhost `DOMAIN` certified by `pebble`, its state under `state_dir`.
+fn config(setup: &Setup, origin: SocketAddr, pebble: &Pebble, state_dir: &Path) -> String {
+    format!(
+        "listen {http};\nlisten {https} proto=https;\n\
+         srv_group default {{ server {origin}; }}\n\
+         acme {{ directory {dir}; contact mailto:ops@{DOMAIN}; state_dir {state}; ca_root {ca}; }}\n\
+         vhost {DOMAIN} {{ tls_certificate acme; proxy_pass default; }}\n\
+         http_chain {{ -> {DOMAIN}; }}\n",
+        http = setup.http,
+        https = setup.https,
+        dir = pebble.directory,
+        state = state_dir.display(),
+        ca = pebble.ca_root.display(),
+    )
+}
+
+/// A TLS connection to `addr` naming `DOMAIN`, certificates not verified (the test reads
+/// them).
+fn connect(addr: SocketAddr) -> SslStream<TcpStream> {
+    let mut b = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    b.set_verify(SslVerifyMode::NONE);
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    b.build().connect(DOMAIN, tcp).unwrap()
+}
+
+fn issuer(cert: &X509) -> String {
+    cert.issuer_name()
+        .entries()
+        .map(|e| String::from_utf8_lossy(e.data().as_slice()).into_owned())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The certificate a new handshake with `DOMAIN` gets.
+fn served_certificate(addr: SocketAddr) -> X509 {
+    let tls = connect(addr);
+    tls.ssl().peer_certificate().expect("a server certificate")
+}
+
+fn served_issuer(addr: SocketAddr) -> String {
+    issuer(&served_certificate(addr))
+}
+
+/// One keep-alive request on `tls`; the response's status line and body.
+fn get(tls: &mut SslStream<TcpStream>) -> Result<(String, String), String> {
+    let req = format!("GET /kept HTTP/1.1\r\nHost: {DOMAIN}\r\n\r\n");
+    tls.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = tls.read(&mut chunk).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(format!("closed after {:?}", String::from_utf8_lossy(&buf)));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if body.len() >= len {
+                return Ok((
+                    head.lines().next().unwrap_or("").to_string(),
+                    body.to_string(),
+                ));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_vhost_gets_its_certificate_from_pebble_and_a_kept_connection_is_not_disturbed() {
+    let origin = Origin::start(|r| Response::ok(format!("app {}", r.target)));
+    let setup = Setup::new("acme-issue");
+    let pebble = Pebble::start(&setup.dir, setup.http.port(), None);
+    let state_dir = setup.dir.join("acme-state");
+    let conf = config(&setup, origin.addr(), &pebble, &state_dir);
+    let https = setup.https;
+    let proxy = Proxy::start(setup.dir, &conf, setup.https);
+    // A client connected before the certificate arrives, making requests throughout.
+    let mut kept = connect(https);
+    let first_issuer = kept
+        .ssl()
+        .peer_certificate()
+        .map(|c| issuer(&c))
+        .unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut requests = 0;
+    while !proxy.proc.stderr().contains("acme: new certificate for") {
+        assert!(
+            Instant::now() < deadline,
+            "no certificate within 60 s\n{}\n{}",
+            proxy.proc.logs(),
+            pebble.proc.logs()
+        );
+        let (status, body) = get(&mut kept).unwrap_or_else(|e| {
+            panic!(
+                "kept connection, request {requests}: {e}\n{}",
+                proxy.proc.logs()
+            )
+        });
+        assert_eq!(
+            (status.as_str(), body.as_str()),
+            ("HTTP/1.1 200 OK", "app /kept")
+        );
+        requests += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..20 {
+        let (status, _) = get(&mut kept).unwrap_or_else(|e| {
+            panic!("kept connection after the swap: {e}\n{}", proxy.proc.logs())
+        });
+        assert_eq!(status, "HTTP/1.1 200 OK");
+    }
+    assert!(
+        first_issuer.contains("temporary"),
+        "before issuance: {first_issuer}"
+    );
+    let now_issuer = served_issuer(https);
+    assert!(
+        now_issuer.contains("Pebble Intermediate CA"),
+        "after issuance: {now_issuer}\n{}",
+        proxy.proc.logs()
+    );
+    // curl gets the app, over the certificate Pebble issued.
+    let (status, out, err) = e2e::curl(
+        &[
+            "-skv",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--resolve",
+            &format!("{DOMAIN}:{}:127.0.0.1", https.port()),
+            &format!("https://{DOMAIN}:{}/x", https.port()),
+        ],
+        10,
+    );
+    assert!(status.success() && out == "200", "{out} {err}");
+    assert!(err.contains("issuer: CN=Pebble Intermediate CA"), "{err}");
+    // A reload loads the certificate issued, not the temporary one.
+    proxy.proc.signal(libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !proxy.proc.stderr().contains("reloaded") {
+        assert!(
+            Instant::now() < deadline,
+            "no reload\n{}",
+            proxy.proc.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after_reload = served_issuer(https);
+    assert!(
+        after_reload.contains("Pebble Intermediate CA"),
+        "after a reload: {after_reload}"
+    );
+    // The state directory and keys are private.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&state_dir), 0o700);
+    assert_eq!(mode(&state_dir.join("account.key")), 0o600);
+    assert_eq!(mode(&state_dir.join(DOMAIN).join("key.pem")), 0o600);
+}
+
+#[test]
+fn a_failed_challenge_is_logged_and_retried_while_the_current_certificate_serves() {
+    let origin = Origin::start(|_| Response::ok("app"));
+    let setup = Setup::new("acme-fail");
+    // Pebble validates on a port where nothing listens: every challenge fails.
+    let pebble = Pebble::start(&setup.dir, free_port(), None);
+    let state_dir = setup.dir.join("acme-state");
+    let conf = config(&setup, origin.addr(), &pebble, &state_dir);
+    let https = setup.https;
+    let mut proxy = Proxy::start(setup.dir, &conf, setup.https);
+    assert!(
+        proxy
+            .proc
+            .wait_for_output("(2 failure(s) in a row)", Duration::from_secs(60)),
+        "no retry logged\n{}\n{}",
+        proxy.proc.logs(),
+        pebble.proc.logs()
+    );
+    let logs = proxy.proc.stderr();
+    assert!(
+        logs.contains("acme: certificate for site.acme.test not obtained (1 failure(s) in a row)"),
+        "{logs}"
+    );
+    assert!(logs.contains("authorization invalid"), "{logs}");
+    assert!(served_issuer(https).contains("temporary"));
+    let mut tls = connect(https);
+    assert_eq!(get(&mut tls).unwrap().0, "HTTP/1.1 200 OK");
+}
+
+#[test]
+fn a_certificate_is_renewed_after_two_thirds_of_its_lifetime() {
+    let origin = Origin::start(|_| Response::ok("app"));
+    let setup = Setup::new("acme-renew");
+    // 15 s certificates: each is renewed about 10 s after it was issued.
+    let pebble = Pebble::start(&setup.dir, setup.http.port(), Some(15));
+    let state_dir = setup.dir.join("acme-state");
+    let conf = config(&setup, origin.addr(), &pebble, &state_dir);
+    let https = setup.https;
+    let proxy = Proxy::start(setup.dir, &conf, setup.https);
+    let issued = |p: &Proxy| p.proc.stderr().matches("acme: new certificate for").count();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while issued(&proxy) < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "no certificate\n{}",
+            proxy.proc.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let first = served_certificate(https);
+    assert!(
+        issuer(&first).contains("Pebble Intermediate CA"),
+        "{}",
+        issuer(&first)
+    );
+    // Load across the renewal's swap: keep-alive connections and a new handshake per request.
+    let url = format!("https://{DOMAIN}:{}/", https.port());
+    let loads: Vec<_> = [&[][..], &["-H", "Connection: close"][..]]
+        .into_iter()
+        .map(|extra| {
+            let mut cmd = Command::new("timeout");
+            cmd.arg("40").arg(e2e::bin_path("http-perf"));
+            cmd.args([
+                "-c",
+                "2",
+                "-t",
+                "1",
+                "-d",
+                "16",
+                "--json",
+                "--connect",
+                &https.to_string(),
+            ]);
+            cmd.args(extra).arg(&url);
+            std::thread::spawn(move || cmd.output().expect("run http-perf"))
+        })
+        .collect();
+    // Not renewed at once: the first third of the lifetime has not passed.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(issued(&proxy), 1, "{}", proxy.proc.logs());
+    while issued(&proxy) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "not renewed\n{}",
+            proxy.proc.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let second = served_certificate(https);
+    assert!(issuer(&second).contains("Pebble Intermediate CA"));
+    assert_ne!(
+        first.serial_number().to_bn().unwrap(),
+        second.serial_number().to_bn().unwrap(),
+        "new handshakes get the renewed certificate"
+    );
+    assert!(second.not_after() > first.not_after());
+    for load in loads {
+        let out = load.join().expect("http-perf thread");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        assert!(report["requests"].as_u64().unwrap_or(0) > 10, "{report}");
+        assert_eq!(report["non_2xx_3xx"], 0, "{report}");
+        let errors = report["errors"].as_object().expect("errors in the report");
+        assert!(
+            errors.values().all(|n| n.as_u64() == Some(0)),
+            "errors across the swap: {report}\n{}",
+            proxy.proc.logs()
+        );
+    }
+}
+
+#[test]
+fn a_state_dir_that_cannot_be_made_stops_the_start_with_the_reason() {
+    let setup = Setup::new("acme-state");
+    let blocker = setup.dir.join("not-a-dir");
+    write_file(
+        &blocker,
+        "a file where the state directory's parent should be",
+    );
+    let conf = format!(
+        "listen {};\nlisten {} proto=https;\nsrv_group default {{ server 127.0.0.1:9; }}\n\
+         acme {{ directory https://127.0.0.1:9/dir; state_dir {}/acme; }}\n\
+         vhost {DOMAIN} {{ tls_certificate acme; proxy_pass default; }}\n",
+        setup.http,
+        setup.https,
+        blocker.display()
+    );
+    let path = setup.dir.join("proxy.conf");
+    write_file(&path, &conf);
+    let out = e2e::proxy_cmd(&path, &["-t"]);
+    let text = e2e::output_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("acme state_dir") && text.contains("cannot create it"),
+        "{text}"
+    );
+}
