@@ -5,7 +5,7 @@ use std::mem::MaybeUninit;
 
 use crate::byteset::AUTHORITY;
 use crate::error::ParseError;
-use crate::fields::{self, FieldFacts, TransferCoding};
+use crate::fields::{self, FieldFacts, FieldLayout, TransferCoding};
 use crate::limits::Limits;
 use crate::message::{BodyFraming, Method, Version};
 use crate::span::{FieldSpan, HeaderSpans, Span};
@@ -276,34 +276,82 @@ fn build(
         }
     }
     strict::check_line_breaks(buf, method_span.start(), &fields, head_len)?;
+    complete(
+        buf,
+        Parts {
+            method: method_span,
+            target,
+            version,
+            fields,
+            head_len,
+            layout: FieldLayout::Lines,
+            unframed_body: false,
+        },
+        limits,
+    )
+}
 
-    let method = Method::from_bytes(method_bytes);
+/// A request head's pieces, located in its buffer and checked byte by byte (by httparse and
+/// the line checks for HTTP/1, by [`crate::RequestBuilder`] for a head another codec decoded):
+/// what [`complete`] judges as a whole.
+pub(crate) struct Parts {
+    pub method: Span,
+    pub target: Span,
+    pub version: Version,
+    pub fields: HeaderSpans,
+    pub head_len: usize,
+    pub layout: FieldLayout,
+    /// A body follows without a length of its own (an HTTP/2 stream without
+    /// content-length): chunked, as the upstream receives it.
+    pub unframed_body: bool,
+}
+
+/// The checks of a request head past its bytes, whichever codec read it: method, target,
+/// field facts and limits, host, framing.
+pub(crate) fn complete(
+    buf: &[u8],
+    parts: Parts,
+    limits: &Limits,
+) -> Result<RequestHead, ParseError> {
+    let method = Method::from_bytes(parts.method.get(buf));
     if method == Method::Connect {
         return Err(ParseError::ConnectNotSupported);
     }
-    let (target_form, path, authority) = classify_target(method, target, target_bytes, limits)?;
+    let target = parts.target;
+    let (target_form, path, authority) = classify_target(method, target, target.get(buf), limits)?;
 
-    let facts = fields::scan(buf, &fields, limits)?;
+    let mut facts = fields::scan(buf, &parts.fields, limits, parts.layout)?;
+    let version = parts.version;
     let host = match (authority, facts.host) {
         (_, None) if version == Version::Http11 => return Err(ParseError::MissingHost),
         (Some(authority), _) => Some(authority),
         (None, host) => host,
     };
+    if parts.unframed_body && facts.content_length.is_none() {
+        // The body goes upstream with `Transfer-Encoding: chunked`: judged as that field
+        // would be among the others (its limits too: the proxy never sends a head it
+        // would refuse).
+        if facts.transfer_coding == TransferCoding::Chunked {
+            return Err(ParseError::InvalidTransferEncoding);
+        }
+        fields::check_line("transfer-encoding: chunked".len(), b"chunked", limits)?;
+        facts.transfer_coding = TransferCoding::Chunked;
+    }
     let framing = request_framing(&facts, version, limits)?;
 
     Ok(RequestHead {
         method,
-        method_span,
+        method_span: parts.method,
         version,
         target_form,
         target,
         path,
         authority,
         host,
-        fields,
+        fields: parts.fields,
         facts,
         framing,
-        head_len,
+        head_len: parts.head_len,
     })
 }
 
