@@ -107,5 +107,6 @@ pub use response::{parse_response, ResponseHead};
 pub use span::{FieldSpan, HeaderSpans, Span};
 pub use write::{
     is_forwarded_field, write_field, write_framing, write_request_head, write_response_head,
-    write_status_line, ConnectionOption, Forwarding, HeaderEdits, InvalidHeader,
+    write_status_line, ChunkSize, ConnectionOption, Forwarding, HeaderEdits, InvalidHeader,
+    CHUNK_END, LAST_CHUNK, TRAILER_END,
 };

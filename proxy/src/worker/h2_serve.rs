@@ -398,10 +398,7 @@ impl Worker {
             if chunked {
                 let mut trailer = Vec::new();
                 for f in &body.trailers {
-                    trailer.extend_from_slice(&f.name);
-                    trailer.extend_from_slice(b": ");
-                    trailer.extend_from_slice(&f.value);
-                    trailer.extend_from_slice(b"\r\n");
+                    http1::write_field(&mut trailer, &f.name, &f.value);
                 }
                 push_last_chunk(&mut u.out, &trailer);
             }

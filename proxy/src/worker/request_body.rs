@@ -5,8 +5,6 @@
 //! `Content-Length`, `X-Forwarded-For`, ...): a client must not be able to smuggle in through
 //! the trailer what the proxy refused or rewrote in the head.
 
-use std::io::Write as _;
-
 use http1::BodyDecoder;
 
 use super::exchange::ExchangeId;
@@ -69,25 +67,20 @@ pub fn push_chunk(out: &mut Outbox, data: &[u8]) {
     if data.is_empty() {
         return;
     }
-    let mut size = [0u8; 20];
-    let mut cursor = std::io::Cursor::new(&mut size[..]);
-    // A usize in hexadecimal fits 16 digits plus CRLF.
-    let _ = write!(cursor, "{:x}\r\n", data.len());
-    let len = cursor.position() as usize;
-    out.push(size.get(..len).unwrap_or(&[]));
+    out.push(http1::ChunkSize::new(data.len()).as_bytes());
     out.push(data);
-    out.push(b"\r\n");
+    out.push(http1::CHUNK_END);
 }
 
 /// Queues the last chunk and the forwardable fields of `trailer` (a validated section).
 pub fn push_last_chunk(out: &mut Outbox, trailer: &[u8]) {
-    out.push(b"0\r\n");
+    out.push(http1::LAST_CHUNK);
     for (name, line) in field_lines(trailer) {
         if trailer_forwardable(name) {
             out.push(line);
         }
     }
-    out.push(b"\r\n");
+    out.push(http1::TRAILER_END);
 }
 
 /// What a pass over the client's body bytes found.
