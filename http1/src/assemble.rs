@@ -42,6 +42,7 @@ pub struct RequestBuilder {
 impl RequestBuilder {
     /// Starts a head with its method and target (origin form or `*`); `capacity` is a hint
     /// for the buffer (method, target and every name and value end to end).
+    #[inline]
     pub fn new(
         method: &[u8],
         target: &[u8],
@@ -67,6 +68,7 @@ impl RequestBuilder {
 
     /// Adds a field: a token name, a value of field-value bytes (no CR, LF, NUL or other
     /// control but HTAB).
+    #[inline]
     pub fn field(&mut self, name: &[u8], value: &[u8]) -> Result<(), ParseError> {
         if name.is_empty() || !TCHAR.contains_all(name) {
             return Err(ParseError::InvalidHeaderName);
@@ -84,6 +86,7 @@ impl RequestBuilder {
     /// Judges the head as the HTTP/1.1 parser judges a complete one (`unframed_body`: a body
     /// follows without a Content-Length, chunked upstream). Returns the head, its spans over
     /// the returned buffer, as an HTTP/1.1 request.
+    #[inline]
     pub fn finish(
         self,
         unframed_body: bool,
@@ -97,16 +100,18 @@ impl RequestBuilder {
             method: self.method,
             target: self.target,
             version: Version::Http11,
-            fields: self.fields,
+            fields: &self.fields,
             head_len: self.buf.len(),
             layout: FieldLayout::Pairs,
             unframed_body,
         };
-        let head = complete(&self.buf, parts, limits)?;
+        let judged = complete(&self.buf, &parts, limits)?;
+        let head = judged.into_head(self.fields);
         Ok((head, self.buf))
     }
 
     /// Appends `bytes` to the buffer and returns where they are.
+    #[inline]
     fn append(&mut self, bytes: &[u8]) -> Result<Span, ParseError> {
         let start = self.buf.len();
         self.buf.extend_from_slice(bytes);

@@ -50,6 +50,7 @@ impl Request {
     }
 
     /// A head built with [`http1::RequestBuilder`], over `bytes` (taken as they are: no copy).
+    #[inline]
     pub fn built(head: RequestHead, bytes: Vec<u8>, scheme: Scheme) -> Request {
         Request {
             head,
@@ -60,6 +61,7 @@ impl Request {
     }
 
     /// A head built from an HTTP/2 header block.
+    #[inline]
     pub fn from_h2(head: RequestHead, bytes: Vec<u8>, scheme: Scheme) -> Request {
         Request {
             h2: true,
