@@ -1,6 +1,7 @@
 //! The field lists of the HEADERS an HTTP/2 client gets for what an HTTP/1.1 upstream sent
-//! or the cache stored: a response head (as the H1 writer rendered it for this client),
-//! an interim (1xx) head, and the trailer section of a chunked body. HTTP/2 names are
+//! or the cache stored: a relayed response head (as the H1 writer rendered it for this
+//! client, parsed back: issue 31), a stored or composed reply (from the cache's status and
+//! fields, no HTTP/1 text), an interim (1xx) head, and the trailer section of a chunked body. HTTP/2 names are
 //! lowercase and a message carries no connection-specific field (RFC 9113 §8.2); a trailer
 //! section also loses the fields RFC 9110 §6.5.1 says cannot be trailers.
 
@@ -110,6 +111,26 @@ pub fn trailer_fields(section: &[u8]) -> FieldList {
         .collect()
 }
 
+/// The fields an HTTP/2 client gets of a head given as fields: the lowercase names end to
+/// end in `names`, each kept field as its name's range there and its value;
+/// connection-specific fields left out.
+fn lowercase_fields<'f>(
+    fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+    names: &mut Vec<u8>,
+) -> Vec<(std::ops::Range<usize>, &'f [u8])> {
+    let mut kept = Vec::with_capacity(16);
+    for (name, value) in fields {
+        let start = names.len();
+        names.extend(name.iter().map(u8::to_ascii_lowercase));
+        if is_connection_specific(names.get(start..).unwrap_or_default()) {
+            names.truncate(start);
+            continue;
+        }
+        kept.push((start..names.len(), value));
+    }
+    kept
+}
+
 /// Borrowed pairs of `list`, as the `h2` crate's senders take them.
 pub fn borrowed(list: &FieldList) -> Vec<(&[u8], &[u8])> {
     list.iter().map(|(n, v)| (&n[..], &v[..])).collect()
@@ -127,6 +148,29 @@ impl H2Codec {
         let (status, fields) = head_fields(h1_head).ok_or(())?;
         self.conn
             .send_headers(stream, status, &borrowed(&fields), end_stream)
+            .map_err(|_| ())
+    }
+
+    /// Sends a head of the cache's (a stored or composed reply: status and fields, the
+    /// per-hit `age` last) as HEADERS, straight from its fields: names lowercased,
+    /// connection-specific fields left out (the cache stores none), no HTTP/1 text on the way.
+    pub fn send_stored_head<'f>(
+        &mut self,
+        stream: u32,
+        status: u16,
+        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+        age: &[u8],
+        end_stream: bool,
+    ) -> Result<(), ()> {
+        let mut names = Vec::with_capacity(256);
+        let kept = lowercase_fields(fields, &mut names);
+        let mut pairs: Vec<(&[u8], &[u8])> = kept
+            .iter()
+            .map(|(name, value)| (names.get(name.clone()).unwrap_or_default(), *value))
+            .collect();
+        pairs.push((b"age", age));
+        self.conn
+            .send_headers(stream, status, &pairs, end_stream)
             .map_err(|_| ())
     }
 
@@ -155,6 +199,10 @@ impl H2Codec {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "h2_stored_tests.rs"]
+mod stored_tests;
 
 #[cfg(test)]
 mod tests {

@@ -129,3 +129,38 @@ fn an_entry_stored_from_an_h2_miss_answers_the_next_stream() {
     assert!(up.got.is_empty(), "the hit went upstream");
     assert_eq!(h.dialled(), 0);
 }
+
+/// A stored entry answers an HTTP/2 stream's conditional request with a 304 and its Range
+/// with a 206, from the entry's fields (ETag kept in the 304, Content-Range in the 206, an
+/// age in both), nothing upstream.
+#[test]
+fn a_stored_entry_answers_an_h2_streams_304_and_206() {
+    let mut h = Harness::new("cache 1;\ncache_fulfill * *;", "");
+    let mut h1 = h.client();
+    h1.send(&super::harness::get("/doc"));
+    let mut up = h.upstream();
+    h.message(&mut up, "the miss upstream");
+    up.send(&response(
+        200,
+        "Cache-Control: max-age=60\r\nETag: \"v1\"\r\nX-Kind: doc\r\n",
+        "0123456789",
+    ));
+    h.message(&mut h1, "the miss");
+    let mut client = h.h2_client();
+    client.request(1, "GET", "/doc", &[("if-none-match", "\"v1\"")], true);
+    let not_modified = h.h2_response(&mut client, 1, "the 304");
+    assert_eq!(not_modified.status(), 304, "{not_modified:?}");
+    assert_eq!(not_modified.field("etag"), Some("\"v1\""));
+    assert!(not_modified.field("x-kind").is_none(), "{not_modified:?}");
+    assert!(not_modified.field("age").is_some() && not_modified.body.is_empty());
+    client.request(3, "GET", "/doc", &[("range", "bytes=2-4")], true);
+    let partial = h.h2_response(&mut client, 3, "the 206");
+    assert_eq!(partial.status(), 206, "{partial:?}");
+    assert_eq!(partial.field("content-range"), Some("bytes 2-4/10"));
+    assert_eq!(partial.field("x-kind"), Some("doc"));
+    assert!(partial.field("age").is_some());
+    assert_eq!(partial.body, b"234");
+    up.pump();
+    assert!(up.got.is_empty(), "a hit went upstream");
+    assert_eq!(h.dialled(), 0);
+}
