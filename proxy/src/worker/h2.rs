@@ -1,9 +1,9 @@
 //! The HTTP/2 codec of a client connection, on the sans-IO `h2` crate: it maps streams to
 //! exchanges, builds each stream's request as the neutral [`Request`] from its decoded fields
-//! (checked piece by piece as the HTTP/1.1 parser checks a head, no HTTP/1 text), keeps each stream's request body until the exchange
-//! can take it, and is the response sink of its exchanges: HEADERS from a reply or a relayed
-//! head, DATA limited by the stream's window (what the window does not take waits here, per
-//! stream and bounded), END_STREAM.
+//! (checked piece by piece as the HTTP/1.1 parser checks a head, no HTTP/1 text), keeps each
+//! stream's request body until the exchange can take it, and is the response sink of its
+//! exchanges: HEADERS from a reply or a relayed head, DATA limited by the stream's window
+//! (what the window does not take waits here, per stream and bounded), END_STREAM.
 //!
 //! The connection's frames go out through the client's outbox: after every step the
 //! caller moves [`Connection::output`](h2::Connection::output) into it.
