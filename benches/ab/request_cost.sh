@@ -19,14 +19,18 @@
 # added at the end of the proxy's config (both empty by default).
 #
 # Rows: keepalive_10b (`/`, 10 bytes), keepalive_26k (`/bytes/26624`), both
-# `http-perf -t 1`, 100 connections as benches/ab/run.sh (RC_CG_CONNS [10] under valgrind). Each measurement: start the server (one
-# worker, pinned to core 1; client and origin on core 0), 10 s of warm-up under valgrind
-# (fills the proxy's cache), then a run whose steady state is counted: after RC_SETTLE [8] s
-# (its handshakes done) the counters are zeroed, RC_SECS [10] s later dumped, and the
-# requests in between are the calls of a function the server makes once per request. Then the same without valgrind for RC_SYS_SECS [5] s with
-# the syscall counters. Output: a Markdown table on stdout, the per-function detail (the
-# largest functions of each part, "other" included) in a temporary directory it names.
-# Everything it starts is stopped by pid on exit.
+# `http-perf -t 1`, 100 connections as benches/ab/run.sh (RC_CG_CONNS [10] under valgrind);
+# h2_10b (`/` over HTTP/2 with ALPN h2, `h2load -t 1 -m 10`, the same connection counts;
+# not in the default rows, for the proxies). Each measurement: start the server (one worker,
+# pinned to core 1; client and origin on core 0), 10 s of warm-up under valgrind (fills the
+# proxy's cache), then a run whose steady state is counted: after RC_SETTLE [8] s (its
+# handshakes done) the counters are zeroed, RC_SECS [10] s later dumped, and the requests in
+# between are the calls of a function the server makes once per request. Then the same
+# without valgrind for RC_SYS_SECS [5] s with the syscall counters. RC_PORT [24643] moves
+# the ports (the server's, +1, and the origin's, +2) off another run's. Output: a Markdown
+# table on stdout, the per-function detail (the largest functions of each part, "other"
+# included) in a temporary directory it names. Everything it starts is stopped by pid on
+# exit.
 set -euo pipefail
 trap 'echo "request_cost: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 
@@ -53,11 +57,11 @@ while [[ $# -gt 0 ]]; do
     case $1 in
         --rows) shift; ROWS=(); while [[ $# -gt 0 && $1 != --* ]]; do ROWS+=("$1"); shift; done; continue ;;
         --servers) shift; SERVERS=(); while [[ $# -gt 0 && $1 != --* ]]; do SERVERS+=("$1"); shift; done; continue ;;
-        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument '$1'" ;;
     esac
 done
-for tool in valgrind callgrind_control perf nginx openssl python3 taskset; do
+for tool in valgrind callgrind_control perf nginx openssl python3 taskset h2load; do
     command -v "$tool" >/dev/null || die "$tool is missing (apt-get install valgrind linux-perf nginx)"
 done
 [[ -x $PROXY_BIN && -x $BIN_DIR/http-perf && -x $BIN_DIR/origin ]] ||
@@ -141,7 +145,13 @@ client() {
     case $1 in
         keepalive_10b) path=/ ;;
         keepalive_26k) path=/bytes/$BIG ;;
-        *) die "unknown row '$1' (keepalive_10b keepalive_26k)" ;;
+        h2_10b)
+            timeout -s KILL $(($2 + 60)) taskset -c 0 h2load -t 1 -c "${4:-100}" -m 10 \
+                -D "$2" --connect-to="127.0.0.1:$PORT" "https://$HOST/" >"$3.txt" 2>&1 ||
+                { cat "$3.txt" >&2; die "h2load failed"; }
+            python3 "$HERE/request_parts.py" h2load "$3.txt" "$3" || die "the $1 run had errors: $3.txt"
+            return ;;
+        *) die "unknown row '$1' (keepalive_10b keepalive_26k h2_10b)" ;;
     esac
     timeout -s KILL $(($2 + 60)) taskset -c 0 "$BIN_DIR/http-perf" -c "${4:-100}" -t 1 -d "${2}s" \
         --timeout 60s --json --connect "127.0.0.1:$PORT" "https://$HOST$path" >"$3" 2>"$3.err" ||

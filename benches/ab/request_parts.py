@@ -2,9 +2,12 @@
 """Groups a server's per-function instruction counts into the parts of a request's path.
 
     request_parts.py check REPORT.json
+    request_parts.py h2load OUTPUT.txt REPORT.json
     request_parts.py row SERVER ROW PROFILE SYS.csv SYS.json UTICKS STICKS HZ DETAIL
 
 `check`: exits 1 unless an http-perf JSON report has requests and no errors.
+`h2load`: writes h2load's summary as such a report (requests, errors, non-2xx/3xx), then
+checks it as `check` does.
 `row`: prints one Markdown row of benches/ab/request_cost.sh's table. PROFILE is the
 callgrind profile of a steady-state window (self cost per function is summed); the requests
 in it are the calls of the server's once-per-request function (MARKERS), which callgrind
@@ -136,7 +139,14 @@ def self_costs(path):
 
 # A function each server calls exactly once per request (checked against the client's
 # counts): the request count of a profiled window.
-MARKERS = ["http1::request::finish", "ngx_http_process_request"]
+# An HTTP/1 request is parsed (http1::request::finish), an HTTP/2 one built from its header
+# block (RequestBuilder::finish; a proxy before issue 31 rendered it and parsed it with the
+# former): each request calls exactly one of them.
+MARKERS = [
+    "http1::request::finish",
+    "http1::assemble::RequestBuilder::finish",
+    "ngx_http_process_request",
+]
 
 
 def clean(report):
@@ -177,9 +187,28 @@ def row(argv):
           + f" | {sc} | {user_us:.1f} + {cpu_us - user_us:.1f} |")
 
 
+def h2load_report(text):
+    """h2load's summary lines as the fields of an http-perf report that `clean` reads."""
+    done = re.search(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, "
+                     r"(\d+) failed, (\d+) errored, (\d+) timeout", text)
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
+    if not done or not codes:
+        return {"requests": 0}
+    failed, errored, timeout = (int(done.group(i)) for i in (4, 5, 6))
+    return {
+        "requests": int(done.group(2)),
+        "errors": {"failed": failed, "errored": errored, "timeout": timeout},
+        "non_2xx_3xx": int(codes.group(3)) + int(codes.group(4)),
+    }
+
+
 def main():
     if sys.argv[1] == "check":
         sys.exit(0 if clean(json.load(open(sys.argv[2]))) else 1)
+    if sys.argv[1] == "h2load":
+        report = h2load_report(open(sys.argv[2]).read())
+        json.dump(report, open(sys.argv[3], "w"))
+        sys.exit(0 if clean(report) else 1)
     row(sys.argv[2:])
 
 

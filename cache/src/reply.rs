@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use crate::conditional::Answer;
-use crate::entry::{Entry, ReplyKind};
+use crate::entry::{Entry, ReplyKind, NOT_MODIFIED_FIELDS};
 use crate::message::standard_reason;
 use crate::range::ByteRange;
 
@@ -169,6 +169,32 @@ impl Entry {
             body_len,
         }
     }
+}
+
+impl Entry {
+    /// The status of `kind`'s reply: the stored one, or 304.
+    pub fn reply_status(&self, kind: ReplyKind) -> u16 {
+        match kind {
+            ReplyKind::Full | ReplyKind::HeadOnly => self.status(),
+            ReplyKind::NotModified => 304,
+        }
+    }
+
+    /// The header fields of `kind`'s reply in order, those [`Entry::reply_parts`]' head
+    /// carries (Age excepted: per hit, [`Entry::age_value`]): codec-neutral, what an HTTP/2
+    /// codec encodes.
+    pub fn reply_fields(&self, kind: ReplyKind) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let not_modified = kind == ReplyKind::NotModified;
+        self.fields()
+            .filter(move |(name, _)| !not_modified || kept_in_not_modified(name))
+    }
+}
+
+/// Whether a stored field named `name` is sent with a 304 (RFC 9110 §15.4.5).
+pub(crate) fn kept_in_not_modified(name: &[u8]) -> bool {
+    NOT_MODIFIED_FIELDS
+        .iter()
+        .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
 }
 
 impl<'e> ComposedReply<'e> {

@@ -76,17 +76,28 @@ fn method_override_rank(name: &[u8]) -> Option<usize> {
         .position(|known| name.eq_ignore_ascii_case(known.as_bytes()))
 }
 
+/// How a head's fields lie in its buffer, for the length of a field's line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FieldLayout {
+    /// As received on an HTTP/1 connection: `name: value` lines, the line measured as sent.
+    Lines,
+    /// Name and value end to end (a head another codec decoded): the line measured as
+    /// HTTP/1.1 writes it, `name: value`.
+    Pairs,
+}
+
 /// Scans every field once: limits, configured byte set, then the fields
 /// that matter for framing and routing.
 pub(crate) fn scan(
     buf: &[u8],
     fields: &HeaderSpans,
     limits: &Limits,
+    layout: FieldLayout,
 ) -> Result<FieldFacts, ParseError> {
     let mut facts = FieldFacts::NONE;
     let mut transfer_encoding = TransferEncodingList::default();
     for field in fields.iter() {
-        check_field(buf, field, limits)?;
+        check_field(buf, field, limits, layout)?;
         facts.record(buf, field, &mut transfer_encoding)?;
     }
     facts.transfer_coding = transfer_encoding.finish()?;
@@ -94,13 +105,26 @@ pub(crate) fn scan(
 }
 
 /// The per-field limits: the line's length and the configured byte set.
-fn check_field(buf: &[u8], field: &FieldSpan, limits: &Limits) -> Result<(), ParseError> {
-    let line_len = field.value.end().saturating_sub(field.name.start());
+fn check_field(
+    buf: &[u8],
+    field: &FieldSpan,
+    limits: &Limits,
+    layout: FieldLayout,
+) -> Result<(), ParseError> {
+    let line_len = match layout {
+        FieldLayout::Lines => field.value.end().saturating_sub(field.name.start()),
+        FieldLayout::Pairs => field.name.len() + ": ".len() + field.value.len(),
+    };
+    check_line(line_len, field.value.get(buf), limits)
+}
+
+/// The limits of one field line of `line_len` bytes with `value`.
+pub(crate) fn check_line(line_len: usize, value: &[u8], limits: &Limits) -> Result<(), ParseError> {
     if line_len > limits.max_field_bytes {
         return Err(ParseError::HeaderFieldTooLong);
     }
     if let Some(allowed) = &limits.header_value_bytes {
-        if !allowed.contains_all(field.value.get(buf)) {
+        if !allowed.contains_all(value) {
             return Err(ParseError::HeaderByteNotAllowed);
         }
     }

@@ -68,9 +68,15 @@
 //!   with, after the proxy's own fields are added; one that would not fit
 //!   is refused ([`OversizedHead`]: 431 for a request, 502 for a
 //!   response), so the proxy never sends what it would refuse itself.
+//! - **One verdict whatever the protocol**: a request head another codec
+//!   decoded (an HTTP/2 header block) is assembled by [`RequestBuilder`]
+//!   without HTTP/1 text, each piece checked with the byte classes the
+//!   parser applies to it and the whole by the same rules and limits
+//!   (sizes counted as the HTTP/1.1 lines would be).
 
 #![forbid(unsafe_code)]
 
+mod assemble;
 mod body;
 mod byteset;
 mod canned;
@@ -86,6 +92,7 @@ mod span;
 mod strict;
 mod write;
 
+pub use assemble::RequestBuilder;
 pub use body::{BodyDecoder, LengthDecoder};
 pub use byteset::ByteSet;
 pub use canned::{error_response, reason_phrase};
@@ -100,5 +107,6 @@ pub use response::{parse_response, ResponseHead};
 pub use span::{FieldSpan, HeaderSpans, Span};
 pub use write::{
     is_forwarded_field, write_field, write_framing, write_request_head, write_response_head,
-    write_status_line, ConnectionOption, Forwarding, HeaderEdits, InvalidHeader,
+    write_status_line, ChunkSize, ConnectionOption, Forwarding, HeaderEdits, InvalidHeader,
+    CHUNK_END, LAST_CHUNK, TRAILER_END,
 };

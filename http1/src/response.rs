@@ -3,7 +3,7 @@
 use std::mem::MaybeUninit;
 
 use crate::error::ParseError;
-use crate::fields::{self, FieldFacts, TransferCoding};
+use crate::fields::{self, FieldFacts, FieldLayout, TransferCoding};
 use crate::limits::Limits;
 use crate::message::{BodyFraming, Version};
 use crate::request::STACK_FIELDS;
@@ -199,7 +199,7 @@ fn build(
     let start_line = buf.iter().position(|&b| b == b'H').unwrap_or(0);
     strict::check_line_breaks(buf, start_line, &fields, head_len)?;
 
-    let facts = fields::scan(buf, &fields, limits)?;
+    let facts = fields::scan(buf, &fields, limits, FieldLayout::Lines)?;
     let framing = response_framing(&facts, version, status, request_is_head)?;
     Ok(ResponseHead {
         version,

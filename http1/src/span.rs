@@ -64,6 +64,14 @@ impl Span {
     }
 
     /// `len` bytes from `offset` bytes into this span, clamped to the span.
+    /// `len` bytes from `start`, if both fit the span's width.
+    pub(crate) fn at(start: usize, len: usize) -> Option<Span> {
+        Some(Span {
+            start: u32::try_from(start).ok()?,
+            len: u32::try_from(len).ok()?,
+        })
+    }
+
     pub(crate) fn sub(&self, offset: usize, len: usize) -> Span {
         let offset = offset.min(self.len());
         let len = len.min(self.len() - offset);
@@ -136,7 +144,7 @@ impl HeaderSpans {
     }
 
     /// The fields' spans, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &FieldSpan> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = &FieldSpan> + Clone + '_ {
         self.inline
             .get(..self.inline_len)
             .unwrap_or(&[])

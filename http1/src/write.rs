@@ -306,6 +306,38 @@ pub fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// The pieces of a chunked body as the writers frame it (RFC 9112 §7.1): for each chunk
+/// [`ChunkSize`] then the data then [`CHUNK_END`]; at the end [`LAST_CHUNK`], the trailer
+/// field lines ([`write_field`]) and [`TRAILER_END`]. Callers queue the pieces without
+/// copying the data.
+pub const CHUNK_END: &[u8] = b"\r\n";
+/// The zero-size chunk that ends a chunked body's data.
+pub const LAST_CHUNK: &[u8] = b"0\r\n";
+/// The empty line that ends a chunked body's trailer section.
+pub const TRAILER_END: &[u8] = b"\r\n";
+
+/// A chunk's size line (`{:x}\r\n`), without an allocation.
+pub struct ChunkSize {
+    line: [u8; 18],
+    len: usize,
+}
+
+impl ChunkSize {
+    pub fn new(size: usize) -> ChunkSize {
+        use std::io::Write as _;
+        let mut line = [0u8; 18];
+        let mut cursor = std::io::Cursor::new(&mut line[..]);
+        // A usize in hexadecimal fits 16 digits, plus CRLF: the write cannot fall short.
+        let _ = write!(cursor, "{size:x}\r\n");
+        let len = cursor.position() as usize;
+        ChunkSize { line, len }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        self.line.get(..self.len).unwrap_or(&[])
+    }
+}
+
 /// The framing field for `framing`, if it needs one.
 pub fn write_framing(out: &mut Vec<u8>, framing: BodyFraming) {
     match framing {

@@ -461,3 +461,16 @@ fn the_clients_x_forwarded_proto_is_replaced_by_the_connections_scheme() {
     );
     assert!(!written.contains("wss"), "{written}");
 }
+
+#[test]
+fn chunk_size_lines_are_lowercase_hex_with_crlf() {
+    for (size, line) in [
+        (0, &b"0\r\n"[..]),
+        (1, b"1\r\n"),
+        (16, b"10\r\n"),
+        (0xabc, b"abc\r\n"),
+        (usize::MAX, b"ffffffffffffffff\r\n"),
+    ] {
+        assert_eq!(http1::ChunkSize::new(size).as_bytes(), line);
+    }
+}

@@ -68,6 +68,7 @@ impl Buf {
     }
 
     /// Fills spare room with a closure that reads into a slice (TLS sessions).
+    #[inline]
     pub fn fill_with<E>(
         &mut self,
         f: impl FnOnce(&mut [u8]) -> Result<usize, E>,
@@ -94,6 +95,7 @@ pub struct BufPool {
 }
 
 impl BufPool {
+    #[inline]
     pub fn take(&mut self) -> Buf {
         self.free.pop().unwrap_or_else(Buf::new)
     }
@@ -107,6 +109,7 @@ impl BufPool {
     }
 
     /// Returns `slot`'s buffer to the pool if it holds no unread bytes.
+    #[inline]
     pub fn release_if_empty(&mut self, slot: &mut Option<Buf>) {
         if slot.as_ref().is_some_and(Buf::is_empty) {
             if let Some(buf) = slot.take() {

@@ -61,21 +61,16 @@ impl Revalidation {
 }
 
 /// The GET a background revalidation sends for `client`'s request (see
-/// [`Revalidation::new`]).
+/// [`Revalidation::new`]): built as a neutral head, judged by the same rules and limits as
+/// the client's own; the upstream writer renders it.
 fn revalidation_request(client: &Request, limits: &http1::Limits) -> Option<Request> {
-    let mut head = Vec::with_capacity(client.bytes().len());
-    head.extend_from_slice(b"GET ");
-    head.extend_from_slice(client.target());
-    head.extend_from_slice(b" HTTP/1.1\r\n");
+    let capacity = client.bytes().len();
+    let mut head = http1::RequestBuilder::new(b"GET", client.target(), capacity).ok()?;
     for (name, value) in client.fields().filter(|(n, _)| !client_only(n)) {
-        head.extend_from_slice(name);
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(value);
-        head.extend_from_slice(b"\r\n");
+        head.field(name, value).ok()?;
     }
-    head.extend_from_slice(b"\r\n");
-    let (parsed, _) = http1::parse_request(&head, limits).ok()??;
-    Some(Request::new(parsed, &head, client.scheme()))
+    let (parsed, bytes) = head.finish(false, limits).ok()?;
+    Some(Request::built(parsed, bytes, client.scheme()))
 }
 
 /// A response that may fill the entry: its head rendered as a client's fetch would store

@@ -65,14 +65,19 @@ pub fn reply(
 /// An upstream's interim (1xx, not 101) head: relayed to an HTTP/1.1 client as it came, to
 /// an HTTP/2 client as HEADERS without END_STREAM (RFC 9110 §15.2: a proxy forwards the
 /// interim responses it did not ask for). True if the client got it.
-pub fn interim(c: &mut Client, stream: u32, raw_head: &[u8]) -> bool {
+/// `head` is the upstream reader's parse of `input`'s first `len` bytes.
+pub fn interim(
+    c: &mut Client,
+    stream: u32,
+    (head, input, len): (&http1::ResponseHead, &[u8], usize),
+) -> bool {
     match &mut c.codec {
         Codec::H1(_) => {
-            h1::write_interim(&mut c.out, raw_head);
+            h1::write_interim(&mut c.out, input.get(..len).unwrap_or(&[]));
             true
         }
         Codec::H2(h2) => {
-            let sent = h2.send_interim(stream, raw_head);
+            let sent = h2.send_interim(stream, head, input);
             h2.flush_into(&mut c.out);
             sent
         }

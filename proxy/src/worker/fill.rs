@@ -8,8 +8,7 @@ use std::time::SystemTime;
 
 use cache::{Entry, ExchangeTimes, FetchGuard, NotStoredReason, ReplyKind};
 
-use http1::RequestHead;
-
+use super::request::Request;
 use crate::runtime::CacheRt;
 
 /// A response head as the origin sent it: the parsed head and the bytes it refers to.
@@ -31,7 +30,7 @@ pub struct Fill {
     scheme: &'static str,
     method: String,
     /// The client's request head, kept to give the cache its fields when the response ends.
-    request: Vec<u8>,
+    request: Request,
     pub revalidating: Option<Arc<Entry>>,
     request_time: SystemTime,
     response_time: SystemTime,
@@ -45,28 +44,20 @@ pub struct Fill {
     invalidating: bool,
 }
 
-/// The request's fields as the cache crate takes them: those the origin received.
-fn fields<'b>(head: &RequestHead, buf: &'b [u8]) -> Vec<(&'b [u8], &'b [u8])> {
-    head.headers()
-        .fields(buf)
-        .filter(|(name, _)| http1::is_forwarded_field(head, buf, name))
-        .collect()
-}
-
-/// Runs `f` with the cache view of a request head kept as bytes.
+/// Runs `f` with the cache view of the fill's request.
 fn with_request<R>(
     fill: &Fill,
     f: impl FnOnce(&cache::Request<'_, (&[u8], &[u8])>) -> R,
 ) -> Option<R> {
-    let (head, _) = http1::parse_request(&fill.request, &http1::Limits::default()).ok()??;
-    let pairs = fields(&head, &fill.request);
-    let uri = head.path(&fill.request);
+    let request = &fill.request;
+    // The fields the origin received, as the cache crate takes them.
+    let pairs: Vec<_> = request.forwarded_fields().collect();
     Some(f(&cache::Request {
         vhost: &fill.vhost,
         scheme: fill.scheme,
-        authority: head.host(&fill.request).unwrap_or_default(),
+        authority: request.authority().unwrap_or_default(),
         method: &fill.method,
-        uri,
+        uri: request.path(),
         headers: &pairs,
     }))
 }
@@ -80,7 +71,7 @@ impl Fill {
         cache: Arc<CacheRt>,
         store: cache::Cache,
         vhost: &str,
-        request: &super::request::Request,
+        request: &Request,
         revalidating: Option<Arc<Entry>>,
     ) -> Box<Fill> {
         let now = SystemTime::now();
@@ -92,7 +83,7 @@ impl Fill {
             vhost: vhost.to_string(),
             scheme: request.scheme().as_str(),
             method: request.cache_method().to_string(),
-            request: request.bytes().to_vec(),
+            request: request.clone(),
             revalidating,
             request_time: now,
             response_time: now,

@@ -1,9 +1,9 @@
 //! The HTTP/2 codec of a client connection, on the sans-IO `h2` crate: it maps streams to
-//! exchanges, renders each stream's request into the neutral [`Request`] (an HTTP/1.1-form
-//! head the same strict parser checks), keeps each stream's request body until the exchange
-//! can take it, and is the response sink of its exchanges: HEADERS from a reply or a relayed
-//! head, DATA limited by the stream's window (what the window does not take waits here, per
-//! stream and bounded), END_STREAM.
+//! exchanges, builds each stream's request as the neutral [`Request`] from its decoded fields
+//! (checked piece by piece as the HTTP/1.1 parser checks a head, no HTTP/1 text), keeps each
+//! stream's request body until the exchange can take it, and is the response sink of its
+//! exchanges: HEADERS from a reply or a relayed head, DATA limited by the stream's window
+//! (what the window does not take waits here, per stream and bounded), END_STREAM.
 //!
 //! The connection's frames go out through the client's outbox: after every step the
 //! caller moves [`Connection::output`](h2::Connection::output) into it.
@@ -25,6 +25,8 @@ use crate::outbox::Outbox;
 use crate::outbox::Segment;
 
 mod reply;
+#[cfg(test)]
+mod request_tests;
 
 /// Why a stream's request cannot become an exchange.
 #[derive(Debug)]
@@ -243,57 +245,17 @@ impl H2Codec {
         }
     }
 
-    /// Renders a stream's request into the neutral form, through the same parser and limits
-    /// as an HTTP/1.1 head, so that one request gets one verdict whatever the protocol.
+    /// Builds a stream's request in the neutral form straight from its decoded fields, each
+    /// checked as the HTTP/1.1 parser checks the same piece of a head and the whole judged
+    /// by the same limits, so that one request gets one verdict whatever the protocol.
     pub fn request(
         &self,
         req: &h2::Request,
         end_stream: bool,
         limits: &http1::Limits,
     ) -> Result<Request, Unservable> {
-        let (Some(path), Some(authority)) = (&req.path, &req.authority) else {
-            // CONNECT (no :path) is not proxied; a request without any authority neither.
-            return Err(Unservable::NotProxied(if req.path.is_none() {
-                501
-            } else {
-                400
-            }));
-        };
-        // The field limit counts the list as the client sent it: the rendering below makes
-        // four pseudo-headers one Host field and joins cookie crumbs.
-        if req.field_count > limits.max_headers {
-            return Err(Unservable::Invalid(ParseError::TooManyHeaders));
-        }
-        let mut head = Vec::with_capacity(256);
-        head.extend_from_slice(&req.method);
-        head.push(b' ');
-        head.extend_from_slice(path);
-        head.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-        head.extend_from_slice(authority);
-        head.extend_from_slice(b"\r\n");
-        for f in &req.fields {
-            // The authority is the Host written above; TE is hop-by-hop. `expect` stays:
-            // `100-continue` is answered as on HTTP/1.1, when the request goes upstream.
-            if f.name == b"host" || f.name == b"te" {
-                continue;
-            }
-            head.extend_from_slice(&f.name);
-            head.extend_from_slice(b": ");
-            head.extend_from_slice(&f.value);
-            head.extend_from_slice(b"\r\n");
-        }
-        // A body without a length reaches the upstream chunked.
-        if !end_stream && req.content_length.is_none() {
-            head.extend_from_slice(b"transfer-encoding: chunked\r\n");
-        }
-        head.extend_from_slice(b"\r\n");
-        match http1::parse_request(&head, limits) {
-            Ok(Some((parsed, _))) => {
-                Ok(Request::new(parsed, &head, self.scheme).rendered_from_h2())
-            }
-            Ok(None) => Err(Unservable::Invalid(ParseError::HeadTooLarge)),
-            Err(e) => Err(Unservable::Invalid(e)),
-        }
+        let (head, bytes) = neutral_head(req, end_stream, limits)?;
+        Ok(Request::from_h2(head, bytes, self.scheme))
     }
 
     /// Bytes this connection holds: request bodies not yet passed on, relayed response
@@ -524,4 +486,50 @@ fn stage_shared(
             ));
         }
     })
+}
+
+/// The neutral head of an HTTP/2 request and the one buffer its spans refer to: the
+/// authority becomes the first field, `host` (a `host` field, equal to it when present, and
+/// TE, hop-by-hop, are left out); a body without content-length is chunked upstream.
+pub fn neutral_head(
+    req: &h2::Request,
+    end_stream: bool,
+    limits: &http1::Limits,
+) -> Result<(http1::RequestHead, Vec<u8>), Unservable> {
+    let (Some(path), Some(authority)) = (&req.path, &req.authority) else {
+        // CONNECT (no :path) is not proxied; a request without any authority neither.
+        return Err(Unservable::NotProxied(if req.path.is_none() {
+            501
+        } else {
+            400
+        }));
+    };
+    // The field limit counts the list as the client sent it: here the four pseudo-headers
+    // are one host field and the cookie crumbs are joined.
+    if req.field_count > limits.max_headers {
+        return Err(Unservable::Invalid(ParseError::TooManyHeaders));
+    }
+    let kept = |f: &&Field| f.name != b"host" && f.name != b"te";
+    let capacity = req.method.len()
+        + path.len()
+        + "host".len()
+        + authority.len()
+        + req
+            .fields
+            .iter()
+            .filter(kept)
+            .map(|f| f.name.len() + f.value.len())
+            .sum::<usize>();
+    let mut head =
+        http1::RequestBuilder::new(&req.method, path, capacity).map_err(Unservable::Invalid)?;
+    head.field(b"host", authority)
+        .map_err(Unservable::Invalid)?;
+    for f in req.fields.iter().filter(kept) {
+        // `expect` stays: `100-continue` is answered as on HTTP/1.1, when the request goes
+        // upstream.
+        head.field(&f.name, &f.value).map_err(Unservable::Invalid)?;
+    }
+    let unframed_body = !end_stream && req.content_length.is_none();
+    head.finish(unframed_body, limits)
+        .map_err(Unservable::Invalid)
 }

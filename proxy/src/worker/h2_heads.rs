@@ -1,6 +1,8 @@
 //! The field lists of the HEADERS an HTTP/2 client gets for what an HTTP/1.1 upstream sent
-//! or the cache stored: a response head (as the H1 writer rendered it for this client),
-//! an interim (1xx) head, and the trailer section of a chunked body. HTTP/2 names are
+//! or the cache stored: a relayed response head (as the H1 writer rendered it for this
+//! client, parsed back: issue 31), a stored or composed reply (from the cache's status and
+//! fields, no HTTP/1 text), an interim (1xx) head (as the upstream reader parsed it), and
+//! the trailer section of a chunked body. HTTP/2 names are
 //! lowercase and a message carries no connection-specific field (RFC 9113 §8.2); a trailer
 //! section also loses the fields RFC 9110 §6.5.1 says cannot be trailers.
 
@@ -63,8 +65,7 @@ fn trailer_relayed(name: &[u8]) -> bool {
 }
 
 /// The status and the HTTP/2 field list of an HTTP/1-form response head (a relayed head
-/// rendered for the client, a stored one, or an upstream's interim head as received).
-/// None when it does not parse.
+/// rendered for the client). None when it does not parse.
 pub fn head_fields(h1_head: &[u8]) -> Option<(u16, FieldList)> {
     let limits = http1::Limits {
         max_head_bytes: h1_head.len().max(1),
@@ -75,9 +76,15 @@ pub fn head_fields(h1_head: &[u8]) -> Option<(u16, FieldList)> {
     let Ok(Some((head, _))) = http1::parse_response(h1_head, &limits, false) else {
         return None;
     };
+    Some((head.status(), relayable_fields(&head, h1_head)))
+}
+
+/// The HTTP/2 field list of a parsed response head: names lowercased, without the
+/// connection-specific fields and those `Connection` names.
+fn relayable_fields(head: &http1::ResponseHead, buf: &[u8]) -> FieldList {
     let all: FieldList = head
         .headers()
-        .fields(h1_head)
+        .fields(buf)
         .map(|(name, value)| (name.to_ascii_lowercase(), value.to_vec()))
         .collect();
     // The fields `Connection` names are hop-by-hop too (RFC 9110 §7.6.1): the H1 writer
@@ -88,11 +95,9 @@ pub fn head_fields(h1_head: &[u8]) -> Option<(u16, FieldList)> {
         .flat_map(|(_, value)| value.split(|&b| b == b','))
         .map(|option| option.trim_ascii().to_ascii_lowercase())
         .collect();
-    let fields = all
-        .into_iter()
+    all.into_iter()
         .filter(|(name, _)| !is_connection_specific(name) && !named.contains(name))
-        .collect();
-    Some((head.status(), fields))
+        .collect()
 }
 
 /// The fields of a validated chunked trailer section (`name: value\r\n` lines, as
@@ -108,6 +113,26 @@ pub fn trailer_fields(section: &[u8]) -> FieldList {
         })
         .filter(|(name, _)| trailer_relayed(name))
         .collect()
+}
+
+/// The fields an HTTP/2 client gets of a head given as fields: the lowercase names end to
+/// end in `names`, each kept field as its name's range there and its value;
+/// connection-specific fields left out.
+fn lowercase_fields<'f>(
+    fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+    names: &mut Vec<u8>,
+) -> Vec<(std::ops::Range<usize>, &'f [u8])> {
+    let mut kept = Vec::with_capacity(16);
+    for (name, value) in fields {
+        let start = names.len();
+        names.extend(name.iter().map(u8::to_ascii_lowercase));
+        if is_connection_specific(names.get(start..).unwrap_or_default()) {
+            names.truncate(start);
+            continue;
+        }
+        kept.push((start..names.len(), value));
+    }
+    kept
 }
 
 /// Borrowed pairs of `list`, as the `h2` crate's senders take them.
@@ -130,14 +155,36 @@ impl H2Codec {
             .map_err(|_| ())
     }
 
-    /// An upstream's interim head (1xx, not 101) on `stream`, before its final response.
-    /// False when it could not be sent (it is then dropped: the final response follows).
-    pub fn send_interim(&mut self, stream: u32, raw_head: &[u8]) -> bool {
-        let Some((status, fields)) = head_fields(raw_head) else {
-            return false;
-        };
+    /// Sends a head of the cache's (a stored or composed reply: status and fields, the
+    /// per-hit `age` last) as HEADERS, straight from its fields: names lowercased,
+    /// connection-specific fields left out (the cache stores none), no HTTP/1 text on the way.
+    pub fn send_stored_head<'f>(
+        &mut self,
+        stream: u32,
+        status: u16,
+        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+        age: &[u8],
+        end_stream: bool,
+    ) -> Result<(), ()> {
+        let mut names = Vec::with_capacity(256);
+        let kept = lowercase_fields(fields, &mut names);
+        let mut pairs: Vec<(&[u8], &[u8])> = kept
+            .iter()
+            .map(|(name, value)| (names.get(name.clone()).unwrap_or_default(), *value))
+            .collect();
+        pairs.push((b"age", age));
         self.conn
-            .send_interim(stream, status, &borrowed(&fields))
+            .send_headers(stream, status, &pairs, end_stream)
+            .map_err(|_| ())
+    }
+
+    /// An upstream's interim head (1xx, not 101) on `stream`, before its final response, as
+    /// the upstream reader parsed it from `input`. False when it could not be sent (it is then
+    /// dropped: the final response follows).
+    pub fn send_interim(&mut self, stream: u32, head: &http1::ResponseHead, input: &[u8]) -> bool {
+        let fields = relayable_fields(head, input);
+        self.conn
+            .send_interim(stream, head.status(), &borrowed(&fields))
             .is_ok()
     }
 
@@ -155,6 +202,10 @@ impl H2Codec {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "h2_stored_tests.rs"]
+mod stored_tests;
 
 #[cfg(test)]
 mod tests {
@@ -192,5 +243,22 @@ mod tests {
         assert_eq!(status, 103);
         assert_eq!(names(&fields), ["link=</a.css>; rel=preload"]);
         assert!(head_fields(b"not a head\r\n\r\n").is_none());
+    }
+
+    #[test]
+    fn an_interim_head_as_parsed_gives_the_fields_of_its_bytes_parsed_again() {
+        let heads: [&[u8]; 3] = [
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\
+              Connection: x-hop, Keep-Alive\r\nKeep-Alive: 5\r\nX-Hop: 1\r\nX-Kept: A\r\n\r\n",
+            b"HTTP/1.1 100 Continue\r\n\r\n",
+            b"HTTP/1.1 102 Processing\r\nUpgrade: h2c\r\nTE: x\r\nLink: <b>\r\nLink: <c>\r\n\r\n",
+        ];
+        for raw in heads {
+            let (head, _) = http1::parse_response(raw, &http1::Limits::default(), false)
+                .unwrap()
+                .unwrap();
+            let again = head_fields(raw).unwrap();
+            assert_eq!((head.status(), relayable_fields(&head, raw)), again);
+        }
     }
 }

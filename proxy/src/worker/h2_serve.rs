@@ -15,7 +15,7 @@ use super::h1::Reply;
 use super::h2::{H2Codec, Unservable};
 use super::limits::vhost_frang;
 use super::request::Scheme;
-use super::request_body::{head_field_names, push_chunk, push_last_chunk};
+use super::request_body::{push_chunk, push_last_chunk};
 use super::route::access_record;
 use super::{client_token, upstream_token, Worker};
 use crate::frang::{check_trailers, RequestLimits};
@@ -314,7 +314,7 @@ impl Worker {
         };
         let split = self.exchanges.get(id).and_then(|ex| {
             let limits = vhost_frang(&self.rt.config, ex.vhost.unwrap_or(0), ex.location)?;
-            let head_names = head_field_names(ex.request.bytes());
+            let head_names = ex.request.field_names();
             check_trailers(limits, head_names, fields.iter().map(|f| &f.name[..])).err()
         });
         if let Some(v) = split {
@@ -415,10 +415,7 @@ impl Worker {
             if chunked {
                 let mut trailer = Vec::new();
                 for f in &body.trailers {
-                    trailer.extend_from_slice(&f.name);
-                    trailer.extend_from_slice(b": ");
-                    trailer.extend_from_slice(&f.value);
-                    trailer.extend_from_slice(b"\r\n");
+                    http1::write_field(&mut trailer, &f.name, &f.value);
                 }
                 push_last_chunk(&mut u.out, &trailer);
             }

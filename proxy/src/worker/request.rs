@@ -1,8 +1,11 @@
 //! The request an exchange owns, in the one shape routing, frang, the cache and the upstream
 //! writer read whatever protocol the client spoke: method, scheme, authority, target, fields
-//! and body framing over a validated HTTP/1.1-form head. The HTTP/1 codec hands over the head
-//! exactly as received; an HTTP/2 codec renders its decoded header block into the same form,
-//! which the same strict parser then checks, so every rule sees one representation.
+//! and body framing as spans over one buffer ([`http1::RequestHead`]). The HTTP/1 codec hands
+//! over the head exactly as received and parsed; the HTTP/2 codec builds it from the decoded
+//! header block with [`http1::RequestBuilder`] (no HTTP/1 text: the pieces end to end), which
+//! checks each piece as the HTTP/1.1 parser does and the whole by the same limits, so every
+//! rule sees one representation and a request gets one verdict whatever the protocol. Only
+//! the upstream HTTP/1.1 writer renders a request as HTTP/1 text.
 
 use http1::{BodyFraming, Method, RequestHead, Version};
 
@@ -24,12 +27,13 @@ impl Scheme {
     }
 }
 
-/// A parsed request head and the bytes its spans refer to.
+/// A request head and the bytes its spans refer to.
+#[derive(Clone)]
 pub struct Request {
     head: RequestHead,
     bytes: Box<[u8]>,
     scheme: Scheme,
-    /// The client spoke HTTP/2 (the head was rendered from its header block).
+    /// The client spoke HTTP/2 (the head was built from its header block).
     h2: bool,
 }
 
@@ -45,10 +49,24 @@ impl Request {
         }
     }
 
-    /// Marks a request rendered from an HTTP/2 header block.
-    pub fn rendered_from_h2(mut self) -> Request {
-        self.h2 = true;
-        self
+    /// A head built with [`http1::RequestBuilder`], over `bytes` (taken as they are: no copy).
+    #[inline]
+    pub fn built(head: RequestHead, bytes: Vec<u8>, scheme: Scheme) -> Request {
+        Request {
+            head,
+            bytes: bytes.into_boxed_slice(),
+            scheme,
+            h2: false,
+        }
+    }
+
+    /// A head built from an HTTP/2 header block.
+    #[inline]
+    pub fn from_h2(head: RequestHead, bytes: Vec<u8>, scheme: Scheme) -> Request {
+        Request {
+            h2: true,
+            ..Request::built(head, bytes, scheme)
+        }
     }
 
     /// The protocol as the access log names it.
@@ -115,6 +133,14 @@ impl Request {
 
     pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.head.headers().fields(&self.bytes)
+    }
+
+    /// The field names in order (what a trailer field is compared with).
+    pub fn field_names(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        self.head
+            .headers()
+            .iter()
+            .map(|field| field.name.get(&self.bytes))
     }
 
     /// The fields the upstream receives as they are (hop-by-hop ones and those the

@@ -434,8 +434,7 @@ impl HeadWriter<'_> {
                 fwd,
                 (c, to.stream),
                 u,
-                status,
-                len,
+                (head, len),
                 self.metrics,
             ));
         }
@@ -553,10 +552,10 @@ fn relay_interim(
     fwd: &mut super::exchange::Forward,
     (c, stream): (&mut super::client::Client, u32),
     u: &mut super::upstream::Upstream,
-    status: u16,
-    len: usize,
+    (head, len): (&http1::ResponseHead, usize),
     metrics: &crate::metrics::Metrics,
 ) -> Step {
+    let status = head.status();
     fwd.interim += 1;
     if status == 101 || fwd.interim > MAX_INTERIM_RESPONSES {
         if status != 101 {
@@ -568,7 +567,7 @@ fn relay_interim(
     // responses at all.
     let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
     if !(fwd.http10 || status == 100 && fwd.continue_sent) {
-        fwd.sent_to_client |= codec::interim(c, stream, input.get(..len).unwrap_or(&[]));
+        fwd.sent_to_client |= codec::interim(c, stream, (head, input, len));
     }
     if let Some(b) = u.rbuf.as_mut() {
         b.consume(len);

@@ -1,6 +1,8 @@
 //! The proxy's own answers on an HTTP/2 stream: status pages, redirects, local pages, and
 //! stored responses from the cache (whole, or composed into a 206/412/416), each as HEADERS
-//! then DATA, the stored body shared until it is framed.
+//! then DATA, the stored body shared until it is framed. A stored or composed head goes out
+//! from the cache's status and fields (`Entry::reply_fields`, `ComposedReply::fields`), not
+//! from its HTTP/1 rendering.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -63,13 +65,18 @@ impl H2Codec {
         }
     }
 
-    /// A stored response on `stream`: its head as HEADERS, the body shared until framed.
+    /// A stored response on `stream`: its head as HEADERS (from the entry's status and
+    /// fields), the body shared until framed.
     fn stored(&mut self, stream: u32, entry: &Arc<cache::Entry>, kind: cache::ReplyKind) -> u64 {
-        let (head, body) = entry.reply_parts(kind);
-        let mut h1_head = head.to_vec();
-        entry.write_age(SystemTime::now(), &mut h1_head);
+        let (_, body) = entry.reply_parts(kind);
         let body_len = body.len();
-        if self.send_h1_head(stream, &h1_head, body_len == 0).is_err() {
+        let mut digits = [0u8; 20];
+        let age = entry.age_value(SystemTime::now(), &mut digits);
+        let (status, fields) = (entry.reply_status(kind), entry.reply_fields(kind));
+        if self
+            .send_stored_head(stream, status, fields, age, body_len == 0)
+            .is_err()
+        {
             return 0;
         }
         if body_len > 0 {
@@ -79,19 +86,23 @@ impl H2Codec {
         body_len as u64
     }
 
-    /// A 206, 412 or 416 composed from a stored entry: HEADERS, then the body parts in
-    /// order, the selected ranges shared with the stored body until framed.
+    /// A 206, 412 or 416 composed from a stored entry: HEADERS (from the reply's status and
+    /// fields), then the body parts in order, the selected ranges shared with the stored body
+    /// until framed.
     fn composed(
         &mut self,
         stream: u32,
         entry: &Arc<cache::Entry>,
         composed: &cache::ComposedReply<'_>,
     ) -> u64 {
-        let mut h1_head = Vec::with_capacity(entry.head().len() + 64);
-        composed.write_head(&mut h1_head);
-        entry.write_age(SystemTime::now(), &mut h1_head);
         let body_len = composed.body_len();
-        if self.send_h1_head(stream, &h1_head, body_len == 0).is_err() {
+        let mut digits = [0u8; 20];
+        let age = entry.age_value(SystemTime::now(), &mut digits);
+        let (status, fields) = (composed.status(), composed.fields());
+        if self
+            .send_stored_head(stream, status, fields, age, body_len == 0)
+            .is_err()
+        {
             return 0;
         }
         if body_len == 0 {

@@ -78,3 +78,34 @@ fn a_stale_entry_answers_when_the_upstream_fails() {
     let resp = h.message(&mut client, "the stale answer");
     assert_eq!((resp.status(), &resp.body[..]), (200, &b"kept"[..]));
 }
+
+/// A request the configured limits accept is stored and answered as any other, even past
+/// the parser's own defaults (here 120 fields, `http_header_cnt 150`): the fill keys the
+/// entry by the exchange's request, not by a second parse of its head under the defaults
+/// (which refused it, so that such a response was never stored).
+#[test]
+fn a_request_with_more_fields_than_the_defaults_is_stored() {
+    let mut h = Harness::new(
+        &format!("{CACHE_ALL}\nfrang_limits {{ http_header_cnt 150; }}"),
+        "",
+    );
+    let fields: String = (0..120).map(|i| format!("X-F{i}: {i}\r\n")).collect();
+    let request = format!("GET /many HTTP/1.1\r\nHost: site\r\n{fields}\r\n");
+    let mut client = h.client();
+    client.send(request.as_bytes());
+    let mut up = h.upstream();
+    h.message(&mut up, "the miss upstream");
+    up.send(&response(200, "Cache-Control: max-age=60\r\n", "many"));
+    h.message(&mut client, "the miss");
+    let mut other = h.client();
+    other.send(request.as_bytes());
+    let hit = h.message(&mut other, "the hit");
+    assert_eq!((hit.status(), &hit.body[..]), (200, &b"many"[..]));
+    h.idle(Duration::from_millis(30));
+    up.pump();
+    assert!(
+        up.got.is_empty(),
+        "the second request went upstream: not stored"
+    );
+    assert_eq!(h.dialled(), 0);
+}

@@ -105,6 +105,16 @@ impl H2Peer {
         self.request(stream, "GET", path, &[], true);
     }
 
+    /// Ends `stream`'s request with a trailer section of `fields`.
+    pub fn trailers(&mut self, stream: u32, fields: &[(&str, &str)]) {
+        let all = fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
+        let mut block = Vec::new();
+        self.encoder.encode(all, &mut block);
+        let mut out = Vec::new();
+        write::headers(&mut out, stream, &block, true, 16384);
+        self.peer.send(&out);
+    }
+
     pub fn data(&mut self, stream: u32, bytes: &[u8], end_stream: bool) {
         let mut out = Vec::new();
         write::data(&mut out, stream, bytes, end_stream);

@@ -12,5 +12,6 @@ mod cache_flow;
 mod h1_flow;
 mod h1_messages;
 mod h2_flow;
+mod h2_requests;
 mod refusals;
 mod upstream_flow;
