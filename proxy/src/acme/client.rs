@@ -71,15 +71,7 @@ impl Client {
             .connector
             .connect(name, tcp)
             .map_err(|e| format!("TLS to {host}:{port} failed: {e}"))?;
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: ktls-proxy-acme\r\nConnection: close\r\n");
-        if let Some(body) = body {
-            head.push_str(&format!(
-                "Content-Type: application/jose+json\r\nContent-Length: {}\r\n",
-                body.len()
-            ));
-        }
-        head.push_str("\r\n");
-        let mut out = head.into_bytes();
+        let mut out = request_head(method, path, &format!("{host}:{port}"), body)?;
         out.extend_from_slice(body.unwrap_or_default());
         tls.write_all(&out)
             .map_err(|e| format!("write to {host}: {e}"))?;
@@ -116,56 +108,84 @@ fn split_url(url: &str) -> Result<(&str, u16, &str), String> {
     Ok((host, port, path))
 }
 
+/// The request head, through the proxy's own HTTP/1 writer (the one place that writes
+/// HTTP/1 text): `Connection: close`, and the JOSE body's type and length when there is one.
+fn request_head(
+    method: &str,
+    path: &str,
+    authority: &str,
+    body: Option<&[u8]>,
+) -> Result<Vec<u8>, String> {
+    let bad = |e: http1::ParseError| format!("cannot write a request to {authority}{path}: {e}");
+    let mut head =
+        http1::RequestBuilder::new(method.as_bytes(), path.as_bytes(), 256).map_err(bad)?;
+    head.field(b"host", authority.as_bytes()).map_err(bad)?;
+    head.field(b"user-agent", b"ktls-proxy-acme").map_err(bad)?;
+    if let Some(body) = body {
+        head.field(b"content-type", b"application/jose+json")
+            .map_err(bad)?;
+        head.field(b"content-length", body.len().to_string().as_bytes())
+            .map_err(bad)?;
+    }
+    let limits = http1::Limits::default();
+    let (head, buf) = head.finish(false, &limits).map_err(bad)?;
+    let mut out = Vec::with_capacity(256);
+    let forwarding = http1::Forwarding {
+        forwarded_for: None,
+        forwarded_proto: None,
+        via: None,
+        edits: &http1::HeaderEdits::new(),
+        framing: head.framing(),
+        connection: http1::ConnectionOption::Close,
+        limits: &limits,
+    };
+    http1::write_request_head(&mut out, &head, &buf, &forwarding)
+        .map_err(|e| format!("cannot write a request to {authority}{path}: {e}"))?;
+    Ok(out)
+}
+
+/// The whole response (the server closed the connection), through the proxy's own HTTP/1
+/// parser and chunked decoder.
 fn parse_response(raw: &[u8]) -> Result<Response, String> {
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
+    let limits = http1::Limits::default();
+    let bad = |e: http1::ParseError| format!("the ACME server's response is malformed: {e}");
+    let (head, head_len) = http1::parse_response(raw, &limits, false)
+        .map_err(bad)?
         .ok_or("the ACME server's response has no complete head")?;
-    let head = std::str::from_utf8(&raw[..end]).map_err(|_| "the response head is not text")?;
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .ok_or("the response has no status line")?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+    let headers = head
+        .headers()
+        .iter()
+        .map(|f| {
+            let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+            (text(f.name.get(raw)), text(f.value.get(raw)))
+        })
         .collect();
-    let rest = &raw[end + 4..];
-    let chunked = headers.iter().any(|(n, v)| {
-        n.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
-    });
-    let body = if chunked {
-        dechunk(rest)?
-    } else {
-        rest.to_vec()
+    let rest = raw.get(head_len..).unwrap_or_default();
+    let body = match head.framing() {
+        http1::BodyFraming::Length(n) => {
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            rest.get(..n)
+                .ok_or("the ACME server's response is truncated")?
+                .to_vec()
+        }
+        http1::BodyFraming::Chunked => {
+            let mut body = Vec::new();
+            let (_, done) = http1::ChunkedDecoder::new(&limits)
+                .decode_all(rest, |data| body.extend_from_slice(data))
+                .map_err(bad)?;
+            if !done {
+                return Err("the ACME server's chunked response is truncated".into());
+            }
+            body
+        }
+        http1::BodyFraming::None => Vec::new(),
+        http1::BodyFraming::CloseDelimited => rest.to_vec(),
     };
     Ok(Response {
-        status,
+        status: head.status(),
         headers,
         body,
     })
-}
-
-fn dechunk(mut rest: &[u8]) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    loop {
-        let line_end = rest
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or("truncated chunk")?;
-        let size_text = std::str::from_utf8(&rest[..line_end]).map_err(|_| "bad chunk size")?;
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|_| "bad chunk size")?;
-        rest = &rest[line_end + 2..];
-        if size == 0 {
-            return Ok(body);
-        }
-        let chunk = rest.get(..size).ok_or("truncated chunk")?;
-        body.extend_from_slice(chunk);
-        rest = rest.get(size + 2..).ok_or("truncated chunk")?;
-    }
 }
 
 #[cfg(test)]
@@ -183,6 +203,27 @@ mod tests {
             ("example.com", 443, "/")
         );
         assert!(split_url("http://example.com/").is_err());
+    }
+
+    #[test]
+    fn requests_are_written_by_the_http1_writer() {
+        let head = request_head("POST", "/new-order", "acme.test:14000", Some(b"{}")).unwrap();
+        let text = String::from_utf8(head).unwrap();
+        assert!(text.starts_with("POST /new-order HTTP/1.1\r\n"), "{text}");
+        for line in [
+            "Host: acme.test:14000\r\n",
+            "Content-Length: 2\r\n",
+            "Connection: close\r\n",
+        ] {
+            assert!(
+                text.to_ascii_lowercase()
+                    .contains(&line.to_ascii_lowercase()),
+                "{text}"
+            );
+        }
+        assert!(text.ends_with("\r\n\r\n"), "{text}");
+        // A path the writer cannot carry is an error, not a split head.
+        assert!(request_head("GET", "/a\r\nX: y", "acme.test", None).is_err());
     }
 
     #[test]
