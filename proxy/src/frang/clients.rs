@@ -131,7 +131,7 @@ impl Client {
 /// Process-wide frang accounting, shared by worker threads through `Arc`.
 #[derive(Debug)]
 pub struct Frang {
-    epoch: Instant,
+    pub(super) epoch: Instant,
     pub(super) requests: RateLimit,
     pub(super) tcp_connections: RateLimit,
     tls_connections: RateLimit,
@@ -512,7 +512,7 @@ impl Frang {
     fn block(&self, ip: IpAddr, client: &mut Client, now: Instant) {
         if self.ip_block != IpBlock::Off {
             self.count_block(ip);
-            self.publish_block(ip);
+            self.publish_block(ip, now);
         }
         client.blocked = match self.ip_block {
             IpBlock::Off => None,
