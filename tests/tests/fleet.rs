@@ -83,6 +83,18 @@ fn fleet_of(
     limits: &str,
     cluster_extra: &str,
 ) -> Fleet {
+    fleet_with(count, tag, redis, limits, cluster_extra, "")
+}
+
+/// As [`fleet_of`], with `top` (top-level directives) in every node's configuration.
+fn fleet_with(
+    count: usize,
+    tag: &str,
+    redis: SocketAddr,
+    limits: &str,
+    cluster_extra: &str,
+    top: &str,
+) -> Fleet {
     let origin = Origin::start(|_| Response::ok(Vec::new()));
     let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let mut nodes = Vec::new();
@@ -95,7 +107,7 @@ fn fleet_of(
             String::new()
         };
         let extra = format!(
-            "frang_limits {{\n{limits}\n}}\nblock_action attack reply;\n{stats_line}\
+            "{top}\nfrang_limits {{\n{limits}\n}}\nblock_action attack reply;\n{stats_line}\
              cluster {{ redis {redis}; sync_interval {SYNC_MS}ms; {cluster_extra} }}\n"
         );
         let conf = setup.config(origin.addr(), "", &extra);
@@ -507,4 +519,58 @@ fn a_node_reloaded_still_refuses_an_address_another_node_blocked() {
         f.request(Ipv4Addr::new(127, 3, 9, 2), 1, "/other").status(),
         Some(200)
     );
+}
+
+#[test]
+fn blocks_from_the_stream_beyond_the_client_table_leave_room_for_new_clients() {
+    // 40 blocks for ever from another node, in the stream before this node starts: more
+    // than its client table (client_lru_size 16) holds.
+    let redis = Redis::start();
+    let port = redis.addr.port().to_string();
+    let blocked = Ipv4Addr::new(127, 3, 10, 1);
+    for n in 0..40 {
+        let ip = if n == 0 {
+            blocked.to_string()
+        } else {
+            format!("10.9.0.{n}")
+        };
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &port, "XADD", "ktls:blocks", "*"])
+            .args(["ip", &ip, "until", "0", "node", "another-node"])
+            .output()
+            .expect("redis-cli");
+        assert!(out.status.success(), "XADD: {out:?}");
+    }
+    let f = fleet_with(
+        1,
+        "fleet-replay",
+        redis.addr,
+        "http_uri_len 64;\nip_block on;",
+        "",
+        "client_lru_size 16;",
+    );
+    f.wait_redis_up(1, FLEET_WAIT);
+    // A few turns: the stream is read.
+    let deadline = Instant::now() + FLEET_WAIT;
+    loop {
+        let outcome = f.request(blocked, 0, "/blocked");
+        if outcome.is_dropped() || matches!(outcome, Outcome::Error(_)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the block from the stream was not applied: {outcome}\n{}",
+            f.logs()
+        );
+        sleep(Duration::from_millis(SYNC_MS));
+    }
+    for n in 100..103 {
+        let outcome = f.request(Ipv4Addr::new(127, 3, 10, n), 0, "/new");
+        assert_eq!(
+            outcome.status(),
+            Some(200),
+            "new client {n}: {outcome}\n{}",
+            f.logs()
+        );
+    }
 }

@@ -434,6 +434,9 @@ impl Frang {
         if self.ip_block == IpBlock::Off {
             return false;
         }
+        if self.fleet_blocked(ip, now) {
+            return true;
+        }
         let Some(mut shard) = self.shard(ip) else {
             return false;
         };
@@ -488,6 +491,9 @@ impl Frang {
         now: Instant,
         check: impl FnOnce(&Frang, &mut Client) -> Result<(), Violation>,
     ) -> Result<(), Violation> {
+        if self.fleet_blocked(ip, now) {
+            return Err(Violation::block("ip_block", "client address is blocked"));
+        }
         let Some(mut shard) = self.shard(ip) else {
             return Ok(());
         };

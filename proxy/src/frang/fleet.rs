@@ -11,21 +11,21 @@
 //! they were at the last one: the limit can be exceeded by what the other nodes admit in one
 //! interval, and no more.
 //!
-//! Only clients with new events are synced: a client idle here keeps the totals of its last
-//! sync, judged as they were (erring toward the limit) until a time frame has passed, when
-//! they are dropped. Redis work is then bounded by the events, not by the clients known.
+//! Only clients with new events are synced: a client idle here keeps the slot counts of its
+//! last sync, each used for its slot until it leaves the time frame. Redis work is then
+//! bounded by the events, not by the clients known.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use config::IpBlock;
 
 use super::window::SlotRing;
 
-use super::clients::{lock, Blocked, Client, Frang, RateLimit};
+use super::clients::{lock, Blocked, Frang, RateLimit};
 use super::Violation;
 
 /// Whether the last exchange with Redis succeeded: while it is false every node judges with
@@ -47,6 +47,11 @@ pub fn set_redis_up(up: bool) {
 /// enforces its own: only the fleet learns of fewer).
 const OUTBOX_MAX: usize = 4096;
 
+/// Blocks from other nodes held at once: more than the block stream keeps (about 10 000), so
+/// a node starting up holds every block in force. Beyond, expired ones are dropped, then new
+/// ones are not taken (the node that imposed them still enforces them). About 50 bytes each.
+pub const REMOTE_BLOCKS_MAX: usize = 16_384;
+
 /// A frang shared with a fleet.
 #[derive(Debug)]
 pub(super) struct FleetMode {
@@ -54,6 +59,11 @@ pub(super) struct FleetMode {
     fail_closed: bool,
     /// Blocks imposed here since the last sync, oldest first.
     outbox: Mutex<VecDeque<OutgoingBlock>>,
+    /// Blocks other nodes imposed, apart from the client table: replayed from the stream they
+    /// would pin its entries and fill it, and every new client would be refused.
+    remote: RwLock<HashMap<IpAddr, Blocked>>,
+    /// Entries of `remote`: 0 spares the workers its lock.
+    remote_len: AtomicUsize,
     /// Unix time at frang's `epoch`: slots are numbered from the Unix epoch on every node.
     unix_at_epoch: Duration,
     epoch: Instant,
@@ -121,6 +131,8 @@ impl Frang {
         self.fleet = Some(FleetMode {
             fail_closed,
             outbox: Mutex::default(),
+            remote: RwLock::default(),
+            remote_len: AtomicUsize::new(0),
             unix_at_epoch: unix_now.saturating_sub(since_epoch),
             epoch: self.epoch,
         });
@@ -202,16 +214,14 @@ impl Frang {
 
     /// A block another node imposed on `ip`, for `remaining` (`None`: forever): the address
     /// is treated as if blocked here (refused at accept, its open connections reset by the
-    /// workers once they see the block count move). Not published again. False when it
-    /// changed nothing (ip_block off here, or already blocked as long).
+    /// workers once they see the block count move). Kept in its own bounded set, not in the
+    /// client table ([`REMOTE_BLOCKS_MAX`]). Not published again. False when it changed
+    /// nothing (ip_block off here, already blocked as long, or the set full).
     pub fn fleet_block(&self, ip: IpAddr, remaining: Option<Duration>, now: Instant) -> bool {
-        if self.ip_block == IpBlock::Off {
-            return false;
-        }
-        let Some(mut shard) = self.shard(ip) else {
-            return false;
-        };
-        let Some(client) = shard.get_or_insert_unpinned(ip, Client::default, |c| c.is_pinned(now))
+        let Some(fleet) = self
+            .fleet
+            .as_ref()
+            .filter(|_| self.ip_block != IpBlock::Off)
         else {
             return false;
         };
@@ -219,16 +229,38 @@ impl Frang {
             Some(until) => Blocked::Until(until),
             None => Blocked::Forever,
         };
-        let longer = match (client.blocked, until) {
+        let mut remote = fleet.remote.write().unwrap_or_else(PoisonError::into_inner);
+        let longer = match (remote.get(&ip), until) {
             (Some(Blocked::Forever), _) => false,
-            (Some(Blocked::Until(had)), Blocked::Until(new)) if client.is_blocked(now) => new > had,
+            (Some(Blocked::Until(had)), Blocked::Until(new)) if now < *had => new > *had,
             _ => true,
         };
-        if longer {
-            client.blocked = Some(until);
-            self.count_block(ip);
+        if !longer {
+            return false;
         }
-        longer
+        if !remote.contains_key(&ip) && remote.len() >= REMOTE_BLOCKS_MAX {
+            remote.retain(|_, b| in_force(*b, now));
+            if remote.len() >= REMOTE_BLOCKS_MAX {
+                return false;
+            }
+        }
+        remote.insert(ip, until);
+        fleet.remote_len.store(remote.len(), Ordering::Release);
+        drop(remote);
+        self.count_block(ip);
+        true
+    }
+
+    /// Whether another node's block on `ip` is in force at `now`.
+    pub(super) fn fleet_blocked(&self, ip: IpAddr, now: Instant) -> bool {
+        let Some(fleet) = &self.fleet else {
+            return false;
+        };
+        if fleet.remote_len.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let remote = fleet.remote.read().unwrap_or_else(PoisonError::into_inner);
+        remote.get(&ip).is_some_and(|b| in_force(*b, now))
     }
 
     /// Queues the block just imposed on `ip` at `now` here for the fleet.
@@ -293,6 +325,13 @@ impl Frang {
             return Err(fleet_exceeded(names.0, in_frame, rate));
         }
         Ok(())
+    }
+}
+
+fn in_force(block: Blocked, now: Instant) -> bool {
+    match block {
+        Blocked::Forever => true,
+        Blocked::Until(until) => now < until,
     }
 }
 

@@ -195,3 +195,31 @@ fn blocks_go_out_once_and_blocks_from_other_nodes_count_as_ours() {
     assert!(!frang.fleet_block(ip(2), Some(Duration::from_secs(5)), t0));
     assert!(!frang.is_blocked(ip(2), t0 + Duration::from_secs(6)));
 }
+
+#[test]
+fn blocks_from_other_nodes_do_not_take_the_client_table() {
+    let epoch = Instant::now();
+    let global = FrangGlobal {
+        ip_block: IpBlock::Forever,
+        concurrent_tcp_connections: None,
+        ..FrangGlobal::default()
+    };
+    let frang = Frang::with_epoch(&global, 16, epoch).with_fleet(false);
+    for n in 0..40 {
+        assert!(frang.fleet_block(ip(n), None, epoch));
+    }
+    assert_eq!(
+        frang.on_connect(ip(3), epoch).unwrap_err().limit,
+        "ip_block"
+    );
+    assert!(frang.is_blocked(ip(39), epoch));
+    // A new client still finds room.
+    let new = IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1));
+    assert!(frang.on_connect(new, epoch).is_ok());
+    assert!(!frang.is_blocked(new, epoch));
+    // A timed block ends; the same block again changes nothing.
+    let soon = Some(Duration::from_secs(1));
+    assert!(frang.fleet_block(ip(200), soon, epoch));
+    assert!(!frang.fleet_block(ip(200), soon, epoch));
+    assert!(!frang.is_blocked(ip(200), epoch + Duration::from_secs(2)));
+}
