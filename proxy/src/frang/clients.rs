@@ -267,7 +267,7 @@ impl Frang {
         self.with_client(ip, now, |frang, client| {
             client.check_not_blocked(now)?;
             client.connections = client.connections.saturating_add(1);
-            let result = frang.check_connect(client, now);
+            let result = frang.check_connect(ip, client, now);
             if result.is_err() {
                 client.connections = client.connections.saturating_sub(1);
             }
@@ -275,7 +275,12 @@ impl Frang {
         })
     }
 
-    fn check_connect(&self, client: &mut Client, now: Instant) -> Result<(), Violation> {
+    fn check_connect(
+        &self,
+        ip: IpAddr,
+        client: &mut Client,
+        now: Instant,
+    ) -> Result<(), Violation> {
         if let Some(max) = self
             .concurrent_connections
             .filter(|&m| client.connections > m)
@@ -294,7 +299,7 @@ impl Frang {
             &mut client.fleet,
             |f| &mut f.connections,
             &self.tcp_connections,
-            (names, now),
+            (ip, names, now),
         );
         local.and(fleet)
     }
@@ -371,7 +376,7 @@ impl Frang {
                 &mut client.fleet,
                 |f| &mut f.requests,
                 &frang.requests,
-                (names, now),
+                (ip, names, now),
             );
             local.and(fleet)
         })

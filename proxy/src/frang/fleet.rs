@@ -25,7 +25,7 @@ use config::IpBlock;
 
 use super::window::SlotRing;
 
-use super::clients::{lock, Blocked, Frang, RateLimit};
+use super::clients::{lock, Blocked, Client, Frang, RateLimit};
 use super::Violation;
 
 /// Whether the last exchange with Redis succeeded: while it is false every node judges with
@@ -64,10 +64,25 @@ pub(super) struct FleetMode {
     remote: RwLock<HashMap<IpAddr, Blocked>>,
     /// Entries of `remote`: 0 spares the workers its lock.
     remote_len: AtomicUsize,
+    /// The clients whose pending counts went from none to some since the last sync: the
+    /// side thread visits these, not the whole table.
+    dirty: Mutex<Dirty>,
     /// Unix time at frang's `epoch`: slots are numbered from the Unix epoch on every node.
     unix_at_epoch: Duration,
     epoch: Instant,
 }
+
+/// Clients with pending counts, listed once per sync each (when their first event since the
+/// last sync is counted). Past [`DIRTY_MAX`] the list stops growing and the next sync walks
+/// the whole table instead.
+#[derive(Debug, Default)]
+struct Dirty {
+    ips: Vec<IpAddr>,
+    overflow: bool,
+}
+
+/// Clients listed for one sync before the list gives way to a walk of the table.
+const DIRTY_MAX: usize = 1 << 16;
 
 /// A block imposed here, to publish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +148,7 @@ impl Frang {
             outbox: Mutex::default(),
             remote: RwLock::default(),
             remote_len: AtomicUsize::new(0),
+            dirty: Mutex::default(),
             unix_at_epoch: unix_now.saturating_sub(since_epoch),
             epoch: self.epoch,
         });
@@ -157,22 +173,30 @@ impl Frang {
         }
     }
 
-    /// Takes every client's pending counts (left at 0): the clients to sync.
+    /// Takes every client's pending counts (left empty): the clients to sync. Visits the
+    /// clients listed as having some, or the whole table after the list overflowed.
     pub fn fleet_drain(&self) -> Vec<FleetDelta> {
+        let Some(fleet) = &self.fleet else {
+            return Vec::new();
+        };
+        let (listed, overflow) = {
+            let mut dirty = lock(&fleet.dirty);
+            (
+                std::mem::take(&mut dirty.ips),
+                std::mem::take(&mut dirty.overflow),
+            )
+        };
         let mut deltas = Vec::new();
-        for shard in self.shards.iter() {
-            lock(shard).for_each_mut(|ip, client| {
-                let Some(f) = client.fleet.as_deref_mut() else {
-                    return;
-                };
-                if !f.requests.pending.is_empty() || !f.connections.pending.is_empty() {
-                    deltas.push(FleetDelta {
-                        ip: *ip,
-                        requests: f.requests.pending.take(),
-                        connections: f.connections.pending.take(),
-                    });
-                }
-            });
+        if overflow {
+            for shard in self.shards.iter() {
+                lock(shard).for_each_mut(|ip, client| take_pending(*ip, client, &mut deltas));
+            }
+            return deltas;
+        }
+        for ip in listed {
+            if let Some(client) = self.shard(ip).as_deref_mut().and_then(|s| s.peek_mut(&ip)) {
+                take_pending(ip, client, &mut deltas);
+            }
         }
         deltas
     }
@@ -303,7 +327,7 @@ impl Frang {
         counts: &mut Option<Box<FleetCounts>>,
         which: impl FnOnce(&mut FleetCounts) -> &mut SharedCount,
         limit: &RateLimit,
-        (names, now): ((&'static str, &'static str), Instant),
+        (ip, names, now): (IpAddr, (&'static str, &'static str), Instant),
     ) -> Result<(), Violation> {
         // Nothing to share for a counter without a limit (a connect-only client would
         // otherwise cost Redis commands every turn).
@@ -311,7 +335,16 @@ impl Frang {
             return Ok(());
         };
         let q = fleet.quantum(now, limit.slot);
-        let count = which(counts.get_or_insert_with(Box::default));
+        let counts = counts.get_or_insert_with(Box::default);
+        if counts.requests.pending.is_empty() && counts.connections.pending.is_empty() {
+            let mut dirty = lock(&fleet.dirty);
+            if dirty.ips.len() < DIRTY_MAX {
+                dirty.ips.push(ip);
+            } else {
+                dirty.overflow = true;
+            }
+        }
+        let count = which(counts);
         count.pending.add(q);
         if !redis_up() {
             return Ok(());
@@ -325,6 +358,20 @@ impl Frang {
             return Err(fleet_exceeded(names.0, in_frame, rate));
         }
         Ok(())
+    }
+}
+
+/// A client's pending counts into `deltas`, if it has some.
+fn take_pending(ip: IpAddr, client: &mut Client, deltas: &mut Vec<FleetDelta>) {
+    let Some(f) = client.fleet.as_deref_mut() else {
+        return;
+    };
+    if !f.requests.pending.is_empty() || !f.connections.pending.is_empty() {
+        deltas.push(FleetDelta {
+            ip,
+            requests: f.requests.pending.take(),
+            connections: f.connections.pending.take(),
+        });
     }
 }
 

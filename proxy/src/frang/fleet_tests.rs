@@ -223,3 +223,28 @@ fn blocks_from_other_nodes_do_not_take_the_client_table() {
     assert!(!frang.fleet_block(ip(200), soon, epoch));
     assert!(!frang.is_blocked(ip(200), epoch + Duration::from_secs(2)));
 }
+
+#[test]
+fn a_sync_visits_the_clients_listed_and_walks_the_table_past_the_list_s_bound() {
+    let _redis = redis_state(true);
+    let epoch = Instant::now();
+    let global = FrangGlobal {
+        request_rate: Some(10),
+        concurrent_tcp_connections: None,
+        ..FrangGlobal::default()
+    };
+    let frang = Frang::with_epoch(&global, 80_000, epoch).with_fleet(false);
+    let many = |n: u32| IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + n));
+    // More clients with new events in one interval than the list holds (65 536): none lost.
+    for n in 0..70_000 {
+        frang.on_request(many(n), epoch).unwrap();
+    }
+    assert_eq!(frang.fleet_drain().len(), 70_000);
+    assert_eq!(frang.fleet_drain(), []);
+    // Back to the list: a client listed twice (two events) is taken once.
+    frang.on_request(many(5), epoch).unwrap();
+    frang.on_request(many(5), epoch).unwrap();
+    let drained = frang.fleet_drain();
+    assert_eq!(drained.len(), 1);
+    assert_eq!(drained[0].requests.iter().map(|(_, n)| n).sum::<u32>(), 2);
+}
