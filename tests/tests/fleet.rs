@@ -373,6 +373,22 @@ fn steady_traffic_under_the_limits_spread_over_three_nodes_is_all_served() {
     assert_eq!(refused, 0, "refused under the limits\n{}", f.logs());
 }
 
+#[test]
+fn steady_new_connections_under_the_limits_are_all_accepted_by_a_cluster_node() {
+    // The same for tcp_connection_burst / _rate: one new connection per 60 ms.
+    let redis = Redis::start();
+    let limits = "tcp_connection_burst 3;\ntcp_connection_rate 20;";
+    let f = fleet_of(1, "fleet-steadyc", redis.addr, limits, "");
+    f.wait_redis_up(1, FLEET_WAIT);
+    let served = f.alternate(Ipv4Addr::new(127, 3, 6, 3), 60, STEADY_PAUSE);
+    assert_eq!(
+        served,
+        60,
+        "connections refused under the limits\n{}",
+        f.logs()
+    );
+}
+
 /// tests/py/fake_redis.py on a free port: a Redis that answers `good_turns` pipelines, then
 /// misbehaves (`mode`); killed by pid when dropped, and gone by itself after a minute.
 struct FakeRedis {
