@@ -106,6 +106,8 @@ const MALFORMED: &[(&str, u32, u32, &str)] = &[
     ("cluster { redis localhost; }\n", 1, 17, "`localhost` is not an address"),
     ("cluster { redis 127.0.0.1; sync_interval 100; }\n", 1, 42, "`100` is not a sync interval"),
     ("cluster { redis 127.0.0.1; sync_interval 5ms; }\n", 1, 42, "not a sync interval"),
+    ("cluster { redis 127.0.0.1; sync_interval 2s; }\n", 1, 42, "longer than a rate slot (125ms)"),
+    ("cluster { redis 127.0.0.1; sync_interval 126ms; }\n", 1, 42, "longer than a rate slot"),
     ("cluster { redis 127.0.0.1; on_redis_failure maybe; }\n", 1, 45, "not a Redis failure mode"),
     ("cluster { redis 127.0.0.1; redis 127.0.0.2; }\n", 1, 28, "duplicate `redis`"),
     ("cluster { redis 127.0.0.1; peer 127.0.0.2; }\n", 1, 28, "unknown directive `peer`"),

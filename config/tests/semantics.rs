@@ -545,12 +545,12 @@ fn cluster_block_and_its_defaults() {
         (DEFAULT_SYNC_INTERVAL, RedisFailure::Open)
     );
     let c = load(
-        "cluster {\n redis 127.0.0.1:7000;\n sync_interval 2s;\n on_redis_failure closed;\n}\n",
+        "cluster {\n redis 127.0.0.1:7000;\n sync_interval 120ms;\n on_redis_failure closed;\n}\n",
     )
     .cluster
     .expect("cluster");
     assert_eq!(c.redis, "127.0.0.1:7000".parse().unwrap());
-    assert_eq!(c.sync_interval, Duration::from_secs(2));
+    assert_eq!(c.sync_interval, Duration::from_millis(120));
     assert_eq!(c.on_redis_failure, RedisFailure::Closed);
 }
 

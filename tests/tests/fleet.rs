@@ -83,6 +83,18 @@ fn fleet_of(
     limits: &str,
     cluster_extra: &str,
 ) -> Fleet {
+    fleet_with(count, tag, redis, limits, cluster_extra, "")
+}
+
+/// As [`fleet_of`], with `top` (top-level directives) in every node's configuration.
+fn fleet_with(
+    count: usize,
+    tag: &str,
+    redis: SocketAddr,
+    limits: &str,
+    cluster_extra: &str,
+    top: &str,
+) -> Fleet {
     let origin = Origin::start(|_| Response::ok(Vec::new()));
     let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let mut nodes = Vec::new();
@@ -95,7 +107,7 @@ fn fleet_of(
             String::new()
         };
         let extra = format!(
-            "frang_limits {{\n{limits}\n}}\nblock_action attack reply;\n{stats_line}\
+            "{top}\nfrang_limits {{\n{limits}\n}}\nblock_action attack reply;\n{stats_line}\
              cluster {{ redis {redis}; sync_interval {SYNC_MS}ms; {cluster_extra} }}\n"
         );
         let conf = setup.config(origin.addr(), "", &extra);
@@ -307,4 +319,274 @@ fn a_hung_redis_counts_as_down_and_no_request_waits_for_it() {
     assert_eq!(served, 10, "with Redis hung\n{}", f.logs());
     redis.proc.signal(libc::SIGCONT);
     f.wait_redis_up(1, Duration::from_secs(10));
+}
+
+impl Fleet {
+    /// `count` requests from `src` on keep-alive connections, node after node, each sent
+    /// `pause` after the previous answer: how many were refused (a refused connection is
+    /// closed by the node, and opened again for the next request).
+    fn steady(&self, src: Ipv4Addr, count: usize, pause: Duration) -> usize {
+        let mut conns: Vec<Option<RawClient>> = self.http.iter().map(|_| None).collect();
+        let mut refused = 0;
+        for i in 0..count {
+            let n = i % self.http.len();
+            let conn = match &mut conns[n] {
+                Some(c) => c,
+                slot => slot.insert(RawClient::connect_from(src, self.http[n]).expect("connect")),
+            };
+            match conn.request(&get_with(&format!("/s{i}"), HOST, ""), T) {
+                Outcome::Response(r) if r.status == 200 => {}
+                Outcome::Response(r) if r.status == 403 => {
+                    refused += 1;
+                    conns[n] = None;
+                }
+                other => panic!("request {i} to node {n}: {other}\n{}", self.logs()),
+            }
+            sleep(pause);
+        }
+        refused
+    }
+}
+
+/// A burst of 3 per 125 ms slot and 20 per second; one request per 60 ms (16.7/s) never
+/// puts more than 3 in a slot nor 17 in a second: under both limits.
+const STEADY_LIMITS: &str = "request_burst 3;\nrequest_rate 20;";
+const STEADY_PAUSE: Duration = Duration::from_millis(60);
+
+#[test]
+fn steady_traffic_under_the_limits_is_all_served_by_a_cluster_node() {
+    // A lone proxy serves all of it; a node of a cluster must too (the fleet's count of a
+    // slot is never judged as another slot's, nor this node's events counted twice).
+    let redis = Redis::start();
+    let f = fleet_of(1, "fleet-steady1", redis.addr, STEADY_LIMITS, "");
+    f.wait_redis_up(1, FLEET_WAIT);
+    let refused = f.steady(Ipv4Addr::new(127, 3, 6, 1), 60, STEADY_PAUSE);
+    assert_eq!(refused, 0, "refused under the limits\n{}", f.logs());
+}
+
+#[test]
+fn steady_traffic_under_the_limits_spread_over_three_nodes_is_all_served() {
+    let redis = Redis::start();
+    let f = fleet("fleet-steady3", redis.addr, STEADY_LIMITS);
+    f.wait_redis_up(1, FLEET_WAIT);
+    let refused = f.steady(Ipv4Addr::new(127, 3, 6, 2), 60, STEADY_PAUSE);
+    assert_eq!(refused, 0, "refused under the limits\n{}", f.logs());
+}
+
+#[test]
+fn steady_new_connections_under_the_limits_are_all_accepted_by_a_cluster_node() {
+    // The same for tcp_connection_burst / _rate: one new connection per 60 ms.
+    let redis = Redis::start();
+    let limits = "tcp_connection_burst 3;\ntcp_connection_rate 20;";
+    let f = fleet_of(1, "fleet-steadyc", redis.addr, limits, "");
+    f.wait_redis_up(1, FLEET_WAIT);
+    let served = f.alternate(Ipv4Addr::new(127, 3, 6, 3), 60, STEADY_PAUSE);
+    assert_eq!(
+        served,
+        60,
+        "connections refused under the limits\n{}",
+        f.logs()
+    );
+}
+
+/// tests/py/fake_redis.py on a free port: a Redis that answers `good_turns` pipelines, then
+/// misbehaves (`mode`); killed by pid when dropped, and gone by itself after a minute.
+struct FakeRedis {
+    proc: Proc,
+    addr: SocketAddr,
+    _dir: TempDir,
+}
+
+impl FakeRedis {
+    fn start(mode: &str, good_turns: u32, cap_bytes: usize) -> FakeRedis {
+        let dir = TempDir::new("fleet-fake-redis");
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/fake_redis.py");
+        let mut cmd = Command::new("python3");
+        cmd.arg(script).arg(addr.port().to_string()).args([
+            mode,
+            &good_turns.to_string(),
+            &cap_bytes.to_string(),
+            "60",
+        ]);
+        let proc = Proc::spawn("fake-redis", cmd, dir.path());
+        assert!(
+            wait_for_port(addr, T),
+            "the fake Redis did not listen on {addr}\n{}",
+            proc.logs()
+        );
+        FakeRedis {
+            proc,
+            addr,
+            _dir: dir,
+        }
+    }
+}
+
+#[test]
+fn a_redis_trickling_its_replies_counts_as_down_and_closed_refuses_meanwhile() {
+    // 20 turns (2 s) answered well, then every reply sent a byte per 30 ms: each byte comes
+    // well within a read timeout, but no turn ends within its deadline.
+    let fake = FakeRedis::start("trickle", 20, 0);
+    let f = fleet_of(
+        1,
+        "fleet-trickle",
+        fake.addr,
+        RATE,
+        "on_redis_failure closed;",
+    );
+    f.wait_redis_up(1, FLEET_WAIT);
+    f.wait_redis_up(0, FLEET_WAIT);
+    let refused = f.request(Ipv4Addr::new(127, 3, 7, 1), 0, "/while-trickling");
+    assert!(
+        refused.is_dropped() || matches!(refused, Outcome::Error(_)),
+        "a new connection while Redis trickles: {refused}\n{}\n{}",
+        f.logs(),
+        fake.proc.logs()
+    );
+}
+
+/// A process's resident memory: now and its peak (VmRSS, VmHWM), in KiB.
+fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+#[test]
+fn a_redis_flooding_its_replies_cannot_grow_the_proxy_s_memory() {
+    // 10 turns answered well, then XREAD answered by arrays of a million items each,
+    // nested, and 48 MiB of integers per connection: far beyond any turn's budget.
+    let fake = FakeRedis::start("flood", 10, 48 << 20);
+    let f = fleet_of(1, "fleet-flood", fake.addr, RATE, "");
+    let pid = f.nodes[0].proc.pid();
+    f.wait_redis_up(1, FLEET_WAIT);
+    let (before, _) = rss_kib(pid);
+    // The flood starts within a second; several reconnections (and floods) later:
+    sleep(Duration::from_secs(4));
+    let (_, peak) = rss_kib(pid);
+    let grown_mib = peak.saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 32,
+        "the proxy's peak memory grew {grown_mib} MiB under a flooding Redis\n{}\n{}",
+        f.logs(),
+        fake.proc.logs()
+    );
+    f.wait_redis_up(0, FLEET_WAIT);
+    assert_eq!(
+        f.request(Ipv4Addr::new(127, 3, 8, 1), 0, "/served")
+            .status(),
+        Some(200)
+    );
+}
+
+#[test]
+fn a_node_reloaded_still_refuses_an_address_another_node_blocked() {
+    let redis = Redis::start();
+    let f = fleet_of(
+        2,
+        "fleet-reload",
+        redis.addr,
+        "http_uri_len 64;\nip_block on;",
+        "",
+    );
+    f.wait_redis_up(1, FLEET_WAIT);
+    let src = Ipv4Addr::new(127, 3, 9, 1);
+    let long = format!("/{}", "x".repeat(100));
+    assert_eq!(f.request(src, 0, &long).status(), Some(403), "{}", f.logs());
+    let refused_by_node_1 = || {
+        let outcome = f.request(src, 1, "/after");
+        outcome.is_dropped() || matches!(outcome, Outcome::Error(_))
+    };
+    let deadline = Instant::now() + FLEET_WAIT;
+    while !refused_by_node_1() {
+        assert!(
+            Instant::now() < deadline,
+            "node 1 never learnt the block\n{}",
+            f.logs()
+        );
+        sleep(Duration::from_millis(SYNC_MS / 2));
+    }
+    // The same configuration again: a new frang, which must learn the fleet's blocks anew.
+    let node = &f.nodes[1];
+    node.proc.signal(libc::SIGHUP);
+    let reloaded = Instant::now() + Duration::from_secs(15);
+    while !node.proc.stderr().contains("reloaded") && !node.proc.stdout().contains("reloaded") {
+        assert!(Instant::now() < reloaded, "no reload\n{}", node.proc.logs());
+        sleep(Duration::from_millis(50));
+    }
+    // Ten intervals for the side thread to read the stream again, then refused every time.
+    sleep(Duration::from_millis(10 * SYNC_MS));
+    for attempt in 0..3 {
+        assert!(
+            refused_by_node_1(),
+            "attempt {attempt}: node 1 serves the blocked address after its reload\n{}",
+            f.logs()
+        );
+        sleep(Duration::from_millis(SYNC_MS));
+    }
+    assert_eq!(
+        f.request(Ipv4Addr::new(127, 3, 9, 2), 1, "/other").status(),
+        Some(200)
+    );
+}
+
+#[test]
+fn blocks_from_the_stream_beyond_the_client_table_leave_room_for_new_clients() {
+    // 40 blocks for ever from another node, in the stream before this node starts: more
+    // than its client table (client_lru_size 16) holds.
+    let redis = Redis::start();
+    let port = redis.addr.port().to_string();
+    let blocked = Ipv4Addr::new(127, 3, 10, 1);
+    for n in 0..40 {
+        let ip = if n == 0 {
+            blocked.to_string()
+        } else {
+            format!("10.9.0.{n}")
+        };
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &port, "XADD", "ktls:blocks", "*"])
+            .args(["ip", &ip, "until", "0", "node", "another-node"])
+            .output()
+            .expect("redis-cli");
+        assert!(out.status.success(), "XADD: {out:?}");
+    }
+    let f = fleet_with(
+        1,
+        "fleet-replay",
+        redis.addr,
+        "http_uri_len 64;\nip_block on;",
+        "",
+        "client_lru_size 16;",
+    );
+    f.wait_redis_up(1, FLEET_WAIT);
+    // A few turns: the stream is read.
+    let deadline = Instant::now() + FLEET_WAIT;
+    loop {
+        let outcome = f.request(blocked, 0, "/blocked");
+        if outcome.is_dropped() || matches!(outcome, Outcome::Error(_)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the block from the stream was not applied: {outcome}\n{}",
+            f.logs()
+        );
+        sleep(Duration::from_millis(SYNC_MS));
+    }
+    for n in 100..103 {
+        let outcome = f.request(Ipv4Addr::new(127, 3, 10, n), 0, "/new");
+        assert_eq!(
+            outcome.status(),
+            Some(200),
+            "new client {n}: {outcome}\n{}",
+            f.logs()
+        );
+    }
 }

@@ -13,8 +13,11 @@ use crate::tree::{Directive, Node, Value};
 const USAGE: &str = "cluster { redis IP[:PORT]; sync_interval 100ms; on_redis_failure open; }";
 
 /// Shortest and longest `sync_interval`: below 10 ms Redis does more work than the limits
-/// gain; above 10 s a fleet limit is no longer one.
-const INTERVAL_MS: (u64, u64) = (10, 10_000);
+/// gain; the longest is the time slot of the shared rate limits (their one-second frame cut
+/// into Tempesta's 8 slots: 125 ms). A longer interval would let the events of one turn
+/// span several slots and the fleet's counts lag a slot behind the time they are judged at:
+/// the limit would no longer bound the fleet's burst.
+const INTERVAL_MS: (u64, u64) = (10, 125);
 
 /// `cluster { ... }` at top level: `None` after an error (reported).
 pub fn apply(c: &mut Checker<'_>, d: &Directive) -> Option<Cluster> {
@@ -113,14 +116,26 @@ fn interval(c: &mut Checker<'_>, v: &Value) -> Option<Duration> {
         Some(ms) if (INTERVAL_MS.0..=INTERVAL_MS.1).contains(&ms) => {
             Some(Duration::from_millis(ms))
         }
+        Some(ms) if ms > INTERVAL_MS.1 => {
+            c.error(
+                &v.pos,
+                format!(
+                    "sync interval `{text}` is longer than a rate slot ({}ms)",
+                    INTERVAL_MS.1
+                ),
+                "the shared request and connection rates count in slots of 125ms (1s / 8): \
+                 a longer interval lets a node judge one slot with another's counts; use \
+                 `100ms` (the default) or less",
+            );
+            None
+        }
         _ => {
             c.error(
                 &v.pos,
                 format!("`{text}` is not a sync interval"),
                 format!(
-                    "expected a time with its unit between {}ms and {}s, e.g. `100ms` or `1s`",
-                    INTERVAL_MS.0,
-                    INTERVAL_MS.1 / 1000
+                    "expected a time with its unit between {}ms and {}ms, e.g. `100ms`",
+                    INTERVAL_MS.0, INTERVAL_MS.1
                 ),
             );
             None

@@ -4,8 +4,8 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::resp::Reply;
-use crate::frang::{FleetDelta, FleetSlots, FleetTotal, FRANG_FREQ};
+use super::resp::{Budget, Reply};
+use crate::frang::{FleetDelta, FleetSlots, FleetTotal, OutgoingBlock, FRANG_FREQ};
 
 /// The stream of blocks.
 pub const BLOCKS: &str = "ktls:blocks";
@@ -13,6 +13,11 @@ pub const BLOCKS: &str = "ktls:blocks";
 pub const BLOCKS_KEPT: usize = 10_000;
 /// Entries read from the stream per turn.
 const BLOCKS_PER_TURN: usize = 1000;
+/// Expiry of the operators' key of a block for ever (`ip_block on`): the stream entry is
+/// what nodes read; the key only shows the block, and must not stay for ever.
+const FOREVER_KEY_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Bytes a stream entry may take in XREAD's reply (id, three fields: about 120 bytes).
+const ENTRY_BYTES: usize = 512;
 
 /// A block as the stream carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +32,13 @@ pub struct RemoteBlock {
 enum Expect {
     /// A write: only an error matters.
     Done,
-    /// The counter slots of delta `index`, requests or connections.
-    Totals { index: usize, requests: bool },
+    /// The counter slots of delta `index`, requests or connections, the frame ending with
+    /// slot `last`.
+    Totals {
+        index: usize,
+        requests: bool,
+        last: u64,
+    },
     /// New entries of the block stream.
     Blocks,
 }
@@ -43,8 +53,8 @@ pub struct Turn {
 /// What a turn's replies said.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
-    /// Per delta, in order: (requests, connections) totals.
-    pub totals: Vec<(FleetTotal, FleetTotal)>,
+    /// Per delta, in order: (requests, connections) counts, `None` where not read.
+    pub totals: Vec<(Option<FleetTotal>, Option<FleetTotal>)>,
     /// Blocks other nodes published since `last_id`.
     pub blocks: Vec<RemoteBlock>,
     /// The stream position read up to.
@@ -67,39 +77,48 @@ impl Turn {
         self.expect.push(expect);
     }
 
-    /// Adds each delta to its slot and reads the frame back, for every counter with a limit.
-    /// `unix` is the time since the Unix epoch: all nodes number the slots alike.
+    /// Adds each delta's events to the key of their own slot and reads the frame back, for
+    /// every counter with a limit and something new. `unix` is the time since the Unix
+    /// epoch: all nodes number the slots alike.
     pub fn counts(&mut self, deltas: &[FleetDelta], slots: FleetSlots, unix: Duration) {
         for (index, d) in deltas.iter().enumerate() {
             let kinds = [
-                (true, slots.requests, d.requests),
-                (false, slots.connections, d.connections),
+                (true, slots.requests, &d.requests),
+                (false, slots.connections, &d.connections),
             ];
             for (requests, slot, added) in kinds {
-                let Some(slot) = slot else {
+                let Some(slot) = slot.filter(|_| !added.is_empty()) else {
                     continue;
                 };
-                let q = u64::try_from(unix.as_nanos() / slot.as_nanos().max(1)).unwrap_or(0);
-                let key = counter(requests, d.ip, q);
-                if added > 0 {
-                    let ttl = millis(slot * 2 * FRANG_FREQ as u32).to_string();
-                    self.push(Expect::Done, &["INCRBY", &key, &added.to_string()]);
-                    self.push(Expect::Done, &["PEXPIRE", &key, &ttl]);
+                let ttl = millis(slot * 2 * FRANG_FREQ as u32).to_string();
+                for (q, n) in added {
+                    let key = counter(requests, d.ip, *q);
+                    // Made with its expiry before it is added to: whatever part of the
+                    // pipeline Redis runs, no counter key is left without one.
+                    self.push(Expect::Done, &["SET", &key, "0", "NX", "PX", &ttl]);
+                    self.push(Expect::Done, &["INCRBY", &key, &n.to_string()]);
                 }
+                let last = u64::try_from(unix.as_nanos() / slot.as_nanos().max(1)).unwrap_or(0);
                 let mut mget = vec!["MGET".to_owned()];
-                let first = q.saturating_sub(FRANG_FREQ - 1);
-                mget.extend((first..=q).map(|q| counter(requests, d.ip, q)));
+                let first = last.saturating_sub(FRANG_FREQ - 1);
+                mget.extend((first..=last).map(|q| counter(requests, d.ip, q)));
                 self.commands.push(mget);
-                self.expect.push(Expect::Totals { index, requests });
+                self.expect.push(Expect::Totals {
+                    index,
+                    requests,
+                    last,
+                });
             }
         }
     }
 
-    /// Publishes the blocks imposed here: `(address, length)` with `None` forever.
-    pub fn publish(&mut self, blocks: &[(IpAddr, Option<Duration>)], unix: Duration, node: &str) {
-        for (ip, length) in blocks {
-            let ip = ip.to_string();
-            let until = length.map_or(0, |l| millis(unix + l)).to_string();
+    /// Publishes the blocks imposed here; each ends a length after it was imposed, however
+    /// late it is published.
+    pub fn publish(&mut self, blocks: &[OutgoingBlock], unix: Duration, node: &str) {
+        for block in blocks {
+            let (ip, length) = (block.ip.to_string(), &block.length);
+            let until_ms = length.map(|l| millis(block.imposed.saturating_add(l)));
+            let until = until_ms.unwrap_or(0).to_string();
             let kept = BLOCKS_KEPT.to_string();
             self.push(
                 Expect::Done,
@@ -109,14 +128,29 @@ impl Turn {
                 ],
             );
             let key = format!("ktls:block:{{{ip}}}");
-            match length {
-                Some(l) => {
-                    let ms = millis(*l).max(1).to_string();
-                    self.push(Expect::Done, &["SET", &key, node, "PX", &ms]);
-                }
-                None => self.push(Expect::Done, &["SET", &key, node]),
-            }
+            let ms = match until_ms {
+                Some(until) => until.saturating_sub(millis(unix)).max(1),
+                None => millis(FOREVER_KEY_TTL),
+            };
+            self.push(Expect::Done, &["SET", &key, node, "PX", &ms.to_string()]);
         }
+    }
+
+    /// What the replies of this turn may take at most: a server answering more is not the
+    /// Redis expected, and the turn fails rather than hold more.
+    pub fn budget(&self) -> Budget {
+        let freq = usize::try_from(FRANG_FREQ).unwrap_or(8);
+        let (mut items, mut bytes) = (0usize, 0usize);
+        for expect in &self.expect {
+            let (i, b) = match expect {
+                Expect::Done => (1, 64),
+                Expect::Totals { .. } => (1 + freq, 16 + freq * 32),
+                Expect::Blocks => (4 + BLOCKS_PER_TURN * 9, 64 + BLOCKS_PER_TURN * ENTRY_BYTES),
+            };
+            items = items.saturating_add(i);
+            bytes = bytes.saturating_add(b);
+        }
+        Budget { items, bytes }
     }
 
     /// Reads the blocks published after stream position `last_id`.
@@ -147,38 +181,63 @@ impl Turn {
                 return Err(format!("Redis answered {e}"));
             }
             match *expect {
-                Expect::Done => {}
-                Expect::Totals { index, requests } => {
-                    let total = totals(reply);
+                Expect::Done => match reply {
+                    Reply::Status(_) | Reply::Int(_) | Reply::Bulk(None) => {}
+                    other => return Err(format!("unexpected reply to a write: {}", other.kind())),
+                },
+                Expect::Totals {
+                    index,
+                    requests,
+                    last,
+                } => {
+                    let total = totals(reply, last)?;
                     if let Some((r, c)) = out.totals.get_mut(index) {
-                        *(if requests { r } else { c }) = total;
+                        *(if requests { r } else { c }) = Some(total);
                     }
                 }
-                Expect::Blocks => stream_entries(reply, node, &mut out),
+                Expect::Blocks => stream_entries(reply, node, &mut out)?,
             }
         }
         Ok(out)
     }
 }
 
-/// An MGET of the frame's slots, oldest first: the sum and the last (current) slot.
-fn totals(reply: &Reply) -> FleetTotal {
-    let counts: Vec<u32> = reply
-        .items()
-        .iter()
-        .map(|r| r.as_int().and_then(|n| u32::try_from(n).ok()).unwrap_or(0))
-        .collect();
-    FleetTotal {
-        frame: counts.iter().fold(0u32, |s, n| s.saturating_add(*n)),
-        slot: counts.last().copied().unwrap_or(0),
+/// An MGET of the frame's `FRANG_FREQ` slots ending with slot `last`, oldest first: each
+/// a count or null.
+fn totals(reply: &Reply, last: u64) -> Result<FleetTotal, String> {
+    let items = match reply {
+        Reply::Array(Some(items)) if items.len() as u64 == FRANG_FREQ => items,
+        other => return Err(format!("unexpected reply to MGET: {}", other.kind())),
+    };
+    let first = last.saturating_sub(FRANG_FREQ - 1);
+    let mut slots = Vec::new();
+    for (q, item) in (first..).zip(items) {
+        let count = match item {
+            Reply::Bulk(None) => 0,
+            r => r
+                .as_int()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| format!("not a count in MGET's reply: {}", r.kind()))?,
+        };
+        if count > 0 {
+            slots.push((q, count));
+        }
     }
+    Ok(FleetTotal { slots })
 }
 
-/// XREAD's reply: `[[stream, [[id, [field, value, ...]], ...]]]`, or null when nothing new.
-fn stream_entries(reply: &Reply, node: &str, out: &mut Outcome) {
-    for stream in reply.items() {
-        let Some(entries) = stream.items().get(1) else {
-            continue;
+/// XREAD's reply: `[[stream, [[id, [field, value, ...]], ...]]]` with at most
+/// `BLOCKS_PER_TURN` entries, or null when nothing new.
+fn stream_entries(reply: &Reply, node: &str, out: &mut Outcome) -> Result<(), String> {
+    let streams = match reply {
+        Reply::Array(None) => return Ok(()),
+        Reply::Array(Some(streams)) if streams.len() == 1 => streams,
+        other => return Err(format!("unexpected reply to XREAD: {}", other.kind())),
+    };
+    for stream in streams {
+        let entries = match stream.items() {
+            [_, entries @ Reply::Array(Some(e))] if e.len() <= BLOCKS_PER_TURN => entries,
+            _ => return Err("unexpected stream in XREAD's reply".to_owned()),
         };
         for entry in entries.items() {
             let [id, fields] = entry.items() else {
@@ -206,6 +265,7 @@ fn stream_entries(reply: &Reply, node: &str, out: &mut Outcome) {
             }
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -217,12 +277,56 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_adds_the_deltas_and_sums_the_frame_it_reads_back() {
+    fn a_turn_adds_each_slot_s_events_to_its_key_and_reads_the_frame_back() {
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
         let deltas = [FleetDelta {
             ip,
-            requests: 3,
-            connections: 0,
+            requests: vec![(7, 1), (8, 2)],
+            connections: vec![],
+        }];
+        let slots = FleetSlots {
+            requests: Some(Duration::from_millis(125)),
+            connections: Some(Duration::from_millis(125)),
+        };
+        let mut turn = Turn::default();
+        turn.counts(&deltas, slots, Duration::from_millis(1000));
+        let set = |q: u64| {
+            let key = format!("ktls:r:{{10.0.0.1}}:{q}");
+            ["SET", &key, "0", "NX", "PX", "2000"].map(str::to_owned)
+        };
+        assert_eq!(turn.commands[0], set(7));
+        assert_eq!(turn.commands[1], ["INCRBY", "ktls:r:{10.0.0.1}:7", "1"]);
+        assert_eq!(turn.commands[2], set(8));
+        assert_eq!(turn.commands[3], ["INCRBY", "ktls:r:{10.0.0.1}:8", "2"]);
+        // Nothing new of connections: no MGET of them.
+        assert_eq!(turn.commands.len(), 5);
+        assert_eq!(turn.commands[4].len(), 1 + FRANG_FREQ as usize);
+        assert_eq!(turn.commands[4][1], "ktls:r:{10.0.0.1}:1");
+        let mut counts = vec![Reply::Bulk(None); 6];
+        counts.extend([bulk("4"), bulk("5")]);
+        let mget = Reply::Array(Some(counts));
+        let ok = Reply::Status("OK".into());
+        let replies = [
+            ok.clone(),
+            Reply::Int(1),
+            Reply::Bulk(None),
+            Reply::Int(5),
+            mget,
+        ];
+        let out = turn.outcome(&replies, 1, "me").unwrap();
+        let read = FleetTotal {
+            slots: vec![(7, 4), (8, 5)],
+        };
+        assert_eq!(out.totals[0], (Some(read), None));
+        assert!(turn.outcome(&replies[..2], 1, "me").is_err());
+    }
+
+    #[test]
+    fn replies_of_the_wrong_shape_fail_the_turn() {
+        let deltas = [FleetDelta {
+            ip: "10.0.0.1".parse().unwrap(),
+            requests: vec![(8, 1)],
+            connections: vec![],
         }];
         let slots = FleetSlots {
             requests: Some(Duration::from_millis(125)),
@@ -230,15 +334,62 @@ mod tests {
         };
         let mut turn = Turn::default();
         turn.counts(&deltas, slots, Duration::from_millis(1000));
-        assert_eq!(turn.commands[0], ["INCRBY", "ktls:r:{10.0.0.1}:8", "3"]);
-        assert_eq!(turn.commands[1], ["PEXPIRE", "ktls:r:{10.0.0.1}:8", "2000"]);
-        assert_eq!(turn.commands[2].len(), 1 + FRANG_FREQ as usize);
-        assert_eq!(turn.commands[2][1], "ktls:r:{10.0.0.1}:1");
-        let mget = Reply::Array(Some(vec![bulk("4"), Reply::Bulk(None), bulk("5")]));
-        let replies = [Reply::Int(5), Reply::Int(1), mget];
-        let out = turn.outcome(&replies, 1, "me").unwrap();
-        assert_eq!(out.totals[0].0, FleetTotal { frame: 9, slot: 5 });
-        assert!(turn.outcome(&replies[..2], 1, "me").is_err());
+        turn.read_blocks("0");
+        let ok = Reply::Status("OK".into());
+        let eight = Reply::Array(Some(vec![Reply::Bulk(None); 8]));
+        let good = [ok.clone(), Reply::Int(1), eight.clone(), Reply::Array(None)];
+        assert!(turn.outcome(&good, 1, "me").is_ok());
+        let seven = Reply::Array(Some(vec![Reply::Bulk(None); 7]));
+        let stream = |entries: usize| {
+            let entry = Reply::Array(Some(vec![bulk("1-0"), Reply::Array(Some(vec![]))]));
+            Reply::Array(Some(vec![Reply::Array(Some(vec![
+                bulk(BLOCKS),
+                Reply::Array(Some(vec![entry; entries])),
+            ]))]))
+        };
+        for bad in [
+            [ok.clone(), Reply::Int(1), seven, Reply::Array(None)],
+            [ok.clone(), Reply::Int(1), Reply::Int(3), Reply::Array(None)],
+            [ok.clone(), Reply::Int(1), eight.clone(), Reply::Int(1)],
+            [ok.clone(), bulk("x"), eight.clone(), Reply::Array(None)],
+            [
+                ok.clone(),
+                Reply::Int(1),
+                eight.clone(),
+                stream(BLOCKS_PER_TURN + 1),
+            ],
+        ] {
+            assert!(turn.outcome(&bad, 1, "me").is_err(), "{bad:?}");
+        }
+        let fine = [ok, Reply::Int(1), eight, stream(BLOCKS_PER_TURN)];
+        assert!(turn.outcome(&fine, 1, "me").is_ok());
+    }
+
+    #[test]
+    fn a_block_ends_a_length_after_it_was_imposed_and_every_block_key_expires() {
+        let ip: IpAddr = "10.0.0.2".parse().unwrap();
+        let blocks = [
+            OutgoingBlock {
+                ip,
+                length: Some(Duration::from_secs(60)),
+                imposed: Duration::from_secs(1000),
+            },
+            OutgoingBlock {
+                ip,
+                length: None,
+                imposed: Duration::from_secs(1000),
+            },
+        ];
+        let mut turn = Turn::default();
+        // Published 20 s late (Redis was away): it still ends at 1060 s, 40 s from now.
+        turn.publish(&blocks, Duration::from_secs(1020), "me");
+        assert_eq!(turn.commands[0][9], "1060000");
+        assert_eq!(
+            turn.commands[1],
+            ["SET", "ktls:block:{10.0.0.2}", "me", "PX", "40000"]
+        );
+        assert_eq!(turn.commands[2][9], "0");
+        assert_eq!(turn.commands[3][3..], ["PX", "86400000"]);
     }
 
     #[test]

@@ -3,13 +3,12 @@
 //! frang judges with local counts only (`frang::redis_up` false) and the counts of each turn
 //! are dropped: a restarted Redis is filled again by the next turns, not by a backlog.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::keys::{RemoteBlock, Turn};
 use super::resp::Connection;
-use crate::frang::{set_redis_up, Frang};
+use crate::frang::{set_redis_up, Frang, OutgoingBlock};
 
 /// First wait before connecting again after a failure; doubled up to [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -27,7 +26,7 @@ pub struct Link {
     /// Position read up to in the block stream ("0": from the oldest entry kept).
     last_id: String,
     /// Blocks imposed here not yet published (Redis was away).
-    unpublished: Vec<(IpAddr, Option<Duration>)>,
+    unpublished: Vec<OutgoingBlock>,
 }
 
 impl Link {
@@ -51,9 +50,17 @@ impl Link {
     /// Runs until the process ends.
     pub fn run(mut self, current: impl Fn() -> Arc<Frang>, wake: impl Fn()) {
         let interval = self.cluster.sync_interval;
+        let mut previous: Option<Arc<Frang>> = None;
         loop {
             let started = Instant::now();
             let frang = current();
+            if let Some(old) = previous.filter(|old| !Arc::ptr_eq(old, &frang)) {
+                // A reload: the new table knows none of the fleet's blocks, so the stream is
+                // read again from its start; the old table's last blocks still go out.
+                self.unpublished.extend(old.fleet_take_blocks());
+                self.last_id = "0".to_owned();
+            }
+            previous = Some(Arc::clone(&frang));
             if frang.in_fleet() {
                 self.turn(&frang, &wake);
             }
@@ -68,25 +75,27 @@ impl Link {
         self.unpublished.drain(..excess);
         let unix = unix_now();
         let mut turn = Turn::default();
-        turn.counts(&deltas, frang.fleet_slots(), unix);
+        let slots_now = frang.fleet_unix(Instant::now());
+        turn.counts(&deltas, frang.fleet_slots(), slots_now);
         turn.publish(&self.unpublished, unix, &self.node);
         turn.read_blocks(&self.last_id);
+        let allowed = turn_deadline(self.cluster.sync_interval);
         let Some(conn) = self.connected() else {
             return;
         };
         for command in &turn.commands {
             conn.queue(command);
         }
+        let deadline = Instant::now() + allowed;
         let result = conn
-            .run()
+            .run(deadline, turn.budget())
             .map_err(|e| e.to_string())
             .and_then(|replies| turn.outcome(&replies, deltas.len(), &self.node));
         match result {
             Ok(out) => {
                 self.unpublished.clear();
-                let now = Instant::now();
                 for (delta, (requests, connections)) in deltas.iter().zip(out.totals) {
-                    frang.fleet_update(delta.ip, requests, connections, now);
+                    frang.fleet_update(delta.ip, requests, connections);
                 }
                 if let Some(id) = out.last_id {
                     self.last_id = id;
@@ -101,10 +110,7 @@ impl Link {
     /// The connection, made now if it is due; `None` while waiting for the backoff.
     fn connected(&mut self) -> Option<&mut Connection> {
         if self.conn.is_none() && Instant::now() >= self.retry_at {
-            let timeout = self
-                .cluster
-                .sync_interval
-                .clamp(Duration::from_millis(100), Duration::from_secs(1));
+            let timeout = turn_deadline(self.cluster.sync_interval);
             match Connection::connect(self.cluster.redis, timeout) {
                 Ok(conn) => self.conn = Some(conn),
                 Err(e) => self.down(&e.to_string()),
@@ -152,6 +158,13 @@ fn apply_blocks(frang: &Frang, blocks: &[RemoteBlock], unix: Duration, wake: &im
     if any {
         wake();
     }
+}
+
+/// How long one turn (writing the commands, reading every reply) may take: past it Redis
+/// counts as down. The interval, but at least 100 ms: a loaded Redis answering in a few ms
+/// does not fail a 10 ms interval.
+fn turn_deadline(interval: Duration) -> Duration {
+    interval.max(Duration::from_millis(100))
 }
 
 fn unix_now() -> Duration {

@@ -1,5 +1,7 @@
 //! A small Redis client for the fleet's side thread: RESP2 commands written as one pipeline,
-//! their replies read back in order, every read and write bounded by a timeout.
+//! their replies read back in order, the whole exchange bounded by a deadline and the
+//! replies by a budget of bytes and items (a slow or hostile server fails the turn, it
+//! cannot hold it open or grow the proxy's memory).
 //!
 //! Not the `redis` crate: the side thread needs five commands in a pipeline on a blocking
 //! socket with timeouts, which is this file; the crate would bring a dozen dependencies
@@ -9,7 +11,7 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// RESP's line end, spelled as bytes: etc/layer-check.py's `crlf` rule is about HTTP/1 text
 /// built outside its codec, which this is not.
@@ -20,6 +22,25 @@ const MAX_BULK: usize = 1 << 20;
 const MAX_ITEMS: usize = 1 << 20;
 /// Nesting of arrays in a reply (XREAD's is 4 deep).
 const MAX_DEPTH: usize = 6;
+
+/// What the replies of one exchange may take: the items of every reply, nested ones
+/// included, and their bytes on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub items: usize,
+    pub bytes: usize,
+}
+
+impl Budget {
+    fn spend(&mut self, items: usize, bytes: usize) -> io::Result<()> {
+        if items > self.items || bytes > self.bytes {
+            return Err(bad("more than the turn's budget"));
+        }
+        self.items -= items;
+        self.bytes -= bytes;
+        Ok(())
+    }
+}
 
 /// One RESP2 reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +72,19 @@ impl Reply {
         }
     }
 
+    /// What kind of reply this is, for an error message (not the reply: it may be large).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Reply::Status(_) => "a status",
+            Reply::Error(_) => "an error",
+            Reply::Int(_) => "an integer",
+            Reply::Bulk(None) => "a null string",
+            Reply::Bulk(Some(_)) => "a string",
+            Reply::Array(None) => "a null array",
+            Reply::Array(Some(_)) => "an array",
+        }
+    }
+
     /// The items of an array reply; none for a null array.
     pub fn items(&self) -> &[Reply] {
         match self {
@@ -60,23 +94,51 @@ impl Reply {
     }
 }
 
+/// A socket whose reads fail once a deadline has passed: each read waits at most until it,
+/// so a server trickling bytes cannot stretch an exchange.
+struct Deadlined {
+    stream: TcpStream,
+    deadline: Instant,
+}
+
+/// The time left until `deadline`, or an error once it has passed.
+fn left(deadline: Instant) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "Redis did not answer within the turn's deadline",
+        ));
+    }
+    Ok(left)
+}
+
+impl Read for Deadlined {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.set_read_timeout(Some(left(self.deadline)?))?;
+        self.stream.read(buf)
+    }
+}
+
 /// A connection to Redis with a pipeline of commands being built.
 pub struct Connection {
-    reader: BufReader<TcpStream>,
+    reader: BufReader<Deadlined>,
     writer: TcpStream,
     pipeline: Vec<u8>,
     queued: usize,
 }
 
 impl Connection {
-    /// Connects within `timeout`; every later read or write waits at most `timeout`.
+    /// Connects within `timeout`.
     pub fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Connection> {
         let stream = TcpStream::connect_timeout(&addr, timeout)?;
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
         stream.set_nodelay(true)?;
+        let reader = Deadlined {
+            stream: stream.try_clone()?,
+            deadline: Instant::now(),
+        };
         Ok(Connection {
-            reader: BufReader::new(stream.try_clone()?),
+            reader: BufReader::new(reader),
             writer: stream,
             pipeline: Vec::new(),
             queued: 0,
@@ -99,14 +161,30 @@ impl Connection {
         self.queued += 1;
     }
 
-    /// Sends the pipeline and reads one reply per command, in order.
-    pub fn run(&mut self) -> io::Result<Vec<Reply>> {
+    /// Sends the pipeline and reads one reply per command, in order, all before `deadline`
+    /// and within `budget`. After an error the connection is not to be used again (part of
+    /// a reply may be left unread).
+    pub fn run(&mut self, deadline: Instant, mut budget: Budget) -> io::Result<Vec<Reply>> {
         let queued = std::mem::take(&mut self.queued);
         let pipeline = std::mem::take(&mut self.pipeline);
-        self.writer.write_all(&pipeline)?;
-        (0..queued)
-            .map(|_| read_reply(&mut self.reader, 0))
-            .collect()
+        let mut sent = 0;
+        while let Some(rest) = pipeline.get(sent..).filter(|r| !r.is_empty()) {
+            self.writer.set_write_timeout(Some(left(deadline)?))?;
+            match self.writer.write(rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.reader.get_mut().deadline = deadline;
+        let replies = (0..queued)
+            .map(|_| read_reply(&mut self.reader, 0, &mut budget))
+            .collect::<io::Result<Vec<_>>>()?;
+        if !self.reader.buffer().is_empty() {
+            return Err(bad("more replies than commands"));
+        }
+        Ok(replies)
     }
 }
 
@@ -117,15 +195,16 @@ fn bad(what: &str) -> io::Error {
     )
 }
 
-/// One reply from `r`.
-pub fn read_reply(r: &mut impl BufRead, depth: usize) -> io::Result<Reply> {
+/// One reply from `r`, its items and bytes taken from `budget`.
+pub fn read_reply(r: &mut impl BufRead, depth: usize, budget: &mut Budget) -> io::Result<Reply> {
     if depth > MAX_DEPTH {
         return Err(bad("nested too deep"));
     }
+    budget.spend(1, 0)?;
     let mut line = Vec::new();
-    r.by_ref()
-        .take(MAX_BULK as u64)
-        .read_until(b'\n', &mut line)?;
+    let most = MAX_BULK.min(budget.bytes);
+    r.by_ref().take(most as u64).read_until(b'\n', &mut line)?;
+    budget.spend(0, line.len())?;
     if line.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
@@ -141,11 +220,17 @@ pub fn read_reply(r: &mut impl BufRead, depth: usize) -> io::Result<Reply> {
         b'+' => Ok(Reply::Status(text.to_owned())),
         b'-' => Ok(Reply::Error(text.to_owned())),
         b':' => text.parse().map(Reply::Int).map_err(|_| bad("integer")),
-        b'$' => bulk(r, length(text, MAX_BULK)?),
+        b'$' => {
+            let len = length(text, MAX_BULK)?;
+            // Taken before the string is allocated: a length alone cannot make it grow.
+            budget.spend(0, len.map_or(0, |n| n + 2))?;
+            bulk(r, len)
+        }
         b'*' => match length(text, MAX_ITEMS)? {
             None => Ok(Reply::Array(None)),
+            Some(n) if n > budget.items => Err(bad("more than the turn's budget")),
             Some(n) => {
-                let items = (0..n).map(|_| read_reply(r, depth + 1));
+                let items = (0..n).map(|_| read_reply(r, depth + 1, budget));
                 Ok(Reply::Array(Some(items.collect::<io::Result<_>>()?)))
             }
         },
@@ -181,8 +266,13 @@ fn bulk(r: &mut impl BufRead, len: Option<usize>) -> io::Result<Reply> {
 mod tests {
     use super::*;
 
+    const ROOMY: Budget = Budget {
+        items: 1000,
+        bytes: 10_000,
+    };
+
     fn parse(bytes: &[u8]) -> io::Result<Reply> {
-        read_reply(&mut &bytes[..], 0)
+        read_reply(&mut &bytes[..], 0, &mut ROOMY.clone())
     }
 
     #[test]
@@ -216,5 +306,19 @@ mod tests {
         ] {
             assert!(parse(bytes).is_err(), "{bytes:?}");
         }
+    }
+
+    #[test]
+    fn a_reply_beyond_the_budget_is_an_error_before_it_is_held() {
+        let tight = |items, bytes| Budget { items, bytes };
+        let three = b"*3\r\n:1\r\n:2\r\n:3\r\n";
+        assert!(read_reply(&mut &three[..], 0, &mut tight(4, 100)).is_ok());
+        assert!(read_reply(&mut &three[..], 0, &mut tight(3, 100)).is_err());
+        assert!(read_reply(&mut &three[..], 0, &mut tight(4, 12)).is_err());
+        // A huge announced length is refused without reading (or allocating) the rest.
+        let announced = b"*1000000\r\n:1\r\n";
+        assert!(read_reply(&mut &announced[..], 0, &mut ROOMY.clone()).is_err());
+        let bulk = b"$5000\r\nab\r\n";
+        assert!(read_reply(&mut &bulk[..], 0, &mut tight(5, 100)).is_err());
     }
 }

@@ -131,7 +131,7 @@ impl Client {
 /// Process-wide frang accounting, shared by worker threads through `Arc`.
 #[derive(Debug)]
 pub struct Frang {
-    epoch: Instant,
+    pub(super) epoch: Instant,
     pub(super) requests: RateLimit,
     pub(super) tcp_connections: RateLimit,
     tls_connections: RateLimit,
@@ -267,7 +267,7 @@ impl Frang {
         self.with_client(ip, now, |frang, client| {
             client.check_not_blocked(now)?;
             client.connections = client.connections.saturating_add(1);
-            let result = frang.check_connect(client, now);
+            let result = frang.check_connect(ip, client, now);
             if result.is_err() {
                 client.connections = client.connections.saturating_sub(1);
             }
@@ -275,7 +275,12 @@ impl Frang {
         })
     }
 
-    fn check_connect(&self, client: &mut Client, now: Instant) -> Result<(), Violation> {
+    fn check_connect(
+        &self,
+        ip: IpAddr,
+        client: &mut Client,
+        now: Instant,
+    ) -> Result<(), Violation> {
         if let Some(max) = self
             .concurrent_connections
             .filter(|&m| client.connections > m)
@@ -294,7 +299,7 @@ impl Frang {
             &mut client.fleet,
             |f| &mut f.connections,
             &self.tcp_connections,
-            (names, now),
+            (ip, names, now),
         );
         local.and(fleet)
     }
@@ -371,7 +376,7 @@ impl Frang {
                 &mut client.fleet,
                 |f| &mut f.requests,
                 &frang.requests,
-                (names, now),
+                (ip, names, now),
             );
             local.and(fleet)
         })
@@ -434,6 +439,9 @@ impl Frang {
         if self.ip_block == IpBlock::Off {
             return false;
         }
+        if self.fleet_blocked(ip, now) {
+            return true;
+        }
         let Some(mut shard) = self.shard(ip) else {
             return false;
         };
@@ -488,6 +496,9 @@ impl Frang {
         now: Instant,
         check: impl FnOnce(&Frang, &mut Client) -> Result<(), Violation>,
     ) -> Result<(), Violation> {
+        if self.fleet_blocked(ip, now) {
+            return Err(Violation::block("ip_block", "client address is blocked"));
+        }
         let Some(mut shard) = self.shard(ip) else {
             return Ok(());
         };
@@ -512,7 +523,7 @@ impl Frang {
     fn block(&self, ip: IpAddr, client: &mut Client, now: Instant) {
         if self.ip_block != IpBlock::Off {
             self.count_block(ip);
-            self.publish_block(ip);
+            self.publish_block(ip, now);
         }
         client.blocked = match self.ip_block {
             IpBlock::Off => None,

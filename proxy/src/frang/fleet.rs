@@ -2,23 +2,28 @@
 //! instances share through Redis, and the blocks they tell each other about.
 //!
 //! No I/O here and no wait: a worker counts into the client's entry as it always does, plus
-//! a `pending` count the side thread (`crate::fleet`) takes every `sync_interval`, adds to
-//! Redis and answers with the fleet's totals, which the next requests are judged against.
-//! Between two syncs a node sees the others' counts as they were at the last one: the limit
-//! can be exceeded by what the other nodes admit in one interval, and no more.
+//! a `pending` count per time slot (numbered from the Unix epoch, alike on every node) that
+//! the side thread (`crate::fleet`) takes every `sync_interval`, adds to that slot's Redis
+//! key and answers with the fleet's count of each slot of the frame, which the next requests
+//! are judged against. Every event is counted once, in its own slot, and a slot's fleet count
+//! is used only for that slot: the fleet total a node judges never exceeds the true one
+//! (clock skew between nodes apart). Between two syncs a node sees the others' counts as
+//! they were at the last one: the limit can be exceeded by what the other nodes admit in one
+//! interval, and no more.
 //!
-//! Only clients with new events are synced: a client idle here keeps the totals of its last
-//! sync, judged as they were (erring toward the limit) until a time frame has passed, when
-//! they are dropped. Redis work is then bounded by the events, not by the clients known.
+//! Only clients with new events are synced: a client idle here keeps the slot counts of its
+//! last sync, each used for its slot until it leaves the time frame. Redis work is then
+//! bounded by the events, not by the clients known.
 
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use config::IpBlock;
 
-use super::window::FRANG_FREQ;
+use super::window::SlotRing;
 
 use super::clients::{lock, Blocked, Client, Frang, RateLimit};
 use super::Violation;
@@ -42,53 +47,85 @@ pub fn set_redis_up(up: bool) {
 /// enforces its own: only the fleet learns of fewer).
 const OUTBOX_MAX: usize = 4096;
 
+/// Blocks from other nodes held at once: more than the block stream keeps (about 10 000), so
+/// a node starting up holds every block in force. Beyond, expired ones are dropped, then new
+/// ones are not taken (the node that imposed them still enforces them). About 50 bytes each.
+pub const REMOTE_BLOCKS_MAX: usize = 16_384;
+
 /// A frang shared with a fleet.
 #[derive(Debug)]
 pub(super) struct FleetMode {
     /// `on_redis_failure closed`.
     fail_closed: bool,
-    /// Blocks imposed here since the last sync: the address and the block's length (`None`:
-    /// forever).
-    outbox: Mutex<Vec<(IpAddr, Option<Duration>)>>,
+    /// Blocks imposed here since the last sync, oldest first.
+    outbox: Mutex<VecDeque<OutgoingBlock>>,
+    /// Blocks other nodes imposed, apart from the client table: replayed from the stream they
+    /// would pin its entries and fill it, and every new client would be refused.
+    remote: RwLock<HashMap<IpAddr, Blocked>>,
+    /// Entries of `remote`: 0 spares the workers its lock.
+    remote_len: AtomicUsize,
+    /// The clients whose pending counts went from none to some since the last sync: the
+    /// side thread visits these, not the whole table.
+    dirty: Mutex<Dirty>,
+    /// Unix time at frang's `epoch`: slots are numbered from the Unix epoch on every node.
+    unix_at_epoch: Duration,
+    epoch: Instant,
 }
 
-/// One counter of a client as the fleet sees it.
-#[derive(Debug, Default, Clone, Copy)]
+/// Clients with pending counts, listed once per sync each (when their first event since the
+/// last sync is counted). Past [`DIRTY_MAX`] the list stops growing and the next sync walks
+/// the whole table instead.
+#[derive(Debug, Default)]
+struct Dirty {
+    ips: Vec<IpAddr>,
+    overflow: bool,
+}
+
+/// Clients listed for one sync before the list gives way to a walk of the table.
+const DIRTY_MAX: usize = 1 << 16;
+
+/// A block imposed here, to publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutgoingBlock {
+    pub ip: IpAddr,
+    /// The block's length, `None`: forever.
+    pub length: Option<Duration>,
+    /// When it was imposed (Unix time): a block published late (Redis was away) still ends
+    /// when it would have.
+    pub imposed: Duration,
+}
+
+/// One counter of a client as the fleet sees it, per time slot (Unix time / slot length).
+#[derive(Debug, Default, Clone)]
 pub(super) struct SharedCount {
     /// Events counted here since the side thread last took them.
-    pending: u32,
-    /// The fleet's total over the time frame at the last sync (this node's flushed events
-    /// included).
-    frame: u32,
-    /// The fleet's total in the current time slot at the last sync (for `*_burst`).
-    slot: u32,
-    /// When `frame` and `slot` were read: older than a time frame, they are not used.
-    read_at: Option<Instant>,
+    pending: SlotRing,
+    /// The fleet's count in each slot of the frame at the last sync (this node's flushed
+    /// events included); slots out of the frame are not summed.
+    fleet: SlotRing,
 }
 
 /// The shared counters of one client.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct FleetCounts {
     pub(super) requests: SharedCount,
     pub(super) connections: SharedCount,
 }
 
-/// What one client counted here since the last sync: the side thread adds it to Redis and
-/// reads the fleet's totals back (also for clients with nothing new, until their totals are
-/// out of the frame).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What one client counted here since the last sync, per slot `(slot number, events)`: the
+/// side thread adds each to its slot's key and reads the fleet's counts back.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FleetDelta {
     pub ip: IpAddr,
-    pub requests: u32,
-    pub connections: u32,
+    pub requests: Vec<(u64, u32)>,
+    pub connections: Vec<(u64, u32)>,
 }
 
-/// The fleet's totals of one counter of one client: over the time frame and in its current
-/// slot.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// The fleet's counts of one counter of one client, per slot `(slot number, events)`, over
+/// the time frame that ends with the slot of the sync.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FleetTotal {
-    pub frame: u32,
-    pub slot: u32,
+    pub slots: Vec<(u64, u32)>,
 }
 
 /// The slot length of each shared counter, `None` where no limit is set (nothing to share).
@@ -102,15 +139,30 @@ impl Frang {
     /// Shares this frang's counts and blocks with a fleet (`cluster`). Without this call the
     /// per-request cost is one branch.
     pub fn with_fleet(mut self, fail_closed: bool) -> Frang {
+        let since_epoch = Instant::now().saturating_duration_since(self.epoch);
+        let unix_now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         self.fleet = Some(FleetMode {
             fail_closed,
             outbox: Mutex::default(),
+            remote: RwLock::default(),
+            remote_len: AtomicUsize::new(0),
+            dirty: Mutex::default(),
+            unix_at_epoch: unix_now.saturating_sub(since_epoch),
+            epoch: self.epoch,
         });
         self
     }
 
     pub fn in_fleet(&self) -> bool {
         self.fleet.is_some()
+    }
+
+    /// `now` as Unix time, as the slots are numbered (frang's clock: the workers' and the
+    /// side thread's slots agree).
+    pub fn fleet_unix(&self, now: Instant) -> Duration {
+        self.fleet.as_ref().map_or(Duration::ZERO, |f| f.unix(now))
     }
 
     pub fn fleet_slots(&self) -> FleetSlots {
@@ -121,65 +173,79 @@ impl Frang {
         }
     }
 
-    /// Takes every client's pending counts (left at 0): the clients to sync.
+    /// Takes every client's pending counts (left empty): the clients to sync. Visits the
+    /// clients listed as having some, or the whole table after the list overflowed.
     pub fn fleet_drain(&self) -> Vec<FleetDelta> {
+        let Some(fleet) = &self.fleet else {
+            return Vec::new();
+        };
+        let (listed, overflow) = {
+            let mut dirty = lock(&fleet.dirty);
+            (
+                std::mem::take(&mut dirty.ips),
+                std::mem::take(&mut dirty.overflow),
+            )
+        };
         let mut deltas = Vec::new();
-        for shard in self.shards.iter() {
-            lock(shard).for_each_mut(|ip, client| {
-                let Some(f) = client.fleet.as_deref_mut() else {
-                    return;
-                };
-                if f.requests.pending > 0 || f.connections.pending > 0 {
-                    deltas.push(FleetDelta {
-                        ip: *ip,
-                        requests: std::mem::take(&mut f.requests.pending),
-                        connections: std::mem::take(&mut f.connections.pending),
-                    });
-                }
-            });
+        if overflow {
+            for shard in self.shards.iter() {
+                lock(shard).for_each_mut(|ip, client| take_pending(*ip, client, &mut deltas));
+            }
+            return deltas;
+        }
+        for ip in listed {
+            if let Some(client) = self.shard(ip).as_deref_mut().and_then(|s| s.peek_mut(&ip)) {
+                take_pending(ip, client, &mut deltas);
+            }
         }
         deltas
     }
 
-    /// The fleet's totals for `ip`, read at `now` after its delta was added.
+    /// The fleet's counts for `ip`, read after its delta was added; `None` for a counter
+    /// not read (nothing new of that kind): the counts read before stay until out of frame.
     pub fn fleet_update(
         &self,
         ip: IpAddr,
-        requests: FleetTotal,
-        connections: FleetTotal,
-        now: Instant,
+        requests: Option<FleetTotal>,
+        connections: Option<FleetTotal>,
     ) {
         let Some(mut shard) = self.shard(ip) else {
             return;
         };
         // A client forgotten meanwhile starts again from its own counts.
         if let Some(f) = shard.peek_mut(&ip).and_then(|c| c.fleet.as_deref_mut()) {
-            (f.requests.frame, f.requests.slot) = (requests.frame, requests.slot);
-            (f.connections.frame, f.connections.slot) = (connections.frame, connections.slot);
-            (f.requests.read_at, f.connections.read_at) = (Some(now), Some(now));
+            for (total, count) in [
+                (requests, &mut f.requests),
+                (connections, &mut f.connections),
+            ] {
+                if let Some(total) = total {
+                    count.fleet = SlotRing::default();
+                    for (q, n) in total.slots {
+                        count.fleet.set(q, n);
+                    }
+                }
+            }
         }
     }
 
-    /// The blocks imposed here since the last call, to publish.
-    pub fn fleet_take_blocks(&self) -> Vec<(IpAddr, Option<Duration>)> {
+    /// The blocks imposed here since the last call, to publish, oldest first.
+    pub fn fleet_take_blocks(&self) -> Vec<OutgoingBlock> {
         self.fleet
             .as_ref()
-            .map(|f| std::mem::take(&mut *lock(&f.outbox)))
+            .map(|f| std::mem::take(&mut *lock(&f.outbox)).into())
             .unwrap_or_default()
     }
 
     /// A block another node imposed on `ip`, for `remaining` (`None`: forever): the address
     /// is treated as if blocked here (refused at accept, its open connections reset by the
-    /// workers once they see the block count move). Not published again. False when it
-    /// changed nothing (ip_block off here, or already blocked as long).
+    /// workers once they see the block count move). Kept in its own bounded set, not in the
+    /// client table ([`REMOTE_BLOCKS_MAX`]). Not published again. False when it changed
+    /// nothing (ip_block off here, already blocked as long, or the set full).
     pub fn fleet_block(&self, ip: IpAddr, remaining: Option<Duration>, now: Instant) -> bool {
-        if self.ip_block == IpBlock::Off {
-            return false;
-        }
-        let Some(mut shard) = self.shard(ip) else {
-            return false;
-        };
-        let Some(client) = shard.get_or_insert_unpinned(ip, Client::default, |c| c.is_pinned(now))
+        let Some(fleet) = self
+            .fleet
+            .as_ref()
+            .filter(|_| self.ip_block != IpBlock::Off)
         else {
             return false;
         };
@@ -187,20 +253,42 @@ impl Frang {
             Some(until) => Blocked::Until(until),
             None => Blocked::Forever,
         };
-        let longer = match (client.blocked, until) {
+        let mut remote = fleet.remote.write().unwrap_or_else(PoisonError::into_inner);
+        let longer = match (remote.get(&ip), until) {
             (Some(Blocked::Forever), _) => false,
-            (Some(Blocked::Until(had)), Blocked::Until(new)) if client.is_blocked(now) => new > had,
+            (Some(Blocked::Until(had)), Blocked::Until(new)) if now < *had => new > *had,
             _ => true,
         };
-        if longer {
-            client.blocked = Some(until);
-            self.count_block(ip);
+        if !longer {
+            return false;
         }
-        longer
+        if !remote.contains_key(&ip) && remote.len() >= REMOTE_BLOCKS_MAX {
+            remote.retain(|_, b| in_force(*b, now));
+            if remote.len() >= REMOTE_BLOCKS_MAX {
+                return false;
+            }
+        }
+        remote.insert(ip, until);
+        fleet.remote_len.store(remote.len(), Ordering::Release);
+        drop(remote);
+        self.count_block(ip);
+        true
     }
 
-    /// Queues the block just imposed on `ip` here for the fleet.
-    pub(super) fn publish_block(&self, ip: IpAddr) {
+    /// Whether another node's block on `ip` is in force at `now`.
+    pub(super) fn fleet_blocked(&self, ip: IpAddr, now: Instant) -> bool {
+        let Some(fleet) = &self.fleet else {
+            return false;
+        };
+        if fleet.remote_len.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let remote = fleet.remote.read().unwrap_or_else(PoisonError::into_inner);
+        remote.get(&ip).is_some_and(|b| in_force(*b, now))
+    }
+
+    /// Queues the block just imposed on `ip` at `now` here for the fleet.
+    pub(super) fn publish_block(&self, ip: IpAddr, now: Instant) {
         let Some(fleet) = &self.fleet else {
             return;
         };
@@ -208,11 +296,16 @@ impl Frang {
             IpBlock::For(d) => Some(d),
             IpBlock::Forever | IpBlock::Off => None,
         };
+        let block = OutgoingBlock {
+            ip,
+            length,
+            imposed: fleet.unix(now),
+        };
         let mut outbox = lock(&fleet.outbox);
         if outbox.len() == OUTBOX_MAX {
-            outbox.remove(0);
+            outbox.pop_front();
         }
-        outbox.push((ip, length));
+        outbox.push_back(block);
     }
 
     /// `on_redis_failure closed` while Redis is away: new connections are refused (without
@@ -234,32 +327,71 @@ impl Frang {
         counts: &mut Option<Box<FleetCounts>>,
         which: impl FnOnce(&mut FleetCounts) -> &mut SharedCount,
         limit: &RateLimit,
-        (names, now): ((&'static str, &'static str), Instant),
+        (ip, names, now): (IpAddr, (&'static str, &'static str), Instant),
     ) -> Result<(), Violation> {
-        if self.fleet.is_none() {
+        // Nothing to share for a counter without a limit (a connect-only client would
+        // otherwise cost Redis commands every turn).
+        let Some(fleet) = self.fleet.as_ref().filter(|_| limit.is_set()) else {
             return Ok(());
+        };
+        let q = fleet.quantum(now, limit.slot);
+        let counts = counts.get_or_insert_with(Box::default);
+        if counts.requests.pending.is_empty() && counts.connections.pending.is_empty() {
+            let mut dirty = lock(&fleet.dirty);
+            if dirty.ips.len() < DIRTY_MAX {
+                dirty.ips.push(ip);
+            } else {
+                dirty.overflow = true;
+            }
         }
-        let count = which(counts.get_or_insert_with(Box::default));
-        count.pending = count.pending.saturating_add(1);
+        let count = which(counts);
+        count.pending.add(q);
         if !redis_up() {
             return Ok(());
         }
-        let frame = limit.slot * FRANG_FREQ as u32;
-        if count
-            .read_at
-            .is_some_and(|at| now.saturating_duration_since(at) >= frame)
-        {
-            (count.frame, count.slot, count.read_at) = (0, 0, None);
-        }
-        let in_slot = count.slot.saturating_add(count.pending);
+        let in_slot = count.fleet.at(q).saturating_add(count.pending.at(q));
         if let Some(burst) = limit.burst.filter(|&b| in_slot > b) {
             return Err(fleet_exceeded(names.1, in_slot, burst));
         }
-        let in_frame = count.frame.saturating_add(count.pending);
+        let in_frame = count.fleet.sum(q).saturating_add(count.pending.sum(q));
         if let Some(rate) = limit.rate.filter(|&r| in_frame > r) {
             return Err(fleet_exceeded(names.0, in_frame, rate));
         }
         Ok(())
+    }
+}
+
+/// A client's pending counts into `deltas`, if it has some.
+fn take_pending(ip: IpAddr, client: &mut Client, deltas: &mut Vec<FleetDelta>) {
+    let Some(f) = client.fleet.as_deref_mut() else {
+        return;
+    };
+    if !f.requests.pending.is_empty() || !f.connections.pending.is_empty() {
+        deltas.push(FleetDelta {
+            ip,
+            requests: f.requests.pending.take(),
+            connections: f.connections.pending.take(),
+        });
+    }
+}
+
+fn in_force(block: Blocked, now: Instant) -> bool {
+    match block {
+        Blocked::Forever => true,
+        Blocked::Until(until) => now < until,
+    }
+}
+
+impl FleetMode {
+    fn unix(&self, now: Instant) -> Duration {
+        self.unix_at_epoch
+            .saturating_add(now.saturating_duration_since(self.epoch))
+    }
+
+    /// The fleet's slot number of `now` for slots of `slot`.
+    fn quantum(&self, now: Instant, slot: Duration) -> u64 {
+        let nanos = self.unix(now).as_nanos() / slot.as_nanos().max(1);
+        u64::try_from(nanos).unwrap_or(u64::MAX)
     }
 }
 

@@ -33,6 +33,18 @@ fn fleet_frang(global: FrangGlobal, fail_closed: bool) -> (Frang, Instant) {
     )
 }
 
+/// The fleet's slot of `at` for a one-second frame (125 ms slots), as frang numbers them.
+fn slot_of(frang: &Frang, at: Instant) -> u64 {
+    let nanos = frang.fleet_unix(at).as_nanos() / Duration::from_millis(125).as_nanos();
+    u64::try_from(nanos).unwrap()
+}
+
+fn total(slots: &[(u64, u32)]) -> Option<FleetTotal> {
+    Some(FleetTotal {
+        slots: slots.to_vec(),
+    })
+}
+
 #[test]
 fn the_fleet_total_limits_while_redis_answers_and_local_counts_when_not() {
     let (frang, t0) = fleet_frang(
@@ -43,6 +55,7 @@ fn the_fleet_total_limits_while_redis_answers_and_local_counts_when_not() {
         false,
     );
     let _redis = redis_state(true);
+    let q = slot_of(&frang, t0);
     assert!(frang.on_request(ip(1), t0).is_ok());
     // The other nodes counted 8 for this address: two more requests make 11 > 10.
     let drained = frang.fleet_drain();
@@ -50,12 +63,11 @@ fn the_fleet_total_limits_while_redis_answers_and_local_counts_when_not() {
         drained,
         [FleetDelta {
             ip: ip(1),
-            requests: 1,
-            connections: 0
+            requests: vec![(q, 1)],
+            connections: vec![]
         }]
     );
-    let nine = FleetTotal { frame: 9, slot: 9 };
-    frang.fleet_update(ip(1), nine, FleetTotal::default(), t0);
+    frang.fleet_update(ip(1), total(&[(q, 9)]), None);
     assert!(frang.on_request(ip(1), t0).is_ok());
     let v = frang.on_request(ip(1), t0).unwrap_err();
     assert_eq!(v.limit, "request_rate");
@@ -70,15 +82,7 @@ fn the_fleet_total_limits_while_redis_answers_and_local_counts_when_not() {
     );
     frang.on_request(ip(2), t0).unwrap();
     frang.fleet_drain();
-    frang.fleet_update(
-        ip(2),
-        FleetTotal {
-            frame: 50,
-            slot: 50,
-        },
-        FleetTotal::default(),
-        t0,
-    );
+    frang.fleet_update(ip(2), total(&[(slot_of(&frang, t0), 50)]), None);
     set_redis_up(false);
     assert!(frang.on_request(ip(2), t0).is_ok());
     // on_redis_failure closed: new connections are refused, and the address not blocked.
@@ -101,45 +105,64 @@ fn a_sync_takes_the_pending_counts_once_and_old_totals_age_out() {
         },
         false,
     );
+    let q = slot_of(&frang, t0);
     frang.on_connect(ip(1), t0).unwrap();
     frang.on_request(ip(1), t0).unwrap();
     frang.on_request(ip(1), t0).unwrap();
     let expected = FleetDelta {
         ip: ip(1),
-        requests: 2,
-        connections: 1,
+        requests: vec![(q, 2)],
+        connections: vec![(q, 1)],
     };
     assert_eq!(frang.fleet_drain(), [expected]);
     // Nothing new: nothing to sync, whatever the totals.
-    frang.fleet_update(
-        ip(1),
-        FleetTotal { frame: 10, slot: 0 },
-        FleetTotal::default(),
-        t0,
-    );
+    frang.fleet_update(ip(1), total(&[(q, 10)]), None);
     assert_eq!(frang.fleet_drain(), []);
-    // Totals read a time frame ago (1 s) no longer count; younger ones do.
-    let (early, late) = (
-        t0 + Duration::from_millis(900),
-        t0 + Duration::from_millis(1000),
-    );
+    // Counts of slots a time frame (8 slots) old no longer count; younger ones do.
+    let early = t0 + Duration::from_millis(900);
+    let late = t0 + Duration::from_secs(2);
     assert_eq!(frang.on_request(ip(2), early).map(drop), Ok(()));
-    frang.fleet_update(
-        ip(2),
-        FleetTotal { frame: 10, slot: 0 },
-        FleetTotal::default(),
-        t0,
-    );
+    frang.fleet_update(ip(2), total(&[(slot_of(&frang, early) - 7, 10)]), None);
     assert!(frang.on_request(ip(2), early).is_err());
-    frang.fleet_update(
-        ip(1),
-        FleetTotal { frame: 10, slot: 0 },
-        FleetTotal::default(),
-        t0,
+    assert!(frang.on_request(ip(1), late).is_ok());
+}
+
+#[test]
+fn each_event_is_counted_in_its_own_slot_and_judged_only_there() {
+    // The reviewer's case: request_burst 3 at one request per 60 ms, through a cluster of
+    // one. The fleet's count of a slot must never be judged as the next slot's.
+    let _redis = redis_state(true);
+    let (frang, t0) = fleet_frang(
+        FrangGlobal {
+            request_burst: Some(3),
+            ..FrangGlobal::default()
+        },
+        false,
     );
-    assert!(frang
-        .on_request(ip(1), late + Duration::from_secs(1))
-        .is_ok());
+    // A time at the start of a slot, so the steps below fall where they are meant to.
+    let start = t0 + Duration::from_millis(125);
+    let q0 = slot_of(&frang, start);
+    let into = Duration::from_nanos(
+        u64::try_from(frang.fleet_unix(start).as_nanos() % 125_000_000).unwrap(),
+    );
+    let base = start + Duration::from_millis(125) - into;
+    let q = slot_of(&frang, base);
+    assert_eq!(q, q0 + 1);
+    // Two requests in slot q, synced: the fleet says 2 in slot q.
+    let at = |ms: u64| base + Duration::from_millis(ms);
+    frang.on_request(ip(1), at(0)).unwrap();
+    frang.on_request(ip(1), at(60)).unwrap();
+    let drained = frang.fleet_drain();
+    assert_eq!(drained[0].requests, [(q, 2)]);
+    frang.fleet_update(ip(1), total(&[(q, 2)]), None);
+    // The next slot starts at 125 ms: its requests are not added to slot q's 2.
+    frang.on_request(ip(1), at(126)).unwrap();
+    frang.on_request(ip(1), at(186)).unwrap();
+    frang.on_request(ip(1), at(246)).unwrap();
+    // One drain spanning two slots gives each slot its own events.
+    frang.on_request(ip(1), at(251)).unwrap();
+    let drained = frang.fleet_drain();
+    assert_eq!(drained[0].requests, [(q + 1, 3), (q + 2, 1)]);
 }
 
 #[test]
@@ -154,10 +177,13 @@ fn blocks_go_out_once_and_blocks_from_other_nodes_count_as_ours() {
     );
     frang.on_request(ip(1), t0).unwrap();
     assert!(frang.on_request(ip(1), t0).is_err());
+    let taken = frang.fleet_take_blocks();
+    assert_eq!(taken.len(), 1);
     assert_eq!(
-        frang.fleet_take_blocks(),
-        [(ip(1), Some(Duration::from_secs(60)))]
+        (taken[0].ip, taken[0].length),
+        (ip(1), Some(Duration::from_secs(60)))
     );
+    assert_eq!(taken[0].imposed, frang.fleet_unix(t0));
     assert_eq!(frang.fleet_take_blocks(), []);
     // Another node's block: refused at accept, the workers' count moves, not published.
     let before = frang.blocks();
@@ -168,4 +194,57 @@ fn blocks_go_out_once_and_blocks_from_other_nodes_count_as_ours() {
     // The same block again changes nothing; it ends when it said.
     assert!(!frang.fleet_block(ip(2), Some(Duration::from_secs(5)), t0));
     assert!(!frang.is_blocked(ip(2), t0 + Duration::from_secs(6)));
+}
+
+#[test]
+fn blocks_from_other_nodes_do_not_take_the_client_table() {
+    let epoch = Instant::now();
+    let global = FrangGlobal {
+        ip_block: IpBlock::Forever,
+        concurrent_tcp_connections: None,
+        ..FrangGlobal::default()
+    };
+    let frang = Frang::with_epoch(&global, 16, epoch).with_fleet(false);
+    for n in 0..40 {
+        assert!(frang.fleet_block(ip(n), None, epoch));
+    }
+    assert_eq!(
+        frang.on_connect(ip(3), epoch).unwrap_err().limit,
+        "ip_block"
+    );
+    assert!(frang.is_blocked(ip(39), epoch));
+    // A new client still finds room.
+    let new = IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1));
+    assert!(frang.on_connect(new, epoch).is_ok());
+    assert!(!frang.is_blocked(new, epoch));
+    // A timed block ends; the same block again changes nothing.
+    let soon = Some(Duration::from_secs(1));
+    assert!(frang.fleet_block(ip(200), soon, epoch));
+    assert!(!frang.fleet_block(ip(200), soon, epoch));
+    assert!(!frang.is_blocked(ip(200), epoch + Duration::from_secs(2)));
+}
+
+#[test]
+fn a_sync_visits_the_clients_listed_and_walks_the_table_past_the_list_s_bound() {
+    let _redis = redis_state(true);
+    let epoch = Instant::now();
+    let global = FrangGlobal {
+        request_rate: Some(10),
+        concurrent_tcp_connections: None,
+        ..FrangGlobal::default()
+    };
+    let frang = Frang::with_epoch(&global, 80_000, epoch).with_fleet(false);
+    let many = |n: u32| IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + n));
+    // More clients with new events in one interval than the list holds (65 536): none lost.
+    for n in 0..70_000 {
+        frang.on_request(many(n), epoch).unwrap();
+    }
+    assert_eq!(frang.fleet_drain().len(), 70_000);
+    assert_eq!(frang.fleet_drain(), []);
+    // Back to the list: a client listed twice (two events) is taken once.
+    frang.on_request(many(5), epoch).unwrap();
+    frang.on_request(many(5), epoch).unwrap();
+    let drained = frang.fleet_drain();
+    assert_eq!(drained.len(), 1);
+    assert_eq!(drained[0].requests.iter().map(|(_, n)| n).sum::<u32>(), 2);
 }

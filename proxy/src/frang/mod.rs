@@ -28,7 +28,7 @@ mod request_tests;
 pub use body::RequestLimits;
 pub use clients::{Frang, DEFAULT_CLIENT_LRU_SIZE};
 pub use conn::ConnLimits;
-pub use fleet::{redis_up, set_redis_up, FleetDelta, FleetSlots, FleetTotal};
+pub use fleet::{redis_up, set_redis_up, FleetDelta, FleetSlots, FleetTotal, OutgoingBlock};
 pub use request::{check_request, check_trailers, method_allowed, RequestFacts};
 pub use window::FRANG_FREQ;
 

@@ -79,6 +79,37 @@ impl SlotRing {
             .filter(|slot| slot.quantum.saturating_add(FRANG_FREQ) > q)
             .fold(0u32, |sum, slot| sum.saturating_add(slot.count))
     }
+
+    /// Events counted in quantum `q` exactly.
+    pub fn at(&self, q: u64) -> u32 {
+        self.slots
+            .iter()
+            .filter(|slot| slot.quantum == q)
+            .fold(0u32, |sum, slot| sum.saturating_add(slot.count))
+    }
+
+    /// Sets the count of quantum `q` (a total read from elsewhere), replacing an older one.
+    pub fn set(&mut self, q: u64, count: u32) {
+        let index = usize::try_from(q % FRANG_FREQ).unwrap_or(0);
+        if let Some(slot) = self.slots.get_mut(index).filter(|s| s.quantum <= q) {
+            *slot = Slot { quantum: q, count };
+        }
+    }
+
+    /// The non-zero slots as `(quantum, count)`, oldest first, leaving the ring empty.
+    pub fn take(&mut self) -> Vec<(u64, u32)> {
+        let mut taken: Vec<(u64, u32)> = std::mem::take(&mut self.slots)
+            .iter()
+            .filter(|slot| slot.count > 0)
+            .map(|slot| (slot.quantum, slot.count))
+            .collect();
+        taken.sort_unstable();
+        taken
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.iter().all(|slot| slot.count == 0)
+    }
 }
 
 #[cfg(test)]
