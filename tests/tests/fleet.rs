@@ -246,6 +246,16 @@ fn an_ip_block_on_one_node_refuses_the_address_on_the_others() {
     // ...and serves another address.
     let other = f.request(Ipv4Addr::new(127, 3, 1, 2), 1, "/other");
     assert_eq!(other.status(), Some(200), "{other}\n{}", f.logs());
+    // The node that published the block still syncs: Redis's answer to XADD (the entry's
+    // id) is a success. Before, it failed every turn from the block on, the gauge fell to 0
+    // for good and `on_redis_failure closed` would have refused every new client.
+    sleep(Duration::from_millis(10 * SYNC_MS));
+    assert_eq!(
+        metric_sum(f.stats, "ktls_proxy_fleet_redis_up"),
+        1,
+        "node 0 stopped syncing after its block\n{}",
+        f.logs()
+    );
 }
 
 #[test]

@@ -32,6 +32,8 @@ pub struct RemoteBlock {
 enum Expect {
     /// A write: only an error matters.
     Done,
+    /// XADD: the new entry's id, a bulk string.
+    EntryId,
     /// The counter slots of delta `index`, requests or connections, the frame ending with
     /// slot `last`.
     Totals {
@@ -121,7 +123,7 @@ impl Turn {
             let until = until_ms.unwrap_or(0).to_string();
             let kept = BLOCKS_KEPT.to_string();
             self.push(
-                Expect::Done,
+                Expect::EntryId,
                 &[
                     "XADD", BLOCKS, "MAXLEN", "~", &kept, "*", "ip", &ip, "until", &until, "node",
                     node,
@@ -143,7 +145,7 @@ impl Turn {
         let (mut items, mut bytes) = (0usize, 0usize);
         for expect in &self.expect {
             let (i, b) = match expect {
-                Expect::Done => (1, 64),
+                Expect::Done | Expect::EntryId => (1, 64),
                 Expect::Totals { .. } => (1 + freq, 16 + freq * 32),
                 Expect::Blocks => (4 + BLOCKS_PER_TURN * 9, 64 + BLOCKS_PER_TURN * ENTRY_BYTES),
             };
@@ -183,6 +185,10 @@ impl Turn {
             match *expect {
                 Expect::Done => match reply {
                     Reply::Status(_) | Reply::Int(_) | Reply::Bulk(None) => {}
+                    other => return Err(format!("unexpected reply to a write: {}", other.kind())),
+                },
+                Expect::EntryId => match reply {
+                    Reply::Bulk(Some(_)) => {}
                     other => return Err(format!("unexpected reply to a write: {}", other.kind())),
                 },
                 Expect::Totals {
@@ -390,6 +396,24 @@ mod tests {
         );
         assert_eq!(turn.commands[2][9], "0");
         assert_eq!(turn.commands[3][3..], ["PX", "86400000"]);
+    }
+
+    /// Redis's own replies to a publishing turn (XADD answers with the entry's id, a bulk
+    /// string; SET with +OK) are a success. Before, the id failed the turn, so a node that
+    /// imposed a block marked Redis down for good and published the block again each retry
+    /// (found by review: with `on_redis_failure closed` every new client was then refused).
+    #[test]
+    fn the_replies_to_a_published_block_are_a_success() {
+        let block = OutgoingBlock {
+            ip: "10.0.0.3".parse().unwrap(),
+            length: Some(Duration::from_secs(60)),
+            imposed: Duration::from_secs(1000),
+        };
+        let mut turn = Turn::default();
+        turn.publish(&[block], Duration::from_secs(1000), "me");
+        assert_eq!(turn.commands[0][0], "XADD");
+        let replies = [bulk("1764900000000-0"), Reply::Status("OK".into())];
+        assert!(turn.outcome(&replies, 0, "me").is_ok());
     }
 
     #[test]
