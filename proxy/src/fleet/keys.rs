@@ -165,8 +165,14 @@ impl Turn {
     }
 
     /// The replies, in the order of the commands. An error reply fails the turn (Redis is
-    /// then treated as away); `node` is ours, whose blocks are not applied twice.
-    pub fn outcome(&self, replies: &[Reply], deltas: usize, node: &str) -> Result<Outcome, String> {
+    /// then treated as away); the blocks of node `skip` (ours, already in our table) are not
+    /// applied twice. `None` after a reload, whose new table has none of ours either.
+    pub fn outcome(
+        &self,
+        replies: &[Reply],
+        deltas: usize,
+        skip: Option<&str>,
+    ) -> Result<Outcome, String> {
         if replies.len() != self.expect.len() {
             return Err(format!(
                 "{} replies to {} commands",
@@ -201,7 +207,7 @@ impl Turn {
                         *(if requests { r } else { c }) = Some(total);
                     }
                 }
-                Expect::Blocks => stream_entries(reply, node, &mut out)?,
+                Expect::Blocks => stream_entries(reply, skip, &mut out)?,
             }
         }
         Ok(out)
@@ -234,7 +240,7 @@ fn totals(reply: &Reply, last: u64) -> Result<FleetTotal, String> {
 
 /// XREAD's reply: `[[stream, [[id, [field, value, ...]], ...]]]` with at most
 /// `BLOCKS_PER_TURN` entries, or null when nothing new.
-fn stream_entries(reply: &Reply, node: &str, out: &mut Outcome) -> Result<(), String> {
+fn stream_entries(reply: &Reply, skip: Option<&str>, out: &mut Outcome) -> Result<(), String> {
     let streams = match reply {
         Reply::Array(None) => return Ok(()),
         Reply::Array(Some(streams)) if streams.len() == 1 => streams,
@@ -260,7 +266,7 @@ fn stream_entries(reply: &Reply, node: &str, out: &mut Outcome) -> Result<(), St
                     .position(|k| k.as_text() == Some(name))?;
                 f.get(at * 2 + 1)?.as_text()
             };
-            if field("node") == Some(node) {
+            if skip.is_some() && field("node") == skip {
                 continue;
             }
             let ip = field("ip").and_then(|t| t.parse().ok());
@@ -319,12 +325,12 @@ mod tests {
             Reply::Int(5),
             mget,
         ];
-        let out = turn.outcome(&replies, 1, "me").unwrap();
+        let out = turn.outcome(&replies, 1, Some("me")).unwrap();
         let read = FleetTotal {
             slots: vec![(7, 4), (8, 5)],
         };
         assert_eq!(out.totals[0], (Some(read), None));
-        assert!(turn.outcome(&replies[..2], 1, "me").is_err());
+        assert!(turn.outcome(&replies[..2], 1, Some("me")).is_err());
     }
 
     #[test]
@@ -344,7 +350,7 @@ mod tests {
         let ok = Reply::Status("OK".into());
         let eight = Reply::Array(Some(vec![Reply::Bulk(None); 8]));
         let good = [ok.clone(), Reply::Int(1), eight.clone(), Reply::Array(None)];
-        assert!(turn.outcome(&good, 1, "me").is_ok());
+        assert!(turn.outcome(&good, 1, Some("me")).is_ok());
         let seven = Reply::Array(Some(vec![Reply::Bulk(None); 7]));
         let stream = |entries: usize| {
             let entry = Reply::Array(Some(vec![bulk("1-0"), Reply::Array(Some(vec![]))]));
@@ -365,10 +371,10 @@ mod tests {
                 stream(BLOCKS_PER_TURN + 1),
             ],
         ] {
-            assert!(turn.outcome(&bad, 1, "me").is_err(), "{bad:?}");
+            assert!(turn.outcome(&bad, 1, Some("me")).is_err(), "{bad:?}");
         }
         let fine = [ok, Reply::Int(1), eight, stream(BLOCKS_PER_TURN)];
-        assert!(turn.outcome(&fine, 1, "me").is_ok());
+        assert!(turn.outcome(&fine, 1, Some("me")).is_ok());
     }
 
     #[test]
@@ -413,7 +419,7 @@ mod tests {
         turn.publish(&[block], Duration::from_secs(1000), "me");
         assert_eq!(turn.commands[0][0], "XADD");
         let replies = [bulk("1764900000000-0"), Reply::Status("OK".into())];
-        assert!(turn.outcome(&replies, 0, "me").is_ok());
+        assert!(turn.outcome(&replies, 0, Some("me")).is_ok());
     }
 
     #[test]
@@ -432,7 +438,9 @@ mod tests {
         ]))]));
         let mut turn = Turn::default();
         turn.read_blocks("0");
-        let out = turn.outcome(&[reply], 0, "me").unwrap();
+        let out = turn
+            .outcome(std::slice::from_ref(&reply), 0, Some("me"))
+            .unwrap();
         assert_eq!(
             out.blocks,
             [RemoteBlock {
@@ -441,7 +449,10 @@ mod tests {
             }]
         );
         assert_eq!(out.last_id.as_deref(), Some("2-0"));
-        let none = turn.outcome(&[Reply::Array(None)], 0, "me").unwrap();
+        let none = turn.outcome(&[Reply::Array(None)], 0, Some("me")).unwrap();
         assert!(none.blocks.is_empty() && none.last_id.is_none());
+        // Replayed after a reload: our own blocks too (the new table has none).
+        let replayed = turn.outcome(std::slice::from_ref(&reply), 0, None).unwrap();
+        assert_eq!(replayed.blocks.len(), 2);
     }
 }

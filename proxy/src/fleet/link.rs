@@ -79,6 +79,9 @@ impl Link {
         turn.counts(&deltas, frang.fleet_slots(), slots_now);
         turn.publish(&self.unpublished, unix, &self.node);
         turn.read_blocks(&self.last_id);
+        // Reading from the start (after a reload): this node's own blocks apply too, the new
+        // table having none of them.
+        let skip = (self.last_id != "0").then(|| self.node.clone());
         let allowed = turn_deadline(self.cluster.sync_interval);
         let Some(conn) = self.connected() else {
             return;
@@ -90,7 +93,7 @@ impl Link {
         let result = conn
             .run(deadline, turn.budget())
             .map_err(|e| e.to_string())
-            .and_then(|replies| turn.outcome(&replies, deltas.len(), &self.node));
+            .and_then(|replies| turn.outcome(&replies, deltas.len(), skip.as_deref()));
         match result {
             Ok(out) => {
                 self.unpublished.clear();
