@@ -192,7 +192,7 @@ impl Parser {
             }
             end += 1;
         }
-        if is_rule {
+        if is_rule && !self.is_location_regex(start) {
             let tokens = self.tokens[start..end].to_vec();
             self.at = end;
             let pos = tokens
@@ -226,6 +226,16 @@ impl Parser {
             return Some(Node::Rule(RuleTokens { pos, tokens }));
         }
         self.directive(sink)
+    }
+
+    /// `location ~ "/PATTERN/" {`: Tempesta's lexer reads a `~` among a directive's values as
+    /// the operator `regex`, so this is a location, not a chain rule.
+    fn is_location_regex(&self, start: usize) -> bool {
+        matches!(
+            (self.tokens.get(start), self.tokens.get(start + 1)),
+            (Some(Token { kind: TokenKind::Word(w), .. }), Some(Token { kind: TokenKind::Tilde, .. }))
+                if w == "location"
+        )
     }
 
     fn directive(&mut self, sink: &mut Sink) -> Option<Node> {
@@ -289,6 +299,13 @@ impl Parser {
                     self.at -= 1;
                     self.missing_semicolon(sink, &d);
                     return Some(Node::Directive(d));
+                }
+                TokenKind::Tilde if d.name == "location" && d.args.is_empty() => {
+                    d.args.push(Value {
+                        text: "regex".into(),
+                        quoted: false,
+                        pos: tok.pos.clone(),
+                    });
                 }
                 TokenKind::Word(ref text) | TokenKind::Quoted(ref text) => {
                     // Only a directive's name can start the next statement: an argument

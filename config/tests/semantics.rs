@@ -156,7 +156,7 @@ fn vhosts_inherit_global_settings_and_locations_inherit_vhosts() {
                  cache_fulfill suffix \".jpg\" \".png\";\n\
                  frang_limits { http_body_len 10; }\n\
              }\n\
-             location regex \"^/api/v[0-9]+/\" { req_hdr_set Cookie; }\n\
+             location regex \"/^/api/v[0-9]+//\" { req_hdr_set Cookie; }\n\
          }\n\
          frang_limits { http_uri_len 200; }\n\
          vhost late { proxy_pass g; tls_tickets off; hdr_via proxy1; }\n\
@@ -301,7 +301,7 @@ fn http_chain_full_grammar() {
              host == \"static.*\" -> stat;\n\
              method == GET -> cache_ttl = 30;\n\
              cookie \"session\" == \"admin*\" -> block;\n\
-             hdr \"User-Agent\" ~ \"(?i)bot\" -> block;\n\
+             hdr \"User-Agent\" ~ \"/bot/i\" -> block;\n\
              uri == \"/old\" -> 308 = https://$host$request_uri;\n\
              -> default;\n\
          }\n",
@@ -324,7 +324,7 @@ fn http_chain_full_grammar() {
     assert_eq!(cond(9).pattern, Pattern::Method(Method::Get));
     assert_eq!(rules[9].action, Action::CacheTtl(Duration::from_secs(30)));
     assert_eq!(cond(10).field, Field::Cookie("session".into()));
-    assert_eq!(cond(11).pattern, Pattern::Regex("(?i)bot".into()));
+    assert_eq!(cond(11).pattern, Pattern::Regex("(?i-u)bot".into()));
     let Action::Redirect { status, url } = &rules[12].action else {
         panic!("{:?}", rules[12])
     };

@@ -255,7 +255,7 @@ fn chain_proxy(tag: &str, block_action: &str) -> (Origin, Proxy, SocketAddr) {
              hdr \"X-Name\" == \"v\" -> named;\n\
              cookie \"session\" == \"admin\" -> cookie;\n\
              method == post -> post;\n\
-             uri ~ \"^/re/[0-9]+$\" -> regex;\n\
+             uri ~ \"/^/re/[0-9]+$/\" -> regex;\n\
              host != \"api*\" -> notapi;\n\
          }\n",
     );

@@ -16,6 +16,7 @@ use crate::model::{
 /// refuses a location that fills it.
 const MAX_REDIRECT_VARS: usize = 7;
 use crate::tree::{Directive, Node, RuleTokens};
+use crate::validate::tempesta_regex::translate;
 use crate::validate::values::Checker;
 
 #[derive(Debug, Default)]
@@ -431,15 +432,13 @@ fn pattern(
             );
             return None;
         }
-        if let Err(e) = regex::Regex::new(text) {
-            c.error(
-                pos,
-                format!("invalid regular expression `{text}`"),
-                e.to_string().replace('\n', " "),
-            );
-            return None;
-        }
-        return Some(Pattern::Regex(text.to_string()));
+        return match translate(text) {
+            Ok(translated) => Some(Pattern::Regex(translated)),
+            Err(e) => {
+                c.error(pos, e.message, e.hint);
+                None
+            }
+        };
     }
     if text == "*" {
         return Some(Pattern::Any);

@@ -12,6 +12,7 @@ pub mod once;
 mod servers;
 mod stale;
 mod sticky;
+mod tempesta_regex;
 pub mod values;
 mod vhost;
 

@@ -13,6 +13,7 @@ use crate::tree::{Directive, Node};
 use crate::validate::frang;
 use crate::validate::once::{self, unique_args, Seen};
 use crate::validate::sticky::{self, StickyDraft};
+use crate::validate::tempesta_regex::translate;
 use crate::validate::values::Checker;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -299,18 +300,20 @@ fn url_op(c: &mut Checker<'_>, text: &str, pos: &Pos) -> Option<UrlMatchOp> {
     }
 }
 
-fn check_regex(c: &mut Checker<'_>, op: UrlMatchOp, text: &str, pos: &Pos) -> bool {
-    if op == UrlMatchOp::Regex {
-        if let Err(e) = regex::Regex::new(text) {
-            c.error(
-                pos,
-                format!("invalid regular expression `{text}`"),
-                e.to_string().replace('\n', " "),
-            );
-            return false;
+/// The pattern as the model keeps it: a `regex` operator's Tempesta expression translated
+/// to the `regex` crate's syntax (tempesta_regex.rs), any other as written; `None` after an
+/// error.
+fn model_pattern(c: &mut Checker<'_>, op: UrlMatchOp, text: &str, pos: &Pos) -> Option<String> {
+    if op != UrlMatchOp::Regex {
+        return Some(text.to_string());
+    }
+    match translate(text) {
+        Ok(translated) => Some(translated),
+        Err(e) => {
+            c.error(pos, e.message, e.hint);
+            None
         }
     }
-    true
 }
 
 fn location(c: &mut Checker<'_>, scope: &Scope<'_>, d: &Directive, draft: &mut Draft) {
@@ -322,11 +325,13 @@ fn location(c: &mut Checker<'_>, scope: &Scope<'_>, d: &Directive, draft: &mut D
     };
     let (op, pattern) = match d.args.as_slice() {
         [op] if op.text == "*" => (Some(UrlMatchOp::Any), "*".to_string()),
-        [op, pat] => {
-            let o = url_op(c, &op.text, &op.pos);
-            let ok = o.is_some_and(|o| check_regex(c, o, &pat.text, &pat.pos));
-            (o.filter(|_| ok), pat.text.clone())
-        }
+        [op, pat] => match url_op(c, &op.text, &op.pos) {
+            Some(o) => match model_pattern(c, o, &pat.text, &pat.pos) {
+                Some(p) => (Some(o), p),
+                None => (None, pat.text.clone()),
+            },
+            None => (None, pat.text.clone()),
+        },
         _ => {
             c.error(
                 &d.pos,
@@ -513,11 +518,14 @@ fn cache_rule(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
         return;
     }
     unique_args(c, d, &d.args[1..], |v| Some(v.text.clone()), false);
+    let mut translated = Vec::with_capacity(patterns.len());
     for (v, p) in d.args[1..].iter().zip(&patterns) {
-        if !check_regex(c, op, p, &v.pos) {
+        let Some(p) = model_pattern(c, op, p, &v.pos) else {
             return;
-        }
+        };
+        translated.push(p);
     }
+    let patterns = translated;
     let action = if d.name == "cache_fulfill" {
         CacheAction::Fulfill
     } else {
