@@ -102,6 +102,10 @@ fn where_allowed(name: &str) -> String {
 struct VhostEntry {
     name: String,
     draft: Draft,
+    /// The top-level `sticky` block as it stood when this vhost's section ended: Tempesta
+    /// resolves a vhost's sticky settings then (tfw_http_sess_cfg_finish), so a top-level
+    /// block written after the vhost does not reach it.
+    top_sticky: Option<sticky::StickyDraft>,
 }
 
 /// Everything gathered while walking the top level.
@@ -358,6 +362,7 @@ fn vhost_block(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
     w.vhosts.push(VhostEntry {
         name: name.text.clone(),
         draft,
+        top_sticky: w.global.sticky.clone(),
     });
 }
 
@@ -410,7 +415,11 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
         .vhosts
         .iter()
         .filter(|v| v.name != DEFAULT_NAME)
-        .map(|v| inherit::resolve(&v.name, &v.draft, &default_vhost))
+        .map(|v| {
+            let mut vhost = inherit::resolve(&v.name, &v.draft, &default_vhost);
+            vhost.sticky = inherit::sticky(&v.draft, v.top_sticky.as_ref(), &builtin.sticky);
+            vhost
+        })
         .collect();
     if let Some(pos) = w
         .vhosts
