@@ -4,6 +4,8 @@
 mod acme;
 mod brange;
 mod chain;
+mod chain_action;
+mod chain_condition;
 mod cluster;
 mod frang;
 mod global;
