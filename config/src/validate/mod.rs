@@ -368,14 +368,19 @@ fn vhost_block(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
     });
 }
 
-fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
-    let mut cfg = w.cfg;
-    // Server groups: implicit default first, then explicit ones.
-    if !w.top_group.servers.is_empty() {
-        cfg.server_groups.push(w.top_group.resolve(&w.top_group));
+/// Server groups: the implicit default first, then the explicit ones, each naming a health
+/// check that exists.
+fn server_groups(
+    c: &mut Checker<'_>,
+    top_group: &GroupDraft,
+    groups: &[GroupDraft],
+    cfg: &mut Config,
+) {
+    if !top_group.servers.is_empty() {
+        cfg.server_groups.push(top_group.resolve(top_group));
     }
-    for g in &w.groups {
-        cfg.server_groups.push(g.resolve(&w.top_group));
+    for g in groups {
+        cfg.server_groups.push(g.resolve(top_group));
     }
     let health_names: HashSet<&str> = cfg
         .health_checks
@@ -383,7 +388,7 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
         .map(|h| h.name.as_str())
         .chain(["auto"])
         .collect();
-    for g in w.groups.iter().chain([&w.top_group]) {
+    for g in groups.iter().chain([top_group]) {
         if let Some((h, pos)) = &g.health {
             if !health_names.contains(h.as_str()) {
                 c.error(
@@ -394,6 +399,11 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
             }
         }
     }
+}
+
+fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
+    let mut cfg = w.cfg;
+    server_groups(c, &w.top_group, &w.groups, &mut cfg);
     let has_default_group = cfg.server_group(DEFAULT_NAME).is_some();
     vhost::check_purge(
         c,
