@@ -118,6 +118,28 @@ fn the_cookie_is_issued_once_verified_and_never_reaches_the_origin() {
     assert_eq!(site.metric("ktls_proxy_sticky_misses_total"), 0);
 }
 
+/// Statuses of four requests without a cookie on one keep-alive connection from 127.0.0.2,
+/// the fourth after `pause` (0 for no answer: the connection was dropped).
+fn misses_on_one_connection(site: &Site, pause: Duration) -> Vec<u16> {
+    let src = "127.0.0.2".parse().expect("address");
+    let mut c = RawClient::connect_from(src, site.http).expect("connect");
+    let req = get_with("/", &site.http.to_string(), "Accept: text/html\r\n");
+    let mut statuses = Vec::new();
+    for i in 0..4 {
+        if i == 3 {
+            std::thread::sleep(pause);
+        }
+        match c.request(&req, Duration::from_secs(5)) {
+            Outcome::Response(r) => statuses.push(r.status),
+            _ => {
+                statuses.push(0);
+                break;
+            }
+        }
+    }
+    statuses
+}
+
 #[test]
 fn enforce_redirects_to_the_same_uri_then_blocks_after_max_misses() {
     let origin = cookie_echo();
@@ -169,31 +191,15 @@ fn enforce_redirects_to_the_same_uri_then_blocks_after_max_misses() {
     // Each of those was another connection: Tempesta counts misses per connection within
     // one second, so none was blocked. On one connection, the fourth miss within a second
     // is over max_misses=3: blocked (block_action attack drop: no answer).
-    let misses_on_one_connection = |pause: Duration| {
-        let src = "127.0.0.2".parse().expect("address");
-        let mut c = RawClient::connect_from(src, site.http).expect("connect");
-        let req = get_with("/", &site.http.to_string(), "Accept: text/html\r\n");
-        let mut statuses = Vec::new();
-        for i in 0..4 {
-            if i == 3 {
-                std::thread::sleep(pause);
-            }
-            match c.request(&req, Duration::from_secs(5)) {
-                Outcome::Response(r) => statuses.push(r.status),
-                _ => {
-                    statuses.push(0);
-                    break;
-                }
-            }
-        }
-        statuses
-    };
-    assert_eq!(misses_on_one_connection(Duration::ZERO), [302, 302, 302, 0]);
+    assert_eq!(
+        misses_on_one_connection(&site, Duration::ZERO),
+        [302, 302, 302, 0]
+    );
     // The same address on a new connection starts afresh (the previous binary counted per
     // address and without a time window: blocked here), and misses more than a second
     // apart do not add up.
     assert_eq!(
-        misses_on_one_connection(Duration::from_millis(1200)),
+        misses_on_one_connection(&site, Duration::from_millis(1200)),
         [302, 302, 302, 302],
         "{}",
         site.logs()
