@@ -24,6 +24,35 @@ fn group(origin: &Origin) -> String {
     format!("srv_group default {{ server {}; }}", origin.addr())
 }
 
+/// Attack: a forged MAC, and the real cookie `value` from another browser, are not valid: a
+/// fresh cookie is issued and neither reaches the origin.
+fn forged_and_moved_cookies_are_replaced(site: &Site, value: &str, h2: bool) {
+    let tag = if h2 { "h2" } else { "h1" };
+    let mut forged = value.to_string();
+    let last = if forged.ends_with('0') { "1" } else { "0" };
+    forged.replace_range(79.., last);
+    for (cookie, ua) in [
+        (format!("__tfw={forged}"), None),
+        (format!("__tfw={value}"), Some("OtherBrowser/1.0")),
+    ] {
+        let got = site.get(
+            "/",
+            Req {
+                cookie: Some(&cookie),
+                h2,
+                user_agent: ua,
+                ..Req::default()
+            },
+        );
+        assert_eq!(got.status, 200, "{tag}");
+        assert_eq!(got.body, "cookie=-", "{tag}");
+        let fresh = got
+            .sticky_value()
+            .unwrap_or_else(|| panic!("{tag} {got:?}"));
+        assert_ne!(fresh, forged, "{tag}");
+    }
+}
+
 #[test]
 fn the_cookie_is_issued_once_verified_and_never_reaches_the_origin() {
     let origin = cookie_echo();
@@ -87,31 +116,7 @@ fn the_cookie_is_issued_once_verified_and_never_reaches_the_origin() {
         );
         assert_eq!(alone.body, "cookie=-", "{tag}");
         assert_eq!(alone.header("set-cookie"), None, "{tag}");
-        // Attack: a forged MAC, and the real cookie from another browser, are not valid:
-        // a fresh cookie is issued and neither reaches the origin.
-        let mut forged = value.clone();
-        let last = if forged.ends_with('0') { "1" } else { "0" };
-        forged.replace_range(79.., last);
-        for (cookie, ua) in [
-            (format!("__tfw={forged}"), None),
-            (only.clone(), Some("OtherBrowser/1.0")),
-        ] {
-            let got = site.get(
-                "/",
-                Req {
-                    cookie: Some(&cookie),
-                    h2,
-                    user_agent: ua,
-                    ..Req::default()
-                },
-            );
-            assert_eq!(got.status, 200, "{tag}");
-            assert_eq!(got.body, "cookie=-", "{tag}");
-            let fresh = got
-                .sticky_value()
-                .unwrap_or_else(|| panic!("{tag} {got:?}"));
-            assert_ne!(fresh, forged, "{tag}");
-        }
+        forged_and_moved_cookies_are_replaced(&site, &value, h2);
     }
     // Six responses set a cookie (each protocol: the first, the forged, the moved one).
     assert_eq!(site.metric("ktls_proxy_sticky_cookies_issued_total"), 6);
@@ -316,6 +321,31 @@ fn requests_that_cannot_run_the_challenge_get_403_and_count_no_miss() {
     let page = site.get("/", Req::default());
     assert_eq!(page.status, 503, "{page:?}\n{}", site.logs());
 }
+/// The final status curl gets keeping cookies and following redirects: it never gets past
+/// the challenge page.
+fn curl_with_a_cookie_jar(site: &Site) -> String {
+    let dir = TempDir::new("sticky-jar");
+    let jar = dir.join("jar");
+    let jar = jar.to_str().unwrap_or("jar");
+    let (_, out, _) = curl(
+        &[
+            "-L",
+            "-H",
+            "Accept: text/html",
+            "-c",
+            jar,
+            "-b",
+            jar,
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("http://{}/curl", site.http),
+        ],
+        10,
+    );
+    out
+}
 
 #[test]
 fn the_challenge_counts_cookies_too_early_or_too_late_and_passes_one_in_time() {
@@ -387,28 +417,7 @@ fn the_challenge_counts_cookies_too_early_or_too_late_and_passes_one_in_time() {
         late.body.contains("document.cookie"),
         "h2 gets the page too"
     );
-    // curl keeping cookies and following redirects never gets past the page.
-    let dir = TempDir::new("sticky-jar");
-    let jar = dir.join("jar");
-    let jar = jar.to_str().unwrap_or("jar");
-    let (_, out, _) = curl(
-        &[
-            "-L",
-            "-H",
-            "Accept: text/html",
-            "-c",
-            jar,
-            "-b",
-            jar,
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            &format!("http://{}/curl", site.http),
-        ],
-        10,
-    );
-    assert_eq!(out, "503");
+    assert_eq!(curl_with_a_cookie_jar(&site), "503");
     assert_eq!(origin.hits("/curl"), 0);
     assert_eq!(origin.total_requests(), 2, "only the two passed requests");
     assert_eq!(site.metric("ktls_proxy_sticky_challenges_total"), 5);
