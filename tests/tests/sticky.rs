@@ -321,6 +321,7 @@ fn requests_that_cannot_run_the_challenge_get_403_and_count_no_miss() {
     let page = site.get("/", Req::default());
     assert_eq!(page.status, 503, "{page:?}\n{}", site.logs());
 }
+
 /// The final status curl gets keeping cookies and following redirects: it never gets past
 /// the challenge page.
 fn curl_with_a_cookie_jar(site: &Site) -> String {
