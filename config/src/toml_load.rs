@@ -87,6 +87,9 @@ fn resolve_vhost_paths(v: &mut Vhost, base: &Path) {
         fix(&mut c.certificate, base);
         fix(&mut c.key, base);
     }
+    if let Some(keys) = &mut v.tls.tickets.keys {
+        fix(keys, base);
+    }
     let js = v
         .sticky
         .cookie

@@ -1,0 +1,373 @@
+//! `tls_tickets keys=FILE` (issue 37, ticket key rings) through the real binary and the real
+//! `openssl s_client`: nodes sharing a key file resume each other's sessions; a rotation
+//! (a new first key, the old one second) keeps old tickets resuming while new ones are sealed
+//! with the new key; the old key's removal ends its tickets; a bad file is refused at load
+//! with its directive's position, and at run time leaves the keys in force.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use e2e::origin::Origin;
+use e2e::proxy::{Proxy, Setup};
+use e2e::{gen_cert, proxy_cmd, KeyKind};
+
+const VERSIONS: [&str; 2] = ["-tls1_2", "-tls1_3"];
+
+/// The watcher polls every 2 s: a rotation is in force well within this.
+const ROTATION_SEEN: Duration = Duration::from_secs(10);
+
+/// One key of 80 bytes whose 16-byte name is `name` (padded), the rest fixed per name.
+fn key_line(name: &str) -> (String, [u8; 16]) {
+    let mut key = [0u8; 80];
+    let mut label = [b'.'; 16];
+    label[..name.len()].copy_from_slice(name.as_bytes());
+    key[..16].copy_from_slice(&label);
+    openssl::rand::rand_bytes(&mut key[16..]).expect("random key bytes");
+    (openssl::base64::encode_block(&key), label)
+}
+
+/// Writes `lines` as the key file the way a platform does it: a new file renamed over the
+/// old one (`atomic`), or the old one rewritten in place.
+fn write_keys(path: &Path, lines: &[&str], atomic: bool) {
+    let text = format!(
+        "# ticket keys, the sealing one first\n{}\n",
+        lines.join("\n")
+    );
+    if atomic {
+        let tmp = path.with_extension("new");
+        std::fs::write(&tmp, text).expect("write new key file");
+        std::fs::rename(&tmp, path).expect("rename key file");
+    } else {
+        std::fs::write(path, text).expect("rewrite key file");
+    }
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum Handshake {
+    Resumed,
+    Full,
+}
+
+/// One `openssl s_client` exchange (a GET, the proxy closes), bounded to 10 s; saves the
+/// session (with its ticket) to `save`, offers the one in `offer`.
+fn exchange(
+    addr: SocketAddr,
+    version: &str,
+    sni: &str,
+    save: Option<&Path>,
+    offer: Option<&Path>,
+) -> (Handshake, String) {
+    let mut cmd = Command::new("openssl");
+    cmd.args([
+        "s_client",
+        "-ign_eof",
+        "-servername",
+        sni,
+        version,
+        "-connect",
+    ])
+    .arg(addr.to_string());
+    if let Some(path) = save {
+        cmd.arg("-sess_out").arg(path);
+    }
+    if let Some(path) = offer {
+        cmd.arg("-sess_in").arg(path);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start openssl s_client");
+    let request = format!("GET / HTTP/1.1\r\nHost: {sni}\r\nConnection: close\r\n\r\n");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(request.as_bytes());
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if child.try_wait().ok().flatten().is_none() {
+        e2e::send_signal(child.id(), libc::SIGKILL);
+    }
+    let out = child.wait_with_output().expect("s_client's output");
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        report.contains("HTTP/1.1 200"),
+        "{version} to {addr}: no response\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let handshake = match (report.contains("\nReused,"), report.contains("\nNew,")) {
+        (true, false) => Handshake::Resumed,
+        (false, true) => Handshake::Full,
+        _ => panic!("cannot tell whether the session resumed:\n{report}"),
+    };
+    (handshake, report)
+}
+
+/// [`exchange`]'s handshake alone.
+fn handshake(
+    addr: SocketAddr,
+    version: &str,
+    sni: &str,
+    save: Option<&Path>,
+    offer: Option<&Path>,
+) -> Handshake {
+    exchange(addr, version, sni, save, offer).0
+}
+
+/// The name of the key that sealed the newest ticket `report` (s_client's output) shows: a
+/// ticket starts with it, in clear, and s_client dumps every session it gets (after a
+/// resumed TLS 1.2 handshake too, where it writes no `-sess_out`).
+fn newest_ticket_key(report: &str) -> String {
+    // "0000 - 6b 74 6c 73 ...   ktls...": the dump's first row holds the 16 name bytes.
+    let row = report
+        .rsplit("TLS session ticket:")
+        .next()
+        .and_then(|dump| dump.lines().nth(1))
+        .unwrap_or_default();
+    let bytes: Vec<u8> = row
+        .split_once(" - ")
+        .map(|(_, rest)| rest)
+        .unwrap_or_default()
+        .split([' ', '-'])
+        .filter(|t| t.len() == 2)
+        .take(16)
+        .filter_map(|t| u8::from_str_radix(t, 16).ok())
+        .collect();
+    assert_eq!(bytes.len(), 16, "no ticket in:\n{report}");
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn label(name: [u8; 16]) -> String {
+    String::from_utf8_lossy(&name).into_owned()
+}
+
+/// A node: one vhost `site` whose tickets come from `keys`.
+fn node(tag: &str, origin: &Origin, keys: &Path) -> (Proxy, SocketAddr) {
+    let setup = Setup::new(tag);
+    let https = setup.https;
+    let conf = setup.config(origin.addr(), "", "").replace(
+        "proxy_pass default; }",
+        &format!(
+            "proxy_pass default; tls_tickets keys={}; }}",
+            keys.display()
+        ),
+    );
+    (setup.start(&conf), https)
+}
+
+/// Waits until the proxy has logged `needle` more than `before` times.
+fn wait_for_count(proxy: &mut Proxy, needle: &str, before: usize, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if proxy.proc.logs().matches(needle).count() > before {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn session(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.pem"))
+}
+
+#[test]
+fn two_nodes_sharing_a_key_file_resume_each_others_sessions() {
+    let origin = Origin::fixed(b"ok");
+    let dir = e2e::TempDir::new("ticket-keys-shared");
+    let (shared_line, shared_name) = key_line("fleet-key-1");
+    let (other_line, _) = key_line("another-key");
+    let shared = dir.join("shared.keys");
+    let other = dir.join("other.keys");
+    write_keys(&shared, &[&shared_line], true);
+    write_keys(&other, &[&other_line], true);
+    let (a, a_addr) = node("ticket-keys-a", &origin, &shared);
+    let (b, b_addr) = node("ticket-keys-b", &origin, &shared);
+    let (_c, c_addr) = node("ticket-keys-c", &origin, &other);
+    for version in VERSIONS {
+        let from_a = session(dir.path(), &format!("a{version}"));
+        let (first, report) = exchange(a_addr, version, "site.test", Some(&from_a), None);
+        assert_eq!(first, Handshake::Full);
+        assert_eq!(newest_ticket_key(&report), label(shared_name));
+        assert_eq!(
+            handshake(b_addr, version, "site.test", None, Some(&from_a)),
+            Handshake::Resumed,
+            "{version}: node B did not resume node A's session\n{}\n{}",
+            a.proc.logs(),
+            b.proc.logs()
+        );
+        assert_eq!(
+            handshake(c_addr, version, "site.test", None, Some(&from_a)),
+            Handshake::Full,
+            "{version}: a node with another key file resumed the session"
+        );
+    }
+}
+
+/// The rotation recipe of docs/FLEET.md on two nodes: new key first (the file renamed over),
+/// then the old key dropped (the file rewritten in place).
+#[test]
+fn a_rotation_keeps_old_tickets_until_their_key_leaves_the_ring() {
+    let origin = Origin::fixed(b"ok");
+    let dir = e2e::TempDir::new("ticket-keys-rotation");
+    let (old_line, old_name) = key_line("old-key");
+    let (new_line, new_name) = key_line("new-key");
+    let keys = dir.join("ring.keys");
+    write_keys(&keys, &[&old_line], true);
+    let (mut a, a_addr) = node("ticket-rot-a", &origin, &keys);
+    let (mut b, b_addr) = node("ticket-rot-b", &origin, &keys);
+    let changed = "key file";
+    for version in VERSIONS {
+        let old = session(dir.path(), &format!("old{version}"));
+        let (_, report) = exchange(a_addr, version, "site.test", Some(&old), None);
+        assert_eq!(newest_ticket_key(&report), label(old_name));
+    }
+
+    write_keys(&keys, &[&new_line, &old_line], true);
+    for (name, proxy) in [("A", &mut a), ("B", &mut b)] {
+        assert!(
+            wait_for_count(proxy, changed, 0, ROTATION_SEEN),
+            "node {name} did not re-read the rotated file\n{}",
+            proxy.proc.logs()
+        );
+    }
+    for version in VERSIONS {
+        let old = session(dir.path(), &format!("old{version}"));
+        let (resumed, report) = exchange(b_addr, version, "site.test", None, Some(&old));
+        assert_eq!(
+            resumed,
+            Handshake::Resumed,
+            "{version}: the old key, second in the ring, no longer opens its tickets\n{}",
+            b.proc.logs()
+        );
+        // The resumption brings a ticket sealed with the new first key.
+        assert_eq!(newest_ticket_key(&report), label(new_name), "{version}");
+        let fresh = session(dir.path(), &format!("fresh{version}"));
+        let (full, report) = exchange(a_addr, version, "site.test", Some(&fresh), None);
+        assert_eq!(full, Handshake::Full);
+        assert_eq!(newest_ticket_key(&report), label(new_name), "{version}");
+    }
+
+    write_keys(&keys, &[&new_line], false);
+    for (name, proxy) in [("A", &mut a), ("B", &mut b)] {
+        assert!(
+            wait_for_count(proxy, changed, 1, ROTATION_SEEN),
+            "node {name} did not re-read the file rewritten in place\n{}",
+            proxy.proc.logs()
+        );
+    }
+    for version in VERSIONS {
+        let old = session(dir.path(), &format!("old{version}"));
+        let fresh = session(dir.path(), &format!("fresh{version}"));
+        for addr in [a_addr, b_addr] {
+            assert_eq!(
+                handshake(addr, version, "site.test", None, Some(&old)),
+                Handshake::Full,
+                "{version}: a ticket of the retired key resumed on {addr}"
+            );
+            assert_eq!(
+                handshake(addr, version, "site.test", None, Some(&fresh)),
+                Handshake::Resumed,
+                "{version}: a ticket of the key in force did not resume on {addr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_bad_key_file_is_refused_at_load_and_leaves_the_keys_in_force_at_run_time() {
+    let origin = Origin::fixed(b"ok");
+    let dir = e2e::TempDir::new("ticket-keys-bad");
+    let (line, name) = key_line("kept-key");
+    let keys = dir.join("ring.keys");
+    write_keys(&keys, &[&line], true);
+    let (mut proxy, addr) = node("ticket-bad", &origin, &keys);
+    let saved = session(dir.path(), "kept");
+    let (_, report) = exchange(addr, "-tls1_3", "site.test", Some(&saved), None);
+    assert_eq!(newest_ticket_key(&report), label(name));
+
+    // Half a key, as a platform's interrupted write would leave it.
+    write_keys(&keys, &[&line[..60]], false);
+    assert!(
+        wait_for_count(
+            &mut proxy,
+            "the previous keys stay in force",
+            0,
+            ROTATION_SEEN
+        ),
+        "no word of the bad file\n{}",
+        proxy.proc.logs()
+    );
+    let logs = proxy.proc.logs();
+    assert!(logs.contains("line 2: the key is 45 bytes"), "{logs}");
+    assert_eq!(
+        handshake(addr, "-tls1_3", "site.test", None, Some(&saved)),
+        Handshake::Resumed,
+        "the keys in force were lost to a bad file"
+    );
+
+    // At load: the directive's file:line:col and what is wrong with the file.
+    let check = proxy_cmd(&proxy.config, &["-t"]);
+    let text = e2e::output_text(&check);
+    assert!(!check.status.success(), "a bad key file passed -t:\n{text}");
+    let conf = std::fs::read_to_string(&proxy.config).expect("config");
+    let (line_no, col) = conf
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| l.find("keys=").map(|c| (i + 1, c + 1 + "keys=".len())))
+        .expect("the keys= attribute");
+    let position = format!("{}:{line_no}:{col}", proxy.config.display());
+    assert!(text.contains(&position), "no {position} in:\n{text}");
+    assert!(text.contains("line 2: the key is 45 bytes"), "{text}");
+}
+
+/// Keys from one file may seal several vhosts' tickets: a session of one vhost still does
+/// not resume under another.
+#[test]
+fn vhosts_sharing_a_key_file_keep_their_sessions_apart() {
+    let origin = Origin::fixed(b"ok");
+    let setup = Setup::new("ticket-keys-vhosts");
+    let dir = setup.dir.path().to_path_buf();
+    let (line, _) = key_line("two-vhosts");
+    let keys = dir.join("ring.keys");
+    write_keys(&keys, &[&line], true);
+    let (a_crt, a_key) = gen_cert(&dir, "a", KeyKind::EcdsaP256, &["a.test"]);
+    let (b_crt, b_key) = gen_cert(&dir, "b", KeyKind::EcdsaP256, &["b.test"]);
+    let conf = format!(
+        "listen {http};\nlisten {https} proto=https;\n\
+         srv_group default {{ server {origin}; }}\n\
+         tls_tickets keys={keys};\n\
+         vhost a.test {{ tls_certificate {ac}; tls_certificate_key {ak}; proxy_pass default; }}\n\
+         vhost b.test {{ tls_certificate {bc}; tls_certificate_key {bk}; proxy_pass default; }}\n\
+         http_chain {{ host == \"a.test\" -> a.test; host == \"b.test\" -> b.test; }}\n",
+        http = setup.http,
+        https = setup.https,
+        origin = origin.addr(),
+        keys = keys.display(),
+        ac = a_crt.display(),
+        ak = a_key.display(),
+        bc = b_crt.display(),
+        bk = b_key.display(),
+    );
+    let https = setup.https;
+    let _proxy = setup.start(&conf);
+    for version in VERSIONS {
+        let a = session(&dir, &format!("a{version}"));
+        handshake(https, version, "a.test", Some(&a), None);
+        assert_eq!(
+            handshake(https, version, "a.test", None, Some(&a)),
+            Handshake::Resumed,
+            "{version}: the control failed: tickets do not resume at all"
+        );
+        assert_eq!(
+            handshake(https, version, "b.test", None, Some(&a)),
+            Handshake::Full,
+            "{version}: a session of a.test resumed under b.test"
+        );
+    }
+}
