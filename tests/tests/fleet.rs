@@ -607,3 +607,135 @@ fn blocks_from_the_stream_beyond_the_client_table_leave_room_for_new_clients() {
         );
     }
 }
+
+/// tests/py/slow_link.py on a free port: `redis` behind a link carrying `rate` bytes per
+/// second each way; killed by pid when dropped, gone by itself after two minutes.
+struct SlowLink {
+    _proc: Proc,
+    addr: SocketAddr,
+    _dir: TempDir,
+}
+
+impl SlowLink {
+    fn start(redis: SocketAddr, rate: u32) -> SlowLink {
+        let dir = TempDir::new("fleet-slow-link");
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/slow_link.py");
+        let mut cmd = Command::new("python3");
+        cmd.arg(script).args([
+            addr.port().to_string(),
+            redis.port().to_string(),
+            rate.to_string(),
+            "120".to_string(),
+        ]);
+        let proc = Proc::spawn("slow-link", cmd, dir.path());
+        assert!(
+            wait_for_port(addr, T),
+            "the slow link did not listen on {addr}\n{}",
+            proc.logs()
+        );
+        SlowLink {
+            _proc: proc,
+            addr,
+            _dir: dir,
+        }
+    }
+}
+
+/// Distinct client addresses of the many-clients case: 127.4.0.1 and on.
+const MANY_CLIENTS: u32 = 4000;
+
+/// One request from each of `MANY_CLIENTS` addresses to node 0, from `threads` threads at
+/// once; returns how many were answered 200.
+fn from_many_addresses(f: &Fleet, threads: u32) -> usize {
+    let served = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let served = &served;
+            scope.spawn(move || {
+                for i in (t..MANY_CLIENTS).step_by(threads as usize) {
+                    let n = i + 1;
+                    let src = Ipv4Addr::new(127, 4, (n >> 8) as u8, (n & 0xff) as u8);
+                    if f.request(src, 0, "/many").status() == Some(200) {
+                        served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    served.into_inner()
+}
+
+/// Issue 37, the Redis turn an attacker cannot stall: thousands of addresses, each with new
+/// counts, behind a link of 1 MB/s to Redis. One pipeline for all of them took longer than
+/// the turn's deadline and the node judged Redis down; bounded pipelines keep it up, carry
+/// what a turn cannot send to the next ones, and a stopped Redis is still judged down within
+/// a few intervals.
+#[test]
+fn thousands_of_client_addresses_do_not_make_redis_count_as_down_but_a_stopped_redis_does() {
+    let redis = Redis::start();
+    let link = SlowLink::start(redis.addr, 1_000_000);
+    let limits = "request_rate 100 10;\ntcp_connection_rate 100 10;";
+    let f = fleet_of(1, "fleet-many", link.addr, limits, "");
+    f.wait_redis_up(1, FLEET_WAIT);
+    let watching = std::sync::atomic::AtomicBool::new(true);
+    let (served, seen_down) = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| {
+            let mut down = 0;
+            while watching.load(std::sync::atomic::Ordering::Relaxed) {
+                if metric_sum(f.stats, "ktls_proxy_fleet_redis_up") == 0 {
+                    down += 1;
+                }
+                sleep(Duration::from_millis(20));
+            }
+            down
+        });
+        let served = from_many_addresses(&f, 8);
+        // Until every count is sent (the backlog empty), then a little longer.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while metric_sum(f.stats, "ktls_proxy_fleet_backlog") > 0 && Instant::now() < deadline {
+            sleep(Duration::from_millis(50));
+        }
+        sleep(Duration::from_millis(5 * SYNC_MS));
+        watching.store(false, std::sync::atomic::Ordering::Relaxed);
+        (served, watcher.join().expect("the gauge's watcher"))
+    });
+    let logs = f.logs();
+    assert_eq!(served, MANY_CLIENTS as usize, "refused clients\n{logs}");
+    assert!(
+        seen_down == 0
+            && !logs
+                .lines()
+                .any(|l| l.contains("cluster: Redis at") && l.contains(" failed (")),
+        "Redis judged down under many clients ({seen_down} scrapes said 0)\n{logs}"
+    );
+    assert_eq!(metric_sum(f.stats, "ktls_proxy_fleet_backlog"), 0);
+    assert_eq!(metric_sum(f.stats, "ktls_proxy_fleet_dropped_total"), 0);
+    // Every client's requests reached Redis.
+    let keys = Command::new("redis-cli")
+        .args(["-p", &redis.addr.port().to_string(), "--scan", "--pattern"])
+        .arg("ktls:r:{127.4.*")
+        .output()
+        .expect("redis-cli");
+    let clients: std::collections::HashSet<&str> = std::str::from_utf8(&keys.stdout)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|k| k.split(['{', '}']).nth(1))
+        .collect();
+    assert_eq!(
+        clients.len(),
+        MANY_CLIENTS as usize,
+        "clients counted in Redis"
+    );
+
+    // A stopped Redis (SIGSTOP) answers nothing: down within the turn deadline of the next
+    // turn (docs/FLEET.md: about 200 ms here), and up again once it runs.
+    e2e::send_signal(redis.proc.pid(), libc::SIGSTOP);
+    let stopped = Instant::now();
+    f.request(Ipv4Addr::new(127, 4, 200, 1), 0, "/while-stopped");
+    f.wait_redis_up(0, FLEET_WAIT);
+    let judged = stopped.elapsed();
+    e2e::send_signal(redis.proc.pid(), libc::SIGCONT);
+    f.wait_redis_up(1, FLEET_WAIT * 3);
+    eprintln!("a stopped Redis was judged down after {judged:?}");
+}

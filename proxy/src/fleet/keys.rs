@@ -114,6 +114,19 @@ impl Turn {
         }
     }
 
+    /// The commands [`Turn::counts`] makes of `delta`: per counter with a limit and new
+    /// events, two per slot and the frame's `MGET`.
+    pub fn commands_of(delta: &FleetDelta, slots: FleetSlots) -> usize {
+        [
+            (slots.requests, &delta.requests),
+            (slots.connections, &delta.connections),
+        ]
+        .iter()
+        .filter(|(slot, added)| slot.is_some() && !added.is_empty())
+        .map(|(_, added)| 2 * added.len() + 1)
+        .sum()
+    }
+
     /// Publishes the blocks imposed here; each ends a length after it was imposed, however
     /// late it is published.
     pub fn publish(&mut self, blocks: &[OutgoingBlock], unix: Duration, node: &str) {
@@ -331,6 +344,37 @@ mod tests {
         };
         assert_eq!(out.totals[0], (Some(read), None));
         assert!(turn.outcome(&replies[..2], 1, Some("me")).is_err());
+    }
+
+    /// The link fills a pipeline by this count: it must be what `counts` makes.
+    #[test]
+    fn commands_of_a_delta_are_those_counts_makes() {
+        let slots = FleetSlots {
+            requests: Some(Duration::from_millis(125)),
+            connections: None,
+        };
+        let cases = [
+            (vec![(5, 1)], vec![(5, 1)]),
+            (vec![(5, 1), (6, 2)], vec![]),
+            (vec![], vec![(5, 1)]),
+        ];
+        for (requests, connections) in cases {
+            let delta = FleetDelta {
+                ip: "127.0.0.1".parse().expect("ip"),
+                requests,
+                connections,
+            };
+            let mut turn = Turn::default();
+            turn.counts(std::slice::from_ref(&delta), slots, Duration::from_secs(1));
+            assert_eq!(Turn::commands_of(&delta, slots), turn.commands.len());
+            let both = FleetSlots {
+                connections: slots.requests,
+                ..slots
+            };
+            let mut turn = Turn::default();
+            turn.counts(std::slice::from_ref(&delta), both, Duration::from_secs(1));
+            assert_eq!(Turn::commands_of(&delta, both), turn.commands.len());
+        }
     }
 
     #[test]
