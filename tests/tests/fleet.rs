@@ -739,3 +739,134 @@ fn thousands_of_client_addresses_do_not_make_redis_count_as_down_but_a_stopped_r
     f.wait_redis_up(1, FLEET_WAIT * 3);
     eprintln!("a stopped Redis was judged down after {judged:?}");
 }
+
+/// `count` block entries for the stream as other nodes publish them (forever blocks of
+/// 127.6.x.y from the first address on), written straight into Redis by `redis-cli --pipe`.
+fn publish_blocks_elsewhere(redis: SocketAddr, first: u32, count: u32) {
+    let mut pipe = Vec::new();
+    for i in first..first + count {
+        let ip = Ipv4Addr::new(127, 6, (i >> 8) as u8, (i & 0xff) as u8).to_string();
+        let args = [
+            "XADD",
+            "ktls:blocks",
+            "MAXLEN",
+            "~",
+            "10000",
+            "*",
+            "ip",
+            &ip,
+            "until",
+            "0",
+            "node",
+            "elsewhere",
+        ];
+        pipe.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in args {
+            pipe.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+    }
+    let mut child = Command::new("redis-cli")
+        .args(["-p", &redis.port().to_string(), "--pipe"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("redis-cli --pipe");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(&pipe).expect("write the pipe");
+    }
+    let out = child.wait_with_output().expect("redis-cli --pipe");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// `XINFO STREAM ktls:blocks`: (entries ever added, entries kept).
+fn stream_counts(redis: SocketAddr) -> (u64, u64) {
+    let out = Command::new("redis-cli")
+        .args([
+            "-p",
+            &redis.port().to_string(),
+            "XINFO",
+            "STREAM",
+            "ktls:blocks",
+        ])
+        .output()
+        .expect("redis-cli XINFO");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    let field = |name: &str| {
+        let at = lines.iter().position(|l| *l == name).expect(name);
+        lines[at + 1].parse::<u64>().expect("a count")
+    };
+    (field("entries-added"), field("length"))
+}
+
+/// Review of issue 37: a node read at most 1000 blocks a turn, and blocks trimmed from the
+/// stream before it read them were lost without a word. A node stopped while other nodes
+/// publish 25 000 blocks (the stream keeps about 10 000) now counts and logs exactly the
+/// ones it lost, and reads the rest until caught up.
+#[test]
+fn blocks_trimmed_before_a_node_read_them_are_counted_and_logged() {
+    let redis = Redis::start();
+    let f = fleet_of(1, "fleet-lost", redis.addr, "ip_block on;", "");
+    f.wait_redis_up(1, FLEET_WAIT);
+    // One block the node reads: it then has a position in the stream.
+    publish_blocks_elsewhere(redis.addr, 1, 1);
+    let deadline = Instant::now() + FLEET_WAIT;
+    while !f
+        .request(Ipv4Addr::new(127, 6, 0, 1), 0, "/first")
+        .is_dropped()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the first block was never applied\n{}",
+            f.logs()
+        );
+        sleep(Duration::from_millis(SYNC_MS / 2));
+    }
+    let node = f.nodes[0].proc.pid();
+    e2e::send_signal(node, libc::SIGSTOP);
+    publish_blocks_elsewhere(redis.addr, 2, 25_000);
+    e2e::send_signal(node, libc::SIGCONT);
+    let (added, kept) = stream_counts(redis.addr);
+    // Trimmed in all, less the one entry the node had read.
+    let lost = added - kept - 1;
+    let deadline = Instant::now() + FLEET_WAIT;
+    while metric_sum(f.stats, "ktls_proxy_fleet_blocks_lost_total") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no blocks counted lost ({added} added, {kept} kept)\n{}",
+            f.logs()
+        );
+        sleep(Duration::from_millis(SYNC_MS / 2));
+    }
+    assert_eq!(
+        metric_sum(f.stats, "ktls_proxy_fleet_blocks_lost_total"),
+        lost,
+        "{added} added, {kept} kept"
+    );
+    assert!(
+        f.logs().contains(&format!(
+            "cluster: {lost} block(s) published by other nodes were trimmed"
+        )),
+        "{}",
+        f.logs()
+    );
+    eprintln!("{added} blocks added, {kept} kept, {lost} counted lost");
+    // The newest block, 10 000 entries past the oldest kept, is in force.
+    let last = 25_001u32;
+    let newest = Ipv4Addr::new(127, 6, (last >> 8) as u8, (last & 0xff) as u8);
+    let deadline = Instant::now() + FLEET_WAIT;
+    while !f.request(newest, 0, "/newest").is_dropped() {
+        assert!(
+            Instant::now() < deadline,
+            "the newest block was never applied\n{}",
+            f.logs()
+        );
+        sleep(Duration::from_millis(SYNC_MS / 2));
+    }
+}

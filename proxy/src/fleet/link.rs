@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use std::collections::VecDeque;
 
-use super::keys::{Outcome, RemoteBlock, Turn};
+use super::keys::{Outcome, RemoteBlock, StreamInfo, Turn, BLOCKS_PER_READ};
 use super::resp::Connection;
 use crate::frang::{set_redis_up, FleetDelta, Frang, OutgoingBlock};
 
@@ -22,8 +22,8 @@ const UNPUBLISHED_MAX: usize = 4096;
 /// answered within the turn deadline means a Redis that is not making progress, whatever
 /// the number of clients waiting.
 pub const PIPELINE_COMMANDS: usize = 128;
-/// Blocks published per turn at most (two commands each); the rest go in the next turns.
-const BLOCKS_PER_PIPELINE: usize = 64;
+/// Blocks published per pipeline at most (two commands each; with `XINFO` and `XREAD`, 128).
+const BLOCKS_PER_PIPELINE: usize = 63;
 /// Clients' counts waiting for a turn at most; beyond, the oldest are dropped and counted
 /// (`ktls_proxy_fleet_dropped_total`). About 100 bytes each.
 pub const BACKLOG_MAX: usize = 65_536;
@@ -41,6 +41,9 @@ pub struct Link {
     unpublished: Vec<OutgoingBlock>,
     /// Clients' counts not yet sent, oldest first.
     backlog: VecDeque<FleetDelta>,
+    /// Entries of the block stream up to `last_id`, counted from its first ever (Redis's
+    /// `entries-added`); `None` until known.
+    position: Option<u64>,
 }
 
 impl Link {
@@ -59,6 +62,7 @@ impl Link {
             last_id: "0".to_owned(),
             unpublished: Vec::new(),
             backlog: VecDeque::new(),
+            position: None,
         }
     }
 
@@ -116,8 +120,20 @@ impl Link {
         super::note_backlog(self.backlog.len());
     }
 
-    /// Publishes the blocks imposed here and reads those published elsewhere.
+    /// Publishes the blocks imposed here and reads those published elsewhere, again and
+    /// again until caught up with the stream or the interval is spent.
     fn blocks(&mut self, frang: &Frang, wake: &impl Fn()) -> Result<(), ()> {
+        let started = Instant::now();
+        loop {
+            let read = self.blocks_once(frang, wake)?;
+            if read < BLOCKS_PER_READ || started.elapsed() >= self.cluster.sync_interval {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One pipeline of [`Link::blocks`]; returns the stream entries read.
+    fn blocks_once(&mut self, frang: &Frang, wake: &impl Fn()) -> Result<usize, ()> {
         let unix = unix_now();
         let publishing = self.unpublished.len().min(BLOCKS_PER_PIPELINE);
         let mut turn = Turn::default();
@@ -128,11 +144,35 @@ impl Link {
         let skip = (self.last_id != "0").then(|| self.node.clone());
         let out = self.exchange(&turn, 0, skip.as_deref())?;
         self.unpublished.drain(..publishing);
+        if self.last_id == "0" {
+            // From the oldest entry kept: whatever was trimmed before is not a gap.
+            self.position = None;
+        }
         if let Some(id) = out.last_id {
             self.last_id = id;
         }
+        self.follow(out.stream, out.entries_read);
         apply_blocks(frang, &out.blocks, unix, wake);
-        Ok(())
+        Ok(out.entries_read)
+    }
+
+    /// Moves this node's position in the stream (counted in entries ever added) by the
+    /// entries just read; entries trimmed before this node read them are a gap, counted and
+    /// logged. No count without `entries-added` (Redis before 7.0).
+    fn follow(&mut self, stream: Option<StreamInfo>, read: usize) {
+        let Some(info) = stream else {
+            return;
+        };
+        let trimmed = info.added.saturating_sub(info.length);
+        let position = match self.position {
+            Some(at) if trimmed > at => {
+                super::note_lost(trimmed - at);
+                trimmed
+            }
+            Some(at) => at,
+            None => trimmed,
+        };
+        self.position = Some(position + read as u64);
     }
 
     /// Sends the oldest counts waiting (a pipeline's worth) and applies the fleet's totals.

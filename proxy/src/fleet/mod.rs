@@ -57,6 +57,24 @@ fn note_dropped(count: usize) {
     );
 }
 
+/// Blocks trimmed from the stream before this process read them
+/// (`ktls_proxy_fleet_blocks_lost_total`).
+static LOST: AtomicU64 = AtomicU64::new(0);
+
+fn note_lost(count: u64) {
+    LOST.fetch_add(count, Ordering::Relaxed);
+    crate::warn!(
+        "cluster: {count} block(s) published by other nodes were trimmed from {} before this node read them: more blocks between two turns than the stream keeps ({})",
+        keys::BLOCKS,
+        keys::BLOCKS_KEPT
+    );
+}
+
+/// Blocks of other nodes this process never read (the stream trimmed past it).
+pub fn blocks_lost() -> u64 {
+    LOST.load(Ordering::Relaxed)
+}
+
 /// Clients' counts waiting for a turn, and those dropped since the start.
 pub fn backlog() -> (u64, u64) {
     (
