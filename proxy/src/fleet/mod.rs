@@ -13,6 +13,7 @@
 
 mod keys;
 mod link;
+pub mod owners;
 pub mod resp;
 
 use std::sync::atomic::{AtomicU64, Ordering};
