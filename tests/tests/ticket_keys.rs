@@ -371,3 +371,75 @@ fn vhosts_sharing_a_key_file_keep_their_sessions_apart() {
         );
     }
 }
+
+/// A reload reads the key file for the new configuration (here: from `secret=` to
+/// `keys=`), and a reload naming a bad file is refused with the file's problem while the
+/// keys in force stay.
+#[test]
+fn a_reload_reads_the_key_file_and_one_naming_a_bad_file_is_refused() {
+    let origin = Origin::fixed(b"ok");
+    let setup = Setup::new("ticket-keys-reload");
+    let dir = setup.dir.path().to_path_buf();
+    let https = setup.https;
+    let conf = setup.config(origin.addr(), "", "").replace(
+        "proxy_pass default; }",
+        "proxy_pass default; tls_tickets secret=\"before the reload\"; }",
+    );
+    let mut proxy = setup.start(&conf);
+    let (line, name) = key_line("after-reload");
+    let keys = dir.join("ring.keys");
+    write_keys(&keys, &[&line], true);
+    let before = session(&dir, "before");
+    handshake(https, "-tls1_3", "site.test", Some(&before), None);
+
+    let text = std::fs::read_to_string(&proxy.config).expect("config");
+    let with_keys = text.replace(
+        "secret=\"before the reload\"",
+        &format!("keys={}", keys.display()),
+    );
+    std::fs::write(&proxy.config, &with_keys).expect("write config");
+    proxy.proc.signal(libc::SIGHUP);
+    assert!(
+        wait_for_count(&mut proxy, "reloaded", 0, ROTATION_SEEN),
+        "no reload\n{}",
+        proxy.proc.logs()
+    );
+    let after = session(&dir, "after");
+    let (full, report) = exchange(https, "-tls1_3", "site.test", Some(&after), None);
+    assert_eq!(full, Handshake::Full);
+    assert_eq!(newest_ticket_key(&report), label(name));
+    assert_eq!(
+        handshake(https, "-tls1_3", "site.test", None, Some(&before)),
+        Handshake::Full,
+        "a ticket of the replaced secret resumed"
+    );
+
+    let bad = dir.join("bad.keys");
+    std::fs::write(&bad, "not a key\n").expect("write bad file");
+    std::fs::write(
+        &proxy.config,
+        with_keys.replace(&keys.display().to_string(), &bad.display().to_string()),
+    )
+    .expect("write config");
+    proxy.proc.signal(libc::SIGHUP);
+    assert!(
+        wait_for_count(
+            &mut proxy,
+            "still serving the previous configuration",
+            0,
+            ROTATION_SEEN
+        ),
+        "the reload naming a bad key file was not refused\n{}",
+        proxy.proc.logs()
+    );
+    assert!(
+        proxy.proc.logs().contains("line 1: not base64"),
+        "{}",
+        proxy.proc.logs()
+    );
+    assert_eq!(
+        handshake(https, "-tls1_3", "site.test", None, Some(&after)),
+        Handshake::Resumed,
+        "the keys in force were lost to a refused reload"
+    );
+}
