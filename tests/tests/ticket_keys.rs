@@ -19,14 +19,22 @@ const VERSIONS: [&str; 2] = ["-tls1_2", "-tls1_3"];
 /// The watcher polls every 2 s: a rotation is in force well within this.
 const ROTATION_SEEN: Duration = Duration::from_secs(10);
 
-/// One key of 80 bytes whose 16-byte name is `name` (padded), the rest fixed per name.
+/// One key of 80 bytes whose 16-byte name is `name` (padded), the rest random.
 fn key_line(name: &str) -> (String, [u8; 16]) {
-    let mut key = [0u8; 80];
+    let (key, label) = key_bytes(name, 80);
+    (openssl::base64::encode_block(&key), label)
+}
+
+/// A key of `len` bytes (80 or 48) named `name`, as bytes.
+fn key_bytes(name: &str, len: usize) -> (Vec<u8>, [u8; 16]) {
+    let mut key = vec![0u8; len];
     let mut label = [b'.'; 16];
     label[..name.len()].copy_from_slice(name.as_bytes());
     key[..16].copy_from_slice(&label);
     openssl::rand::rand_bytes(&mut key[16..]).expect("random key bytes");
-    (openssl::base64::encode_block(&key), label)
+    // Not ASCII, as a random key is (a binary key file must not read as text).
+    key[16] |= 0x80;
+    (key, label)
 }
 
 /// Writes `lines` as the key file the way a platform does it: a new file renamed over the
@@ -119,27 +127,53 @@ fn handshake(
     exchange(addr, version, sni, save, offer).0
 }
 
-/// The name of the key that sealed the newest ticket `report` (s_client's output) shows: a
-/// ticket starts with it, in clear, and s_client dumps every session it gets (after a
-/// resumed TLS 1.2 handshake too, where it writes no `-sess_out`).
-fn newest_ticket_key(report: &str) -> String {
-    // "0000 - 6b 74 6c 73 ...   ktls...": the dump's first row holds the 16 name bytes.
-    let row = report
+/// The newest ticket `report` (s_client's output) shows: s_client dumps every session it
+/// gets (after a resumed TLS 1.2 handshake too, where it writes no `-sess_out`), the ticket
+/// in rows of "0000 - 6b 74 6c 73 ...-... 16 bytes   ktls...", the hex padded to width.
+fn newest_ticket(report: &str) -> Vec<u8> {
+    let dump = report
         .rsplit("TLS session ticket:")
         .next()
-        .and_then(|dump| dump.lines().nth(1))
         .unwrap_or_default();
-    let bytes: Vec<u8> = row
-        .split_once(" - ")
-        .map(|(_, rest)| rest)
-        .unwrap_or_default()
-        .split([' ', '-'])
-        .filter(|t| t.len() == 2)
-        .take(16)
-        .filter_map(|t| u8::from_str_radix(t, 16).ok())
-        .collect();
-    assert_eq!(bytes.len(), 16, "no ticket in:\n{report}");
-    String::from_utf8_lossy(&bytes).into_owned()
+    let mut bytes = Vec::new();
+    for row in dump.lines().skip(1) {
+        let Some((_, rest)) = row.split_once(" - ") else {
+            break;
+        };
+        let hex: String = rest.chars().take(16 * 3).collect();
+        bytes.extend(
+            hex.replace('-', " ")
+                .split_whitespace()
+                .filter_map(|t| u8::from_str_radix(t, 16).ok()),
+        );
+    }
+    assert!(bytes.len() > 64, "no ticket in:\n{report}");
+    bytes
+}
+
+/// The name of the key that sealed the newest ticket of `report`: a ticket starts with it.
+fn newest_ticket_key(report: &str) -> String {
+    String::from_utf8_lossy(&newest_ticket(report)[..16]).into_owned()
+}
+
+/// Opens `ticket` as nginx would with `key` (its layouts: 48 bytes = name, AES-128 key, HMAC
+/// key; 80 = name, HMAC key, AES-256 key): the HMAC-SHA256 of all but the last 32 bytes is
+/// the last 32, and the rest after the name and IV decrypts (AES-CBC) to a DER session.
+fn opens_as_nginx(ticket: &[u8], key: &[u8]) -> bool {
+    use openssl::symm::{decrypt, Cipher};
+    let (cipher, aes, hmac) = match key.len() {
+        48 => (Cipher::aes_128_cbc(), &key[16..32], &key[32..48]),
+        _ => (Cipher::aes_256_cbc(), &key[48..80], &key[16..48]),
+    };
+    let (sealed, mac) = ticket.split_at(ticket.len() - 32);
+    let pkey = openssl::pkey::PKey::hmac(hmac).expect("hmac key");
+    let mut signer =
+        openssl::sign::Signer::new(openssl::hash::MessageDigest::sha256(), &pkey).expect("hmac");
+    signer.update(sealed).expect("hmac");
+    let expected = signer.sign_to_vec().expect("hmac");
+    let (iv, ciphertext) = sealed[16..].split_at(16);
+    let plain = decrypt(cipher, aes, Some(iv), ciphertext);
+    expected == mac && sealed[..16] == key[..16] && plain.is_ok_and(|p| p.first() == Some(&0x30))
 }
 
 fn label(name: [u8; 16]) -> String {
@@ -442,4 +476,37 @@ fn a_reload_reads_the_key_file_and_one_naming_a_bad_file_is_refused() {
         Handshake::Resumed,
         "the keys in force were lost to a refused reload"
     );
+}
+
+/// nginx's key files as they are: a 48-byte key (AES-128-CBC, a 16-byte HMAC key) in a line,
+/// and a bare binary 80-byte file (`openssl rand 80 > file`), each sealing tickets as nginx
+/// does with the same key (so a mixed fleet shares them) and opening them.
+#[test]
+fn nginx_key_sizes_and_binary_files_seal_and_open_tickets() {
+    let origin = Origin::fixed(b"ok");
+    let dir = e2e::TempDir::new("ticket-keys-nginx");
+    let (short, short_name) = key_bytes("aes128-key", 48);
+    let lines = dir.join("short.keys");
+    write_keys(&lines, &[&openssl::base64::encode_block(&short)], true);
+    let (raw, raw_name) = key_bytes("binary-key", 80);
+    let binary = dir.join("binary.key");
+    std::fs::write(&binary, &raw).expect("write the binary key");
+    for (tag, file, name) in [("short", &lines, short_name), ("binary", &binary, raw_name)] {
+        let (_node, addr) = node(&format!("ticket-nginx-{tag}"), &origin, file);
+        for version in VERSIONS {
+            let saved = session(dir.path(), &format!("{tag}{version}"));
+            let (_, report) = exchange(addr, version, "site.test", Some(&saved), None);
+            assert_eq!(newest_ticket_key(&report), label(name), "{tag} {version}");
+            let key = if tag == "short" { &short } else { &raw };
+            assert!(
+                opens_as_nginx(&newest_ticket(&report), key),
+                "{tag} {version}: the ticket is not sealed as nginx seals with this key"
+            );
+            assert_eq!(
+                handshake(addr, version, "site.test", None, Some(&saved)),
+                Handshake::Resumed,
+                "{tag} {version}: its ticket did not resume"
+            );
+        }
+    }
 }
