@@ -199,6 +199,15 @@ fn check(file: &str, cfg: &Config) -> Vec<Diagnostic> {
             }
         }
         check_sticky(&mut e, v);
+        if v.tls.tickets.secret.is_some() && v.tls.tickets.keys.is_some() {
+            e.push(
+                format!(
+                    "vhost `{}`: tls tickets have both a secret and keys",
+                    v.name
+                ),
+                "keep one: keys (a key ring file) or secret (keys derived per period)",
+            );
+        }
         if v.name != DEFAULT_NAME && v.proxy_pass.is_none() {
             e.push(
                 format!("vhost `{}` has no proxy_pass", v.name),
