@@ -870,3 +870,31 @@ fn blocks_trimmed_before_a_node_read_them_are_counted_and_logged() {
         sleep(Duration::from_millis(SYNC_MS / 2));
     }
 }
+
+/// A node that starts reads the whole block stream (here 10 000 entries) behind a slow link
+/// (600 KB/s) without Redis counted down: each `XREAD` is as small as a pipeline of counts.
+/// With reads of 1000 entries (about 100 KB each) every read outlasted the turn deadline.
+#[test]
+fn a_full_block_stream_is_read_over_a_slow_link_without_redis_counted_down() {
+    let redis = Redis::start();
+    publish_blocks_elsewhere(redis.addr, 1, 10_000);
+    let link = SlowLink::start(redis.addr, 600_000);
+    let f = fleet_of(1, "fleet-catch-up", link.addr, "ip_block on;", "");
+    let newest = Ipv4Addr::new(127, 6, (10_000u32 >> 8) as u8, (10_000u32 & 0xff) as u8);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f.request(newest, 0, "/newest").is_dropped() {
+        assert!(
+            Instant::now() < deadline,
+            "the stream's newest block was never applied\n{}",
+            f.logs()
+        );
+        sleep(Duration::from_millis(SYNC_MS));
+    }
+    let logs = f.logs();
+    assert!(
+        !logs
+            .lines()
+            .any(|l| l.contains("cluster: Redis at") && l.contains(" failed (")),
+        "Redis judged down while the stream was read\n{logs}"
+    );
+}

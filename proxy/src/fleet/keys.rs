@@ -11,8 +11,10 @@ use crate::frang::{FleetDelta, FleetSlots, FleetTotal, OutgoingBlock, FRANG_FREQ
 pub const BLOCKS: &str = "ktls:blocks";
 /// Entries the stream keeps (about: `MAXLEN ~`): the blocks a node starting up learns.
 pub const BLOCKS_KEPT: usize = 10_000;
-/// Entries read from the stream per `XREAD` (a turn reads again until caught up).
-pub const BLOCKS_PER_READ: usize = 1000;
+/// Entries read from the stream per `XREAD` (a turn reads again until caught up): about
+/// 30 KB of reply, as small as a pipeline of counts, so that the turn deadline judges
+/// Redis's progress and not the length of the stream.
+pub const BLOCKS_PER_READ: usize = 250;
 /// Expiry of the operators' key of a block for ever (`ip_block on`): the stream entry is
 /// what nodes read; the key only shows the block, and must not stay for ever.
 const FOREVER_KEY_TTL: Duration = Duration::from_secs(24 * 3600);
