@@ -26,6 +26,7 @@ mod model_global;
 mod model_serde;
 mod model_sticky;
 mod model_types;
+pub mod ticket_keys;
 mod toml_load;
 mod tree;
 mod validate;

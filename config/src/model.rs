@@ -461,14 +461,17 @@ pub struct CertificatePair {
     pub key: PathBuf,
 }
 
-/// `tls_tickets [enable|disable] [secret=S] [lifetime=N]`.
+/// `tls_tickets [enable|disable] [secret=S | keys=FILE] [lifetime=N]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TlsTickets {
     pub enabled: bool,
     /// Master secret for deterministic ticket keys; `None`: random at start.
     pub secret: Option<String>,
-    /// Key rotation period (default 3600 s).
+    /// Extension `keys=FILE`: a key ring file (`ticket_keys`), re-read on reload and on
+    /// change; excludes `secret`.
+    pub keys: Option<PathBuf>,
+    /// Key rotation period (default 3600 s) of `secret`'s keys; the session lifetime.
     #[serde(with = "secs")]
     pub lifetime: Duration,
 }
@@ -478,6 +481,7 @@ impl Default for TlsTickets {
         TlsTickets {
             enabled: true,
             secret: None,
+            keys: None,
             lifetime: Duration::from_secs(3600),
         }
     }

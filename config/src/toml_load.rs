@@ -87,6 +87,9 @@ fn resolve_vhost_paths(v: &mut Vhost, base: &Path) {
         fix(&mut c.certificate, base);
         fix(&mut c.key, base);
     }
+    if let Some(keys) = &mut v.tls.tickets.keys {
+        fix(keys, base);
+    }
     let js = v
         .sticky
         .cookie
@@ -220,6 +223,15 @@ fn check_vhosts<'c>(
             }
         }
         check_sticky(e, v);
+        if v.tls.tickets.secret.is_some() && v.tls.tickets.keys.is_some() {
+            e.push(
+                format!(
+                    "vhost `{}`: tls tickets have both a secret and keys",
+                    v.name
+                ),
+                "keep one: keys (a key ring file) or secret (keys derived per period)",
+            );
+        }
         if v.name != DEFAULT_NAME && v.proxy_pass.is_none() {
             e.push(
                 format!("vhost `{}` has no proxy_pass", v.name),

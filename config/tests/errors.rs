@@ -74,6 +74,8 @@ const MALFORMED: &[(&str, u32, u32, &str)] = &[
     ("srv_group g { server 127.0.0.1; }\nvhost a { proxy_pass g; frang_limits { request_rate 5; } }\n", 2, 40, "only in a top-level"),
     ("tls_tickets secret=\"\";\n", 1, 20, "secret is empty"),
     ("tls_tickets maybe;\n", 1, 13, "not a boolean"),
+    ("tls_tickets secret=\"s\" keys=ring.keys;\n", 1, 24, "`secret=` and `keys=` both give the ticket keys"),
+    ("tls_tickets keys=\"\";\n", 1, 18, "the ticket key file is empty"),
     ("cache_fulfill like \"/a\";\n", 1, 15, "unknown match operator"),
     ("cache_fulfill prefix;\n", 1, 1, "at least one pattern"),
     ("cache_use_stale 6*;\n", 1, 17, "bad status"),
@@ -308,6 +310,12 @@ fn toml_errors_have_positions_and_cross_references_are_checked() {
     let text = "[http_tables.main]\nrules = [{ action = { chain = \"x\" } }]\n";
     let d = parse_str("t.toml", text, Path::new("/")).unwrap_err();
     assert!(d.errors[0].message.contains("not defined before"), "{d}");
+    let text = "[default_vhost]\ntls.tickets = { secret = \"s\", keys = \"ring.keys\" }\n";
+    let d = parse_str("t.toml", text, Path::new("/")).unwrap_err();
+    assert!(
+        d.errors[0].message.contains("both a secret and keys"),
+        "{d}"
+    );
 }
 
 #[test]

@@ -84,6 +84,23 @@ proptest! {
         check("m.conf", &mutate(SEED_EXTRA, &edits));
     }
 
+    /// Ticket key files (`tls_tickets keys=`, read at load and again whenever the file
+    /// changes): any bytes give keys or an error in words, never a panic; base64-ish text
+    /// reaches the decoder and the key sizes.
+    #[test]
+    fn ticket_key_files_never_panic(
+        bytes in proptest::collection::vec(any::<u8>(), 0..200),
+        lines in proptest::collection::vec("[A-Za-z0-9+/=# ]{0,120}", 0..5),
+    ) {
+        if let Err(e) = config::ticket_keys::parse(&bytes) {
+            prop_assert!(!e.is_empty());
+        }
+        match config::ticket_keys::parse(lines.join("\n").as_bytes()) {
+            Ok(keys) => prop_assert!(keys.iter().all(|k| k.aes.len() == k.hmac.len())),
+            Err(e) => prop_assert!(!e.is_empty()),
+        }
+    }
+
     #[test]
     fn mutated_toml_never_panics(edits in proptest::collection::vec((any::<u16>(), any::<u8>(), any::<u8>()), 1..8)) {
         check("m.toml", &mutate(SEED_TOML, &edits));

@@ -37,6 +37,7 @@ pub mod socket;
 pub mod stats;
 pub mod stats_merge;
 pub mod sticky;
+pub mod ticket_files;
 pub mod timers;
 pub mod tls_names;
 pub mod tls_setup;

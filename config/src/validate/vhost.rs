@@ -389,8 +389,8 @@ fn location(c: &mut Checker<'_>, scope: &Scope<'_>, d: &Directive, draft: &mut D
 }
 
 fn tls_tickets(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
-    let usage = "tls_tickets [enable|disable] [secret=SECRET] [lifetime=SECONDS]";
-    if !(c.no_block(d) & c.attrs_only(d, &["secret", "lifetime"])) {
+    let usage = "tls_tickets [enable|disable] [secret=SECRET | keys=FILE] [lifetime=SECONDS]";
+    if !(c.no_block(d) & c.attrs_only(d, &["secret", "keys", "lifetime"])) {
         return;
     }
     let mut t = TlsTickets::default();
@@ -415,6 +415,21 @@ fn tls_tickets(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
             return;
         }
         t.secret = Some(a.value.text.clone());
+    }
+    if let Some(a) = c.attr(d, "keys") {
+        if t.secret.is_some() {
+            c.error(
+                &a.pos,
+                "`secret=` and `keys=` both give the ticket keys",
+                "keep one: keys=FILE (a key ring the platform rotates) or secret=TEXT (keys derived per period)",
+            );
+            return;
+        }
+        if a.value.text.is_empty() {
+            c.error(&a.value.pos, "the ticket key file is empty", usage);
+            return;
+        }
+        t.keys = Some(c.path(&a.value));
     }
     if let Some(a) = c.attr(d, "lifetime") {
         match c.secs(&a.value, "ticket lifetime in seconds") {
