@@ -24,6 +24,7 @@ mod model_cluster;
 mod model_frang;
 mod model_global;
 mod model_serde;
+mod model_servers;
 mod model_sticky;
 mod model_types;
 pub mod ticket_keys;

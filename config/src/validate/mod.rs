@@ -21,6 +21,7 @@ mod sticky;
 mod tempesta_regex;
 pub mod values;
 mod vhost;
+mod vhost_cache;
 
 use std::collections::HashSet;
 use std::path::Path;
