@@ -5,6 +5,7 @@ mod acme;
 mod brange;
 mod chain;
 mod cluster;
+mod fingerprint;
 mod frang;
 mod global;
 mod inherit;
@@ -185,6 +186,13 @@ fn top_level(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
         "frang_limits" => frang::apply(c, d, Some(&mut w.cfg.frang), &mut w.global.frang),
         "cluster" => w.cfg.cluster = cluster::apply(c, d),
         "acme" => w.cfg.acme = acme::apply(c, d),
+        "tft" => w.cfg.tft = fingerprint::apply(c, d),
+        "tfh" => w.cfg.tfh = fingerprint::apply(c, d),
+        "tf_blocklist" => {
+            if let Some(v) = c.single(d, "tf_blocklist PATH") {
+                w.cfg.tf_blocklist = Some(c.path(v));
+            }
+        }
         _ => {
             if directives::SRV_GROUP_LEVEL.contains(&name) {
                 if name == "server" {
