@@ -1,7 +1,8 @@
 //! Tempesta's fingerprints through the binary (issue 35): the access log shows `tft` and
 //! `tfh`; a `tft { hash ...; }` limit resets one client's connections while a client with
 //! another fingerprint passes; a `tfh` limit answers one request shape 403 while another
-//! passes; an invalid hash is refused with its position. The clients are
+//! passes; the `tf_blocklist` file (an extension) refuses a fingerprint until a reload
+//! reads it without it; an invalid hash is refused with its position. The clients are
 //! real ones whose ClientHellos differ: curl and Python's `ssl` (both OpenSSL 3.0, with
 //! different cipher lists and extensions).
 
@@ -21,13 +22,17 @@ struct Site {
     https: SocketAddr,
     stats: SocketAddr,
     log: PathBuf,
-    /// The configuration without the fingerprint directives, which `reload` appends.
+    list: PathBuf,
+    /// The configuration without the fingerprint directives, which `reload` appends (and
+    /// `tf_blocklist`, when the test uses it).
     base: String,
 }
 
-fn start(origin: &Origin) -> Site {
+fn start(origin: &Origin, blocklist: bool) -> Site {
     let setup = Setup::new("fingerprints");
     let log = setup.dir.join("access.log");
+    let list = setup.dir.join("blocklist");
+    write_file(&list, "# nothing refused yet\n");
     let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let base = format!(
         "listen {http};\nlisten {https} proto=https;\n\
@@ -45,6 +50,11 @@ fn start(origin: &Origin) -> Site {
         cert = setup.cert.display(),
         key = setup.key.display(),
     );
+    let base = if blocklist {
+        format!("{base}tf_blocklist {};\n", list.display())
+    } else {
+        base
+    };
     let https = setup.https;
     let proxy = setup.start(&base);
     Site {
@@ -52,6 +62,7 @@ fn start(origin: &Origin) -> Site {
         https,
         stats,
         log,
+        list,
         base,
     }
 }
@@ -93,7 +104,9 @@ impl Site {
         }
     }
 
-    /// One request from Python's `ssl` (no ALPN): the body, or the error Python saw.
+    /// One request from Python's `ssl` (no ALPN): the body, or the error Python saw. A reset
+    /// right after the handshake reads as an empty body where the server sent its session
+    /// tickets first (OpenSSL), as an error where it did not (AWS-LC): both are refusals.
     fn python(&self) -> Result<String, String> {
         let script = format!(
             "import socket, ssl\n\
@@ -116,8 +129,9 @@ impl Site {
             .args(["10", "python3", "-c", &script])
             .output()
             .map_err(|e| e.to_string())?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        let body = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if out.status.success() && !body.is_empty() {
+            Ok(body)
         } else {
             Err(String::from_utf8_lossy(&out.stderr).into_owned())
         }
@@ -165,7 +179,7 @@ fn origin() -> Origin {
 #[test]
 fn the_access_log_shows_each_clients_fingerprints() {
     let origin = origin();
-    let site = start(&origin);
+    let site = start(&origin, false);
     assert_eq!(site.curl(&[]).as_deref(), Ok("hello"));
     assert_eq!(site.python().as_deref(), Ok("hello"));
     assert_eq!(site.curl(&["X-Extra: 1"]).as_deref(), Ok("hello"));
@@ -188,7 +202,7 @@ fn the_access_log_shows_each_clients_fingerprints() {
 #[test]
 fn a_limited_tls_fingerprint_is_reset_while_another_passes() {
     let origin = origin();
-    let site = start(&origin);
+    let site = start(&origin, false);
     assert_eq!(site.curl(&[]).as_deref(), Ok("hello"));
     let (curl_tft, _) = site.prints(0);
     // One connection per second for curl's fingerprint (Tempesta's `hash HEX 1 N`).
@@ -216,7 +230,7 @@ fn a_limited_tls_fingerprint_is_reset_while_another_passes() {
 #[test]
 fn a_limited_http_fingerprint_gets_403_while_another_passes() {
     let origin = origin();
-    let site = start(&origin);
+    let site = start(&origin, false);
     assert_eq!(site.curl(&["X-Bot: 1"]).as_deref(), Ok("hello"));
     let (_, bot_tfh) = site.prints(0);
     // One request per second of that shape (the second number is not enforced for tfh).
@@ -244,6 +258,38 @@ fn a_limited_http_fingerprint_gets_403_while_another_passes() {
     assert_eq!(status(&["X-Person: 1"]), "200");
     assert_eq!(status(&["X-Person: 1"]), "200");
     assert!(site.blocks("tfh") >= 1);
+}
+
+#[test]
+fn the_blocklist_refuses_a_fingerprint_until_a_reload_drops_it() {
+    let origin = origin();
+    let site = start(&origin, true);
+    assert_eq!(site.python().as_deref(), Ok("hello"));
+    let (python_tft, _) = site.prints(0);
+    write_file(&site.list, &format!("# a scraper\ntft {python_tft}\n"));
+    site.reload("");
+    let refused = site.python();
+    assert!(refused.is_err(), "blocklisted: {refused:?}");
+    assert_eq!(site.curl(&[]).as_deref(), Ok("hello"));
+    // The file is read again on every reload.
+    write_file(&site.list, "\n");
+    site.reload("");
+    assert_eq!(site.python().as_deref(), Ok("hello"));
+    assert!(site.blocks("tft") >= 1);
+    // A bad line makes the reload fail; the proxy keeps the list it has.
+    write_file(&site.list, &format!("tft {python_tft}\ntft not-hex\n"));
+    site.proxy.proc.signal(libc::SIGHUP);
+    let deadline = Instant::now() + T;
+    while !site
+        .proxy
+        .proc
+        .logs()
+        .contains("blocklist:2: not a fingerprint")
+    {
+        assert!(Instant::now() < deadline, "{}", site.proxy.proc.logs());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(site.python().as_deref(), Ok("hello"));
 }
 
 #[test]

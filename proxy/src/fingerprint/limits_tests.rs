@@ -1,4 +1,4 @@
-//! The per-fingerprint limits, with a clock the tests move.
+//! The per-fingerprint limits and the blocklist, with a clock the tests move.
 
 use std::time::{Duration, Instant};
 
@@ -76,4 +76,41 @@ fn storage_size_zero_turns_the_limits_off() {
     })
     .expect("no blocklist");
     assert!(f.on_tls_connection(Tft(1), Instant::now()).is_ok());
+}
+
+#[test]
+fn the_blocklist_file_refuses_its_fingerprints_and_reports_bad_lines() {
+    let dir = std::env::temp_dir().join(format!("tf-blocklist-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("list");
+    std::fs::write(
+        &path,
+        "# refused clients\ntft 66cb9fd8d4250000\n\ntfh 0x55 # a bot\n",
+    )
+    .expect("write");
+    let config = Config {
+        tf_blocklist: Some(path.clone()),
+        ..Config::default()
+    };
+    let f = Fingerprints::build(&config).expect("valid list");
+    let now = Instant::now();
+    let refused = f
+        .on_tls_connection(Tft(0x66cb_9fd8_d425_0000), now)
+        .expect_err("listed");
+    assert!(refused.detail.contains("blocklist"));
+    assert!(f.on_tls_connection(Tft(0x66cb_9fd8_d425_0001), now).is_ok());
+    assert!(f.on_request(Tfh(0x55), now).is_err());
+    assert!(f.judges_requests());
+
+    std::fs::write(&path, "tft 1\ntft zz\n").expect("write");
+    let err = Fingerprints::build(&config).expect_err("bad line");
+    assert!(
+        err.ends_with("list:2: not a fingerprint (up to 16 hex digits)"),
+        "{err}"
+    );
+    std::fs::write(&path, "ja5t 1\n").expect("write");
+    assert!(Fingerprints::build(&config).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+    let gone = Fingerprints::build(&config).expect_err("missing file");
+    assert!(gone.starts_with("tf_blocklist "), "{gone}");
 }

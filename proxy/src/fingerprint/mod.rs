@@ -5,7 +5,8 @@
 //!
 //! No sockets here: the worker computes `tft` when a handshake completes (from the
 //! ClientHello that `ktls::hello` captured) and `tfh` when a request head is complete, and
-//! asks [`Fingerprints`] whether the connection, record or request is over its limit.
+//! asks [`Fingerprints`] whether the connection, record or request is over its limit or on
+//! the blocklist.
 
 mod limits;
 mod tfh;
