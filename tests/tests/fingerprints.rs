@@ -4,7 +4,7 @@
 //! passes; the `tf_blocklist` file (an extension) refuses a fingerprint until a reload
 //! reads it without it; an invalid hash is refused with its position. The clients are
 //! real ones whose ClientHellos differ: curl and Python's `ssl` (both OpenSSL 3.0, with
-//! different cipher lists and extensions).
+//! different cipher lists and extensions), and over HTTP/2 h2load and curl.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,7 +35,7 @@ fn start(origin: &Origin, blocklist: bool) -> Site {
     write_file(&list, "# nothing refused yet\n");
     let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let base = format!(
-        "listen {http};\nlisten {https} proto=https;\n\
+        "listen {http};\nlisten {https} proto=h2,https;\n\
          srv_group default {{ server {origin}; }}\n\
          tls_match_any_server_name;\n\
          access_log_file {log};\n\
@@ -197,6 +197,35 @@ fn the_access_log_shows_each_clients_fingerprints() {
         !curl_tfh.is_empty() && curl_tfh != extra_tfh && curl_tfh != python_tfh,
         "{lines}"
     );
+}
+
+#[test]
+fn http2_clients_are_fingerprinted_too() {
+    let origin = origin();
+    let site = start(&origin, false);
+    let url = format!("https://site.test:{}/", site.https.port());
+    let resolve = format!("site.test:{}:127.0.0.1", site.https.port());
+    let h2load = Command::new("timeout")
+        .args(["20", "h2load", "-n", "1", "-c", "1"])
+        .arg(format!("https://127.0.0.1:{}/", site.https.port()))
+        .output()
+        .expect("h2load (nghttp2-client)");
+    let text = String::from_utf8_lossy(&h2load.stdout);
+    assert!(text.contains("1 succeeded"), "{text}");
+    let (st, out, err) = curl(&["-k", "--http2", "--resolve", &resolve, &url], 5);
+    assert!(st.success() && out == "hello", "{out} {err}");
+    let (h2load_tft, h2load_tfh) = site.prints(0);
+    let (curl_tft, curl_tfh) = site.prints(1);
+    let lines = site.log_lines(2).join("\n");
+    assert_eq!(lines.matches("HTTP/2.0").count(), 2, "{lines}");
+    assert!(h2load_tft.len() >= 8 && h2load_tft != curl_tft, "{lines}");
+    // curl offers h2 then http/1.1: Tempesta's ALPN bits (2 << 1) + 1.
+    assert!(curl_tft.ends_with('5'), "{lines}");
+    for tfh in [&h2load_tfh, &curl_tfh] {
+        let value = u64::from_str_radix(tfh, 16).unwrap_or(0);
+        assert_ne!(value & 1 << 23, 0, "the HTTP/2 bit of {tfh}: {lines}");
+    }
+    assert_ne!(h2load_tfh, curl_tfh, "{lines}");
 }
 
 #[test]
