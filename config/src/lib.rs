@@ -21,6 +21,7 @@ pub mod model;
 mod model_acme;
 mod model_chain;
 mod model_cluster;
+mod model_fingerprint;
 mod model_frang;
 mod model_global;
 mod model_serde;

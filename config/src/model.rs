@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::model_acme::*;
 pub use crate::model_chain::*;
 pub use crate::model_cluster::*;
+pub use crate::model_fingerprint::*;
 pub use crate::model_frang::*;
 pub use crate::model_global::*;
 use crate::model_serde::{opt_secs, secs};
@@ -104,6 +105,12 @@ pub struct Config {
     pub cluster: Option<Cluster>,
     /// Extension `acme { ... }`: the ACME server of the vhosts with `tls_certificate acme`.
     pub acme: Option<Acme>,
+    /// `tft { ... }`: limits per TLS fingerprint.
+    pub tft: Option<FingerprintLimits>,
+    /// `tfh { ... }`: limits per HTTP fingerprint.
+    pub tfh: Option<FingerprintLimits>,
+    /// Extension `tf_blocklist PATH;`: a file of fingerprints to refuse, re-read on reload.
+    pub tf_blocklist: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -141,6 +148,9 @@ impl Default for Config {
             client_ws_timeout: Some(Duration::from_secs(3600)),
             cluster: None,
             acme: None,
+            tft: None,
+            tfh: None,
+            tf_blocklist: None,
         }
     }
 }

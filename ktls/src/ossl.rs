@@ -533,7 +533,7 @@ pub fn client_hello_server_name(ssl: &SslRef) -> Option<&[u8]> {
 }
 
 /// The first `host_name` entry of a `server_name` extension body.
-fn parse_server_name(ext: &[u8]) -> Option<&[u8]> {
+pub(crate) fn parse_server_name(ext: &[u8]) -> Option<&[u8]> {
     let list_len = usize::from(u16::from_be_bytes([*ext.first()?, *ext.get(1)?]));
     let mut list = ext.get(2..2 + list_len)?;
     while let [kind, hi, lo, rest @ ..] = list {

@@ -13,6 +13,7 @@ pub mod buf;
 pub mod close_reason;
 pub mod date;
 pub mod error_pages;
+pub mod fingerprint;
 pub mod fleet;
 pub mod frang;
 pub mod handshake_failure;

@@ -36,6 +36,9 @@ pub struct Runtime {
     pub sticky: crate::sticky::runtime::StickyRt,
     /// `response_body`: the bodies of the proxy's own error responses.
     pub error_pages: crate::error_pages::ErrorPages,
+    /// `tft`, `tfh` and `tf_blocklist`; a reload starts the counts afresh and reads the
+    /// blocklist again.
+    pub fingerprints: Arc<crate::fingerprint::Fingerprints>,
 }
 
 pub struct VhostRt {
@@ -162,6 +165,8 @@ pub enum RuntimeError {
     },
     Sticky(crate::sticky::runtime::StickyRtError),
     ErrorPage(crate::error_pages::PageError),
+    /// `tf_blocklist`: the file could not be read or a line is not a fingerprint.
+    Fingerprint(String),
 }
 
 impl fmt::Display for RuntimeError {
@@ -179,6 +184,7 @@ impl fmt::Display for RuntimeError {
             RuntimeError::Regex(e) => write!(f, "error: regular expression: {e}"),
             RuntimeError::Sticky(e) => write!(f, "error: {e}"),
             RuntimeError::ErrorPage(e) => write!(f, "error: {e}"),
+            RuntimeError::Fingerprint(e) => write!(f, "error: {e}"),
             RuntimeError::Cache { vhost, reason } => {
                 write!(f, "error: vhost `{vhost}`: cache settings: {reason}")
             }
@@ -229,7 +235,10 @@ impl Runtime {
             crate::sticky::runtime::StickyRt::build(&config).map_err(RuntimeError::Sticky)?;
         let error_pages =
             crate::error_pages::ErrorPages::load(&config).map_err(RuntimeError::ErrorPage)?;
+        let fingerprints =
+            crate::fingerprint::Fingerprints::build(&config).map_err(RuntimeError::Fingerprint)?;
         Ok(Arc::new(Runtime {
+            fingerprints: Arc::new(fingerprints),
             sticky,
             error_pages,
             config,

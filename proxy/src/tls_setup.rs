@@ -264,6 +264,8 @@ fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) -> Result
         match_any: policy.match_any,
     };
     ktls::settings::set_client_hello_callback(b, move |ssl| {
+        // The fingerprints' ClientHello (`worker::fingerprint_hook`), read after the handshake.
+        ktls::hello::capture(ssl);
         let requested = ktls::ossl::client_hello_server_name(ssl)
             .and_then(|n| std::str::from_utf8(n).ok())
             .map(str::to_ascii_lowercase);

@@ -7,6 +7,7 @@ mod chain;
 mod chain_action;
 mod chain_condition;
 mod cluster;
+mod fingerprint;
 mod frang;
 mod global;
 mod global_cache;
@@ -197,6 +198,13 @@ fn top_level(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
         "frang_limits" => frang::apply(c, d, Some(&mut w.cfg.frang), &mut w.global.frang),
         "cluster" => w.cfg.cluster = cluster::apply(c, d),
         "acme" => w.cfg.acme = acme::apply(c, d),
+        "tft" => w.cfg.tft = fingerprint::apply(c, d),
+        "tfh" => w.cfg.tfh = fingerprint::apply(c, d),
+        "tf_blocklist" => {
+            if let Some(v) = c.single(d, "tf_blocklist PATH") {
+                w.cfg.tf_blocklist = Some(c.path(v));
+            }
+        }
         _ => {
             if directives::SRV_GROUP_LEVEL.contains(&name) {
                 if name == "server" {
