@@ -14,7 +14,8 @@ use crate::request::{complete, Parts, RequestHead};
 use crate::span::{FieldSpan, HeaderSpans, Span};
 
 /// Bytes of a request target on the request line: any visible byte and obs-text (a space
-/// would end the target, a control is refused). The target's own rules come after.
+/// would end the target, a control is refused), obs-text only as UTF-8, as the HTTP/1.1
+/// parser (httparse) takes a target. The target's own rules come after.
 const TARGET: ByteSet = ByteSet::new().with_range(0x21, 0x7e).with_range(0x80, 0xff);
 
 /// What the request line adds to the head's size besides method and target: the spaces,
@@ -51,7 +52,8 @@ impl RequestBuilder {
         if method.is_empty() || !TCHAR.contains_all(method) {
             return Err(ParseError::InvalidRequestLine);
         }
-        if target.is_empty() || !TARGET.contains_all(target) {
+        if target.is_empty() || !TARGET.contains_all(target) || std::str::from_utf8(target).is_err()
+        {
             return Err(ParseError::InvalidRequestLine);
         }
         let mut builder = RequestBuilder {
@@ -95,6 +97,11 @@ impl RequestBuilder {
         let wire_len = self.wire_len + if unframed_body { CHUNKED_LINE } else { 0 };
         if wire_len > limits.max_head_bytes {
             return Err(ParseError::HeadTooLarge);
+        }
+        // The parser refuses a head past its field table; a caller may count more strictly
+        // (HTTP/2 counts the client's list before cookie crumbs are joined).
+        if self.fields.len() > limits.max_headers {
+            return Err(ParseError::TooManyHeaders);
         }
         let parts = Parts {
             method: self.method,
@@ -167,7 +174,7 @@ mod tests {
     #[test]
     fn each_piece_is_checked_as_the_parser_checks_it() {
         let host: Pair<'_> = (b"host", b"a");
-        let cases: [(&[u8], &[u8], Pair<'_>, ParseError); 6] = [
+        let cases: [(&[u8], &[u8], Pair<'_>, ParseError); 7] = [
             (b"G T", b"/", host, ParseError::InvalidRequestLine),
             (b"GET", b"/a b", host, ParseError::InvalidRequestLine),
             (b"GET", b"/", (b"a b", b"v"), ParseError::InvalidHeaderName),
@@ -179,11 +186,28 @@ mod tests {
             ),
             (b"GET", b"/", (b"x", b"a\0"), ParseError::InvalidHeaderValue),
             (b"GET", b"/#f", host, ParseError::InvalidTarget),
+            (b"GET", b"/\x80", host, ParseError::InvalidRequestLine),
         ];
         for (method, target, field, want) in cases {
             let got = build(method, target, &[host, field], false).err();
             assert_eq!(got, Some(want), "{method:?} {target:?} {field:?}");
         }
+    }
+
+    #[test]
+    fn more_fields_than_the_parser_takes_are_refused() {
+        let limits = Limits {
+            max_headers: 2,
+            ..Limits::default()
+        };
+        let mut b = RequestBuilder::new(b"GET", b"/", 0).unwrap();
+        for _ in 0..3 {
+            b.field(b"x", b"v").unwrap();
+        }
+        assert_eq!(
+            b.finish(false, &limits).err(),
+            Some(ParseError::TooManyHeaders)
+        );
     }
 
     #[test]

@@ -258,6 +258,20 @@ def case_cookie_crumbs(port):
     check("accept: */*" in lines, f"origin read {lines}")
 
 
+def case_path_not_utf8(port):
+    """A :path with a byte the HTTP/1.1 parser refuses in a target (0x80, not UTF-8) gets
+    the same 400 over HTTP/2 (one verdict whatever the protocol: the request_builder fuzz
+    target found the two apart), and the connection goes on; a UTF-8 path is proxied (this origin knows no such
+    target and closes: a 502, but no 400)."""
+    c = MessageClient(port, raw=True)
+    bad = c.request("GET", b"/trailers\x80")
+    c.pump(lambda: bad in c.ended)
+    check(c.status.get(bad) == 400, f"status {c.status.get(bad)}, reset {c.resets.get(bad)}")
+    ok = c.request("GET", "/trailers".encode() + "\u00e9".encode())
+    c.pump(lambda: ok in c.ended)
+    check(c.status.get(ok) not in (None, 400), f"status {c.status.get(ok)}")
+
+
 CASES = {name[5:]: f for name, f in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":

@@ -152,6 +152,7 @@ fn frame_level_message_cases_with_python_h2() {
         "switch_is_refused",
         "too_many_interim",
         "cookie_crumbs",
+        "path_not_utf8",
     ];
     python_h2_cases(script, site.h2c.port(), &cases, 120, || {
         format!(
