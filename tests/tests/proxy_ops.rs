@@ -434,15 +434,21 @@ fn access_log_lines_follow_tempesta_format() {
         text = std::fs::read_to_string(&log).unwrap_or_default();
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The time first, then Tempesta's fields, then the proxy's (docs/OPERATIONS.md, Logs).
+    // The time first, then Tempesta's fields (the fingerprints last: plain TCP has no TLS
+    // one, the request's is computed), then the proxy's (docs/OPERATIONS.md, Logs).
     let line = text.trim_end();
     let (time, rest) = line.split_once(' ').unwrap_or_default();
     assert!(time.len() == 20 && time.ends_with('Z'), "time: {line:?}");
     let (tempesta, ours) = rest.rsplit_once("\" ").unwrap_or_default();
+    let (tempesta, tfh) = tempesta.rsplit_once(" \"tfh=").unwrap_or_default();
     assert_eq!(
         tempesta,
-        "127.0.0.1 \"site\" \"GET /a/b?c=1 HTTP/1.1\" 200 6 \"http://r.test/\" \"agent/1.0",
+        "127.0.0.1 \"site\" \"GET /a/b?c=1 HTTP/1.1\" 200 6 \"http://r.test/\" \"agent/1.0\" \"tft=0\"",
         "access log: {text:?}"
+    );
+    assert!(
+        !tfh.is_empty() && tfh.bytes().all(|b| b.is_ascii_hexdigit()),
+        "tfh: {line:?}"
     );
     let ours: Vec<&str> = ours.split(' ').collect();
     assert!(ours[0].starts_with("rt=0."), "{line:?}");
