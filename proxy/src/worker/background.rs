@@ -73,25 +73,23 @@ fn revalidation_request(client: &Request, limits: &http1::Limits) -> Option<Requ
     Some(Request::built(parsed, bytes, client.scheme()))
 }
 
-/// A response that may fill the entry: its head rendered as a client's fetch would store
-/// it, its body to be read into the fill. False when the head cannot be rendered.
+/// A response that may fill the entry: its head's pieces kept as a client's fetch would
+/// store them, its body to be read into the fill. False when the head cannot be forwarded
+/// (over the limits).
 fn begin_store(
     fwd: &mut Forward,
     origin: super::fill::Origin<'_>,
     edits: &HeaderEdits,
     rt: &Runtime,
-    scratch: &mut Vec<u8>,
 ) -> bool {
-    let to = ReplyTo {
-        http10: false,
-        close: false,
-    };
     let (head, input) = (origin.head, origin.input);
-    if h1::render_response_head(scratch, head, input, edits, &rt.forward_limits, to).is_err() {
+    let store = fwd.fill.as_mut().map(|f| f.head_sink());
+    let to = ReplyTo::default();
+    if h1::relayed_head_fields(store, (head, input), edits, &rt.forward_limits, to).is_err() {
         return false;
     }
     if let Some(fill) = fwd.fill.as_mut() {
-        fill.begin_store(head.status(), scratch, origin);
+        fill.begin_store(head.status(), origin);
     }
     fwd.status = head.status();
     let limits = http1::Limits {
@@ -184,7 +182,6 @@ impl Worker {
             rt,
             upstreams,
             exchanges,
-            scratch,
             ..
         } = self;
         let (Some(ex), Some(u)) = (exchanges.get_mut(id), upstreams.get_mut(ui)) else {
@@ -246,7 +243,7 @@ impl Worker {
         }
         let none = HeaderEdits::new();
         let origin = super::fill::Origin { head: &head, input };
-        if !begin_store(fwd, origin, edits.unwrap_or(&none), rt, scratch) {
+        if !begin_store(fwd, origin, edits.unwrap_or(&none), rt) {
             return Step::Failed(Failure::BadResponse);
         }
         if let Some(b) = u.rbuf.as_mut() {

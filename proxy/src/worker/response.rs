@@ -477,10 +477,11 @@ impl HeadWriter<'_> {
                 close: !to.keep_alive,
             },
         };
-        let plan = codec::response_head(c, to.stream, self.scratch, &relayed).map_err(|_| ())?;
+        let store = fwd.fill.as_mut().map(|f| f.head_sink());
+        let plan = codec::response_head(c, to.stream, self.scratch, &relayed, store)?;
         let status = head.status();
         if let Some(fill) = fwd.fill.as_mut() {
-            fill.begin_store(status, self.scratch, origin);
+            fill.begin_store(status, origin);
         }
         if let Some(server) = to.server {
             sticky_hook::learn(rt, self.metrics, to.vhost, (fwd.group, server), head, input);
