@@ -133,8 +133,8 @@ impl Forward {
 
     /// What the upstream connection's state is when this exchange ends with its response
     /// read to the end (`response_complete`) or not.
-    pub(super) fn upstream_end(&self, response_complete: bool) -> super::lifecycle::UpstreamEnd {
-        super::lifecycle::UpstreamEnd {
+    pub(super) fn upstream_end(&self, response_complete: bool) -> super::upstream::UpstreamEnd {
+        super::upstream::UpstreamEnd {
             request_sent: self.req_body_done,
             response_complete,
             body_may_follow: self.body_may_follow,

@@ -11,7 +11,7 @@ use http1::BodyDecoder;
 use super::codec::{self, Codec};
 use super::exchange::{ExchangeId, Forward, Stage};
 use super::h1::{self, Reply, ReplyTo};
-use super::lifecycle::UpstreamEnd;
+use super::upstream::UpstreamEnd;
 use super::{client_token, Worker};
 use crate::access_log::{CacheStatus, RequestRecord as AccessRecord};
 use crate::close_reason::CloseReason;

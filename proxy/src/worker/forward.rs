@@ -212,7 +212,7 @@ impl Worker {
         let ci = self.client_of(id);
         if ci.is_none() && self.exchanges.get(id).is_none_or(|ex| ex.has_client()) {
             // The client left meanwhile: the connection goes back unused.
-            self.release_upstream(ui);
+            self.end_upstream(ui, super::upstream::UpstreamEnd::UNUSED);
             return self.drop_exchange(id);
         }
         let Some(u) = self.upstreams.get_mut(ui) else {

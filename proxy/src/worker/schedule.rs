@@ -2,7 +2,7 @@
 //! per-server pool counts and the groups' wait queues (`GroupState`), the schedulers
 //! (`ratio`: smooth weighted round robin; `hash`: rendezvous hashing on host + URI), and
 //! server health (a failing server is taken out with a growing backoff and probed back with a
-//! connect before it gets traffic again). The connections themselves are `upstream.rs`'s.
+//! connect before it gets traffic again). The connections themselves are `upstream/`'s.
 
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};

@@ -1,6 +1,7 @@
 //! Upstream connections of one worker: opening them, driving their reads and writes into
-//! the exchange's response, their timers, pooling them again or closing them. Which server
-//! and connection a request gets, and server health, is `schedule.rs`'s.
+//! the exchange's response, their timers, pooling them again (when `reuse.rs` `reusable`,
+//! the one reuse decision, says so) or closing them. Which server and connection a request
+//! gets, and server health, is `schedule.rs`'s.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -8,6 +9,11 @@ use std::time::{Duration, Instant};
 use ktls::IoStatus;
 use mio::Interest;
 
+mod reuse;
+
+pub use reuse::{reusable, ConnFacts, UpstreamEnd};
+
+use super::exchange::ExchangeId;
 use super::response::Failure;
 use super::{upstream_token, Worker};
 use crate::buf::Buf;
@@ -286,8 +292,7 @@ impl Worker {
                     self.mark_up(group, server);
                 }
                 if probe {
-                    self.disarm_upstream_timer(ui);
-                    self.release_upstream(ui);
+                    self.end_upstream(ui, UpstreamEnd::UNUSED);
                     return false;
                 }
                 let Some(u) = self.upstreams.get_mut(ui) else {
@@ -400,20 +405,40 @@ impl Worker {
         got
     }
 
-    /// Puts a connection whose exchange finished back in its server's pool (or closes it),
-    /// then hands it to a waiting client if there is one.
-    pub(super) fn release_upstream(&mut self, ui: usize) {
+    /// Ends exchange `id`'s use of upstream connection `ui`, if the connection is still
+    /// its own (a failed connection may already be closed and its slot reused).
+    pub(super) fn end_upstream_of(&mut self, id: ExchangeId, ui: usize, end: UpstreamEnd) {
+        if self
+            .upstreams
+            .get(ui)
+            .is_some_and(|u| u.exchange == Some(id))
+        {
+            self.end_upstream(ui, end);
+        }
+    }
+
+    /// Ends upstream connection `ui`'s use (an exchange's, or none: `UpstreamEnd::UNUSED`):
+    /// pooled when [`reusable`] says it is in step with its server, closed otherwise.
+    pub(super) fn end_upstream(&mut self, ui: usize, end: UpstreamEnd) {
+        let Some(u) = self.upstreams.get(ui) else {
+            return;
+        };
+        if reusable(end, ConnFacts::of(u, self.rt_gen)) {
+            self.pool_upstream(ui);
+        } else {
+            if !end.request_sent || end.body_may_follow {
+                bump(&self.metrics().upstream_not_reused);
+            }
+            self.close_upstream(ui);
+        }
+    }
+
+    /// Puts a connection [`reusable`] accepted back in its server's pool, then hands it to
+    /// a waiting exchange if there is one.
+    fn pool_upstream(&mut self, ui: usize) {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return;
         };
-        let reusable = u.keep_alive
-            && !u.peer_closed
-            && u.rbuf.as_ref().is_none_or(Buf::is_empty)
-            && u.rt_gen == self.rt_gen;
-        if !reusable {
-            self.close_upstream(ui);
-            return;
-        }
         u.exchange = None;
         u.phase = UpPhase::Idle;
         u.reused = true;
