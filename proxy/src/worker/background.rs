@@ -16,6 +16,7 @@ use super::h1::{self, ReplyTo};
 use super::lifecycle::{body_end, BodyEnd, ResponseFraming};
 use super::request::Request;
 use super::response::{Failure, MAX_INTERIM_RESPONSES};
+use super::upstream::UpstreamId;
 use super::Worker;
 use crate::frang::RequestLimits;
 use crate::runtime::Runtime;
@@ -146,7 +147,7 @@ impl Worker {
 
     /// Reads what upstream `ui` sent for background exchange `id` into its fill. True if
     /// anything moved.
-    pub(super) fn relay_background(&mut self, id: ExchangeId, ui: usize) -> bool {
+    pub(super) fn relay_background(&mut self, id: ExchangeId, ui: UpstreamId) -> bool {
         let mut moved = false;
         loop {
             match self.background_step(id, ui) {
@@ -165,7 +166,7 @@ impl Worker {
         }
     }
 
-    fn background_step(&mut self, id: ExchangeId, ui: usize) -> Step {
+    fn background_step(&mut self, id: ExchangeId, ui: UpstreamId) -> Step {
         let Some(fwd) = self.exchanges.get(id).and_then(|ex| ex.forward()) else {
             return Step::Wait;
         };
@@ -177,7 +178,7 @@ impl Worker {
 
     /// The response head: a 304 freshens the entry; an error the stale entry may stand
     /// in for leaves it; anything else fills the entry as a client's fetch would.
-    fn background_head(&mut self, id: ExchangeId, ui: usize) -> Step {
+    fn background_head(&mut self, id: ExchangeId, ui: UpstreamId) -> Step {
         let Worker {
             rt,
             upstreams,
@@ -253,7 +254,7 @@ impl Worker {
     }
 
     /// Response body bytes: into the fill (which gives up past the object size limit).
-    fn background_body(&mut self, id: ExchangeId, ui: usize) -> Step {
+    fn background_body(&mut self, id: ExchangeId, ui: UpstreamId) -> Step {
         let Worker {
             upstreams,
             exchanges,

@@ -80,7 +80,7 @@ pub(super) enum RespPhase {
 /// The upstream side of an exchange: the request on its way to a server and the response
 /// coming back.
 pub struct Forward {
-    pub up: usize,
+    pub up: super::upstream::UpstreamId,
     pub(super) group: usize,
     /// `proxy_pass ... backup=GROUP`: where the request goes instead when no server of
     /// `group` can take it; `None` once it went there.

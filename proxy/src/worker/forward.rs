@@ -13,6 +13,7 @@ use super::finish::Refusal;
 use super::h1::{self, Reply};
 use super::schedule::{request_key, Pick};
 use super::upstream::UpPhase;
+use super::upstream::UpstreamId;
 use super::{client_token, upstream_token, Worker};
 use crate::metrics::bump;
 
@@ -58,7 +59,7 @@ impl Worker {
         let has_body = request.has_body();
         let websocket = super::websocket::classify(request) == super::websocket::Upgrade::WebSocket;
         let forward = Box::new(Forward {
-            up: usize::MAX,
+            up: UpstreamId::NONE,
             group,
             backup,
             head: self.scratch.clone(),
@@ -208,7 +209,7 @@ impl Worker {
         }
     }
 
-    fn attach(&mut self, id: ExchangeId, ui: usize, mut forward: Box<Forward>) {
+    fn attach(&mut self, id: ExchangeId, ui: UpstreamId, mut forward: Box<Forward>) {
         let ci = self.client_of(id);
         if ci.is_none() && self.exchanges.get(id).is_none_or(|ex| ex.has_client()) {
             // The client left meanwhile: the connection goes back unused.

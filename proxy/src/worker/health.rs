@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use http1::BodyDecoder;
 
 use super::lifecycle::BodyEnd;
+use super::upstream::UpstreamId;
 use super::upstream::{UpPhase, Upstream};
 use super::{Worker, PROBE_BASE};
 use crate::health_monitor::{crc32_update, HealthMonitor};
@@ -32,7 +33,7 @@ impl Worker {
     }
 
     /// A probe's connection is up: send the monitor's request.
-    pub(super) fn send_health_request(&mut self, ui: usize) {
+    pub(super) fn send_health_request(&mut self, ui: UpstreamId) {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return;
         };
@@ -51,7 +52,7 @@ impl Worker {
     }
 
     /// Moves a health check along: write the request, read the answer, judge it.
-    pub(super) fn drive_health(&mut self, ui: usize) {
+    pub(super) fn drive_health(&mut self, ui: UpstreamId) {
         self.flush_upstream(ui);
         let rt = self.rt.clone();
         // A body larger than the read buffer is taken a bufferful at a time; with
@@ -94,7 +95,7 @@ impl Worker {
     }
 
     /// Ends a health check: the server is up (next check in `timeout`) or suspended.
-    pub(super) fn health_verdict(&mut self, ui: usize, ok: bool) {
+    pub(super) fn health_verdict(&mut self, ui: UpstreamId, ok: bool) {
         let Some((group, server)) = self.end_probe(ui) else {
             return;
         };

@@ -60,7 +60,7 @@ use crate::timers::Timers;
 use client::Client;
 use exchange::{ExchangeId, Exchanges, EXCHANGE_TIMER_BASE};
 use schedule::GroupState;
-use upstream::Upstream;
+use upstream::UpstreamId;
 
 const WAKER: Token = Token(0);
 const LISTENER_BASE: usize = 1;
@@ -135,7 +135,7 @@ enum Kind {
     Waker,
     Listener(usize),
     Client(usize),
-    Upstream(usize),
+    Upstream(UpstreamId),
     Probe(usize),
     /// A timer of an exchange (slab index).
     Exchange(usize),
@@ -149,7 +149,7 @@ fn kind(token: Token) -> Kind {
         grace::GRACE_TIMER => Kind::Grace,
         n if n >= EXCHANGE_TIMER_BASE => Kind::Exchange(n - EXCHANGE_TIMER_BASE),
         n if n >= PROBE_BASE => Kind::Probe(n),
-        n if n >= UPSTREAM_BASE => Kind::Upstream(n - UPSTREAM_BASE),
+        n if n >= UPSTREAM_BASE => Kind::Upstream(UpstreamId::from_index(n - UPSTREAM_BASE)),
         n if n >= CLIENT_BASE => Kind::Client(n - CLIENT_BASE),
         n => Kind::Listener(n - LISTENER_BASE),
     }
@@ -162,7 +162,7 @@ pub struct Worker {
     clients: Slab<Client>,
     /// Every request in progress, whatever its stage.
     exchanges: Exchanges,
-    upstreams: Slab<Upstream>,
+    upstreams: upstream::Upstreams,
     /// Per server group: pools, health and the wait queue, for this worker.
     groups: Vec<GroupState>,
     timers: Timers,
@@ -227,7 +227,7 @@ impl Worker {
             listeners,
             clients: Slab::new(),
             exchanges: Exchanges::default(),
-            upstreams: Slab::new(),
+            upstreams: upstream::Upstreams::default(),
             groups: Vec::new(),
             date: crate::date::DateCache::default(),
             scratch: Vec::with_capacity(4096),
@@ -369,7 +369,7 @@ impl Worker {
     }
 
     /// The client connection upstream `ui` works for: its exchange's, or its tunnel's.
-    fn upstream_owner(&self, ui: usize) -> Option<usize> {
+    fn upstream_owner(&self, ui: UpstreamId) -> Option<usize> {
         let u = self.upstreams.get(ui)?;
         match u.phase {
             upstream::UpPhase::Tunnel { client, client_id } => self
@@ -440,7 +440,7 @@ impl Worker {
             self.retire_removed_servers(&old);
             // Pooled connections belong to the old server list: close them; busy ones close
             // when their exchange ends (their generation no longer matches).
-            let idle: Vec<usize> = self
+            let idle: Vec<UpstreamId> = self
                 .upstreams
                 .iter()
                 .filter(|(_, u)| {
@@ -593,6 +593,6 @@ fn client_token(ci: usize) -> Token {
     Token(CLIENT_BASE + ci)
 }
 
-fn upstream_token(ui: usize) -> Token {
-    Token(UPSTREAM_BASE + ui)
+fn upstream_token(ui: UpstreamId) -> Token {
+    Token(UPSTREAM_BASE + ui.index())
 }

@@ -9,6 +9,7 @@ use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use super::upstream::UpPhase;
+use super::upstream::UpstreamId;
 use super::{Worker, PROBE_BASE};
 use crate::runtime::Runtime;
 
@@ -16,7 +17,7 @@ use crate::runtime::Runtime;
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 pub struct ServerState {
-    idle: Vec<usize>,
+    idle: Vec<UpstreamId>,
     open: usize,
     down_until: Option<Instant>,
     failures: u32,
@@ -43,12 +44,12 @@ impl ServerState {
     }
 
     /// Connection `ui` waits in the pool for the next request.
-    pub(super) fn pool(&mut self, ui: usize) {
+    pub(super) fn pool(&mut self, ui: UpstreamId) {
         self.idle.push(ui);
     }
 
     /// Connection `ui` closed: it leaves the count and the pool.
-    pub(super) fn closed(&mut self, ui: usize) {
+    pub(super) fn closed(&mut self, ui: UpstreamId) {
         self.open = self.open.saturating_sub(1);
         self.idle.retain(|&i| i != ui);
     }
@@ -82,7 +83,7 @@ pub fn group_states(rt: &Runtime) -> Vec<GroupState> {
 /// The choice for one request.
 pub enum Pick {
     /// An idle pooled connection.
-    Pooled(usize),
+    Pooled(UpstreamId),
     /// Open a new connection to this server.
     Connect(usize),
     /// Every usable server is at its connection limit.
