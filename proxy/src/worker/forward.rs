@@ -3,7 +3,7 @@
 //! and the choice of a connection: pooled, new, or a place in the group's queue.
 
 use std::io::Write as _;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http1::{BodyDecoder, ConnectionOption, Forwarding, HeaderEdits};
 
@@ -11,7 +11,7 @@ use super::caching::Fill;
 use super::exchange::{ExchangeId, Forward, RespPhase};
 use super::finish::Refusal;
 use super::h1::{self, Reply};
-use super::schedule::{request_key, Pick};
+use super::upstream::groups::{self, request_key, Pick};
 use super::upstream::UpPhase;
 use super::upstream::UpstreamId;
 use super::{client_token, upstream_token, Worker};
@@ -273,5 +273,47 @@ impl Worker {
                 ..super::finish::Outcome::local(status, bytes, close)
             },
         );
+    }
+
+    /// Chooses a server and connection of `group` for a request with `key` (hash scheduler).
+    /// `fresh`: the request needs a new connection of its own (a WebSocket handshake), which
+    /// does not wait for a place among the server's `conns_n`.
+    pub(super) fn pick(
+        &mut self,
+        group: usize,
+        key: u64,
+        avoid: Option<usize>,
+        fresh: bool,
+    ) -> Pick {
+        match (self.rt.groups.get(group), self.groups.get_mut(group)) {
+            (Some(g), Some(state)) => groups::pick(g, state, (key, avoid, fresh), Instant::now()),
+            _ => Pick::Down,
+        }
+    }
+
+    /// Whether `server` of `group` takes requests now, as this worker knows it.
+    pub(super) fn server_up(&self, group: usize, server: usize) -> bool {
+        self.groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .is_some_and(|st| st.is_up(Instant::now()))
+    }
+
+    /// A connection to one given server (a sticky session's): `groups::pick_server`.
+    pub(super) fn pick_server(&mut self, group: usize, server: usize, fresh: bool) -> Pick {
+        let conns_n = self
+            .rt
+            .groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .map_or(0, |s| s.conns_n);
+        match self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        {
+            Some(st) => groups::pick_server(st, server, conns_n, fresh),
+            None => Pick::Down,
+        }
     }
 }

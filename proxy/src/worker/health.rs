@@ -15,6 +15,87 @@ use super::{Worker, PROBE_BASE};
 use crate::health_monitor::{crc32_update, HealthMonitor};
 
 impl Worker {
+    /// A server failed (connect refused or timed out, a failed check): take it out and
+    /// schedule a probe (`upstream/groups.rs` `ServerState::fail` decides for how long).
+    pub(super) fn mark_down(&mut self, group: usize, server: usize) {
+        let Some(st) = self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        else {
+            return;
+        };
+        let monitor = self.rt.groups.get(group).and_then(|g| g.health.as_ref());
+        if let Some(at) = st.fail(monitor.map(|h| h.timeout), Instant::now()) {
+            let key = probe_key(group, server);
+            self.timers.schedule(at, key, self.rt_gen);
+        }
+        self.publish_health();
+    }
+
+    pub(super) fn mark_up(&mut self, group: usize, server: usize) {
+        let was_down = self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+            .is_some_and(|st| st.recover());
+        if was_down {
+            self.publish_health();
+        }
+    }
+
+    /// Tells the metrics which servers this worker has out (`metrics_upstream`): after a
+    /// server goes out or comes back, and after a reload replaces the groups.
+    pub(super) fn publish_health(&self) {
+        let down = self
+            .groups
+            .iter()
+            .zip(&self.rt.groups)
+            .flat_map(|(state, group)| {
+                state
+                    .servers
+                    .iter()
+                    .zip(&group.servers)
+                    .filter(|(st, _)| st.is_out())
+                    .map(|(_, server)| (group.name.clone(), server.addr.to_string()))
+            })
+            .collect();
+        self.shared.metrics.upstream.publish_down(self.id, down);
+    }
+
+    /// A probe timer fired for a server that is down: try to connect.
+    pub(super) fn probe(&mut self, key: usize, gen: u64) {
+        let group = (key - PROBE_BASE) / 65_536;
+        let server = (key - PROBE_BASE) % 65_536;
+        // A monitored group's servers are checked periodically, up or down; others only
+        // while down. Timers of an earlier configuration are stale.
+        let monitored = self
+            .rt
+            .groups
+            .get(group)
+            .is_some_and(|g| g.health.is_some());
+        let due = self
+            .groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .is_some_and(|st| st.probe_due(monitored));
+        if gen != self.rt_gen || !due || self.draining.is_some() {
+            return;
+        }
+        match self.connect(group, server, UpPhase::Probe) {
+            Ok(_) => {
+                if let Some(st) = self
+                    .groups
+                    .get_mut(group)
+                    .and_then(|g| g.servers.get_mut(server))
+                {
+                    st.probing = true;
+                }
+            }
+            Err(_) => self.mark_down(group, server),
+        }
+    }
+
     /// Schedules the first periodic check of every monitored server (at start and reload).
     pub(super) fn schedule_health_checks(&mut self) {
         let now = Instant::now();

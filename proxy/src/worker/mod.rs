@@ -30,7 +30,6 @@ mod request;
 mod request_body;
 mod response;
 mod route;
-mod schedule;
 mod sticky_hook;
 mod stored_reply;
 #[cfg(test)]
@@ -59,7 +58,7 @@ use crate::timers::Timers;
 
 use client::Client;
 use exchange::{ExchangeId, Exchanges, EXCHANGE_TIMER_BASE};
-use schedule::GroupState;
+use upstream::groups::GroupState;
 use upstream::UpstreamId;
 
 const WAKER: Token = Token(0);
@@ -247,7 +246,7 @@ impl Worker {
             now: Instant::now(),
             connector: crate::socket::Connector::default(),
         };
-        worker.groups = schedule::group_states(&worker.rt);
+        worker.groups = upstream::groups::group_states(&worker.rt);
         worker.schedule_health_checks();
         for (i, l) in worker.listeners.iter_mut().enumerate() {
             worker.poll.registry().register(
@@ -451,7 +450,8 @@ impl Worker {
             for ui in idle {
                 self.close_upstream(ui);
             }
-            let old_groups = std::mem::replace(&mut self.groups, schedule::group_states(&self.rt));
+            let old_groups =
+                std::mem::replace(&mut self.groups, upstream::groups::group_states(&self.rt));
             self.carry_exchanges_over(&old, old_groups);
             self.publish_health();
             self.schedule_health_checks();

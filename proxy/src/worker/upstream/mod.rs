@@ -1,7 +1,8 @@
 //! Upstream connections of one worker: opening them, driving their reads and writes into
 //! the exchange's response, their timers, pooling them again (when `reuse.rs` `reusable`,
-//! the one reuse decision, says so) or closing them. Which server and connection a request
-//! gets, and server health, is `schedule.rs`'s.
+//! the one reuse decision, says so) or closing them, in their table (`table.rs`, named by
+//! `UpstreamId`). The per-group state (pools, health, wait queues) and the choice of a
+//! server and connection from it are `groups.rs`'s.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use ktls::IoStatus;
 use mio::Interest;
 
+pub mod groups;
 mod reuse;
 mod table;
 
