@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use http1::{BodyDecoder, ConnectionOption, Forwarding, HeaderEdits};
 
 use super::caching::Fill;
-use super::exchange::{ExchangeId, Forward, RespPhase};
+use super::exchange::{ExchangeId, Forward, RespPhase, Stage};
 use super::finish::Refusal;
 use super::h1::{self, Reply};
 use super::upstream::groups::{self, request_key, Pick};
@@ -315,5 +315,50 @@ impl Worker {
             Some(st) => groups::pick_server(st, server, conns_n, fresh),
             None => Pick::Down,
         }
+    }
+
+    /// Gives freed capacity of `group` to its first waiting exchange (one still queued).
+    pub(super) fn serve_queue(&mut self, group: usize) {
+        while let Some(id) = self.groups.get_mut(group).and_then(|g| g.next_waiting()) {
+            let Some(ex) = self.exchanges.get_mut(id) else {
+                continue;
+            };
+            let Stage::Queued(forward) = ex.take_stage() else {
+                continue;
+            };
+            self.dispatch(id, forward);
+            return;
+        }
+    }
+
+    /// A queued exchange waited `server_forward_timeout` without a connection: 504.
+    pub(super) fn queue_expired(&mut self, id: ExchangeId) {
+        groups::unqueue(&mut self.groups, id);
+        let Some(ex) = self.exchanges.get_mut(id) else {
+            return;
+        };
+        if let Stage::Queued(forward) = ex.take_stage() {
+            bump(&self.metrics().upstream_timeouts);
+            self.fail_exchange(id, forward, 504);
+        }
+    }
+
+    /// Queues exchange `id` until a connection of its group frees up, for at most the
+    /// group's `server_forward_timeout`; Err if the queue is full.
+    fn enqueue(&mut self, id: ExchangeId, forward: Box<Forward>) -> Result<(), Box<Forward>> {
+        let group = forward.group;
+        let Some(g) = self.rt.groups.get(group) else {
+            return Err(forward);
+        };
+        let (limit, timeout) = (g.queue_limit, g.forward_timeout);
+        let queued = self.groups.get_mut(group).map(|g| g.enqueue(id, limit));
+        if queued != Some(Ok(())) {
+            return Err(forward);
+        }
+        if let Some(ex) = self.exchanges.get_mut(id) {
+            ex.queue(forward);
+        }
+        self.arm_exchange_timer(id, timeout);
+        Ok(())
     }
 }

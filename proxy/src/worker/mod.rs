@@ -24,7 +24,6 @@ mod health;
 mod ip_block;
 pub mod lifecycle;
 mod limits;
-mod queue;
 mod reload;
 mod request;
 mod request_body;

@@ -3,7 +3,10 @@
 //! scheduler state, and each group's wait queue (`GroupState`); and the choices made from it
 //! alone: a server and connection for a request ([`pick`]: `ratio`, smooth weighted round
 //! robin; `hash`, rendezvous hashing on host + URI), one given server's ([`pick_server`]), a
-//! server out ([`ServerState::fail`]) or back ([`ServerState::recover`]). Nothing here
+//! server out ([`ServerState::fail`]) or back ([`ServerState::recover`]), an exchange's place
+//! in its group's queue ([`GroupState::enqueue`], [`GroupState::next_waiting`],
+//! [`unqueue`]: at most `server_queue_size` for each connection the group may open,
+//! `GroupRt::queue_limit`, served in arrival order as connections free up). Nothing here
 //! touches a socket, a timer or an exchange: the caller acts on what these return.
 
 use std::collections::VecDeque;
@@ -12,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::UpstreamId;
 use crate::runtime::{GroupRt, Runtime};
+use crate::worker::exchange::ExchangeId;
 
 /// Longest a server stays out before the next probe.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -101,7 +105,31 @@ impl ServerState {
 pub struct GroupState {
     pub servers: Vec<ServerState>,
     /// Exchanges waiting for a connection.
-    pub queue: VecDeque<crate::worker::exchange::ExchangeId>,
+    pub queue: VecDeque<ExchangeId>,
+}
+
+impl GroupState {
+    /// Queues exchange `id` for a connection of this group, unless `limit` exchanges wait
+    /// already (Err: the caller answers 503).
+    pub fn enqueue(&mut self, id: ExchangeId, limit: usize) -> Result<(), ()> {
+        if self.queue.len() >= limit {
+            return Err(());
+        }
+        self.queue.push_back(id);
+        Ok(())
+    }
+
+    /// The exchange that has waited longest, taken out of the queue.
+    pub fn next_waiting(&mut self) -> Option<ExchangeId> {
+        self.queue.pop_front()
+    }
+}
+
+/// Takes exchange `id` out of whichever group's queue holds it.
+pub fn unqueue(groups: &mut [GroupState], id: ExchangeId) {
+    for g in groups {
+        g.queue.retain(|&queued| queued != id);
+    }
 }
 
 pub fn group_states(rt: &Runtime) -> Vec<GroupState> {
