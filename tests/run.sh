@@ -35,10 +35,11 @@ fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
-# Not under the rule yet (issue 31): config/, cache/src/storability.rs, tests/tests.
-SIZE_CHECKED="proxy/src http1 h2 ktls tls-perf tests/src cache"
-echo "== size rule (functions <= 80 lines, files <= 600) in $SIZE_CHECKED, except cache/src/storability.rs"
-python3 etc/size-report.py $SIZE_CHECKED --except cache/src/storability.rs
+# Every crate; the items not under the rule yet are listed, with their sizes, in
+# etc/size-known.txt, a ratchet that may only shrink (issue 31).
+SIZE_CHECKED="proxy http1 h2 ktls tls-perf tests cache config fuzz/fuzz_targets"
+echo "== size rule (functions <= 80 lines, files <= 600) in $SIZE_CHECKED"
+python3 etc/size-report.py $SIZE_CHECKED --known etc/size-known.txt
 echo "== layering (issue 31's rules as a ratchet: no count above etc/layer-baseline.txt)"
 python3 etc/layer-check.py
 echo "== cargo clippy"

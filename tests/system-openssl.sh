@@ -31,6 +31,7 @@ cargo test --release -p ktls --quiet
 echo "== system OpenSSL: TLS end-to-end tests"
 KTLS_PROXY_BIN_DIR="$PWD/target/system-openssl-bin" cargo test --release -p e2e \
     --no-default-features --quiet \
-    --test proxy_tls --test tls_record --test security_tls --test tls_perf --test tls_record_memory
+    --test proxy_tls --test tls_record --test tls_record_attacks --test security_tls \
+    --test tls_perf --test tls_perf_errors --test tls_record_memory --test ticket_keys
 echo "== target/release back to the default (AWS-LC) build"
 cargo build --release -p proxy -p tls-perf --bins --quiet

@@ -163,6 +163,57 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     resp: &Response<'_, R>,
     times: ExchangeTimes,
 ) -> Result<ResponseMeta, NotStoredReason> {
+    request_and_status_allow(policy, req, resp)?;
+    // RFC 9213 §2.2: a valid targeted field replaces Cache-Control and
+    // Expires for this cache.
+    let targeted = targeted_directives(resp.headers, &policy.targeted_fields);
+    let expires_from: &[R] = if targeted.is_some() {
+        &[]
+    } else {
+        resp.headers
+    };
+    let mut cc = targeted.unwrap_or_else(|| CacheControl::parse(resp.headers));
+    policy.ignore.apply(&mut cc);
+    directives_allow(policy, req, resp, &cc)?;
+    let parsed_date = headers::first(resp.headers, "date").and_then(parse_http_date);
+    let date = parsed_date.unwrap_or(times.response_time);
+    let (mut lifetime, explicit) = freshness_lifetime(&cc, expires_from, date, policy.default_ttl);
+    if !explicit && !cc.public && !cacheable_by_default(resp.status) {
+        return Err(NotStoredReason::StatusNotCacheable);
+    }
+    if !explicit && policy.default_ttl.is_zero() {
+        lifetime = heuristic_lifetime(policy, resp, date).unwrap_or(lifetime);
+    }
+    let has_validators =
+        headers::has(resp.headers, "etag") || headers::has(resp.headers, "last-modified");
+    let never_fresh = lifetime.is_zero() || cc.no_cache;
+    if never_fresh && !has_validators && policy.use_stale.is_empty() {
+        return Err(NotStoredReason::NoFreshness);
+    }
+    Ok(ResponseMeta {
+        date,
+        date_present: parsed_date.is_some(),
+        lifetime,
+        corrected_initial_age: corrected_initial_age(
+            resp.headers,
+            date,
+            times.request_time,
+            times.response_time,
+        ),
+        no_cache: cc.no_cache,
+        must_revalidate: cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some(),
+        stale_if_error: Duration::from_secs(cc.stale_if_error.unwrap_or(0)),
+        stale_while_revalidate: Duration::from_secs(cc.stale_while_revalidate.unwrap_or(0)),
+    })
+}
+
+/// The method, the request's `no-store` and the status: whether such an exchange may be
+/// stored at all (RFC 9111 §3), before the response's directives are read.
+fn request_and_status_allow<Q: HeaderPair, R: HeaderPair>(
+    policy: &Policy,
+    req: &Request<'_, Q>,
+    resp: &Response<'_, R>,
+) -> Result<(), NotStoredReason> {
     if !policy.enabled {
         return Err(NotStoredReason::Disabled);
     }
@@ -181,16 +232,16 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     if resp.status < 200 || resp.status == 304 || resp.status > 599 {
         return Err(NotStoredReason::StatusNotCacheable);
     }
-    // RFC 9213 §2.2: a valid targeted field replaces Cache-Control and
-    // Expires for this cache.
-    let targeted = targeted_directives(resp.headers, &policy.targeted_fields);
-    let expires_from: &[R] = if targeted.is_some() {
-        &[]
-    } else {
-        resp.headers
-    };
-    let mut cc = targeted.unwrap_or_else(|| CacheControl::parse(resp.headers));
-    policy.ignore.apply(&mut cc);
+    Ok(())
+}
+
+/// The response's directives and fields (`cc`, targeted or Cache-Control) against storing.
+fn directives_allow<Q: HeaderPair, R: HeaderPair>(
+    policy: &Policy,
+    req: &Request<'_, Q>,
+    resp: &Response<'_, R>,
+    cc: &CacheControl,
+) -> Result<(), NotStoredReason> {
     // §5.2.2.3 must-understand: stored only when the cache implements the
     // status code's caching rules (§3 MUST NOT otherwise), and then no-store
     // is ignored (SHOULD).
@@ -217,45 +268,27 @@ pub(crate) fn analyze<Q: HeaderPair, R: HeaderPair>(
     if resp.body_len > policy.max_object_size {
         return Err(NotStoredReason::TooLarge);
     }
-    let parsed_date = headers::first(resp.headers, "date").and_then(parse_http_date);
-    let date = parsed_date.unwrap_or(times.response_time);
-    let (mut lifetime, explicit) = freshness_lifetime(&cc, expires_from, date, policy.default_ttl);
-    if !explicit && !cc.public && !cacheable_by_default(resp.status) {
-        return Err(NotStoredReason::StatusNotCacheable);
-    }
+    Ok(())
+}
+
+/// The lifetime of a response without explicit freshness when `cache_ttl` is unset:
+/// the heuristic from Last-Modified, or `unset_ttl` without one; `None` keeps the one
+/// computed (no heuristic configured).
+fn heuristic_lifetime<R: HeaderPair>(
+    policy: &Policy,
+    resp: &Response<'_, R>,
+    date: SystemTime,
+) -> Option<Duration> {
     // §4.2.2: only without explicit freshness, for heuristically cacheable
     // statuses or `public` (checked above); `cache_ttl` keeps precedence.
     // Without Last-Modified there is nothing to base a heuristic on: `unset_ttl` (Tempesta's
     // `cache_ttl` default, where the proxy runs).
-    if !explicit && policy.default_ttl.is_zero() {
-        let last_modified = headers::first(resp.headers, "last-modified").and_then(parse_http_date);
-        match (policy.heuristic, last_modified) {
-            (Some(h), Some(lm)) => lifetime = h.lifetime(date, lm),
-            (_, None) => lifetime = policy.unset_ttl,
-            (None, Some(_)) => {}
-        }
+    let last_modified = headers::first(resp.headers, "last-modified").and_then(parse_http_date);
+    match (policy.heuristic, last_modified) {
+        (Some(h), Some(lm)) => Some(h.lifetime(date, lm)),
+        (_, None) => Some(policy.unset_ttl),
+        (None, Some(_)) => None,
     }
-    let has_validators =
-        headers::has(resp.headers, "etag") || headers::has(resp.headers, "last-modified");
-    let never_fresh = lifetime.is_zero() || cc.no_cache;
-    if never_fresh && !has_validators && policy.use_stale.is_empty() {
-        return Err(NotStoredReason::NoFreshness);
-    }
-    Ok(ResponseMeta {
-        date,
-        date_present: parsed_date.is_some(),
-        lifetime,
-        corrected_initial_age: corrected_initial_age(
-            resp.headers,
-            date,
-            times.request_time,
-            times.response_time,
-        ),
-        no_cache: cc.no_cache,
-        must_revalidate: cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some(),
-        stale_if_error: Duration::from_secs(cc.stale_if_error.unwrap_or(0)),
-        stale_while_revalidate: Duration::from_secs(cc.stale_while_revalidate.unwrap_or(0)),
-    })
 }
 
 /// Public form of the storability decision (RFC 9111 §3 plus policy).

@@ -13,9 +13,8 @@ pub const UNSUPPORTED: &[&str] = &[
     "drop_tbl_size",
     "sessions_db",
     "sessions_tbl_size",
-    // Fingerprinting, HTTP/2 tuning, stats.
-    "tft",
-    "tfh",
+    // Fingerprinting under its old names (Tempesta master knows only `tft`, `tfh`),
+    // HTTP/2 tuning, stats.
     "ja5t",
     "ja5h",
     "mmap_log_buffer_size",
@@ -37,12 +36,15 @@ pub const EXTENSIONS: &[&str] = &[
     "pid",
     "cluster",
     "acme",
+    "tf_blocklist",
 ];
 
 /// Directives allowed at top level only (besides the vhost-level ones,
 /// which at top level configure the `default` vhost).
 pub const TOP_LEVEL: &[&str] = &[
     "client_lru_size",
+    "tft",
+    "tfh",
     "listen",
     "srv_group",
     "server",
@@ -198,6 +200,9 @@ pub const FRANG_HTTP: &[&str] = &[
 /// Directives of the `acme` block (an extension).
 pub const ACME_LEVEL: &[&str] = &["directory", "contact", "state_dir", "ca_root"];
 
+/// Directives of the `tft` and `tfh` blocks.
+pub const FINGERPRINT_LEVEL: &[&str] = &["hash"];
+
 /// Directives of the `cluster` block (an extension).
 pub const CLUSTER_LEVEL: &[&str] = &["redis", "sync_interval", "on_redis_failure"];
 
@@ -222,6 +227,7 @@ pub fn all_known() -> impl Iterator<Item = &'static str> {
         .chain(HEALTH_CHECK_LEVEL)
         .chain(STICKY_LEVEL)
         .chain(CLUSTER_LEVEL)
+        .chain(FINGERPRINT_LEVEL)
         .chain(ACME_LEVEL)
         .chain(EXTENSIONS)
         .chain(UNSUPPORTED)

@@ -31,6 +31,7 @@ pub fn check_tls_files(nodes: &[Node], base_dir: &Path, sink: &mut Sink) {
             "tls_certificate" if matches!(d.args.as_slice(), [a] if a.text == "acme") => {}
             "tls_certificate" => check(d, Kind::Certificate, base_dir, sink),
             "tls_certificate_key" => check(d, Kind::Key, base_dir, sink),
+            "tls_tickets" => check_ticket_keys(d, base_dir, sink),
             "vhost" => check_tls_files(d.children.as_deref().unwrap_or(&[]), base_dir, sink),
             _ => {}
         }
@@ -62,6 +63,24 @@ fn check(d: &Directive, kind: Kind, base_dir: &Path, sink: &mut Sink) {
         format!("{what} file {}: {problem}", path.display()),
         hint,
     );
+}
+
+/// `tls_tickets keys=FILE`: the key ring must parse now, not at the first handshake.
+fn check_ticket_keys(d: &Directive, base_dir: &Path, sink: &mut Sink) {
+    let Some(attr) = d.attrs.iter().find(|a| a.key == "keys") else {
+        return;
+    };
+    if attr.value.text.is_empty() {
+        return; // validation's to report
+    }
+    let path = crate::validate::values::resolve_path(base_dir, &attr.value.text);
+    if let Err(problem) = crate::ticket_keys::read(&path) {
+        sink.error_hint(
+            &attr.value.pos,
+            format!("ticket key file {}: {problem}", path.display()),
+            "one base64 key of 80 (or 48) bytes per line, the key that seals new tickets first: `openssl rand 80 | openssl base64 -A >> FILE`",
+        );
+    }
 }
 
 /// The file's problem in words, or `None` when it looks like what it should.

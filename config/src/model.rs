@@ -20,9 +20,11 @@ use serde::{Deserialize, Serialize};
 pub use crate::model_acme::*;
 pub use crate::model_chain::*;
 pub use crate::model_cluster::*;
+pub use crate::model_fingerprint::*;
 pub use crate::model_frang::*;
 pub use crate::model_global::*;
 use crate::model_serde::{opt_secs, secs};
+pub use crate::model_servers::*;
 pub use crate::model_sticky::*;
 pub use crate::model_types::{ByteSet, IpPrefix, StatusPattern, UrlPart, UrlTemplate};
 
@@ -103,6 +105,12 @@ pub struct Config {
     pub cluster: Option<Cluster>,
     /// Extension `acme { ... }`: the ACME server of the vhosts with `tls_certificate acme`.
     pub acme: Option<Acme>,
+    /// `tft { ... }`: limits per TLS fingerprint.
+    pub tft: Option<FingerprintLimits>,
+    /// `tfh { ... }`: limits per HTTP fingerprint.
+    pub tfh: Option<FingerprintLimits>,
+    /// Extension `tf_blocklist PATH;`: a file of fingerprints to refuse, re-read on reload.
+    pub tf_blocklist: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -140,6 +148,9 @@ impl Default for Config {
             client_ws_timeout: Some(Duration::from_secs(3600)),
             cluster: None,
             acme: None,
+            tft: None,
+            tfh: None,
+            tf_blocklist: None,
         }
     }
 }
@@ -204,120 +215,6 @@ pub enum Proto {
     H2,
     /// HTTP/2 over TCP by prior knowledge (an extension: Tempesta has no cleartext HTTP/2).
     H2c,
-}
-
-// ---------------------------------------------------------------- servers
-
-/// A `srv_group` (or the implicit `default` group).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServerGroup {
-    pub name: String,
-    pub servers: Vec<Server>,
-    pub sched: Scheduler,
-    /// `server_forward_retries` (default 5).
-    pub forward_retries: u32,
-    /// `server_forward_timeout` (default 60 s).
-    #[serde(with = "secs")]
-    pub forward_timeout: Duration,
-    /// `server_connect_retries` (default 10).
-    pub connect_retries: u32,
-    /// `server_queue_size` (default 1000).
-    pub queue_size: u32,
-    /// `server_retry_nonidempotent`.
-    pub retry_nonidempotent: bool,
-    /// `health NAME`: the `health_check` monitor applied to this group.
-    pub health: Option<String>,
-    /// `sticky_sessions [allow_failover]` / `learn name=C` in the group.
-    pub sticky: Option<GroupSticky>,
-}
-
-impl Default for ServerGroup {
-    fn default() -> Self {
-        ServerGroup {
-            name: String::new(),
-            servers: Vec::new(),
-            sched: Scheduler::default(),
-            forward_retries: 5,
-            forward_timeout: Duration::from_secs(60),
-            connect_retries: 10,
-            queue_size: 1000,
-            retry_nonidempotent: false,
-            health: None,
-            sticky: None,
-        }
-    }
-}
-
-/// One `server ADDR [conns_n=N] [weight=N] [backup]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Server {
-    /// Port defaults to 80.
-    pub addr: SocketAddr,
-    /// Persistent connections in the pool (default 32).
-    pub conns_n: u32,
-    /// Static weight 1..=100 (default 50).
-    pub weight: u32,
-    /// Extension flag: used only when no other server of the group is up.
-    pub backup: bool,
-}
-
-impl Default for Server {
-    fn default() -> Self {
-        Server {
-            addr: SocketAddr::new(IpAddr::from([127, 0, 0, 1]), 80),
-            conns_n: 32,
-            weight: 50,
-            backup: false,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scheduler {
-    /// Weighted round robin.
-    Ratio(RatioMode),
-    /// URI/Host hash.
-    Hash,
-}
-
-impl Default for Scheduler {
-    fn default() -> Self {
-        Scheduler::Ratio(RatioMode::Static)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RatioMode {
-    Static,
-    Dynamic(DynamicWeight),
-    Predict(Prediction),
-}
-
-/// Which response-time statistic a dynamic ratio weight follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DynamicWeight {
-    Minimum,
-    Maximum,
-    Average,
-    /// One of 50, 75, 90, 95, 99 (default 90).
-    Percentile(u8),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Prediction {
-    pub weight: DynamicWeight,
-    #[serde(with = "secs")]
-    pub past: Duration,
-    /// Samples per second.
-    pub rate: u32,
-    #[serde(with = "secs")]
-    pub ahead: Duration,
 }
 
 // ---------------------------------------------------------------- vhosts
@@ -461,14 +358,17 @@ pub struct CertificatePair {
     pub key: PathBuf,
 }
 
-/// `tls_tickets [enable|disable] [secret=S] [lifetime=N]`.
+/// `tls_tickets [enable|disable] [secret=S | keys=FILE] [lifetime=N]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TlsTickets {
     pub enabled: bool,
     /// Master secret for deterministic ticket keys; `None`: random at start.
     pub secret: Option<String>,
-    /// Key rotation period (default 3600 s).
+    /// Extension `keys=FILE`: a key ring file (`ticket_keys`), re-read on reload and on
+    /// change; excludes `secret`.
+    pub keys: Option<PathBuf>,
+    /// Key rotation period (default 3600 s) of `secret`'s keys; the session lifetime.
     #[serde(with = "secs")]
     pub lifetime: Duration,
 }
@@ -478,6 +378,7 @@ impl Default for TlsTickets {
         TlsTickets {
             enabled: true,
             secret: None,
+            keys: None,
             lifetime: Duration::from_secs(3600),
         }
     }

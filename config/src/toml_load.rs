@@ -87,6 +87,9 @@ fn resolve_vhost_paths(v: &mut Vhost, base: &Path) {
         fix(&mut c.certificate, base);
         fix(&mut c.key, base);
     }
+    if let Some(keys) = &mut v.tls.tickets.keys {
+        fix(keys, base);
+    }
     let js = v
         .sticky
         .cookie
@@ -136,6 +139,20 @@ fn check(file: &str, cfg: &Config) -> Vec<Diagnostic> {
         file,
         list: Vec::new(),
     };
+    let groups = check_groups(&mut e, cfg);
+    let vhosts = check_vhosts(&mut e, cfg, &groups);
+    check_chains(&mut e, cfg, &vhosts);
+    check_listeners(&mut e, cfg);
+    e.list
+}
+
+/// Whether `p` compiles as the router compiles it (byte-wise `regex`).
+fn regex_ok(p: &str) -> bool {
+    regex::bytes::Regex::new(p).is_ok()
+}
+
+/// Server groups: distinct names, servers, known health checks; returns the names.
+fn check_groups<'c>(e: &mut Errors<'_>, cfg: &'c Config) -> HashSet<&'c str> {
     let mut groups = HashSet::new();
     for g in &cfg.server_groups {
         if !groups.insert(g.name.as_str()) {
@@ -170,6 +187,16 @@ fn check(file: &str, cfg: &Config) -> Vec<Diagnostic> {
             }
         }
     }
+    groups
+}
+
+/// Vhosts: distinct names, groups that exist, regular expressions that compile; returns
+/// the names a rule may route to.
+fn check_vhosts<'c>(
+    e: &mut Errors<'_>,
+    cfg: &'c Config,
+    groups: &HashSet<&str>,
+) -> HashSet<&'c str> {
     let mut vhosts: HashSet<&str> = HashSet::new();
     if groups.contains(DEFAULT_NAME) {
         vhosts.insert(DEFAULT_NAME);
@@ -195,7 +222,16 @@ fn check(file: &str, cfg: &Config) -> Vec<Diagnostic> {
                 }
             }
         }
-        check_sticky(&mut e, v);
+        check_sticky(e, v);
+        if v.tls.tickets.secret.is_some() && v.tls.tickets.keys.is_some() {
+            e.push(
+                format!(
+                    "vhost `{}`: tls tickets have both a secret and keys",
+                    v.name
+                ),
+                "keep one: keys (a key ring file) or secret (keys derived per period)",
+            );
+        }
         if v.name != DEFAULT_NAME && v.proxy_pass.is_none() {
             e.push(
                 format!("vhost `{}` has no proxy_pass", v.name),
@@ -209,7 +245,7 @@ fn check(file: &str, cfg: &Config) -> Vec<Diagnostic> {
                 .flat_map(|r| r.patterns.iter().map(move |p| (r.op, p))),
         );
         for (op, p) in patterns {
-            if op == UrlMatchOp::Regex && regex::Regex::new(p).is_err() {
+            if op == UrlMatchOp::Regex && !regex_ok(p) {
                 e.push(
                     format!("invalid regular expression `{p}` in vhost `{}`", v.name),
                     "fix the pattern",
@@ -217,13 +253,18 @@ fn check(file: &str, cfg: &Config) -> Vec<Diagnostic> {
             }
         }
     }
+    vhosts
+}
+
+/// Chains: defined before they are jumped to, a default rule last, known vhosts.
+fn check_chains(e: &mut Errors<'_>, cfg: &Config, vhosts: &HashSet<&str>) {
     let mut seen_chains: HashSet<&str> = HashSet::new();
     for ch in cfg.http_tables.chains.iter().chain([&cfg.http_tables.main]) {
         let name = ch.name.as_deref();
         for (i, r) in ch.rules.iter().enumerate() {
             if let Some(c) = &r.condition {
                 if let Pattern::Regex(p) = &c.pattern {
-                    if regex::Regex::new(p).is_err() {
+                    if !regex_ok(p) {
                         e.push(
                             format!("invalid regular expression `{p}`"),
                             "fix the pattern",
@@ -275,6 +316,10 @@ fn check(file: &str, cfg: &Config) -> Vec<Diagnostic> {
             _ => {}
         }
     }
+}
+
+/// Listeners and the certificates TLS ones need.
+fn check_listeners(e: &mut Errors<'_>, cfg: &Config) {
     let mut addrs = HashSet::new();
     for l in &cfg.listeners {
         if l.protos.is_empty() || (l.protos.contains(&Proto::Http) && l.protos.len() > 1) {
@@ -307,5 +352,4 @@ fn check(file: &str, cfg: &Config) -> Vec<Diagnostic> {
             );
         }
     }
-    e.list
 }

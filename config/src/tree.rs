@@ -192,7 +192,7 @@ impl Parser {
             }
             end += 1;
         }
-        if is_rule {
+        if is_rule && !self.is_location_regex(start) {
             let tokens = self.tokens[start..end].to_vec();
             self.at = end;
             let pos = tokens
@@ -228,27 +228,18 @@ impl Parser {
         self.directive(sink)
     }
 
+    /// `location ~ "/PATTERN/" {`: Tempesta's lexer reads a `~` among a directive's values as
+    /// the operator `regex`, so this is a location, not a chain rule.
+    fn is_location_regex(&self, start: usize) -> bool {
+        matches!(
+            (self.tokens.get(start), self.tokens.get(start + 1)),
+            (Some(Token { kind: TokenKind::Word(w), .. }), Some(Token { kind: TokenKind::Tilde, .. }))
+                if w == "location"
+        )
+    }
+
     fn directive(&mut self, sink: &mut Sink) -> Option<Node> {
-        let first = self.next()?;
-        let name = match &first.kind {
-            TokenKind::Word(w) => w.clone(),
-            other => {
-                sink.error_hint(
-                    &first.pos,
-                    format!("expected a directive name, found {}", other.describe()),
-                    "a directive starts with its name, e.g. `listen 443;`",
-                );
-                self.recover();
-                return None;
-            }
-        };
-        let mut d = Directive {
-            name,
-            pos: first.pos.clone(),
-            args: Vec::new(),
-            attrs: Vec::new(),
-            children: None,
-        };
+        let mut d = self.directive_name(sink)?;
         // Where the directive would end had its `;` been forgotten (see `{` below): the
         // token, and how many arguments and attributes come before it.
         let mut split: Option<(usize, usize, usize)> = None;
@@ -290,62 +281,15 @@ impl Parser {
                     self.missing_semicolon(sink, &d);
                     return Some(Node::Directive(d));
                 }
-                TokenKind::Word(ref text) | TokenKind::Quoted(ref text) => {
-                    // Only a directive's name can start the next statement: an argument
-                    // on a line of its own (`vhost` / `example.com {`) is still one.
-                    let names_directive =
-                        matches!(tok.kind, TokenKind::Word(_)) && crate::directives::is_known(text);
-                    if split.is_none()
-                        && names_directive
-                        && self.starts_statement_at(self.at - 1, d.pos.col)
-                    {
-                        split = Some((self.at - 1, d.args.len(), d.attrs.len()));
-                    }
-                    let quoted = matches!(tok.kind, TokenKind::Quoted(_));
-                    let value = Value {
-                        text: text.clone(),
-                        quoted,
+                TokenKind::Tilde if d.name == "location" && d.args.is_empty() => {
+                    d.args.push(Value {
+                        text: "regex".into(),
+                        quoted: false,
                         pos: tok.pos.clone(),
-                    };
-                    if !quoted && matches!(self.peek().map(|t| &t.kind), Some(TokenKind::Assign)) {
-                        let assign = self.next();
-                        match self.next() {
-                            Some(Token {
-                                kind: kind @ (TokenKind::Word(_) | TokenKind::Quoted(_)),
-                                pos,
-                                ..
-                            }) => {
-                                let vq = matches!(kind, TokenKind::Quoted(_));
-                                let text = kind.text().unwrap_or_default().to_string();
-                                d.attrs.push(Attr {
-                                    key: value.text,
-                                    value: Value {
-                                        text,
-                                        quoted: vq,
-                                        pos,
-                                    },
-                                    pos: value.pos,
-                                });
-                            }
-                            other => {
-                                let p = other
-                                    .as_ref()
-                                    .map(|t| t.pos.clone())
-                                    .or(assign.map(|t| t.pos))
-                                    .unwrap_or_else(|| self.end_pos());
-                                sink.error_hint(
-                                    &p,
-                                    format!("`{}=` needs a value", value.text),
-                                    format!("write `{}=VALUE`", value.text),
-                                );
-                                if other.is_some() {
-                                    self.at -= 1;
-                                }
-                            }
-                        }
-                    } else {
-                        d.args.push(value);
-                    }
+                    });
+                }
+                TokenKind::Word(_) | TokenKind::Quoted(_) => {
+                    self.value(sink, &tok, &mut d, &mut split);
                 }
                 other => {
                     sink.error_hint(
@@ -353,6 +297,102 @@ impl Parser {
                         format!("unexpected {} in directive `{}`", other.describe(), d.name),
                         "only http_chain rules use `==`, `!=`, `~` and `->`; elsewhere write `key=value`",
                     );
+                }
+            }
+        }
+    }
+
+    /// A directive's name, read into an empty directive; `None` (after an error and
+    /// recovery) when the statement does not start with a word.
+    fn directive_name(&mut self, sink: &mut Sink) -> Option<Directive> {
+        let first = self.next()?;
+        let name = match &first.kind {
+            TokenKind::Word(w) => w.clone(),
+            other => {
+                sink.error_hint(
+                    &first.pos,
+                    format!("expected a directive name, found {}", other.describe()),
+                    "a directive starts with its name, e.g. `listen 443;`",
+                );
+                self.recover();
+                return None;
+            }
+        };
+        Some(Directive {
+            name,
+            pos: first.pos.clone(),
+            args: Vec::new(),
+            attrs: Vec::new(),
+            children: None,
+        })
+    }
+
+    /// A word or quoted string `tok` of `d`: an argument, or the key of a `KEY=VALUE`
+    /// attribute. Notes in `split` where `d` would end had its `;` been forgotten.
+    fn value(
+        &mut self,
+        sink: &mut Sink,
+        tok: &Token,
+        d: &mut Directive,
+        split: &mut Option<(usize, usize, usize)>,
+    ) {
+        let Some(text) = tok.kind.text() else {
+            return;
+        };
+        // Only a directive's name can start the next statement: an argument on a line of its
+        // own (`vhost` / `example.com {`) is still one.
+        let names_directive =
+            matches!(tok.kind, TokenKind::Word(_)) && crate::directives::is_known(text);
+        if split.is_none() && names_directive && self.starts_statement_at(self.at - 1, d.pos.col) {
+            *split = Some((self.at - 1, d.args.len(), d.attrs.len()));
+        }
+        let quoted = matches!(tok.kind, TokenKind::Quoted(_));
+        let value = Value {
+            text: text.to_string(),
+            quoted,
+            pos: tok.pos.clone(),
+        };
+        if !quoted && matches!(self.peek().map(|t| &t.kind), Some(TokenKind::Assign)) {
+            self.attribute(sink, value, d);
+        } else {
+            d.args.push(value);
+        }
+    }
+
+    /// `KEY=VALUE`, the `=` next: an attribute of `d`, or an error when no value follows.
+    fn attribute(&mut self, sink: &mut Sink, key: Value, d: &mut Directive) {
+        let assign = self.next();
+        match self.next() {
+            Some(Token {
+                kind: kind @ (TokenKind::Word(_) | TokenKind::Quoted(_)),
+                pos,
+                ..
+            }) => {
+                let vq = matches!(kind, TokenKind::Quoted(_));
+                let text = kind.text().unwrap_or_default().to_string();
+                d.attrs.push(Attr {
+                    key: key.text,
+                    value: Value {
+                        text,
+                        quoted: vq,
+                        pos,
+                    },
+                    pos: key.pos,
+                });
+            }
+            other => {
+                let p = other
+                    .as_ref()
+                    .map(|t| t.pos.clone())
+                    .or(assign.map(|t| t.pos))
+                    .unwrap_or_else(|| self.end_pos());
+                sink.error_hint(
+                    &p,
+                    format!("`{}=` needs a value", key.text),
+                    format!("write `{}=VALUE`", key.text),
+                );
+                if other.is_some() {
+                    self.at -= 1;
                 }
             }
         }

@@ -17,11 +17,11 @@ listen 443 proto="h2,https";
 srv_group default { server 127.0.0.1; }
 srv_group app { server 10.0.0.1:80 conns_n=4 weight=10 backup; sched ratio predict percentile 90 past=30 ahead=10; health h; }
 health_check h { request "GET / HTTP/1.0\r\n\r\n"; resp_code 200; resp_crc32 0xabc; timeout 3; }
-vhost v { proxy_pass app backup=default; location regex "^/a" { cache_bypass suffix ".php"; frang_limits { http_body_len 5; } } }
+vhost v { proxy_pass app backup=default; location regex "/^\/a/i" { cache_bypass suffix ".php"; frang_limits { http_body_len 5; } } }
 frang_limits { ip_block 30; http_resp_code_block 403 404 10 5; http_ct_vals "text/plain"; }
 http_uri_brange 0x2f 0x41-0x5a 48;
 cache_purge; cache_purge_acl 10.0.0.0/8; cache_use_stale 5*; access_log dmesg mmap logger_config=/x.json;
-http_chain c { hdr "X" ~ "^a+$" -> mark = 3; cookie "s" != "*x" -> 302 = https://$host$request_uri; -> v; }
+http_chain c { hdr "X" ~ "/^a+$/" -> mark = 3; cookie "s" != "*x" -> 302 = https://$host$request_uri; -> v; }
 http_chain { method == purge -> cache_disable = 1; uri == "/x*" -> c; -> block; }
 "#;
 
@@ -82,6 +82,23 @@ proptest! {
     fn mutated_configs_never_panic(edits in proptest::collection::vec((any::<u16>(), any::<u8>(), any::<u8>()), 1..12)) {
         check("m.conf", &mutate(SEED_CONF, &edits));
         check("m.conf", &mutate(SEED_EXTRA, &edits));
+    }
+
+    /// Ticket key files (`tls_tickets keys=`, read at load and again whenever the file
+    /// changes): any bytes give keys or an error in words, never a panic; base64-ish text
+    /// reaches the decoder and the key sizes.
+    #[test]
+    fn ticket_key_files_never_panic(
+        bytes in proptest::collection::vec(any::<u8>(), 0..200),
+        lines in proptest::collection::vec("[A-Za-z0-9+/=# ]{0,120}", 0..5),
+    ) {
+        if let Err(e) = config::ticket_keys::parse(&bytes) {
+            prop_assert!(!e.is_empty());
+        }
+        match config::ticket_keys::parse(lines.join("\n").as_bytes()) {
+            Ok(keys) => prop_assert!(keys.iter().all(|k| k.aes.len() == k.hmac.len())),
+            Err(e) => prop_assert!(!e.is_empty()),
+        }
     }
 
     #[test]

@@ -156,7 +156,7 @@ fn vhosts_inherit_global_settings_and_locations_inherit_vhosts() {
                  cache_fulfill suffix \".jpg\" \".png\";\n\
                  frang_limits { http_body_len 10; }\n\
              }\n\
-             location regex \"^/api/v[0-9]+/\" { req_hdr_set Cookie; }\n\
+             location regex \"/^/api/v[0-9]+//\" { req_hdr_set Cookie; }\n\
          }\n\
          frang_limits { http_uri_len 200; }\n\
          vhost late { proxy_pass g; tls_tickets off; hdr_via proxy1; }\n\
@@ -301,7 +301,7 @@ fn http_chain_full_grammar() {
              host == \"static.*\" -> stat;\n\
              method == GET -> cache_ttl = 30;\n\
              cookie \"session\" == \"admin*\" -> block;\n\
-             hdr \"User-Agent\" ~ \"(?i)bot\" -> block;\n\
+             hdr \"User-Agent\" ~ \"/bot/i\" -> block;\n\
              uri == \"/old\" -> 308 = https://$host$request_uri;\n\
              -> default;\n\
          }\n",
@@ -324,7 +324,7 @@ fn http_chain_full_grammar() {
     assert_eq!(cond(9).pattern, Pattern::Method(Method::Get));
     assert_eq!(rules[9].action, Action::CacheTtl(Duration::from_secs(30)));
     assert_eq!(cond(10).field, Field::Cookie("session".into()));
-    assert_eq!(cond(11).pattern, Pattern::Regex("(?i)bot".into()));
+    assert_eq!(cond(11).pattern, Pattern::Regex("(?i-u)bot".into()));
     let Action::Redirect { status, url } = &rules[12].action else {
         panic!("{:?}", rules[12])
     };
@@ -349,7 +349,7 @@ fn http_chain_full_grammar() {
 }
 
 #[test]
-fn cache_and_misc_global_directives() {
+fn cache_global_directives() {
     let c = load(
         "cache 0;\n\
          cache_methods GET HEAD;\n\
@@ -360,25 +360,7 @@ fn cache_and_misc_global_directives() {
          cache_use_stale 4* 502 504;\n\
          cache_resp_hdr_del Set-Cookie;\n\
          cache_purge immediate;\n\
-         cache_purge_acl 127.0.0.1 10.0.0.0/8;\n\
-         keepalive_timeout 0;\n\
-         max_concurrent_streams 50;\n\
-         access_log dmesg;\n\
-         access_log_file logs/access.log;\n\
-         whitelist_mark 1 7531;\n\
-         response_body 5* /err.html;\n\
-         client_mem 500M;\n\
-         http_max_header_list_size 4096;\n\
-         http_allow_empty_body_content_type true;\n\
-         block_action attack reply nolog;\n\
-         health_check h1 { request \"GET /h HTTP/1.0\\r\\n\\r\\n\"; request_url \"/h\"; resp_code 200 204; resp_crc32 0x1a2b; timeout 5; }\n\
-         server_failover_http 404 300 10;\n\
-         http_token_brange 0x21-0x2b 0x2d-0x3a 0x3c-0x7e;\n\
-         tls_match_any_server_name;\n\
-         tls_ktls off;\n\
-         worker_processes 4;\n\
-         worker_threads 2;\n\
-         stats_listen 127.0.0.1:9100;\n",
+         cache_purge_acl 127.0.0.1 10.0.0.0/8;\n",
     );
     assert!(!c.cache.mode.enabled());
     assert_eq!(c.cache.methods, vec![Method::Get, Method::Head]);
@@ -400,6 +382,30 @@ fn cache_and_misc_global_directives() {
     assert_eq!(p.resp_hdr_del, vec!["set-cookie"]);
     assert_eq!(p.purge, Some(PurgeMode::Immediate));
     assert!(p.purge_acl[1].contains("10.9.8.7".parse().unwrap()));
+}
+
+#[test]
+fn misc_global_directives() {
+    let c = load(
+        "keepalive_timeout 0;\n\
+         max_concurrent_streams 50;\n\
+         access_log dmesg;\n\
+         access_log_file logs/access.log;\n\
+         whitelist_mark 1 7531;\n\
+         response_body 5* /err.html;\n\
+         client_mem 500M;\n\
+         http_max_header_list_size 4096;\n\
+         http_allow_empty_body_content_type true;\n\
+         block_action attack reply nolog;\n\
+         health_check h1 { request \"GET /h HTTP/1.0\\r\\n\\r\\n\"; request_url \"/h\"; resp_code 200 204; resp_crc32 0x1a2b; timeout 5; }\n\
+         server_failover_http 404 300 10;\n\
+         http_token_brange 0x21-0x2b 0x2d-0x3a 0x3c-0x7e;\n\
+         tls_match_any_server_name;\n\
+         tls_ktls off;\n\
+         worker_processes 4;\n\
+         worker_threads 2;\n\
+         stats_listen 127.0.0.1:9100;\n",
+    );
     assert!(c.keepalive_timeout.is_zero());
     assert_eq!(c.max_concurrent_streams, 50);
     assert_eq!(

@@ -100,6 +100,16 @@ const REFUSED: &[(&str, u32, u32, &str)] = &[
     ("http_chain { cookie \"*a*\" == \"x\" -> block; }\n", 1, 14, "double-wildcard cookie name"),
     ("cache 2;\ncache_purge;\n", 2, 1, "needs `cache_purge_acl`"),
     ("cache_purge_acl 127.0.0.1;\n", 1, 1, "without `cache_purge`"),
+    // tempesta-test tests/tf/test_tf_filters.py, TestConfig.
+    ("tft {hash invalid_hash 5 5;}\n", 1, 11, "not a valid fingerprint"),
+    ("tfh {\n  hash invalid_hash 5 5;\n}\n", 2, 8, "not a valid fingerprint"),
+    ("tft storage_size=500 {hash a7007c90000 5 5;}\n", 1, 18, "multiple of 2 MiB"),
+    ("tfh storage_size=500 {hash 55cbf8cce0170011 5 5;}\n", 1, 18, "multiple of 2 MiB"),
+    ("tfh {hash 55cbf8cce0170011 5 5;}\ntfh {}\n", 2, 1, "duplicate `tfh`"),
+    ("tft { hash 1f5a9a29ef170000 1; }\n", 1, 7, "too few arguments"),
+    ("tft { hash 1f5a9a29ef170000 1 -1; }\n", 1, 31, "not a valid records per second"),
+    ("tft { limit 1f5a9a29ef170000 1 1; }\n", 1, 7, "unknown directive `limit`"),
+    ("tft size=4194304 { }\n", 1, 5, "unknown option `size=`"),
 ];
 
 #[test]
@@ -166,6 +176,7 @@ const ACCEPTED: &[(&str, &[Expected])] = &[
     ("http_chain { -> 302 = https://$host$request_uri$host$request_uri$host$request_uri$host; }\n", &[]),
     ("cache_use_stale 4* 500 502 504;\n", &[]),
     ("req_hdr_add X-A 1;\nreq_hdr_add X-A 2;\nreq_hdr_set X-B;\n", &[]),
+    ("tft storage_size=4194304 { hash 1f5a9a29ef170000 1 10; hash 0xdeadbeef 0 0; }\ntfh { }\n", &[]),
 ];
 
 #[test]

@@ -8,7 +8,7 @@
 //! Where the kernel cannot take the records, the proxy's own record layer does ([`record`]);
 //! OpenSSL's SSL object is freed either way.
 //!
-//! `unsafe` lives in [`ossl`], [`settings`], `awslc` and `alloc` (raw OpenSSL or AWS-LC calls
+//! `unsafe` lives in [`ossl`], [`settings`], [`hello`] (the ClientHello capture), `awslc` and `alloc` (raw OpenSSL or AWS-LC calls
 //! the `openssl` crate does not wrap, or compiles out on AWS-LC), [`kernel`] (the kernel's TLS socket interface), [`sockopt`] (listener options no
 //! socket crate names) and [`resume`] (client session resumption, whose requirement it
 //! checks so that callers, the benchmark tools and tests included, need no `unsafe`).
@@ -21,6 +21,7 @@
 mod alloc;
 #[cfg(feature = "aws-lc")]
 mod awslc;
+pub mod hello;
 pub mod hmac;
 pub mod kernel;
 pub mod offload;

@@ -402,7 +402,7 @@ pub fn set_ticket_keys(builder: &mut SslContextBuilder, ring: usize) -> Result<(
 }
 
 /// OpenSSL's ticket key callback. `enc == 1`: choose the key for a new ticket, fill
-/// `key_name` (16 bytes) and `iv` (16 bytes for AES-256-CBC) and initialise both contexts.
+/// `key_name` (16 bytes) and `iv` (16 bytes for AES-CBC) and initialise both contexts.
 /// `enc == 0`: find the key named `key_name`; return 0 if unknown (full handshake), 1 if
 /// current, 2 if valid but old (OpenSSL then issues a fresh ticket).
 unsafe extern "C" fn ticket_key_callback(
@@ -436,15 +436,15 @@ unsafe extern "C" fn ticket_key_callback(
         name.copy_from_slice(&key.name);
         let ok = ffi::EVP_EncryptInit_ex(
             cipher_ctx,
-            ffi::EVP_aes_256_cbc(),
+            ticket_cipher(&key),
             std::ptr::null_mut(),
-            key.aes.as_ptr(),
+            key.aes_key().as_ptr(),
             iv.as_ptr(),
         ) == 1
             && ffi::HMAC_Init_ex(
                 hmac_ctx,
-                key.hmac.as_ptr().cast(),
-                key.hmac.len() as _,
+                key.hmac_key().as_ptr().cast(),
+                key.hmac_key().len() as _,
                 ffi::EVP_sha256(),
                 std::ptr::null_mut(),
             ) == 1;
@@ -460,16 +460,16 @@ unsafe extern "C" fn ticket_key_callback(
     };
     let ok = ffi::HMAC_Init_ex(
         hmac_ctx,
-        key.hmac.as_ptr().cast(),
-        key.hmac.len() as _,
+        key.hmac_key().as_ptr().cast(),
+        key.hmac_key().len() as _,
         ffi::EVP_sha256(),
         std::ptr::null_mut(),
     ) == 1
         && ffi::EVP_DecryptInit_ex(
             cipher_ctx,
-            ffi::EVP_aes_256_cbc(),
+            ticket_cipher(&key),
             std::ptr::null_mut(),
-            key.aes.as_ptr(),
+            key.aes_key().as_ptr(),
             iv,
         ) == 1;
     // TLS 1.3 tickets are meant for one use (RFC 8446 C.4, and browsers use them so):
@@ -480,6 +480,17 @@ unsafe extern "C" fn ticket_key_callback(
         (false, _) => -1,
         (true, true) => 1,
         (true, false) => 2,
+    }
+}
+
+/// The AES-CBC cipher a ticket key seals with (nginx's 48-byte keys: AES-128).
+fn ticket_cipher(key: &tickets::TicketKey) -> *const ffi::EVP_CIPHER {
+    // SAFETY: both return a pointer to a static cipher table the library owns.
+    unsafe {
+        match key.cipher {
+            tickets::TicketCipher::Aes256Cbc => ffi::EVP_aes_256_cbc(),
+            tickets::TicketCipher::Aes128Cbc => ffi::EVP_aes_128_cbc(),
+        }
     }
 }
 
@@ -522,7 +533,7 @@ pub fn client_hello_server_name(ssl: &SslRef) -> Option<&[u8]> {
 }
 
 /// The first `host_name` entry of a `server_name` extension body.
-fn parse_server_name(ext: &[u8]) -> Option<&[u8]> {
+pub(crate) fn parse_server_name(ext: &[u8]) -> Option<&[u8]> {
     let list_len = usize::from(u16::from_be_bytes([*ext.first()?, *ext.get(1)?]));
     let mut list = ext.get(2..2 + list_len)?;
     while let [kind, hi, lo, rest @ ..] = list {

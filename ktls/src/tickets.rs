@@ -1,6 +1,11 @@
-//! Session ticket keys derived from a configured secret (`tls_tickets secret=... lifetime=N`).
+//! Session ticket keys: derived from a configured secret (`tls_tickets secret=... lifetime=N`)
+//! or listed by a key ring file (`tls_tickets keys=FILE`).
 //!
-//! Keys rotate every `lifetime`: the key of period `p = unix_time / lifetime` is derived from
+//! A listed ring's first key seals new tickets and every key opens them; the proxy replaces
+//! the list when the file changes ([`replace_listed`]), so a platform that rotates the file on
+//! every node rotates the fleet's keys together.
+//!
+//! Derived keys rotate every `lifetime`: the key of period `p = unix_time / lifetime` is derived from
 //! the secret, the ring's scope (the vhost's name) and `p`, so every process configured with
 //! the same secret (and a clock within one period) issues and accepts the same tickets for a
 //! vhost — several instances resume each other's sessions. Tickets of the previous period are
@@ -10,7 +15,7 @@
 //! configuration, so a ticket issued under one vhost does not resume under another, and after
 //! a reload with another secret the old tickets are refused (the new contexts have new rings).
 
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use openssl::error::ErrorStack;
@@ -20,12 +25,61 @@ use openssl::sign::Signer;
 
 pub const KEY_NAME_LEN: usize = 16;
 
-/// One period's ticket key: the name sent in the ticket, the AES-256-CBC key, the HMAC-SHA256 key.
+/// One ticket key: the name sent in the ticket, the AES-CBC key, the HMAC-SHA256 key.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TicketKey {
     pub name: [u8; KEY_NAME_LEN],
+    /// The first [`TicketCipher::key_len`] bytes are the AES key.
     pub aes: [u8; 32],
+    /// The first [`TicketCipher::key_len`] bytes are the HMAC key.
     pub hmac: [u8; 32],
+    pub cipher: TicketCipher,
+}
+
+/// How a ticket is sealed: nginx's two key sizes (80-byte keys: AES-256-CBC and a 32-byte
+/// HMAC key; 48-byte keys: AES-128-CBC and a 16-byte HMAC key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TicketCipher {
+    Aes256Cbc,
+    Aes128Cbc,
+}
+
+impl TicketCipher {
+    /// Bytes of both the AES and the HMAC key.
+    pub fn key_len(self) -> usize {
+        match self {
+            TicketCipher::Aes256Cbc => 32,
+            TicketCipher::Aes128Cbc => 16,
+        }
+    }
+}
+
+impl TicketKey {
+    /// A key of a key ring file: `aes` and `hmac` both 16 or both 32 bytes.
+    pub fn listed(name: [u8; KEY_NAME_LEN], aes: &[u8], hmac: &[u8]) -> Option<TicketKey> {
+        let cipher = match (aes.len(), hmac.len()) {
+            (32, 32) => TicketCipher::Aes256Cbc,
+            (16, 16) => TicketCipher::Aes128Cbc,
+            _ => return None,
+        };
+        let mut key = TicketKey {
+            name,
+            aes: [0; 32],
+            hmac: [0; 32],
+            cipher,
+        };
+        key.aes[..aes.len()].copy_from_slice(aes);
+        key.hmac[..hmac.len()].copy_from_slice(hmac);
+        Some(key)
+    }
+
+    pub fn aes_key(&self) -> &[u8] {
+        &self.aes[..self.cipher.key_len()]
+    }
+
+    pub fn hmac_key(&self) -> &[u8] {
+        &self.hmac[..self.cipher.key_len()]
+    }
 }
 
 impl std::fmt::Debug for TicketKey {
@@ -35,7 +89,13 @@ impl std::fmt::Debug for TicketKey {
     }
 }
 
-struct Ring {
+enum Ring {
+    Derived(Box<Derived>),
+    /// A key ring file's keys, the sealing one first; never empty.
+    Listed(RwLock<Arc<[TicketKey]>>),
+}
+
+struct Derived {
     secret: Vec<u8>,
     /// What the keys are for (a vhost's name): two scopes never share a key.
     scope: Vec<u8>,
@@ -62,15 +122,46 @@ pub fn register(
             random
         }
     };
-    let ring = Ring {
+    let ring = Derived {
         secret,
         scope: scope.to_vec(),
         period_secs: lifetime.as_secs().max(1),
         cached: Mutex::new(None),
     };
+    Ok(push(Ring::Derived(Box::new(ring))))
+}
+
+fn push(ring: Ring) -> usize {
     let mut rings = RINGS.write().unwrap_or_else(|e| e.into_inner());
     rings.push(ring);
-    Ok(rings.len() - 1)
+    rings.len() - 1
+}
+
+/// Registers a ring of listed keys (a key ring file's: `keys[0]` seals, all open) and returns
+/// its id; `None` for an empty list.
+pub fn register_listed(keys: Vec<TicketKey>) -> Option<usize> {
+    if keys.is_empty() {
+        return None;
+    }
+    Some(push(Ring::Listed(RwLock::new(keys.into()))))
+}
+
+/// Replaces the keys of listed ring `ring` (its file changed). Returns false, changing
+/// nothing, for an empty list or a ring that is not a listed one.
+pub fn replace_listed(ring: usize, keys: Vec<TicketKey>) -> bool {
+    if keys.is_empty() {
+        return false;
+    }
+    let rings = RINGS.read().unwrap_or_else(|e| e.into_inner());
+    let Some(Ring::Listed(listed)) = rings.get(ring) else {
+        return false;
+    };
+    *listed.write().unwrap_or_else(|e| e.into_inner()) = keys.into();
+    true
+}
+
+fn listed_keys(listed: &RwLock<Arc<[TicketKey]>>) -> Arc<[TicketKey]> {
+    listed.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// Derives the key of `period` for `scope` from `secret`.
@@ -96,6 +187,7 @@ pub fn derive_key(secret: &[u8], scope: &[u8], period: u64) -> Result<TicketKey,
         name,
         aes: part(b"aes")?,
         hmac: part(b"hmac")?,
+        cipher: TicketCipher::Aes256Cbc,
     })
 }
 
@@ -107,7 +199,7 @@ fn now_secs() -> u64 {
 }
 
 /// (current, previous) keys of `ring` at `now`.
-fn keys_at(ring: &Ring, now: u64) -> Option<(TicketKey, TicketKey)> {
+fn keys_at(ring: &Derived, now: u64) -> Option<(TicketKey, TicketKey)> {
     let period = now / ring.period_secs;
     let mut cached = ring.cached.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((p, current, previous)) = cached.as_ref() {
@@ -124,14 +216,25 @@ fn keys_at(ring: &Ring, now: u64) -> Option<(TicketKey, TicketKey)> {
 /// The key new tickets of ring `ring` are issued with.
 pub fn current_key(ring: usize) -> Option<TicketKey> {
     let rings = RINGS.read().unwrap_or_else(|e| e.into_inner());
-    keys_at(rings.get(ring)?, now_secs()).map(|(current, _)| current)
+    match rings.get(ring)? {
+        Ring::Derived(derived) => keys_at(derived, now_secs()).map(|(current, _)| current),
+        Ring::Listed(listed) => listed_keys(listed).first().cloned(),
+    }
 }
 
 /// Finds the key named `name` in ring `ring` only (the ring of the vhost context the
 /// handshake runs in). Returns the key and whether it is current.
 pub fn find_key(ring: usize, name: &[u8; KEY_NAME_LEN]) -> Option<(TicketKey, bool)> {
     let rings = RINGS.read().unwrap_or_else(|e| e.into_inner());
-    let (current, previous) = keys_at(rings.get(ring)?, now_secs())?;
+    let derived = match rings.get(ring)? {
+        Ring::Derived(derived) => derived,
+        Ring::Listed(listed) => {
+            let keys = listed_keys(listed);
+            let at = keys.iter().position(|k| &k.name == name)?;
+            return Some((keys[at].clone(), at == 0));
+        }
+    };
+    let (current, previous) = keys_at(derived, now_secs())?;
     if &current.name == name {
         Some((current, true))
     } else if &previous.name == name {
@@ -207,6 +310,49 @@ mod tests {
         assert!(find_key(other, &key.name).is_none());
         assert!(find_key(reloaded, &key.name).is_none());
         assert!(find_key(usize::MAX, &key.name).is_none());
+    }
+
+    fn listed(seed: u8, key_len: usize) -> TicketKey {
+        let bytes: Vec<u8> = (0..32).map(|i| seed ^ i).collect();
+        TicketKey::listed([seed; KEY_NAME_LEN], &bytes[..key_len], &bytes[..key_len])
+            .expect("a listed key")
+    }
+
+    /// A rotation as the platform does it: a new first key, the old one second (still opens,
+    /// no longer seals), then the old one gone (its tickets unknown).
+    #[test]
+    fn listed_rings_seal_with_the_first_key_and_follow_replacements() {
+        let (old, new) = (listed(1, 32), listed(2, 16));
+        assert_eq!(new.cipher, TicketCipher::Aes128Cbc);
+        assert_eq!(new.aes_key().len(), 16);
+        let ring = register_listed(vec![old.clone()]).expect("register");
+        assert_eq!(current_key(ring), Some(old.clone()));
+        assert!(replace_listed(ring, vec![new.clone(), old.clone()]));
+        assert_eq!(current_key(ring), Some(new.clone()));
+        assert_eq!(
+            find_key(ring, &old.name).map(|(_, fresh)| fresh),
+            Some(false)
+        );
+        assert_eq!(
+            find_key(ring, &new.name).map(|(_, fresh)| fresh),
+            Some(true)
+        );
+        assert!(replace_listed(ring, vec![new.clone()]));
+        assert!(find_key(ring, &old.name).is_none());
+        // An empty list never replaces a ring: the old keys stay.
+        assert!(!replace_listed(ring, Vec::new()));
+        assert_eq!(current_key(ring), Some(new));
+        assert!(register_listed(Vec::new()).is_none());
+    }
+
+    #[test]
+    fn derived_rings_are_not_replaced_and_keys_of_odd_sizes_are_refused() {
+        let derived = register(Some(b"fixed"), b"site", Duration::from_secs(60)).expect("reg");
+        let before = current_key(derived);
+        assert!(!replace_listed(derived, vec![listed(3, 32)]));
+        assert_eq!(current_key(derived), before);
+        assert!(TicketKey::listed([0; KEY_NAME_LEN], &[0; 32], &[0; 16]).is_none());
+        assert!(TicketKey::listed([0; KEY_NAME_LEN], &[0; 24], &[0; 24]).is_none());
     }
 
     #[test]

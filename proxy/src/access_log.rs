@@ -20,6 +20,10 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestRecord {
     pub client: IpAddr,
+    /// The connection's TLS fingerprint (`None`: plain TCP).
+    pub tft: Option<crate::fingerprint::Tft>,
+    /// The request's HTTP fingerprint.
+    pub tfh: crate::fingerprint::Tfh,
     pub method: String,
     pub uri: String,
     pub version: &'static str,
@@ -88,6 +92,9 @@ struct JsonEntry<'a> {
     bytes: u64,
     referer: Option<&'a str>,
     user_agent: Option<&'a str>,
+    /// Tempesta's fingerprints in hexadecimal (`tft`: `None` over plain TCP).
+    tft: Option<String>,
+    tfh: String,
     /// Seconds, millisecond precision (nginx's `$request_time`).
     request_time: f64,
     upstream: Option<String>,
@@ -105,16 +112,17 @@ impl Entry<'_> {
         }
     }
 
-    /// `TIME ip "vhost" "METHOD uri HTTP/x" status bytes "referer" "user-agent" rt=SECONDS
-    /// upstream=ADDR urt=SECONDS cache=STATUS`: Tempesta's fields with the time first (where the kernel
-    /// log puts its own) and the proxy's after them, so a parser of Tempesta's fields still
-    /// finds them between the quotes. A quote inside a field is written `%22` so the fields
+    /// `TIME ip "vhost" "METHOD uri HTTP/x" status bytes "referer" "user-agent" "tft=HEX"
+    /// "tfh=HEX" rt=SECONDS upstream=ADDR urt=SECONDS cache=STATUS`: Tempesta's fields with
+    /// the time first (where the kernel log puts its own) and the proxy's after them, so a
+    /// parser of Tempesta's fields still finds them between the quotes (`tft=0` over plain
+    /// TCP, as Tempesta writes it). A quote inside a field is written `%22` so the fields
     /// stay separable; `-` stands for what is not there.
     fn tempesta_line(&self) -> String {
         let q = |s: &str| s.replace('"', "%22");
         let r = self.request;
         format!(
-            "{} {} \"{}\" \"{} {} {}\" {} {} \"{}\" \"{}\" rt={:.3} upstream={} urt={} cache={}",
+            "{} {} \"{}\" \"{} {} {}\" {} {} \"{}\" \"{}\" \"tft={}\" \"tfh={}\" rt={:.3} upstream={} urt={} cache={}",
             crate::log::utc_timestamp(self.time),
             r.client,
             q(self.vhost),
@@ -125,6 +133,8 @@ impl Entry<'_> {
             self.bytes,
             q(r.referer.as_deref().unwrap_or("-")),
             q(r.user_agent.as_deref().unwrap_or("-")),
+            r.tft.unwrap_or(crate::fingerprint::Tft(0)),
+            r.tfh,
             self.duration.as_secs_f64(),
             r.upstream
                 .map_or_else(|| "-".to_string(), |a| a.to_string()),
@@ -147,6 +157,8 @@ impl Entry<'_> {
             bytes: self.bytes,
             referer: r.referer.as_deref(),
             user_agent: r.user_agent.as_deref(),
+            tft: r.tft.map(|t| t.to_string()),
+            tfh: r.tfh.to_string(),
             request_time: (self.duration.as_secs_f64() * 1000.0).round() / 1000.0,
             upstream: r.upstream.map(|a| a.to_string()),
             upstream_time: self
@@ -241,6 +253,8 @@ mod tests {
     fn record() -> RequestRecord {
         RequestRecord {
             client: "192.0.2.7".parse().unwrap(),
+            tft: Some(crate::fingerprint::Tft(0x66cb_9fd8_d425_0000)),
+            tfh: crate::fingerprint::Tfh(0xb6_0000_1200),
             method: "GET".into(),
             uri: "/a\"b\\c\u{1}".into(),
             version: "HTTP/1.1",
@@ -270,7 +284,7 @@ mod tests {
         assert_eq!(
             entry(&r).format(AccessLogFormat::Tempesta),
             "1970-01-01T00:00:00Z 192.0.2.7 \"site\" \"GET /a%22b\\c\u{1} HTTP/1.1\" 200 42 \"-\" \"curl/8\" \
-             rt=0.012 upstream=192.0.2.9:8000 urt=0.010 cache=miss"
+             \"tft=66cb9fd8d4250000\" \"tfh=b600001200\" rt=0.012 upstream=192.0.2.9:8000 urt=0.010 cache=miss"
         );
     }
 
@@ -286,6 +300,8 @@ mod tests {
         assert_eq!(v["referer"], serde_json::Value::Null);
         assert_eq!(v["time"], "1970-01-01T00:00:00Z");
         assert_eq!(v["request_time"], 0.012);
+        assert_eq!(v["tft"], "66cb9fd8d4250000");
+        assert_eq!(v["tfh"], "b600001200");
         assert_eq!(v["upstream"], "192.0.2.9:8000");
         assert_eq!(v["upstream_time"], 0.01);
         assert_eq!(v["cache"], "miss");

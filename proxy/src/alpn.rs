@@ -66,6 +66,13 @@ pub fn set_policy(ssl: &mut SslRef, policy: Alpn) {
     }
 }
 
+/// The policy recorded on `ssl` (HTTP/1.1 only when none was).
+pub fn policy(ssl: &SslRef) -> Alpn {
+    index()
+        .and_then(|i| ssl.ex_data(i).copied())
+        .unwrap_or(Alpn::Http1)
+}
+
 /// The ALPN select callback of every server context.
 pub fn select<'a>(ssl: &mut SslRef, client: &'a [u8]) -> Result<&'a [u8], AlpnError> {
     let policy = index()

@@ -95,7 +95,8 @@ pub struct Metrics {
     pub handshake_timeouts: std::sync::Mutex<Vec<(&'static str, u64)>>,
     /// Failed handshakes by reason (the labels of `handshake_failure::REASONS`).
     pub handshake_failures: std::sync::Mutex<Vec<(&'static str, u64)>>,
-    /// Blocked clients and requests by limit (frang directive names, `http_chain`).
+    /// Blocked clients and requests by limit (frang directive names, `http_chain`, `tft` and
+    /// `tfh` for the fingerprint limits).
     pub blocks: std::sync::Mutex<Vec<(&'static str, u64)>>,
     pub upstream_connect_errors: AtomicU64,
     pub upstream_timeouts: AtomicU64,

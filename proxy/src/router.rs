@@ -421,7 +421,7 @@ mod tests {
             http_chain {
                 host == "site.example" -> redirection_chain;
                 method == post -> block;
-                uri ~ "^/re[0-9]+$" -> other;
+                uri ~ "/^\/re[0-9]+$/" -> other;
                 -> mark = 5;
                 mark == 5 -> other;
             }

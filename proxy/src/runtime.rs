@@ -36,6 +36,9 @@ pub struct Runtime {
     pub sticky: crate::sticky::runtime::StickyRt,
     /// `response_body`: the bodies of the proxy's own error responses.
     pub error_pages: crate::error_pages::ErrorPages,
+    /// `tft`, `tfh` and `tf_blocklist`; a reload starts the counts afresh and reads the
+    /// blocklist again.
+    pub fingerprints: Arc<crate::fingerprint::Fingerprints>,
 }
 
 pub struct VhostRt {
@@ -50,10 +53,63 @@ pub struct VhostRt {
     pub response_edits: HeaderEdits,
 }
 
+/// What a location's URI must be (`location OP "PATTERN"`).
+pub enum LocationMatch {
+    Any,
+    Eq(Vec<u8>),
+    Prefix(Vec<u8>),
+    Suffix(Vec<u8>),
+    /// `location regex`/`~`: the model holds it already translated from Tempesta's
+    /// `/PATTERN/FLAGS` form, case as the flags say.
+    Regex(regex::bytes::Regex),
+}
+
+/// The same location in two configurations (a reload keeps an exchange's location by this).
+impl PartialEq for LocationMatch {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (LocationMatch::Any, LocationMatch::Any) => true,
+            (LocationMatch::Eq(a), LocationMatch::Eq(b))
+            | (LocationMatch::Prefix(a), LocationMatch::Prefix(b))
+            | (LocationMatch::Suffix(a), LocationMatch::Suffix(b)) => a == b,
+            (LocationMatch::Regex(a), LocationMatch::Regex(b)) => a.as_str() == b.as_str(),
+            _ => false,
+        }
+    }
+}
+
+impl LocationMatch {
+    fn new(op: UrlMatchOp, pattern: &str) -> Result<LocationMatch, regex::Error> {
+        let bytes = || pattern.as_bytes().to_vec();
+        Ok(match op {
+            UrlMatchOp::Any => LocationMatch::Any,
+            UrlMatchOp::Eq => LocationMatch::Eq(bytes()),
+            UrlMatchOp::Prefix => LocationMatch::Prefix(bytes()),
+            UrlMatchOp::Suffix => LocationMatch::Suffix(bytes()),
+            UrlMatchOp::Regex => LocationMatch::Regex(regex::bytes::Regex::new(pattern)?),
+        })
+    }
+
+    /// Tempesta compares the plain operators without regard to case (tfw_str_eq_cstr with
+    /// TFW_STR_EQ_CASEI), and a regex as its flags say.
+    fn matches(&self, uri: &[u8]) -> bool {
+        match self {
+            LocationMatch::Any => true,
+            LocationMatch::Eq(p) => uri.eq_ignore_ascii_case(p),
+            LocationMatch::Prefix(p) => {
+                uri.len() >= p.len() && uri[..p.len()].eq_ignore_ascii_case(p)
+            }
+            LocationMatch::Suffix(p) => {
+                uri.len() >= p.len() && uri[uri.len() - p.len()..].eq_ignore_ascii_case(p)
+            }
+            LocationMatch::Regex(r) => r.is_match(uri),
+        }
+    }
+}
+
 pub struct LocationRt {
     pub cache: Option<Arc<CacheRt>>,
-    pub op: UrlMatchOp,
-    pub pattern: Vec<u8>,
+    pub matcher: LocationMatch,
     pub proxy_pass: Option<(usize, Option<usize>)>,
     pub request_edits: HeaderEdits,
     pub response_edits: HeaderEdits,
@@ -109,6 +165,8 @@ pub enum RuntimeError {
     },
     Sticky(crate::sticky::runtime::StickyRtError),
     ErrorPage(crate::error_pages::PageError),
+    /// `tf_blocklist`: the file could not be read or a line is not a fingerprint.
+    Fingerprint(String),
 }
 
 impl fmt::Display for RuntimeError {
@@ -123,9 +181,10 @@ impl fmt::Display for RuntimeError {
                 }
                 Ok(())
             }
-            RuntimeError::Regex(e) => write!(f, "error: http_chain regular expression: {e}"),
+            RuntimeError::Regex(e) => write!(f, "error: regular expression: {e}"),
             RuntimeError::Sticky(e) => write!(f, "error: {e}"),
             RuntimeError::ErrorPage(e) => write!(f, "error: {e}"),
+            RuntimeError::Fingerprint(e) => write!(f, "error: {e}"),
             RuntimeError::Cache { vhost, reason } => {
                 write!(f, "error: vhost `{vhost}`: cache settings: {reason}")
             }
@@ -176,7 +235,10 @@ impl Runtime {
             crate::sticky::runtime::StickyRt::build(&config).map_err(RuntimeError::Sticky)?;
         let error_pages =
             crate::error_pages::ErrorPages::load(&config).map_err(RuntimeError::ErrorPage)?;
+        let fingerprints =
+            crate::fingerprint::Fingerprints::build(&config).map_err(RuntimeError::Fingerprint)?;
         Ok(Arc::new(Runtime {
+            fingerprints: Arc::new(fingerprints),
             sticky,
             error_pages,
             config,
@@ -213,8 +275,7 @@ fn vhosts(config: &Config) -> Result<Vec<VhostRt>, RuntimeError> {
                 cache_rt(config, &v.name, &l.cache)?
             };
             locations.push(LocationRt {
-                op: l.op,
-                pattern: l.pattern.as_bytes().to_vec(),
+                matcher: LocationMatch::new(l.op, &l.pattern).map_err(RuntimeError::Regex)?,
                 proxy_pass: pass(&l.proxy_pass).or(pass(&v.proxy_pass)),
                 request_edits: edits(if l.headers.request.is_empty() {
                     &v.headers.request
@@ -429,19 +490,6 @@ fn limits(config: &Config) -> http1::Limits {
 impl VhostRt {
     /// The location serving `uri`, if any matches (first match in file order).
     pub fn location(&self, uri: &[u8]) -> Option<&LocationRt> {
-        self.locations.iter().find(|l| match l.op {
-            UrlMatchOp::Any => true,
-            UrlMatchOp::Eq => uri.eq_ignore_ascii_case(&l.pattern),
-            UrlMatchOp::Prefix => {
-                uri.len() >= l.pattern.len()
-                    && uri[..l.pattern.len()].eq_ignore_ascii_case(&l.pattern)
-            }
-            UrlMatchOp::Suffix => {
-                uri.len() >= l.pattern.len()
-                    && uri[uri.len() - l.pattern.len()..].eq_ignore_ascii_case(&l.pattern)
-            }
-            // Regex locations are matched by the rules engine; not used for routing here.
-            UrlMatchOp::Regex => false,
-        })
+        self.locations.iter().find(|l| l.matcher.matches(uri))
     }
 }

@@ -93,6 +93,8 @@ pub fn serve(
     start_fleet(&runtime, &shared)?;
     crate::acme::start(shared.clone())
         .map_err(|e| ServeError::Setup(format!("cannot start the ACME thread: {e}")))?;
+    crate::ticket_files::start(shared.clone())
+        .map_err(|e| ServeError::Setup(format!("cannot start the ticket key thread: {e}")))?;
     let mut wakers: Vec<Arc<Waker>> = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
     for (id, set) in per_worker.into_iter().enumerate() {

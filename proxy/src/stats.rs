@@ -126,6 +126,16 @@ pub(crate) fn metrics(shared: &Shared) -> String {
              # TYPE ktls_proxy_fleet_redis_up gauge\nktls_proxy_fleet_redis_up {}\n",
             u8::from(crate::frang::redis_up())
         ));
+        let (waiting, dropped) = crate::fleet::backlog();
+        text.push_str(&format!(
+            "# HELP ktls_proxy_fleet_backlog Clients whose new counts wait for a sync turn.\n\
+             # TYPE ktls_proxy_fleet_backlog gauge\nktls_proxy_fleet_backlog {waiting}\n\
+             # HELP ktls_proxy_fleet_dropped_total Clients' counts dropped unsent: more waiting than the backlog holds.\n\
+             # TYPE ktls_proxy_fleet_dropped_total counter\nktls_proxy_fleet_dropped_total {dropped}\n\
+             # HELP ktls_proxy_fleet_blocks_lost_total Blocks of other nodes trimmed from the stream before this node read them.\n\
+             # TYPE ktls_proxy_fleet_blocks_lost_total counter\nktls_proxy_fleet_blocks_lost_total {}\n",
+            crate::fleet::blocks_lost()
+        ));
     }
     let tracked = runtime.frang.tracked_clients();
     text.push_str(&format!(

@@ -40,6 +40,12 @@ pub enum TlsSetupError {
         vhost: String,
         reason: String,
     },
+    /// `tls_tickets keys=FILE` names a file that is not a key ring.
+    TicketKeys {
+        vhost: String,
+        path: PathBuf,
+        reason: String,
+    },
     /// A TLS listener exists but no vhost has a certificate.
     NoCertificate,
 }
@@ -61,6 +67,11 @@ impl fmt::Display for TlsSetupError {
                 key.display(),
                 certificate.display()
             ),
+            TlsSetupError::TicketKeys { vhost, path, reason } => write!(
+                f,
+                "vhost `{vhost}`: ticket key file {}: {reason} (check tls_tickets keys=)",
+                path.display()
+            ),
             TlsSetupError::OpenSsl { vhost, reason } => write!(f, "vhost `{vhost}`: OpenSSL refused the TLS settings: {reason}"),
             TlsSetupError::NoCertificate => f.write_str(
                 "a `listen ... proto=https` listener needs a certificate: add tls_certificate and tls_certificate_key at top level or in a vhost",
@@ -77,6 +88,8 @@ pub struct TlsContexts {
     pub accept: SslContext,
     /// Vhost names that have a context of their own, for logs.
     pub names: Vec<String>,
+    /// The key ring files of `tls_tickets keys=`, watched for changes (`ticket_files.rs`).
+    pub ticket_files: Vec<crate::ticket_files::Watched>,
 }
 
 /// Builds the contexts for `config`, or every error found. `Ok(None)` when no vhost has a
@@ -86,12 +99,13 @@ pub fn build(config: &Config) -> Result<Option<TlsContexts>, Vec<TlsSetupError>>
     let mut errors = Vec::new();
     let mut by_name: HashMap<String, SslContext> = HashMap::new();
     let mut names = Vec::new();
+    let mut ticket_files = Vec::new();
     let vhosts = std::iter::once(&config.default_vhost).chain(config.vhosts.iter());
     for vhost in vhosts {
         if vhost.tls.certificates.is_empty() {
             continue;
         }
-        match vhost_context(vhost, ktls_mode, None) {
+        match vhost_context(vhost, ktls_mode, None, &mut ticket_files) {
             Ok(builder) => {
                 by_name.insert(vhost.name.to_ascii_lowercase(), builder.build());
                 names.push(vhost.name.clone());
@@ -116,10 +130,11 @@ pub fn build(config: &Config) -> Result<Option<TlsContexts>, Vec<TlsSetupError>>
         by_name: Arc::new(by_name),
         match_any: config.tls.match_any_server_name,
     };
-    match vhost_context(start_vhost, ktls_mode, Some(sni)) {
+    match vhost_context(start_vhost, ktls_mode, Some(sni), &mut ticket_files) {
         Ok(builder) => Ok(Some(TlsContexts {
             accept: builder.build(),
             names,
+            ticket_files,
         })),
         Err(e) => Err(e),
     }
@@ -136,6 +151,7 @@ fn vhost_context(
     vhost: &Vhost,
     ktls_mode: config::KtlsMode,
     sni: Option<SniPolicy>,
+    ticket_files: &mut Vec<crate::ticket_files::Watched>,
 ) -> Result<SslContextBuilder, Vec<TlsSetupError>> {
     let name = vhost.name.clone();
     let openssl_err = |e: ErrorStack| {
@@ -177,7 +193,7 @@ fn vhost_context(
     }
     // The listener's protocols travel on each connection's SSL object (`alpn.rs`).
     b.set_alpn_select_callback(crate::alpn::select);
-    set_tickets(&mut b, vhost).map_err(openssl_err)?;
+    set_tickets(&mut b, vhost, ticket_files)?;
     if let Some(policy) = sni {
         choose_by_server_name(&mut b, policy).map_err(openssl_err)?;
     }
@@ -185,27 +201,56 @@ fn vhost_context(
 }
 
 /// Session tickets as the vhost's `tls_tickets` says: keys of its own, or none at all.
-fn set_tickets(b: &mut SslContextBuilder, vhost: &Vhost) -> Result<(), ErrorStack> {
+fn set_tickets(
+    b: &mut SslContextBuilder,
+    vhost: &Vhost,
+    ticket_files: &mut Vec<crate::ticket_files::Watched>,
+) -> Result<(), Vec<TlsSetupError>> {
+    let openssl_err = |e: ErrorStack| {
+        vec![TlsSetupError::OpenSsl {
+            vhost: vhost.name.clone(),
+            reason: e.to_string(),
+        }]
+    };
     let tickets = &vhost.tls.tickets;
-    if tickets.enabled {
-        // Keys scoped to this vhost: its tickets resume only under its own name.
-        let ring = ktls::tickets::register(
-            tickets.secret.as_deref().map(str::as_bytes),
-            vhost.name.to_ascii_lowercase().as_bytes(),
-            tickets.lifetime,
-        )?;
-        ktls::ossl::set_ticket_keys(b, ring)?;
-        ktls::ossl::set_session_timeout(
-            b,
-            u32::try_from(tickets.lifetime.as_secs()).unwrap_or(u32::MAX),
-        );
-        // One ticket is enough for a client to resume; the second OpenSSL sends by default
-        // costs a record per handshake.
-        ktls::settings::set_num_tickets(b, 1)?;
-    } else {
+    if !tickets.enabled {
         b.set_options(SslOptions::NO_TICKET);
-        ktls::settings::set_num_tickets(b, 0)?;
+        ktls::settings::set_num_tickets(b, 0).map_err(openssl_err)?;
+        return Ok(());
     }
+    let scope = vhost.name.to_ascii_lowercase();
+    let ring = match &tickets.keys {
+        Some(path) => {
+            let (watched, ring) = crate::ticket_files::register(path).map_err(|reason| {
+                vec![TlsSetupError::TicketKeys {
+                    vhost: vhost.name.clone(),
+                    path: path.clone(),
+                    reason,
+                }]
+            })?;
+            ticket_files.push(watched);
+            ring
+        }
+        // Keys scoped to this vhost: its tickets resume only under its own name.
+        None => ktls::tickets::register(
+            tickets.secret.as_deref().map(str::as_bytes),
+            scope.as_bytes(),
+            tickets.lifetime,
+        )
+        .map_err(openssl_err)?,
+    };
+    // Keys from a file may be shared by several vhosts: the session id context (the
+    // vhost's name, hashed to fit) keeps a session of one from resuming under another.
+    let context = openssl::sha::sha256(scope.as_bytes());
+    b.set_session_id_context(&context).map_err(openssl_err)?;
+    ktls::ossl::set_ticket_keys(b, ring).map_err(openssl_err)?;
+    ktls::ossl::set_session_timeout(
+        b,
+        u32::try_from(tickets.lifetime.as_secs()).unwrap_or(u32::MAX),
+    );
+    // One ticket is enough for a client to resume; the second OpenSSL sends by default
+    // costs a record per handshake.
+    ktls::settings::set_num_tickets(b, 1).map_err(openssl_err)?;
     Ok(())
 }
 
@@ -219,6 +264,8 @@ fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) -> Result
         match_any: policy.match_any,
     };
     ktls::settings::set_client_hello_callback(b, move |ssl| {
+        // The fingerprints' ClientHello (`worker::fingerprint_hook`), read after the handshake.
+        ktls::hello::capture(ssl);
         let requested = ktls::ossl::client_hello_server_name(ssl)
             .and_then(|n| std::str::from_utf8(n).ok())
             .map(str::to_ascii_lowercase);

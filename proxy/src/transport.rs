@@ -97,6 +97,15 @@ impl Transport {
         IoStatus::Done(total)
     }
 
+    /// The TLS records read so far in the current key epoch, where the proxy's record layer
+    /// reads them (`None`: plain TCP, or records read by OpenSSL or the kernel).
+    pub fn records_read(&self) -> Option<u64> {
+        match self {
+            Transport::Records(r) => Some(r.layer().sequences().0),
+            _ => None,
+        }
+    }
+
     /// A readiness event for the socket. Reads are skipped while the socket is known to be
     /// empty (`ktls::readiness`), so every event must come through here before reading.
     pub fn on_readable(&mut self, read_closed: bool) {

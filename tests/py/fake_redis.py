@@ -55,6 +55,8 @@ def reply(args):
         return b"*%d\r\n" % (len(args) - 1) + b"$-1\r\n" * (len(args) - 1)
     if name == b"XREAD":
         return b"*-1\r\n"
+    if name == b"XINFO":
+        return b"-ERR no such key\r\n"
     if name in (b"INCRBY", b"PEXPIRE"):
         return b":1\r\n"
     return b"+OK\r\n"

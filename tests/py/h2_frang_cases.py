@@ -202,6 +202,16 @@ def main():
         assert answered_400 <= 10, f"{answered_400} malformed requests answered over the rate"
         assert 403 in status.values(), f"no 403: {status}"
         print(f"ok {case} answered_400={answered_400}")
+    elif case == "blocked_connect":
+        # CONNECT (:method and :authority only): frang's http_methods refuses it as on
+        # HTTP/1.1, a 403 and the connection's end, not the proxy's 501.
+        s = raw_open(port, src)
+        enc = hpack.Encoder()
+        s.sendall(frame(1, 5, 1, enc.encode([(":method", "CONNECT"),
+                                             (":authority", HOST + ":443")])))
+        status, _, goaway = read_until_closed(s)
+        assert status.get(1) == 403 and goaway, f"CONNECT: {status}, GOAWAY {goaway}"
+        print(f"ok {case}")
     elif case == "slow_head":
         # A HEADERS frame without END_HEADERS, then nothing.
         s = raw_open(port, src)

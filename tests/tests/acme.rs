@@ -25,40 +25,45 @@ struct Pebble {
     ca_root: std::path::PathBuf,
 }
 
+/// A self-signed ECDSA certificate for 127.0.0.1 (Pebble's own, for its ACME listener).
+fn self_signed_for_loopback(cert: &std::path::Path, key: &std::path::Path) {
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-nodes",
+            "-days",
+            "2",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args([
+            "-subj",
+            "/CN=pebble",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(key)
+        .arg("-out")
+        .arg(cert)
+        .output()
+        .expect("run openssl req");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 impl Pebble {
     /// Pebble validating HTTP-01 challenges on `http01_port` of 127.0.0.1, issuing
     /// certificates valid for `validity_secs` (None: Pebble's default, years).
     fn start(dir: &TempDir, http01_port: u16, validity_secs: Option<u64>) -> Pebble {
         let (cert, key) = (dir.join("pebble.crt"), dir.join("pebble.key"));
-        let out = Command::new("openssl")
-            .args([
-                "req",
-                "-x509",
-                "-nodes",
-                "-days",
-                "2",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-            ])
-            .args([
-                "-subj",
-                "/CN=pebble",
-                "-addext",
-                "subjectAltName=IP:127.0.0.1",
-            ])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .output()
-            .expect("run openssl req");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self_signed_for_loopback(&cert, &key);
         let dns = format!("127.0.0.1:{}", free_port());
         let mut challtest = Command::new("pebble-challtestsrv");
         challtest
@@ -188,6 +193,34 @@ fn get(tls: &mut SslStream<TcpStream>) -> Result<(String, String), String> {
     }
 }
 
+/// curl gets the app over the certificate Pebble issued.
+fn curl_gets_the_app_over_pebbles_certificate(https: SocketAddr) {
+    let (status, out, err) = e2e::curl(
+        &[
+            "-skv",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--resolve",
+            &format!("{DOMAIN}:{}:127.0.0.1", https.port()),
+            &format!("https://{DOMAIN}:{}/x", https.port()),
+        ],
+        10,
+    );
+    assert!(status.success() && out == "200", "{out} {err}");
+    assert!(err.contains("issuer: CN=Pebble Intermediate CA"), "{err}");
+}
+
+/// The state directory and the keys in it are private to the proxy's user.
+fn assert_private(state_dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(state_dir), 0o700);
+    assert_eq!(mode(&state_dir.join("account.key")), 0o600);
+    assert_eq!(mode(&state_dir.join(DOMAIN).join("key.pem")), 0o600);
+}
+
 #[test]
 fn a_vhost_gets_its_certificate_from_pebble_and_a_kept_connection_is_not_disturbed() {
     let origin = Origin::start(|r| Response::ok(format!("app {}", r.target)));
@@ -242,22 +275,7 @@ fn a_vhost_gets_its_certificate_from_pebble_and_a_kept_connection_is_not_disturb
         "after issuance: {now_issuer}\n{}",
         proxy.proc.logs()
     );
-    // curl gets the app, over the certificate Pebble issued.
-    let (status, out, err) = e2e::curl(
-        &[
-            "-skv",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--resolve",
-            &format!("{DOMAIN}:{}:127.0.0.1", https.port()),
-            &format!("https://{DOMAIN}:{}/x", https.port()),
-        ],
-        10,
-    );
-    assert!(status.success() && out == "200", "{out} {err}");
-    assert!(err.contains("issuer: CN=Pebble Intermediate CA"), "{err}");
+    curl_gets_the_app_over_pebbles_certificate(https);
     // A reload loads the certificate issued, not the temporary one.
     proxy.proc.signal(libc::SIGHUP);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -274,12 +292,7 @@ fn a_vhost_gets_its_certificate_from_pebble_and_a_kept_connection_is_not_disturb
         after_reload.contains("Pebble Intermediate CA"),
         "after a reload: {after_reload}"
     );
-    // The state directory and keys are private.
-    use std::os::unix::fs::PermissionsExt;
-    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode(&state_dir), 0o700);
-    assert_eq!(mode(&state_dir.join("account.key")), 0o600);
-    assert_eq!(mode(&state_dir.join(DOMAIN).join("key.pem")), 0o600);
+    assert_private(&state_dir);
 }
 
 #[test]
@@ -311,6 +324,34 @@ fn a_failed_challenge_is_logged_and_retried_while_the_current_certificate_serves
     assert_eq!(get(&mut tls).unwrap().0, "HTTP/1.1 200 OK");
 }
 
+/// Two http-perf loads of 40 s at most on `url` through `https`: one over keep-alive
+/// connections, one with a new handshake per request; each thread returns its output.
+fn http_perf_loads(
+    url: &str,
+    https: SocketAddr,
+) -> Vec<std::thread::JoinHandle<std::process::Output>> {
+    [&[][..], &["-H", "Connection: close"][..]]
+        .into_iter()
+        .map(|extra| {
+            let mut cmd = Command::new("timeout");
+            cmd.arg("40").arg(e2e::bin_path("http-perf"));
+            cmd.args([
+                "-c",
+                "2",
+                "-t",
+                "1",
+                "-d",
+                "16",
+                "--json",
+                "--connect",
+                &https.to_string(),
+            ]);
+            cmd.args(extra).arg(url);
+            std::thread::spawn(move || cmd.output().expect("run http-perf"))
+        })
+        .collect()
+}
+
 #[test]
 fn a_certificate_is_renewed_after_two_thirds_of_its_lifetime() {
     let origin = Origin::start(|_| Response::ok("app"));
@@ -339,26 +380,7 @@ fn a_certificate_is_renewed_after_two_thirds_of_its_lifetime() {
     );
     // Load across the renewal's swap: keep-alive connections and a new handshake per request.
     let url = format!("https://{DOMAIN}:{}/", https.port());
-    let loads: Vec<_> = [&[][..], &["-H", "Connection: close"][..]]
-        .into_iter()
-        .map(|extra| {
-            let mut cmd = Command::new("timeout");
-            cmd.arg("40").arg(e2e::bin_path("http-perf"));
-            cmd.args([
-                "-c",
-                "2",
-                "-t",
-                "1",
-                "-d",
-                "16",
-                "--json",
-                "--connect",
-                &https.to_string(),
-            ]);
-            cmd.args(extra).arg(&url);
-            std::thread::spawn(move || cmd.output().expect("run http-perf"))
-        })
-        .collect();
+    let loads = http_perf_loads(&url, https);
     // Not renewed at once: the first third of the lifetime has not passed.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(issued(&proxy), 1, "{}", proxy.proc.logs());

@@ -242,3 +242,14 @@ fn slow_get(http: SocketAddr, path: &str) -> Vec<u8> {
     let _ = s.read_to_end(&mut got);
     got
 }
+
+/// CONNECT over HTTP/2 is judged as over HTTP/1.1: frang's http_methods refuses it (403,
+/// then GOAWAY under `block_action attack reply`), not the proxy's 501 (which the previous
+/// binary answered on the stream, keeping the connection).
+#[test]
+fn connect_is_frangs_403_over_h2() {
+    let (f, h2c) = start_h2c("frang-h2-connect", "http_methods get post;");
+    let src = ip(0, 35, 1);
+    case(&f, h2c, src, "blocked_connect");
+    logged_block(&f, src, "http_methods");
+}

@@ -175,6 +175,41 @@ fn frame_level_message_cases_with_python_h2() {
     assert_eq!(fetched("/old"), 0, "a redirect never reaches the origin");
 }
 
+/// curl waits for the 100 before it sends the body (at most --expect100-timeout); the origin
+/// of /upload sends none: it is the proxy's.
+fn curl_waits_for_the_proxys_100_continue(site: &Site) {
+    let body = site.proxy.dir.join("upload");
+    std::fs::write(&body, "u".repeat(200_000)).expect("write the upload");
+    let url = format!("http://site.test:{}/upload", site.h2c.port());
+    let resolve = format!("site.test:{}:127.0.0.1", site.h2c.port());
+    let out = Command::new("timeout")
+        .args([
+            "20",
+            "curl",
+            "-sv",
+            "--http2-prior-knowledge",
+            "--resolve",
+            &resolve,
+        ])
+        .args(["-H", "Expect: 100-continue", "--expect100-timeout", "10"])
+        .arg("--data-binary")
+        .arg(format!("@{}", body.display()))
+        .arg(&url)
+        .output()
+        .expect("curl");
+    let verbose = String::from_utf8_lossy(&out.stderr);
+    let statuses: Vec<&str> = verbose
+        .lines()
+        .filter(|l| l.starts_with("< HTTP/2"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(statuses, ["< HTTP/2 100", "< HTTP/2 200"], "{verbose}");
+    assert!(
+        out.stdout == format!("{}|", "u".repeat(200_000)).into_bytes(),
+        "the origin read the upload"
+    );
+}
+
 /// nghttp prints every frame it receives: the trailers are a HEADERS frame with END_STREAM
 /// (flags 0x05) after the DATA, without the forbidden fields; a 103 arrives before the 200;
 /// two `cookie` crumbs reach the origin as one field; curl's upload with `Expect:
@@ -237,38 +272,7 @@ fn real_clients_get_trailers_early_hints_and_joined_cookies() {
     let cookies: Vec<&str> = text.lines().filter(|l| l.starts_with("cookie:")).collect();
     assert_eq!(cookies, ["cookie: a=1; b=2"], "{text}");
 
-    // curl waits for the 100 before it sends the body (at most --expect100-timeout); the
-    // origin of /upload sends none: it is the proxy's.
-    let body = site.proxy.dir.join("upload");
-    std::fs::write(&body, "u".repeat(200_000)).expect("write the upload");
-    let url = format!("http://site.test:{}/upload", site.h2c.port());
-    let resolve = format!("site.test:{}:127.0.0.1", site.h2c.port());
-    let out = Command::new("timeout")
-        .args([
-            "20",
-            "curl",
-            "-sv",
-            "--http2-prior-knowledge",
-            "--resolve",
-            &resolve,
-        ])
-        .args(["-H", "Expect: 100-continue", "--expect100-timeout", "10"])
-        .arg("--data-binary")
-        .arg(format!("@{}", body.display()))
-        .arg(&url)
-        .output()
-        .expect("curl");
-    let verbose = String::from_utf8_lossy(&out.stderr);
-    let statuses: Vec<&str> = verbose
-        .lines()
-        .filter(|l| l.starts_with("< HTTP/2"))
-        .map(str::trim)
-        .collect();
-    assert_eq!(statuses, ["< HTTP/2 100", "< HTTP/2 200"], "{verbose}");
-    assert!(
-        out.stdout == format!("{}|", "u".repeat(200_000)).into_bytes(),
-        "the origin read the upload"
-    );
+    curl_waits_for_the_proxys_100_continue(&site);
 
     // HTTP/1.1: the trailer section passes as the origin framed it (the proxy relays a
     // chunked body byte for byte to an HTTP/1.1 client).

@@ -174,18 +174,15 @@ impl Drop for MigrateReq {
     }
 }
 
-#[test]
-fn a_hot_upgrade_under_load_loses_no_request() {
-    let _migrate = MigrateReq::on();
-    let origin = Origin::start(|_| Response::ok("x"));
-    let mut old = start(&origin, "inst-upgrade", "");
-    let addr = proxy_http(&old);
-    let config = old.config.clone();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    // Two clients opening a connection per request, two keeping theirs alive (a new one only
-    // after a response that says `Connection: close`).
-    let clients: Vec<_> = (0..4)
+/// Two clients opening a connection per request, two keeping theirs alive (a new one only
+/// after a response that says `Connection: close`), until `stop`; each returns its failures.
+fn load_clients(
+    addr: std::net::SocketAddr,
+    stop: &Arc<AtomicBool>,
+    ok: &Arc<AtomicU64>,
+    failed: &Arc<AtomicU64>,
+) -> Vec<thread::JoinHandle<Vec<String>>> {
+    (0..4)
         .map(|n| {
             let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
             let keep_alive = n % 2 == 1;
@@ -209,7 +206,19 @@ fn a_hot_upgrade_under_load_loses_no_request() {
                 failures
             })
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_hot_upgrade_under_load_loses_no_request() {
+    let _migrate = MigrateReq::on();
+    let origin = Origin::start(|_| Response::ok("x"));
+    let mut old = start(&origin, "inst-upgrade", "");
+    let addr = proxy_http(&old);
+    let config = old.config.clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let clients = load_clients(addr, &stop, &ok, &failed);
     thread::sleep(Duration::from_secs(1));
     let mut cmd = Command::new(bin_path("proxy"));
     cmd.arg("-c").arg(&config).arg("--upgrade");

@@ -55,6 +55,28 @@ fn wait_lines(path: &Path, n: usize) -> Vec<String> {
     }
 }
 
+/// `-s reopen` after the access log was moved away, as logrotate does: a new file appears at
+/// the old name at once and takes the next entries; the moved file gets no more.
+fn reopen_after_a_rotation(proxy: &mut e2e::proxy::Proxy, http: SocketAddr, log: &Path) {
+    let rotated = proxy.dir.join("access.log.1");
+    std::fs::rename(log, &rotated).unwrap();
+    let out = proxy_cmd(&proxy.config, &["-s", "reopen"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        proxy
+            .proc
+            .wait_for_output("access logs reopened", Duration::from_secs(10)),
+        "{}",
+        proxy.proc.logs()
+    );
+    assert!(log.exists(), "reopen recreates the moved log file");
+    expect_200(proxy, get(http, "/three", "curl/8"));
+    let entries = wait_lines(log, 1);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(entries[0].contains("\"/three\""), "{entries:?}");
+    assert_eq!(lines(&rotated).len(), 2, "the moved file is left alone");
+}
+
 #[test]
 fn signals_through_the_pid_file_reload_reopen_and_quit() {
     let origin = Origin::start(|_| Response::ok("hello"));
@@ -113,25 +135,7 @@ fn signals_through_the_pid_file_reload_reopen_and_quit() {
     assert_eq!(json["vhost"], "site");
     assert_eq!(json["bytes"], 5);
 
-    // -s reopen after the file was moved away, as logrotate does: a new file appears at the
-    // old name at once and takes the next entries; the moved file gets no more.
-    let rotated = proxy.dir.join("access.log.1");
-    std::fs::rename(&log, &rotated).unwrap();
-    let out = proxy_cmd(&proxy.config, &["-s", "reopen"]);
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        proxy
-            .proc
-            .wait_for_output("access logs reopened", Duration::from_secs(10)),
-        "{}",
-        proxy.proc.logs()
-    );
-    assert!(log.exists(), "reopen recreates the moved log file");
-    expect_200(&proxy, get(http, "/three", "curl/8"));
-    let entries = wait_lines(&log, 1);
-    assert_eq!(entries.len(), 1, "{entries:?}");
-    assert!(entries[0].contains("\"/three\""), "{entries:?}");
-    assert_eq!(lines(&rotated).len(), 2, "the moved file is left alone");
+    reopen_after_a_rotation(&mut proxy, http, &log);
 
     // -s quit: a graceful stop; the pid file goes with the process.
     let out = proxy_cmd(&proxy.config, &["-s", "quit"]);

@@ -72,6 +72,42 @@ fn operations_recipe() -> String {
         .collect()
 }
 
+/// OPERATIONS.md's recipe with its listeners, backend and certificate moved to this test's
+/// (each of which the recipe must name).
+fn recipe_on(
+    http: SocketAddr,
+    https: SocketAddr,
+    origin: SocketAddr,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> String {
+    let recipe = operations_recipe();
+    for needle in [
+        "listen 80;",
+        "listen 443 ",
+        "127.0.0.1:8000",
+        "/etc/ktls-proxy/certs/example.com.crt",
+        "/etc/ktls-proxy/certs/example.com.key",
+    ] {
+        assert!(
+            recipe.contains(needle),
+            "the recipe has no {needle}:\n{recipe}"
+        );
+    }
+    recipe
+        .replace("listen 80;", &format!("listen {http};"))
+        .replace("listen 443 ", &format!("listen {https} "))
+        .replace("127.0.0.1:8000", &origin.to_string())
+        .replace(
+            "/etc/ktls-proxy/certs/example.com.crt",
+            &cert.display().to_string(),
+        )
+        .replace(
+            "/etc/ktls-proxy/certs/example.com.key",
+            &key.display().to_string(),
+        )
+}
+
 #[test]
 fn the_operations_recipe_redirects_and_serves_as_documented() {
     let origin = Origin::start(|r| {
@@ -90,31 +126,7 @@ fn the_operations_recipe_redirects_and_serves_as_documented() {
     );
     let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let recipe = operations_recipe();
-    for needle in [
-        "listen 80;",
-        "listen 443 ",
-        "127.0.0.1:8000",
-        "/etc/ktls-proxy/certs/example.com.crt",
-        "/etc/ktls-proxy/certs/example.com.key",
-    ] {
-        assert!(
-            recipe.contains(needle),
-            "the recipe has no {needle}:\n{recipe}"
-        );
-    }
-    let conf = recipe
-        .replace("listen 80;", &format!("listen {http};"))
-        .replace("listen 443 ", &format!("listen {https} "))
-        .replace("127.0.0.1:8000", &origin.addr().to_string())
-        .replace(
-            "/etc/ktls-proxy/certs/example.com.crt",
-            &cert.display().to_string(),
-        )
-        .replace(
-            "/etc/ktls-proxy/certs/example.com.key",
-            &key.display().to_string(),
-        );
+    let conf = recipe_on(http, https, origin.addr(), &cert, &key);
     let proxy = e2e::proxy::Proxy::start(dir, &conf, http);
     assert!(wait_for_port(https, Duration::from_secs(10)));
     let resolve = |addr: SocketAddr| format!("example.com:{}:127.0.0.1", addr.port());

@@ -1,9 +1,9 @@
 //! Issue 20 through the real binary: the sticky cookie (issued, verified, stripped before
 //! the origin sees it; forged, moved and expired cookies refused), `cookie enforce` (302 to
-//! the same URI, then a block after `max_misses`) and the JavaScript challenge (too early,
-//! too late and in the window, with a client that reads the page, waits and sets the
-//! cookie; a real headless Chromium when installed; curl never passes). HTTP/1.1 clients
-//! and HTTP/2 (h2c) clients alike. Sticky sessions: sticky_sessions.rs.
+//! the same URI, then a block after `max_misses` misses on one connection within a second)
+//! and the JavaScript challenge (too early, too late and in the window, with a client that
+//! reads the page, waits and sets the cookie; a real headless Chromium when installed; curl
+//! never passes). HTTP/1.1 clients and HTTP/2 (h2c) clients alike. Sticky sessions: sticky_sessions.rs.
 
 mod sticky_common;
 
@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use e2e::origin::{Origin, Response};
+use e2e::rawclient::{get_with, Outcome, RawClient};
 use e2e::{curl, free_port, Proc, TempDir};
 use sticky_common::{Req, Site};
 
@@ -21,6 +22,35 @@ fn cookie_echo() -> Origin {
 
 fn group(origin: &Origin) -> String {
     format!("srv_group default {{ server {}; }}", origin.addr())
+}
+
+/// Attack: a forged MAC, and the real cookie `value` from another browser, are not valid: a
+/// fresh cookie is issued and neither reaches the origin.
+fn forged_and_moved_cookies_are_replaced(site: &Site, value: &str, h2: bool) {
+    let tag = if h2 { "h2" } else { "h1" };
+    let mut forged = value.to_string();
+    let last = if forged.ends_with('0') { "1" } else { "0" };
+    forged.replace_range(79.., last);
+    for (cookie, ua) in [
+        (format!("__tfw={forged}"), None),
+        (format!("__tfw={value}"), Some("OtherBrowser/1.0")),
+    ] {
+        let got = site.get(
+            "/",
+            Req {
+                cookie: Some(&cookie),
+                h2,
+                user_agent: ua,
+                ..Req::default()
+            },
+        );
+        assert_eq!(got.status, 200, "{tag}");
+        assert_eq!(got.body, "cookie=-", "{tag}");
+        let fresh = got
+            .sticky_value()
+            .unwrap_or_else(|| panic!("{tag} {got:?}"));
+        assert_ne!(fresh, forged, "{tag}");
+    }
 }
 
 #[test]
@@ -86,35 +116,33 @@ fn the_cookie_is_issued_once_verified_and_never_reaches_the_origin() {
         );
         assert_eq!(alone.body, "cookie=-", "{tag}");
         assert_eq!(alone.header("set-cookie"), None, "{tag}");
-        // Attack: a forged MAC, and the real cookie from another browser, are not valid:
-        // a fresh cookie is issued and neither reaches the origin.
-        let mut forged = value.clone();
-        let last = if forged.ends_with('0') { "1" } else { "0" };
-        forged.replace_range(79.., last);
-        for (cookie, ua) in [
-            (format!("__tfw={forged}"), None),
-            (only.clone(), Some("OtherBrowser/1.0")),
-        ] {
-            let got = site.get(
-                "/",
-                Req {
-                    cookie: Some(&cookie),
-                    h2,
-                    user_agent: ua,
-                    ..Req::default()
-                },
-            );
-            assert_eq!(got.status, 200, "{tag}");
-            assert_eq!(got.body, "cookie=-", "{tag}");
-            let fresh = got
-                .sticky_value()
-                .unwrap_or_else(|| panic!("{tag} {got:?}"));
-            assert_ne!(fresh, forged, "{tag}");
-        }
+        forged_and_moved_cookies_are_replaced(&site, &value, h2);
     }
     // Six responses set a cookie (each protocol: the first, the forged, the moved one).
     assert_eq!(site.metric("ktls_proxy_sticky_cookies_issued_total"), 6);
     assert_eq!(site.metric("ktls_proxy_sticky_misses_total"), 0);
+}
+
+/// Statuses of four requests without a cookie on one keep-alive connection from 127.0.0.2,
+/// the fourth after `pause` (0 for no answer: the connection was dropped).
+fn misses_on_one_connection(site: &Site, pause: Duration) -> Vec<u16> {
+    let src = "127.0.0.2".parse().expect("address");
+    let mut c = RawClient::connect_from(src, site.http).expect("connect");
+    let req = get_with("/", &site.http.to_string(), "Accept: text/html\r\n");
+    let mut statuses = Vec::new();
+    for i in 0..4 {
+        if i == 3 {
+            std::thread::sleep(pause);
+        }
+        match c.request(&req, Duration::from_secs(5)) {
+            Outcome::Response(r) => statuses.push(r.status),
+            _ => {
+                statuses.push(0);
+                break;
+            }
+        }
+    }
+    statuses
 }
 
 #[test]
@@ -165,21 +193,25 @@ fn enforce_redirects_to_the_same_uri_then_blocks_after_max_misses() {
     let location = format!("http://{}/h2", site.h2c);
     assert_eq!(h2.header("location"), Some(location.as_str()));
     assert!(h2.sticky_value().is_some(), "{h2:?}");
-    // The fourth miss is over max_misses=3: blocked (block_action attack drop: no answer).
-    let blocked = site.get("/", me);
-    assert_eq!(blocked.status, 0, "{blocked:?}");
-    // Another client is unaffected.
-    let other = site.get(
-        "/",
-        Req {
-            from: Some("127.0.0.3"),
-            ..Req::default()
-        },
+    // Each of those was another connection: Tempesta counts misses per connection within
+    // one second, so none was blocked. On one connection, the fourth miss within a second
+    // is over max_misses=3: blocked (block_action attack drop: no answer).
+    assert_eq!(
+        misses_on_one_connection(&site, Duration::ZERO),
+        [302, 302, 302, 0]
     );
-    assert_eq!(other.status, 302, "{other:?}");
+    // The same address on a new connection starts afresh (the previous binary counted per
+    // address and without a time window: blocked here), and misses more than a second
+    // apart do not add up.
+    assert_eq!(
+        misses_on_one_connection(&site, Duration::from_millis(1200)),
+        [302, 302, 302, 302],
+        "{}",
+        site.logs()
+    );
     assert_eq!(origin.total_requests(), 1);
-    assert_eq!(site.metric("ktls_proxy_sticky_misses_total"), 5);
-    assert_eq!(site.metric("ktls_proxy_sticky_redirects_total"), 4);
+    assert_eq!(site.metric("ktls_proxy_sticky_misses_total"), 11);
+    assert_eq!(site.metric("ktls_proxy_sticky_redirects_total"), 10);
     assert_eq!(site.metric("ktls_proxy_sticky_blocks_total"), 1);
     assert_eq!(
         site.metric("ktls_proxy_blocks_total{limit=\"sticky_max_misses\"}"),
@@ -290,6 +322,32 @@ fn requests_that_cannot_run_the_challenge_get_403_and_count_no_miss() {
     assert_eq!(page.status, 503, "{page:?}\n{}", site.logs());
 }
 
+/// The final status curl gets keeping cookies and following redirects: it never gets past
+/// the challenge page.
+fn curl_with_a_cookie_jar(site: &Site) -> String {
+    let dir = TempDir::new("sticky-jar");
+    let jar = dir.join("jar");
+    let jar = jar.to_str().unwrap_or("jar");
+    let (_, out, _) = curl(
+        &[
+            "-L",
+            "-H",
+            "Accept: text/html",
+            "-c",
+            jar,
+            "-b",
+            jar,
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("http://{}/curl", site.http),
+        ],
+        10,
+    );
+    out
+}
+
 #[test]
 fn the_challenge_counts_cookies_too_early_or_too_late_and_passes_one_in_time() {
     let origin = cookie_echo();
@@ -360,28 +418,7 @@ fn the_challenge_counts_cookies_too_early_or_too_late_and_passes_one_in_time() {
         late.body.contains("document.cookie"),
         "h2 gets the page too"
     );
-    // curl keeping cookies and following redirects never gets past the page.
-    let dir = TempDir::new("sticky-jar");
-    let jar = dir.join("jar");
-    let jar = jar.to_str().unwrap_or("jar");
-    let (_, out, _) = curl(
-        &[
-            "-L",
-            "-H",
-            "Accept: text/html",
-            "-c",
-            jar,
-            "-b",
-            jar,
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            &format!("http://{}/curl", site.http),
-        ],
-        10,
-    );
-    assert_eq!(out, "503");
+    assert_eq!(curl_with_a_cookie_jar(&site), "503");
     assert_eq!(origin.hits("/curl"), 0);
     assert_eq!(origin.total_requests(), 2, "only the two passed requests");
     assert_eq!(site.metric("ktls_proxy_sticky_challenges_total"), 5);

@@ -1,8 +1,8 @@
 //! Behaviour Tempesta FW has and the proxy matches (issue 35): `proxy_pass ... backup=`,
 //! `*_hdr_set NAME;` removing a field, the cache's defaults under `cache_fulfill`, PURGE
-//! without `cache_purge`, health monitors' CRC32, and `block_action`'s custom pages and
-//! `http_resp_code_block`. Each case is written from Tempesta's documented or tested
-//! behaviour and runs the real binary.
+//! without `cache_purge`, health monitors' CRC32, `block_action`'s custom pages and
+//! `http_resp_code_block`, and the vhosts a top-level `sticky` block reaches. Each case is
+//! written from Tempesta's documented or tested behaviour and runs the real binary.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -539,4 +539,31 @@ fn a_missing_response_body_file_refuses_the_configuration() {
         stderr.contains("cannot read response_body file") && stderr.contains("missing-5xx.html"),
         "{stderr}"
     );
+}
+
+/// A top-level `sticky` block reaches the vhosts whose sections end after it, and the
+/// default vhost (resolved at the end of the file), not the vhosts before it: Tempesta
+/// resolves a vhost's sticky settings when its section ends. The previous binary applied
+/// the block to every vhost (`early` got the 302 too).
+#[test]
+fn a_top_level_sticky_block_reaches_only_the_vhosts_after_it() {
+    let setup = Setup::new("parity-sticky-order");
+    let origin = Origin::start(|_| Response::ok("origin"));
+    let text = format!(
+        "listen {http};\n\
+         frang_limits {{ http_strict_host_checking false; }}\n\
+         srv_group default {{ server {origin}; }}\n\
+         vhost early {{ proxy_pass default; }}\n\
+         sticky {{ cookie enforce; secret \"k\"; }}\n\
+         vhost late {{ proxy_pass default; }}\n\
+         http_chain {{ host == \"early\" -> early; host == \"late\" -> late; -> default; }}\n",
+        http = setup.http,
+        origin = origin.addr(),
+    );
+    let http = setup.http;
+    let proxy = setup.start(&text);
+    for (host, status) in [("early", 200), ("late", 302), ("other", 302)] {
+        let r = answer(http, &get("/", host), &proxy);
+        assert_eq!(r.status, status, "Host {host}: {r:?}");
+    }
 }

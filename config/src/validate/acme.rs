@@ -53,18 +53,7 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive) -> Option<Acme> {
                 None => ok = false,
             },
             "contact" if c.shape(x, 1, usize::MAX, "contact mailto:ADDRESS...") => {
-                for v in &x.args {
-                    if v.text.starts_with("mailto:") && v.text.contains('@') {
-                        contact.push(v.text.clone());
-                    } else {
-                        c.error(
-                            &v.pos,
-                            format!("`{}` is not a contact URI", v.text),
-                            "write an e-mail address as a URI: `mailto:you@example.com`",
-                        );
-                        ok = false;
-                    }
-                }
+                ok &= contacts(c, x, &mut contact);
             }
             "state_dir" => match c.single(x, "state_dir PATH") {
                 Some(v) => state_dir = Some(c.path(v)),
@@ -150,4 +139,23 @@ fn is_dns_name(name: &str) -> bool {
                 && !l.ends_with('-')
                 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
         })
+}
+
+/// `contact mailto:...`: each address a `mailto:` URI, added to `contact`; false after an
+/// error.
+fn contacts(c: &mut Checker<'_>, x: &Directive, contact: &mut Vec<String>) -> bool {
+    let mut ok = true;
+    for v in &x.args {
+        if v.text.starts_with("mailto:") && v.text.contains('@') {
+            contact.push(v.text.clone());
+        } else {
+            c.error(
+                &v.pos,
+                format!("`{}` is not a contact URI", v.text),
+                "write an e-mail address as a URI: `mailto:you@example.com`",
+            );
+            ok = false;
+        }
+    }
+    ok
 }

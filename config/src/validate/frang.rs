@@ -166,6 +166,44 @@ fn rate_args<'d>(
     d.args.first()
 }
 
+/// `http_methods METHOD... [unknown]`: the methods a request may have (`unknown`: every
+/// method outside Tempesta's list).
+fn http_methods(c: &mut Checker<'_>, d: &Directive, h: &mut FrangHttp) {
+    if !c.shape(d, 1, usize::MAX, "http_methods METHOD...") {
+        return;
+    }
+    unique_args(c, d, &d.args, |v| Method::parse(&v.text), false);
+    let mut methods = Vec::new();
+    h.http_methods_unknown = false;
+    for v in &d.args {
+        if v.text.eq_ignore_ascii_case("unknown") {
+            h.http_methods_unknown = true;
+            continue;
+        }
+        match Method::parse(&v.text) {
+            Some(m) => {
+                if !methods.contains(&m) {
+                    methods.push(m);
+                }
+            }
+            None => c.error(
+                &v.pos,
+                format!("unknown HTTP method `{}`", v.text),
+                format!(
+                    "expected one of {}",
+                    Method::ALL
+                        .iter()
+                        .map(|m| m.as_str())
+                        .chain(["unknown"])
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+            ),
+        }
+    }
+    h.http_methods = methods;
+}
+
 fn apply_http(c: &mut Checker<'_>, d: &Directive, h: &mut FrangHttp) {
     let name = d.name.as_str();
     match name {
@@ -217,41 +255,7 @@ fn apply_http(c: &mut Checker<'_>, d: &Directive, h: &mut FrangHttp) {
                 _ => h.http_method_override_allowed = value,
             }
         }
-        "http_methods" => {
-            if !c.shape(d, 1, usize::MAX, "http_methods METHOD...") {
-                return;
-            }
-            unique_args(c, d, &d.args, |v| Method::parse(&v.text), false);
-            let mut methods = Vec::new();
-            h.http_methods_unknown = false;
-            for v in &d.args {
-                if v.text.eq_ignore_ascii_case("unknown") {
-                    h.http_methods_unknown = true;
-                    continue;
-                }
-                match Method::parse(&v.text) {
-                    Some(m) => {
-                        if !methods.contains(&m) {
-                            methods.push(m);
-                        }
-                    }
-                    None => c.error(
-                        &v.pos,
-                        format!("unknown HTTP method `{}`", v.text),
-                        format!(
-                            "expected one of {}",
-                            Method::ALL
-                                .iter()
-                                .map(|m| m.as_str())
-                                .chain(["unknown"])
-                                .collect::<Vec<_>>()
-                                .join(" ")
-                        ),
-                    ),
-                }
-            }
-            h.http_methods = methods;
-        }
+        "http_methods" => http_methods(c, d, h),
         "http_ct_vals" => {
             if c.shape(d, 1, usize::MAX, "http_ct_vals \"TYPE\"...") {
                 h.http_ct_vals = d.args.iter().map(|v| v.text.clone()).collect();

@@ -2,7 +2,8 @@
 //! what it inherits: the default vhost from built-in defaults, other
 //! vhosts from the default vhost, locations from their vhost.
 
-use crate::model::{CachePolicy, HeaderRules, Location, Vhost, VhostTls};
+use crate::model::{CachePolicy, HeaderRules, Location, Sticky, Vhost, VhostTls};
+use crate::validate::sticky::StickyDraft;
 use crate::validate::vhost::Draft;
 
 fn headers(own: &Draft, parent: &HeaderRules) -> HeaderRules {
@@ -42,6 +43,16 @@ fn cache(own: &Draft, parent: &CachePolicy) -> CachePolicy {
             .clone()
             .unwrap_or_else(|| parent.purge_acl.clone()),
     }
+}
+
+/// A named vhost's sticky settings: its own block, else the top-level block that stood
+/// when its section ended (`top`), else the built-in defaults. Not the default vhost's:
+/// an explicit `vhost default` is a vhost like the others to Tempesta's sticky code.
+pub fn sticky(own: &Draft, top: Option<&StickyDraft>, builtin: &Sticky) -> Sticky {
+    let parent = top.map_or_else(|| builtin.clone(), |t| t.resolve(builtin));
+    own.sticky
+        .as_ref()
+        .map_or_else(|| parent.clone(), |s| s.resolve(&parent))
 }
 
 /// The effective vhost: each setting from `own` when given there, else from

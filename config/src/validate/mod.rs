@@ -4,16 +4,25 @@
 mod acme;
 mod brange;
 mod chain;
+mod chain_action;
+mod chain_condition;
 mod cluster;
+mod fingerprint;
 mod frang;
 mod global;
+mod global_cache;
+mod global_health;
+mod global_limits;
+mod global_log;
 mod inherit;
 pub mod once;
 mod servers;
 mod stale;
 mod sticky;
+mod tempesta_regex;
 pub mod values;
 mod vhost;
+mod vhost_cache;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -101,6 +110,10 @@ fn where_allowed(name: &str) -> String {
 struct VhostEntry {
     name: String,
     draft: Draft,
+    /// The top-level `sticky` block as it stood when this vhost's section ended: Tempesta
+    /// resolves a vhost's sticky settings then (tfw_http_sess_cfg_finish), so a top-level
+    /// block written after the vhost does not reach it.
+    top_sticky: Option<sticky::StickyDraft>,
 }
 
 /// Everything gathered while walking the top level.
@@ -185,6 +198,13 @@ fn top_level(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
         "frang_limits" => frang::apply(c, d, Some(&mut w.cfg.frang), &mut w.global.frang),
         "cluster" => w.cfg.cluster = cluster::apply(c, d),
         "acme" => w.cfg.acme = acme::apply(c, d),
+        "tft" => w.cfg.tft = fingerprint::apply(c, d),
+        "tfh" => w.cfg.tfh = fingerprint::apply(c, d),
+        "tf_blocklist" => {
+            if let Some(v) = c.single(d, "tf_blocklist PATH") {
+                w.cfg.tf_blocklist = Some(c.path(v));
+            }
+        }
         _ => {
             if directives::SRV_GROUP_LEVEL.contains(&name) {
                 if name == "server" {
@@ -357,17 +377,23 @@ fn vhost_block(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
     w.vhosts.push(VhostEntry {
         name: name.text.clone(),
         draft,
+        top_sticky: w.global.sticky.clone(),
     });
 }
 
-fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
-    let mut cfg = w.cfg;
-    // Server groups: implicit default first, then explicit ones.
-    if !w.top_group.servers.is_empty() {
-        cfg.server_groups.push(w.top_group.resolve(&w.top_group));
+/// Server groups: the implicit default first, then the explicit ones, each naming a health
+/// check that exists.
+fn server_groups(
+    c: &mut Checker<'_>,
+    top_group: &GroupDraft,
+    groups: &[GroupDraft],
+    cfg: &mut Config,
+) {
+    if !top_group.servers.is_empty() {
+        cfg.server_groups.push(top_group.resolve(top_group));
     }
-    for g in &w.groups {
-        cfg.server_groups.push(g.resolve(&w.top_group));
+    for g in groups {
+        cfg.server_groups.push(g.resolve(top_group));
     }
     let health_names: HashSet<&str> = cfg
         .health_checks
@@ -375,7 +401,7 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
         .map(|h| h.name.as_str())
         .chain(["auto"])
         .collect();
-    for g in w.groups.iter().chain([&w.top_group]) {
+    for g in groups.iter().chain([top_group]) {
         if let Some((h, pos)) = &g.health {
             if !health_names.contains(h.as_str()) {
                 c.error(
@@ -386,6 +412,11 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
             }
         }
     }
+}
+
+fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
+    let mut cfg = w.cfg;
+    server_groups(c, &w.top_group, &w.groups, &mut cfg);
     let has_default_group = cfg.server_group(DEFAULT_NAME).is_some();
     vhost::check_purge(
         c,
@@ -409,7 +440,11 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
         .vhosts
         .iter()
         .filter(|v| v.name != DEFAULT_NAME)
-        .map(|v| inherit::resolve(&v.name, &v.draft, &default_vhost))
+        .map(|v| {
+            let mut vhost = inherit::resolve(&v.name, &v.draft, &default_vhost);
+            vhost.sticky = inherit::sticky(&v.draft, v.top_sticky.as_ref(), &builtin.sticky);
+            vhost
+        })
         .collect();
     if let Some(pos) = w
         .vhosts

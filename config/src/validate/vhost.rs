@@ -6,14 +6,17 @@ use std::collections::HashSet;
 
 use crate::diag::Pos;
 use crate::model::{
-    CacheAction, CacheRule, CertificatePair, FrangHttp, HeaderOp, HeaderRule, IpPrefix, Method,
-    NonIdempotent, ProxyPass, PurgeMode, StatusPattern, TlsTickets, UrlMatchOp,
+    CacheRule, CertificatePair, FrangHttp, HeaderOp, HeaderRule, IpPrefix, Method, NonIdempotent,
+    ProxyPass, PurgeMode, StatusPattern, TlsTickets, UrlMatchOp,
 };
 use crate::tree::{Directive, Node};
 use crate::validate::frang;
-use crate::validate::once::{self, unique_args, Seen};
+use crate::validate::once::{self, Seen};
 use crate::validate::sticky::{self, StickyDraft};
+use crate::validate::tempesta_regex::translate;
 use crate::validate::values::Checker;
+use crate::validate::vhost_cache;
+pub use crate::validate::vhost_cache::check_purge;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
@@ -99,27 +102,6 @@ fn acme_certificate(c: &mut Checker<'_>, level: Level, d: &Directive, draft: &mu
     }
 }
 
-/// `cache_purge` and `cache_purge_acl` each need the other, in any scope: Tempesta keeps both
-/// as global flags and refuses the configuration when one is missing (fw/vhost.c,
-/// "Directives mismatching"), so PURGE is never open to every client.
-pub fn check_purge<'d>(c: &mut Checker<'_>, drafts: impl Iterator<Item = &'d Draft> + Clone) {
-    let purge = drafts.clone().find_map(|d| d.purge_pos.as_ref());
-    let acl = drafts.clone().find_map(|d| d.purge_acl_pos.as_ref());
-    match (purge, acl) {
-        (Some(pos), None) => c.error(
-            pos,
-            "`cache_purge` needs `cache_purge_acl`",
-            "list the clients allowed to PURGE, e.g. `cache_purge_acl 127.0.0.1;` (Tempesta refuses it too)",
-        ),
-        (None, Some(pos)) => c.error(
-            pos,
-            "`cache_purge_acl` without `cache_purge`",
-            "add `cache_purge;` to allow PURGE, or remove the list (Tempesta refuses it too)",
-        ),
-        _ => {}
-    }
-}
-
 /// Handles `d` if it is a vhost-level directive valid at `level`; returns
 /// false when the name is not one (the caller reports it).
 pub fn apply(
@@ -152,33 +134,11 @@ pub fn apply(
                 draft.pending_cert = Some((path, d.pos.clone()));
             }
         }
-        "tls_certificate_key" => {
-            if let Some(v) = c.single(d, "tls_certificate_key FILE") {
-                let key = c.path(v);
-                match draft.pending_cert.take() {
-                    Some((certificate, _)) => draft.certificates.push(CertificatePair { certificate, key }),
-                    None => c.error(
-                        &d.pos,
-                        "`tls_certificate_key` without a preceding `tls_certificate`",
-                        "give `tls_certificate FILE;` first, then its key",
-                    ),
-                }
-            }
-        }
+        "tls_certificate_key" => certificate_key(c, d, draft),
         "tls_tickets" => tls_tickets(c, d, draft),
         "req_hdr_set" | "req_hdr_add" | "resp_hdr_set" | "resp_hdr_add" => header_rule(c, d, draft),
-        "cache_fulfill" | "cache_bypass" => cache_rule(c, d, draft),
-        "cache_control_ignore" | "cache_resp_hdr_del" => {
-            if c.shape(d, 1, usize::MAX, &format!("{name} NAME...")) {
-                let names = d.args.iter().map(|v| v.text.to_ascii_lowercase());
-                let list = if name == "cache_control_ignore" {
-                    &mut draft.control_ignore
-                } else {
-                    &mut draft.resp_hdr_del
-                };
-                list.get_or_insert_with(Vec::new).extend(names);
-            }
-        }
+        "cache_fulfill" | "cache_bypass" => vhost_cache::cache_rule(c, d, draft),
+        "cache_control_ignore" | "cache_resp_hdr_del" => vhost_cache::lists(c, d, draft),
         "cache_use_stale" => {
             if c.shape(d, 1, usize::MAX, "cache_use_stale CODE|4*|5*...") {
                 if let Some(list) = super::stale::use_stale(c, d) {
@@ -186,32 +146,8 @@ pub fn apply(
                 }
             }
         }
-        "cache_purge" if level != Level::Location => {
-            draft.purge_pos.get_or_insert_with(|| d.pos.clone());
-            if c.shape(d, 0, 1, "cache_purge [invalidate|immediate]") {
-                draft.purge = match d.args.first().map(|v| (v, v.text.as_str())) {
-                    None | Some((_, "invalidate")) => Some(PurgeMode::Invalidate),
-                    Some((_, "immediate")) => Some(PurgeMode::Immediate),
-                    Some((v, other)) => {
-                        c.error(&v.pos, format!("unknown purge mode `{other}`"), "expected `invalidate` or `immediate`");
-                        None
-                    }
-                };
-            }
-        }
-        "cache_purge_acl" if level != Level::Location => {
-            draft.purge_acl_pos.get_or_insert_with(|| d.pos.clone());
-            if c.shape(d, 1, usize::MAX, "cache_purge_acl ADDR[/PREFIX]...") {
-                // Tempesta refuses an address or prefix listed twice.
-                unique_args(c, d, &d.args, |v| v.text.parse::<IpPrefix>().ok(), true);
-                for v in &d.args {
-                    match v.text.parse::<IpPrefix>() {
-                        Ok(p) => draft.purge_acl.get_or_insert_with(Vec::new).push(p),
-                        Err(e) => c.error(&v.pos, format!("bad address `{}`", v.text), e),
-                    }
-                }
-            }
-        }
+        "cache_purge" if level != Level::Location => vhost_cache::purge(c, d, draft),
+        "cache_purge_acl" if level != Level::Location => vhost_cache::purge_acl(c, d, draft),
         "frang_limits" if level != Level::Global => frang::apply(c, d, None, &mut draft.frang),
         "hdr_via" if level != Level::Location => {
             if c.shape(d, 0, 1, "hdr_via [TEXT]") {
@@ -236,6 +172,23 @@ pub fn apply(
         _ => return false,
     }
     true
+}
+
+/// `tls_certificate_key FILE`: the key of the `tls_certificate` just before it.
+fn certificate_key(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
+    if let Some(v) = c.single(d, "tls_certificate_key FILE") {
+        let key = c.path(v);
+        match draft.pending_cert.take() {
+            Some((certificate, _)) => draft
+                .certificates
+                .push(CertificatePair { certificate, key }),
+            None => c.error(
+                &d.pos,
+                "`tls_certificate_key` without a preceding `tls_certificate`",
+                "give `tls_certificate FILE;` first, then its key",
+            ),
+        }
+    }
 }
 
 fn proxy_pass(c: &mut Checker<'_>, scope: &Scope<'_>, d: &Directive, draft: &mut Draft) {
@@ -281,7 +234,7 @@ fn check_group(c: &mut Checker<'_>, scope: &Scope<'_>, name: &str, pos: &Pos) ->
     false
 }
 
-fn url_op(c: &mut Checker<'_>, text: &str, pos: &Pos) -> Option<UrlMatchOp> {
+pub(super) fn url_op(c: &mut Checker<'_>, text: &str, pos: &Pos) -> Option<UrlMatchOp> {
     match text {
         "*" => Some(UrlMatchOp::Any),
         "eq" => Some(UrlMatchOp::Eq),
@@ -299,18 +252,25 @@ fn url_op(c: &mut Checker<'_>, text: &str, pos: &Pos) -> Option<UrlMatchOp> {
     }
 }
 
-fn check_regex(c: &mut Checker<'_>, op: UrlMatchOp, text: &str, pos: &Pos) -> bool {
-    if op == UrlMatchOp::Regex {
-        if let Err(e) = regex::Regex::new(text) {
-            c.error(
-                pos,
-                format!("invalid regular expression `{text}`"),
-                e.to_string().replace('\n', " "),
-            );
-            return false;
+/// The pattern as the model keeps it: a `regex` operator's Tempesta expression translated
+/// to the `regex` crate's syntax (tempesta_regex.rs), any other as written; `None` after an
+/// error.
+pub(super) fn model_pattern(
+    c: &mut Checker<'_>,
+    op: UrlMatchOp,
+    text: &str,
+    pos: &Pos,
+) -> Option<String> {
+    if op != UrlMatchOp::Regex {
+        return Some(text.to_string());
+    }
+    match translate(text) {
+        Ok(translated) => Some(translated),
+        Err(e) => {
+            c.error(pos, e.message, e.hint);
+            None
         }
     }
-    true
 }
 
 fn location(c: &mut Checker<'_>, scope: &Scope<'_>, d: &Directive, draft: &mut Draft) {
@@ -322,11 +282,13 @@ fn location(c: &mut Checker<'_>, scope: &Scope<'_>, d: &Directive, draft: &mut D
     };
     let (op, pattern) = match d.args.as_slice() {
         [op] if op.text == "*" => (Some(UrlMatchOp::Any), "*".to_string()),
-        [op, pat] => {
-            let o = url_op(c, &op.text, &op.pos);
-            let ok = o.is_some_and(|o| check_regex(c, o, &pat.text, &pat.pos));
-            (o.filter(|_| ok), pat.text.clone())
-        }
+        [op, pat] => match url_op(c, &op.text, &op.pos) {
+            Some(o) => match model_pattern(c, o, &pat.text, &pat.pos) {
+                Some(p) => (Some(o), p),
+                None => (None, pat.text.clone()),
+            },
+            None => (None, pat.text.clone()),
+        },
         _ => {
             c.error(
                 &d.pos,
@@ -384,8 +346,8 @@ fn location(c: &mut Checker<'_>, scope: &Scope<'_>, d: &Directive, draft: &mut D
 }
 
 fn tls_tickets(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
-    let usage = "tls_tickets [enable|disable] [secret=SECRET] [lifetime=SECONDS]";
-    if !(c.no_block(d) & c.attrs_only(d, &["secret", "lifetime"])) {
+    let usage = "tls_tickets [enable|disable] [secret=SECRET | keys=FILE] [lifetime=SECONDS]";
+    if !(c.no_block(d) & c.attrs_only(d, &["secret", "keys", "lifetime"])) {
         return;
     }
     let mut t = TlsTickets::default();
@@ -410,6 +372,21 @@ fn tls_tickets(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
             return;
         }
         t.secret = Some(a.value.text.clone());
+    }
+    if let Some(a) = c.attr(d, "keys") {
+        if t.secret.is_some() {
+            c.error(
+                &a.pos,
+                "`secret=` and `keys=` both give the ticket keys",
+                "keep one: keys=FILE (a key ring the platform rotates) or secret=TEXT (keys derived per period)",
+            );
+            return;
+        }
+        if a.value.text.is_empty() {
+            c.error(&a.value.pos, "the ticket key file is empty", usage);
+            return;
+        }
+        t.keys = Some(c.path(&a.value));
     }
     if let Some(a) = c.attr(d, "lifetime") {
         match c.secs(&a.value, "ticket lifetime in seconds") {
@@ -481,61 +458,6 @@ fn header_rule(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
         &mut draft.resp_hdrs
     };
     list.get_or_insert_with(Vec::new).push(rule);
-}
-
-fn cache_rule(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
-    let usage = format!(
-        "{} OP \"STRING\"... (OP: eq, prefix, suffix, regex or *)",
-        d.name
-    );
-    if !c.shape(d, 1, usize::MAX, &usage) {
-        return;
-    }
-    let Some(op) = url_op(c, &d.args[0].text, &d.args[0].pos) else {
-        return;
-    };
-    let patterns: Vec<String> = d.args[1..].iter().map(|v| v.text.clone()).collect();
-    if op == UrlMatchOp::Any {
-        if patterns.iter().any(|p| p != "*") {
-            c.error(
-                &d.args[1].pos,
-                "operator `*` takes no pattern other than `*`",
-                format!("write `{} * *;`", d.name),
-            );
-            return;
-        }
-    } else if patterns.is_empty() {
-        c.error(
-            &d.pos,
-            format!("`{}` needs at least one pattern", d.name),
-            usage,
-        );
-        return;
-    }
-    unique_args(c, d, &d.args[1..], |v| Some(v.text.clone()), false);
-    for (v, p) in d.args[1..].iter().zip(&patterns) {
-        if !check_regex(c, op, p, &v.pos) {
-            return;
-        }
-    }
-    let action = if d.name == "cache_fulfill" {
-        CacheAction::Fulfill
-    } else {
-        CacheAction::Bypass
-    };
-    let patterns = if op == UrlMatchOp::Any {
-        vec!["*".to_string()]
-    } else {
-        patterns
-    };
-    draft
-        .cache_rules
-        .get_or_insert_with(Vec::new)
-        .push(CacheRule {
-            action,
-            op,
-            patterns,
-        });
 }
 
 fn nonidempotent(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {

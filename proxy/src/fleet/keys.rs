@@ -11,8 +11,10 @@ use crate::frang::{FleetDelta, FleetSlots, FleetTotal, OutgoingBlock, FRANG_FREQ
 pub const BLOCKS: &str = "ktls:blocks";
 /// Entries the stream keeps (about: `MAXLEN ~`): the blocks a node starting up learns.
 pub const BLOCKS_KEPT: usize = 10_000;
-/// Entries read from the stream per turn.
-const BLOCKS_PER_TURN: usize = 1000;
+/// Entries read from the stream per `XREAD` (a turn reads again until caught up): about
+/// 30 KB of reply, as small as a pipeline of counts, so that the turn deadline judges
+/// Redis's progress and not the length of the stream.
+pub const BLOCKS_PER_READ: usize = 250;
 /// Expiry of the operators' key of a block for ever (`ip_block on`): the stream entry is
 /// what nodes read; the key only shows the block, and must not stay for ever.
 const FOREVER_KEY_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -43,6 +45,8 @@ enum Expect {
     },
     /// New entries of the block stream.
     Blocks,
+    /// `XINFO STREAM`: how many entries the stream ever had, and has.
+    StreamInfo,
 }
 
 /// The commands of one turn and what their replies mean.
@@ -61,6 +65,18 @@ pub struct Outcome {
     pub blocks: Vec<RemoteBlock>,
     /// The stream position read up to.
     pub last_id: Option<String>,
+    /// Entries read, this node's own included.
+    pub entries_read: usize,
+    /// The stream's counts before the read; `None` while it does not exist, or from a
+    /// Redis older than 7.0 (no `entries-added`).
+    pub stream: Option<StreamInfo>,
+}
+
+/// Entries the block stream ever had and has: their difference is what trimming removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamInfo {
+    pub added: u64,
+    pub length: u64,
 }
 
 fn counter(requests: bool, ip: IpAddr, q: u64) -> String {
@@ -114,6 +130,19 @@ impl Turn {
         }
     }
 
+    /// The commands [`Turn::counts`] makes of `delta`: per counter with a limit and new
+    /// events, two per slot and the frame's `MGET`.
+    pub fn commands_of(delta: &FleetDelta, slots: FleetSlots) -> usize {
+        [
+            (slots.requests, &delta.requests),
+            (slots.connections, &delta.connections),
+        ]
+        .iter()
+        .filter(|(slot, added)| slot.is_some() && !added.is_empty())
+        .map(|(_, added)| 2 * added.len() + 1)
+        .sum()
+    }
+
     /// Publishes the blocks imposed here; each ends a length after it was imposed, however
     /// late it is published.
     pub fn publish(&mut self, blocks: &[OutgoingBlock], unix: Duration, node: &str) {
@@ -147,7 +176,9 @@ impl Turn {
             let (i, b) = match expect {
                 Expect::Done | Expect::EntryId => (1, 64),
                 Expect::Totals { .. } => (1 + freq, 16 + freq * 32),
-                Expect::Blocks => (4 + BLOCKS_PER_TURN * 9, 64 + BLOCKS_PER_TURN * ENTRY_BYTES),
+                Expect::Blocks => (4 + BLOCKS_PER_READ * 9, 64 + BLOCKS_PER_READ * ENTRY_BYTES),
+                // Twelve fields and the first and last entries.
+                Expect::StreamInfo => (64, 2 * ENTRY_BYTES + 1024),
             };
             items = items.saturating_add(i);
             bytes = bytes.saturating_add(b);
@@ -155,9 +186,11 @@ impl Turn {
         Budget { items, bytes }
     }
 
-    /// Reads the blocks published after stream position `last_id`.
+    /// Reads the blocks published after stream position `last_id`, and the stream's counts
+    /// just before (to tell entries trimmed before this node read them).
     pub fn read_blocks(&mut self, last_id: &str) {
-        let count = BLOCKS_PER_TURN.to_string();
+        self.push(Expect::StreamInfo, &["XINFO", "STREAM", BLOCKS]);
+        let count = BLOCKS_PER_READ.to_string();
         self.push(
             Expect::Blocks,
             &["XREAD", "COUNT", &count, "STREAMS", BLOCKS, last_id],
@@ -185,8 +218,11 @@ impl Turn {
             ..Outcome::default()
         };
         for (reply, expect) in replies.iter().zip(&self.expect) {
-            if let Reply::Error(e) = reply {
-                return Err(format!("Redis answered {e}"));
+            match (reply, expect) {
+                // No stream yet: no block was ever published.
+                (Reply::Error(e), Expect::StreamInfo) if e.contains("no such key") => continue,
+                (Reply::Error(e), _) => return Err(format!("Redis answered {e}")),
+                _ => {}
             }
             match *expect {
                 Expect::Done => match reply {
@@ -208,6 +244,7 @@ impl Turn {
                     }
                 }
                 Expect::Blocks => stream_entries(reply, skip, &mut out)?,
+                Expect::StreamInfo => out.stream = stream_info(reply)?,
             }
         }
         Ok(out)
@@ -238,8 +275,29 @@ fn totals(reply: &Reply, last: u64) -> Result<FleetTotal, String> {
     Ok(FleetTotal { slots })
 }
 
+/// XINFO STREAM's reply (RESP2: names and values in turn): `entries-added` and `length`.
+fn stream_info(reply: &Reply) -> Result<Option<StreamInfo>, String> {
+    let Reply::Array(Some(items)) = reply else {
+        return Err(format!("unexpected reply to XINFO: {}", reply.kind()));
+    };
+    let field = |name: &str| {
+        let at = items
+            .iter()
+            .step_by(2)
+            .position(|k| k.as_text() == Some(name))?;
+        items.get(at * 2 + 1)?.as_int()
+    };
+    let count = |n: i64| u64::try_from(n).ok();
+    Ok(match (field("entries-added"), field("length")) {
+        (Some(added), Some(length)) => count(added)
+            .zip(count(length))
+            .map(|(added, length)| StreamInfo { added, length }),
+        _ => None,
+    })
+}
+
 /// XREAD's reply: `[[stream, [[id, [field, value, ...]], ...]]]` with at most
-/// `BLOCKS_PER_TURN` entries, or null when nothing new.
+/// `BLOCKS_PER_READ` entries, or null when nothing new.
 fn stream_entries(reply: &Reply, skip: Option<&str>, out: &mut Outcome) -> Result<(), String> {
     let streams = match reply {
         Reply::Array(None) => return Ok(()),
@@ -248,13 +306,14 @@ fn stream_entries(reply: &Reply, skip: Option<&str>, out: &mut Outcome) -> Resul
     };
     for stream in streams {
         let entries = match stream.items() {
-            [_, entries @ Reply::Array(Some(e))] if e.len() <= BLOCKS_PER_TURN => entries,
+            [_, entries @ Reply::Array(Some(e))] if e.len() <= BLOCKS_PER_READ => entries,
             _ => return Err("unexpected stream in XREAD's reply".to_owned()),
         };
         for entry in entries.items() {
             let [id, fields] = entry.items() else {
                 continue;
             };
+            out.entries_read += 1;
             if let Some(id) = id.as_text() {
                 out.last_id = Some(id.to_owned());
             }
@@ -281,178 +340,5 @@ fn stream_entries(reply: &Reply, skip: Option<&str>, out: &mut Outcome) -> Resul
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bulk(s: &str) -> Reply {
-        Reply::Bulk(Some(s.as_bytes().to_vec()))
-    }
-
-    #[test]
-    fn a_turn_adds_each_slot_s_events_to_its_key_and_reads_the_frame_back() {
-        let ip: IpAddr = "10.0.0.1".parse().unwrap();
-        let deltas = [FleetDelta {
-            ip,
-            requests: vec![(7, 1), (8, 2)],
-            connections: vec![],
-        }];
-        let slots = FleetSlots {
-            requests: Some(Duration::from_millis(125)),
-            connections: Some(Duration::from_millis(125)),
-        };
-        let mut turn = Turn::default();
-        turn.counts(&deltas, slots, Duration::from_millis(1000));
-        let set = |q: u64| {
-            let key = format!("ktls:r:{{10.0.0.1}}:{q}");
-            ["SET", &key, "0", "NX", "PX", "2000"].map(str::to_owned)
-        };
-        assert_eq!(turn.commands[0], set(7));
-        assert_eq!(turn.commands[1], ["INCRBY", "ktls:r:{10.0.0.1}:7", "1"]);
-        assert_eq!(turn.commands[2], set(8));
-        assert_eq!(turn.commands[3], ["INCRBY", "ktls:r:{10.0.0.1}:8", "2"]);
-        // Nothing new of connections: no MGET of them.
-        assert_eq!(turn.commands.len(), 5);
-        assert_eq!(turn.commands[4].len(), 1 + FRANG_FREQ as usize);
-        assert_eq!(turn.commands[4][1], "ktls:r:{10.0.0.1}:1");
-        let mut counts = vec![Reply::Bulk(None); 6];
-        counts.extend([bulk("4"), bulk("5")]);
-        let mget = Reply::Array(Some(counts));
-        let ok = Reply::Status("OK".into());
-        let replies = [
-            ok.clone(),
-            Reply::Int(1),
-            Reply::Bulk(None),
-            Reply::Int(5),
-            mget,
-        ];
-        let out = turn.outcome(&replies, 1, Some("me")).unwrap();
-        let read = FleetTotal {
-            slots: vec![(7, 4), (8, 5)],
-        };
-        assert_eq!(out.totals[0], (Some(read), None));
-        assert!(turn.outcome(&replies[..2], 1, Some("me")).is_err());
-    }
-
-    #[test]
-    fn replies_of_the_wrong_shape_fail_the_turn() {
-        let deltas = [FleetDelta {
-            ip: "10.0.0.1".parse().unwrap(),
-            requests: vec![(8, 1)],
-            connections: vec![],
-        }];
-        let slots = FleetSlots {
-            requests: Some(Duration::from_millis(125)),
-            connections: None,
-        };
-        let mut turn = Turn::default();
-        turn.counts(&deltas, slots, Duration::from_millis(1000));
-        turn.read_blocks("0");
-        let ok = Reply::Status("OK".into());
-        let eight = Reply::Array(Some(vec![Reply::Bulk(None); 8]));
-        let good = [ok.clone(), Reply::Int(1), eight.clone(), Reply::Array(None)];
-        assert!(turn.outcome(&good, 1, Some("me")).is_ok());
-        let seven = Reply::Array(Some(vec![Reply::Bulk(None); 7]));
-        let stream = |entries: usize| {
-            let entry = Reply::Array(Some(vec![bulk("1-0"), Reply::Array(Some(vec![]))]));
-            Reply::Array(Some(vec![Reply::Array(Some(vec![
-                bulk(BLOCKS),
-                Reply::Array(Some(vec![entry; entries])),
-            ]))]))
-        };
-        for bad in [
-            [ok.clone(), Reply::Int(1), seven, Reply::Array(None)],
-            [ok.clone(), Reply::Int(1), Reply::Int(3), Reply::Array(None)],
-            [ok.clone(), Reply::Int(1), eight.clone(), Reply::Int(1)],
-            [ok.clone(), bulk("x"), eight.clone(), Reply::Array(None)],
-            [
-                ok.clone(),
-                Reply::Int(1),
-                eight.clone(),
-                stream(BLOCKS_PER_TURN + 1),
-            ],
-        ] {
-            assert!(turn.outcome(&bad, 1, Some("me")).is_err(), "{bad:?}");
-        }
-        let fine = [ok, Reply::Int(1), eight, stream(BLOCKS_PER_TURN)];
-        assert!(turn.outcome(&fine, 1, Some("me")).is_ok());
-    }
-
-    #[test]
-    fn a_block_ends_a_length_after_it_was_imposed_and_every_block_key_expires() {
-        let ip: IpAddr = "10.0.0.2".parse().unwrap();
-        let blocks = [
-            OutgoingBlock {
-                ip,
-                length: Some(Duration::from_secs(60)),
-                imposed: Duration::from_secs(1000),
-            },
-            OutgoingBlock {
-                ip,
-                length: None,
-                imposed: Duration::from_secs(1000),
-            },
-        ];
-        let mut turn = Turn::default();
-        // Published 20 s late (Redis was away): it still ends at 1060 s, 40 s from now.
-        turn.publish(&blocks, Duration::from_secs(1020), "me");
-        assert_eq!(turn.commands[0][9], "1060000");
-        assert_eq!(
-            turn.commands[1],
-            ["SET", "ktls:block:{10.0.0.2}", "me", "PX", "40000"]
-        );
-        assert_eq!(turn.commands[2][9], "0");
-        assert_eq!(turn.commands[3][3..], ["PX", "86400000"]);
-    }
-
-    /// Redis's own replies to a publishing turn (XADD answers with the entry's id, a bulk
-    /// string; SET with +OK) are a success. Before, the id failed the turn, so a node that
-    /// imposed a block marked Redis down for good and published the block again each retry
-    /// (found by review: with `on_redis_failure closed` every new client was then refused).
-    #[test]
-    fn the_replies_to_a_published_block_are_a_success() {
-        let block = OutgoingBlock {
-            ip: "10.0.0.3".parse().unwrap(),
-            length: Some(Duration::from_secs(60)),
-            imposed: Duration::from_secs(1000),
-        };
-        let mut turn = Turn::default();
-        turn.publish(&[block], Duration::from_secs(1000), "me");
-        assert_eq!(turn.commands[0][0], "XADD");
-        let replies = [bulk("1764900000000-0"), Reply::Status("OK".into())];
-        assert!(turn.outcome(&replies, 0, Some("me")).is_ok());
-    }
-
-    #[test]
-    fn blocks_of_other_nodes_are_read_from_the_stream() {
-        let entry = |id: &str, ip: &str, until: &str, node: &str| {
-            let fields = ["ip", ip, "until", until, "node", node].map(bulk).to_vec();
-            Reply::Array(Some(vec![bulk(id), Reply::Array(Some(fields))]))
-        };
-        let entries = vec![
-            entry("1-0", "10.0.0.2", "0", "other"),
-            entry("2-0", "10.0.0.3", "99", "me"),
-        ];
-        let reply = Reply::Array(Some(vec![Reply::Array(Some(vec![
-            bulk(BLOCKS),
-            Reply::Array(Some(entries)),
-        ]))]));
-        let mut turn = Turn::default();
-        turn.read_blocks("0");
-        let out = turn
-            .outcome(std::slice::from_ref(&reply), 0, Some("me"))
-            .unwrap();
-        assert_eq!(
-            out.blocks,
-            [RemoteBlock {
-                ip: "10.0.0.2".parse().unwrap(),
-                until_ms: None
-            }]
-        );
-        assert_eq!(out.last_id.as_deref(), Some("2-0"));
-        let none = turn.outcome(&[Reply::Array(None)], 0, Some("me")).unwrap();
-        assert!(none.blocks.is_empty() && none.last_id.is_none());
-        // Replayed after a reload: our own blocks too (the new table has none).
-        let replayed = turn.outcome(std::slice::from_ref(&reply), 0, None).unwrap();
-        assert_eq!(replayed.blocks.len(), 2);
-    }
-}
+#[path = "keys_tests.rs"]
+mod tests;

@@ -6,15 +6,27 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::keys::{RemoteBlock, Turn};
+use std::collections::VecDeque;
+
+use super::keys::{Outcome, RemoteBlock, StreamInfo, Turn, BLOCKS_PER_READ};
 use super::resp::Connection;
-use crate::frang::{set_redis_up, Frang, OutgoingBlock};
+use crate::frang::{set_redis_up, FleetDelta, Frang, OutgoingBlock};
 
 /// First wait before connecting again after a failure; doubled up to [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Blocks kept for publishing while Redis is away (the oldest are dropped beyond).
 const UNPUBLISHED_MAX: usize = 4096;
+/// Commands in one pipeline at most (a client's counts are never split: one with more goes
+/// alone). Redis answers this many in about a millisecond, so a pipeline that is not
+/// answered within the turn deadline means a Redis that is not making progress, whatever
+/// the number of clients waiting.
+pub const PIPELINE_COMMANDS: usize = 128;
+/// Blocks published per pipeline at most (two commands each; with `XINFO` and `XREAD`, 128).
+const BLOCKS_PER_PIPELINE: usize = 63;
+/// Clients' counts waiting for a turn at most; beyond, the oldest are dropped and counted
+/// (`ktls_proxy_fleet_dropped_total`). About 100 bytes each.
+pub const BACKLOG_MAX: usize = 65_536;
 
 pub struct Link {
     cluster: config::Cluster,
@@ -27,6 +39,11 @@ pub struct Link {
     last_id: String,
     /// Blocks imposed here not yet published (Redis was away).
     unpublished: Vec<OutgoingBlock>,
+    /// Clients' counts not yet sent, oldest first.
+    backlog: VecDeque<FleetDelta>,
+    /// Entries of the block stream up to `last_id`, counted from its first ever (Redis's
+    /// `entries-added`); `None` until known.
+    position: Option<u64>,
 }
 
 impl Link {
@@ -44,6 +61,8 @@ impl Link {
             retry_at: Instant::now(),
             last_id: "0".to_owned(),
             unpublished: Vec::new(),
+            backlog: VecDeque::new(),
+            position: None,
         }
     }
 
@@ -64,49 +83,143 @@ impl Link {
             if frang.in_fleet() {
                 self.turn(&frang, &wake);
             }
+            // A turn that spent its interval on a backlog starts the next one at once.
             std::thread::sleep(interval.saturating_sub(started.elapsed()));
         }
     }
 
+    /// One turn: the blocks (out and in) first, then the counts waiting, oldest first, in
+    /// pipelines of at most [`PIPELINE_COMMANDS`] commands, until none is left or the
+    /// interval is spent; what is left waits for the next turn (bounded by
+    /// [`BACKLOG_MAX`]). Each pipeline must be answered within the turn deadline: a slow
+    /// Redis fails one small pipeline, a large attack only lengthens the backlog.
     fn turn(&mut self, frang: &Frang, wake: &impl Fn()) {
-        let deltas = frang.fleet_drain();
+        let started = Instant::now();
+        self.backlog.extend(frang.fleet_drain());
+        let excess = self.backlog.len().saturating_sub(BACKLOG_MAX);
+        if excess > 0 {
+            self.backlog.drain(..excess);
+            super::note_dropped(excess);
+        }
         self.unpublished.extend(frang.fleet_take_blocks());
         let excess = self.unpublished.len().saturating_sub(UNPUBLISHED_MAX);
         self.unpublished.drain(..excess);
+        if self.connected().is_none() {
+            // Redis away: counts are dropped, not replayed (docs/FLEET.md).
+            self.backlog.clear();
+            super::note_backlog(0);
+            return;
+        }
+        if self.blocks(frang, wake).is_ok() {
+            while !self.backlog.is_empty() && started.elapsed() < self.cluster.sync_interval {
+                if self.counts(frang).is_err() {
+                    break;
+                }
+            }
+        }
+        super::note_backlog(self.backlog.len());
+    }
+
+    /// Publishes the blocks imposed here and reads those published elsewhere, again and
+    /// again until caught up with the stream or the interval is spent.
+    fn blocks(&mut self, frang: &Frang, wake: &impl Fn()) -> Result<(), ()> {
+        let started = Instant::now();
+        loop {
+            let read = self.blocks_once(frang, wake)?;
+            if read < BLOCKS_PER_READ || started.elapsed() >= self.cluster.sync_interval {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One pipeline of [`Link::blocks`]; returns the stream entries read.
+    fn blocks_once(&mut self, frang: &Frang, wake: &impl Fn()) -> Result<usize, ()> {
         let unix = unix_now();
+        let publishing = self.unpublished.len().min(BLOCKS_PER_PIPELINE);
         let mut turn = Turn::default();
-        let slots_now = frang.fleet_unix(Instant::now());
-        turn.counts(&deltas, frang.fleet_slots(), slots_now);
-        turn.publish(&self.unpublished, unix, &self.node);
+        turn.publish(&self.unpublished[..publishing], unix, &self.node);
         turn.read_blocks(&self.last_id);
         // Reading from the start (after a reload): this node's own blocks apply too, the new
         // table having none of them.
         let skip = (self.last_id != "0").then(|| self.node.clone());
+        let out = self.exchange(&turn, 0, skip.as_deref())?;
+        self.unpublished.drain(..publishing);
+        if self.last_id == "0" {
+            // From the oldest entry kept: whatever was trimmed before is not a gap.
+            self.position = None;
+        }
+        if let Some(id) = out.last_id {
+            self.last_id = id;
+        }
+        self.follow(out.stream, out.entries_read);
+        apply_blocks(frang, &out.blocks, unix, wake);
+        Ok(out.entries_read)
+    }
+
+    /// Moves this node's position in the stream (counted in entries ever added) by the
+    /// entries just read; entries trimmed before this node read them are a gap, counted and
+    /// logged. No count without `entries-added` (Redis before 7.0).
+    fn follow(&mut self, stream: Option<StreamInfo>, read: usize) {
+        let Some(info) = stream else {
+            return;
+        };
+        let trimmed = info.added.saturating_sub(info.length);
+        let position = match self.position {
+            Some(at) if trimmed > at => {
+                super::note_lost(trimmed - at);
+                trimmed
+            }
+            Some(at) => at,
+            None => trimmed,
+        };
+        self.position = Some(position + read as u64);
+    }
+
+    /// Sends the oldest counts waiting (a pipeline's worth) and applies the fleet's totals.
+    fn counts(&mut self, frang: &Frang) -> Result<(), ()> {
+        let slots = frang.fleet_slots();
+        let mut commands = 0;
+        let mut taken = Vec::new();
+        while let Some(next) = self.backlog.front() {
+            let cost = Turn::commands_of(next, slots);
+            if !taken.is_empty() && commands + cost > PIPELINE_COMMANDS {
+                break;
+            }
+            commands += cost;
+            taken.extend(self.backlog.pop_front());
+        }
+        let mut turn = Turn::default();
+        turn.counts(&taken, slots, frang.fleet_unix(Instant::now()));
+        let out = self.exchange(&turn, taken.len(), None)?;
+        for (delta, (requests, connections)) in taken.iter().zip(out.totals) {
+            frang.fleet_update(delta.ip, requests, connections);
+        }
+        Ok(())
+    }
+
+    /// One pipeline and its replies, within the turn deadline; a failure marks Redis down.
+    fn exchange(&mut self, turn: &Turn, deltas: usize, skip: Option<&str>) -> Result<Outcome, ()> {
         let allowed = turn_deadline(self.cluster.sync_interval);
         let Some(conn) = self.connected() else {
-            return;
+            return Err(());
         };
         for command in &turn.commands {
             conn.queue(command);
         }
-        let deadline = Instant::now() + allowed;
         let result = conn
-            .run(deadline, turn.budget())
+            .run(Instant::now() + allowed, turn.budget())
             .map_err(|e| e.to_string())
-            .and_then(|replies| turn.outcome(&replies, deltas.len(), skip.as_deref()));
+            .and_then(|replies| turn.outcome(&replies, deltas, skip));
         match result {
             Ok(out) => {
-                self.unpublished.clear();
-                for (delta, (requests, connections)) in deltas.iter().zip(out.totals) {
-                    frang.fleet_update(delta.ip, requests, connections);
-                }
-                if let Some(id) = out.last_id {
-                    self.last_id = id;
-                }
-                apply_blocks(frang, &out.blocks, unix, wake);
                 self.up();
+                Ok(out)
             }
-            Err(reason) => self.down(&reason),
+            Err(reason) => {
+                self.down(&reason);
+                self.backlog.clear();
+                Err(())
+            }
         }
     }
 

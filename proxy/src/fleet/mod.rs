@@ -13,8 +13,10 @@
 
 mod keys;
 mod link;
+pub mod owners;
 pub mod resp;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
@@ -37,4 +39,47 @@ pub fn start(
         .name("fleet-sync".into())
         .spawn(move || link::Link::new(cluster).run(current, wake))
         .map(drop)
+}
+
+/// Clients' counts waiting for a turn (`ktls_proxy_fleet_backlog`).
+static BACKLOG: AtomicU64 = AtomicU64::new(0);
+/// Clients' counts dropped at the backlog's bound (`ktls_proxy_fleet_dropped_total`).
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+fn note_backlog(waiting: usize) {
+    BACKLOG.store(waiting as u64, Ordering::Relaxed);
+}
+
+fn note_dropped(count: usize) {
+    DROPPED.fetch_add(count as u64, Ordering::Relaxed);
+    crate::warn!(
+        "cluster: {count} client count(s) dropped: more clients with new events than a turn's backlog holds ({})",
+        link::BACKLOG_MAX
+    );
+}
+
+/// Blocks trimmed from the stream before this process read them
+/// (`ktls_proxy_fleet_blocks_lost_total`).
+static LOST: AtomicU64 = AtomicU64::new(0);
+
+fn note_lost(count: u64) {
+    LOST.fetch_add(count, Ordering::Relaxed);
+    crate::warn!(
+        "cluster: {count} block(s) published by other nodes were trimmed from {} before this node read them: more blocks between two turns than the stream keeps ({})",
+        keys::BLOCKS,
+        keys::BLOCKS_KEPT
+    );
+}
+
+/// Blocks of other nodes this process never read (the stream trimmed past it).
+pub fn blocks_lost() -> u64 {
+    LOST.load(Ordering::Relaxed)
+}
+
+/// Clients' counts waiting for a turn, and those dropped since the start.
+pub fn backlog() -> (u64, u64) {
+    (
+        BACKLOG.load(Ordering::Relaxed),
+        DROPPED.load(Ordering::Relaxed),
+    )
 }

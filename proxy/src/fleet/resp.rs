@@ -105,18 +105,33 @@ struct Deadlined {
 fn left(deadline: Instant) -> io::Result<Duration> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
-        return Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "Redis did not answer within the turn's deadline",
-        ));
+        return Err(late());
     }
     Ok(left)
+}
+
+fn late() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "Redis did not answer within the turn's deadline",
+    )
 }
 
 impl Read for Deadlined {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.stream.set_read_timeout(Some(left(self.deadline)?))?;
-        self.stream.read(buf)
+        match self.stream.read(buf) {
+            // The socket's timeout says EAGAIN; the log should say what it means.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                Err(late())
+            }
+            other => other,
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use config::FrangGlobal;
 
+use super::window::{quantum, SlotRing};
 use super::Violation;
 
 /// Frang counters of one client connection's head reading. Owned by the connection, no
@@ -19,6 +20,9 @@ pub struct ConnLimits {
     head_chunks: u32,
     /// When the first piece of the current head arrived.
     head_started: Option<Instant>,
+    /// Requests answered with the sticky cookie's redirect or challenge, per slot since
+    /// the instant of the first (allocated at the first: most connections never miss).
+    sticky_misses: Option<Box<(Instant, SlotRing)>>,
 }
 
 impl ConnLimits {
@@ -28,6 +32,7 @@ impl ConnLimits {
             header_timeout: global.client_header_timeout.filter(|d| !d.is_zero()),
             head_chunks: 0,
             head_started: None,
+            sticky_misses: None,
         }
     }
 
@@ -68,6 +73,18 @@ impl ConnLimits {
         start
             .checked_add(limit)
             .map(|at| (at, "client_header_timeout"))
+    }
+
+    /// Counts a request that arrived without a valid sticky cookie where one is enforced, and
+    /// returns this connection's misses within the last second: Tempesta counts them per
+    /// connection, over one second in `FRANG_FREQ` slots (frang_sticky_cookie_limit), so a
+    /// second connection, or a cookie that expired an hour ago, starts afresh.
+    pub fn on_sticky_miss(&mut self, now: Instant) -> u32 {
+        let (epoch, ring) = &mut **self
+            .sticky_misses
+            .get_or_insert_with(|| Box::new((now, SlotRing::default())));
+        let slot = super::window::slot_len(Duration::from_secs(1));
+        ring.add(quantum(*epoch, now, slot)).in_frame
     }
 
     /// A head was read completely: the next one starts from zero.

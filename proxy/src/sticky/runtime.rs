@@ -6,7 +6,6 @@
 //! afresh, and cookies stay valid (the random key, when no `secret` is set, is made once
 //! per process).
 
-use std::net::IpAddr;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -14,15 +13,13 @@ use config::{Config, CookieMode, GroupSticky, StickyCookie, StickySessions};
 
 use super::challenge::{self, Template};
 use super::cookie::{ClientIdentity, CookieCodec, StickyError, Verdict};
-use super::enforce::{Decision, MissTable};
+use super::enforce::{self, Decision};
 use super::sessions::{Policy, SessionTable};
 use super::{cookies, set_cookie};
 use crate::lru::Lru;
 
 /// Sessions one vhost's table holds at most (the least recently used go first).
 pub const SESSIONS_PER_VHOST: usize = 65_536;
-/// Clients whose misses are counted at once.
-pub const MISS_CLIENTS: usize = 65_536;
 /// Cookies remembered as having passed the challenge.
 pub const PASSED_COOKIES: usize = 65_536;
 
@@ -101,7 +98,6 @@ pub struct StickyRt {
     vhosts: Vec<VhostSticky>,
     /// Per server group: `sticky_sessions`/`learn` given in the group.
     groups: Vec<Option<GroupSticky>>,
-    misses: Mutex<MissTable<IpAddr>>,
     /// SHA-256 of cookies that passed the challenge: later requests with them are not
     /// timed again (their age is past the window by then).
     passed: Mutex<Lru<[u8; 32], ()>>,
@@ -156,7 +152,6 @@ impl StickyRt {
                 .iter()
                 .map(|g| g.sticky.clone())
                 .collect(),
-            misses: Mutex::new(MissTable::new(MISS_CLIENTS)),
             passed: Mutex::new(Lru::new(PASSED_COOKIES)),
         })
     }
@@ -178,7 +173,8 @@ impl StickyRt {
 
     /// Decides for a request to `vhost` carrying the `Cookie` fields `cookie_fields`;
     /// `challengeable`: a browser would run a JS challenge answering it (a GET that accepts
-    /// text/html).
+    /// text/html); `count_miss` counts a miss where the connection keeps its misses and
+    /// returns how many it had within the last second (enforce.rs).
     pub fn check<'a>(
         &self,
         vhost: usize,
@@ -186,6 +182,7 @@ impl StickyRt {
         who: &ClientIdentity<'_>,
         now: SystemTime,
         challengeable: bool,
+        count_miss: impl FnOnce() -> u32,
     ) -> Result<Action, StickyError> {
         let Some(v) = self.vhost(vhost) else {
             return Ok(Action::PASS);
@@ -213,11 +210,7 @@ impl StickyRt {
         if !challengeable && would_challenge(c, verdict) {
             return Ok(Action::NotChallengeable);
         }
-        let (decision, misses) = {
-            let mut table = lock(&self.misses);
-            let d = table.decide(who.addr, c, verdict);
-            (d, table.count(&who.addr))
-        };
+        let (decision, misses) = enforce::decide(c, verdict, count_miss);
         Ok(match decision {
             Decision::Forward => {
                 // Only a cookie in the challenge's window gets here.
@@ -360,9 +353,20 @@ mod tests {
         UNIX_EPOCH + Duration::from_millis(1_800_000_000_000 + ms)
     }
 
+    thread_local! {
+        /// The misses of the one connection a test's requests arrive on.
+        static MISSES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
     fn check(rt: &StickyRt, cookie: &str, ms: u64) -> Action {
         let fields: [&[u8]; 1] = [cookie.as_bytes()];
-        rt.check(0, fields.into_iter(), &who(), at(ms), true)
+        let count_miss = || {
+            MISSES.with(|m| {
+                m.set(m.get() + 1);
+                m.get()
+            })
+        };
+        rt.check(0, fields.into_iter(), &who(), at(ms), true, count_miss)
             .unwrap()
     }
 

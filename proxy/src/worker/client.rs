@@ -74,6 +74,10 @@ pub struct Client {
     /// The server name the client asked for in its TLS handshake (lower case, no trailing
     /// dot): strict host checking refuses requests routed to another vhost than it names.
     pub sni: Option<crate::server_name::ServerName>,
+    /// The TLS fingerprint of the handshake (`None`: plain TCP, or not yet).
+    pub tft: Option<crate::fingerprint::Tft>,
+    /// The records read by the transport as last counted for `tft`'s record limit.
+    pub tft_records: u64,
     /// When the TLS handshake began and how far it got (its deadline's policy).
     pub handshake: super::handshake_deadline::HandshakeClock,
     /// A readiness event reported the peer's FIN (or an error); kept across the hand-over
@@ -147,6 +151,8 @@ impl Worker {
             counted_by: Some(self.rt.frang.clone()),
             mem_held: 0,
             sni: None,
+            tft: None,
+            tft_records: 0,
             handshake: super::handshake_deadline::HandshakeClock::start(Instant::now()),
             fin_reported: false,
         });
@@ -231,7 +237,7 @@ impl Worker {
                 return false;
             }
         }
-        let Stage::Handshake(session) = std::mem::replace(&mut c.stage, Stage::Gone) else {
+        let Stage::Handshake(mut session) = std::mem::replace(&mut c.stage, Stage::Gone) else {
             return false;
         };
         let resumed = session.ssl().session_reused();
@@ -240,10 +246,13 @@ impl Worker {
             .ssl()
             .servername(openssl::ssl::NameType::HOST_NAME)
             .map(crate::server_name::ServerName::new);
-        if let Err(v) = self
-            .rt
-            .frang
-            .on_tls_handshake(c.peer.ip(), resumed, Instant::now())
+        let now = Instant::now();
+        let (tft, fingerprint) =
+            super::fingerprint_hook::on_handshake(session.ssl_mut(), &self.rt, now);
+        c.tft = tft;
+        if let Err(v) = (self.rt.frang)
+            .on_tls_handshake(c.peer.ip(), resumed, now)
+            .and(fingerprint)
         {
             let ip = c.peer.ip();
             let _ = socket2::SockRef::from(&c.sock).set_linger(Some(Duration::ZERO));

@@ -497,12 +497,13 @@ pub fn neutral_head(
     limits: &http1::Limits,
 ) -> Result<(http1::RequestHead, Vec<u8>), Unservable> {
     let (Some(path), Some(authority)) = (&req.path, &req.authority) else {
-        // CONNECT (no :path) is not proxied; a request without any authority neither.
-        return Err(Unservable::NotProxied(if req.path.is_none() {
-            501
-        } else {
-            400
-        }));
+        // CONNECT (no :path) is judged as on HTTP/1.1: frang's http_methods refuses it (403)
+        // unless it lists `unknown`, and only then is it 501 (the proxy does not tunnel). A
+        // request without any authority is not proxied.
+        if req.path.is_none() {
+            return Err(Unservable::Invalid(ParseError::ConnectNotSupported));
+        }
+        return Err(Unservable::NotProxied(400));
     };
     // The field limit counts the list as the client sent it: here the four pseudo-headers
     // are one host field and the cookie crumbs are joined.

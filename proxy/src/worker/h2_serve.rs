@@ -205,7 +205,7 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
-        let (peer, client_id) = (c.peer, c.id);
+        let (peer, client_id, tft) = (c.peer, c.id, c.tft);
         let Codec::H2(h2) = &mut c.codec else {
             return;
         };
@@ -219,7 +219,7 @@ impl Worker {
             .config
             .access_log
             .enabled()
-            .then(|| access_record(peer, &request));
+            .then(|| access_record(peer, tft, &request));
         let id = self.exchanges.insert(NewExchange {
             client: ci,
             client_id,

@@ -55,6 +55,16 @@ impl Worker {
         self.refuse_at(ci, at, v.status, Refusal::Attack);
     }
 
+    /// Resets client `ci` (RST, Tempesta's `T_BLOCK_WITH_RST`) for `v`, a refusal of the
+    /// connection itself (a `tft` limit on its records).
+    fn refuse_connection(&mut self, ci: usize, v: &Violation) {
+        let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
+            return;
+        };
+        self.note_block(ip, v, "-");
+        self.reset_client(ci, CloseReason::Frang);
+    }
+
     /// Logs (unless `nolog`) and counts a block.
     pub(super) fn note_block(&self, ip: IpAddr, v: &Violation, vhost: &str) {
         self.metrics().count_block(v.limit);
@@ -63,14 +73,18 @@ impl Worker {
         }
     }
 
-    /// A read brought bytes: count a head or body chunk for the frang chunk limits and
-    /// timeouts, and re-arm the deadline it moves.
+    /// A read brought bytes: count the TLS records against the connection's fingerprint
+    /// (`tft`), a head or body chunk for the frang chunk limits and timeouts, and re-arm the
+    /// deadline it moves.
     pub(super) fn account_read(&mut self, ci: usize) {
         // The loop turn's clock: a head or body timeout is seconds, a turn microseconds.
         let now = self.now;
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
+        if let Err(v) = super::fingerprint_hook::on_records(c, &self.rt.fingerprints, now) {
+            return self.refuse_connection(ci, &v);
+        }
         let Codec::H1(h1) = &c.codec else {
             // HTTP/2 counts after the bytes went into the connection (`process_h2`): only
             // then is it known whether they carried part of a head; bodies count per DATA
@@ -204,7 +218,9 @@ impl Worker {
             sni_vhost_differs: sni_vhost.is_some_and(|sv| sv != vhost),
             ..RequestFacts::new(request.method_bytes(), request.path())
         };
-        match check_request(limits, &facts) {
+        let now = self.now;
+        let fingerprint = || super::fingerprint_hook::on_request(&rt.fingerprints, request, now);
+        match check_request(limits, &facts).and_then(|()| fingerprint()) {
             Ok(()) => true,
             Err(violation) => {
                 let ci = ex.client;

@@ -11,6 +11,7 @@ mod codec;
 mod exchange;
 mod fairness;
 mod fill;
+mod fingerprint_hook;
 mod finish;
 mod forward;
 mod grace;

@@ -70,9 +70,7 @@ impl<'a> Renumbering<'a> {
         let location = location.and_then(|l| {
             let old = old_vhost?.locations.get(l)?;
             let locations = &self.new.vhosts.get(new)?.locations;
-            locations
-                .iter()
-                .position(|n| n.op == old.op && n.pattern == old.pattern)
+            locations.iter().position(|n| n.matcher == old.matcher)
         });
         (Some(new), location)
     }

@@ -96,12 +96,16 @@ impl Worker {
             user_agent: ex.request.header("user-agent").unwrap_or(b""),
         };
         let now = SystemTime::now();
+        let Some(limits) = self.clients.get_mut(ex.client).map(|c| &mut c.limits) else {
+            return false;
+        };
         let action = match rt.sticky.check(
             vhost,
             cookie_fields(&ex.request),
             &who,
             now,
             challengeable(&ex.request),
+            || limits.on_sticky_miss(Instant::now()),
         ) {
             Ok(action) => action,
             Err(e) => {

@@ -20,11 +20,11 @@ fn rendered(
     limits: &Limits,
 ) -> Result<(RequestHead, Vec<u8>), Unservable> {
     let (Some(path), Some(authority)) = (&req.path, &req.authority) else {
-        return Err(Unservable::NotProxied(if req.path.is_none() {
-            501
-        } else {
-            400
-        }));
+        // CONNECT's form: the parser's own verdict on HTTP/1.1 (frang judges it next).
+        if req.path.is_none() {
+            return Err(Unservable::Invalid(ParseError::ConnectNotSupported));
+        }
+        return Err(Unservable::NotProxied(400));
     };
     if req.field_count > limits.max_headers {
         return Err(Unservable::Invalid(ParseError::TooManyHeaders));

@@ -1,0 +1,122 @@
+//! Server groups and their servers (`srv_group`, `server`, `sched`, the `server_*` settings,
+//! `health`), as validation resolved them.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model_serde::secs;
+use crate::model_sticky::GroupSticky;
+
+/// A `srv_group` (or the implicit `default` group).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerGroup {
+    pub name: String,
+    pub servers: Vec<Server>,
+    pub sched: Scheduler,
+    /// `server_forward_retries` (default 5).
+    pub forward_retries: u32,
+    /// `server_forward_timeout` (default 60 s).
+    #[serde(with = "secs")]
+    pub forward_timeout: Duration,
+    /// `server_connect_retries` (default 10).
+    pub connect_retries: u32,
+    /// `server_queue_size` (default 1000).
+    pub queue_size: u32,
+    /// `server_retry_nonidempotent`.
+    pub retry_nonidempotent: bool,
+    /// `health NAME`: the `health_check` monitor applied to this group.
+    pub health: Option<String>,
+    /// `sticky_sessions [allow_failover]` / `learn name=C` in the group.
+    pub sticky: Option<GroupSticky>,
+}
+
+impl Default for ServerGroup {
+    fn default() -> Self {
+        ServerGroup {
+            name: String::new(),
+            servers: Vec::new(),
+            sched: Scheduler::default(),
+            forward_retries: 5,
+            forward_timeout: Duration::from_secs(60),
+            connect_retries: 10,
+            queue_size: 1000,
+            retry_nonidempotent: false,
+            health: None,
+            sticky: None,
+        }
+    }
+}
+
+/// One `server ADDR [conns_n=N] [weight=N] [backup]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Server {
+    /// Port defaults to 80.
+    pub addr: SocketAddr,
+    /// Persistent connections in the pool (default 32).
+    pub conns_n: u32,
+    /// Static weight 1..=100 (default 50).
+    pub weight: u32,
+    /// Extension flag: used only when no other server of the group is up.
+    pub backup: bool,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Server {
+            addr: SocketAddr::new(IpAddr::from([127, 0, 0, 1]), 80),
+            conns_n: 32,
+            weight: 50,
+            backup: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scheduler {
+    /// Weighted round robin.
+    Ratio(RatioMode),
+    /// URI/Host hash.
+    Hash,
+}
+
+impl Default for Scheduler {
+    fn default() -> Self {
+        Scheduler::Ratio(RatioMode::Static)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RatioMode {
+    Static,
+    Dynamic(DynamicWeight),
+    Predict(Prediction),
+}
+
+/// Which response-time statistic a dynamic ratio weight follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DynamicWeight {
+    Minimum,
+    Maximum,
+    Average,
+    /// One of 50, 75, 90, 95, 99 (default 90).
+    Percentile(u8),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prediction {
+    pub weight: DynamicWeight,
+    #[serde(with = "secs")]
+    pub past: Duration,
+    /// Samples per second.
+    pub rate: u32,
+    #[serde(with = "secs")]
+    pub ahead: Duration,
+}

@@ -1,0 +1,201 @@
+//! The limits keyed by fingerprint, shared by all worker threads: `tft`'s connections and
+//! TLS records per second, `tfh`'s requests per second, and the blocklist file.
+//!
+//! As in Tempesta (fw/tf_filter.c) a rate is the count of events over the last second, cut
+//! into 8 slots, and an event is refused when the count, itself included, is over the
+//! limit: with `hash H 1 10;` the second connection within a second is refused. The slots
+//! are frang's ([`crate::frang::window`]). Only configured fingerprints are counted (an
+//! unconfigured one has no limit in Tempesta either), each behind its own lock, so the
+//! table is as large as the configuration and a new fingerprint never allocates. Like
+//! frang's tables, a reload starts the counts afresh.
+//!
+//! `tfh`'s connection number is accepted and, as in Tempesta, not enforced: Tempesta limits
+//! an HTTP fingerprint's requests only.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use config::{Config, FingerprintLimit, FingerprintLimits};
+
+use super::{Tfh, Tft};
+use crate::frang::window::{quantum, slot_len, SlotRing};
+use crate::frang::{Violation, FRANG_BLOCK_STATUS};
+
+#[derive(Debug, Default)]
+struct Rates {
+    connections: SlotRing,
+    records: SlotRing,
+}
+
+#[derive(Debug)]
+struct Entry {
+    limit: FingerprintLimit,
+    rates: Mutex<Rates>,
+}
+
+/// One kind's limits (`tft` or `tfh`).
+#[derive(Debug, Default)]
+struct Table {
+    entries: HashMap<u64, Entry>,
+    blocked: HashSet<u64>,
+}
+
+impl Table {
+    fn new(limits: Option<&FingerprintLimits>) -> Table {
+        // `storage_size=0`: Tempesta opens no table, and counts nothing.
+        let entries = limits
+            .filter(|l| l.storage_size > 0)
+            .map(|l| {
+                l.hashes
+                    .iter()
+                    .map(|&limit| {
+                        let rates = Mutex::new(Rates::default());
+                        (limit.hash, Entry { limit, rates })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Table {
+            entries,
+            blocked: HashSet::new(),
+        }
+    }
+}
+
+/// What a violation of a fingerprint limit says (counted as `blocks_total{limit=kind}`).
+fn violation(kind: &'static str, detail: String) -> Violation {
+    Violation {
+        limit: kind,
+        detail,
+        status: FRANG_BLOCK_STATUS,
+    }
+}
+
+/// The per-fingerprint limits and blocklist in force, shared by the workers (`Runtime`).
+#[derive(Debug)]
+pub struct Fingerprints {
+    epoch: Instant,
+    slot: Duration,
+    tls: Table,
+    http: Table,
+}
+
+/// Whether a connection, record or request may go on.
+pub type Verdict = Result<(), Violation>;
+
+impl Fingerprints {
+    /// The limits of `config`, with the blocklist file read now. Err: the file cannot be
+    /// read or a line of it is not a fingerprint (`PATH:LINE: ...`).
+    pub fn build(config: &Config) -> Result<Fingerprints, String> {
+        let mut fingerprints = Fingerprints {
+            epoch: Instant::now(),
+            slot: slot_len(Duration::from_secs(1)),
+            tls: Table::new(config.tft.as_ref()),
+            http: Table::new(config.tfh.as_ref()),
+        };
+        if let Some(path) = &config.tf_blocklist {
+            fingerprints.read_blocklist(path)?;
+        }
+        Ok(fingerprints)
+    }
+
+    /// Reads `tf_blocklist`: one `tft HEX` or `tfh HEX` per line; `#` starts a comment.
+    fn read_blocklist(&mut self, path: &Path) -> Result<(), String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("tf_blocklist {}: {e}", path.display()))?;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let mut words = line.split_whitespace();
+            let table = match words.next() {
+                Some("tft") => &mut self.tls,
+                Some("tfh") => &mut self.http,
+                _ => return Err(bad_line(path, i, "expected `tft HEX` or `tfh HEX`")),
+            };
+            let hash = words
+                .next()
+                .and_then(config::parse_fingerprint)
+                .ok_or_else(|| bad_line(path, i, "not a fingerprint (up to 16 hex digits)"))?;
+            if words.next().is_some() {
+                return Err(bad_line(path, i, "one fingerprint per line"));
+            }
+            table.blocked.insert(hash);
+        }
+        Ok(())
+    }
+
+    /// Whether requests need their `tfh` for a decision (a limit or a blocklist entry).
+    pub fn judges_requests(&self) -> bool {
+        !self.http.entries.is_empty() || !self.http.blocked.is_empty()
+    }
+
+    /// A TLS handshake completed with fingerprint `tft`: refused when blocklisted, or when
+    /// it is one connection too many this second.
+    pub fn on_tls_connection(&self, tft: Tft, now: Instant) -> Verdict {
+        if self.tls.blocked.contains(&tft.0) {
+            return Err(violation("tft", format!("{tft} is on the blocklist")));
+        }
+        let Some(entry) = self.tls.entries.get(&tft.0) else {
+            return Ok(());
+        };
+        let q = quantum(self.epoch, now, self.slot);
+        let count = lock(&entry.rates).connections.add(q).in_frame;
+        over("tft", tft.0, "connections", count, entry.limit.connections)
+    }
+
+    /// `records` TLS records arrived on a connection with fingerprint `tft`.
+    pub fn on_tls_records(&self, tft: Tft, records: u64, now: Instant) -> Verdict {
+        let Some(entry) = self.tls.entries.get(&tft.0).filter(|_| records > 0) else {
+            return Ok(());
+        };
+        let q = quantum(self.epoch, now, self.slot);
+        let mut rates = lock(&entry.rates);
+        let mut count = 0;
+        // Bounded by what one read decrypts (a few dozen records at most).
+        for _ in 0..records.min(1 << 16) {
+            count = rates.records.add(q).in_frame;
+        }
+        over("tft", tft.0, "records", count, entry.limit.records)
+    }
+
+    /// A request head with fingerprint `tfh` is complete: refused (403) when blocklisted,
+    /// or when it is one request too many this second.
+    pub fn on_request(&self, tfh: Tfh, now: Instant) -> Verdict {
+        if self.http.blocked.contains(&tfh.0) {
+            return Err(violation("tfh", format!("{tfh} is on the blocklist")));
+        }
+        let Some(entry) = self.http.entries.get(&tfh.0) else {
+            return Ok(());
+        };
+        let q = quantum(self.epoch, now, self.slot);
+        let count = lock(&entry.rates).records.add(q).in_frame;
+        over("tfh", tfh.0, "requests", count, entry.limit.records)
+    }
+}
+
+fn over(kind: &'static str, hash: u64, what: &str, count: u32, limit: u32) -> Verdict {
+    if count > limit {
+        return Err(violation(
+            kind,
+            format!("{hash:x}: {count} {what}/s > {limit}"),
+        ));
+    }
+    Ok(())
+}
+
+fn lock(rates: &Mutex<Rates>) -> std::sync::MutexGuard<'_, Rates> {
+    // The counters stay consistent whatever a panicking holder did: keep counting.
+    rates.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn bad_line(path: &Path, index: usize, what: &str) -> String {
+    format!("tf_blocklist {}:{}: {what}", path.display(), index + 1)
+}
+
+#[cfg(test)]
+#[path = "limits_tests.rs"]
+mod tests;

@@ -1,0 +1,116 @@
+//! The per-fingerprint limits and the blocklist, with a clock the tests move.
+
+use std::time::{Duration, Instant};
+
+use config::{Config, FingerprintLimit, FingerprintLimits};
+
+use super::Fingerprints;
+use crate::fingerprint::{Tfh, Tft};
+
+fn limits(hash: u64, connections: u32, records: u32) -> Option<FingerprintLimits> {
+    Some(FingerprintLimits {
+        hashes: vec![FingerprintLimit {
+            hash,
+            connections,
+            records,
+        }],
+        ..FingerprintLimits::default()
+    })
+}
+
+#[test]
+fn the_connection_over_the_limit_is_refused_and_the_next_second_passes() {
+    let config = Config {
+        tft: limits(0xabc, 1, 100),
+        ..Config::default()
+    };
+    let f = Fingerprints::build(&config).expect("no blocklist");
+    let t0 = Instant::now();
+    assert!(f.on_tls_connection(Tft(0xabc), t0).is_ok());
+    let refused = f
+        .on_tls_connection(Tft(0xabc), t0)
+        .expect_err("second in a second");
+    assert_eq!(refused.limit, "tft");
+    assert!(
+        refused.detail.contains("2 connections/s > 1"),
+        "{}",
+        refused.detail
+    );
+    // Another fingerprint has no limit.
+    for _ in 0..10 {
+        assert!(f.on_tls_connection(Tft(0xdef), t0).is_ok());
+    }
+    assert!(f
+        .on_tls_connection(Tft(0xabc), t0 + Duration::from_secs(2))
+        .is_ok());
+}
+
+#[test]
+fn records_and_requests_count_against_the_third_number() {
+    let config = Config {
+        tft: limits(1, 100, 5),
+        tfh: limits(2, 0, 2),
+        ..Config::default()
+    };
+    let f = Fingerprints::build(&config).expect("no blocklist");
+    let now = Instant::now();
+    assert!(f.on_tls_records(Tft(1), 5, now).is_ok());
+    assert!(f.on_tls_records(Tft(1), 1, now).is_err());
+    assert!(f.on_request(Tfh(2), now).is_ok());
+    assert!(f.on_request(Tfh(2), now).is_ok());
+    let third = f.on_request(Tfh(2), now).expect_err("third request");
+    assert_eq!(third.limit, "tfh");
+    assert_eq!(third.status, 403);
+    assert!(f.judges_requests());
+}
+
+#[test]
+fn storage_size_zero_turns_the_limits_off() {
+    let mut tft = limits(1, 0, 0);
+    if let Some(l) = tft.as_mut() {
+        l.storage_size = 0;
+    }
+    let f = Fingerprints::build(&Config {
+        tft,
+        ..Config::default()
+    })
+    .expect("no blocklist");
+    assert!(f.on_tls_connection(Tft(1), Instant::now()).is_ok());
+}
+
+#[test]
+fn the_blocklist_file_refuses_its_fingerprints_and_reports_bad_lines() {
+    let dir = std::env::temp_dir().join(format!("tf-blocklist-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("list");
+    std::fs::write(
+        &path,
+        "# refused clients\ntft 66cb9fd8d4250000\n\ntfh 0x55 # a bot\n",
+    )
+    .expect("write");
+    let config = Config {
+        tf_blocklist: Some(path.clone()),
+        ..Config::default()
+    };
+    let f = Fingerprints::build(&config).expect("valid list");
+    let now = Instant::now();
+    let refused = f
+        .on_tls_connection(Tft(0x66cb_9fd8_d425_0000), now)
+        .expect_err("listed");
+    assert!(refused.detail.contains("blocklist"));
+    assert!(f.on_tls_connection(Tft(0x66cb_9fd8_d425_0001), now).is_ok());
+    assert!(f.on_request(Tfh(0x55), now).is_err());
+    assert!(f.judges_requests());
+
+    std::fs::write(&path, "tft 1\ntft zz\n").expect("write");
+    let err = Fingerprints::build(&config).expect_err("bad line");
+    assert!(
+        err.ends_with("list:2: not a fingerprint (up to 16 hex digits)"),
+        "{err}"
+    );
+    std::fs::write(&path, "ja5t 1\n").expect("write");
+    assert!(Fingerprints::build(&config).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+    let gone = Fingerprints::build(&config).expect_err("missing file");
+    assert!(gone.starts_with("tf_blocklist "), "{gone}");
+}

@@ -1,0 +1,17 @@
+//! Tempesta's client fingerprints and the limits keyed by them: `tft` (TLS, from the
+//! ClientHello: [`Tft`]) and `tfh` (HTTP, from a request head: [`Tfh`]), both 64-bit values
+//! computed as Tempesta computes them, so a hash read in Tempesta's log limits the same
+//! client here.
+//!
+//! No sockets here: the worker computes `tft` when a handshake completes (from the
+//! ClientHello that `ktls::hello` captured) and `tfh` when a request head is complete, and
+//! asks [`Fingerprints`] whether the connection, record or request is over its limit or on
+//! the blocklist.
+
+mod limits;
+mod tfh;
+mod tft;
+
+pub use limits::{Fingerprints, Verdict};
+pub use tfh::{RequestShape, Tfh};
+pub use tft::{Handshake, Tft};

@@ -1,0 +1,78 @@
+//! What the worker asks of [`crate::fingerprint`] at three points, as functions of the parts
+//! they read (no `impl Worker`): when a TLS handshake completes (`on_handshake`: the
+//! connection's `tft` and whether it may go on), when bytes arrive (`on_records`: the TLS
+//! records against its `tft`), and when a request reaches its vhost (`on_request`: its
+//! `tfh`). The decisions are `Fingerprints`'; the worker answers a refusal the way it answers
+//! frang's: a connection is reset, a request gets `block_action attack`'s answer, both
+//! counted as `blocks_total{limit="tft"|"tfh"}`.
+
+use std::time::Instant;
+
+use openssl::ssl::SslRef;
+
+use super::client::{Client, Stage};
+use super::request::Request;
+use crate::alpn::Alpn;
+use crate::fingerprint::{Fingerprints, Handshake, RequestShape, Tfh, Tft, Verdict};
+use crate::runtime::Runtime;
+
+/// The `tfh` of a request (the access log's and the limits').
+pub(super) fn tfh_of(request: &Request) -> Tfh {
+    Tfh::of(RequestShape {
+        method: request.method_bytes(),
+        // The protocol the request came in (the neutral head does not say it otherwise).
+        h2: request.version_label() == "HTTP/2.0",
+        fields: request.fields(),
+    })
+}
+
+/// A handshake completed on `ssl`: the connection's `tft`, from the ClientHello captured
+/// during it (`None`: nothing was captured), and whether the connection may go on.
+pub(super) fn on_handshake(ssl: &mut SslRef, rt: &Runtime, now: Instant) -> (Option<Tft>, Verdict) {
+    let Some(hello) = ktls::hello::take(ssl) else {
+        return (None, Ok(()));
+    };
+    let alpn = crate::alpn::policy(ssl);
+    let vhost_found = hello.server_name().is_some_and(|name| {
+        rt.vhosts
+            .iter()
+            .any(|v| v.name.as_bytes().eq_ignore_ascii_case(name))
+    });
+    let tft = Tft::of(
+        &hello,
+        Handshake {
+            http1: matches!(alpn, Alpn::Http1 | Alpn::Both),
+            h2: matches!(alpn, Alpn::H2 | Alpn::Both),
+            vhost_found,
+            resumed: ssl.session_reused(),
+        },
+    );
+    (Some(tft), rt.fingerprints.on_tls_connection(tft, now))
+}
+
+/// Bytes arrived on client `c`: the TLS records they came in against its `tft` (the proxy's
+/// record layer counts them; on OpenSSL's records or the kernel's a read counts as one).
+pub(super) fn on_records(c: &mut Client, fingerprints: &Fingerprints, now: Instant) -> Verdict {
+    let (Some(tft), Stage::Open(transport)) = (c.tft, &c.stage) else {
+        return Ok(());
+    };
+    let records = match transport.records_read() {
+        Some(total) => {
+            // A TLS 1.3 key update starts the numbering again.
+            let new = total.checked_sub(c.tft_records).unwrap_or(total);
+            c.tft_records = total;
+            new
+        }
+        None => 1,
+    };
+    fingerprints.on_tls_records(tft, records, now)
+}
+
+/// A request reached its vhost: its `tfh` against the limits (computed only when a limit or
+/// the blocklist may judge it).
+pub(super) fn on_request(fingerprints: &Fingerprints, request: &Request, now: Instant) -> Verdict {
+    if !fingerprints.judges_requests() {
+        return Ok(());
+    }
+    fingerprints.on_request(tfh_of(request), now)
+}
