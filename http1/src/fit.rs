@@ -115,6 +115,34 @@ pub(crate) fn check_written_head(
     Ok(())
 }
 
+/// Checks a head's measures (as [`crate::HeadMeasure`] counts them for its HTTP/1.1 text)
+/// against `limits`: the same verdict, in the same order, as [`check_written_head`] gives
+/// for the written text.
+pub(crate) fn check_measured_head(
+    measure: &crate::sink::HeadMeasure,
+    limits: &Limits,
+) -> Result<(), OversizedHead> {
+    if measure.bytes > limits.max_head_bytes {
+        return Err(OversizedHead::HeadTooLarge {
+            bytes: measure.bytes,
+            limit: limits.max_head_bytes,
+        });
+    }
+    if measure.fields > limits.max_headers {
+        return Err(OversizedHead::TooManyFields {
+            fields: measure.fields,
+            limit: limits.max_headers,
+        });
+    }
+    if measure.longest_field > limits.max_field_bytes {
+        return Err(OversizedHead::FieldTooLong {
+            bytes: measure.longest_field,
+            limit: limits.max_field_bytes,
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -88,6 +88,7 @@ mod limits;
 mod message;
 mod request;
 mod response;
+mod sink;
 mod span;
 mod strict;
 mod write;
@@ -104,6 +105,7 @@ pub use limits::Limits;
 pub use message::{BodyFraming, Method, Version};
 pub use request::{parse_request, RequestHead, TargetForm};
 pub use response::{parse_response, ResponseHead};
+pub use sink::{forward_response_fields, FieldSink, HeadMeasure, HeadText, ResponseFields};
 pub use span::{FieldSpan, HeaderSpans, Span};
 pub use write::{
     is_forwarded_field, write_field, write_framing, write_request_head, write_response_head,

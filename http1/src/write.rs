@@ -22,6 +22,7 @@ use crate::limits::Limits;
 use crate::message::BodyFraming;
 use crate::request::{RequestHead, TargetForm};
 use crate::response::ResponseHead;
+use crate::sink::{forward_response_fields, HeadText};
 use crate::span::HeaderSpans;
 
 /// A header edit from configuration that cannot be applied.
@@ -107,15 +108,23 @@ impl HeaderEdits {
     }
 
     /// Whether a received field named `name` is not copied (replaced or removed).
-    fn replaces(&self, name: &[u8]) -> bool {
+    pub(crate) fn replaces(&self, name: &[u8]) -> bool {
         self.set.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
             || self.remove.iter().any(|n| n.eq_ignore_ascii_case(name))
     }
 
     fn write(&self, out: &mut Vec<u8>) {
-        for (name, value) in self.set.iter().chain(self.add.iter()) {
+        for (name, value) in self.fields() {
             write_field(out, name, value);
         }
+    }
+
+    /// The fields the edits write, in order: the `set` ones, then the `add` ones.
+    pub(crate) fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.set
+            .iter()
+            .chain(self.add.iter())
+            .map(|(name, value)| (&name[..], &value[..]))
     }
 }
 
@@ -239,29 +248,20 @@ pub fn write_response_head(
 ) -> Result<(), OversizedHead> {
     let start = out.len();
     out.reserve(head.head_len() + 128);
-    let reason = match head.reason(buf) {
+    let written = forward_response_fields(HeadText { out: &mut *out }, head, buf, forwarding);
+    if written.is_err() {
+        out.truncate(start);
+    }
+    written.map(|_| ())
+}
+
+/// The reason phrase to send for `head`: the origin's, or the standard one when it sent
+/// none.
+pub(crate) fn reason_or_standard<'b>(head: &ResponseHead, buf: &'b [u8]) -> &'b [u8] {
+    match head.reason(buf) {
         [] => reason_phrase(head.status()).as_bytes(),
         reason => reason,
-    };
-    write_status_line(out, head.status(), reason);
-    let copy = CopyRules {
-        connection_names_fields: head.connection_names_fields(),
-        drop_host: false,
-        forwarded_for: false,
-        forwarded_proto: false,
-        via: forwarding.via.is_some(),
-    };
-    let held = copy_fields(out, buf, head.headers(), &copy, forwarding.edits);
-    write_via(out, buf, held.via.then_some(head.headers()), forwarding.via);
-    forwarding.edits.write(out);
-    write_framing(out, forwarding.framing);
-    let connection = match forwarding.framing {
-        BodyFraming::CloseDelimited => ConnectionOption::Close,
-        _ => forwarding.connection,
-    };
-    write_connection(out, connection);
-    out.extend_from_slice(b"\r\n");
-    keep_if_fits(out, start, forwarding, head.headers().len())
+    }
 }
 
 /// Fields a writer adds at most besides the received ones and the edits:
@@ -362,7 +362,7 @@ fn write_connection(out: &mut Vec<u8>, connection: ConnectionOption) {
     }
 }
 
-fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
+pub(crate) fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
     // Digits are produced backwards into a stack buffer: u64::MAX has 20.
     let mut digits = [0u8; 20];
     let mut start = digits.len();
@@ -441,7 +441,7 @@ pub fn is_forwarded_field(head: &RequestHead, buf: &[u8], name: &[u8]) -> bool {
 /// Dispatches on length and first letter so that most names cost two
 /// comparisons.
 #[inline]
-fn is_managed(name: &[u8]) -> bool {
+pub(crate) fn is_managed(name: &[u8]) -> bool {
     let Some(first) = name.first() else {
         return false;
     };
@@ -464,7 +464,7 @@ fn is_managed(name: &[u8]) -> bool {
 /// Whether a Connection option names this field. Host is never dropped
 /// this way: the upstream needs it, and a client must not be able to
 /// strip it.
-fn named_by_connection(buf: &[u8], fields: &HeaderSpans, name: &[u8]) -> bool {
+pub(crate) fn named_by_connection(buf: &[u8], fields: &HeaderSpans, name: &[u8]) -> bool {
     if name.eq_ignore_ascii_case(b"host") {
         return false;
     }

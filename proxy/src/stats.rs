@@ -46,17 +46,29 @@ fn answer(mut stream: TcpStream, shared: &Shared) {
             let mut text = crate::stats_merge::all_processes(metrics(shared), processes);
             // Not summed over the processes: one version, one start.
             text.push_str(&process_info());
-            ("200 OK", "text/plain; version=0.0.4", text)
+            (200, "text/plain; version=0.0.4", text)
         }
-        Some(Page::Dashboard) => ("200 OK", "text/html; charset=utf-8", DASHBOARD.to_string()),
-        None => ("404 Not Found", "text/plain", "not found\n".to_string()),
+        Some(Page::Dashboard) => (200, "text/html; charset=utf-8", DASHBOARD.to_string()),
+        None => (404, "text/plain", "not found\n".to_string()),
     };
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = stream.write_all(head.as_bytes());
+    let head = response_head(status, content_type, body.len());
+    let _ = stream.write_all(&head);
     let _ = stream.write_all(body.as_bytes());
+}
+
+/// A page's response head, written by http1's writer: not stored, and the connection closes
+/// after it (one request per connection).
+fn response_head(status: u16, content_type: &str, body_len: usize) -> Vec<u8> {
+    use http1::FieldSink as _;
+    let mut head = Vec::with_capacity(160);
+    let mut text = http1::HeadText { out: &mut head };
+    text.status(status, http1::reason_phrase(status).as_bytes());
+    text.field(b"Content-Type", content_type.as_bytes());
+    text.field(b"Content-Length", body_len.to_string().as_bytes());
+    text.field(b"Cache-Control", b"no-store");
+    text.field(b"Connection", b"close");
+    text.end();
+    head
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -137,6 +149,16 @@ pub(crate) fn metrics(shared: &Shared) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pages_head_is_the_status_its_type_length_no_store_and_close() {
+        let expected = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n\
+            Content-Length: 42\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
+        let head = response_head(200, "text/plain; version=0.0.4", 42);
+        assert_eq!(String::from_utf8_lossy(&head), expected);
+        let missing = response_head(404, "text/plain", 10);
+        assert!(missing.starts_with(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n"));
+    }
 
     #[test]
     fn pages_by_request_line() {

@@ -16,6 +16,7 @@ use super::h1::{self, ReplyTo};
 use super::lifecycle::{body_end, BodyEnd, ResponseFraming};
 use super::request::Request;
 use super::response::{Failure, MAX_INTERIM_RESPONSES};
+use super::upstream::UpstreamId;
 use super::Worker;
 use crate::frang::RequestLimits;
 use crate::runtime::Runtime;
@@ -73,25 +74,23 @@ fn revalidation_request(client: &Request, limits: &http1::Limits) -> Option<Requ
     Some(Request::built(parsed, bytes, client.scheme()))
 }
 
-/// A response that may fill the entry: its head rendered as a client's fetch would store
-/// it, its body to be read into the fill. False when the head cannot be rendered.
+/// A response that may fill the entry: its head's pieces kept as a client's fetch would
+/// store them, its body to be read into the fill. False when the head cannot be forwarded
+/// (over the limits).
 fn begin_store(
     fwd: &mut Forward,
     origin: super::fill::Origin<'_>,
     edits: &HeaderEdits,
     rt: &Runtime,
-    scratch: &mut Vec<u8>,
 ) -> bool {
-    let to = ReplyTo {
-        http10: false,
-        close: false,
-    };
     let (head, input) = (origin.head, origin.input);
-    if h1::render_response_head(scratch, head, input, edits, &rt.forward_limits, to).is_err() {
+    let store = fwd.fill.as_mut().map(|f| f.head_sink());
+    let to = ReplyTo::default();
+    if h1::relayed_head_fields(store, (head, input), edits, &rt.forward_limits, to).is_err() {
         return false;
     }
     if let Some(fill) = fwd.fill.as_mut() {
-        fill.begin_store(head.status(), scratch, origin);
+        fill.begin_store(head.status(), origin);
     }
     fwd.status = head.status();
     let limits = http1::Limits {
@@ -148,7 +147,7 @@ impl Worker {
 
     /// Reads what upstream `ui` sent for background exchange `id` into its fill. True if
     /// anything moved.
-    pub(super) fn relay_background(&mut self, id: ExchangeId, ui: usize) -> bool {
+    pub(super) fn relay_background(&mut self, id: ExchangeId, ui: UpstreamId) -> bool {
         let mut moved = false;
         loop {
             match self.background_step(id, ui) {
@@ -167,7 +166,7 @@ impl Worker {
         }
     }
 
-    fn background_step(&mut self, id: ExchangeId, ui: usize) -> Step {
+    fn background_step(&mut self, id: ExchangeId, ui: UpstreamId) -> Step {
         let Some(fwd) = self.exchanges.get(id).and_then(|ex| ex.forward()) else {
             return Step::Wait;
         };
@@ -179,12 +178,11 @@ impl Worker {
 
     /// The response head: a 304 freshens the entry; an error the stale entry may stand
     /// in for leaves it; anything else fills the entry as a client's fetch would.
-    fn background_head(&mut self, id: ExchangeId, ui: usize) -> Step {
+    fn background_head(&mut self, id: ExchangeId, ui: UpstreamId) -> Step {
         let Worker {
             rt,
             upstreams,
             exchanges,
-            scratch,
             ..
         } = self;
         let (Some(ex), Some(u)) = (exchanges.get_mut(id), upstreams.get_mut(ui)) else {
@@ -246,7 +244,7 @@ impl Worker {
         }
         let none = HeaderEdits::new();
         let origin = super::fill::Origin { head: &head, input };
-        if !begin_store(fwd, origin, edits.unwrap_or(&none), rt, scratch) {
+        if !begin_store(fwd, origin, edits.unwrap_or(&none), rt) {
             return Step::Failed(Failure::BadResponse);
         }
         if let Some(b) = u.rbuf.as_mut() {
@@ -256,7 +254,7 @@ impl Worker {
     }
 
     /// Response body bytes: into the fill (which gives up past the object size limit).
-    fn background_body(&mut self, id: ExchangeId, ui: usize) -> Step {
+    fn background_body(&mut self, id: ExchangeId, ui: UpstreamId) -> Step {
         let Worker {
             upstreams,
             exchanges,

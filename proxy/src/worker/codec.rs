@@ -9,6 +9,7 @@ use super::client::Client;
 use super::exchange::ExchangeId;
 use super::h1::{self, BodyPlan, H1Codec, Reply, ReplyTo};
 use super::h2::H2Codec;
+use super::h2_heads::RelayedFields;
 
 pub enum Codec {
     H1(H1Codec),
@@ -118,37 +119,43 @@ pub struct RelayedHead<'a> {
     pub to: ReplyTo,
 }
 
-/// A relayed response head, rendered for this client into `scratch` (the form the cache
-/// stores) and sent. Err when it cannot be (over the limits, or not expressible).
+/// A relayed response head, sent to this client in its codec's form (HTTP/1.1 text
+/// rendered into `scratch`, or HEADERS encoded from the head's pieces), the same pieces also
+/// handed to `store` (the cache's copy, when the response fills an entry). Err when it
+/// cannot be sent (over the limits, or not expressible).
 pub fn response_head(
     c: &mut Client,
     stream: u32,
     scratch: &mut Vec<u8>,
     relayed: &RelayedHead<'_>,
+    store: Option<&mut http1::ResponseFields>,
 ) -> Result<BodyPlan, ()> {
-    let to = match c.codec {
-        Codec::H1(_) => relayed.to,
-        // Framing is the codec's: the rendering is for the cache and the field list.
-        Codec::H2(_) => ReplyTo {
-            http10: false,
-            close: false,
-        },
-    };
-    let plan = h1::render_response_head(
-        scratch,
-        relayed.head,
-        relayed.input,
-        relayed.edits,
-        relayed.limits,
-        to,
-    )?;
+    let parsed = (relayed.head, relayed.input);
     match &mut c.codec {
         Codec::H1(_) => {
+            let plan = h1::render_response_head(
+                scratch,
+                parsed,
+                relayed.edits,
+                relayed.limits,
+                relayed.to,
+                store,
+            )?;
             c.out.push(scratch);
             Ok(plan)
         }
         Codec::H2(h2) => {
-            h2.send_h1_head(stream, scratch, false)?;
+            // Framing is the codec's: the pieces are those of an HTTP/1.1 client kept open.
+            let mut fields = RelayedFields::default();
+            let sinks = (&mut fields, store);
+            h1::relayed_head_fields(
+                sinks,
+                parsed,
+                relayed.edits,
+                relayed.limits,
+                Default::default(),
+            )?;
+            h2.send_relayed_head(stream, &fields)?;
             h2.flush_into(&mut c.out);
             Ok(BodyPlan {
                 dechunk: true,

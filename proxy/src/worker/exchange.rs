@@ -80,7 +80,7 @@ pub(super) enum RespPhase {
 /// The upstream side of an exchange: the request on its way to a server and the response
 /// coming back.
 pub struct Forward {
-    pub up: usize,
+    pub up: super::upstream::UpstreamId,
     pub(super) group: usize,
     /// `proxy_pass ... backup=GROUP`: where the request goes instead when no server of
     /// `group` can take it; `None` once it went there.
@@ -133,8 +133,8 @@ impl Forward {
 
     /// What the upstream connection's state is when this exchange ends with its response
     /// read to the end (`response_complete`) or not.
-    pub(super) fn upstream_end(&self, response_complete: bool) -> super::lifecycle::UpstreamEnd {
-        super::lifecycle::UpstreamEnd {
+    pub(super) fn upstream_end(&self, response_complete: bool) -> super::upstream::UpstreamEnd {
+        super::upstream::UpstreamEnd {
             request_sent: self.req_body_done,
             response_complete,
             body_may_follow: self.body_may_follow,

@@ -35,8 +35,9 @@ pub struct Fill {
     request_time: SystemTime,
     response_time: SystemTime,
     status: u16,
-    /// The response head as sent to the client (header edits applied), and the decoded body.
-    response_head: Vec<u8>,
+    /// The response head's pieces as sent to the client (header edits applied), and the
+    /// decoded body.
+    response_head: http1::ResponseFields,
     body: Vec<u8>,
     storing: bool,
     /// The request's method is unsafe: its response invalidates instead of filling
@@ -88,7 +89,7 @@ impl Fill {
             request_time: now,
             response_time: now,
             status: 0,
-            response_head: Vec::new(),
+            response_head: http1::ResponseFields::new(),
             body: Vec::new(),
             storing: false,
             invalidating,
@@ -116,15 +117,23 @@ impl Fill {
             .unwrap_or(cache::Answer::Stored(ReplyKind::Full))
     }
 
-    /// The response head arrived (`client_head` as sent to the client, `origin` as
-    /// received): buffer the body for storing unless it is known to be too large.
-    pub fn begin_store(&mut self, status: u16, client_head: &[u8], origin: Origin<'_>) {
+    /// Where the pieces of the response head as sent to the client go (emptied first), for
+    /// [`Fill::begin_store`].
+    pub fn head_sink(&mut self) -> &mut http1::ResponseFields {
+        self.response_head.clear();
+        &mut self.response_head
+    }
+
+    /// The response head arrived (its pieces as sent to the client in the
+    /// [`Fill::head_sink`], `origin` as received): buffer the body for storing unless it is
+    /// known to be too large.
+    pub fn begin_store(&mut self, status: u16, origin: Origin<'_>) {
         self.response_time = SystemTime::now();
         self.status = status;
         let max = self.cache.policy.max_object_size as u64;
         let too_large = origin.head.content_length().is_some_and(|n| n > max);
         if self.invalidating {
-            self.invalidate(status, client_head);
+            self.invalidate(status);
             // A POST response may become the GET entry (RFC 9110 §9.3.3): keep its body.
             let post = self.method.eq_ignore_ascii_case("POST")
                 && self.cache.policy.method_cacheable("POST");
@@ -136,7 +145,6 @@ impl Fill {
             return;
         }
         self.storing = true;
-        self.response_head = client_head.to_vec();
         self.keep_targeted_fields(origin);
     }
 
@@ -144,21 +152,25 @@ impl Fill {
     /// reads them: they go back into the head the entry is built from (which does not
     /// store them).
     fn keep_targeted_fields(&mut self, origin: Origin<'_>) {
+        use http1::FieldSink as _;
         let policy = &self.cache.policy;
-        let mut targeted = origin
+        let targeted = origin
             .head
             .headers()
             .fields(origin.input)
-            .filter(|(name, _)| policy.is_targeted_field(name))
-            .peekable();
-        if targeted.peek().is_none() || !self.response_head.ends_with(b"\r\n\r\n") {
-            return;
-        }
-        self.response_head.truncate(self.response_head.len() - 2);
+            .filter(|(name, _)| policy.is_targeted_field(name));
         for (name, value) in targeted {
-            http1::write_field(&mut self.response_head, name, value);
+            self.response_head.field(name, value);
         }
-        self.response_head.extend_from_slice(b"\r\n");
+    }
+
+    /// The response head as the cache reads it: None when its HTTP/1.1 form would be over
+    /// the default parsing limits (the form the cache was filled from until issue 31 was
+    /// parsed back with those, and such a head was neither stored nor invalidated by).
+    fn stored_head(&self) -> Option<&http1::ResponseFields> {
+        let head = &self.response_head;
+        head.measure().check(&http1::Limits::default()).ok()?;
+        Some(head)
     }
 
     /// The origin's 304 answered our revalidation: refresh the entry.
@@ -275,9 +287,8 @@ impl Fill {
             &[(&[u8], &[u8])],
         ) -> R,
     ) -> Option<R> {
-        let (head, _) =
-            http1::parse_response(&self.response_head, &http1::Limits::default(), false).ok()??;
-        let all: Vec<(&[u8], &[u8])> = head.headers().fields(&self.response_head).collect();
+        let head = self.stored_head()?;
+        let all: Vec<(&[u8], &[u8])> = head.fields().collect();
         let resp_fields: Vec<(&[u8], &[u8])> = all
             .iter()
             .copied()
@@ -289,7 +300,7 @@ impl Fill {
             .collect();
         let resp = cache::Response {
             status: head.status(),
-            reason: head.reason(&self.response_head),
+            reason: head.reason(),
             headers: &resp_fields,
             body_len: self.body.len(),
         };
@@ -298,13 +309,11 @@ impl Fill {
 
     /// RFC 9111 §4.4: a non-error response to an unsafe method removes the stored responses
     /// for the target and for same-origin Location / Content-Location URIs.
-    fn invalidate(&self, status: u16, response_head: &[u8]) {
-        let Ok(Some((head, _))) =
-            http1::parse_response(response_head, &http1::Limits::default(), false)
-        else {
+    fn invalidate(&self, status: u16) {
+        let Some(head) = self.stored_head() else {
             return;
         };
-        let resp_fields: Vec<(&[u8], &[u8])> = head.headers().fields(response_head).collect();
+        let resp_fields: Vec<(&[u8], &[u8])> = head.fields().collect();
         let store = &self.store;
         with_request(self, |req| {
             store.invalidate_after_unsafe(req, status, &resp_fields)

@@ -11,7 +11,7 @@ use http1::BodyDecoder;
 use super::codec::{self, Codec};
 use super::exchange::{ExchangeId, Forward, Stage};
 use super::h1::{self, Reply, ReplyTo};
-use super::lifecycle::UpstreamEnd;
+use super::upstream::UpstreamEnd;
 use super::{client_token, Worker};
 use crate::access_log::{CacheStatus, RequestRecord as AccessRecord};
 use crate::close_reason::CloseReason;
@@ -84,7 +84,7 @@ impl Worker {
         let stage_forward = match ex.take_stage() {
             Stage::Upstream(f) => Some(f),
             Stage::Queued(f) => {
-                self.unqueue(id);
+                super::upstream::groups::unqueue(&mut self.groups, id);
                 Some(f)
             }
             Stage::CacheWait(ticket) => {
@@ -164,7 +164,7 @@ impl Worker {
         };
         match ex.take_stage() {
             Stage::Upstream(f) => self.end_upstream_of(id, f.up, UpstreamEnd::ABANDONED),
-            Stage::Queued(_) => self.unqueue(id),
+            Stage::Queued(_) => super::upstream::groups::unqueue(&mut self.groups, id),
             Stage::CacheWait(ticket) => {
                 self.shared.cache.cancel_wait(ticket);
             }

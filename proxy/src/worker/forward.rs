@@ -3,16 +3,17 @@
 //! and the choice of a connection: pooled, new, or a place in the group's queue.
 
 use std::io::Write as _;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http1::{BodyDecoder, ConnectionOption, Forwarding, HeaderEdits};
 
 use super::caching::Fill;
-use super::exchange::{ExchangeId, Forward, RespPhase};
+use super::exchange::{ExchangeId, Forward, RespPhase, Stage};
 use super::finish::Refusal;
 use super::h1::{self, Reply};
-use super::schedule::{request_key, Pick};
+use super::upstream::groups::{self, request_key, Pick};
 use super::upstream::UpPhase;
+use super::upstream::UpstreamId;
 use super::{client_token, upstream_token, Worker};
 use crate::metrics::bump;
 
@@ -58,7 +59,7 @@ impl Worker {
         let has_body = request.has_body();
         let websocket = super::websocket::classify(request) == super::websocket::Upgrade::WebSocket;
         let forward = Box::new(Forward {
-            up: usize::MAX,
+            up: UpstreamId::NONE,
             group,
             backup,
             head: self.scratch.clone(),
@@ -208,11 +209,11 @@ impl Worker {
         }
     }
 
-    fn attach(&mut self, id: ExchangeId, ui: usize, mut forward: Box<Forward>) {
+    fn attach(&mut self, id: ExchangeId, ui: UpstreamId, mut forward: Box<Forward>) {
         let ci = self.client_of(id);
         if ci.is_none() && self.exchanges.get(id).is_none_or(|ex| ex.has_client()) {
             // The client left meanwhile: the connection goes back unused.
-            self.release_upstream(ui);
+            self.end_upstream(ui, super::upstream::UpstreamEnd::UNUSED);
             return self.drop_exchange(id);
         }
         let Some(u) = self.upstreams.get_mut(ui) else {
@@ -272,5 +273,92 @@ impl Worker {
                 ..super::finish::Outcome::local(status, bytes, close)
             },
         );
+    }
+
+    /// Chooses a server and connection of `group` for a request with `key` (hash scheduler).
+    /// `fresh`: the request needs a new connection of its own (a WebSocket handshake), which
+    /// does not wait for a place among the server's `conns_n`.
+    pub(super) fn pick(
+        &mut self,
+        group: usize,
+        key: u64,
+        avoid: Option<usize>,
+        fresh: bool,
+    ) -> Pick {
+        match (self.rt.groups.get(group), self.groups.get_mut(group)) {
+            (Some(g), Some(state)) => groups::pick(g, state, (key, avoid, fresh), Instant::now()),
+            _ => Pick::Down,
+        }
+    }
+
+    /// Whether `server` of `group` takes requests now, as this worker knows it.
+    pub(super) fn server_up(&self, group: usize, server: usize) -> bool {
+        self.groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .is_some_and(|st| st.is_up(Instant::now()))
+    }
+
+    /// A connection to one given server (a sticky session's): `groups::pick_server`.
+    pub(super) fn pick_server(&mut self, group: usize, server: usize, fresh: bool) -> Pick {
+        let conns_n = self
+            .rt
+            .groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .map_or(0, |s| s.conns_n);
+        match self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        {
+            Some(st) => groups::pick_server(st, server, conns_n, fresh),
+            None => Pick::Down,
+        }
+    }
+
+    /// Gives freed capacity of `group` to its first waiting exchange (one still queued).
+    pub(super) fn serve_queue(&mut self, group: usize) {
+        while let Some(id) = self.groups.get_mut(group).and_then(|g| g.next_waiting()) {
+            let Some(ex) = self.exchanges.get_mut(id) else {
+                continue;
+            };
+            let Stage::Queued(forward) = ex.take_stage() else {
+                continue;
+            };
+            self.dispatch(id, forward);
+            return;
+        }
+    }
+
+    /// A queued exchange waited `server_forward_timeout` without a connection: 504.
+    pub(super) fn queue_expired(&mut self, id: ExchangeId) {
+        groups::unqueue(&mut self.groups, id);
+        let Some(ex) = self.exchanges.get_mut(id) else {
+            return;
+        };
+        if let Stage::Queued(forward) = ex.take_stage() {
+            bump(&self.metrics().upstream_timeouts);
+            self.fail_exchange(id, forward, 504);
+        }
+    }
+
+    /// Queues exchange `id` until a connection of its group frees up, for at most the
+    /// group's `server_forward_timeout`; Err if the queue is full.
+    fn enqueue(&mut self, id: ExchangeId, forward: Box<Forward>) -> Result<(), Box<Forward>> {
+        let group = forward.group;
+        let Some(g) = self.rt.groups.get(group) else {
+            return Err(forward);
+        };
+        let (limit, timeout) = (g.queue_limit, g.forward_timeout);
+        let queued = self.groups.get_mut(group).map(|g| g.enqueue(id, limit));
+        if queued != Some(Ok(())) {
+            return Err(forward);
+        }
+        if let Some(ex) = self.exchanges.get_mut(id) {
+            ex.queue(forward);
+        }
+        self.arm_exchange_timer(id, timeout);
+        Ok(())
     }
 }

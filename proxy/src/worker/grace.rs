@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use super::response::Failure;
 use super::upstream::UpPhase;
+use super::upstream::UpstreamId;
 use super::Worker;
 use crate::metrics_tunnel::TunnelEnd;
 use crate::runtime::Runtime;
@@ -74,7 +75,7 @@ impl Worker {
 
     /// Tunnels to removed servers, when there is no grace time.
     fn close_removed_tunnels(&mut self) {
-        let due: Vec<usize> = self
+        let due: Vec<UpstreamId> = self
             .upstreams
             .iter()
             .filter(|(_, u)| u.removed && matches!(u.phase, UpPhase::Tunnel { .. }))
@@ -87,7 +88,7 @@ impl Worker {
 
     /// The grace deadline came: connections of removed servers still open are closed.
     pub(super) fn retire_due(&mut self, now: Instant) {
-        let due: Vec<usize> = self
+        let due: Vec<UpstreamId> = self
             .upstreams
             .iter()
             .filter(|(_, u)| u.retire_at.is_some_and(|at| at <= now))
@@ -99,7 +100,7 @@ impl Worker {
     }
 
     /// Closes retiring upstream `ui` and ends what it carried.
-    fn retire(&mut self, ui: usize) {
+    fn retire(&mut self, ui: UpstreamId) {
         let Some(u) = self.upstreams.get(ui) else {
             return;
         };

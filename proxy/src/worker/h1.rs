@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 
-use http1::{BodyDecoder, BodyFraming, ConnectionOption, Forwarding, ParseError, Version};
+use http1::{
+    BodyDecoder, BodyFraming, ConnectionOption, FieldSink, Forwarding, ParseError, Version,
+};
 
 use super::exchange::ExchangeId;
 use super::request::{Request, Scheme};
@@ -199,8 +201,9 @@ impl H1Codec {
     }
 }
 
-/// How a response goes to this client.
-#[derive(Clone, Copy)]
+/// How a response goes to this client (the default: an HTTP/1.1 client kept open, the
+/// framing an HTTP/2 client's codec and a cache fill start from).
+#[derive(Clone, Copy, Default)]
 pub struct ReplyTo {
     pub http10: bool,
     /// The connection closes after this response.
@@ -423,13 +426,29 @@ pub struct BodyPlan {
     pub close_delimited: bool,
 }
 
-/// The head of an upstream response, rewritten for this client into `scratch` (the cache
-/// stores this form; the HTTP/1 codec sends it as it is). Err when the proxy's fields would
-/// take it over the limits.
+/// The head of an upstream response, rewritten for this client as HTTP/1.1 text into
+/// `scratch` (the HTTP/1 codec sends it as it is), its pieces also handed to `store` (the
+/// cache's copy, when the response fills an entry). Err when the proxy's fields would take
+/// it over the limits.
 pub fn render_response_head(
     scratch: &mut Vec<u8>,
-    head: &http1::ResponseHead,
-    input: &[u8],
+    relayed: (&http1::ResponseHead, &[u8]),
+    edits: &http1::HeaderEdits,
+    limits: &http1::Limits,
+    to: ReplyTo,
+    store: impl FieldSink,
+) -> Result<BodyPlan, ()> {
+    scratch.clear();
+    let text = http1::HeadText { out: scratch };
+    relayed_head_fields((text, store), relayed, edits, limits, to)
+}
+
+/// The pieces of an upstream response's head as this client gets it, handed to `sink`:
+/// what [`render_response_head`] writes, and with `ReplyTo::default()` what an HTTP/2
+/// client's HEADERS and a background fill are made of (their framing is not HTTP/1's).
+pub fn relayed_head_fields(
+    sink: impl FieldSink,
+    (head, input): (&http1::ResponseHead, &[u8]),
     edits: &http1::HeaderEdits,
     limits: &http1::Limits,
     to: ReplyTo,
@@ -440,22 +459,16 @@ pub fn render_response_head(
         BodyFraming::Chunked if to.http10 => BodyFraming::CloseDelimited,
         framing => framing,
     };
-    scratch.clear();
-    http1::write_response_head(
-        scratch,
-        head,
-        input,
-        &Forwarding {
-            forwarded_for: None,
-            forwarded_proto: None,
-            via: None,
-            edits,
-            framing,
-            connection: to.connection(),
-            limits,
-        },
-    )
-    .map_err(|_| ())?;
+    let forwarding = Forwarding {
+        forwarded_for: None,
+        forwarded_proto: None,
+        via: None,
+        edits,
+        framing,
+        connection: to.connection(),
+        limits,
+    };
+    http1::forward_response_fields(sink, head, input, &forwarding).map_err(|_| ())?;
     Ok(BodyPlan {
         dechunk: to.http10 && matches!(head.framing(), BodyFraming::Chunked),
         close_delimited: matches!(framing, BodyFraming::CloseDelimited),

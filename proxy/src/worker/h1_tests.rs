@@ -203,11 +203,11 @@ fn an_http10_client_gets_a_chunked_response_close_delimited() {
     };
     let plan = render_response_head(
         &mut scratch,
-        &head,
-        input,
+        (&head, input),
         &http1::HeaderEdits::new(),
         &http1::Limits::default(),
         to,
+        None::<http1::ResponseFields>,
     )
     .unwrap();
     assert!(plan.dechunk && plan.close_delimited);

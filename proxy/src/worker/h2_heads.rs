@@ -1,6 +1,6 @@
 //! The field lists of the HEADERS an HTTP/2 client gets for what an HTTP/1.1 upstream sent
-//! or the cache stored: a relayed response head (as the H1 writer rendered it for this
-//! client, parsed back: issue 31), a stored or composed reply (from the cache's status and
+//! or the cache stored: a relayed response head (its pieces, as the upstream reader parsed
+//! them with the proxy's edits, collected by [`RelayedFields`]), a stored or composed reply (from the cache's status and
 //! fields, no HTTP/1 text), an interim (1xx) head (as the upstream reader parsed it), and
 //! the trailer section of a chunked body. HTTP/2 names are
 //! lowercase and a message carries no connection-specific field (RFC 9113 §8.2); a trailer
@@ -64,8 +64,10 @@ fn trailer_relayed(name: &[u8]) -> bool {
     !is_connection_specific(name) && !conditional && !NOT_RELAYED_TRAILERS.contains(&name)
 }
 
-/// The status and the HTTP/2 field list of an HTTP/1-form response head (a relayed head
-/// rendered for the client). None when it does not parse.
+#[cfg(test)]
+/// The status and the HTTP/2 field list of an HTTP/1-form response head, as a relayed head
+/// was rendered and parsed back before issue 31: the oracle of the differential tests. None
+/// when it does not parse.
 pub fn head_fields(h1_head: &[u8]) -> Option<(u16, FieldList)> {
     let limits = http1::Limits {
         max_head_bytes: h1_head.len().max(1),
@@ -87,17 +89,67 @@ fn relayable_fields(head: &http1::ResponseHead, buf: &[u8]) -> FieldList {
         .fields(buf)
         .map(|(name, value)| (name.to_ascii_lowercase(), value.to_vec()))
         .collect();
-    // The fields `Connection` names are hop-by-hop too (RFC 9110 §7.6.1): the H1 writer
-    // removed them from a relayed final head, an interim head comes as received.
-    let named: Vec<Vec<u8>> = all
-        .iter()
-        .filter(|(name, _)| name == b"connection")
-        .flat_map(|(_, value)| value.split(|&b| b == b','))
-        .map(|option| option.trim_ascii().to_ascii_lowercase())
-        .collect();
+    let named = connection_options(all.iter().map(|(n, v)| (&n[..], &v[..])));
     all.into_iter()
         .filter(|(name, _)| !is_connection_specific(name) && !named.contains(name))
         .collect()
+}
+
+/// The options of the `Connection` fields among `fields` (lowercase names), lowercased: the
+/// fields they name are hop-by-hop too (RFC 9110 §7.6.1). The writer removed those of the
+/// origin's head from a relayed final head (its own `Connection: close` can still name one);
+/// an interim head comes as received.
+fn connection_options<'f>(fields: impl Iterator<Item = (&'f [u8], &'f [u8])>) -> Vec<Vec<u8>> {
+    fields
+        .filter(|(name, _)| *name == b"connection")
+        .flat_map(|(_, value)| value.split(|&b| b == b','))
+        .map(|option| option.trim_ascii().to_ascii_lowercase())
+        .collect()
+}
+
+/// The HEADERS of a relayed final response head, collected from its pieces as the upstream
+/// reader parsed them with the proxy's edits (`h1::relayed_head_fields`), no HTTP/1 text in
+/// between: names lowercased, values as a recipient parses them, all in one buffer.
+#[derive(Default)]
+pub struct RelayedFields {
+    status: u16,
+    buf: Vec<u8>,
+    fields: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>,
+}
+
+impl http1::FieldSink for RelayedFields {
+    fn status(&mut self, status: u16, _reason: &[u8]) {
+        self.status = status;
+    }
+
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        let start = self.buf.len();
+        self.buf.extend(name.iter().map(u8::to_ascii_lowercase));
+        let name_end = self.buf.len();
+        self.buf.extend_from_slice(value.trim_ascii());
+        self.fields
+            .push((start..name_end, name_end..self.buf.len()));
+    }
+}
+
+impl RelayedFields {
+    /// The fields an HTTP/2 client gets: without the connection-specific ones and those a
+    /// `Connection` field names.
+    pub fn relayable(&self) -> Vec<(&[u8], &[u8])> {
+        let mut all: Vec<(&[u8], &[u8])> = self
+            .fields
+            .iter()
+            .map(|(name, value)| {
+                let at = |range: &std::ops::Range<usize>| {
+                    self.buf.get(range.clone()).unwrap_or_default()
+                };
+                (at(name), at(value))
+            })
+            .collect();
+        let named = connection_options(all.iter().copied());
+        all.retain(|(name, _)| !is_connection_specific(name) && !named.iter().any(|n| n == name));
+        all
+    }
 }
 
 /// The fields of a validated chunked trailer section (`name: value\r\n` lines, as
@@ -141,17 +193,11 @@ pub fn borrowed(list: &FieldList) -> Vec<(&[u8], &[u8])> {
 }
 
 impl H2Codec {
-    /// Sends an HTTP/1-form response head (as the H1 writer rendered it for this client:
-    /// edits applied, hop-by-hop fields removed) as HEADERS.
-    pub fn send_h1_head(
-        &mut self,
-        stream: u32,
-        h1_head: &[u8],
-        end_stream: bool,
-    ) -> Result<(), ()> {
-        let (status, fields) = head_fields(h1_head).ok_or(())?;
+    /// Sends a relayed final response head (its pieces collected in `head`: edits applied,
+    /// hop-by-hop fields removed) as HEADERS, its body to follow.
+    pub fn send_relayed_head(&mut self, stream: u32, head: &RelayedFields) -> Result<(), ()> {
         self.conn
-            .send_headers(stream, status, &borrowed(&fields), end_stream)
+            .send_headers(stream, head.status, &head.relayable(), false)
             .map_err(|_| ())
     }
 
@@ -206,6 +252,10 @@ impl H2Codec {
 #[cfg(test)]
 #[path = "h2_stored_tests.rs"]
 mod stored_tests;
+
+#[cfg(test)]
+#[path = "h2_relayed_tests.rs"]
+mod relayed_tests;
 
 #[cfg(test)]
 mod tests {

@@ -9,11 +9,93 @@ use std::time::{Duration, Instant};
 use http1::BodyDecoder;
 
 use super::lifecycle::BodyEnd;
+use super::upstream::UpstreamId;
 use super::upstream::{UpPhase, Upstream};
 use super::{Worker, PROBE_BASE};
 use crate::health_monitor::{crc32_update, HealthMonitor};
 
 impl Worker {
+    /// A server failed (connect refused or timed out, a failed check): take it out and
+    /// schedule a probe (`upstream/groups.rs` `ServerState::fail` decides for how long).
+    pub(super) fn mark_down(&mut self, group: usize, server: usize) {
+        let Some(st) = self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        else {
+            return;
+        };
+        let monitor = self.rt.groups.get(group).and_then(|g| g.health.as_ref());
+        if let Some(at) = st.fail(monitor.map(|h| h.timeout), Instant::now()) {
+            let key = probe_key(group, server);
+            self.timers.schedule(at, key, self.rt_gen);
+        }
+        self.publish_health();
+    }
+
+    pub(super) fn mark_up(&mut self, group: usize, server: usize) {
+        let was_down = self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+            .is_some_and(|st| st.recover());
+        if was_down {
+            self.publish_health();
+        }
+    }
+
+    /// Tells the metrics which servers this worker has out (`metrics_upstream`): after a
+    /// server goes out or comes back, and after a reload replaces the groups.
+    pub(super) fn publish_health(&self) {
+        let down = self
+            .groups
+            .iter()
+            .zip(&self.rt.groups)
+            .flat_map(|(state, group)| {
+                state
+                    .servers
+                    .iter()
+                    .zip(&group.servers)
+                    .filter(|(st, _)| st.is_out())
+                    .map(|(_, server)| (group.name.clone(), server.addr.to_string()))
+            })
+            .collect();
+        self.shared.metrics.upstream.publish_down(self.id, down);
+    }
+
+    /// A probe timer fired for a server that is down: try to connect.
+    pub(super) fn probe(&mut self, key: usize, gen: u64) {
+        let group = (key - PROBE_BASE) / 65_536;
+        let server = (key - PROBE_BASE) % 65_536;
+        // A monitored group's servers are checked periodically, up or down; others only
+        // while down. Timers of an earlier configuration are stale.
+        let monitored = self
+            .rt
+            .groups
+            .get(group)
+            .is_some_and(|g| g.health.is_some());
+        let due = self
+            .groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .is_some_and(|st| st.probe_due(monitored));
+        if gen != self.rt_gen || !due || self.draining.is_some() {
+            return;
+        }
+        match self.connect(group, server, UpPhase::Probe) {
+            Ok(_) => {
+                if let Some(st) = self
+                    .groups
+                    .get_mut(group)
+                    .and_then(|g| g.servers.get_mut(server))
+                {
+                    st.probing = true;
+                }
+            }
+            Err(_) => self.mark_down(group, server),
+        }
+    }
+
     /// Schedules the first periodic check of every monitored server (at start and reload).
     pub(super) fn schedule_health_checks(&mut self) {
         let now = Instant::now();
@@ -32,7 +114,7 @@ impl Worker {
     }
 
     /// A probe's connection is up: send the monitor's request.
-    pub(super) fn send_health_request(&mut self, ui: usize) {
+    pub(super) fn send_health_request(&mut self, ui: UpstreamId) {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return;
         };
@@ -51,7 +133,7 @@ impl Worker {
     }
 
     /// Moves a health check along: write the request, read the answer, judge it.
-    pub(super) fn drive_health(&mut self, ui: usize) {
+    pub(super) fn drive_health(&mut self, ui: UpstreamId) {
         self.flush_upstream(ui);
         let rt = self.rt.clone();
         // A body larger than the read buffer is taken a bufferful at a time; with
@@ -94,7 +176,7 @@ impl Worker {
     }
 
     /// Ends a health check: the server is up (next check in `timeout`) or suspended.
-    pub(super) fn health_verdict(&mut self, ui: usize, ok: bool) {
+    pub(super) fn health_verdict(&mut self, ui: UpstreamId, ok: bool) {
         let Some((group, server)) = self.end_probe(ui) else {
             return;
         };

@@ -1,14 +1,11 @@
-//! The one place that decides, when an exchange ends, what happens to its two connections:
-//! whether the upstream connection may serve another request, and whether the client
-//! connection may send another one. Both follow from explicit facts, never from the path
-//! that ended the exchange, so no way of ending an exchange can leave a peer out of step:
+//! The facts an exchange's end is decided from, for its two connections. Whether the
+//! upstream connection may serve another request is decided in one place,
+//! `upstream/reuse.rs` `reusable`, from the exchange's facts (`UpstreamEnd`: the whole
+//! request sent, the whole response read, and whether a body may still follow,
+//! [`ResponseFraming::body_may_follow`]: a response that has no body by definition but
+//! announced one) and the connection's own. Both follow from explicit facts, never from the
+//! path that ended the exchange, so no way of ending an exchange can leave a peer out of step:
 //!
-//! - An upstream connection is reused only if the whole request went out (head and body),
-//!   the whole response came back, the server allowed persistence, no byte arrived beyond
-//!   the response, and no body may still follow ([`ResponseFraming::body_may_follow`]: a
-//!   response that has no body by definition but announced one). Anything else closes it: a
-//!   server still expecting body bytes would read the next client's request as the rest of
-//!   this body, and late body bytes would be read as the next client's response.
 //! - A response is complete when its framing says so ([`body_end`]): a close-delimited body
 //!   only at an orderly close, never at a reset or a failed read (RFC 9112 §8).
 //! - A client connection whose request body was not completely read when the response was
@@ -18,32 +15,6 @@
 //!   called from the one end of every exchange (`finish.rs`).
 
 use http1::{BodyDecoder, Method, ResponseHead};
-
-use super::exchange::ExchangeId;
-use super::upstream::UpPhase;
-use super::Worker;
-use crate::metrics::bump;
-
-/// What is known about an upstream connection when its exchange ends.
-#[derive(Clone, Copy)]
-pub struct UpstreamEnd {
-    /// Every byte of the request (head and body) was queued to the server.
-    pub request_sent: bool,
-    /// The response was read to the end of its framing.
-    pub response_complete: bool,
-    /// More bytes may follow the response: one without a body by definition announced one
-    /// ([`ResponseFraming::body_may_follow`]; a faulty server may send it anyway, late).
-    pub body_may_follow: bool,
-}
-
-impl UpstreamEnd {
-    /// An exchange abandoned mid-way: nothing about the connection's state is known.
-    pub const ABANDONED: UpstreamEnd = UpstreamEnd {
-        request_sent: false,
-        response_complete: false,
-        body_may_follow: true,
-    };
-}
 
 /// The framing facts of one response head, for every status and request method: whether the
 /// response has no body by definition, and whether its head announced one anyway. Decided
@@ -146,78 +117,12 @@ pub fn body_end(decoder: &BodyDecoder, peer: PeerEnd) -> BodyEnd {
     }
 }
 
-/// What the upstream connection itself says when its exchange ends.
-#[derive(Clone, Copy)]
-pub struct ConnFacts {
-    /// The last response allowed the connection to persist.
-    pub keep_alive: bool,
-    pub peer_closed: bool,
-    /// Request bytes still queued for the server.
-    pub unsent_bytes: bool,
-    /// Bytes arrived beyond the response.
-    pub unread_bytes: bool,
-    /// The connection belongs to the current configuration's server list.
-    pub current_config: bool,
-    /// It was serving a request (not connecting, probing or idle).
-    pub busy: bool,
-}
-
-/// Whether an upstream connection may serve another request: only when it is known to be in
-/// step with its server.
-pub fn reusable(end: UpstreamEnd, conn: ConnFacts) -> bool {
-    end.request_sent
-        && end.response_complete
-        && !end.body_may_follow
-        && conn.keep_alive
-        && !conn.peer_closed
-        && !conn.unsent_bytes
-        && !conn.unread_bytes
-        && conn.current_config
-        && conn.busy
-}
-
-impl Worker {
-    /// Ends exchange `id`'s use of upstream connection `ui`, if the connection is still
-    /// its own (a failed connection may already be closed and its slot reused).
-    pub(super) fn end_upstream_of(&mut self, id: ExchangeId, ui: usize, end: UpstreamEnd) {
-        if self
-            .upstreams
-            .get(ui)
-            .is_some_and(|u| u.exchange == Some(id))
-        {
-            self.end_upstream(ui, end);
-        }
-    }
-
-    /// Ends upstream connection `ui`'s part in an exchange: pooled when `end` and the
-    /// connection's own state say it is in step with its server, closed otherwise.
-    pub(super) fn end_upstream(&mut self, ui: usize, end: UpstreamEnd) {
-        let Some(u) = self.upstreams.get(ui) else {
-            return;
-        };
-        let conn = ConnFacts {
-            keep_alive: u.keep_alive,
-            peer_closed: u.peer_closed,
-            unsent_bytes: !u.out.is_empty(),
-            unread_bytes: u.rbuf.as_ref().is_some_and(|b| !b.is_empty()),
-            current_config: u.rt_gen == self.rt_gen,
-            busy: u.phase == UpPhase::Busy,
-        };
-        if reusable(end, conn) {
-            self.release_upstream(ui);
-        } else {
-            if !end.request_sent || end.body_may_follow {
-                bump(&self.metrics().upstream_not_reused);
-            }
-            self.close_upstream(ui);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::upstream::{reusable, ConnFacts, UpstreamEnd};
     use super::*;
 
+    /// A connection in step with its server but for what the response's framing says.
     const CLEAN_END: UpstreamEnd = UpstreamEnd {
         request_sent: true,
         response_complete: true,
@@ -229,87 +134,8 @@ mod tests {
         unsent_bytes: false,
         unread_bytes: false,
         current_config: true,
-        busy: true,
+        ready: true,
     };
-
-    #[test]
-    fn only_a_connection_in_step_with_its_server_is_reused() {
-        assert!(reusable(CLEAN_END, CLEAN_CONN));
-        let ends = [
-            (
-                "body not all sent",
-                UpstreamEnd {
-                    request_sent: false,
-                    ..CLEAN_END
-                },
-            ),
-            (
-                "response cut",
-                UpstreamEnd {
-                    response_complete: false,
-                    ..CLEAN_END
-                },
-            ),
-            (
-                "a bodiless response announced a body",
-                UpstreamEnd {
-                    body_may_follow: true,
-                    ..CLEAN_END
-                },
-            ),
-            ("abandoned", UpstreamEnd::ABANDONED),
-        ];
-        for (what, end) in ends {
-            assert!(!reusable(end, CLEAN_CONN), "{what}");
-        }
-        let conns = [
-            (
-                "Connection: close",
-                ConnFacts {
-                    keep_alive: false,
-                    ..CLEAN_CONN
-                },
-            ),
-            (
-                "server closed",
-                ConnFacts {
-                    peer_closed: true,
-                    ..CLEAN_CONN
-                },
-            ),
-            (
-                "request bytes unsent",
-                ConnFacts {
-                    unsent_bytes: true,
-                    ..CLEAN_CONN
-                },
-            ),
-            (
-                "bytes past the response",
-                ConnFacts {
-                    unread_bytes: true,
-                    ..CLEAN_CONN
-                },
-            ),
-            (
-                "old configuration",
-                ConnFacts {
-                    current_config: false,
-                    ..CLEAN_CONN
-                },
-            ),
-            (
-                "not serving",
-                ConnFacts {
-                    busy: false,
-                    ..CLEAN_CONN
-                },
-            ),
-        ];
-        for (what, conn) in conns {
-            assert!(!reusable(CLEAN_END, conn), "{what}");
-        }
-    }
 
     #[test]
     fn a_body_may_follow_only_a_bodiless_response_that_announced_one() {

@@ -25,13 +25,11 @@ mod health;
 mod ip_block;
 pub mod lifecycle;
 mod limits;
-mod queue;
 mod reload;
 mod request;
 mod request_body;
 mod response;
 mod route;
-mod schedule;
 mod sticky_hook;
 mod stored_reply;
 #[cfg(test)]
@@ -60,8 +58,8 @@ use crate::timers::Timers;
 
 use client::Client;
 use exchange::{ExchangeId, Exchanges, EXCHANGE_TIMER_BASE};
-use schedule::GroupState;
-use upstream::Upstream;
+use upstream::groups::GroupState;
+use upstream::UpstreamId;
 
 const WAKER: Token = Token(0);
 const LISTENER_BASE: usize = 1;
@@ -136,7 +134,7 @@ enum Kind {
     Waker,
     Listener(usize),
     Client(usize),
-    Upstream(usize),
+    Upstream(UpstreamId),
     Probe(usize),
     /// A timer of an exchange (slab index).
     Exchange(usize),
@@ -150,7 +148,7 @@ fn kind(token: Token) -> Kind {
         grace::GRACE_TIMER => Kind::Grace,
         n if n >= EXCHANGE_TIMER_BASE => Kind::Exchange(n - EXCHANGE_TIMER_BASE),
         n if n >= PROBE_BASE => Kind::Probe(n),
-        n if n >= UPSTREAM_BASE => Kind::Upstream(n - UPSTREAM_BASE),
+        n if n >= UPSTREAM_BASE => Kind::Upstream(UpstreamId::from_index(n - UPSTREAM_BASE)),
         n if n >= CLIENT_BASE => Kind::Client(n - CLIENT_BASE),
         n => Kind::Listener(n - LISTENER_BASE),
     }
@@ -163,7 +161,7 @@ pub struct Worker {
     clients: Slab<Client>,
     /// Every request in progress, whatever its stage.
     exchanges: Exchanges,
-    upstreams: Slab<Upstream>,
+    upstreams: upstream::Upstreams,
     /// Per server group: pools, health and the wait queue, for this worker.
     groups: Vec<GroupState>,
     timers: Timers,
@@ -228,7 +226,7 @@ impl Worker {
             listeners,
             clients: Slab::new(),
             exchanges: Exchanges::default(),
-            upstreams: Slab::new(),
+            upstreams: upstream::Upstreams::default(),
             groups: Vec::new(),
             date: crate::date::DateCache::default(),
             scratch: Vec::with_capacity(4096),
@@ -248,7 +246,7 @@ impl Worker {
             now: Instant::now(),
             connector: crate::socket::Connector::default(),
         };
-        worker.groups = schedule::group_states(&worker.rt);
+        worker.groups = upstream::groups::group_states(&worker.rt);
         worker.schedule_health_checks();
         for (i, l) in worker.listeners.iter_mut().enumerate() {
             worker.poll.registry().register(
@@ -370,7 +368,7 @@ impl Worker {
     }
 
     /// The client connection upstream `ui` works for: its exchange's, or its tunnel's.
-    fn upstream_owner(&self, ui: usize) -> Option<usize> {
+    fn upstream_owner(&self, ui: UpstreamId) -> Option<usize> {
         let u = self.upstreams.get(ui)?;
         match u.phase {
             upstream::UpPhase::Tunnel { client, client_id } => self
@@ -441,7 +439,7 @@ impl Worker {
             self.retire_removed_servers(&old);
             // Pooled connections belong to the old server list: close them; busy ones close
             // when their exchange ends (their generation no longer matches).
-            let idle: Vec<usize> = self
+            let idle: Vec<UpstreamId> = self
                 .upstreams
                 .iter()
                 .filter(|(_, u)| {
@@ -452,7 +450,8 @@ impl Worker {
             for ui in idle {
                 self.close_upstream(ui);
             }
-            let old_groups = std::mem::replace(&mut self.groups, schedule::group_states(&self.rt));
+            let old_groups =
+                std::mem::replace(&mut self.groups, upstream::groups::group_states(&self.rt));
             self.carry_exchanges_over(&old, old_groups);
             self.publish_health();
             self.schedule_health_checks();
@@ -594,6 +593,6 @@ fn client_token(ci: usize) -> Token {
     Token(CLIENT_BASE + ci)
 }
 
-fn upstream_token(ui: usize) -> Token {
-    Token(UPSTREAM_BASE + ui)
+fn upstream_token(ui: UpstreamId) -> Token {
+    Token(UPSTREAM_BASE + ui.index())
 }

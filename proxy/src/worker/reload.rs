@@ -18,7 +18,7 @@
 //! Upstream connections are renumbered by `grace.rs`.
 
 use super::exchange::{Exchange, Stage};
-use super::schedule::GroupState;
+use super::upstream::groups::GroupState;
 use super::Worker;
 use crate::runtime::{Runtime, VhostRt};
 

@@ -12,6 +12,7 @@ use super::finish::Outcome;
 use super::h1::{self, ReplyTo};
 use super::lifecycle::{body_end, BodyEnd, ResponseFraming};
 use super::sticky_hook;
+use super::upstream::UpstreamId;
 use super::Worker;
 use crate::close_reason::CloseReason;
 use crate::metrics::bump;
@@ -59,7 +60,7 @@ enum Step {
 
 impl Worker {
     /// Relays what upstream `ui` sent for exchange `id`. True if anything moved.
-    pub(super) fn relay_response(&mut self, id: ExchangeId, ui: usize) -> bool {
+    pub(super) fn relay_response(&mut self, id: ExchangeId, ui: UpstreamId) -> bool {
         if self.exchanges.get(id).is_some_and(|ex| !ex.has_client()) {
             return self.relay_background(id, ui);
         }
@@ -126,7 +127,7 @@ impl Worker {
     }
 
     /// Reads the response head (or an interim one) and sends it on.
-    fn relay_head(&mut self, id: ExchangeId, ui: usize) -> Step {
+    fn relay_head(&mut self, id: ExchangeId, ui: UpstreamId) -> Step {
         let Worker {
             rt,
             clients,
@@ -208,7 +209,7 @@ impl Worker {
     }
 
     /// Passes response body bytes on, as far as the client's outbox has room.
-    fn relay_body(&mut self, id: ExchangeId, ui: usize) -> Step {
+    fn relay_body(&mut self, id: ExchangeId, ui: UpstreamId) -> Step {
         let Worker {
             clients,
             upstreams,
@@ -477,10 +478,11 @@ impl HeadWriter<'_> {
                 close: !to.keep_alive,
             },
         };
-        let plan = codec::response_head(c, to.stream, self.scratch, &relayed).map_err(|_| ())?;
+        let store = fwd.fill.as_mut().map(|f| f.head_sink());
+        let plan = codec::response_head(c, to.stream, self.scratch, &relayed, store)?;
         let status = head.status();
         if let Some(fill) = fwd.fill.as_mut() {
-            fill.begin_store(status, self.scratch, origin);
+            fill.begin_store(status, origin);
         }
         if let Some(server) = to.server {
             sticky_hook::learn(rt, self.metrics, to.vhost, (fwd.group, server), head, input);

@@ -14,7 +14,7 @@ use super::exchange::ExchangeId;
 use super::finish::RefuseAt;
 use super::h1::{LocalPage, Reply};
 use super::request::Request;
-use super::schedule::Pick;
+use super::upstream::groups::Pick;
 use super::Worker;
 use crate::frang::{Violation, FRANG_BLOCK_STATUS};
 use crate::metrics::{bump, Metrics};

@@ -25,6 +25,7 @@ use super::codec::Codec;
 use super::exchange::ExchangeId;
 use super::finish::Outcome;
 use super::upstream::UpPhase;
+use super::upstream::UpstreamId;
 use super::{client_token, upstream_token, Worker};
 use crate::close_reason::CloseReason;
 use crate::metrics_tunnel::TunnelEnd;
@@ -32,7 +33,7 @@ use crate::metrics_tunnel::TunnelEnd;
 /// A client connection's tunnel to an upstream connection.
 pub struct Tunnel {
     /// The upstream connection (slab index) carrying the other half.
-    up: usize,
+    up: UpstreamId,
     /// When a byte last moved either way: the idle timeout counts from here.
     last_activity: Instant,
 }
@@ -40,7 +41,7 @@ pub struct Tunnel {
 impl Worker {
     /// The origin accepted exchange `id`'s WebSocket handshake on upstream `ui` (its `101`
     /// is queued for the client): the exchange ends, its two connections become a tunnel.
-    pub(super) fn start_tunnel(&mut self, id: ExchangeId, ui: usize) {
+    pub(super) fn start_tunnel(&mut self, id: ExchangeId, ui: UpstreamId) {
         let Some(ci) = self.client_of(id) else {
             self.close_upstream(ui);
             return self.drop_exchange(id);
@@ -90,7 +91,7 @@ impl Worker {
 
     /// Upstream `ui` leaves its exchange and its server's pool: it belongs to client `ci`'s
     /// tunnel now and is never reused.
-    fn detach_for_tunnel(&mut self, ui: usize, ci: usize, client_id: u64) {
+    fn detach_for_tunnel(&mut self, ui: UpstreamId, ci: usize, client_id: u64) {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return;
         };
@@ -116,7 +117,7 @@ impl Worker {
     }
 
     /// The upstream connection of client `ci`'s tunnel.
-    fn tunnel_upstream(&self, ci: usize) -> Option<usize> {
+    fn tunnel_upstream(&self, ci: usize) -> Option<UpstreamId> {
         self.clients.get(ci)?.codec.h1()?.tunnel().map(|t| t.up)
     }
 
@@ -158,7 +159,7 @@ impl Worker {
     }
 
     /// The client's bytes to the origin's outbox, while it has room.
-    fn pass_to_origin(&mut self, ci: usize, ui: usize) -> bool {
+    fn pass_to_origin(&mut self, ci: usize, ui: UpstreamId) -> bool {
         let Worker {
             clients,
             upstreams,
@@ -174,7 +175,7 @@ impl Worker {
     }
 
     /// The origin's bytes to the client's outbox, while it has room.
-    fn pass_to_client(&mut self, ci: usize, ui: usize) -> bool {
+    fn pass_to_client(&mut self, ci: usize, ui: UpstreamId) -> bool {
         let Worker {
             clients,
             upstreams,
@@ -191,7 +192,7 @@ impl Worker {
 
     /// Whether the tunnel is over: a write to the client failed, or a side closed and its
     /// last bytes have reached the other (or the other can take none).
-    fn tunnel_ended_by(&self, ci: usize, ui: usize) -> Option<TunnelEnd> {
+    fn tunnel_ended_by(&self, ci: usize, ui: UpstreamId) -> Option<TunnelEnd> {
         let c = self.clients.get(ci)?;
         let u = self.upstreams.get(ui)?;
         if c.gone == Some(CloseReason::Error) {
@@ -209,7 +210,7 @@ impl Worker {
     }
 
     /// Nothing moves: an idle tunnel holds no read buffer.
-    fn release_tunnel_buffers(&mut self, ci: usize, ui: usize) {
+    fn release_tunnel_buffers(&mut self, ci: usize, ui: UpstreamId) {
         if let Some(c) = self.clients.get_mut(ci) {
             self.bufs.release_if_empty(&mut c.rbuf);
         }
@@ -275,7 +276,7 @@ impl Worker {
 
     /// Upstream `ui` of a tunnel became ready: drive the tunnel of its client, or close it if
     /// that client is gone.
-    pub(super) fn drive_tunnel_upstream(&mut self, ui: usize, ci: usize, client_id: u64) {
+    pub(super) fn drive_tunnel_upstream(&mut self, ui: UpstreamId, ci: usize, client_id: u64) {
         if self.clients.get(ci).is_some_and(|c| c.id == client_id) {
             self.drive_tunnel(ci);
         } else {

@@ -13,5 +13,6 @@ mod h1_flow;
 mod h1_messages;
 mod h2_flow;
 mod h2_requests;
+mod h2_responses;
 mod refusals;
 mod upstream_flow;

@@ -1,6 +1,8 @@
 //! Upstream connections of one worker: opening them, driving their reads and writes into
-//! the exchange's response, their timers, pooling them again or closing them. Which server
-//! and connection a request gets, and server health, is `schedule.rs`'s.
+//! the exchange's response, their timers, pooling them again (when `reuse.rs` `reusable`,
+//! the one reuse decision, says so) or closing them, in their table (`table.rs`, named by
+//! `UpstreamId`). The per-group state (pools, health, wait queues) and the choice of a
+//! server and connection from it are `groups.rs`'s.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -8,6 +10,14 @@ use std::time::{Duration, Instant};
 use ktls::IoStatus;
 use mio::Interest;
 
+pub mod groups;
+mod reuse;
+mod table;
+
+pub use reuse::{reusable, ConnFacts, UpstreamEnd};
+pub use table::{UpstreamId, Upstreams};
+
+use super::exchange::ExchangeId;
 use super::response::Failure;
 use super::{upstream_token, Worker};
 use crate::buf::Buf;
@@ -90,7 +100,7 @@ impl Worker {
         group: usize,
         server: usize,
         phase: UpPhase,
-    ) -> io::Result<usize> {
+    ) -> io::Result<UpstreamId> {
         // Indices may come from an exchange begun under the previous configuration.
         let Some(g) = self.rt.groups.get(group) else {
             return Err(io::ErrorKind::NotFound.into());
@@ -101,14 +111,13 @@ impl Worker {
         let forward_timeout = g.forward_timeout;
         let connect_timeout = CONNECT_TIMEOUT.min(forward_timeout);
         let mut sock = self.connector.connect(addr)?;
-        let entry = self.upstreams.vacant_entry();
-        let ui = entry.key();
+        let ui = self.upstreams.next_id();
         self.poll.registry().register(
             &mut sock,
             upstream_token(ui),
             Interest::READABLE | Interest::WRITABLE,
         )?;
-        entry.insert(Upstream {
+        self.upstreams.insert(Upstream {
             sock,
             group,
             server,
@@ -140,7 +149,7 @@ impl Worker {
         Ok(ui)
     }
 
-    pub(super) fn arm_upstream_timer(&mut self, ui: usize, after: Duration) {
+    pub(super) fn arm_upstream_timer(&mut self, ui: UpstreamId, after: Duration) {
         if let Some(u) = self.upstreams.get_mut(ui) {
             u.last_progress = Instant::now();
             u.timer_gen = self.timers.next_gen();
@@ -149,14 +158,14 @@ impl Worker {
         }
     }
 
-    fn disarm_upstream_timer(&mut self, ui: usize) {
+    fn disarm_upstream_timer(&mut self, ui: UpstreamId) {
         if let Some(u) = self.upstreams.get_mut(ui) {
             // No scheduled entry has generation 0.
             u.timer_gen = 0;
         }
     }
 
-    pub(super) fn upstream_timer(&mut self, ui: usize, gen: u64, now: Instant) {
+    pub(super) fn upstream_timer(&mut self, ui: UpstreamId, gen: u64, now: Instant) {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return;
         };
@@ -203,7 +212,7 @@ impl Worker {
     }
 
     /// Drives one upstream connection: connect completion, writes, reads, and the response.
-    pub(super) fn drive_upstream(&mut self, ui: usize) {
+    pub(super) fn drive_upstream(&mut self, ui: UpstreamId) {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return;
         };
@@ -263,7 +272,7 @@ impl Worker {
     /// monitor's request); a completed connection for an exchange becomes `Busy` under the
     /// forward timeout; a failure marks the server down and fails the exchange (a retry).
     /// True: the connection carries a request now and driving it goes on.
-    fn connect_settled(&mut self, ui: usize) -> bool {
+    fn connect_settled(&mut self, ui: UpstreamId) -> bool {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return false;
         };
@@ -286,8 +295,7 @@ impl Worker {
                     self.mark_up(group, server);
                 }
                 if probe {
-                    self.disarm_upstream_timer(ui);
-                    self.release_upstream(ui);
+                    self.end_upstream(ui, UpstreamEnd::UNUSED);
                     return false;
                 }
                 let Some(u) = self.upstreams.get_mut(ui) else {
@@ -317,7 +325,7 @@ impl Worker {
         }
     }
 
-    pub(super) fn flush_upstream(&mut self, ui: usize) -> bool {
+    pub(super) fn flush_upstream(&mut self, ui: UpstreamId) -> bool {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return false;
         };
@@ -362,7 +370,7 @@ impl Worker {
         }
     }
 
-    pub(super) fn read_upstream(&mut self, ui: usize) -> bool {
+    pub(super) fn read_upstream(&mut self, ui: UpstreamId) -> bool {
         let Worker {
             upstreams, bufs, ..
         } = self;
@@ -400,20 +408,40 @@ impl Worker {
         got
     }
 
-    /// Puts a connection whose exchange finished back in its server's pool (or closes it),
-    /// then hands it to a waiting client if there is one.
-    pub(super) fn release_upstream(&mut self, ui: usize) {
+    /// Ends exchange `id`'s use of upstream connection `ui`, if the connection is still
+    /// its own (a failed connection may already be closed and its slot reused).
+    pub(super) fn end_upstream_of(&mut self, id: ExchangeId, ui: UpstreamId, end: UpstreamEnd) {
+        if self
+            .upstreams
+            .get(ui)
+            .is_some_and(|u| u.exchange == Some(id))
+        {
+            self.end_upstream(ui, end);
+        }
+    }
+
+    /// Ends upstream connection `ui`'s use (an exchange's, or none: `UpstreamEnd::UNUSED`):
+    /// pooled when [`reusable`] says it is in step with its server, closed otherwise.
+    pub(super) fn end_upstream(&mut self, ui: UpstreamId, end: UpstreamEnd) {
+        let Some(u) = self.upstreams.get(ui) else {
+            return;
+        };
+        if reusable(end, ConnFacts::of(u, self.rt_gen)) {
+            self.pool_upstream(ui);
+        } else {
+            if !end.request_sent || end.body_may_follow {
+                bump(&self.metrics().upstream_not_reused);
+            }
+            self.close_upstream(ui);
+        }
+    }
+
+    /// Puts a connection [`reusable`] accepted back in its server's pool, then hands it to
+    /// a waiting exchange if there is one.
+    fn pool_upstream(&mut self, ui: UpstreamId) {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return;
         };
-        let reusable = u.keep_alive
-            && !u.peer_closed
-            && u.rbuf.as_ref().is_none_or(Buf::is_empty)
-            && u.rt_gen == self.rt_gen;
-        if !reusable {
-            self.close_upstream(ui);
-            return;
-        }
         u.exchange = None;
         u.phase = UpPhase::Idle;
         u.reused = true;
@@ -431,11 +459,10 @@ impl Worker {
         self.serve_queue(group);
     }
 
-    pub(super) fn close_upstream(&mut self, ui: usize) {
-        if !self.upstreams.contains(ui) {
+    pub(super) fn close_upstream(&mut self, ui: UpstreamId) {
+        let Some(mut u) = self.upstreams.remove(ui) else {
             return;
-        }
-        let mut u = self.upstreams.remove(ui);
+        };
         // No epoll_ctl(DEL): closing the socket (it is never duplicated) takes it out of the
         // poll set, one syscall per connection less.
         if let Some(buf) = u.rbuf.take() {
@@ -457,7 +484,7 @@ impl Worker {
 
     /// Closes a probe's connection and clears its server's probing mark; returns the server.
     /// (A reload closes every probe: `refresh_runtime`.)
-    pub(super) fn end_probe(&mut self, ui: usize) -> Option<(usize, usize)> {
+    pub(super) fn end_probe(&mut self, ui: UpstreamId) -> Option<(usize, usize)> {
         let u = self.upstreams.get(ui)?;
         let (group, server) = (u.group, u.server);
         self.close_upstream(ui);
