@@ -198,7 +198,7 @@ pub const FRANG_HTTP: &[&str] = &[
 ];
 
 /// Directives of the `acme` block (an extension).
-pub const ACME_LEVEL: &[&str] = &["directory", "contact", "state_dir", "ca_root"];
+pub const ACME_LEVEL: &[&str] = &["directory", "contact", "state_dir", "ca_root", "challenges"];
 
 /// Directives of the `tft` and `tfh` blocks.
 pub const FINGERPRINT_LEVEL: &[&str] = &["hash"];

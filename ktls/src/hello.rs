@@ -241,6 +241,13 @@ pub fn capture(ssl: &mut SslRef) {
     }
 }
 
+/// The ClientHello [`capture`] kept on `ssl`, in place: for the rest of the ClientHello
+/// callback (its ALPN list and server name; on AWS-LC without the cipher suites, which
+/// [`take`] adds).
+pub fn peek(ssl: &SslRef) -> Option<&ClientHello> {
+    ssl.ex_data(index()?).filter(|h| !h.bytes.is_empty())
+}
+
 /// The ClientHello [`capture`] kept on `ssl`, moved out (later calls get `None`). Call it
 /// when the handshake is done: AWS-LC records the client's cipher suites only after the
 /// ClientHello callback, so they are read here.

@@ -78,6 +78,11 @@ pub fn select<'a>(ssl: &mut SslRef, client: &'a [u8]) -> Result<&'a [u8], AlpnEr
     let policy = index()
         .and_then(|i| ssl.ex_data(i).copied())
         .unwrap_or(Alpn::Http1);
+    // An ACME validation (RFC 8737) for a name with no challenge pending: refused, never
+    // served a certificate it could take for an answer (`acme::tls_alpn`).
+    if crate::acme::tls_alpn::only_acme_tls_1(client) {
+        return Err(AlpnError::ALERT_FATAL);
+    }
     match openssl::ssl::select_next_proto(policy.wire(), client) {
         Some(p) => Ok(p),
         // An h2-only listener refuses a client that cannot speak it; otherwise no protocol is

@@ -269,6 +269,14 @@ fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) -> Result
         let requested = ktls::ossl::client_hello_server_name(ssl)
             .and_then(|n| std::str::from_utf8(n).ok())
             .map(str::to_ascii_lowercase);
+        // ACME's TLS-ALPN-01 validation: only a client offering exactly `acme-tls/1` for a
+        // name whose challenge is pending gets the validation certificate.
+        let validation = ktls::hello::peek(ssl).and_then(|hello| {
+            crate::acme::tls_alpn::context_for(requested.as_deref(), hello.alpn_protocols())
+        });
+        if let Some(ctx) = validation {
+            return ssl.set_ssl_context(&ctx);
+        }
         match requested.as_deref().and_then(|n| early.by_name.get(n)) {
             Some(ctx) => ssl.set_ssl_context(ctx),
             None => Ok(()),

@@ -6,23 +6,27 @@ use super::unknown_here;
 use super::values::Checker;
 use crate::diag::Pos;
 use crate::directives::ACME_LEVEL;
-use crate::model::{Acme, Vhost};
+use crate::model::{Acme, AcmeChallenge, Listener, Vhost};
 use crate::tree::{Directive, Node};
 
 const USAGE: &str =
     "acme { directory https://acme-v02.api.letsencrypt.org/directory; contact mailto:you@example.com; state_dir /var/lib/ktls-proxy/acme; }";
 
 /// Directives of the block that take one value and may appear once.
-const SINGLE: &[&str] = &["directory", "state_dir", "ca_root"];
+const SINGLE: &[&str] = &["directory", "state_dir", "ca_root", "challenges"];
 
-/// `acme { ... }` at top level: `None` after an error (reported).
-pub fn apply(c: &mut Checker<'_>, d: &Directive) -> Option<Acme> {
+const CHALLENGES_USAGE: &str = "challenges http-01 tls-alpn-01;";
+
+/// `acme { ... }` at top level: `None` after an error (reported). `challenge_pos` gets the
+/// position of each `challenges` value, for [`resolve_challenges`].
+pub fn apply(c: &mut Checker<'_>, d: &Directive, challenge_pos: &mut Vec<Pos>) -> Option<Acme> {
     c.attrs_only(d, &[]);
     let Some(children) = d.children.as_ref().filter(|_| d.args.is_empty()) else {
         c.error(&d.pos, "`acme` takes a block and no arguments", USAGE);
         return None;
     };
     let (mut directory, mut state_dir, mut ca_root, mut contact) = (None, None, None, Vec::new());
+    let mut challenges = Vec::new();
     let mut ok = true;
     let mut seen = Seen::default();
     for node in children {
@@ -63,7 +67,10 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive) -> Option<Acme> {
                 Some(v) => ca_root = Some(c.path(v)),
                 None => ok = false,
             },
-            "contact" => ok = false,
+            "challenges" if c.shape(x, 1, 2, CHALLENGES_USAGE) => {
+                ok &= challenge_types(c, x, &mut challenges, challenge_pos);
+            }
+            "contact" | "challenges" => ok = false,
             _ => {
                 unknown_here(c, x, "`acme`", ACME_LEVEL);
                 ok = false;
@@ -83,8 +90,85 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive) -> Option<Acme> {
         contact,
         state_dir: state_dir?,
         ca_root,
+        challenges,
     })
     .filter(|_| ok)
+}
+
+/// `challenges TYPE...`: each a type the client can answer, once; false after an error.
+fn challenge_types(
+    c: &mut Checker<'_>,
+    x: &Directive,
+    out: &mut Vec<AcmeChallenge>,
+    positions: &mut Vec<Pos>,
+) -> bool {
+    let mut ok = true;
+    for v in &x.args {
+        let kind = match v.text.as_str() {
+            "http-01" => AcmeChallenge::Http01,
+            "tls-alpn-01" => AcmeChallenge::TlsAlpn01,
+            other => {
+                let hint = if other == "dns-01" {
+                    "dns-01 needs the DNS provider's API, which the proxy has none of: use http-01 or tls-alpn-01"
+                } else {
+                    "the types are `http-01` (plain listener) and `tls-alpn-01` (TLS listener), in order of preference"
+                };
+                c.error(
+                    &v.pos,
+                    format!("`{other}` is not an ACME challenge type"),
+                    hint,
+                );
+                ok = false;
+                continue;
+            }
+        };
+        if out.contains(&kind) {
+            c.error(
+                &v.pos,
+                format!("`{}` is listed twice", v.text),
+                CHALLENGES_USAGE,
+            );
+            ok = false;
+            continue;
+        }
+        out.push(kind);
+        positions.push(v.pos.clone());
+    }
+    ok
+}
+
+/// Fills `acme.challenges` when the block did not list them (`http-01` when a plain listener
+/// exists, else `tls-alpn-01`), and refuses a listed type no listener can answer: `positions`
+/// are those of the listed values.
+pub fn resolve_challenges(
+    c: &mut Checker<'_>,
+    acme: &mut Acme,
+    listeners: &[Listener],
+    positions: &[Pos],
+) {
+    let has_tls = listeners.iter().any(Listener::is_tls);
+    let has_plain = listeners.iter().any(|l| !l.is_tls());
+    if acme.challenges.is_empty() {
+        acme.challenges = vec![if has_plain || !has_tls {
+            AcmeChallenge::Http01
+        } else {
+            AcmeChallenge::TlsAlpn01
+        }];
+        return;
+    }
+    for (kind, pos) in acme.challenges.iter().zip(positions) {
+        let (missing, which) = match kind {
+            AcmeChallenge::Http01 => (!has_plain, "a plain (`proto=http`) listener"),
+            AcmeChallenge::TlsAlpn01 => (!has_tls, "a TLS (`proto=https` or `h2`) listener"),
+        };
+        if missing {
+            c.error(
+                pos,
+                format!("`{}` is answered on {which}, and this configuration has none", kind.as_str()),
+                "add the listener (the ACME server connects to port 80 for http-01, 443 for tls-alpn-01) or list the other type",
+            );
+        }
+    }
 }
 
 /// Gives each vhost that asked with `tls_certificate acme` (at `pos`) the certificate the

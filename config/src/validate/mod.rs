@@ -135,6 +135,8 @@ struct Walk {
     seen: once::Seen,
     /// Position of each accepted `listen`, parallel to `cfg.listeners`.
     listen_pos: Vec<Pos>,
+    /// Position of each value of `acme { challenges ...; }`, parallel to its list.
+    acme_challenges: Vec<Pos>,
 }
 
 pub fn validate(nodes: &[Node], base_dir: &Path, sink: &mut Sink) -> Config {
@@ -160,6 +162,7 @@ pub fn validate(nodes: &[Node], base_dir: &Path, sink: &mut Sink) -> Config {
         chains: ChainState::default(),
         seen: once::Seen::default(),
         listen_pos: Vec::new(),
+        acme_challenges: Vec::new(),
     };
     let mut c = Checker { sink, base_dir };
     for node in nodes {
@@ -197,7 +200,7 @@ fn top_level(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
         }
         "frang_limits" => frang::apply(c, d, Some(&mut w.cfg.frang), &mut w.global.frang),
         "cluster" => w.cfg.cluster = cluster::apply(c, d),
-        "acme" => w.cfg.acme = acme::apply(c, d),
+        "acme" => w.cfg.acme = acme::apply(c, d, &mut w.acme_challenges),
         "tft" => w.cfg.tft = fingerprint::apply(c, d),
         "tfh" => w.cfg.tfh = fingerprint::apply(c, d),
         "tf_blocklist" => {
@@ -469,6 +472,9 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
         has_default_group || w.vhost_names.contains(DEFAULT_NAME),
     );
 
+    if let Some(acme) = cfg.acme.as_mut() {
+        acme::resolve_challenges(c, acme, &cfg.listeners, &w.acme_challenges);
+    }
     check_tls(c, &cfg, &w.listen_pos);
     cfg
 }

@@ -4,10 +4,12 @@
 //! - At load (`prepare`), the state directory is made private and each such vhost gets a
 //!   temporary self-signed certificate if none was issued yet, so the TLS listener starts
 //!   and every other vhost serves while the first order runs.
-//! - One side thread (`start`) orders, over HTTP-01, each certificate that is temporary or
-//!   past 2/3 of its lifetime. Workers never wait for it: they only read the challenge table
+//! - One side thread (`start`) orders each certificate that is temporary or past 2/3 of its
+//!   lifetime, answering the first challenge type of `acme { challenges ...; }` the server
+//!   offers. Workers never wait for it: they only read the challenge tables, HTTP-01's
 //!   (`challenge_answer`) when a request for `/.well-known/acme-challenge/` arrives on a
-//!   plain listener.
+//!   plain listener, TLS-ALPN-01's (`tls_alpn::context_for`) when a ClientHello offers
+//!   exactly `acme-tls/1`.
 //! - A new certificate is written under `state_dir` and swapped in as a reload swaps
 //!   configurations (`Runtime::build`, `Shared::replace_runtime`): new handshakes use it,
 //!   connections already open keep theirs.
@@ -18,6 +20,7 @@ mod client;
 mod jws;
 mod order;
 mod state;
+pub mod tls_alpn;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -47,7 +50,23 @@ pub fn challenge_answer(path: &[u8]) -> Option<Vec<u8>> {
         .map(|(_, answer)| answer.clone().into_bytes())
 }
 
-fn publish(token: &str, answer: Option<String>) {
+/// Makes the listeners answer `challenge` (`on`) or stop answering it.
+fn publish(challenge: &order::Challenge<'_>, on: bool) -> Result<(), String> {
+    match challenge.kind {
+        config::AcmeChallenge::Http01 => {
+            publish_http01(
+                challenge.token,
+                on.then(|| challenge.key_authorization.to_string()),
+            );
+            Ok(())
+        }
+        config::AcmeChallenge::TlsAlpn01 => {
+            tls_alpn::publish(challenge.domain, on.then_some(challenge.key_authorization))
+        }
+    }
+}
+
+fn publish_http01(token: &str, answer: Option<String>) {
     let mut table = CHALLENGES.write().unwrap_or_else(|e| e.into_inner());
     table.retain(|(t, _)| t != token);
     if let Some(answer) = answer {
@@ -153,7 +172,7 @@ fn renew(shared: &Shared, acme: &config::Acme, name: &str) -> Result<(), String>
     let key = jws::AccountKey::new(state::account_key(&acme.state_dir)?)?;
     let mut session = order::Session::open(&client, &key, &acme.directory)?;
     session.account(&acme.contact)?;
-    let (chain, cert_key) = session.order(name, &publish)?;
+    let (chain, cert_key) = session.order(name, acme.challenge_preference(), &publish)?;
     let pair = acme.certificate_paths(name);
     let key_pem = cert_key
         .private_key_to_pem_pkcs8()

@@ -1,8 +1,10 @@
-//! One certificate order (RFC 8555 §7.4) answered by HTTP-01: account, order,
-//! authorizations, challenge, finalize with a CSR, download.
+//! One certificate order (RFC 8555 §7.4): account, order, authorizations, a challenge of
+//! the preferred type the server offers (HTTP-01 or TLS-ALPN-01), finalize with a CSR,
+//! download.
 
 use std::time::{Duration, Instant};
 
+use config::AcmeChallenge;
 use openssl::hash::MessageDigest;
 use openssl::pkey::{PKey, Private};
 use openssl::stack::Stack;
@@ -19,6 +21,20 @@ const ORDER_DEADLINE: Duration = Duration::from_secs(90);
 const POLL: Duration = Duration::from_millis(500);
 /// Times a request is signed again after the server refused its nonce (RFC 8555 §6.5).
 const BAD_NONCE_RETRIES: u32 = 5;
+
+/// A challenge to answer: published before the server is told to validate, withdrawn
+/// after.
+pub struct Challenge<'a> {
+    pub kind: AcmeChallenge,
+    /// The HTTP-01 token (the file name under `/.well-known/acme-challenge/`).
+    pub token: &'a str,
+    /// The identifier validated (TLS-ALPN-01 answers by its server name).
+    pub domain: &'a str,
+    pub key_authorization: &'a str,
+}
+
+/// Makes the listeners answer a challenge (`true`) or stop answering it (`false`).
+pub type Publish<'p> = &'p dyn Fn(&Challenge<'_>, bool) -> Result<(), String>;
 
 /// A session with the ACME server: the directory, the latest nonce, the account URL.
 pub struct Session<'a> {
@@ -120,13 +136,14 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Orders a certificate for `domain`; `publish(token, key_authorization)` makes the
-    /// plain listener answer the challenge until the order ends. The certificate chain
-    /// (PEM) and its new key.
+    /// Orders a certificate for `domain`, answering each authorization with the first type
+    /// of `preference` the server offers; `publish` makes the listeners answer it until the
+    /// authorization ends. The certificate chain (PEM) and its new key.
     pub fn order(
         &mut self,
         domain: &str,
-        publish: &dyn Fn(&str, Option<String>),
+        preference: &[AcmeChallenge],
+        publish: Publish<'_>,
     ) -> Result<(String, PKey<Private>), String> {
         let deadline = Instant::now() + ORDER_DEADLINE;
         let new_order = self.endpoint("newOrder")?;
@@ -147,7 +164,7 @@ impl<'a> Session<'a> {
             })
             .unwrap_or_default();
         for authz in &authorizations {
-            self.authorize(authz, publish, deadline)?;
+            self.authorize(authz, domain, preference, publish, deadline)?;
         }
         let key = super::jws::new_p256_key()?;
         let csr = csr(domain, &key).map_err(|e| format!("CSR for {domain}: {e}"))?;
@@ -171,28 +188,50 @@ impl<'a> Session<'a> {
     fn authorize(
         &mut self,
         url: &str,
-        publish: &dyn Fn(&str, Option<String>),
+        domain: &str,
+        preference: &[AcmeChallenge],
+        publish: Publish<'_>,
         deadline: Instant,
     ) -> Result<(), String> {
         let (authz, _) = self.post_json(url, None)?;
         if authz["status"] == "valid" {
             return Ok(());
         }
-        let challenge = authz["challenges"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["type"] == "http-01"))
-            .ok_or("the server offers no http-01 challenge")?;
+        let offered = authz["challenges"].as_array().cloned().unwrap_or_default();
+        let Some((kind, challenge)) = preference.iter().find_map(|kind| {
+            offered
+                .iter()
+                .find(|c| c["type"] == kind.as_str())
+                .map(|c| (*kind, c))
+        }) else {
+            let names: Vec<&str> = offered.iter().filter_map(|c| c["type"].as_str()).collect();
+            let wanted: Vec<&str> = preference.iter().map(|k| k.as_str()).collect();
+            return Err(format!(
+                "the server offers none of the challenge types answered ({}): it offers {}",
+                wanted.join(", "),
+                names.join(", ")
+            ));
+        };
         let (Some(token), Some(challenge_url)) =
             (challenge["token"].as_str(), challenge["url"].as_str())
         else {
-            return Err("the http-01 challenge has no token or URL".to_string());
+            return Err(format!(
+                "the {} challenge has no token or URL",
+                kind.as_str()
+            ));
         };
-        let token = token.to_string();
-        publish(&token, Some(format!("{token}.{}", self.key.thumbprint)));
+        let key_authorization = format!("{token}.{}", self.key.thumbprint);
+        let answer = Challenge {
+            kind,
+            token,
+            domain: authz["identifier"]["value"].as_str().unwrap_or(domain),
+            key_authorization: &key_authorization,
+        };
+        publish(&answer, true)?;
         let outcome = self
             .post(challenge_url, Some(&json!({})))
             .and_then(|_| self.poll(url, deadline, "authorization", &["valid"]));
-        publish(&token, None);
+        let _ = publish(&answer, false);
         outcome.map(|_| ())
     }
 

@@ -14,7 +14,7 @@ use openssl::bn::{BigNum, MsbOption};
 use openssl::hash::MessageDigest;
 use openssl::pkey::{PKey, Private};
 use openssl::x509::extension::SubjectAlternativeName;
-use openssl::x509::{X509Builder, X509NameBuilder, X509};
+use openssl::x509::{X509Builder, X509Extension, X509NameBuilder, X509};
 
 /// The issuer and subject of a temporary certificate: the client renews it at once.
 const TEMPORARY_CN: &str = "ktls-proxy temporary ACME placeholder";
@@ -122,8 +122,19 @@ fn temporary_certificate(
     name: &str,
     key: &PKey<Private>,
 ) -> Result<X509, openssl::error::ErrorStack> {
+    self_signed(TEMPORARY_CN, name, key, Vec::new())
+}
+
+/// A self-signed certificate named `cn`, for `name` (its one SAN), valid 7 days, with
+/// `extensions` added.
+pub(super) fn self_signed(
+    cn: &str,
+    name: &str,
+    key: &PKey<Private>,
+    extensions: Vec<X509Extension>,
+) -> Result<X509, openssl::error::ErrorStack> {
     let mut subject = X509NameBuilder::new()?;
-    subject.append_entry_by_text("CN", TEMPORARY_CN)?;
+    subject.append_entry_by_text("CN", cn)?;
     let subject = subject.build();
     let mut b = X509Builder::new()?;
     b.set_version(2)?;
@@ -141,6 +152,9 @@ fn temporary_certificate(
         .dns(name)
         .build(&b.x509v3_context(None, None))?;
     b.append_extension(san)?;
+    for extension in extensions {
+        b.append_extension(extension)?;
+    }
     b.sign(key, MessageDigest::sha256())?;
     Ok(b.build())
 }

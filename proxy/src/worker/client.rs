@@ -237,6 +237,20 @@ impl Worker {
                 return false;
             }
         }
+        if session.ssl().selected_alpn_protocol() == Some(crate::acme::tls_alpn::ACME_TLS_1) {
+            // A TLS-ALPN-01 validation: the handshake was the answer; no HTTP (RFC 8737 §3).
+            crate::info!(
+                "acme: tls-alpn-01 validation handshake from {} for {}",
+                c.peer.ip(),
+                session
+                    .ssl()
+                    .servername(openssl::ssl::NameType::HOST_NAME)
+                    .unwrap_or("-")
+            );
+            session.shutdown(c.sock.as_fd());
+            self.close_client(ci, CloseReason::Server);
+            return false;
+        }
         let Stage::Handshake(mut session) = std::mem::replace(&mut c.stage, Stage::Gone) else {
             return false;
         };

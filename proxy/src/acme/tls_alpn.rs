@@ -1,0 +1,148 @@
+//! TLS-ALPN-01 (RFC 8737): while an order waits for it, a TLS listener answers a handshake
+//! that names the domain and offers exactly the protocol `acme-tls/1` with a validation
+//! certificate, then closes the connection without serving HTTP.
+//!
+//! The ACME thread builds a context per pending domain ([`publish`]); the accept context's
+//! ClientHello callback switches to it ([`context_for`]) only for such a handshake, so every
+//! other client of the name keeps getting the vhost's certificate. A client offering only
+//! `acme-tls/1` for a name with no pending challenge is refused by the listeners' ALPN
+//! callback (`alpn::select`, a `no_application_protocol` alert).
+
+use std::sync::RwLock;
+
+use openssl::asn1::{Asn1Object, Asn1OctetString};
+use openssl::error::ErrorStack;
+use openssl::pkey::{PKey, Private};
+use openssl::ssl::{select_next_proto, AlpnError, SslContext, SslContextBuilder, SslMethod};
+use openssl::ssl::{SslOptions, SslVersion};
+use openssl::x509::{X509Extension, X509};
+
+/// The protocol name (RFC 8737 §6.2).
+pub const ACME_TLS_1: &[u8] = b"acme-tls/1";
+/// The same in the ALPN wire format.
+const ACME_TLS_1_WIRE: &[u8] = b"\x0aacme-tls/1";
+/// id-pe-acmeIdentifier (RFC 8737 §6.1).
+const ACME_IDENTIFIER_OID: &str = "1.3.6.1.5.5.7.1.31";
+
+/// Domains (lowercase) with a pending challenge and the context that answers it.
+static PENDING: RwLock<Vec<(String, SslContext)>> = RwLock::new(Vec::new());
+
+/// Starts answering `domain`'s challenge with `key_authorization` (Some), or stops (None).
+pub fn publish(domain: &str, key_authorization: Option<&str>) -> Result<(), String> {
+    let domain = domain.to_ascii_lowercase();
+    let ctx = match key_authorization {
+        Some(k) => {
+            let key = super::jws::new_p256_key()?;
+            Some(
+                validation_context(&domain, k, &key)
+                    .map_err(|e| format!("tls-alpn-01 certificate for {domain}: {e}"))?,
+            )
+        }
+        None => None,
+    };
+    let mut table = PENDING.write().unwrap_or_else(|e| e.into_inner());
+    table.retain(|(d, _)| *d != domain);
+    if let Some(ctx) = ctx {
+        table.push((domain, ctx));
+    }
+    Ok(())
+}
+
+/// For the ClientHello callback: the validation context to switch to when the client names
+/// `server_name` and offers exactly `acme-tls/1` while a challenge for it is pending.
+pub fn context_for<'a>(
+    server_name: Option<&str>,
+    mut alpn: impl Iterator<Item = &'a [u8]>,
+) -> Option<SslContext> {
+    if alpn.next() != Some(ACME_TLS_1) || alpn.next().is_some() {
+        return None;
+    }
+    let name = server_name?;
+    let table = PENDING.read().unwrap_or_else(|e| e.into_inner());
+    table
+        .iter()
+        .find(|(d, _)| d.eq_ignore_ascii_case(name))
+        .map(|(_, ctx)| ctx.clone())
+}
+
+/// Whether a client's ALPN list (wire format) is `acme-tls/1` alone.
+pub fn only_acme_tls_1(client: &[u8]) -> bool {
+    client == ACME_TLS_1_WIRE
+}
+
+/// The validation certificate for `domain` (RFC 8737 §3): self-signed, the domain its one
+/// name, and the critical id-pe-acmeIdentifier extension whose value is the DER OCTET STRING
+/// of SHA-256(key authorization).
+fn validation_certificate(
+    domain: &str,
+    key_authorization: &str,
+    key: &PKey<Private>,
+) -> Result<X509, ErrorStack> {
+    let digest = openssl::sha::sha256(key_authorization.as_bytes());
+    let mut der = vec![0x04, 0x20];
+    der.extend_from_slice(&digest);
+    let oid = Asn1Object::from_str(ACME_IDENTIFIER_OID)?;
+    let value = Asn1OctetString::new_from_bytes(&der)?;
+    let identifier = X509Extension::new_from_der(&oid, true, &value)?;
+    super::state::self_signed("ACME TLS-ALPN-01 validation", domain, key, vec![identifier])
+}
+
+/// A server context with the validation certificate for `domain`: TLS 1.2 or later (RFC
+/// 8737 §4), ALPN `acme-tls/1` or nothing, no session tickets.
+fn validation_context(
+    domain: &str,
+    key_authorization: &str,
+    key: &PKey<Private>,
+) -> Result<SslContext, ErrorStack> {
+    let cert = validation_certificate(domain, key_authorization, key)?;
+    let mut b = SslContextBuilder::new(SslMethod::tls_server())?;
+    ktls::settings::set_protocol_versions(&mut b, SslVersion::TLS1_2, SslVersion::TLS1_3)?;
+    b.set_certificate(&cert)?;
+    b.set_private_key(key)?;
+    b.check_private_key()?;
+    b.set_options(SslOptions::NO_TICKET);
+    ktls::settings::set_num_tickets(&mut b, 0)?;
+    b.set_alpn_select_callback(|_, client| {
+        select_next_proto(ACME_TLS_1_WIRE, client).ok_or(AlpnError::ALERT_FATAL)
+    });
+    // The accept context's SNI callback would switch back to the vhost's context: this one
+    // runs instead, and keeps the validation context.
+    b.set_servername_callback(|_, _| Ok(()));
+    Ok(b.build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: [&[u8]; 1] = [ACME_TLS_1];
+
+    #[test]
+    fn only_acme_tls_1_alone_for_a_pending_name_is_answered() {
+        publish("Pending.example", Some("token.thumbprint")).unwrap();
+        assert!(context_for(Some("pending.example"), ONE.into_iter()).is_some());
+        assert!(context_for(Some("PENDING.example"), ONE.into_iter()).is_some());
+        assert!(context_for(Some("other.example"), ONE.into_iter()).is_none());
+        assert!(context_for(None, ONE.into_iter()).is_none());
+        let two: [&[u8]; 2] = [b"http/1.1", ACME_TLS_1];
+        assert!(context_for(Some("pending.example"), two.into_iter()).is_none());
+        publish("pending.example", None).unwrap();
+        assert!(context_for(Some("pending.example"), ONE.into_iter()).is_none());
+        assert!(only_acme_tls_1(b"\x0aacme-tls/1"));
+        assert!(!only_acme_tls_1(b"\x0aacme-tls/1\x08http/1.1"));
+    }
+
+    #[test]
+    fn the_validation_certificate_holds_the_digest_in_a_critical_extension() {
+        let key = crate::acme::jws::new_p256_key().unwrap();
+        let cert = validation_certificate("v.example", "token.thumbprint", &key).unwrap();
+        let der = cert.to_der().unwrap();
+        // OID 1.3.6.1.5.5.7.1.31, critical, OCTET STRING { OCTET STRING (32) digest }.
+        let mut want = vec![
+            0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x1f, 0x01, 0x01, 0xff, 0x04,
+            0x22, 0x04, 0x20,
+        ];
+        want.extend_from_slice(&openssl::sha::sha256(b"token.thumbprint"));
+        assert!(der.windows(want.len()).any(|w| w == want.as_slice()));
+    }
+}
