@@ -96,7 +96,7 @@ mod write;
 pub use assemble::RequestBuilder;
 pub use body::{BodyDecoder, LengthDecoder};
 pub use byteset::ByteSet;
-pub use canned::{error_response, reason_phrase};
+pub use canned::{error_body_is_empty, error_response, reason_phrase};
 pub use chunked::{ChunkedDecoder, Step};
 pub use error::ParseError;
 pub use fields::METHOD_OVERRIDE_FIELDS;
