@@ -2,8 +2,10 @@
 //!
 //! The proxy answers refused or failed requests with these bytes as they
 //! are: no allocation, no formatting. The body is one short line so that
-//! a human with curl sees what happened; no Date (RFC 9110 §6.6.1 lets a
-//! sender without a trustworthy clock, or in a hurry, omit it).
+//! a human with curl sees what happened, except for 403: a block, whose
+//! body is empty as Tempesta FW's is (an attacker learns nothing from it,
+//! and answering costs the least). No Date (RFC 9110 §6.6.1 lets a sender
+//! without a trustworthy clock, or in a hurry, omit it).
 
 /// The reason phrase for a status this proxy emits, or `""`.
 pub fn reason_phrase(status: u16) -> &'static str {
@@ -90,10 +92,41 @@ macro_rules! canned {
     };
 }
 
+/// The keep-alive and closing variants of a canned response without a body.
+macro_rules! canned_empty {
+    ($code:literal, $reason:literal) => {
+        (
+            concat!(
+                "HTTP/1.1 ",
+                $code,
+                " ",
+                $reason,
+                "\r\n",
+                "Server: ktls-proxy\r\n",
+                "Content-Length: 0\r\n",
+                "\r\n"
+            )
+            .as_bytes(),
+            concat!(
+                "HTTP/1.1 ",
+                $code,
+                " ",
+                $reason,
+                "\r\n",
+                "Server: ktls-proxy\r\n",
+                "Content-Length: 0\r\n",
+                "Connection: close\r\n",
+                "\r\n"
+            )
+            .as_bytes(),
+        )
+    };
+}
+
 type Pair = (&'static [u8], &'static [u8]);
 
 const R400: Pair = canned!("400", "Bad Request", "16");
-const R403: Pair = canned!("403", "Forbidden", "14");
+const R403: Pair = canned_empty!("403", "Forbidden");
 const R404: Pair = canned!("404", "Not Found", "14");
 const R408: Pair = canned!("408", "Request Timeout", "20");
 const R413: Pair = canned!("413", "Content Too Large", "22");
@@ -104,6 +137,12 @@ const R501: Pair = canned!("501", "Not Implemented", "20");
 const R502: Pair = canned!("502", "Bad Gateway", "16");
 const R503: Pair = canned!("503", "Service Unavailable", "24");
 const R504: Pair = canned!("504", "Gateway Timeout", "20");
+
+/// Whether the canned answer with `status` has no body (403, see the module's comment);
+/// the HTTP/2 writer follows it too.
+pub fn error_body_is_empty(status: u16) -> bool {
+    status == 403
+}
 
 /// A complete fixed response for `status` (400, 403, 404, 408, 413, 414,
 /// 431, 500, 501, 502, 503, 504; any other status gives the 500), with
@@ -148,6 +187,7 @@ mod tests {
                     .parse()
                     .unwrap();
                 assert_eq!(length, body.len(), "{status}");
+                assert_eq!(body.is_empty(), error_body_is_empty(status), "{status}");
                 let status_line = format!("HTTP/1.1 {status} {}", reason_phrase(status));
                 assert!(head.starts_with(&status_line), "{status}");
                 assert_eq!(head.contains("Connection: close"), close);

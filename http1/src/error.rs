@@ -62,6 +62,14 @@ pub enum ParseError {
     /// allowed in an authority.
     InvalidHost,
 
+    // ---- 400: fields Tempesta validates ----
+    /// An X-Forwarded-For field that is not a list of node names (Tempesta's alphabet, or
+    /// `http_xff_brange`), or has an empty element.
+    InvalidForwardedFor,
+    /// Content (Content-Length above 0) or a Content-Type field on GET, HEAD, DELETE or
+    /// TRACE, or on a request a method-override field turns into one of them.
+    ContentOnBodylessMethod,
+
     // ---- 400: chunked body ----
     /// A chunk size that is empty, not hexadecimal, or too long.
     InvalidChunkSize,
@@ -132,6 +140,8 @@ impl ParseError {
             MissingHost => "HTTP/1.1 request without Host",
             DuplicateHost => "several Host headers",
             InvalidHost => "malformed Host",
+            InvalidForwardedFor => "malformed X-Forwarded-For",
+            ContentOnBodylessMethod => "Content-Length or Content-Type on a method without a body",
             InvalidChunkSize => "malformed chunk size",
             InvalidChunkExtension => "malformed chunk extension",
             MissingChunkCrlf => "missing CRLF in chunked body",

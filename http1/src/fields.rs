@@ -2,11 +2,12 @@
 //! roles: framing (Content-Length, Transfer-Encoding), Connection options,
 //! Host, Expect and Upgrade; plus the per-field limits. The same pass
 //! remembers where the few fields the proxy reads for every request are
-//! (Content-Type, a method override), so that nothing scans the list by name
+//! (Content-Type, a method override, X-Forwarded-For), so that nothing scans the list by name
 //! again on the request path.
 
 use crate::byteset::{AUTHORITY, TCHAR};
 use crate::error::ParseError;
+use crate::forwarded_for;
 use crate::limits::Limits;
 use crate::span::{FieldSpan, HeaderSpans, Span};
 
@@ -49,6 +50,10 @@ pub(crate) struct FieldFacts {
     /// Method-override fields (of any of those names, or repeated) with
     /// different values: which one an origin obeys is unknown.
     pub method_override_conflict: bool,
+    /// The first X-Forwarded-For field's value (its first node is the client's address).
+    pub forwarded_for: Option<Span>,
+    /// An X-Forwarded-For field is not a list of node names (crate::forwarded_for).
+    pub forwarded_for_malformed: bool,
 }
 
 /// Where a method-override field's value is, and which of
@@ -98,7 +103,7 @@ pub(crate) fn scan(
     let mut transfer_encoding = TransferEncodingList::default();
     for field in fields.iter() {
         check_field(buf, field, limits, layout)?;
-        facts.record(buf, field, &mut transfer_encoding)?;
+        facts.record(buf, field, &mut transfer_encoding, limits)?;
     }
     facts.transfer_coding = transfer_encoding.finish()?;
     Ok(facts)
@@ -146,6 +151,8 @@ impl FieldFacts {
         content_type: None,
         method_override: None,
         method_override_conflict: false,
+        forwarded_for: None,
+        forwarded_for_malformed: false,
     };
 
     /// Takes in one field, if its name is one that matters; Transfer-Encoding
@@ -155,6 +162,7 @@ impl FieldFacts {
         buf: &[u8],
         field: &FieldSpan,
         transfer_encoding: &mut TransferEncodingList,
+        limits: &Limits,
     ) -> Result<(), ParseError> {
         let name = field.name.get(buf);
         let value = field.value.get(buf);
@@ -172,6 +180,14 @@ impl FieldFacts {
             }
             12 if name.eq_ignore_ascii_case(b"content-type") => {
                 self.content_type = self.content_type.or(Some(field.value));
+            }
+            15 if name.eq_ignore_ascii_case(b"x-forwarded-for") => {
+                self.forwarded_for = self.forwarded_for.or(Some(field.value));
+                let nodes = limits
+                    .xff_bytes
+                    .as_ref()
+                    .unwrap_or(&forwarded_for::NODE_BYTES);
+                self.forwarded_for_malformed |= !forwarded_for::is_node_list(value, nodes);
             }
             17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
                 transfer_encoding.add(value)?;

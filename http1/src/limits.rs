@@ -30,6 +30,12 @@ pub struct Limits {
     /// When set, every byte of every header value must be in this set
     /// (`http_*_brange`); others give 400.
     pub header_value_bytes: Option<ByteSet>,
+    /// When set, the bytes an X-Forwarded-For node name may have (`http_xff_brange`), in
+    /// place of Tempesta's default (letters, digits, `._-[]:`).
+    pub xff_bytes: Option<ByteSet>,
+    /// A Content-Type field on a method without a body (GET, HEAD, DELETE, TRACE) is
+    /// allowed (`http_allow_empty_body_content_type`); content there is refused all the same.
+    pub allow_content_type_without_body: bool,
 }
 
 impl Default for Limits {
@@ -44,6 +50,8 @@ impl Default for Limits {
             max_trailer_bytes: 4 * 1024,
             uri_bytes: None,
             header_value_bytes: None,
+            xff_bytes: None,
+            allow_content_type_without_body: false,
         }
     }
 }

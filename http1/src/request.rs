@@ -110,6 +110,12 @@ impl RequestHead {
         self.facts.method_override.map(|o| o.value.get(buf))
     }
 
+    /// The first X-Forwarded-For field's value, found during the parse (every such field
+    /// is a list of node names: a malformed one is refused by the parse).
+    pub fn forwarded_for<'b>(&self, buf: &'b [u8]) -> Option<&'b [u8]> {
+        self.facts.forwarded_for.map(|span| span.get(buf))
+    }
+
     /// Whether method-override fields name different methods (several
     /// names, or one name repeated): an origin may obey any of them.
     pub fn method_override_conflict(&self) -> bool {
@@ -359,6 +365,10 @@ pub(crate) fn complete(
         classify_target(method, parts.target, parts.target.get(buf), limits)?;
 
     let mut facts = fields::scan(buf, parts.fields, limits, parts.layout)?;
+    if facts.forwarded_for_malformed {
+        return Err(ParseError::InvalidForwardedFor);
+    }
+    refuse_content_without_body(buf, method, &facts, limits)?;
     let host = match (authority, facts.host) {
         (_, None) if parts.version == Version::Http11 => return Err(ParseError::MissingHost),
         (Some(authority), _) => Some(authority),
@@ -388,6 +398,40 @@ pub(crate) fn complete(
         facts,
         framing,
     })
+}
+
+/// Tempesta's rule for methods without a body (fw/http_parser.c,
+/// `tfw_http_parse_check_bodyless_meth` and `check_bodyless_meth`): a GET, HEAD, DELETE or
+/// TRACE request, or one whose method-override field names one of them, may carry neither
+/// content (Content-Length above 0) nor a Content-Type field (allowed by
+/// `http_allow_empty_body_content_type`). RFC 9110 §9.3 gives such content no meaning and
+/// lets a server reject it; a body the origin may ignore is where one reader's request ends
+/// and another's begins (request smuggling). A chunked body is not judged here, as in
+/// Tempesta, whose check looks at the two fields only.
+fn refuse_content_without_body(
+    buf: &[u8],
+    method: Method,
+    facts: &FieldFacts,
+    limits: &Limits,
+) -> Result<(), ParseError> {
+    let content = facts.content_length.is_some_and(|n| n > 0)
+        || (facts.content_type.is_some() && !limits.allow_content_type_without_body);
+    if !content {
+        return Ok(());
+    }
+    let bodyless = |m: Method| {
+        matches!(
+            m,
+            Method::Get | Method::Head | Method::Delete | Method::Trace
+        )
+    };
+    let overridden = facts
+        .method_override
+        .map(|o| Method::from_bytes(o.value.get(buf).trim_ascii()));
+    if bodyless(method) || overridden.is_some_and(bodyless) {
+        return Err(ParseError::ContentOnBodylessMethod);
+    }
+    Ok(())
 }
 
 /// Checks the target and splits it into form, origin-form part and

@@ -29,6 +29,8 @@ static DEFAULT_LIMITS: Limits = Limits {
     max_trailer_bytes: 4 * 1024,
     uri_bytes: None,
     header_value_bytes: None,
+    xff_bytes: None,
+    allow_content_type_without_body: false,
 };
 
 fn text(bytes: &[u8]) -> String {
@@ -84,7 +86,8 @@ Transfer-Encoding: chunked\r\n\r\n"
 
 #[test]
 fn absolute_form_becomes_origin_form_with_host() {
-    let buf = b"GET http://origin.example/p HTTP/1.1\r\nHost: spoofed\r\nContent-Length: 3\r\n\r\n";
+    let buf =
+        b"POST http://origin.example/p HTTP/1.1\r\nHost: spoofed\r\nContent-Length: 3\r\n\r\n";
     let (head, _) = parse_request(buf, &Limits::default()).unwrap().unwrap();
     let edits = HeaderEdits::new();
     let mut out = Vec::new();
@@ -100,7 +103,7 @@ fn absolute_form_becomes_origin_form_with_host() {
     write_request_head(&mut out, &head, buf, &fwd).unwrap();
     assert_eq!(
         text(&out),
-        "GET /p HTTP/1.1\r\nHost: origin.example\r\nContent-Length: 3\r\nConnection: close\r\n\r\n"
+        "POST /p HTTP/1.1\r\nHost: origin.example\r\nContent-Length: 3\r\nConnection: close\r\n\r\n"
     );
     let (again, _) = parse_request(&out, &Limits::default()).unwrap().unwrap();
     assert_eq!(again.target_form(), TargetForm::Origin);

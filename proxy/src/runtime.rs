@@ -484,6 +484,8 @@ fn limits(config: &Config) -> http1::Limits {
     };
     l.uri_bytes = config.byte_ranges.uri.as_ref().map(to_set);
     l.header_value_bytes = config.byte_ranges.ctext_vchar.as_ref().map(to_set);
+    l.xff_bytes = config.byte_ranges.xff.as_ref().map(to_set);
+    l.allow_content_type_without_body = config.http_allow_empty_body_content_type;
     l
 }
 

@@ -53,6 +53,8 @@ pub struct Client {
     pub gone: Option<CloseReason>,
     /// A frang limit blocked a request: the close that follows is frang's.
     pub frang_blocked: bool,
+    /// `block_action ... drop`: the close is a reset (no close_notify, no FIN).
+    pub reset_on_close: bool,
     /// The generation of the client's timer entry (a stale entry's differs).
     pub timer_gen: u64,
     /// When the heap entry of `timer_gen` comes due; `None` once it fired or was disarmed.
@@ -142,6 +144,7 @@ impl Worker {
             peer_closed: false,
             close_after_flush: false,
             gone: None,
+            reset_on_close: false,
             frang_blocked: false,
             timer_gen: 0,
             timer_queued: None,
@@ -427,7 +430,11 @@ impl Worker {
             || (between_requests && c.out.is_empty() && (c.close_after_flush || c.peer_closed));
         if finished {
             let why = CloseReason::after_response(c.frang_blocked, c.gone, c.close_after_flush);
-            self.close_client(ci, why);
+            if c.reset_on_close {
+                self.reset_client(ci, why);
+            } else {
+                self.close_client(ci, why);
+            }
             return;
         }
         if idle {

@@ -348,9 +348,11 @@ impl Worker {
             Refusal::Attack => CloseReason::Frang,
             Refusal::Error => CloseReason::Server,
         });
-        if kind == Refusal::Attack {
-            let _ = socket2::SockRef::from(&c.sock).set_linger(Some(std::time::Duration::ZERO));
-        }
+        // Errors too, as Tempesta resets for both (fw/http.c, `tfw_h1_error_resp`: a drop
+        // is T_BLOCK_WITH_RST); and no close_notify over TLS, which a client reads as an
+        // orderly end (`settle_client` resets).
+        c.reset_on_close = true;
+        let _ = socket2::SockRef::from(&c.sock).set_linger(Some(std::time::Duration::ZERO));
     }
 
     /// Counts the time `forward`'s server took to answer in its group's histogram; returns

@@ -166,6 +166,9 @@ impl Worker {
         let Some(ex) = self.exchanges.get(id) else {
             return;
         };
+        if !forwarded_for_is_address(&ex.request) {
+            return self.refuse_forwarded_for(id);
+        }
         // HTTP-01 (crate::acme): the ACME server asks a plain listener, whatever the chain says.
         if ex.request.scheme() == Scheme::Http {
             if let Some(body) = crate::acme::challenge_answer(ex.request.path()) {
@@ -214,6 +217,27 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Exchange `id`'s X-Forwarded-For does not start with an address: as Tempesta's
+    /// "incorrect X-Forwarded-For header" (fw/http.c, `tfw_http_req_client_link`, before the
+    /// request is routed), an error answered 400 with the connection kept, or dropped per
+    /// `block_action error drop`.
+    fn refuse_forwarded_for(&mut self, id: ExchangeId) {
+        bump(&self.metrics().parse_errors);
+        let Some(ex) = self.exchanges.get(id) else {
+            return;
+        };
+        if self.rt.config.block_action.error.log {
+            let peer = self.clients.get(ex.client).map(|c| c.peer);
+            crate::warn!("refused request from {peer:?}: X-Forwarded-For is not an address (400)");
+        }
+        if !self.rt.config.block_action.error.reply {
+            return self.refuse_exchange(id, 400, Refusal::Error);
+        }
+        // An unread body would be taken for the next request.
+        let close = !ex.keep_alive || ex.request.has_body();
+        self.answer(id, Reply::Status(400), close);
     }
 
     /// No `http_chain` rule matched exchange `id` (or its chain is empty): as Tempesta's
@@ -349,6 +373,15 @@ impl Worker {
         self.serve(id, overrides);
         self.dirty.push_back(client_token(ci));
     }
+}
+
+/// Whether `request` has no X-Forwarded-For or one whose first node is an IP address
+/// (http1's `forwarded_for_address`: why `1.1.1.1.1.1` is refused).
+fn forwarded_for_is_address(request: &Request) -> bool {
+    request
+        .head()
+        .forwarded_for(request.bytes())
+        .is_none_or(|value| http1::forwarded_for_address(value).is_some())
 }
 
 /// What the access log needs of a request, taken while its head is at hand.

@@ -15,7 +15,7 @@ impl H2Codec {
     pub fn reply(&mut self, stream: u32, reply: &Reply<'_>, date: &str, head_only: bool) -> u64 {
         let status = reply.status();
         match reply {
-            Reply::Status(status) if *status != 200 => {
+            Reply::Status(status) if *status != 200 && !http1::error_body_is_empty(*status) => {
                 let page = format!("{} {}\n", status, http1::reason_phrase(*status));
                 let len = page.len().to_string();
                 let fields: [(&[u8], &[u8]); 3] = [
@@ -146,5 +146,8 @@ impl H2Codec {
 
 /// The body length of the proxy's page for `status`.
 fn page_len(status: u16) -> u64 {
+    if http1::error_body_is_empty(status) {
+        return 0;
+    }
     format!("{} {}\n", status, http1::reason_phrase(status)).len() as u64
 }
