@@ -32,6 +32,7 @@ echo "== system OpenSSL: TLS end-to-end tests"
 KTLS_PROXY_BIN_DIR="$PWD/target/system-openssl-bin" cargo test --release -p e2e \
     --no-default-features --quiet \
     --test proxy_tls --test tls_record --test tls_record_attacks --test security_tls \
-    --test tls_perf --test tls_perf_errors --test tls_record_memory --test ticket_keys
+    --test tls_perf --test tls_perf_errors --test tls_record_memory --test ticket_keys \
+    --test fingerprints --test acme_tls_alpn
 echo "== target/release back to the default (AWS-LC) build"
 cargo build --release -p proxy -p tls-perf --bins --quiet

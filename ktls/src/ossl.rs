@@ -426,7 +426,15 @@ unsafe extern "C" fn ticket_key_callback(
     };
     let name = std::slice::from_raw_parts_mut(key_name, tickets::KEY_NAME_LEN);
     if enc == 1 {
-        let Some(key) = ring.and_then(tickets::current_key) else {
+        // A context without a ring issues no ticket. The ClientHello callback may have
+        // switched to such a context after the listener's settings chose to send tickets
+        // (ACME's TLS-ALPN-01 validation context has none). OpenSSL reads 0 as "no ticket"
+        // and completes the handshake; AWS-LC has no such answer (it would go on with the
+        // contexts uninitialised), so there the ticket fails, after the handshake, as before.
+        let Some(ring) = ring else {
+            return if cfg!(feature = "aws-lc") { -1 } else { 0 };
+        };
+        let Some(key) = tickets::current_key(ring) else {
             return -1;
         };
         let iv = std::slice::from_raw_parts_mut(iv, 16);
