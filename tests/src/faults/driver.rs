@@ -40,6 +40,8 @@ pub struct Counts {
     /// response; HTTP/2: streams above the last id of a GOAWAY, or REFUSED_STREAM), as
     /// RFC 9112 9.3.1 and RFC 9113 8.1.4 let a client; each counts once, by its final outcome.
     pub retried: u64,
+    /// HTTP/1.1: every request's scheduled time and its status (0: no complete response).
+    pub timeline: Vec<(Instant, u16)>,
 }
 
 impl Counts {
@@ -62,6 +64,7 @@ impl Counts {
         self.lost_timeout += other.lost_timeout;
         self.not_sent += other.not_sent;
         self.retried += other.retried;
+        self.timeline.extend_from_slice(&other.timeline);
     }
 }
 
@@ -145,18 +148,20 @@ impl H1Load {
                 counts.not_sent += 1;
                 continue;
             }
-            self.one_request(&mut counts, &mut conn, &request);
+            let status = self.one_request(&mut counts, &mut conn, &request);
+            counts.timeline.push((due, status));
         }
     }
 
     /// Sends one request (again on a new connection, at most twice, when a kept-alive one
-    /// turns out closed before the server read it) and counts its outcome.
+    /// turns out closed before the server read it) and counts its outcome; its status (0:
+    /// no complete response).
     fn one_request(
         &self,
         counts: &mut Counts,
         conn: &mut Option<(RawClient, u32)>,
         request: &[u8],
-    ) {
+    ) -> u16 {
         for attempt in 0..3 {
             let (client, served) = match conn.as_mut() {
                 Some(c) => c,
@@ -168,7 +173,7 @@ impl H1Load {
                         } else {
                             counts.lost_closed += 1;
                         }
-                        return;
+                        return 0;
                     }
                 },
             };
@@ -191,8 +196,12 @@ impl H1Load {
             } else {
                 *conn = None;
             }
-            return;
+            return match &outcome {
+                Outcome::Response(r) if counts.answered.contains_key(&r.status) => r.status,
+                _ => 0,
+            };
         }
+        0
     }
 
     /// Counts `outcome`; whether the connection may carry the next request.
@@ -333,6 +342,7 @@ impl RunningH2 {
             lost_timeout: n("lost_timeout"),
             not_sent: n("not_sent"),
             retried: n("retried"),
+            timeline: Vec::new(),
         };
         (counts, why)
     }

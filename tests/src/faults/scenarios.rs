@@ -165,8 +165,9 @@ fn measure(p: &Params, run: Run, origin: &FaultOrigin, fault: impl FnOnce(&mut C
     if let Some(pid) = successor {
         // A graceful stop: nginx's workers would outlive a master killed outright.
         crate::send_signal(pid, libc::SIGTERM);
-        wait_until(Duration::from_secs(10), || !running(pid));
-        crate::send_signal(pid, libc::SIGKILL);
+        if !wait_until(Duration::from_secs(10), || !running(pid)) {
+            crate::send_signal(pid, libc::SIGKILL);
+        }
     }
     Report {
         scenario: run.name,
@@ -181,6 +182,26 @@ fn measure(p: &Params, run: Run, origin: &FaultOrigin, fault: impl FnOnce(&mut C
         notes,
         expect: run.expect,
     }
+}
+
+/// When the HTTP/1.1 502s of a dead origin began and ended, from the kill and the revival:
+/// the time the server took to notice and to take the origin back.
+fn recovery_note(timeline: &[(Instant, u16)], killed: Instant, revived: Instant) -> String {
+    let at = |t: &Instant| t.saturating_duration_since(killed).as_secs_f64();
+    let failed: Vec<f64> = timeline
+        .iter()
+        .filter(|(_, s)| *s != 200)
+        .map(|(t, _)| at(t))
+        .collect();
+    let first = failed.iter().copied().fold(f64::INFINITY, f64::min);
+    let last = failed.iter().copied().fold(0.0, f64::max);
+    format!(
+        "origin down from 0 to {:.1} s: HTTP/1.1 requests scheduled from {first:.1} s to {last:.1} s \
+         were not 200 ({} of them); {:.1} s from the revival to the last",
+        at(&revived),
+        failed.len(),
+        last - at(&revived)
+    )
 }
 
 fn loopback_origin() -> FaultOrigin {
@@ -201,16 +222,17 @@ pub fn origin_killed(p: &Params) -> Report {
     // Set once the kill shows how many responses were under way.
     expect.max_cut = 0;
     let run = Run::new("origin_killed", p, &origin, expect);
+    let mut down = None;
     let mut report = measure(p, run, &origin, |ctx| {
         let third = ctx.params.secs as f64 / 3.0;
         sleep_secs(third);
         let (read, done) = (ctx.origin.requests(), ctx.origin.completed());
+        let killed = Instant::now();
         ctx.origin.kill();
-        ctx.notes
-            .push(format!("killed with {} responses under way", read - done));
         ctx.notes.push(format!("in_flight_at_kill={}", read - done));
         sleep_secs(third);
         ctx.origin.revive();
+        down = Some((killed, Instant::now()));
     });
     report.expect.max_cut = report
         .notes
@@ -218,6 +240,11 @@ pub fn origin_killed(p: &Params) -> Report {
         .find_map(|n| n.strip_prefix("in_flight_at_kill="))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
+    if let Some((killed, revived)) = down {
+        report
+            .notes
+            .push(recovery_note(&report.h1.timeline, killed, revived));
+    }
     report
 }
 
@@ -349,8 +376,9 @@ fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 /// The server's descriptor limit lowered (prlimit) to its baseline plus 24, then 64 idle
 /// connections opened to it, held for half the load and closed. Right: requests on new
 /// connections wait in the accept queue and are served once descriptors are free again (or
-/// answered 502/503 when no upstream connection can be opened), nothing lost or hanging,
-/// no crash, and the descriptors back to the baseline.
+/// answered 502/503 when no upstream connection can be opened; a request may also wait in
+/// its group's queue for an upstream connection, within server_forward_timeout), nothing
+/// lost or hanging, no crash, and the descriptors back to the baseline.
 pub fn fd_exhaustion(p: &Params) -> Report {
     let origin = loopback_origin();
     let mut run = Run::new(
@@ -360,7 +388,9 @@ pub fn fd_exhaustion(p: &Params) -> Report {
         Expect::statuses(&[200, 502, 503]),
     );
     run.also_close_each = true;
-    run.answer_timeout = Duration::from_secs(15);
+    // A request may wait in the proxy's group queue for the whole exhaustion (at most
+    // server_forward_timeout, 60 s): the bound covers that and 15 s more.
+    run.answer_timeout = Duration::from_secs(p.secs / 2 + 15);
     measure(p, run, &origin, |ctx| {
         let limit = ctx.server.sample().fds / ctx.server.sample().processes.max(1) + 24;
         // The soft limit only: raising it back needs no privilege (a container may lack
