@@ -65,6 +65,17 @@ fn parse() -> Result<Args, String> {
     Ok(args)
 }
 
+/// The report's row, then what it missed and its notes, indented under it.
+fn print_report(report: &Report) {
+    println!("{}", report.row());
+    for v in report.violations() {
+        println!("    FAIL: {v}");
+    }
+    for n in &report.notes {
+        println!("    note: {n}");
+    }
+}
+
 fn main() {
     let args = match parse() {
         Ok(a) => a,
@@ -82,7 +93,7 @@ fn main() {
         };
         if let Some(secs) = args.soak {
             let report = scenarios::soak(&Params { secs, ..params });
-            println!("{}", report.row());
+            print_report(&report);
             reports.push(report);
             continue;
         }
@@ -94,10 +105,7 @@ fn main() {
                 continue;
             }
             let report = scenario(&params);
-            println!("{}", report.row());
-            for v in report.violations() {
-                println!("    {v}");
-            }
+            print_report(&report);
             reports.push(report);
         }
     }
