@@ -1,14 +1,14 @@
 //! The load of the fault scenarios: a fixed request rate, kept over HTTP/1.1 keep-alive
-//! connections by this module and over HTTP/2 by h2load, with what became of every request
-//! counted: answered (by status), cut (a response that began and ended early), lost (sent and
-//! never answered: the connection ended without a response, or nothing came within the
-//! answer timeout), or not sent (no connection could be opened, or the clients were a second
-//! behind their schedule).
+//! connections by this module and over HTTP/2 by python-hyper h2
+//! (`tests/py/faults_h2_load.py`), with what became of every request counted: answered (by
+//! status), cut (a response that began and ended early), lost (sent and never answered: the
+//! connection ended without a response, or nothing came within the answer timeout), or not
+//! sent (no connection could be opened, or the clients were a second behind their schedule).
 //!
 //! The HTTP/1.1 side is written here rather than taken from http-perf because a request's
 //! fate has to be recorded one by one (http-perf counts errors by kind only) and because the
-//! scenarios act while it runs; HTTP/2 is python-hyper h2's, a real peer
-//! (`tests/py/faults_h2_load.py`).
+//! scenarios act while it runs. HTTP/2 is a real peer too, and not h2load, which stops a
+//! client at the first GOAWAY (every reload and graceful stop sends one).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

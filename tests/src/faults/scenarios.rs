@@ -251,7 +251,10 @@ pub fn origin_killed(p: &Params) -> Report {
 /// The origin sends the head, then the body at one byte a second. Right: every request
 /// answered 200 with the whole body: a moving response is never cut
 /// (`server_forward_timeout` is a time without progress); a tenth of the rate over more
-/// connections, since each request is held for seconds.
+/// connections, since each request is held for seconds. The proxy keeps at most `conns_n`
+/// (32) upstream connections per worker, so 64 such responses at once, 16 a second: above
+/// that (the bench's 30 a second) the rest wait in the group's queue and hold the clients'
+/// connections meanwhile, and the bench counts what the clients could not send then.
 pub fn origin_slow(p: &Params) -> Report {
     let origin = loopback_origin();
     let mut run = Run::new("origin_slow", p, &origin, Expect::statuses(&[200]));
