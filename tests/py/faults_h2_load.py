@@ -38,6 +38,10 @@ answer_timeout, body_len = float(sys.argv[7]), int(sys.argv[8])
 
 MAX_BEHIND = 1.0
 MAX_TRIES = 3
+# A refused request is sent again on a connection opened after its refusal: another one
+# opened before may have been refused by the same event (a reload's GOAWAY that its worker
+# has not read yet). After this long it goes on any connection.
+RESEND_AFTER = 0.5
 IN_FLIGHT = 16
 
 work = queue.Queue()
@@ -61,6 +65,7 @@ class Req:
     def __init__(self, due):
         self.due = due
         self.tries = 0
+        self.refused_at = None
 
 
 class Stream:
@@ -109,10 +114,11 @@ def connect():
 def retry(stream):
     """A stream the server refused unprocessed: sent again, or lost after MAX_TRIES."""
     if stream.req.tries + 1 >= MAX_TRIES:
-        print("lost_closed: refused {MAX_TRIES} times", file=sys.stderr, flush=True)
+        print(f"lost_closed: refused {MAX_TRIES} times", file=sys.stderr, flush=True)
         count("lost_closed")
         return
     stream.req.tries += 1
+    stream.req.refused_at = time.monotonic()
     count("retried")
     work.put(stream.req)
 
@@ -130,6 +136,7 @@ class Worker:
     def __init__(self):
         self.sock = None
         self.conn = None
+        self.opened_at = 0.0
         self.goaway = False
         self.goaway_last = None
         self.pending = {}
@@ -170,7 +177,21 @@ class Worker:
         except Exception:
             return
 
+    def may_resend(self, req):
+        """Whether a request may go on this worker's connection (see RESEND_AFTER)."""
+        return (self.sock is None or req.refused_at is None or self.opened_at > req.refused_at
+                or time.monotonic() - req.refused_at > RESEND_AFTER)
+
     def take_work(self):
+        deferred = []
+        try:
+            self.take_work_but(deferred)
+        finally:
+            for req in deferred:
+                work.put(req)
+
+    def take_work_but(self, deferred):
+        """Sends what is due; a refused request this connection may not take goes to deferred."""
         while len(self.pending) < IN_FLIGHT and not self.goaway:
             try:
                 req = work.get_nowait()
@@ -179,9 +200,13 @@ class Worker:
             if req.tries == 0 and time.monotonic() - req.due > MAX_BEHIND:
                 count("not_sent")
                 continue
+            if not self.may_resend(req):
+                deferred.append(req)
+                continue
             if self.sock is None:
                 try:
                     self.sock, self.conn = connect()
+                    self.opened_at = time.monotonic()
                 except OSError:
                     count("not_sent")
                     continue
