@@ -65,14 +65,37 @@ fn parse() -> Result<Args, String> {
     Ok(args)
 }
 
-/// The report's row, then what it missed and its notes, indented under it.
+/// What a report missed and its notes, one line each ("FAIL: ..." first, then "note: ...").
+fn remarks(report: &Report) -> Vec<String> {
+    let fails = report
+        .violations()
+        .into_iter()
+        .map(|v| format!("FAIL: {v}"));
+    fails
+        .chain(report.notes.iter().map(|n| format!("note: {n}")))
+        .collect()
+}
+
+/// The report's row on stdout (the table stays one Markdown table); its remarks on stderr as
+/// it ends, and on stdout after the table (`print_remarks`).
 fn print_report(report: &Report) {
     println!("{}", report.row());
-    for v in report.violations() {
-        println!("    FAIL: {v}");
+    for r in remarks(report) {
+        eprintln!("    {r}");
     }
-    for n in &report.notes {
-        println!("    note: {n}");
+}
+
+/// Under the table: each row's remarks, named by scenario and server.
+fn print_remarks(reports: &[Report]) {
+    let mut first = true;
+    for report in reports {
+        for r in remarks(report) {
+            if first {
+                println!("\nRemarks:\n");
+                first = false;
+            }
+            println!("- {} ({}): {r}", report.scenario, report.server);
+        }
     }
 }
 
@@ -109,6 +132,7 @@ fn main() {
             reports.push(report);
         }
     }
+    print_remarks(&reports);
     if let Some(path) = &args.json {
         let all: Vec<_> = reports.iter().map(Report::to_json).collect();
         let text = serde_json::to_string_pretty(&all).unwrap_or_default();
