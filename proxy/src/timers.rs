@@ -15,6 +15,12 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
+/// When a worker tries a listener again after `accept` failed (descriptors exhausted). Its
+/// poll is edge-triggered: the connections left in the accept queue are not reported again
+/// until another one arrives, so without this timer they would wait for a client that may
+/// never come (issue 38). nginx pauses its accepts on EMFILE the same way.
+pub const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
 /// Entries beyond twice the live ones before a compaction is worth its pass.
 pub const COMPACT_SLACK: usize = 4096;
 

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod evil_origin;
+pub mod faults;
 pub mod origin;
 pub mod pipeline_client;
 pub mod proxy;

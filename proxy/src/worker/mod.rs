@@ -54,7 +54,7 @@ use crate::buf::BufPool;
 use crate::close_reason::CloseReason;
 use crate::metrics::{bump, Metrics, WorkerMetrics};
 use crate::runtime::Runtime;
-use crate::timers::Timers;
+use crate::timers::{Timers, ACCEPT_RETRY};
 
 use client::Client;
 use exchange::{ExchangeId, Exchanges, EXCHANGE_TIMER_BASE};
@@ -417,7 +417,8 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    // EMFILE and friends: stop accepting this round; the event comes back.
+                    self.timers
+                        .schedule(self.now + ACCEPT_RETRY, LISTENER_BASE + li, 0);
                     crate::warn!(
                         "worker {}: accept on {} failed: {e}",
                         self.id,
@@ -481,6 +482,7 @@ impl Worker {
                     }
                 }
                 Kind::Grace => self.retire_due(now),
+                Kind::Listener(li) => self.accept(li),
                 _ => {}
             }
         }
