@@ -119,23 +119,9 @@ pub fn body_end(decoder: &BodyDecoder, peer: PeerEnd) -> BodyEnd {
 
 #[cfg(test)]
 mod tests {
-    use super::super::upstream::{reusable, ConnFacts, UpstreamEnd};
+    use super::super::upstream::reuse::{CLEAN_CONN, CLEAN_END};
+    use super::super::upstream::{reusable, UpstreamEnd};
     use super::*;
-
-    /// A connection in step with its server but for what the response's framing says.
-    const CLEAN_END: UpstreamEnd = UpstreamEnd {
-        request_sent: true,
-        response_complete: true,
-        body_may_follow: false,
-    };
-    const CLEAN_CONN: ConnFacts = ConnFacts {
-        keep_alive: true,
-        peer_closed: false,
-        unsent_bytes: false,
-        unread_bytes: false,
-        current_config: true,
-        ready: true,
-    };
 
     #[test]
     fn a_body_may_follow_only_a_bodiless_response_that_announced_one() {

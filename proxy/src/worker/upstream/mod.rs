@@ -11,7 +11,7 @@ use ktls::IoStatus;
 use mio::Interest;
 
 pub mod groups;
-mod reuse;
+pub(super) mod reuse;
 mod table;
 
 pub use reuse::{reusable, ConnFacts, UpstreamEnd};

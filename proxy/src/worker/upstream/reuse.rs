@@ -87,23 +87,28 @@ pub fn reusable(end: UpstreamEnd, conn: ConnFacts) -> bool {
         && conn.ready
 }
 
+/// An exchange that ended in step with its server, for tests here and in `lifecycle.rs`.
+#[cfg(test)]
+pub(in crate::worker) const CLEAN_END: UpstreamEnd = UpstreamEnd {
+    request_sent: true,
+    response_complete: true,
+    body_may_follow: false,
+};
+
+/// A connection that may carry another request, for the same tests.
+#[cfg(test)]
+pub(in crate::worker) const CLEAN_CONN: ConnFacts = ConnFacts {
+    keep_alive: true,
+    peer_closed: false,
+    unsent_bytes: false,
+    unread_bytes: false,
+    current_config: true,
+    ready: true,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const CLEAN_END: UpstreamEnd = UpstreamEnd {
-        request_sent: true,
-        response_complete: true,
-        body_may_follow: false,
-    };
-    const CLEAN_CONN: ConnFacts = ConnFacts {
-        keep_alive: true,
-        peer_closed: false,
-        unsent_bytes: false,
-        unread_bytes: false,
-        current_config: true,
-        ready: true,
-    };
 
     #[test]
     fn only_a_connection_in_step_with_its_server_is_reused() {
