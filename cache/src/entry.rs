@@ -20,6 +20,7 @@ use crate::httpdate::{parse_http_date, write_http_date};
 use crate::message::{standard_reason, ExchangeTimes, Request, Response};
 use crate::policy::Policy;
 use crate::storability::{analyze, NotStoredReason};
+use crate::vary::{self, vary_fields, VaryField};
 
 /// Fields the cache itself manages, that belong to one connection (RFC
 /// 9110 §7.6.1), or that are specific to the proxy the cache forwards
@@ -51,14 +52,6 @@ pub(crate) const NOT_MODIFIED_FIELDS: [&str; 7] = [
     "last-modified",
     "vary",
 ];
-
-/// One `Vary`-named request field and the normalised value it had when the
-/// response was stored (`None`: the request did not carry it).
-#[derive(Debug)]
-struct VaryField {
-    name: Box<str>,
-    value: Option<Box<[u8]>>,
-}
 
 #[derive(Debug)]
 pub struct Entry {
@@ -318,17 +311,9 @@ impl Entry {
     }
 
     /// Whether the request carries the same values for every field the
-    /// stored response's Vary names (case-insensitive names, list elements
-    /// compared after trimming).
+    /// stored response's Vary names ([`crate::vary`]).
     pub fn vary_matches<H: HeaderPair>(&self, req_headers: &[H]) -> bool {
-        self.vary.iter().all(|field| match &field.value {
-            None => !headers::has(req_headers, &field.name),
-            Some(stored) => {
-                headers::has(req_headers, &field.name)
-                    && headers::split_list(stored)
-                        .eq(headers::list_elements(req_headers, &field.name))
-            }
-        })
+        vary::matches(&self.vary, req_headers)
     }
 
     /// Whether two entries are the same variant (their Vary tags match).
@@ -445,23 +430,6 @@ fn listed_in_connection<H: HeaderPair>(resp_headers: &[H], name: &[u8]) -> bool 
     headers::list_elements(resp_headers, "connection").any(|n| n.eq_ignore_ascii_case(name))
 }
 
-/// Request field values named by Vary, normalised to trimmed list elements
-/// joined by commas; `None` if the request lacks the field.
-fn normalised_value<H: HeaderPair>(req_headers: &[H], name: &[u8]) -> Option<Box<[u8]>> {
-    let name = std::str::from_utf8(name).ok()?;
-    if !headers::has(req_headers, name) {
-        return None;
-    }
-    let mut out = Vec::new();
-    for (i, element) in headers::list_elements(req_headers, name).enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(element);
-    }
-    Some(out.into())
-}
-
 /// Name and value offsets of every field line of `head` (built by `build`:
 /// `Name: value\r\n` lines after the status line).
 fn field_spans(head: &[u8]) -> Box<[FieldSpan]> {
@@ -538,19 +506,6 @@ fn write_stored_fields<R: HeaderPair>(
         head.extend_from_slice(b"\r\n");
     }
     (etag, last_modified)
-}
-
-/// The request's values of the fields the response's Vary names.
-fn vary_fields<Q: HeaderPair, R: HeaderPair>(
-    req: &Request<'_, Q>,
-    resp: &Response<'_, R>,
-) -> Box<[VaryField]> {
-    headers::list_elements(resp.headers, "vary")
-        .map(|name| VaryField {
-            name: String::from_utf8_lossy(name).to_ascii_lowercase().into(),
-            value: normalised_value(req.headers, name),
-        })
-        .collect()
 }
 
 fn build_not_modified_head(head: &[u8]) -> Box<[u8]> {

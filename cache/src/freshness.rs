@@ -31,8 +31,11 @@ pub fn freshness_lifetime<H: HeaderPair>(
         return (Duration::from_secs(secs), true);
     }
     if let Some(raw) = headers::first(headers, "expires") {
-        // An invalid Expires (such as "0") means already expired (§5.3).
+        // An invalid Expires (such as "0") means already expired (§5.3);
+        // so do two lines that disagree (Expires is one HTTP-date).
+        let agree = headers::values(headers, "expires").all(|v| v.trim_ascii() == raw);
         let lifetime = parse_http_date(raw)
+            .filter(|_| agree)
             .and_then(|expires| expires.duration_since(date).ok())
             .unwrap_or(Duration::ZERO);
         return (lifetime, true);
@@ -122,6 +125,17 @@ mod tests {
         assert_eq!(
             freshness_lifetime(&none, &invalid, t(0), Duration::from_secs(7)),
             (Duration::ZERO, true)
+        );
+        let (a, b) = (date(t(100)), date(t(101)));
+        let disagree: Vec<(&str, &[u8])> = vec![("Expires", &a), ("Expires", &b)];
+        assert_eq!(
+            freshness_lifetime(&none, &disagree, t(0), Duration::ZERO).0,
+            Duration::ZERO
+        );
+        let agree: Vec<(&str, &[u8])> = vec![("Expires", &a), ("expires", &a)];
+        assert_eq!(
+            freshness_lifetime(&none, &agree, t(0), Duration::ZERO).0,
+            Duration::from_secs(100)
         );
         let past = date(t(0));
         let expired: Vec<(&str, &[u8])> = vec![("Expires", &past)];

@@ -15,20 +15,50 @@ const MONTH_NAMES: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 
-/// Parses an HTTP-date in IMF-fixdate, RFC 850 or asctime form.
+/// Parses an HTTP-date in IMF-fixdate, RFC 850 or asctime form, exactly
+/// as RFC 9110 §5.6.7 writes them: single spaces, two-digit day and clock
+/// fields, a four-digit year (two in RFC 850). Names of days, months and
+/// "GMT" are compared without case (the cache-tests suite's "optimal"
+/// cases). Anything else (`18  Aug`, `2:01:18`, `UTC`, `18-Aug-2050` after a
+/// short day name) is no date: RFC 9111 §5.3 reads such an Expires as the past.
 pub fn parse_http_date(raw: &[u8]) -> Option<SystemTime> {
     let s = trim(raw);
     let fields = if let Some(comma) = s.iter().position(|&b| b == b',') {
-        let rest = trim(s.get(comma + 1..)?);
+        let day_name = s.get(..comma)?;
+        let rest = s.get(comma + 1..)?.strip_prefix(b" ")?;
         if comma == 3 {
+            is_day_name(day_name, false).then_some(())?;
             parse_imf_fixdate(rest)?
         } else {
+            is_day_name(day_name, true).then_some(())?;
             parse_rfc850(rest)?
         }
     } else {
         parse_asctime(s)?
     };
     to_system_time(fields)
+}
+
+const DAY_NAMES: [&str; 7] = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
+
+/// `Mon` (`long`: `Monday`), any case.
+fn is_day_name(s: &[u8], long: bool) -> bool {
+    DAY_NAMES.iter().any(|d| {
+        let name = if long {
+            d.as_bytes()
+        } else {
+            &d.as_bytes()[..3]
+        };
+        s.eq_ignore_ascii_case(name)
+    })
 }
 
 /// Appends `t` as an IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
@@ -64,10 +94,10 @@ struct DateFields {
 
 /// `06 Nov 1994 08:49:37 GMT`
 fn parse_imf_fixdate(s: &[u8]) -> Option<DateFields> {
-    let mut parts = s.split(|&b| b == b' ').filter(|p| !p.is_empty());
-    let day = number(parts.next()?)?;
+    let mut parts = s.split(|&b| b == b' ');
+    let day = digits(parts.next()?, 2)?;
     let month = month(parts.next()?)?;
-    let year = number(parts.next()?)?;
+    let year = digits(parts.next()?, 4)?;
     let (hour, minute, second) = clock(parts.next()?)?;
     gmt_then_end(&mut parts)?;
     Some(DateFields {
@@ -82,15 +112,17 @@ fn parse_imf_fixdate(s: &[u8]) -> Option<DateFields> {
 
 /// `06-Nov-94 08:49:37 GMT`; two-digit years below 70 are 20xx.
 fn parse_rfc850(s: &[u8]) -> Option<DateFields> {
-    let mut parts = s.split(|&b| b == b' ').filter(|p| !p.is_empty());
+    let mut parts = s.split(|&b| b == b' ');
     let mut date = parts.next()?.split(|&b| b == b'-');
-    let day = number(date.next()?)?;
+    let day = digits(date.next()?, 2)?;
     let month = month(date.next()?)?;
-    let short_year = number(date.next()?)?;
+    let short_year = digits(date.next()?, 2)?;
+    if date.next().is_some() {
+        return None;
+    }
     let year = match short_year {
         0..=69 => short_year + 2000,
-        70..=99 => short_year + 1900,
-        _ => short_year,
+        _ => short_year + 1900,
     };
     let (hour, minute, second) = clock(parts.next()?)?;
     gmt_then_end(&mut parts)?;
@@ -104,17 +136,19 @@ fn parse_rfc850(s: &[u8]) -> Option<DateFields> {
     })
 }
 
-/// `Sun Nov  6 08:49:37 1994`
+/// `Sun Nov  6 08:49:37 1994`: fixed width, a one-digit day after a space.
 fn parse_asctime(s: &[u8]) -> Option<DateFields> {
-    let mut parts = s.split(|&b| b == b' ').filter(|p| !p.is_empty());
-    let _weekday = parts.next()?;
-    let month = month(parts.next()?)?;
-    let day = number(parts.next()?)?;
-    let (hour, minute, second) = clock(parts.next()?)?;
-    let year = number(parts.next()?)?;
-    if parts.next().is_some() {
+    if s.len() != 24 || [s[3], s[7], s[10], s[19]] != [b' '; 4] {
         return None;
     }
+    is_day_name(s.get(..3)?, false).then_some(())?;
+    let month = month(s.get(4..7)?)?;
+    let day = match s.get(8..10)? {
+        [b' ', d] => digits(&[*d], 1)?,
+        two => digits(two, 2)?,
+    };
+    let (hour, minute, second) = clock(s.get(11..19)?)?;
+    let year = digits(s.get(20..)?, 4)?;
     Some(DateFields {
         year,
         month,
@@ -132,11 +166,12 @@ fn gmt_then_end<'a>(parts: &mut impl Iterator<Item = &'a [u8]>) -> Option<()> {
     Some(())
 }
 
+/// `HH:MM:SS`, two digits each.
 fn clock(s: &[u8]) -> Option<(u64, u64, u64)> {
     let mut it = s.split(|&b| b == b':');
-    let h = number(it.next()?)?;
-    let m = number(it.next()?)?;
-    let sec = number(it.next()?)?;
+    let h = digits(it.next()?, 2)?;
+    let m = digits(it.next()?, 2)?;
+    let sec = digits(it.next()?, 2)?;
     if it.next().is_some() || h > 23 || m > 59 || sec > 60 {
         return None;
     }
@@ -148,8 +183,9 @@ fn month(s: &[u8]) -> Option<u64> {
     Some(idx as u64 + 1)
 }
 
-fn number(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 4 || !s.iter().all(u8::is_ascii_digit) {
+/// Exactly `width` ASCII digits.
+fn digits(s: &[u8], width: usize) -> Option<u64> {
+    if s.len() != width || !s.iter().all(u8::is_ascii_digit) {
         return None;
     }
     Some(s.iter().fold(0, |acc, &d| acc * 10 + u64::from(d - b'0')))
@@ -244,6 +280,43 @@ mod tests {
             "Sun, 06 Nov 1994 25:49:37 GMT",
             "Sun, 06 Nov 99999 08:49:37 GMT",
             "Sun, 06 Nov 1994 08:49:37 GMT extra",
+        ] {
+            assert_eq!(parse_http_date(raw.as_bytes()), None, "{raw}");
+        }
+    }
+
+    /// RFC 9110 §5.6.7 grammar, the forms of the cache-tests suite's
+    /// expires-parse: valid ones (any case of names) and invalid ones.
+    #[test]
+    fn exact_grammar_rfc9110_5_6_7() {
+        for raw in [
+            "Thu, 18 Aug 2050 02:01:18 GMT",
+            "THU, 18 AUG 2050 02:01:18 gMT",
+            "Thursday, 18-Aug-50 02:01:18 GMT",
+            "Thu Aug  8 02:01:18 2050",
+            "Thu Aug 18 02:01:18 2050",
+            "Sun, 21 Nov 2286 04:46:39 GMT",
+        ] {
+            assert!(parse_http_date(raw.as_bytes()).is_some(), "{raw}");
+        }
+        for raw in [
+            "Thu, 18 Aug 2050 02:01:18 UTC",
+            "Thu, 18 Aug 2050 02:01:18 AEST",
+            "Thu, 18 Aug 50 02:01:18 GMT",
+            "Thu 18 Aug 2050 02:01:18 GMT",
+            "Thu, 18  Aug  2050 02:01:18 GMT",
+            "Thu,  18 Aug 2050 02:01:18 GMT",
+            "Thu,18 Aug 2050 02:01:18 GMT",
+            "Thu, 18-Aug-2050 02:01:18 GMT",
+            "Thu, 18 Aug 2050 02.01.18 GMT",
+            "Thu, 18 Aug 2050 2:01:18 GMT",
+            "Thu, 8 Aug 2050 02:01:18 GMT",
+            "Xyz, 18 Aug 2050 02:01:18 GMT",
+            "Thursday, 18-Aug-2050 02:01:18 GMT",
+            "Thursday, 18-Aug-50-1 02:01:18 GMT",
+            "Thu Aug 8 02:01:18 2050",
+            "Thu Aug  8 02:01:18 50",
+            "Thu Aug  8  02:01:18 2050",
         ] {
             assert_eq!(parse_http_date(raw.as_bytes()), None, "{raw}");
         }

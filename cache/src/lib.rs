@@ -94,6 +94,7 @@ mod shard;
 mod storability;
 mod targeted;
 mod update;
+mod vary;
 
 pub use cache::{Cache, CacheLimits, Lookup};
 pub use conditional::{decide, strong_match, weak_match, Answer, Representation};

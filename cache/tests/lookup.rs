@@ -129,6 +129,29 @@ fn vary_variants_kept_apart_and_matched() {
     assert_eq!(cache.metrics().entries, 2);
 }
 
+/// RFC 9111 §4.1 normalisation: language ranges and codings compare without
+/// case; their order, and the case of other fields' values, still count.
+#[test]
+fn vary_values_of_accept_fields_compare_without_case() {
+    let (cache, policy) = (small_cache(), Policy::default());
+    let first = hdrs(&[("Accept-Language", "en-US, de"), ("Foo", "a")]);
+    let vary = [
+        ("Cache-Control", "max-age=60"),
+        ("Vary", "Accept-Language, Foo"),
+    ];
+    fill(&cache, &policy, "/l", &first, &vary, "en");
+    let hit = |h: &[Hdr]| matches!(lookup(&cache, &policy, "GET", "/l", h, 1), Lookup::Hit(_));
+    assert!(hit(&hdrs(&[("accept-language", "EN-us,DE"), ("Foo", "a")])));
+    assert!(!hit(&hdrs(&[
+        ("Accept-Language", "de, en-US"),
+        ("Foo", "a")
+    ])));
+    assert!(!hit(&hdrs(&[
+        ("Accept-Language", "en-US, de"),
+        ("Foo", "A")
+    ])));
+}
+
 #[test]
 fn vary_star_never_stored_or_served() {
     let (cache, policy) = (small_cache(), Policy::default());

@@ -103,7 +103,7 @@ fn heuristic_freshness_and_its_off_switch() {
         Origin::start(|_| {
             // Modified a day ago: fresh for 2.4 h by the default heuristic.
             let lm = std::time::SystemTime::now() - Duration::from_secs(86_400);
-            Response::ok("body").header("Last-Modified", &e2e_http_date(lm))
+            Response::ok("body").header("Last-Modified", &e2e::http_date(lm))
         })
     };
     let origin = lm_origin();
@@ -119,30 +119,6 @@ fn heuristic_freshness_and_its_off_switch() {
     get(addr, "/lm", "");
     get(addr, "/lm", "");
     assert_eq!(origin.hits("/lm"), 2, "off: stale at once, revalidated");
-}
-
-/// RFC 7231 IMF-fixdate, written here independently of the cache crate.
-fn e2e_http_date(at: std::time::SystemTime) -> String {
-    let secs = at
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let days = secs / 86_400;
-    let (h, m, s) = (secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let wd = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
-    let mn = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ][(month - 1) as usize];
-    format!("{wd}, {d:02} {mn} {year} {h:02}:{m:02}:{s:02} GMT")
 }
 
 /// A bad `cache_heuristic` is a configuration error with its position.
