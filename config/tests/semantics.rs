@@ -585,3 +585,14 @@ fn acme_vhosts_get_the_certificate_kept_under_the_state_dir() {
     );
     assert!(!cfg.vhost("other.example").expect("vhost").tls.acme);
 }
+
+#[test]
+fn frame_rate_multipliers_take_tempestas_whole_range() {
+    // Tempesta's own tests load multipliers of 65536 (issue 35 found them refused here).
+    let c = load(
+        "ctrl_frame_rate_multiplier 65536;\n\
+         window_update_frame_rate_multiplier 65536;\n",
+    );
+    assert_eq!(c.ctrl_frame_rate_multiplier, 65536);
+    assert_eq!(c.window_update_frame_rate_multiplier, 65536);
+}
