@@ -18,9 +18,8 @@
 
 use http1::{parse_response, BodyDecoder, BodyFraming, Limits, Method};
 use libfuzzer_sys::fuzz_target;
-use proxy::worker::lifecycle::{
-    body_end, reusable, BodyEnd, ConnFacts, PeerEnd, ResponseFraming, UpstreamEnd,
-};
+use proxy::worker::lifecycle::{body_end, BodyEnd, PeerEnd, ResponseFraming};
+use proxy::worker::reuse::{reusable, ConnFacts, UpstreamEnd};
 
 const METHODS: [Method; 5] = [
     Method::Get,
@@ -125,7 +124,7 @@ fuzz_target!(|data: &[u8]| {
         unsent_bytes: false,
         unread_bytes: false,
         current_config: true,
-        busy: true,
+        ready: true,
     };
     let announces = head.content_length().is_some_and(|n| n > 0)
         || head.header(&message, "transfer-encoding").is_some();

@@ -36,6 +36,8 @@ mod stored_reply;
 mod tests;
 mod tunnel;
 mod upstream;
+/// The upstream reuse decision, public for the `response_framing` fuzz target.
+pub use upstream::reuse;
 mod websocket;
 
 use std::collections::VecDeque;

@@ -11,7 +11,7 @@ use ktls::IoStatus;
 use mio::Interest;
 
 pub mod groups;
-pub(super) mod reuse;
+pub mod reuse;
 mod table;
 
 pub use reuse::{reusable, ConnFacts, UpstreamEnd};
