@@ -36,8 +36,7 @@ mod stored_reply;
 mod tests;
 mod tunnel;
 mod upstream;
-/// The upstream reuse decision, public for the `response_framing` fuzz target.
-pub use upstream::reuse;
+pub use upstream::reuse; // public for the `response_framing` fuzz target
 mod websocket;
 
 use std::collections::VecDeque;
@@ -189,9 +188,8 @@ pub struct Worker {
     inbox: caching::Inbox,
     /// Distinguishes a client from a later one that reuses its slab slot.
     next_client_id: u64,
-    /// When this loop turn's events arrived: the clock of the requests and timers the turn
-    /// arms (one clock read per turn instead of several per request; a deadline comes at
-    /// most one turn's work early).
+    /// When this turn's events arrived: the clock of the requests and timers it arms (one
+    /// clock read per turn, not several per request; a deadline comes a turn early at most).
     now: Instant,
     /// Opens upstream connections (TCP; socketpairs in the worker's tests).
     connector: crate::socket::Connector,
