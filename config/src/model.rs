@@ -351,11 +351,32 @@ pub struct VhostTls {
     pub acme: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CertificatePair {
     pub certificate: PathBuf,
     pub key: PathBuf,
+    /// Where the pair was written, for the errors only loading the files finds (a PEM block
+    /// that is not base64, a key that does not match): none from TOML or for ACME's pair.
+    #[serde(skip)]
+    pub written_at: Option<WrittenAt>,
+}
+
+/// The pair is the same pair wherever it was written: a reload that only moves the lines
+/// changes nothing.
+impl PartialEq for CertificatePair {
+    fn eq(&self, other: &Self) -> bool {
+        self.certificate == other.certificate && self.key == other.key
+    }
+}
+
+impl Eq for CertificatePair {}
+
+/// `FILE:LINE:COL` of a pair's `tls_certificate` and of its `tls_certificate_key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenAt {
+    pub certificate: String,
+    pub key: String,
 }
 
 /// `tls_tickets [enable|disable] [secret=S | keys=FILE] [lifetime=N]`.

@@ -64,6 +64,7 @@ impl Acme {
         crate::model::CertificatePair {
             certificate: dir.join("fullchain.pem"),
             key: dir.join("key.pem"),
+            written_at: None,
         }
     }
 }

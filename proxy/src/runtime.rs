@@ -177,7 +177,10 @@ impl fmt::Display for RuntimeError {
                     if i > 0 {
                         writeln!(f)?;
                     }
-                    write!(f, "error: {e}")?;
+                    match e.written_at() {
+                        Some(at) => write!(f, "{at}: error: {e}")?,
+                        None => write!(f, "error: {e}")?,
+                    }
                 }
                 Ok(())
             }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use config::{Config, Vhost};
@@ -21,20 +21,27 @@ const GROUPS: &str = "X25519:P-256:P-384";
 
 #[derive(Debug)]
 pub enum TlsSetupError {
+    /// The file passed the configuration's checks, the TLS library refused its contents.
+    /// `at`: the `tls_certificate` line (`FILE:LINE:COL`) when the configuration has it.
     Certificate {
         vhost: String,
         path: PathBuf,
         reason: String,
+        at: Option<String>,
     },
+    /// As `Certificate`, for the key; `at` is the `tls_certificate_key` line.
     Key {
         vhost: String,
         path: PathBuf,
         reason: String,
+        at: Option<String>,
     },
+    /// `at`: the `tls_certificate_key` line.
     KeyMismatch {
         vhost: String,
         certificate: PathBuf,
         key: PathBuf,
+        at: Option<String>,
     },
     OpenSsl {
         vhost: String,
@@ -53,17 +60,26 @@ pub enum TlsSetupError {
 impl fmt::Display for TlsSetupError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TlsSetupError::Certificate { vhost, path, reason } => write!(
+            TlsSetupError::Certificate {
+                vhost, path, reason, ..
+            } => write!(
                 f,
                 "vhost `{vhost}`: cannot load certificate {}: {reason} (check tls_certificate)",
                 path.display()
             ),
-            TlsSetupError::Key { vhost, path, reason } => {
+            TlsSetupError::Key {
+                vhost, path, reason, ..
+            } => {
                 write!(f, "vhost `{vhost}`: cannot load private key {}: {reason} (check tls_certificate_key)", path.display())
             }
-            TlsSetupError::KeyMismatch { vhost, certificate, key } => write!(
+            TlsSetupError::KeyMismatch {
+                vhost,
+                certificate,
+                key,
+                ..
+            } => write!(
                 f,
-                "vhost `{vhost}`: private key {} does not match certificate {}",
+                "vhost `{vhost}`: private key {} does not match certificate {} (give the key the certificate was made for)",
                 key.display(),
                 certificate.display()
             ),
@@ -81,6 +97,18 @@ impl fmt::Display for TlsSetupError {
 }
 
 impl std::error::Error for TlsSetupError {}
+
+impl TlsSetupError {
+    /// The configuration line the error is about (`FILE:LINE:COL`), when it has one.
+    pub fn written_at(&self) -> Option<&str> {
+        match self {
+            TlsSetupError::Certificate { at, .. }
+            | TlsSetupError::Key { at, .. }
+            | TlsSetupError::KeyMismatch { at, .. } => at.as_deref(),
+            _ => None,
+        }
+    }
+}
 
 /// The contexts a TLS listener accepts with.
 pub struct TlsContexts {
@@ -180,13 +208,7 @@ fn vhost_context(
     }
     let mut errors = Vec::new();
     for pair in &vhost.tls.certificates {
-        load_pair(
-            &mut b,
-            &vhost.name,
-            &pair.certificate,
-            &pair.key,
-            &mut errors,
-        );
+        load_pair(&mut b, &vhost.name, pair, &mut errors);
     }
     if !errors.is_empty() {
         return Err(errors);
@@ -307,15 +329,18 @@ fn choose_by_server_name(b: &mut SslContextBuilder, policy: SniPolicy) -> Result
 fn load_pair(
     b: &mut SslContextBuilder,
     vhost: &str,
-    cert: &Path,
-    key: &Path,
+    pair: &config::CertificatePair,
     errors: &mut Vec<TlsSetupError>,
 ) {
+    let (cert, key) = (pair.certificate.as_path(), pair.key.as_path());
+    let cert_at = pair.written_at.as_ref().map(|w| w.certificate.clone());
+    let key_at = pair.written_at.as_ref().map(|w| w.key.clone());
     if let Err(e) = b.set_certificate_chain_file(cert) {
         errors.push(TlsSetupError::Certificate {
             vhost: vhost.into(),
             path: cert.into(),
-            reason: first_reason(&e),
+            reason: in_words(&first_reason(&e)),
+            at: cert_at,
         });
         return;
     }
@@ -327,13 +352,15 @@ fn load_pair(
                 vhost: vhost.into(),
                 certificate: cert.into(),
                 key: key.into(),
+                at: key_at,
             });
             return;
         }
         errors.push(TlsSetupError::Key {
             vhost: vhost.into(),
             path: key.into(),
-            reason: first_reason(&e),
+            reason: in_words(&first_reason(&e)),
+            at: key_at,
         });
         return;
     }
@@ -342,8 +369,27 @@ fn load_pair(
             vhost: vhost.into(),
             certificate: cert.into(),
             key: key.into(),
+            at: key_at,
         });
     }
+}
+
+/// A TLS library's reason for refusing a PEM file (OpenSSL's "bad base64 decode", AWS-LC's
+/// "BAD_BASE64_DECODE"), said as what is wrong with the file.
+fn in_words(reason: &str) -> String {
+    let plain = reason.to_ascii_lowercase().replace('_', " ");
+    let words = if plain.contains("base64") {
+        "its PEM block is not valid base64 (the file is damaged, or was cut or edited)"
+    } else if plain.contains("no start line") {
+        "it has no PEM block the TLS library can read"
+    } else if plain.contains("bad end line") {
+        "its PEM block has no matching END line"
+    } else if plain.contains("asn1") || plain.contains("decode") || plain.contains("wrong tag") {
+        "its PEM block does not decode as what it should hold (a certificate, or a private key)"
+    } else {
+        return format!("the TLS library says: {reason}");
+    };
+    format!("{words} (the TLS library says: {reason})")
 }
 
 fn first_reason(e: &ErrorStack) -> String {

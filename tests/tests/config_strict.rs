@@ -180,6 +180,43 @@ fn certificate_and_key_problems_are_named_in_words_at_their_directive() {
     assert!(ok, "{out}");
 }
 
+/// What only the TLS library finds when it loads the files (the configuration's checks
+/// passed them): the line of the directive, and the problem in words before the library's.
+#[test]
+fn certificate_contents_the_library_refuses_are_named_at_their_directive() {
+    let dir = TempDir::new("certlib");
+    let names = &["example.com"];
+    let (crt, _) = e2e::gen_cert(dir.path(), "one", e2e::KeyKind::EcdsaP256, names);
+    let (_, other_key) = e2e::gen_cert(dir.path(), "two", e2e::KeyKind::EcdsaP256, names);
+    let (crt, other_key) = (crt.display().to_string(), other_key.display().to_string());
+    let damaged = dir.join("damaged.pem");
+    write_file(
+        &damaged,
+        "-----BEGIN CERTIFICATE-----\nMIIB!!not-base64\n-----END CERTIFICATE-----\n",
+    );
+    let damaged = damaged.display().to_string();
+    let conf = dir.join("tls.conf");
+
+    write_file(&conf, &vhost_with_files(&crt, &other_key));
+    assert_eq!(
+        error_lines(&conf),
+        [format!(
+            "5:5: error: vhost `example.com`: private key {other_key} does not match certificate \
+             {crt} (give the key the certificate was made for)"
+        )]
+    );
+    write_file(&conf, &vhost_with_files(&damaged, &other_key));
+    let errors = error_lines(&conf);
+    let expected = format!(
+        "4:5: error: vhost `example.com`: cannot load certificate {damaged}: its PEM block is \
+         not valid base64 (the file is damaged, or was cut or edited) (the TLS library says: "
+    );
+    assert!(
+        errors.len() == 1 && errors[0].starts_with(&expected),
+        "{errors:?}"
+    );
+}
+
 #[test]
 fn a_missing_semicolon_is_reported_where_it_is_missing() {
     let dir = TempDir::new("semicolon");

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use crate::diag::Pos;
 use crate::model::{
     CacheRule, CertificatePair, FrangHttp, HeaderOp, HeaderRule, IpPrefix, Method, NonIdempotent,
-    ProxyPass, PurgeMode, StatusPattern, TlsTickets, UrlMatchOp,
+    ProxyPass, PurgeMode, StatusPattern, TlsTickets, UrlMatchOp, WrittenAt,
 };
 use crate::tree::{Directive, Node};
 use crate::validate::frang;
@@ -178,10 +178,16 @@ pub fn apply(
 fn certificate_key(c: &mut Checker<'_>, d: &Directive, draft: &mut Draft) {
     if let Some(v) = c.single(d, "tls_certificate_key FILE") {
         let key = c.path(v);
+        let at = |pos: &Pos| format!("{}:{}:{}", pos.file, pos.line, pos.col);
         match draft.pending_cert.take() {
-            Some((certificate, _)) => draft
-                .certificates
-                .push(CertificatePair { certificate, key }),
+            Some((certificate, cert_pos)) => draft.certificates.push(CertificatePair {
+                certificate,
+                key,
+                written_at: Some(WrittenAt {
+                    certificate: at(&cert_pos),
+                    key: at(&d.pos),
+                }),
+            }),
             None => c.error(
                 &d.pos,
                 "`tls_certificate_key` without a preceding `tls_certificate`",
