@@ -60,6 +60,7 @@ impl Entry {
     /// Whether the request's If-None-Match / If-Modified-Since say the
     /// client's copy is current (§13.2.2 steps 3-4, for GET and HEAD, the
     /// only methods answered from cache).
+    #[inline]
     pub fn not_modified_for<H: HeaderPair>(&self, req_headers: &[H]) -> bool {
         (200..300).contains(&self.status())
             && has_conditions(req_headers)

@@ -213,6 +213,7 @@ impl Entry {
 
     /// Appends `Age: N\r\n\r\n`: the per-hit end of the head (into a `Vec`, or a stack
     /// buffer through `io::Cursor`: at most 31 bytes).
+    #[inline]
     pub fn write_age(&self, now: SystemTime, out: &mut impl std::io::Write) {
         let mut digits = [0u8; 20];
         let _ = out.write_all(b"Age: ");

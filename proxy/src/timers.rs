@@ -2,7 +2,7 @@
 //! new deadline with a new generation; stale entries are skipped when they come due. A
 //! client's deadline that only moves later (the keep-alive idle and head deadlines each
 //! request arms) is not pushed at all: the entry already queued re-queues itself for the
-//! later deadline when it fires (`Worker::extend_client_timer`).
+//! later deadline when it fires (`Clients::extend_timer`).
 //!
 //! A stale entry stays until its time comes, and a keep-alive connection re-arms on every
 //! request: left alone, the heap would hold one entry per request of the last idle timeout

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use http1::{BodyDecoder, HeaderEdits};
 
-use super::exchange::{ExchangeId, Forward, NewExchange, RespPhase, NO_CLIENT};
+use super::exchange::{ExchangeId, Forward, NewExchange, RespPhase};
 use super::fill::Fill;
 use super::finish::Outcome;
 use super::h1::{self, ReplyTo};
@@ -130,7 +130,7 @@ impl Worker {
             edits,
         } = *revalidation;
         let id = self.exchanges.insert(NewExchange {
-            client: NO_CLIENT,
+            client: super::client::ClientId::NONE,
             client_id: 0,
             stream: 0,
             request,

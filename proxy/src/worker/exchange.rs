@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use http1::BodyDecoder;
 use slab::Slab;
 
+use super::client::ClientId;
 use super::request::Request;
 use super::Worker;
 use crate::access_log::RequestRecord as AccessRecord;
@@ -19,10 +20,6 @@ use crate::frang::RequestLimits;
 
 /// Timer keys of exchanges: EXCHANGE_TIMER_BASE + slab index (not a mio token).
 pub(super) const EXCHANGE_TIMER_BASE: usize = 4 << 32;
-
-/// The client slot of an exchange that has no client (a background revalidation): no
-/// client connection is ever there, so its answers reach no one.
-pub const NO_CLIENT: usize = usize::MAX;
 
 /// Names one exchange; the serial tells it from a later exchange in the same slab slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,8 +44,8 @@ pub enum Stage {
 /// One request and its response.
 pub struct Exchange {
     serial: u64,
-    /// The client connection (slab index) and its unique id.
-    pub client: usize,
+    /// The client connection and its unique id (the slot is reused; the id tells).
+    pub client: ClientId,
     pub client_id: u64,
     /// The HTTP/2 stream carrying the exchange (0 on HTTP/1).
     pub stream: u32,
@@ -163,7 +160,7 @@ impl Forward {
 impl Exchange {
     /// False for an exchange the proxy runs for itself (a background revalidation).
     pub fn has_client(&self) -> bool {
-        self.client != NO_CLIENT
+        self.client != ClientId::NONE
     }
 
     pub fn stage(&self) -> &Stage {
@@ -246,7 +243,7 @@ pub struct Exchanges {
 
 /// What an exchange starts with.
 pub struct NewExchange {
-    pub client: usize,
+    pub client: ClientId,
     pub client_id: u64,
     pub stream: u32,
     pub request: Request,
@@ -351,7 +348,7 @@ impl Worker {
     }
 
     /// The client connection of exchange `id`, if it is still the one that sent it.
-    pub(super) fn client_of(&self, id: ExchangeId) -> Option<usize> {
+    pub(super) fn client_of(&self, id: ExchangeId) -> Option<ClientId> {
         let ex = self.exchanges.get(id)?;
         let c = self.clients.get(ex.client)?;
         (c.id == ex.client_id).then_some(ex.client)
@@ -369,7 +366,7 @@ mod tests {
             .unwrap()
             .unwrap();
         NewExchange {
-            client,
+            client: ClientId::from_index(client),
             client_id: client as u64,
             stream: 0,
             request: Request::new(head, bytes, Scheme::Http),
@@ -388,7 +385,10 @@ mod tests {
         assert_eq!(first.index, second.index, "the slot is reused");
         assert!(exchanges.get(first).is_none());
         assert!(exchanges.remove(first).is_none());
-        assert_eq!(exchanges.get(second).map(|e| e.client), Some(2));
+        assert_eq!(
+            exchanges.get(second).map(|e| e.client),
+            Some(ClientId::from_index(2))
+        );
         assert_eq!(exchanges.id_at(second.index), Some(second));
     }
 

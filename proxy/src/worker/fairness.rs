@@ -16,6 +16,7 @@
 
 use std::collections::VecDeque;
 
+use super::client::ClientId;
 use mio::Token;
 
 /// Drives of one client in one turn: the event's, the re-drive after its exchange finished,
@@ -44,11 +45,13 @@ impl FairTurns {
 
     /// Whether client slot `ci` may be driven again in this turn. The first refusal defers
     /// `token` to the next turn; later ones in the same turn drop it (already deferred).
-    pub fn admit(&mut self, ci: usize, token: Token) -> bool {
-        if self.drives.len() <= ci {
-            self.drives.resize(ci + 1, (0, 0));
+    #[inline]
+    pub fn admit(&mut self, ci: ClientId, token: Token) -> bool {
+        let slot = ci.index();
+        if self.drives.len() <= slot {
+            self.drives.resize(slot + 1, (0, 0));
         }
-        let (turn, count) = &mut self.drives[ci];
+        let (turn, count) = &mut self.drives[slot];
         if *turn != self.turn {
             *turn = self.turn;
             *count = 0;
@@ -85,17 +88,20 @@ mod tests {
         f.begin_turn(&mut dirty);
         let t = Token(7);
         for _ in 0..DRIVES_PER_TURN {
-            assert!(f.admit(3, t));
+            assert!(f.admit(ClientId::from_index(3), t));
         }
-        assert!(!f.admit(3, t));
-        assert!(!f.admit(3, t));
+        assert!(!f.admit(ClientId::from_index(3), t));
+        assert!(!f.admit(ClientId::from_index(3), t));
         assert!(f.has_deferred());
         // Another client is not affected.
-        assert!(f.admit(4, Token(8)));
+        assert!(f.admit(ClientId::from_index(4), Token(8)));
         f.begin_turn(&mut dirty);
         assert_eq!(dirty, VecDeque::from([t]), "deferred exactly once");
         assert!(!f.has_deferred());
-        assert!(f.admit(3, t), "a new turn gives new drives");
+        assert!(
+            f.admit(ClientId::from_index(3), t),
+            "a new turn gives new drives"
+        );
     }
 
     #[test]

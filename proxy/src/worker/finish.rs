@@ -8,7 +8,8 @@
 
 use http1::BodyDecoder;
 
-use super::codec::{self, Codec};
+use super::client::codec::{self, Codec};
+use super::client::ClientId;
 use super::exchange::{ExchangeId, Forward, Stage};
 use super::h1::{self, Reply, ReplyTo};
 use super::upstream::UpstreamEnd;
@@ -129,7 +130,7 @@ impl Worker {
         if outcome.from_origin {
             self.frang_response(ci, outcome.status, ex.vhost.unwrap_or(0));
         }
-        let idle = self.idle_timeout();
+        let idle = super::client::idle_timeout(&self.rt);
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
@@ -152,7 +153,8 @@ impl Worker {
                 return;
             }
         }
-        self.extend_client_timer(ci, self.now + idle);
+        self.clients
+            .extend_timer(&mut self.timers, ci, self.now + idle);
         self.dirty.push_back(client_token(ci));
     }
 
@@ -260,7 +262,7 @@ impl Worker {
 
     /// Refuses what client `ci` sent before any exchange exists (a malformed or oversized
     /// head) per `block_action`, and closes the connection after it.
-    pub(super) fn refuse(&mut self, ci: usize, status: u16, kind: Refusal) {
+    pub(super) fn refuse(&mut self, ci: ClientId, status: u16, kind: Refusal) {
         let action = self.block_action(kind);
         let (rt, date) = (self.rt.clone(), self.date.now().to_string());
         let Some(c) = self.clients.get_mut(ci) else {
@@ -290,7 +292,7 @@ impl Worker {
     }
 
     /// Refuses at `at` (see [`RefuseAt`]) with `status`, per `block_action`.
-    pub(super) fn refuse_at(&mut self, ci: usize, at: RefuseAt, status: u16, kind: Refusal) {
+    pub(super) fn refuse_at(&mut self, ci: ClientId, at: RefuseAt, status: u16, kind: Refusal) {
         match at {
             RefuseAt::Connection => self.refuse(ci, status, kind),
             RefuseAt::Exchange(id) => self.refuse_exchange(id, status, kind),
@@ -302,7 +304,7 @@ impl Worker {
     /// `block_action`: `reply` answers `status` on the stream, and a block (as on HTTP/1.1)
     /// also ends the connection with GOAWAY after the streams in flight; `drop` closes the
     /// connection with nothing more sent.
-    fn refuse_stream(&mut self, ci: usize, stream: u32, status: u16, kind: Refusal) {
+    fn refuse_stream(&mut self, ci: ClientId, stream: u32, status: u16, kind: Refusal) {
         if !self.block_action(kind).reply {
             return self.drop_response(ci, kind);
         }
@@ -338,7 +340,7 @@ impl Worker {
     /// is gone: the connection closes when this drive settles, every exchange of it ends
     /// there (on HTTP/2, the other streams too, and requests read in the same pass are not
     /// routed: `process_h2`), and a dropped attacker gets a reset, not a polite FIN.
-    pub(super) fn drop_response(&mut self, ci: usize, kind: Refusal) {
+    pub(super) fn drop_response(&mut self, ci: ClientId, kind: Refusal) {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };

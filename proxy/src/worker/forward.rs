@@ -96,7 +96,7 @@ impl Worker {
         // than let it wait for the origin's answer (or its own timer).
         if expect_continue {
             if let Some(c) = self.clients.get_mut(ex.client) {
-                forward.continue_sent = super::codec::continue_100(c, ex.stream);
+                forward.continue_sent = super::client::codec::continue_100(c, ex.stream);
             }
         }
         self.dispatch(id, forward);

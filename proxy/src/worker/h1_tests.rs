@@ -24,7 +24,7 @@ fn id() -> ExchangeId {
     .unwrap()
     .unwrap();
     exchanges.insert(super::super::exchange::NewExchange {
-        client: 0,
+        client: crate::worker::client::ClientId::from_index(0),
         client_id: 1,
         stream: 0,
         request: Request::new(head, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", Scheme::Http),

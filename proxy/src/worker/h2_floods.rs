@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use h2::{Counters, Flood};
 
-use super::codec::Codec;
+use super::client::codec::Codec;
+use super::client::ClientId;
 use super::finish::Refusal;
 use super::Worker;
 
@@ -72,7 +73,7 @@ fn effect(kind: Flood, drop: bool) -> &'static str {
 impl Worker {
     /// Counts, logs and acts on the floods client `ci` tripped since the last look. Called
     /// after the connection's frames went into the outbox, so a drop can take them back.
-    pub(super) fn h2_floods(&mut self, ci: usize) {
+    pub(super) fn h2_floods(&mut self, ci: ClientId) {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
@@ -114,7 +115,7 @@ impl Worker {
     /// The client timer fired: a client whose outbox has held bytes for `h2_stall_timeout`
     /// without taking any reads nothing (slow read). It trips the output stall defence and
     /// is reset: a GOAWAY would never reach it. True if so.
-    pub(super) fn h2_output_stalled(&mut self, ci: usize, now: Instant) -> bool {
+    pub(super) fn h2_output_stalled(&mut self, ci: ClientId, now: Instant) -> bool {
         let timeout = self.rt.config.h2_stall_timeout;
         let Some(c) = self.clients.get_mut(ci) else {
             return false;

@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use h2::Event;
 
-use super::codec::Codec;
+use super::client::codec::Codec;
+use super::client::ClientId;
 use super::exchange::{ExchangeId, NewExchange};
 use super::finish::RefuseAt;
 use super::h1::Reply;
@@ -53,7 +54,7 @@ impl Worker {
     }
 
     /// Client `ci` speaks HTTP/2 from now on (ALPN `h2`, or an h2c listener).
-    pub(super) fn start_h2(&mut self, ci: usize, scheme: Scheme) {
+    pub(super) fn start_h2(&mut self, ci: ClientId, scheme: Scheme) {
         let limits = self.h2_limits();
         let Some(c) = self.clients.get_mut(ci) else {
             return;
@@ -73,7 +74,7 @@ impl Worker {
     }
 
     /// Moves an HTTP/2 connection forward. True if anything changed.
-    pub(super) fn process_h2(&mut self, ci: usize) -> bool {
+    pub(super) fn process_h2(&mut self, ci: ClientId) -> bool {
         let now = Instant::now();
         let Some(c) = self.clients.get_mut(ci) else {
             return false;
@@ -149,7 +150,7 @@ impl Worker {
         moved
     }
 
-    fn h2_event(&mut self, ci: usize, event: Event, now: Instant) {
+    fn h2_event(&mut self, ci: ClientId, event: Event, now: Instant) {
         match event {
             Event::Request {
                 stream,
@@ -185,7 +186,7 @@ impl Worker {
         }
     }
 
-    fn h2_codec(&mut self, ci: usize) -> Option<&mut H2Codec> {
+    fn h2_codec(&mut self, ci: ClientId) -> Option<&mut H2Codec> {
         match &mut self.clients.get_mut(ci)?.codec {
             Codec::H2(h2) => Some(h2),
             Codec::H1(_) => None,
@@ -195,7 +196,7 @@ impl Worker {
     /// A stream opened with a request: make its exchange and route it.
     fn h2_request(
         &mut self,
-        ci: usize,
+        ci: ClientId,
         stream: u32,
         req: &h2::Request,
         end_stream: bool,
@@ -245,7 +246,7 @@ impl Worker {
     /// A stream whose request cannot become an exchange. It still counts against frang's
     /// request rate first: a connection cannot send malformed requests without limit (on
     /// HTTP/1.1 each costs a connection).
-    fn h2_unservable(&mut self, ci: usize, stream: u32, refused: Unservable, now: Instant) {
+    fn h2_unservable(&mut self, ci: ClientId, stream: u32, refused: Unservable, now: Instant) {
         let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
             return;
         };
@@ -274,7 +275,14 @@ impl Worker {
     /// Request body bytes on `stream`: kept for its exchange (bounded by the stream's
     /// window, as the credit returns only when the upstream has taken them), counted by
     /// frang; without an exchange they are dropped and the credit returned at once.
-    fn h2_data(&mut self, ci: usize, stream: u32, data: Vec<u8>, end_stream: bool, now: Instant) {
+    fn h2_data(
+        &mut self,
+        ci: ClientId,
+        stream: u32,
+        data: Vec<u8>,
+        end_stream: bool,
+        now: Instant,
+    ) {
         let Some(h2) = self.h2_codec(ci) else {
             return;
         };
@@ -308,7 +316,7 @@ impl Worker {
     /// body's trailer (with a Content-Length body there is no place for them: dropped), the
     /// fields `request_body::trailer_forwardable` refuses left out. A field the head also
     /// has is a frang block unless `http_trailer_split_allowed`, as on HTTP/1.1.
-    fn h2_trailers(&mut self, ci: usize, stream: u32, fields: Vec<h2::Field>) {
+    fn h2_trailers(&mut self, ci: ClientId, stream: u32, fields: Vec<h2::Field>) {
         let Some(id) = self.h2_codec(ci).and_then(|h2| h2.exchange_of(stream)) else {
             return;
         };
@@ -329,7 +337,7 @@ impl Worker {
 
     /// Moves request bodies to their upstreams and waiting response bytes into windows;
     /// wakes upstreams whose stream has room again. True if anything moved.
-    fn h2_pump(&mut self, ci: usize) -> bool {
+    fn h2_pump(&mut self, ci: ClientId) -> bool {
         let Some(h2) = self.h2_codec(ci) else {
             return false;
         };
@@ -373,7 +381,7 @@ impl Worker {
     }
 
     /// Passes what arrived of `stream`'s body to its exchange's upstream connection.
-    fn pump_h2_body(&mut self, ci: usize, stream: u32, id: ExchangeId) -> bool {
+    fn pump_h2_body(&mut self, ci: ClientId, stream: u32, id: ExchangeId) -> bool {
         let Worker {
             clients,
             exchanges,
@@ -436,8 +444,8 @@ impl Worker {
 
     /// The client timer of an HTTP/2 connection: the protocol's own deadlines (SETTINGS
     /// ack, stalled streams and output), and the keep-alive timeout once no stream is left.
-    pub(super) fn h2_timer(&mut self, ci: usize, now: Instant) {
-        let keepalive = self.idle_timeout();
+    pub(super) fn h2_timer(&mut self, ci: ClientId, now: Instant) {
+        let keepalive = super::client::idle_timeout(&self.rt);
         let draining = self.draining.is_some();
         if self.h2_output_stalled(ci, now) {
             return;
@@ -466,8 +474,8 @@ impl Worker {
     }
 
     /// Arms the client timer at the connection's next deadline.
-    pub(super) fn arm_h2_timer(&mut self, ci: usize) {
-        let keepalive = self.idle_timeout();
+    pub(super) fn arm_h2_timer(&mut self, ci: ClientId) {
+        let keepalive = super::client::idle_timeout(&self.rt);
         let stall_timeout = self.rt.config.h2_stall_timeout;
         let head = self
             .clients
@@ -498,7 +506,7 @@ impl Worker {
             return;
         };
         h2.armed_at = Some(at);
-        self.arm_client_timer_at(ci, at);
+        self.clients.arm_timer(&mut self.timers, ci, at);
     }
 }
 

@@ -11,9 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use mio::Waker;
-use slab::Slab;
 
-use super::client::Client;
+use super::client::{ClientId, Clients};
 use super::Shared;
 use crate::runtime::Runtime;
 
@@ -54,8 +53,8 @@ pub(super) fn newly_blocked(
     seen: &mut u64,
     shared: &Shared,
     rt: &Runtime,
-    clients: &Slab<Client>,
-) -> Vec<usize> {
+    clients: &Clients,
+) -> Vec<ClientId> {
     let frang = &rt.frang;
     if frang.blocks() == *seen {
         return Vec::new();

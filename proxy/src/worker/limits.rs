@@ -8,7 +8,8 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
-use super::codec::Codec;
+use super::client::codec::Codec;
+use super::client::ClientId;
 use super::exchange::ExchangeId;
 use super::finish::{Refusal, RefuseAt};
 use super::h1::ConnState;
@@ -39,7 +40,7 @@ impl Worker {
     /// Records and answers a violation by client `ci`, refused at `at`. Every protocol's
     /// requests come here: one verdict (log line, counter, `ip_block`, `block_action
     /// attack`) whatever the protocol.
-    pub(super) fn frang_violation(&mut self, ci: usize, at: RefuseAt, v: &Violation) {
+    pub(super) fn frang_violation(&mut self, ci: ClientId, at: RefuseAt, v: &Violation) {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
@@ -57,7 +58,7 @@ impl Worker {
 
     /// Resets client `ci` (RST, Tempesta's `T_BLOCK_WITH_RST`) for `v`, a refusal of the
     /// connection itself (a `tft` limit on its records).
-    fn refuse_connection(&mut self, ci: usize, v: &Violation) {
+    fn refuse_connection(&mut self, ci: ClientId, v: &Violation) {
         let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
             return;
         };
@@ -76,7 +77,7 @@ impl Worker {
     /// A read brought bytes: count the TLS records against the connection's fingerprint
     /// (`tft`), a head or body chunk for the frang chunk limits and timeouts, and re-arm the
     /// deadline it moves.
-    pub(super) fn account_read(&mut self, ci: usize) {
+    pub(super) fn account_read(&mut self, ci: ClientId) {
         // The loop turn's clock: a head or body timeout is seconds, a turn microseconds.
         let now = self.now;
         let Some(c) = self.clients.get_mut(ci) else {
@@ -111,11 +112,11 @@ impl Worker {
     }
 
     /// Arms client `ci`'s timer at its header deadline, if one applies.
-    fn arm_head_deadline(&mut self, ci: usize) {
+    fn arm_head_deadline(&mut self, ci: ClientId) {
         let Some((at, _)) = self.clients.get(ci).and_then(|c| c.limits.deadline()) else {
             return;
         };
-        self.extend_client_timer(ci, at);
+        self.clients.extend_timer(&mut self.timers, ci, at);
     }
 
     /// Arms exchange `id`'s timer at its body deadline, if one applies.
@@ -128,12 +129,12 @@ impl Worker {
 
     /// The client timer fired while a request head was arriving: cut the client if its
     /// deadline has passed (a slowloris head). False if no header deadline applies.
-    pub(super) fn head_deadline_passed(&mut self, ci: usize, now: Instant) -> bool {
+    pub(super) fn head_deadline_passed(&mut self, ci: ClientId, now: Instant) -> bool {
         let Some((at, limit)) = self.clients.get(ci).and_then(|c| c.limits.deadline()) else {
             return false;
         };
         if now < at {
-            self.arm_client_timer_at(ci, at);
+            self.clients.arm_timer(&mut self.timers, ci, at);
             return true;
         }
         self.deadline_violation(ci, None, limit);
@@ -156,7 +157,7 @@ impl Worker {
 
     pub(super) fn deadline_violation(
         &mut self,
-        ci: usize,
+        ci: ClientId,
         id: Option<ExchangeId>,
         limit: &'static str,
     ) {
@@ -247,7 +248,7 @@ impl Worker {
 
     /// A `101` from the origin turned client `ci`'s connection into a tunnel
     /// (http_resp_code_block): on a violation the connection closes after it.
-    pub(super) fn frang_response(&mut self, ci: usize, status: u16, vhost: usize) {
+    pub(super) fn frang_response(&mut self, ci: ClientId, status: u16, vhost: usize) {
         let rt = self.rt.clone();
         let rule =
             vhost_frang(&rt.config, vhost, None).and_then(|l| l.http_resp_code_block.as_ref());

@@ -5,9 +5,6 @@
 mod background;
 mod caching;
 mod client;
-mod client_mem;
-mod client_timer;
-mod codec;
 mod exchange;
 mod fairness;
 mod fill;
@@ -20,7 +17,6 @@ mod h2;
 mod h2_floods;
 mod h2_heads;
 mod h2_serve;
-mod handshake_deadline;
 mod health;
 mod ip_block;
 pub mod lifecycle;
@@ -49,7 +45,6 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use slab::Slab;
 
 use crate::buf::BufPool;
 use crate::close_reason::CloseReason;
@@ -57,7 +52,7 @@ use crate::metrics::{bump, Metrics, WorkerMetrics};
 use crate::runtime::Runtime;
 use crate::timers::{Timers, ACCEPT_RETRY};
 
-use client::Client;
+use client::{ClientId, Clients};
 use exchange::{ExchangeId, Exchanges, EXCHANGE_TIMER_BASE};
 use upstream::groups::GroupState;
 use upstream::UpstreamId;
@@ -134,7 +129,7 @@ pub struct WorkerListener {
 enum Kind {
     Waker,
     Listener(usize),
-    Client(usize),
+    Client(ClientId),
     Upstream(UpstreamId),
     Probe(usize),
     /// A timer of an exchange (slab index).
@@ -150,7 +145,7 @@ fn kind(token: Token) -> Kind {
         n if n >= EXCHANGE_TIMER_BASE => Kind::Exchange(n - EXCHANGE_TIMER_BASE),
         n if n >= PROBE_BASE => Kind::Probe(n),
         n if n >= UPSTREAM_BASE => Kind::Upstream(UpstreamId::from_index(n - UPSTREAM_BASE)),
-        n if n >= CLIENT_BASE => Kind::Client(n - CLIENT_BASE),
+        n if n >= CLIENT_BASE => Kind::Client(ClientId::from_index(n - CLIENT_BASE)),
         n => Kind::Listener(n - LISTENER_BASE),
     }
 }
@@ -159,7 +154,7 @@ pub struct Worker {
     id: usize,
     poll: Poll,
     listeners: Vec<WorkerListener>,
-    clients: Slab<Client>,
+    clients: Clients,
     /// Every request in progress, whatever its stage.
     exchanges: Exchanges,
     upstreams: upstream::Upstreams,
@@ -224,7 +219,7 @@ impl Worker {
             id,
             poll,
             listeners,
-            clients: Slab::new(),
+            clients: Clients::default(),
             exchanges: Exchanges::default(),
             upstreams: upstream::Upstreams::default(),
             groups: Vec::new(),
@@ -368,7 +363,7 @@ impl Worker {
     }
 
     /// The client connection upstream `ui` works for: its exchange's, or its tunnel's.
-    fn upstream_owner(&self, ui: UpstreamId) -> Option<usize> {
+    fn upstream_owner(&self, ui: UpstreamId) -> Option<ClientId> {
         let u = self.upstreams.get(ui)?;
         match u.phase {
             upstream::UpPhase::Tunnel { client, client_id } => self
@@ -389,7 +384,7 @@ impl Worker {
     }
 
     /// Runs `f` for client `ci`; a panic closes that client (and its upstream) only.
-    fn guarded(&mut self, ci: usize, f: impl FnOnce(&mut Worker)) {
+    fn guarded(&mut self, ci: ClientId, f: impl FnOnce(&mut Worker)) {
         if catch_unwind(AssertUnwindSafe(|| f(self))).is_err() {
             bump(&self.shared.metrics.panics);
             crate::error!(
@@ -551,7 +546,7 @@ impl Worker {
     }
 
     fn close_idle_h1(&mut self) {
-        let idle: Vec<usize> = self
+        let idle: Vec<ClientId> = self
             .clients
             .iter()
             .filter(|(_, c)| c.is_idle() && c.codec.h1().is_some())
@@ -569,7 +564,7 @@ impl Worker {
             // Not `close_after_flush`: the streams in flight still read WINDOW_UPDATEs; the
             // codec says when the connection is done.
             if let client::Client {
-                codec: codec::Codec::H2(h2),
+                codec: client::codec::Codec::H2(h2),
                 out,
                 ..
             } = c
@@ -591,8 +586,8 @@ impl Worker {
     }
 }
 
-fn client_token(ci: usize) -> Token {
-    Token(CLIENT_BASE + ci)
+fn client_token(ci: ClientId) -> Token {
+    Token(CLIENT_BASE + ci.index())
 }
 
 fn upstream_token(ui: UpstreamId) -> Token {

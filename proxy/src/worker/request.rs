@@ -229,6 +229,7 @@ impl Default for FieldPairs<'_> {
 impl<'r> FieldPairs<'r> {
     /// Fills the pairs with `request`'s forwarded fields, in place (the caller's frame holds them:
     /// returning them by value would copy the array) and returns them.
+    #[inline]
     pub fn fill(&mut self, request: &'r Request) -> &[(&'r [u8], &'r [u8])] {
         self.inline_len = 0;
         self.spilled.clear();

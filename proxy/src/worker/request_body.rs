@@ -7,6 +7,7 @@
 
 use http1::BodyDecoder;
 
+use super::client::ClientId;
 use super::exchange::ExchangeId;
 use super::finish::RefuseAt;
 use super::limits::vhost_frang;
@@ -117,7 +118,7 @@ impl Worker {
         }
     }
 
-    fn pump(&mut self, id: ExchangeId, ci: usize) -> Pumped {
+    fn pump(&mut self, id: ExchangeId, ci: ClientId) -> Pumped {
         let Worker {
             clients,
             upstreams,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use http1::BodyDecoder;
 
-use super::codec::{self, Codec};
+use super::client::codec::{self, Codec};
 use super::exchange::{ExchangeId, RespPhase};
 use super::finish::Outcome;
 use super::h1::{self, ReplyTo};

@@ -7,8 +7,9 @@ use std::time::Duration;
 use http1::ParseError;
 
 use super::caching::CacheStep;
+use super::client::codec::Codec;
+use super::client::ClientId;
 use super::client::Stage as ConnStage;
-use super::codec::Codec;
 use super::exchange::{ExchangeId, NewExchange};
 use super::finish::{Refusal, RefuseAt};
 use super::h1::{ConnState, Parsed, Reply};
@@ -23,7 +24,7 @@ use crate::transport::Transport;
 
 impl Worker {
     /// Moves client `ci`'s current request forward. True if anything changed.
-    pub(super) fn process_client(&mut self, ci: usize) -> bool {
+    pub(super) fn process_client(&mut self, ci: ClientId) -> bool {
         let Some(c) = self.clients.get_mut(ci) else {
             return false;
         };
@@ -46,7 +47,7 @@ impl Worker {
         }
     }
 
-    fn try_request(&mut self, ci: usize) -> bool {
+    fn try_request(&mut self, ci: ClientId) -> bool {
         let Some(c) = self.clients.get_mut(ci) else {
             return false;
         };
@@ -77,7 +78,7 @@ impl Worker {
     }
 
     /// A request was malformed or over a limit; it is refused at `at`.
-    pub(super) fn parse_refused(&mut self, ci: usize, at: RefuseAt, e: &ParseError) {
+    pub(super) fn parse_refused(&mut self, ci: ClientId, at: RefuseAt, e: &ParseError) {
         // A size limit set by frang_limits is a frang block (403, `block_action attack`,
         // ip_block), as in Tempesta; the parser's own defaults are plain errors.
         if let Some(limit) = self.frang_limit_of(e) {
@@ -118,7 +119,7 @@ impl Worker {
     }
 
     /// A complete request head from client `ci`: count it, make its exchange, route it.
-    fn handle_request(&mut self, ci: usize, request: Request) {
+    fn handle_request(&mut self, ci: ClientId, request: Request) {
         WorkerMetrics::bump(&self.worker_metrics().requests);
         let now = self.now;
         let rt = self.rt.clone();

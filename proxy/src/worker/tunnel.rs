@@ -21,7 +21,8 @@
 
 use std::time::Instant;
 
-use super::codec::Codec;
+use super::client::codec::Codec;
+use super::client::ClientId;
 use super::exchange::ExchangeId;
 use super::finish::Outcome;
 use super::upstream::UpPhase;
@@ -80,10 +81,11 @@ impl Worker {
         }
         self.metrics().tunnels.count_open();
         if let Some(timeout) = self.rt.config.client_ws_timeout {
-            self.arm_client_timer(ci, timeout);
+            self.clients
+                .arm_timer(&mut self.timers, ci, self.now + timeout);
         } else {
             // No idle timeout: the keep-alive timer armed by `finish` must not fire.
-            self.disarm_client_timer(ci);
+            self.clients.disarm_timer(&mut self.timers, ci);
         }
         self.dirty.push_back(client_token(ci));
         self.dirty.push_back(upstream_token(ui));
@@ -91,7 +93,7 @@ impl Worker {
 
     /// Upstream `ui` leaves its exchange and its server's pool: it belongs to client `ci`'s
     /// tunnel now and is never reused.
-    fn detach_for_tunnel(&mut self, ui: UpstreamId, ci: usize, client_id: u64) {
+    fn detach_for_tunnel(&mut self, ui: UpstreamId, ci: ClientId, client_id: u64) {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return;
         };
@@ -117,13 +119,13 @@ impl Worker {
     }
 
     /// The upstream connection of client `ci`'s tunnel.
-    fn tunnel_upstream(&self, ci: usize) -> Option<UpstreamId> {
+    fn tunnel_upstream(&self, ci: ClientId) -> Option<UpstreamId> {
         self.clients.get(ci)?.codec.h1()?.tunnel().map(|t| t.up)
     }
 
     /// Moves bytes both ways as far as the sockets and the bounds allow; closes the tunnel
     /// when a side has ended and its last bytes are out.
-    pub(super) fn drive_tunnel(&mut self, ci: usize) {
+    pub(super) fn drive_tunnel(&mut self, ci: ClientId) {
         for _ in 0..64 {
             let Some(ui) = self.tunnel_upstream(ci) else {
                 return;
@@ -151,7 +153,7 @@ impl Worker {
         self.dirty.push_back(client_token(ci));
     }
 
-    fn tunnel_mut(&mut self, ci: usize) -> Option<&mut Tunnel> {
+    fn tunnel_mut(&mut self, ci: ClientId) -> Option<&mut Tunnel> {
         match &mut self.clients.get_mut(ci)?.codec {
             Codec::H1(h1) => h1.tunnel_mut(),
             Codec::H2(_) => None,
@@ -159,7 +161,7 @@ impl Worker {
     }
 
     /// The client's bytes to the origin's outbox, while it has room.
-    fn pass_to_origin(&mut self, ci: usize, ui: UpstreamId) -> bool {
+    fn pass_to_origin(&mut self, ci: ClientId, ui: UpstreamId) -> bool {
         let Worker {
             clients,
             upstreams,
@@ -175,7 +177,7 @@ impl Worker {
     }
 
     /// The origin's bytes to the client's outbox, while it has room.
-    fn pass_to_client(&mut self, ci: usize, ui: UpstreamId) -> bool {
+    fn pass_to_client(&mut self, ci: ClientId, ui: UpstreamId) -> bool {
         let Worker {
             clients,
             upstreams,
@@ -192,7 +194,7 @@ impl Worker {
 
     /// Whether the tunnel is over: a write to the client failed, or a side closed and its
     /// last bytes have reached the other (or the other can take none).
-    fn tunnel_ended_by(&self, ci: usize, ui: UpstreamId) -> Option<TunnelEnd> {
+    fn tunnel_ended_by(&self, ci: ClientId, ui: UpstreamId) -> Option<TunnelEnd> {
         let c = self.clients.get(ci)?;
         let u = self.upstreams.get(ui)?;
         if c.gone == Some(CloseReason::Error) {
@@ -210,7 +212,7 @@ impl Worker {
     }
 
     /// Nothing moves: an idle tunnel holds no read buffer.
-    fn release_tunnel_buffers(&mut self, ci: usize, ui: UpstreamId) {
+    fn release_tunnel_buffers(&mut self, ci: ClientId, ui: UpstreamId) {
         if let Some(c) = self.clients.get_mut(ci) {
             self.bufs.release_if_empty(&mut c.rbuf);
         }
@@ -221,7 +223,7 @@ impl Worker {
 
     /// Client `ci`'s timer fired while it tunnels: closed if idle for `client_ws_timeout`,
     /// else the timer is set for the rest of the quiet period.
-    pub(super) fn tunnel_timer(&mut self, ci: usize, now: Instant) {
+    pub(super) fn tunnel_timer(&mut self, ci: ClientId, now: Instant) {
         let Some(timeout) = self.rt.config.client_ws_timeout else {
             return;
         };
@@ -232,12 +234,12 @@ impl Worker {
         if quiet >= timeout {
             self.close_tunnel(ci, TunnelEnd::IdleTimeout);
         } else {
-            self.arm_client_timer_at(ci, last + timeout);
+            self.clients.arm_timer(&mut self.timers, ci, last + timeout);
         }
     }
 
     /// Ends client `ci`'s tunnel for `end`: both connections close.
-    pub(super) fn close_tunnel(&mut self, ci: usize, end: TunnelEnd) {
+    pub(super) fn close_tunnel(&mut self, ci: ClientId, end: TunnelEnd) {
         let reason = match end {
             TunnelEnd::Client => CloseReason::Client,
             TunnelEnd::Origin => CloseReason::Server,
@@ -260,7 +262,7 @@ impl Worker {
 
     /// A tunnel's client connection is closing (`close_client`): its upstream connection
     /// closes with it, and the tunnel is counted as ended.
-    pub(super) fn tunnel_gone(&mut self, t: Tunnel, ci: usize, client_id: u64, end: TunnelEnd) {
+    pub(super) fn tunnel_gone(&mut self, t: Tunnel, ci: ClientId, client_id: u64, end: TunnelEnd) {
         let ours = self.upstreams.get(t.up).is_some_and(|u| {
             u.phase
                 == UpPhase::Tunnel {
@@ -276,7 +278,7 @@ impl Worker {
 
     /// Upstream `ui` of a tunnel became ready: drive the tunnel of its client, or close it if
     /// that client is gone.
-    pub(super) fn drive_tunnel_upstream(&mut self, ui: UpstreamId, ci: usize, client_id: u64) {
+    pub(super) fn drive_tunnel_upstream(&mut self, ui: UpstreamId, ci: ClientId, client_id: u64) {
         if self.clients.get(ci).is_some_and(|c| c.id == client_id) {
             self.drive_tunnel(ci);
         } else {
@@ -285,7 +287,7 @@ impl Worker {
     }
 
     /// Every tunnel of this worker (client slab indices), for a graceful stop.
-    pub(super) fn tunnel_clients(&self) -> Vec<usize> {
+    pub(super) fn tunnel_clients(&self) -> Vec<ClientId> {
         self.clients
             .iter()
             .filter(|(_, c)| c.codec.h1().is_some_and(|h1| h1.tunnel().is_some()))

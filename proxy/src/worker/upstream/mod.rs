@@ -17,6 +17,7 @@ mod table;
 pub use reuse::{reusable, ConnFacts, UpstreamEnd};
 pub use table::{UpstreamId, Upstreams};
 
+use super::client::ClientId;
 use super::exchange::ExchangeId;
 use super::response::Failure;
 use super::{upstream_token, Worker};
@@ -42,7 +43,7 @@ pub enum UpPhase {
     /// Half of a WebSocket tunnel owned by client `client` (slab index, unique id); outside
     /// its server's pool (`tunnel.rs`).
     Tunnel {
-        client: usize,
+        client: ClientId,
         client_id: u64,
     },
 }

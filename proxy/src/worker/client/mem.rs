@@ -3,11 +3,11 @@
 //! total in frang's client table; a pass that finds the total over the hard limit resets the
 //! connection (and `ip_block` then refuses the address).
 
-use super::client::Client;
+use std::time::Instant;
+
 use super::codec::Codec;
-use super::finish::Refusal;
-use super::Worker;
-use crate::close_reason::CloseReason;
+use super::Client;
+use crate::frang::Violation;
 
 impl Client {
     /// Bytes held for this connection: read and not yet consumed, queued for the client,
@@ -21,30 +21,23 @@ impl Client {
         };
         (read + self.out.owned_len() + codec) as u64
     }
-}
 
-impl Worker {
-    /// After a receive pass of client `ci`: its held bytes join its address's total; over
-    /// `client_mem`'s hard limit the connection is reset as a block.
-    pub(super) fn account_memory(&mut self, ci: usize) {
-        let now = self.now;
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
+    /// After a receive pass: the connection's held bytes join its address's total. Err when
+    /// the total is over `client_mem`'s hard limit (the connection is then marked
+    /// `frang_blocked`; the caller resets it as a block).
+    #[inline]
+    pub fn account_memory(&mut self, now: Instant) -> Result<(), Violation> {
         // The table that counted the connection at accept keeps its memory too (a reload
         // must not move bytes into counters that never saw them).
-        let Some(frang) = c.counted_by.as_ref().filter(|f| f.accounts_memory()) else {
-            return;
+        let Some(frang) = self.counted_by.as_ref().filter(|f| f.accounts_memory()) else {
+            return Ok(());
         };
-        let held = c.held_bytes();
-        let verdict = frang.on_memory(c.peer.ip(), c.mem_held, held, now);
-        c.mem_held = held;
-        if let Err(v) = verdict {
-            let ip = c.peer.ip();
-            c.frang_blocked = true;
-            self.note_block(ip, &v, "-");
-            self.drop_response(ci, Refusal::Attack);
-            self.close_client(ci, CloseReason::Frang);
+        let held = self.held_bytes();
+        let verdict = frang.on_memory(self.peer.ip(), self.mem_held, held, now);
+        self.mem_held = held;
+        if verdict.is_err() {
+            self.frang_blocked = true;
         }
+        verdict
     }
 }

@@ -20,12 +20,11 @@
 //!   extend it without bound by moving the state machine), and every cut handshake counts
 //!   for frang's `tls_incomplete_connection_rate`.
 
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use super::client::Stage;
-use super::Worker;
-use crate::close_reason::CloseReason;
-use crate::metrics::bump;
+use super::{ClientId, Clients, Stage};
+use crate::timers::Timers;
 
 /// The time a client has for each of its turns in the handshake.
 pub const CLIENT_TURN: Duration = Duration::from_secs(10);
@@ -60,17 +59,12 @@ impl HandshakeClock {
     }
 }
 
-impl Worker {
-    /// The deadline of a handshake that has just begun.
-    pub(super) fn handshake_timeout(&self) -> Duration {
-        CLIENT_TURN
-    }
-
-    /// A handshake step did not finish the handshake: if it moved OpenSSL's state, the
-    /// client's turn starts again. Returns false (the connection is not open yet).
-    pub(super) fn handshake_waits(&mut self, ci: usize) -> bool {
-        let now = Instant::now();
-        let Some(c) = self.clients.get_mut(ci) else {
+impl Clients {
+    /// A handshake step at `now` did not finish client `ci`'s handshake: if it moved
+    /// OpenSSL's state, the client's turn starts again (its timer re-armed). Returns false
+    /// (the connection is not open yet).
+    pub fn handshake_waits(&mut self, timers: &mut Timers, ci: ClientId, now: Instant) -> bool {
+        let Some(c) = self.get_mut(ci) else {
             return false;
         };
         let Stage::Handshake(session) = &c.stage else {
@@ -78,32 +72,21 @@ impl Worker {
         };
         let state = session.ssl().state_string();
         if let Some(deadline) = c.handshake.after_step(state, now) {
-            self.arm_client_timer_at(ci, deadline);
+            self.arm_timer(timers, ci, deadline);
         }
         false
     }
 
-    /// The handshake's deadline came due: process what already arrived, then cut the
-    /// handshake unless that finished it or moved it (which re-armed the deadline).
-    pub(super) fn handshake_deadline_due(&mut self, ci: usize, now: Instant) {
-        let Some(gen) = self.clients.get(ci).map(|c| c.timer_gen) else {
-            return;
-        };
-        self.drive_client(ci);
-        let Some(c) = self.clients.get(ci) else {
-            return;
-        };
+    /// After the bytes that had arrived when client `ci`'s handshake deadline (timer
+    /// generation `gen`) came due were processed: whether the handshake is still unfinished
+    /// and that step did not move it (which re-arms the deadline). `Some`: cut it; the
+    /// client's address and OpenSSL's state for the count.
+    pub fn handshake_overdue(&self, ci: ClientId, gen: u64) -> Option<(IpAddr, &'static str)> {
+        let c = self.get(ci).filter(|c| c.timer_gen == gen)?;
         let Stage::Handshake(session) = &c.stage else {
-            return;
+            return None;
         };
-        if c.timer_gen != gen {
-            return;
-        }
-        let (ip, state) = (c.peer.ip(), session.ssl().state_string());
-        self.metrics().count_handshake_timeout(state);
-        bump(&self.metrics().handshakes_failed);
-        let _ = self.rt.frang.on_tls_incomplete(ip, now);
-        self.close_client(ci, CloseReason::HandshakeTimeout);
+        Some((c.peer.ip(), session.ssl().state_string()))
     }
 }
 

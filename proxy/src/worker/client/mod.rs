@@ -1,25 +1,36 @@
 //! Client connections: the stage machine `Handshake -> Open`, socket reads and writes and
-//! the close (the deadlines are in client_timer.rs).
+//! the close. The connections live in `table.rs` ([`Clients`], named by [`ClientId`]); their
+//! one timer is `timer.rs`, the handshake's deadline `handshake_deadline.rs`, the TLS session
+//! and its hand-over `tls.rs`, `client_mem` accounting `mem.rs`, and the codecs the exchange
+//! core writes responses through `codec.rs`.
+
+pub mod codec;
+mod handshake_deadline;
+mod mem;
+mod table;
+mod timer;
+mod tls;
 
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use ktls::offload::{offload, Offload};
 use ktls::{IoStatus, Progress, TlsSession};
 use mio::Interest;
-use openssl::ssl::Ssl;
 
-use super::codec::Codec;
 use super::h1::H1Codec;
 use super::request::Scheme;
 use super::{client_token, Worker};
 use crate::buf::Buf;
 use crate::close_reason::CloseReason;
-use crate::metrics::{bump, TlsPath, WorkerMetrics};
+use crate::metrics::{bump, WorkerMetrics};
 use crate::outbox::Outbox;
 use crate::socket::Socket;
 use crate::transport::Transport;
+use codec::Codec;
+pub use table::{ClientId, Clients};
+pub use timer::idle_timeout;
+use timer::Due;
 
 #[allow(
     clippy::large_enum_variant,
@@ -60,7 +71,7 @@ pub struct Client {
     /// When the heap entry of `timer_gen` comes due; `None` once it fired or was disarmed.
     pub timer_queued: Option<Instant>,
     /// The deadline last armed: later than `timer_queued` when
-    /// [`Worker::extend_client_timer`] moved it without a push.
+    /// [`Clients::extend_timer`] moved it without a push.
     pub timer_deadline: Option<Instant>,
     /// Unique within the worker (slab slots are reused).
     pub id: u64,
@@ -81,7 +92,7 @@ pub struct Client {
     /// The records read by the transport as last counted for `tft`'s record limit.
     pub tft_records: u64,
     /// When the TLS handshake began and how far it got (its deadline's policy).
-    pub handshake: super::handshake_deadline::HandshakeClock,
+    pub handshake: handshake_deadline::HandshakeClock,
     /// A readiness event reported the peer's FIN (or an error); kept across the hand-over
     /// from the handshake to the transport.
     pub fin_reported: bool,
@@ -111,7 +122,7 @@ impl Worker {
         }
         // TCP_NODELAY comes from the listener (server::bind).
         let stage = if tls {
-            match self.start_tls(&sock, crate::alpn::Alpn::of(protos)) {
+            match tls::start_tls(&self.rt, &sock, crate::alpn::Alpn::of(protos)) {
                 Some(session) => Stage::Handshake(Box::new(session)),
                 None => {
                     self.rt.frang.on_close(peer.ip());
@@ -121,8 +132,7 @@ impl Worker {
         } else {
             Stage::Open(Transport::Plain(Default::default()))
         };
-        let entry = self.clients.vacant_entry();
-        let ci = entry.key();
+        let ci = self.clients.next_id();
         if let Err(e) = self.poll.registry().register(
             &mut sock,
             client_token(ci),
@@ -134,7 +144,7 @@ impl Worker {
         }
         self.next_client_id += 1;
         let handshaking = matches!(stage, Stage::Handshake(_));
-        entry.insert(Client {
+        self.clients.insert(Client {
             sock,
             peer,
             stage,
@@ -156,18 +166,19 @@ impl Worker {
             sni: None,
             tft: None,
             tft_records: 0,
-            handshake: super::handshake_deadline::HandshakeClock::start(Instant::now()),
+            handshake: handshake_deadline::HandshakeClock::start(Instant::now()),
             fin_reported: false,
         });
         let wm = self.worker_metrics();
         WorkerMetrics::bump(&wm.connections_accepted);
         WorkerMetrics::bump(&wm.connections_open);
         let timeout = if handshaking {
-            self.handshake_timeout()
+            handshake_deadline::CLIENT_TURN
         } else {
-            self.idle_timeout()
+            idle_timeout(&self.rt)
         };
-        self.arm_client_timer(ci, timeout);
+        self.clients
+            .arm_timer(&mut self.timers, ci, self.now + timeout);
         if !tls && protos.contains(&config::Proto::H2c) {
             // h2c by prior knowledge: the first bytes must be the HTTP/2 preface.
             self.start_h2(ci, Scheme::Http);
@@ -175,17 +186,8 @@ impl Worker {
         self.dirty.push_back(client_token(ci));
     }
 
-    fn start_tls(&self, sock: &Socket, alpn: crate::alpn::Alpn) -> Option<TlsSession> {
-        let ctx = &self.rt.tls.as_ref()?.accept;
-        let mut ssl = Ssl::new(ctx).ok()?;
-        ssl.set_accept_state();
-        crate::alpn::set_policy(&mut ssl, alpn);
-        ktls::offload::prepare_ssl(&mut ssl).ok()?;
-        TlsSession::new(ssl, sock.as_fd()).ok()
-    }
-
     /// Moves the client forward as far as its socket allows.
-    pub(super) fn drive_client(&mut self, ci: usize) {
+    pub(super) fn drive_client(&mut self, ci: ClientId) {
         let tunnel = self
             .clients
             .get(ci)
@@ -221,8 +223,24 @@ impl Worker {
         self.dirty.push_back(client_token(ci));
     }
 
+    /// After a receive pass of client `ci`: its held bytes join its address's total
+    /// (`client_mem`); over the hard limit the connection is reset as a block.
+    fn account_memory(&mut self, ci: ClientId) {
+        let now = self.now;
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        let Err(v) = c.account_memory(now) else {
+            return;
+        };
+        let ip = c.peer.ip();
+        self.note_block(ip, &v, "-");
+        self.drop_response(ci, super::finish::Refusal::Attack);
+        self.close_client(ci, CloseReason::Frang);
+    }
+
     /// Drives the handshake; true once the connection is open for HTTP.
-    fn handshake(&mut self, ci: usize) -> bool {
+    fn handshake(&mut self, ci: ClientId) -> bool {
         let Some(c) = self.clients.get_mut(ci) else {
             return false;
         };
@@ -231,7 +249,11 @@ impl Worker {
         };
         match session.handshake(c.sock.as_fd()) {
             Ok(Progress::Done) => {}
-            Ok(Progress::WantRead | Progress::WantWrite) => return self.handshake_waits(ci),
+            Ok(Progress::WantRead | Progress::WantWrite) => {
+                return self
+                    .clients
+                    .handshake_waits(&mut self.timers, ci, Instant::now())
+            }
             Err(e) => {
                 let ip = c.peer.ip();
                 crate::handshake_failure::report(&self.shared.metrics, ip, session.ssl(), &e);
@@ -240,16 +262,7 @@ impl Worker {
                 return false;
             }
         }
-        if session.ssl().selected_alpn_protocol() == Some(crate::acme::tls_alpn::ACME_TLS_1) {
-            // A TLS-ALPN-01 validation: the handshake was the answer; no HTTP (RFC 8737 §3).
-            crate::info!(
-                "acme: tls-alpn-01 validation handshake from {} for {}",
-                c.peer.ip(),
-                session
-                    .ssl()
-                    .servername(openssl::ssl::NameType::HOST_NAME)
-                    .unwrap_or("-")
-            );
+        if tls::acme_validation(session, c.peer.ip()) {
             session.shutdown(c.sock.as_fd());
             self.close_client(ci, CloseReason::Server);
             return false;
@@ -283,7 +296,8 @@ impl Worker {
         } else {
             &metrics.handshakes_full
         });
-        let mut transport = open_transport(*session, c.sock.as_fd(), self.rt.ktls_mode, metrics);
+        let mut transport =
+            tls::open_transport(*session, c.sock.as_fd(), self.rt.ktls_mode, metrics);
         // The FIN may have been reported while the handshake read the socket (with the last
         // flight and the first request): the new transport must not skip reading past it.
         if c.fin_reported {
@@ -293,15 +307,16 @@ impl Worker {
         if h2 {
             self.start_h2(ci, Scheme::Https);
         } else {
-            let idle = self.idle_timeout();
-            self.arm_client_timer(ci, idle);
+            let idle = idle_timeout(&self.rt);
+            self.clients
+                .arm_timer(&mut self.timers, ci, self.now + idle);
         }
         true
     }
 
     /// A readiness event for the client's socket: its transport skips reads while it knows
     /// the socket is empty, until this says bytes (or the end) may have come.
-    pub(super) fn client_readable(&mut self, ci: usize, read_closed: bool) {
+    pub(super) fn client_readable(&mut self, ci: ClientId, read_closed: bool) {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
@@ -312,7 +327,7 @@ impl Worker {
     }
 
     /// Reads what the socket has, while there is room. True if bytes arrived.
-    pub(super) fn read_client(&mut self, ci: usize) -> bool {
+    pub(super) fn read_client(&mut self, ci: ClientId) -> bool {
         let Worker {
             clients,
             bufs,
@@ -369,7 +384,7 @@ impl Worker {
     }
 
     /// Writes queued bytes. True if any left.
-    pub(super) fn flush_client(&mut self, ci: usize) -> bool {
+    pub(super) fn flush_client(&mut self, ci: ClientId) -> bool {
         let Some(c) = self.clients.get_mut(ci) else {
             return false;
         };
@@ -418,7 +433,7 @@ impl Worker {
     }
 
     /// After driving: close what is finished, release idle buffers, re-arm the idle timer.
-    fn settle_client(&mut self, ci: usize) {
+    fn settle_client(&mut self, ci: ClientId) {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
@@ -445,15 +460,51 @@ impl Worker {
         }
     }
 
+    /// Client `ci`'s timer entry of generation `gen` came due: acts on what it is due for.
+    pub(super) fn client_timer(&mut self, ci: ClientId, gen: u64, now: Instant) {
+        let Some(due) = self.clients.timer_due(&mut self.timers, ci, gen, now) else {
+            return;
+        };
+        match due {
+            Due::Handshake => self.handshake_deadline_due(ci, now),
+            // A slowloris head (client_header_timeout) is cut by frang; otherwise this is an
+            // idle keep-alive client.
+            Due::Head => {
+                if !self.head_deadline_passed(ci, now) {
+                    self.close_client(ci, CloseReason::IdleTimeout);
+                }
+            }
+            Due::Drain => self.close_client(ci, CloseReason::Error),
+            Due::H2 => self.h2_timer(ci, now),
+            Due::Tunnel => self.tunnel_timer(ci, now),
+        }
+    }
+
+    /// Client `ci`'s handshake deadline came due: process what already arrived, then cut
+    /// the handshake unless that finished it or moved it (which re-armed the deadline).
+    fn handshake_deadline_due(&mut self, ci: ClientId, now: Instant) {
+        let Some(gen) = self.clients.get(ci).map(|c| c.timer_gen) else {
+            return;
+        };
+        self.drive_client(ci);
+        let Some((ip, state)) = self.clients.handshake_overdue(ci, gen) else {
+            return;
+        };
+        self.metrics().count_handshake_timeout(state);
+        bump(&self.metrics().handshakes_failed);
+        let _ = self.rt.frang.on_tls_incomplete(ip, now);
+        self.close_client(ci, CloseReason::HandshakeTimeout);
+    }
+
     /// Closes the client, its upstream exchange and returns its buffers.
-    pub(super) fn close_client(&mut self, ci: usize, why: CloseReason) {
+    pub(super) fn close_client(&mut self, ci: ClientId, why: CloseReason) {
         self.end_client(ci, why, true);
     }
 
     /// Cuts client connection `ci` with a reset: no close_notify and no FIN, which a reader
     /// of a close-delimited body would take for its clean end (RFC 9112 §8); what was not
     /// sent yet is dropped.
-    pub(super) fn reset_client(&mut self, ci: usize, why: CloseReason) {
+    pub(super) fn reset_client(&mut self, ci: ClientId, why: CloseReason) {
         if let Some(c) = self.clients.get(ci) {
             let _ = socket2::SockRef::from(&c.sock).set_linger(Some(Duration::ZERO));
         }
@@ -462,12 +513,11 @@ impl Worker {
 
     /// Closes client connection `ci`; `orderly`: with close_notify (TLS) when the client has
     /// not closed already.
-    fn end_client(&mut self, ci: usize, why: CloseReason, orderly: bool) {
-        if !self.clients.contains(ci) {
+    fn end_client(&mut self, ci: ClientId, why: CloseReason, orderly: bool) {
+        let Some(mut c) = self.clients.remove(ci) else {
             return;
-        }
+        };
         self.metrics().count_close(why);
-        let mut c = self.clients.remove(ci);
         // frang first: what follows may panic (the panic guard then finds no client to
         // close), and an address must never keep a connection or bytes it no longer has.
         if let Some(frang) = c.counted_by.take() {
@@ -496,42 +546,5 @@ impl Worker {
         // No epoll_ctl(DEL): closing the socket (it is never duplicated) takes it out of the
         // poll set, one syscall per connection less.
         WorkerMetrics::drop_one(&self.worker_metrics().connections_open);
-    }
-}
-
-/// Hands a finished handshake's record protection over (`ktls::offload`: to the kernel, to
-/// the proxy's record layer, or kept in OpenSSL) and counts the path it took and why a
-/// faster one was not possible.
-fn open_transport(
-    session: TlsSession,
-    fd: std::os::fd::BorrowedFd<'_>,
-    mode: ktls::offload::KtlsMode,
-    metrics: &crate::metrics::Metrics,
-) -> Transport {
-    match offload(session, fd, mode) {
-        Offload::Kernel(socket) => {
-            metrics.count_tls_path(TlsPath::KtlsBoth);
-            Transport::Kernel(socket)
-        }
-        Offload::Records { mut socket, reason } => {
-            metrics.count_tls_path(TlsPath::Records);
-            metrics.count_ktls_fallback(reason.as_str());
-            // The worker's loop reports every readiness event (`client_readable`).
-            socket.track_readiness();
-            Transport::Records(*socket)
-        }
-        Offload::UserSpace {
-            session,
-            send_offloaded,
-            reason,
-        } => {
-            metrics.count_tls_path(if send_offloaded {
-                TlsPath::KtlsSendOnly
-            } else {
-                TlsPath::UserSpace
-            });
-            metrics.count_ktls_fallback(reason.as_str());
-            Transport::Tls(Box::new(session), 0)
-        }
     }
 }

@@ -5,11 +5,11 @@
 
 use http1::{HeaderEdits, Limits, ResponseHead};
 
-use super::client::Client;
-use super::exchange::ExchangeId;
-use super::h1::{self, BodyPlan, H1Codec, Reply, ReplyTo};
-use super::h2::H2Codec;
-use super::h2_heads::RelayedFields;
+use super::Client;
+use crate::worker::exchange::ExchangeId;
+use crate::worker::h1::{self, BodyPlan, H1Codec, Reply, ReplyTo};
+use crate::worker::h2::H2Codec;
+use crate::worker::h2_heads::RelayedFields;
 
 pub enum Codec {
     H1(H1Codec),
