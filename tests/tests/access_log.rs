@@ -141,9 +141,8 @@ fn every_way_an_exchange_ends_is_logged_with_what_the_client_got() {
     );
     assert_eq!(check("hit for HEAD", "HEAD", "/page", ""), (200, 0));
     assert_eq!(check("redirect", "GET", "/old", ""), (301, 0));
-    let (status, len) = check("http_chain block", "GET", "/blocked", "");
-    assert_eq!(status, 403);
-    assert!(len > 0, "the 403 page has a body");
+    // Tempesta's 403 has no body (tempesta_block_action.rs); the log says 0 bytes too.
+    assert_eq!(check("http_chain block", "GET", "/blocked", ""), (403, 0));
     assert_eq!(check("frang block", "DELETE", "/page", "").0, 403);
     assert_eq!(check("PURGE", "PURGE", "/page", ""), (200, 0));
     assert_eq!(check("fill", "GET", "/stale", ""), (200, 11));
