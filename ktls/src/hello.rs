@@ -145,6 +145,16 @@ impl ClientHello {
         u16s(list)
     }
 
+    /// `signature_algorithms` (RFC 8446 §4.2.3), in the client's order; empty when absent
+    /// or malformed.
+    pub fn signature_algorithms(&self) -> impl Iterator<Item = u16> + '_ {
+        let list = self
+            .extension(ext::SIGNATURE_ALGORITHMS)
+            .and_then(|b| split_vec16(b).map(|(l, _)| l))
+            .unwrap_or(&[]);
+        u16s(list)
+    }
+
     /// `supported_versions` (RFC 8446 §4.2.1), in the client's order; empty when absent
     /// (a TLS 1.2 client).
     pub fn supported_versions(&self) -> impl Iterator<Item = u16> + '_ {

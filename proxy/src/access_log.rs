@@ -22,6 +22,9 @@ pub struct RequestRecord {
     pub client: IpAddr,
     /// The connection's TLS fingerprint (`None`: plain TCP).
     pub tft: Option<crate::fingerprint::Tft>,
+    /// The connection's JA4 (`None`: plain TCP, or the handshake completed while the access
+    /// log was off).
+    pub ja4: Option<crate::fingerprint::Ja4>,
     /// The request's HTTP fingerprint.
     pub tfh: crate::fingerprint::Tfh,
     pub method: String,
@@ -101,6 +104,8 @@ struct JsonEntry<'a> {
     /// Seconds, millisecond precision.
     upstream_time: Option<f64>,
     cache: Option<&'static str>,
+    /// FoxIO's JA4 (`None` over plain TCP).
+    ja4: Option<&'a str>,
 }
 
 impl Entry<'_> {
@@ -113,7 +118,7 @@ impl Entry<'_> {
     }
 
     /// `TIME ip "vhost" "METHOD uri HTTP/x" status bytes "referer" "user-agent" "tft=HEX"
-    /// "tfh=HEX" rt=SECONDS upstream=ADDR urt=SECONDS cache=STATUS`: Tempesta's fields with
+    /// "tfh=HEX" rt=SECONDS upstream=ADDR urt=SECONDS cache=STATUS ja4=JA4`: Tempesta's fields with
     /// the time first (where the kernel log puts its own) and the proxy's after them, so a
     /// parser of Tempesta's fields still finds them between the quotes (`tft=0` over plain
     /// TCP, as Tempesta writes it). A quote inside a field is written `%22` so the fields
@@ -122,7 +127,7 @@ impl Entry<'_> {
         let q = |s: &str| s.replace('"', "%22");
         let r = self.request;
         format!(
-            "{} {} \"{}\" \"{} {} {}\" {} {} \"{}\" \"{}\" \"tft={}\" \"tfh={}\" rt={:.3} upstream={} urt={} cache={}",
+            "{} {} \"{}\" \"{} {} {}\" {} {} \"{}\" \"{}\" \"tft={}\" \"tfh={}\" rt={:.3} upstream={} urt={} cache={} ja4={}",
             crate::log::utc_timestamp(self.time),
             r.client,
             q(self.vhost),
@@ -141,6 +146,7 @@ impl Entry<'_> {
             self.upstream_time
                 .map_or_else(|| "-".to_string(), |d| format!("{:.3}", d.as_secs_f64())),
             r.cache.map_or("-", CacheStatus::as_str),
+            r.ja4.as_ref().map_or("-", crate::fingerprint::Ja4::as_str),
         )
     }
 
@@ -165,6 +171,7 @@ impl Entry<'_> {
                 .upstream_time
                 .map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0),
             cache: r.cache.map(CacheStatus::as_str),
+            ja4: r.ja4.as_ref().map(crate::fingerprint::Ja4::as_str),
         };
         // Serializing plain strings and numbers cannot fail; an empty object keeps the
         // one-entry-per-line shape if it ever did.
@@ -254,6 +261,9 @@ mod tests {
         RequestRecord {
             client: "192.0.2.7".parse().unwrap(),
             tft: Some(crate::fingerprint::Tft(0x66cb_9fd8_d425_0000)),
+            ja4: Some(crate::fingerprint::Ja4::of(
+                &ktls::hello::ClientHello::from_parts(0x0303, &[0x13, 0x01], [(0u16, &b""[..])]),
+            )),
             tfh: crate::fingerprint::Tfh(0xb6_0000_1200),
             method: "GET".into(),
             uri: "/a\"b\\c\u{1}".into(),
@@ -284,7 +294,8 @@ mod tests {
         assert_eq!(
             entry(&r).format(AccessLogFormat::Tempesta),
             "1970-01-01T00:00:00Z 192.0.2.7 \"site\" \"GET /a%22b\\c\u{1} HTTP/1.1\" 200 42 \"-\" \"curl/8\" \
-             \"tft=66cb9fd8d4250000\" \"tfh=b600001200\" rt=0.012 upstream=192.0.2.9:8000 urt=0.010 cache=miss"
+             \"tft=66cb9fd8d4250000\" \"tfh=b600001200\" rt=0.012 upstream=192.0.2.9:8000 urt=0.010 cache=miss \
+             ja4=t12d010100_0f2cb44170f4_000000000000"
         );
     }
 
@@ -305,5 +316,6 @@ mod tests {
         assert_eq!(v["upstream"], "192.0.2.9:8000");
         assert_eq!(v["upstream_time"], 0.01);
         assert_eq!(v["cache"], "miss");
+        assert_eq!(v["ja4"], "t12d010100_0f2cb44170f4_000000000000");
     }
 }

@@ -1,5 +1,5 @@
 //! Tempesta's fingerprints through the binary (issue 35): the access log shows `tft` and
-//! `tfh`; a `tft { hash ...; }` limit resets one client's connections while a client with
+//! `tfh`, and FoxIO's JA4 as an extension (`ja4=`, the line's last field); a `tft { hash ...; }` limit resets one client's connections while a client with
 //! another fingerprint passes; a `tfh` limit answers one request shape 403 while another
 //! passes; the `tf_blocklist` file (an extension) refuses a fingerprint until a reload
 //! reads it without it; an invalid hash is refused with its position. The clients are
@@ -164,6 +164,19 @@ impl Site {
         (field("tft"), field("tfh"))
     }
 
+    /// The `ja4=` value of access log line `i` (waiting for it), checked to have JA4's form:
+    /// TLS over TCP, a version, `d`/`i`, two counts, two ALPN characters, two hashes.
+    fn ja4(&self, i: usize) -> String {
+        let lines = self.log_lines(i + 1);
+        let line = lines.get(i).cloned().unwrap_or_default();
+        let value = line.rsplit(" ja4=").next().unwrap_or("").to_string();
+        let form = regex::Regex::new(
+            "^t(13|12|11|10|s3|s2|s1|00)[di][0-9]{4}[0-9a-z]{2}_[0-9a-f]{12}_[0-9a-f]{12}$",
+        );
+        assert!(form.is_ok_and(|re| re.is_match(&value)), "ja4 of {line:?}");
+        value
+    }
+
     fn blocks(&self, limit: &str) -> u64 {
         metric_sum(
             self.stats,
@@ -197,6 +210,22 @@ fn the_access_log_shows_each_clients_fingerprints() {
         !curl_tfh.is_empty() && curl_tfh != extra_tfh && curl_tfh != python_tfh,
         "{lines}"
     );
+    // JA4: the same client twice has the same value; the two clients differ. Both send a
+    // server name and offer TLS 1.3; curl --http1.1 offers `http/1.1` (h1), Python no ALPN.
+    let (curl_ja4, python_ja4, extra_ja4) = (site.ja4(0), site.ja4(1), site.ja4(2));
+    assert_eq!(curl_ja4, extra_ja4, "{lines}");
+    assert_ne!(curl_ja4, python_ja4, "{lines}");
+    assert!(
+        curl_ja4.starts_with("t13d") && curl_ja4[8..].starts_with("h1_"),
+        "{lines}"
+    );
+    // The values other JA4 implementations publish for these OpenSSL 3.0 clients (curl's
+    // with `h2` where it offers that first).
+    assert_eq!(curl_ja4, "t13d3112h1_e8f1e7e78f70_b26ce05bbdd6", "{lines}");
+    assert_eq!(
+        python_ja4, "t13d181100_85036bcba153_d41ae481755e",
+        "{lines}"
+    );
 }
 
 #[test]
@@ -226,6 +255,9 @@ fn http2_clients_are_fingerprinted_too() {
         assert_ne!(value & 1 << 23, 0, "the HTTP/2 bit of {tfh}: {lines}");
     }
     assert_ne!(h2load_tfh, curl_tfh, "{lines}");
+    // JA4's ALPN characters: curl's first protocol is h2; h2load sends no server name.
+    assert!(site.ja4(1)[8..].starts_with("h2_"), "{lines}");
+    assert!(site.ja4(0).starts_with("t13i"), "{lines}");
 }
 
 #[test]

@@ -455,7 +455,12 @@ fn access_log_lines_follow_tempesta_format() {
     assert!(ours[2].starts_with("urt=0."), "{line:?}");
     assert_eq!(
         ours[1..],
-        [&*format!("upstream={}", origin.addr()), ours[2], "cache=-"],
+        [
+            &*format!("upstream={}", origin.addr()),
+            ours[2],
+            "cache=-",
+            "ja4=-"
+        ],
         "{line:?}"
     );
 }

@@ -23,6 +23,9 @@ fn curl_offers_h2_then_http1_and_names_the_server() {
         [0x0304, 0x0303, 0x0302, 0x0301]
     );
     assert!(!h.offers_resumption());
+    // ecdsa_secp256r1_sha256 first, as OpenSSL 3.0 orders its default signature schemes.
+    assert_eq!(h.signature_algorithms().next(), Some(0x0403));
+    assert!(h.signature_algorithms().count() > 10);
     // x25519 first, as OpenSSL 3.0 orders its default groups.
     assert_eq!(h.supported_groups().next(), Some(0x001d));
     let types: Vec<u16> = h.extensions().map(|(t, _)| t).collect();
@@ -61,6 +64,12 @@ fn malformed_bodies_read_as_absent_and_truncated_messages_are_refused() {
     let odd = ClientHello::from_parts(0x0303, &[0x13], [(ext::ALPN, &[0u8, 9, 2, b'h'][..])]);
     assert_eq!(odd.cipher_suites().count(), 0);
     assert_eq!(odd.alpn_protocols().count(), 0);
+    let short = ClientHello::from_parts(
+        0x0303,
+        &[],
+        [(ext::SIGNATURE_ALGORITHMS, &[0u8, 4, 4, 3][..])],
+    );
+    assert_eq!(short.signature_algorithms().count(), 0);
     let bytes = std::fs::read(format!(
         "{}/testdata/client_hello/curl_h2.bin",
         env!("CARGO_MANIFEST_DIR")

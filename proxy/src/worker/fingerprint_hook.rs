@@ -1,6 +1,6 @@
 //! What the worker asks of [`crate::fingerprint`] at three points, as functions of the parts
 //! they read (no `impl Worker`): when a TLS handshake completes (`on_handshake`: the
-//! connection's `tft` and whether it may go on), when bytes arrive (`on_records`: the TLS
+//! connection's `tft`, its JA4 for the access log, and whether it may go on), when bytes arrive (`on_records`: the TLS
 //! records against its `tft`), and when a request reaches its vhost (`on_request`: its
 //! `tfh`). The decisions are `Fingerprints`'; the worker answers a refusal the way it answers
 //! frang's: a connection is reset, a request gets `block_action attack`'s answer, both
@@ -13,7 +13,7 @@ use openssl::ssl::SslRef;
 use super::client::{Client, Stage};
 use super::request::Request;
 use crate::alpn::Alpn;
-use crate::fingerprint::{Fingerprints, Handshake, RequestShape, Tfh, Tft, Verdict};
+use crate::fingerprint::{Fingerprints, Handshake, Ja4, RequestShape, Tfh, Tft, Verdict};
 use crate::runtime::Runtime;
 
 /// The `tfh` of a request (the access log's and the limits').
@@ -26,11 +26,24 @@ pub(super) fn tfh_of(request: &Request) -> Tfh {
     })
 }
 
-/// A handshake completed on `ssl`: the connection's `tft`, from the ClientHello captured
-/// during it (`None`: nothing was captured), and whether the connection may go on.
-pub(super) fn on_handshake(ssl: &mut SslRef, rt: &Runtime, now: Instant) -> (Option<Tft>, Verdict) {
+/// What a completed handshake yields: the connection's fingerprints and whether it may go on.
+pub(super) struct HandshakePrints {
+    /// `None`: nothing was captured.
+    pub tft: Option<Tft>,
+    /// `None`: nothing was captured, or the access log (its only reader) was off.
+    pub ja4: Option<Ja4>,
+    pub verdict: Verdict,
+}
+
+/// A handshake completed on `ssl`: the connection's `tft` and JA4, from the ClientHello
+/// captured during it, and whether the connection may go on.
+pub(super) fn on_handshake(ssl: &mut SslRef, rt: &Runtime, now: Instant) -> HandshakePrints {
     let Some(hello) = ktls::hello::take(ssl) else {
-        return (None, Ok(()));
+        return HandshakePrints {
+            tft: None,
+            ja4: None,
+            verdict: Ok(()),
+        };
     };
     let alpn = crate::alpn::policy(ssl);
     let vhost_found = hello.server_name().is_some_and(|name| {
@@ -47,7 +60,11 @@ pub(super) fn on_handshake(ssl: &mut SslRef, rt: &Runtime, now: Instant) -> (Opt
             resumed: ssl.session_reused(),
         },
     );
-    (Some(tft), rt.fingerprints.on_tls_connection(tft, now))
+    HandshakePrints {
+        tft: Some(tft),
+        ja4: rt.config.access_log.enabled().then(|| Ja4::of(&hello)),
+        verdict: rt.fingerprints.on_tls_connection(tft, now),
+    }
 }
 
 /// Bytes arrived on client `c`: the TLS records they came in against its `tft` (the proxy's

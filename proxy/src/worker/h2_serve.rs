@@ -206,7 +206,7 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
-        let (peer, client_id, tft) = (c.peer, c.id, c.tft);
+        let (peer, client_id, tls) = (c.peer, c.id, (c.tft, c.ja4));
         let Codec::H2(h2) = &mut c.codec else {
             return;
         };
@@ -220,7 +220,7 @@ impl Worker {
             .config
             .access_log
             .enabled()
-            .then(|| access_record(peer, tft, &request));
+            .then(|| access_record(peer, tls, &request));
         let id = self.exchanges.insert(NewExchange {
             client: ci,
             client_id,

@@ -127,7 +127,7 @@ impl Worker {
             return;
         };
         c.limits.head_complete();
-        let (peer, client_id, tft) = (c.peer, c.id, c.tft);
+        let (peer, client_id, tls) = (c.peer, c.id, (c.tft, c.ja4));
         if let Err(v) = rt.frang.on_request(peer.ip(), now) {
             self.frang_violation(ci, RefuseAt::Connection, &v);
             return;
@@ -140,7 +140,7 @@ impl Worker {
             .config
             .access_log
             .enabled()
-            .then(|| access_record(peer, tft, &request));
+            .then(|| access_record(peer, tls, &request));
         let has_body = request.has_body();
         let id = self.exchanges.insert(NewExchange {
             client: ci,
@@ -388,13 +388,17 @@ fn forwarded_for_is_address(request: &Request) -> bool {
 /// What the access log needs of a request, taken while its head is at hand.
 pub(super) fn access_record(
     peer: std::net::SocketAddr,
-    tft: Option<crate::fingerprint::Tft>,
+    (tft, ja4): (
+        Option<crate::fingerprint::Tft>,
+        Option<crate::fingerprint::Ja4>,
+    ),
     request: &Request,
 ) -> Box<AccessRecord> {
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     Box::new(AccessRecord {
         client: peer.ip(),
         tft,
+        ja4,
         tfh: super::fingerprint_hook::tfh_of(request),
         method: text(request.method_bytes()),
         uri: text(request.target()),

@@ -89,6 +89,9 @@ pub struct Client {
     pub sni: Option<crate::server_name::ServerName>,
     /// The TLS fingerprint of the handshake (`None`: plain TCP, or not yet).
     pub tft: Option<crate::fingerprint::Tft>,
+    /// The JA4 of the handshake, for the access log (`None`: plain TCP, not yet, or the
+    /// access log was off when the handshake completed).
+    pub ja4: Option<crate::fingerprint::Ja4>,
     /// The records read by the transport as last counted for `tft`'s record limit.
     pub tft_records: u64,
     /// When the TLS handshake began and how far it got (its deadline's policy).
@@ -165,6 +168,7 @@ impl Worker {
             mem_held: 0,
             sni: None,
             tft: None,
+            ja4: None,
             tft_records: 0,
             handshake: handshake_deadline::HandshakeClock::start(Instant::now()),
             fin_reported: false,
@@ -277,12 +281,12 @@ impl Worker {
             .servername(openssl::ssl::NameType::HOST_NAME)
             .map(crate::server_name::ServerName::new);
         let now = Instant::now();
-        let (tft, fingerprint) =
-            super::fingerprint_hook::on_handshake(session.ssl_mut(), &self.rt, now);
-        c.tft = tft;
+        let prints = super::fingerprint_hook::on_handshake(session.ssl_mut(), &self.rt, now);
+        c.tft = prints.tft;
+        c.ja4 = prints.ja4;
         if let Err(v) = (self.rt.frang)
             .on_tls_handshake(c.peer.ip(), resumed, now)
-            .and(fingerprint)
+            .and(prints.verdict)
         {
             let ip = c.peer.ip();
             let _ = socket2::SockRef::from(&c.sock).set_linger(Some(Duration::ZERO));
