@@ -25,8 +25,10 @@ import subprocess
 import sys
 import time
 
-SERVERS = ["proxy", "nginx_static", "nginx_cache"]
-BASELINES = ["nginx_static", "nginx_cache"]
+SERVERS = ["proxy", "nginx_static", "nginx_cache", "haproxy", "trafficserver"]
+BASELINES = ["nginx_static", "nginx_cache", "haproxy", "trafficserver"]
+COLORS = {"nginx_static": "#4c78a8", "nginx_cache": "#f58518", "haproxy": "#54a24b",
+          "trafficserver": "#b279a2"}
 # With AB_PROXY_OPENSSL=1: the proxy with `tls_ktls off` (OpenSSL's record layer).
 OPENSSL_PROXY = "proxy_openssl"
 # A server at or above this share of its core is the bottleneck of the run.
@@ -313,7 +315,8 @@ def cmd_measure(a):
 
 def cmd_probe(a):
     """One GET over TLS (SNI and Host a.host, connected to a.addr); checks the status
-    is 200 and the body a.body bytes; prints the response's size (head + body)."""
+    is 200 and the body a.body bytes; prints the response's size (head + body).
+    With --min-age N the response must carry an Age header of N seconds or more (a cache hit)."""
     import socket
     import ssl
     host, port = a.addr.rsplit(":", 1)
@@ -333,10 +336,13 @@ def cmd_probe(a):
             lines = head.decode("latin-1").split("\r\n")
             status = lines[0].split(" ")[1] if " " in lines[0] else "?"
             clen = None
+            age = None
             for line in lines[1:]:
                 k, _, v = line.partition(":")
                 if k.strip().lower() == "content-length":
                     clen = int(v.strip())
+                if k.strip().lower() == "age" and v.strip().isdigit():
+                    age = int(v.strip())
             while clen is not None and len(body) < clen:
                 chunk = s.recv(65536)
                 if not chunk:
@@ -346,6 +352,10 @@ def cmd_probe(a):
         print(f"ab: {a.addr} {a.path}: status {status}, Content-Length {clen}, "
               f"{len(body)} body bytes; want 200 and {a.body}\n{head.decode('latin-1')}",
               file=sys.stderr)
+        return 1
+    if a.min_age is not None and (age is None or age < a.min_age):
+        print(f"ab: {a.addr} {a.path}: Age {age}, want {a.min_age} or more (a cache hit)\n"
+              f"{head.decode('latin-1')}", file=sys.stderr)
         return 1
     print(len(head) + 4 + len(body))
     return 0
@@ -434,10 +444,21 @@ def aggregate(records):
     return out
 
 
+def present(rows):
+    """The servers (of SERVERS) with at least one run, ok or not, in some row."""
+    return [s for s in SERVERS
+            if any(r["runs"].get(s) or r["failed_runs"].get(s) for r in rows)]
+
+
 def markdown(rows):
+    servers = present(rows)
+    bases = [b for b in BASELINES if b in servers] if "proxy" in servers else []
+    short = " / ".join(s.replace("nginx_", "") for s in servers)
     lines = [
-        "| row | unit | proxy | nginx_static | nginx_cache | adv. vs nginx_static | adv. vs nginx_cache | compared by | server CPU s/1000 ops (proxy / static / cache) | server core use (proxy / static / cache) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| row | unit | " + " | ".join(servers) + " | "
+        + "".join(f"adv. vs {b} | " for b in bases)
+        + f"compared by | server CPU s/1000 ops ({short}) | server core use ({short}) |",
+        "|---|---|" + "---|" * (len(servers) + len(bases) + 3),
     ]
     for r in rows:
         def cell(s):
@@ -450,17 +471,17 @@ def markdown(rows):
                 v += f" ⚠{nf} run(s) with errors"
             return v
         if r["bound"] == "memory":
-            by, cpu, util = "memory (nginx/proxy)", "–", "–"
+            by, cpu, util = "memory (peer/proxy)", "–", "–"
         else:
             by = "throughput" if r["bound"].startswith("server") else "CPU/op (client-bound)"
             c = r["cpu_s_per_1000"]
-            cpu = " / ".join(_fmt(c[s]) for s in SERVERS)
+            cpu = " / ".join(_fmt(c[s]) for s in servers)
             u = r["server_core_util"]
-            util = " / ".join("–" if u[s] is None else f"{u[s]:.0%}" for s in SERVERS)
+            util = " / ".join("–" if u[s] is None else f"{u[s]:.0%}" for s in servers)
         lines.append(
-            f"| {r['name']} | {r['unit']} | {cell('proxy')} | {cell('nginx_static')} | "
-            f"{cell('nginx_cache')} | {_fmt(r['advantage'].get('nginx_static'), 'ratio')} | "
-            f"{_fmt(r['advantage'].get('nginx_cache'), 'ratio')} | {by} | {cpu} | {util} |")
+            f"| {r['name']} | {r['unit']} | " + " | ".join(cell(s) for s in servers) + " | "
+            + "".join(f"{_fmt(r['advantage'].get(b), 'ratio')} | " for b in bases)
+            + f"{by} | {cpu} | {util} |")
     compared = [r for r in rows if "records_vs_openssl" in r]
     if compared:
         lines += ["", "The proxy's record layer (proxy) vs OpenSSL's (proxy_openssl, `tls_ktls off`), "
@@ -476,7 +497,7 @@ def markdown(rows):
 
 
 def svg(rows, machine):
-    """Horizontal bars: one pair (vs nginx_static, vs nginx_cache) per row, log scale."""
+    """Horizontal bars: one per peer in the run (the proxy vs each) per row, log scale."""
     import math
     left, width, bar, gap, top = 230, 520, 11, 12, 58
     lo, hi = math.log10(0.25), math.log10(4.0)
@@ -485,12 +506,14 @@ def svg(rows, machine):
         v = min(max(v, 0.25), 4.0)
         return left + (math.log10(v) - lo) / (hi - lo) * width
 
-    height = top + len(rows) * (2 * bar + gap) + 50
-    colors = {"nginx_static": "#4c78a8", "nginx_cache": "#f58518"}
+    servers = present(rows)
+    bases = [b for b in BASELINES if b in servers] or BASELINES[:2]
+    height = top + len(rows) * (len(bases) * bar + gap) + 50
+    colors = COLORS
     o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 70}" '
          f'height="{height}" font-family="sans-serif" font-size="12">',
          '<rect width="100%" height="100%" fill="white"/>',
-         f'<text x="10" y="20" font-size="14" font-weight="bold">proxy advantage over nginx '
+         f'<text x="10" y="20" font-size="14" font-weight="bold">proxy advantage over each peer '
          f'(&gt;1 = proxy better; log scale)</text>',
          f'<text x="10" y="38" fill="#555">{machine.get("date", "")} · load avg at start '
          f'{machine.get("loadavg_start", "")} · {machine.get("mode", "")}</text>']
@@ -502,7 +525,7 @@ def svg(rows, machine):
     y = top
     for r in rows:
         o.append(f'<text x="{left - 8}" y="{y + bar + 4}" text-anchor="end">{r["name"]}</text>')
-        for b in BASELINES:
+        for b in bases:
             v = r["advantage"].get(b)
             if v is None:
                 o.append(f'<text x="{x(1.0) + 4:.1f}" y="{y + bar - 2}" font-size="10" '
@@ -517,10 +540,10 @@ def svg(rows, machine):
             y += bar
         y += gap
     ly = height - 10
-    o.append(f'<rect x="{left}" y="{ly - 9}" width="10" height="10" fill="{colors["nginx_static"]}"/>'
-             f'<text x="{left + 14}" y="{ly}">vs nginx_static</text>'
-             f'<rect x="{left + 130}" y="{ly - 9}" width="10" height="10" fill="{colors["nginx_cache"]}"/>'
-             f'<text x="{left + 144}" y="{ly}">vs nginx_cache</text>')
+    for i, b in enumerate(bases):
+        lx = left + 130 * i
+        o.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{colors[b]}"/>'
+                 f'<text x="{lx + 14}" y="{ly}">vs {b}</text>')
     o.append("</svg>")
     return "\n".join(o) + "\n"
 
@@ -644,6 +667,7 @@ def main():
     for k in ("addr", "host", "path"):
         pr.add_argument("--" + k, required=True)
     pr.add_argument("--body", type=int, required=True)
+    pr.add_argument("--min-age", type=int)
     sc = sub.add_parser("syscalls")
     sc.add_argument("--results", required=True)
     sc.add_argument("--dir", required=True)

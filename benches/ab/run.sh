@@ -2,9 +2,10 @@
 # The nginx A/B comparison: the proxy against nginx on the same machine, the
 # same certificate, the same TLS parameters and the same client tools.
 #
-#   benches/ab/run.sh                      # every row, 3 runs of 10 s each (~18-30 min)
-#   benches/ab/run.sh --quick              # every row, 1 run of 5 s each (~6 min)
+#   benches/ab/run.sh                      # every row, 3 runs of 10 s each (~30-50 min)
+#   benches/ab/run.sh --quick              # every row, 1 run of 5 s each (~10 min)
 #   benches/ab/run.sh --only keepalive_10b_rps close_10b_rps
+#   benches/ab/run.sh --servers haproxy trafficserver --quick   # a subset of the servers
 #
 # Servers (one at a time, pinned to core 1 with 1 worker each, access logs off):
 #   proxy         target/release/proxy with etc/tempesta.conf's rules and `cache 1`
@@ -13,6 +14,15 @@
 #   nginx_static  nginx serving the pages from files over TLS (etc/nginx-static.conf)
 #   nginx_cache   nginx as a TLS reverse proxy with proxy_cache in front of the
 #                 same origin (etc/nginx-cache.conf)
+#   haproxy       HAProxy (Debian's 2.6) with TLS and h2 on the frontend and its RAM
+#                 cache in front of the same origin, nbthread 1 (etc/haproxy-cache.cfg)
+#   trafficserver Apache Traffic Server (Debian's 9.2) with TLS (and h2) and its cache
+#                 in front of the same origin, one net thread, started without
+#                 traffic_manager (etc/trafficserver/, copied into the run's directory)
+# A peer that is not installed is reported and skipped (install them with
+# etc/need-packages.sh haproxy trafficserver); the overrides each server needs are
+# listed under "Peers" in docs/PERFORMANCE.md. For the two peers every row also checks,
+# after the warm-up, that a repeated request is a cache hit (an Age header of 1 s or more).
 # The origin (target/release/origin, 10-byte body on `/`, 26 KiB on
 # /bytes/26624, Cache-Control: public, max-age=3600) and the clients run on core 0.
 #
@@ -31,10 +41,10 @@
 # keepalive_timeout, nginx keepalive_timeout and client_header_timeout), above the idle
 # row's ramp (up to 240 s) plus its hold.
 # Each row is the median of the runs (3, or 1 with --quick) with min..max. The
-# three servers run back to back for each row, in a rotating order.
+# servers run back to back for each row, in a rotating order.
 #
 # Output: a Markdown table on stdout, benches/ab/results/latest.json and
-# latest.svg (not replaced by --only runs), and every raw run and server log in
+# latest.svg (not replaced by --only or --servers runs), and every raw run and server log in
 # benches/ab/results/run-*/ (git-ignored).
 #
 # AB_PROXY_OPENSSL=1 adds a fourth server, proxy_openssl: the same proxy and config
@@ -67,7 +77,8 @@ BIN_DIR=${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
 ALL_ROWS=(handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
           keepalive_10b_rps keepalive_26k_rps close_10b_rps close_26k_rps
           h2_10b_rps h2_26k_rps h2_1024c_rps idle_tls_conn_bytes)
-SERVERS=(proxy nginx_static nginx_cache)
+KNOWN_SERVERS=(proxy nginx_static nginx_cache haproxy trafficserver proxy_openssl)
+SERVERS=(proxy nginx_static nginx_cache haproxy trafficserver)
 [[ ${AB_PROXY_OPENSSL:-0} == 1 ]] && SERVERS+=(proxy_openssl)
 HOST=tempesta-tech.com
 BIG=26624           # the "26 KB" page: 26 KiB
@@ -82,12 +93,17 @@ usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0";
 
 QUICK=0
 ONLY=()
+PICK=()
 while [[ $# -gt 0 ]]; do
     case $1 in
         --quick) QUICK=1 ;;
         --only) shift
                 while [[ $# -gt 0 && $1 != --* ]]; do ONLY+=("$1"); shift; done
                 [[ ${#ONLY[@]} -gt 0 ]] || die "--only needs row names: ${ALL_ROWS[*]}"
+                continue ;;
+        --servers) shift
+                while [[ $# -gt 0 && $1 != --* ]]; do PICK+=("$1"); shift; done
+                [[ ${#PICK[@]} -gt 0 ]] || die "--servers needs server names: ${KNOWN_SERVERS[*]}"
                 continue ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument '$1'" ;;
@@ -101,6 +117,12 @@ if [[ ${#ONLY[@]} -gt 0 ]]; then
     done
     ROWS=("${ONLY[@]}")
 fi
+if [[ ${#PICK[@]} -gt 0 ]]; then
+    for s in "${PICK[@]}"; do
+        [[ " ${KNOWN_SERVERS[*]} " == *" $s "* ]] || die "unknown server '$s'; servers: ${KNOWN_SERVERS[*]}"
+    done
+    SERVERS=("${PICK[@]}")
+fi
 if [[ $QUICK == 1 ]]; then RUNS=${AB_RUNS:-1}; DUR=${AB_DURATION:-5}; MODE=quick
 else RUNS=${AB_RUNS:-3}; DUR=${AB_DURATION:-10}; MODE=full; fi
 PORT=${AB_PORT:-24443}
@@ -110,6 +132,7 @@ HOLD=${AB_HOLD:-10000}
 COMMAND="$( (env | grep -E '^AB_[A-Z_]+=' || true) | sort | tr '\n' ' ')benches/ab/run.sh"
 [[ $QUICK == 1 ]] && COMMAND+=" --quick"
 [[ ${#ONLY[@]} -gt 0 ]] && COMMAND+=" --only ${ONLY[*]}"
+[[ ${#PICK[@]} -gt 0 ]] && COMMAND+=" --servers ${PICK[*]}"
 [[ $(nproc) -ge 2 ]] || die "needs 2 cores (client on core $CLIENT_CPU, servers on core $SERVER_CPU)"
 
 # --- binaries and nginx -------------------------------------------------------
@@ -144,6 +167,26 @@ if ! command -v nginx >/dev/null 2>&1; then
     fi
 fi
 command -v taskset >/dev/null || die "taskset (util-linux) missing"
+# The peers are optional: one that is not installed is left out of the run, and said so.
+SKIPPED=()
+peer_missing() {   # server: prints the missing program, if any
+    case $1 in
+        haproxy) command -v haproxy >/dev/null 2>&1 || echo haproxy ;;
+        trafficserver) command -v traffic_server >/dev/null 2>&1 || echo traffic_server ;;
+    esac
+}
+KEEP=()
+for s in "${SERVERS[@]}"; do
+    miss=$(peer_missing "$s")
+    if [[ -n $miss ]]; then
+        echo "ab: $s skipped: $miss is not installed (etc/need-packages.sh haproxy trafficserver)" >&2
+        SKIPPED+=("$s")
+    else
+        KEEP+=("$s")
+    fi
+done
+[[ ${#KEEP[@]} -gt 0 ]] || die "no server left to measure"
+SERVERS=("${KEEP[@]}")
 command -v python3 >/dev/null || die "python3 missing"
 
 # --- cleanup: everything we started, by pid -----------------------------------
@@ -161,8 +204,12 @@ cleanup() {
     [[ -n $SERVER_PID ]] && stop_pids "$SERVER_PID"
     [[ ${#PIDS[@]} -gt 0 ]] && stop_pids "${PIDS[@]}"
     # Keep the server logs with the raw results.
-    for f in "$WORK"/*.log "$WORK"/*/error.log "$WORK"/proxy.conf "$WORK"/*/nginx.conf; do
+    for f in "$WORK"/*.log "$WORK"/*/error.log "$WORK"/proxy.conf "$WORK"/*/nginx.conf \
+             "$WORK"/haproxy/haproxy.cfg; do
         [[ -f $f ]] && cp "$f" "$OUT/$(basename "$(dirname "$f")")-$(basename "$f")" 2>/dev/null
+    done
+    for f in log/diags.log etc/records.config etc/remap.config; do
+        [[ -f $WORK/trafficserver/$f ]] && cp "$WORK/trafficserver/$f" "$OUT/trafficserver-$(basename "$f")"
     done
     rm -rf "$WORK"
 }
@@ -261,6 +308,34 @@ for s in nginx_static nginx_cache; do
         { cat "$d/check.log" >&2; die "the $s config does not load"; }
 done
 
+# HAProxy: etc/haproxy-cache.cfg with the placeholders filled; the certificate and key in
+# one file, as its `crt` takes them.
+if [[ " ${SERVERS[*]} " == *" haproxy "* ]]; then
+    d="$WORK/haproxy"
+    mkdir -p "$d"
+    cat "$WORK/cert.pem" "$WORK/key.pem" >"$d/cert-key.pem"
+    sed -e "s|@THREADS@|$WORKERS|g" -e "s|@ADDR@|127.0.0.1:$PORT|g" -e "s|@ORIGIN@|127.0.0.1:$ORIGIN_PORT|g" \
+        -e "s|@PEM@|$d/cert-key.pem|g" -e "s|@TIMEOUT@|600|g" "$ROOT/etc/haproxy-cache.cfg" >"$d/haproxy.cfg"
+    ! grep -v '^ *#' "$d/haproxy.cfg" | grep -q '@[A-Z]*@' || die "unfilled placeholder in etc/haproxy-cache.cfg"
+    haproxy -c -q -f "$d/haproxy.cfg" >"$d/check.log" 2>&1 ||
+        { cat "$d/check.log" >&2; die "the haproxy config does not load"; }
+fi
+# Traffic Server: etc/trafficserver/ with the placeholders filled, in a runroot of its own
+# (configuration, cache file, logs); the binaries and plugins are the package's.
+if [[ " ${SERVERS[*]} " == *" trafficserver "* ]]; then
+    d="$WORK/trafficserver"
+    mkdir -p "$d/etc" "$d/var" "$d/run" "$d/log" "$d/cache"
+    cp "$WORK/cert.pem" "$WORK/key.pem" "$d/"
+    for f in "$ROOT"/etc/trafficserver/*; do
+        dest="$d/etc/$(basename "$f")"
+        [[ $(basename "$f") == runroot.yaml ]] && dest="$d/runroot.yaml"
+        sed -e "s|@DIR@|$d|g" -e "s|@PORT@|$PORT|g" -e "s|@THREADS@|$WORKERS|g" -e "s|@TIMEOUT@|600|g" \
+            -e "s|@HOST@|$HOST|g" -e "s|@ORIGIN@|127.0.0.1:$ORIGIN_PORT|g" "$f" >"$dest"
+    done
+    ! cat "$d"/etc/* "$d/runroot.yaml" | grep -v '^ *#' | grep -q '@[A-Z]*@' ||
+        die "unfilled placeholder in etc/trafficserver/"
+fi
+
 # --- origin -------------------------------------------------------------------
 taskset -c "$CLIENT_CPU" "$BIN_DIR/origin" --listen "127.0.0.1:$ORIGIN_PORT" --size 10 \
     --cache-control "public, max-age=3600" -t 1 >"$WORK/origin.log" 2>&1 &
@@ -271,7 +346,7 @@ wait_listening "${PIDS[-1]}" "$ORIGIN_PORT" origin "$WORK/origin.log"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 MACHINE=$(python3 "$HERE/abstat.py" machine --root "$ROOT" --load "$LOAD_START" \
     --mode "$MODE, ${DUR}s per run" --runs "$RUNS" --command "$COMMAND" \
-    --placement "client tools and origin pinned to core $CLIENT_CPU; each server pinned to core $SERVER_CPU with $WORKERS worker (one core: nginx worker_processes 1, proxy worker_threads auto = 1 under taskset)" \
+    --placement "client tools and origin pinned to core $CLIENT_CPU; each server pinned to core $SERVER_CPU with $WORKERS worker (one core: nginx worker_processes 1, proxy worker_threads auto = 1 under taskset, haproxy nbthread 1, traffic_server exec_thread.limit 1); servers: ${SERVERS[*]}" \
     --client "tls-perf -l 100 -t 1 -T $DUR; http-perf -c 100 -t 1 -d ${DUR}s; http-perf --hold $HOLD -t 1")
 echo "$MACHINE" >"$OUT/machine.json"
 echo "ab: $MODE run, $RUNS run(s) per row, rows: ${ROWS[*]}" >&2
@@ -292,6 +367,19 @@ start_server() {
                 >"$d/stdout.log" 2>&1 &
             SERVER_PID=$!
             wait_listening "$SERVER_PID" "$PORT" "$s" "$d/error.log" ;;
+        haproxy)
+            # -db: in the foreground, so that its pid is the one to stop.
+            taskset -c "$SERVER_CPU" haproxy -db -f "$WORK/haproxy/haproxy.cfg" >"$WORK/haproxy.log" 2>&1 &
+            SERVER_PID=$!
+            wait_listening "$SERVER_PID" "$PORT" "$s" "$WORK/haproxy.log" ;;
+        trafficserver)
+            local d="$WORK/trafficserver"
+            # A fresh cache for every row, as the other servers start empty.
+            rm -f "$d/cache/cache.db"
+            TS_RUNROOT="$d/runroot.yaml" taskset -c "$SERVER_CPU" traffic_server \
+                --run-root="$d/runroot.yaml" >"$WORK/trafficserver.log" 2>&1 &
+            SERVER_PID=$!
+            wait_listening "$SERVER_PID" "$PORT" "$s" "$d/log/diags.log" ;;
     esac
     sleep 1    # let the workers settle before anything is measured
 }
@@ -386,6 +474,17 @@ warm_up() {   # fills the caches, then checks each page once: status 200, whole 
         die "$1 does not serve the 10-byte page on $URL_10B"
     RESP_BIG=$(python3 "$HERE/abstat.py" probe --addr "127.0.0.1:$PORT" --host "$HOST" --path "/bytes/$BIG" --body "$BIG") ||
         die "$1 does not serve the $BIG-byte page on $URL_BIG"
+    case $1 in
+        haproxy|trafficserver)
+            # Both pages must now come from the peer's cache: a second later their Age is 1 s
+            # or more (HAProxy sends no Age on a miss, Traffic Server sends Age 0).
+            sleep 1.1
+            for url in / "/bytes/$BIG"; do
+                python3 "$HERE/abstat.py" probe --addr "127.0.0.1:$PORT" --host "$HOST" --path "$url" \
+                    --body "$([[ $url == / ]] && echo 10 || echo "$BIG")" --min-age 1 >/dev/null ||
+                    die "$1 did not answer $url from its cache (no Age of 1 s or more)"
+            done ;;
+    esac
 }
 
 # One row against one server, on a freshly started server: every row starts from
@@ -447,14 +546,16 @@ MACHINE=$(python3 -c 'import json,sys; m=json.loads(sys.argv[1]); m["loadavg_end
 
 python3 "$HERE/abstat.py" report --results "$RESULTS" --machine "$MACHINE" \
     --out-json "$OUT/report.json" --out-svg "$OUT/report.svg" >"$OUT/table.md"
-# latest.* hold the last run over every row; an --only run stays in its directory.
-if [[ ${#ONLY[@]} -eq 0 ]]; then
+# latest.* hold the last run over every row and server; an --only or --servers run stays
+# in its directory.
+if [[ ${#ONLY[@]} -eq 0 && ${#PICK[@]} -eq 0 ]]; then
     cp "$OUT/report.json" "$HERE/results/latest.json"
     cp "$OUT/report.svg" "$HERE/results/latest.svg"
     WROTE="benches/ab/results/latest.json and latest.svg"
 else
-    WROTE="$OUT/report.json and report.svg (an --only run does not replace latest.*)"
+    WROTE="$OUT/report.json and report.svg (an --only or --servers run does not replace latest.*)"
 fi
+[[ ${#SKIPPED[@]} -gt 0 ]] && echo "ab: skipped (not installed): ${SKIPPED[*]}" >&2
 echo
 echo "Load average: $LOAD_START at the start, $LOAD_END at the end ($MODE run, $(( $(date +%s) - T0 )) s)."
 echo
