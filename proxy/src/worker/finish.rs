@@ -136,10 +136,11 @@ impl Worker {
         };
         match &mut c.codec {
             Codec::H1(h1) if h1.current() == Some(id) => {
-                let closing = outcome.close || c.close_after_flush;
-                c.close_after_flush |= h1.exchange_done(unread, closing);
+                let closing = outcome.close || c.end.closing();
+                c.end
+                    .close_after_flush_if(h1.exchange_done(unread, closing));
             }
-            Codec::H1(_) => c.close_after_flush |= outcome.close,
+            Codec::H1(_) => c.end.close_after_flush_if(outcome.close),
             Codec::H2(h2) => {
                 h2.end(ex.stream);
                 h2.exchange_done(ex.stream);
@@ -277,7 +278,7 @@ impl Worker {
             h2.flush_into(&mut c.out);
             return;
         }
-        c.close_after_flush = true;
+        c.end.close_after_flush();
         if action.reply {
             let to = ReplyTo {
                 http10: false,
@@ -344,16 +345,14 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
-        c.close_after_flush = true;
         c.out.clear();
-        c.gone.get_or_insert(match kind {
-            Refusal::Attack => CloseReason::Frang,
-            Refusal::Error => CloseReason::Server,
-        });
         // Errors too, as Tempesta resets for both (fw/http.c, `tfw_h1_error_resp`: a drop
         // is T_BLOCK_WITH_RST); and no close_notify over TLS, which a client reads as an
         // orderly end (`settle_client` resets).
-        c.reset_on_close = true;
+        c.end.drop_with_reset(match kind {
+            Refusal::Attack => CloseReason::Frang,
+            Refusal::Error => CloseReason::Server,
+        });
         let _ = socket2::SockRef::from(&c.sock).set_linger(Some(std::time::Duration::ZERO));
     }
 

@@ -68,7 +68,7 @@ impl Worker {
             }
             Err(e) => {
                 crate::warn!("worker {}: cannot start HTTP/2: {e}", self.id);
-                c.close_after_flush = true;
+                c.end.close_after_flush();
             }
         }
     }
@@ -119,7 +119,7 @@ impl Worker {
             let serves = self
                 .clients
                 .get(ci)
-                .map(|c| (c.gone.is_none(), !c.frang_blocked));
+                .map(|c| (!c.end.is_gone(), !c.end.blocked()));
             match (serves, &event) {
                 (None | Some((false, _)), _) => {}
                 // Refused unprocessed (RFC 9113 §8.7): the connection ends after GOAWAY.
@@ -136,7 +136,7 @@ impl Worker {
             if let Codec::H2(h2) = &mut c.codec {
                 h2.flush_into(&mut c.out);
                 if h2.conn.is_done() {
-                    c.close_after_flush = true;
+                    c.end.close_after_flush();
                 }
                 if c.out.is_empty() {
                     h2.out_stalled_since = None;
@@ -174,7 +174,7 @@ impl Worker {
             Event::Closed { .. } => {
                 let dropped = match self.clients.get_mut(ci) {
                     Some(c) => {
-                        c.close_after_flush = true;
+                        c.end.close_after_flush();
                         c.codec.reset()
                     }
                     None => Vec::new(),
@@ -465,7 +465,7 @@ impl Worker {
             if h2.idle_at().is_some_and(|at| now >= at + keepalive) || (draining && h2.is_idle()) {
                 h2.conn.go_away();
                 if let Some(c) = self.clients.get_mut(ci) {
-                    c.close_after_flush = true;
+                    c.end.close_after_flush();
                 }
             }
         }

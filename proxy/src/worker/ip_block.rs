@@ -71,7 +71,7 @@ pub(super) fn newly_blocked(
     };
     clients
         .iter()
-        .filter(|(_, c)| c.gone.is_none() && blocked(c.peer.ip()))
+        .filter(|(_, c)| !c.end.is_gone() && blocked(c.peer.ip()))
         .map(|(ci, _)| ci)
         .collect()
 }

@@ -44,7 +44,7 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
-        c.frang_blocked = true;
+        c.end.block();
         let ip = c.peer.ip();
         let routed = match at {
             RefuseAt::Exchange(id) => self.exchanges.get(id).and_then(|ex| ex.vhost),
@@ -260,7 +260,7 @@ impl Worker {
         };
         let ip = c.peer.ip();
         if let Err(v) = rt.frang.on_response(ip, status, rule, Instant::now()) {
-            c.close_after_flush = true;
+            c.end.close_after_flush();
             let name = rt.vhosts.get(vhost).map_or("-", |v| v.name.as_str());
             self.note_block(ip, &v, name);
             rt.frang.on_violation(ip, Instant::now());

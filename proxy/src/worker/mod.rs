@@ -561,7 +561,7 @@ impl Worker {
     /// stream accepted); the streams in flight finish, then the connection closes.
     fn go_away_all(&mut self) {
         for (ci, c) in self.clients.iter_mut() {
-            // Not `close_after_flush`: the streams in flight still read WINDOW_UPDATEs; the
+            // Not `End::close_after_flush`: the streams in flight still read WINDOW_UPDATEs; the
             // codec says when the connection is done.
             if let client::Client {
                 codec: client::codec::Codec::H2(h2),

@@ -185,8 +185,9 @@ impl Worker {
         if moved {
             dirty.push_back(upstream_token(fwd.up));
         }
-        let truncated =
-            c.peer_closed && !fwd.req_body_done && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
+        let truncated = c.end.peer_closed()
+            && !fwd.req_body_done
+            && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
         if truncated {
             return Pumped::Truncated;
         }

@@ -488,7 +488,7 @@ impl HeadWriter<'_> {
             sticky_hook::learn(rt, self.metrics, to.vhost, (fwd.group, server), head, input);
         }
         if plan.close_delimited {
-            c.close_after_flush = true;
+            c.end.close_after_flush();
         }
         fwd.dechunk = plan.dechunk;
         fwd.status = status;

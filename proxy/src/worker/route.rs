@@ -38,8 +38,8 @@ impl Worker {
                 self.pump_request_body(id)
             }
             ConnState::Drain(_) => {
-                let (moved, close) = h1.discard_body(c.rbuf.as_mut(), c.peer_closed);
-                c.close_after_flush |= close;
+                let (moved, close) = h1.discard_body(c.rbuf.as_mut(), c.end.peer_closed());
+                c.end.close_after_flush_if(close);
                 moved
             }
             // Driven by `drive_tunnel`, never parsed.
@@ -59,7 +59,7 @@ impl Worker {
             ConnStage::Open(_) => Scheme::Https,
             _ => return false,
         };
-        if c.close_after_flush || !c.out.has_room() {
+        if c.end.closing() || !c.out.has_room() {
             return false;
         }
         let Some(rbuf) = c.rbuf.as_mut().filter(|b| !b.is_empty()) else {

@@ -64,7 +64,7 @@ impl Worker {
         // The exchange is done and the codec between requests: from here on the connection
         // carries the tunnel, unless finishing decided to close it (a frang block on 101).
         let started = match self.clients.get_mut(ci) {
-            Some(c) if c.id == client_id && !c.close_after_flush => match &mut c.codec {
+            Some(c) if c.id == client_id && !c.end.closing() => match &mut c.codec {
                 Codec::H1(h1) if h1.is_idle() => {
                     h1.start_tunnel(Tunnel {
                         up: ui,
@@ -197,10 +197,10 @@ impl Worker {
     fn tunnel_ended_by(&self, ci: ClientId, ui: UpstreamId) -> Option<TunnelEnd> {
         let c = self.clients.get(ci)?;
         let u = self.upstreams.get(ui)?;
-        if c.gone == Some(CloseReason::Error) {
+        if c.end.write_failed() {
             return Some(TunnelEnd::Error);
         }
-        let client_done = c.peer_closed && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
+        let client_done = c.end.peer_closed() && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
         let origin_done = u.peer_closed && u.rbuf.as_ref().is_none_or(|b| b.is_empty());
         if client_done && (u.out.is_empty() || u.peer_closed) {
             return Some(TunnelEnd::Client);

@@ -24,7 +24,7 @@ impl Client {
 
     /// After a receive pass: the connection's held bytes join its address's total. Err when
     /// the total is over `client_mem`'s hard limit (the connection is then marked
-    /// `frang_blocked`; the caller resets it as a block).
+    /// blocked (`End::block`); the caller resets it as a block).
     #[inline]
     pub fn account_memory(&mut self, now: Instant) -> Result<(), Violation> {
         // The table that counted the connection at accept keeps its memory too (a reload
@@ -36,7 +36,7 @@ impl Client {
         let verdict = frang.on_memory(self.peer.ip(), self.mem_held, held, now);
         self.mem_held = held;
         if verdict.is_err() {
-            self.frang_blocked = true;
+            self.end.block();
         }
         verdict
     }

@@ -1,10 +1,12 @@
 //! Client connections: the stage machine `Handshake -> Open`, socket reads and writes and
-//! the close. The connections live in `table.rs` ([`Clients`], named by [`ClientId`]); their
-//! one timer is `timer.rs`, the handshake's deadline `handshake_deadline.rs`, the TLS session
-//! and its hand-over `tls.rs`, `client_mem` accounting `mem.rs`, and the codecs the exchange
-//! core writes responses through `codec.rs`.
+//! the close (how a connection ends is its [`End`], `end.rs`). The connections live in
+//! `table.rs` ([`Clients`], named by [`ClientId`]); their one timer is `timer.rs`, the
+//! handshake's deadline `handshake_deadline.rs`, the TLS session and its hand-over `tls.rs`,
+//! `client_mem` accounting `mem.rs`, and the codecs the exchange core writes responses
+//! through `codec.rs`.
 
 pub mod codec;
+mod end;
 mod handshake_deadline;
 mod mem;
 mod table;
@@ -28,6 +30,7 @@ use crate::outbox::Outbox;
 use crate::socket::Socket;
 use crate::transport::Transport;
 use codec::Codec;
+pub use end::End;
 pub use table::{ClientId, Clients};
 pub use timer::idle_timeout;
 use timer::Due;
@@ -54,18 +57,9 @@ pub struct Client {
     /// Received bytes not yet consumed; `None` while idle (returned to the pool).
     pub rbuf: Option<Buf>,
     pub out: Outbox,
-    /// The peer finished sending (EOF or close_notify).
-    pub peer_closed: bool,
-    /// Close once `out` is flushed and no request is in flight.
-    pub close_after_flush: bool,
-    /// Nothing more can reach the client, and why: a write failed (`Error`), or the client
-    /// reset the connection or, on HTTP/2, sent its FIN (`Client`). Its exchanges end at
-    /// once (no origin work for them).
-    pub gone: Option<CloseReason>,
-    /// A frang limit blocked a request: the close that follows is frang's.
-    pub frang_blocked: bool,
-    /// `block_action ... drop`: the close is a reset (no close_notify, no FIN).
-    pub reset_on_close: bool,
+    /// How the connection ends (`end.rs`): closing after the response, gone, reset, blocked
+    /// by frang, the peer's FIN. Moved only by its transitions.
+    pub end: End,
     /// The generation of the client's timer entry (a stale entry's differs).
     pub timer_gen: u64,
     /// When the heap entry of `timer_gen` comes due; `None` once it fired or was disarmed.
@@ -96,9 +90,6 @@ pub struct Client {
     pub tft_records: u64,
     /// When the TLS handshake began and how far it got (its deadline's policy).
     pub handshake: handshake_deadline::HandshakeClock,
-    /// A readiness event reported the peer's FIN (or an error); kept across the hand-over
-    /// from the handshake to the transport.
-    pub fin_reported: bool,
 }
 
 impl Client {
@@ -154,11 +145,7 @@ impl Worker {
             codec: Codec::H1(H1Codec::default()),
             rbuf: None,
             out: Outbox::default(),
-            peer_closed: false,
-            close_after_flush: false,
-            gone: None,
-            reset_on_close: false,
-            frang_blocked: false,
+            end: End::default(),
             timer_gen: 0,
             timer_queued: None,
             timer_deadline: None,
@@ -171,7 +158,6 @@ impl Worker {
             ja4: None,
             tft_records: 0,
             handshake: handshake_deadline::HandshakeClock::start(Instant::now()),
-            fin_reported: false,
         });
         let wm = self.worker_metrics();
         WorkerMetrics::bump(&wm.connections_accepted);
@@ -304,7 +290,7 @@ impl Worker {
             tls::open_transport(*session, c.sock.as_fd(), self.rt.ktls_mode, metrics);
         // The FIN may have been reported while the handshake read the socket (with the last
         // flight and the first request): the new transport must not skip reading past it.
-        if c.fin_reported {
+        if c.end.fin_reported() {
             transport.on_readable(true);
         }
         c.stage = Stage::Open(transport);
@@ -324,7 +310,9 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
-        c.fin_reported |= read_closed;
+        if read_closed {
+            c.end.on_fin_event();
+        }
         if let Stage::Open(transport) = &mut c.stage {
             transport.on_readable(read_closed);
         }
@@ -341,7 +329,7 @@ impl Worker {
         let Some(c) = clients.get_mut(ci) else {
             return false;
         };
-        if c.peer_closed || c.close_after_flush {
+        if !c.end.reads() {
             return false;
         }
         let Stage::Open(transport) = &mut c.stage else {
@@ -366,17 +354,13 @@ impl Worker {
                 // (RFC 9112 §9.6). HTTP/2 has no half-closed connection (RFC 9113 §5.1
                 // half-closes streams), so its FIN ends the connection as nginx ends it.
                 Err(IoStatus::Closed) => {
-                    c.peer_closed = true;
-                    if matches!(c.codec, Codec::H2(_)) {
-                        c.gone.get_or_insert(CloseReason::Client);
-                    }
+                    c.end.on_peer_end(matches!(c.codec, Codec::H2(_)));
                     break;
                 }
                 // A reset or a broken record: no answer can reach the client, and its queued
                 // requests must not keep the origin busy.
                 Err(_) => {
-                    c.peer_closed = true;
-                    c.gone.get_or_insert(CloseReason::Client);
+                    c.end.on_read_error();
                     break;
                 }
             }
@@ -429,8 +413,7 @@ impl Worker {
             IoStatus::Closed | IoStatus::Error(_) => {
                 // Nothing more can reach this client: close now, even mid-response.
                 c.out.clear();
-                c.peer_closed = true;
-                c.gone = Some(CloseReason::Error);
+                c.end.on_write_error();
                 false
             }
         }
@@ -442,14 +425,9 @@ impl Worker {
             return;
         };
         let idle = c.is_idle();
-        // `close_after_flush` takes effect once the current response is complete: a
-        // close-delimited body is still streaming while its head has been flushed.
-        let between_requests = c.codec.is_idle();
-        let finished = c.gone.is_some()
-            || (between_requests && c.out.is_empty() && (c.close_after_flush || c.peer_closed));
-        if finished {
-            let why = CloseReason::after_response(c.frang_blocked, c.gone, c.close_after_flush);
-            if c.reset_on_close {
+        if c.end.finished(c.codec.is_idle(), c.out.is_empty()) {
+            let why = c.end.reason();
+            if c.end.must_reset() {
                 self.reset_client(ci, why);
             } else {
                 self.close_client(ci, why);
@@ -540,7 +518,7 @@ impl Worker {
             self.drop_exchange(id);
         }
         if let Stage::Open(transport) = &mut c.stage {
-            if orderly && !c.peer_closed {
+            if orderly && !c.end.peer_closed() {
                 transport.shutdown(&c.sock);
             }
         }
