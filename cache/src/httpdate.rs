@@ -110,7 +110,8 @@ fn parse_imf_fixdate(s: &[u8]) -> Option<DateFields> {
     })
 }
 
-/// `06-Nov-94 08:49:37 GMT`; two-digit years below 70 are 20xx.
+/// `06-Nov-94 08:49:37 GMT`; the two-digit year read as RFC 9110 §5.6.7 says, against
+/// this year ([`full_year`]).
 fn parse_rfc850(s: &[u8]) -> Option<DateFields> {
     let mut parts = s.split(|&b| b == b' ');
     let mut date = parts.next()?.split(|&b| b == b'-');
@@ -120,10 +121,7 @@ fn parse_rfc850(s: &[u8]) -> Option<DateFields> {
     if date.next().is_some() {
         return None;
     }
-    let year = match short_year {
-        0..=69 => short_year + 2000,
-        _ => short_year + 1900,
-    };
+    let year = full_year(short_year, current_year());
     let (hour, minute, second) = clock(parts.next()?)?;
     gmt_then_end(&mut parts)?;
     Some(DateFields {
@@ -178,6 +176,36 @@ fn clock(s: &[u8]) -> Option<(u64, u64, u64)> {
     Some((h, m, sec))
 }
 
+/// A two-digit year in this year's century, unless that is more than 50 years ahead of
+/// `this_year`: then the most recent past year with those digits (RFC 9110 §5.6.7, a MUST).
+fn full_year(two_digits: u64, this_year: u64) -> u64 {
+    let year = this_year / 100 * 100 + two_digits;
+    if year > this_year + 50 {
+        year - 100
+    } else {
+        year
+    }
+}
+
+fn current_year() -> u64 {
+    let days = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400);
+    civil_from_days(days).0
+}
+
+/// Days in `month` of `year` (proleptic Gregorian).
+fn days_in_month(year: u64, month: u64) -> u64 {
+    match month {
+        4 | 6 | 9 | 11 => 30,
+        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => {
+            29
+        }
+        2 => 28,
+        _ => 31,
+    }
+}
+
 fn month(s: &[u8]) -> Option<u64> {
     let idx = MONTHS.iter().position(|m| s.eq_ignore_ascii_case(&m[..]))?;
     Some(idx as u64 + 1)
@@ -192,7 +220,8 @@ fn digits(s: &[u8], width: usize) -> Option<u64> {
 }
 
 fn to_system_time(f: DateFields) -> Option<SystemTime> {
-    if !(1..=31).contains(&f.day) || f.year < 1970 {
+    // A day the month does not have (`31 Feb`) is malformed, not the next month's.
+    if f.day < 1 || f.day > days_in_month(f.year, f.month) || f.year < 1970 {
         return None;
     }
     let days = days_from_civil(f.year, f.month, f.day)?;
@@ -283,6 +312,36 @@ mod tests {
         ] {
             assert_eq!(parse_http_date(raw.as_bytes()), None, "{raw}");
         }
+    }
+
+    #[test]
+    fn days_the_month_does_not_have_are_malformed() {
+        for raw in [
+            "Mon, 31 Feb 2030 00:00:00 GMT",
+            "Thu, 31 Apr 2030 00:00:00 GMT",
+            "Fri, 29 Feb 2030 00:00:00 GMT",
+            "Tue, 29 Feb 2100 00:00:00 GMT",
+        ] {
+            assert_eq!(parse_http_date(raw.as_bytes()), None, "{raw}");
+        }
+        for raw in [
+            "Thu, 29 Feb 2032 00:00:00 GMT",
+            "Tue, 29 Feb 2000 00:00:00 GMT",
+        ] {
+            assert!(parse_http_date(raw.as_bytes()).is_some(), "{raw}");
+        }
+    }
+
+    /// RFC 9110 §5.6.7: a two-digit year more than 50 years ahead is the past one.
+    #[test]
+    fn two_digit_years_are_read_against_this_year() {
+        assert_eq!(full_year(76, 2026), 2076);
+        assert_eq!(full_year(77, 2026), 1977);
+        assert_eq!(full_year(94, 2026), 1994);
+        assert_eq!(full_year(10, 2026), 2010);
+        // Late in a century the year stays in it: only a future reading is turned back.
+        assert_eq!(full_year(26, 2099), 2026);
+        assert_eq!(full_year(0, 2051), 2000);
     }
 
     /// RFC 9110 §5.6.7 grammar, the forms of the cache-tests suite's
