@@ -8,13 +8,14 @@
 //! `acme-tls/1` for a name with no pending challenge is refused by the listeners' ALPN
 //! callback (`alpn::select`, a `no_application_protocol` alert).
 
-use std::sync::RwLock;
+use std::sync::{OnceLock, RwLock};
 
 use openssl::asn1::{Asn1Object, Asn1OctetString};
 use openssl::error::ErrorStack;
+use openssl::ex_data::Index;
 use openssl::pkey::{PKey, Private};
 use openssl::ssl::{select_next_proto, AlpnError, SslContext, SslContextBuilder, SslMethod};
-use openssl::ssl::{SslOptions, SslVersion};
+use openssl::ssl::{SslOptions, SslRef, SslVersion};
 use openssl::x509::{X509Extension, X509};
 
 /// The protocol name (RFC 8737 §6.2).
@@ -65,6 +66,20 @@ pub fn context_for<'a>(
         .map(|(_, ctx)| ctx.clone())
 }
 
+/// The mark every validation context carries, so that a handshake which ended in one is
+/// known as a validation whatever ALPN it agreed: a client whose second ClientHello (after
+/// a HelloRetryRequest) drops the ALPN extension agrees none, and must not be served HTTP
+/// under the validation certificate either (RFC 8737 §3).
+fn validation_mark() -> Result<Index<SslContext, ()>, ErrorStack> {
+    static INDEX: OnceLock<Result<Index<SslContext, ()>, ErrorStack>> = OnceLock::new();
+    INDEX.get_or_init(SslContext::new_ex_index).clone()
+}
+
+/// Whether `ssl` runs in a validation context (the ClientHello callback switched to one).
+pub fn in_validation_context(ssl: &SslRef) -> bool {
+    validation_mark().is_ok_and(|mark| ssl.ssl_context().ex_data(mark).is_some())
+}
+
 /// Whether a client's ALPN list (wire format) is `acme-tls/1` alone.
 pub fn only_acme_tls_1(client: &[u8]) -> bool {
     client == ACME_TLS_1_WIRE
@@ -96,6 +111,7 @@ fn validation_context(
 ) -> Result<SslContext, ErrorStack> {
     let cert = validation_certificate(domain, key_authorization, key)?;
     let mut b = SslContextBuilder::new(SslMethod::tls_server())?;
+    b.set_ex_data(validation_mark()?, ());
     ktls::settings::set_protocol_versions(&mut b, SslVersion::TLS1_2, SslVersion::TLS1_3)?;
     b.set_certificate(&cert)?;
     b.set_private_key(key)?;
@@ -130,6 +146,20 @@ mod tests {
         assert!(context_for(Some("pending.example"), ONE.into_iter()).is_none());
         assert!(only_acme_tls_1(b"\x0aacme-tls/1"));
         assert!(!only_acme_tls_1(b"\x0aacme-tls/1\x08http/1.1"));
+    }
+
+    #[test]
+    fn a_handshake_switched_to_a_validation_context_is_known_as_one() {
+        let key = crate::acme::jws::new_p256_key().unwrap();
+        let validation = validation_context("v.example", "token.thumbprint", &key).unwrap();
+        let other = SslContextBuilder::new(SslMethod::tls_server())
+            .unwrap()
+            .build();
+        let mut ssl = openssl::ssl::Ssl::new(&other).unwrap();
+        assert!(!in_validation_context(&ssl));
+        // What the ClientHello callback does for an `acme-tls/1` client of a pending name.
+        ssl.set_ssl_context(&validation).unwrap();
+        assert!(in_validation_context(&ssl));
     }
 
     #[test]

@@ -27,7 +27,10 @@ pub fn start_tls(rt: &Runtime, sock: &Socket, alpn: crate::alpn::Alpn) -> Option
 /// Whether a finished handshake was a TLS-ALPN-01 validation (logged): the handshake was
 /// the answer, no HTTP follows (RFC 8737 §3).
 pub fn acme_validation(session: &TlsSession, peer: IpAddr) -> bool {
-    if session.ssl().selected_alpn_protocol() != Some(crate::acme::tls_alpn::ACME_TLS_1) {
+    // The context decides, not only the agreed protocol: a handshake switched to the
+    // validation context is never served HTTP, even if its client agreed no ALPN.
+    let agreed = session.ssl().selected_alpn_protocol() == Some(crate::acme::tls_alpn::ACME_TLS_1);
+    if !agreed && !crate::acme::tls_alpn::in_validation_context(session.ssl()) {
         return false;
     }
     crate::info!(
