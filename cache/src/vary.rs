@@ -29,7 +29,12 @@ pub(crate) fn matches<H: HeaderPair>(fields: &[VaryField], req_headers: &[H]) ->
                 }
             };
             let mut theirs = headers::list_elements(req_headers, &field.name);
-            let mut ours = headers::split_list(stored);
+            // The stored elements are separated by LF, which no field value can hold: split
+            // again as lists, an element with an unclosed quote would swallow the commas of
+            // the elements after it, and `"x` + `y` would match a single `"x,y`.
+            let mut ours = stored
+                .split(|&b| b == ELEMENT_SEPARATOR)
+                .filter(|e| !e.is_empty());
             headers::has(req_headers, &field.name)
                 && loop {
                     match (ours.next(), theirs.next()) {
@@ -55,9 +60,13 @@ fn caseless_values(name: &[u8]) -> bool {
         .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
 }
 
+/// Between the stored elements of a field: LF, which a field value never holds (both
+/// request parsers refuse it), unlike the comma, which a quoted string may.
+const ELEMENT_SEPARATOR: u8 = b'\n';
+
 /// Request field values named by Vary, normalised to trimmed list elements
-/// joined by commas (lower case for [`CASELESS_VALUES`]); `None` if the
-/// request lacks the field.
+/// joined by [`ELEMENT_SEPARATOR`] (lower case for [`CASELESS_VALUES`]); `None`
+/// if the request lacks the field.
 fn normalised_value<H: HeaderPair>(req_headers: &[H], name: &[u8]) -> Option<Box<[u8]>> {
     let name = std::str::from_utf8(name).ok()?;
     if !headers::has(req_headers, name) {
@@ -66,7 +75,7 @@ fn normalised_value<H: HeaderPair>(req_headers: &[H], name: &[u8]) -> Option<Box
     let mut out = Vec::new();
     for (i, element) in headers::list_elements(req_headers, name).enumerate() {
         if i > 0 {
-            out.push(b',');
+            out.push(ELEMENT_SEPARATOR);
         }
         out.extend_from_slice(element);
     }

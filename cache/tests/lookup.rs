@@ -152,6 +152,22 @@ fn vary_values_of_accept_fields_compare_without_case() {
     ])));
 }
 
+/// A value with an unclosed quote keeps its commas as data (RFC 9110 §5.6.4): two lines
+/// `"x` and `y` are two elements, one line `"x,y` one; neither is served the other's.
+#[test]
+fn vary_elements_stay_apart_through_an_unclosed_quote() {
+    let (cache, policy) = (small_cache(), Policy::default());
+    let two_lines = hdrs(&[("Foo", "\"x"), ("Foo", "y")]);
+    let vary = [("Cache-Control", "max-age=60"), ("Vary", "Foo")];
+    fill(&cache, &policy, "/q", &two_lines, &vary, "two");
+    let hit = |h: &[Hdr]| matches!(lookup(&cache, &policy, "GET", "/q", h, 1), Lookup::Hit(_));
+    assert!(
+        hit(&two_lines),
+        "the same request is served its own variant"
+    );
+    assert!(!hit(&hdrs(&[("Foo", "\"x,y")])), "one element is not two");
+}
+
 #[test]
 fn vary_star_never_stored_or_served() {
     let (cache, policy) = (small_cache(), Policy::default());
