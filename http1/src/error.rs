@@ -66,6 +66,10 @@ pub enum ParseError {
     /// An X-Forwarded-For field that is not a list of node names (Tempesta's alphabet, or
     /// `http_xff_brange`), or has an empty element.
     InvalidForwardedFor,
+    /// A Forwarded field Tempesta's parser does not read (`forwarded.rs`: only `for`, `by`,
+    /// `host` and `proto`, once each, `;` with no space, nodes of the X-Forwarded-For
+    /// alphabet).
+    InvalidForwarded,
     /// Content (Content-Length above 0) or a Content-Type field on GET, HEAD, DELETE or
     /// TRACE, or on a request a method-override field turns into one of them.
     ContentOnBodylessMethod,
@@ -141,6 +145,7 @@ impl ParseError {
             DuplicateHost => "several Host headers",
             InvalidHost => "malformed Host",
             InvalidForwardedFor => "malformed X-Forwarded-For",
+            InvalidForwarded => "malformed Forwarded",
             ContentOnBodylessMethod => "Content-Length or Content-Type on a method without a body",
             InvalidChunkSize => "malformed chunk size",
             InvalidChunkExtension => "malformed chunk extension",

@@ -7,9 +7,9 @@
 
 use crate::byteset::{AUTHORITY, TCHAR};
 use crate::error::ParseError;
-use crate::forwarded_for;
 use crate::limits::Limits;
 use crate::span::{FieldSpan, HeaderSpans, Span};
+use crate::{forwarded, forwarded_for};
 
 /// Fields that ask the server to treat a request as another method, most
 /// preferred first: when several are present, the first of this list wins.
@@ -54,6 +54,8 @@ pub(crate) struct FieldFacts {
     pub forwarded_for: Option<Span>,
     /// An X-Forwarded-For field is not a list of node names (crate::forwarded_for).
     pub forwarded_for_malformed: bool,
+    /// A Forwarded field does not read as Tempesta reads it (crate::forwarded).
+    pub forwarded_malformed: bool,
 }
 
 /// Where a method-override field's value is, and which of
@@ -153,6 +155,7 @@ impl FieldFacts {
         method_override_conflict: false,
         forwarded_for: None,
         forwarded_for_malformed: false,
+        forwarded_malformed: false,
     };
 
     /// Takes in one field, if its name is one that matters; Transfer-Encoding
@@ -180,6 +183,13 @@ impl FieldFacts {
             }
             12 if name.eq_ignore_ascii_case(b"content-type") => {
                 self.content_type = self.content_type.or(Some(field.value));
+            }
+            9 if name.eq_ignore_ascii_case(b"forwarded") => {
+                let nodes = limits
+                    .xff_bytes
+                    .as_ref()
+                    .unwrap_or(&forwarded_for::NODE_BYTES);
+                self.forwarded_malformed |= !forwarded::is_valid(value, nodes);
             }
             15 if name.eq_ignore_ascii_case(b"x-forwarded-for") => {
                 self.forwarded_for = self.forwarded_for.or(Some(field.value));

@@ -84,6 +84,7 @@ mod chunked;
 mod error;
 mod fields;
 mod fit;
+mod forwarded;
 mod forwarded_for;
 mod limits;
 mod message;

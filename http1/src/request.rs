@@ -368,6 +368,9 @@ pub(crate) fn complete(
     if facts.forwarded_for_malformed {
         return Err(ParseError::InvalidForwardedFor);
     }
+    if facts.forwarded_malformed {
+        return Err(ParseError::InvalidForwarded);
+    }
     refuse_content_without_body(buf, method, &facts, limits)?;
     let host = match (authority, facts.host) {
         (_, None) if parts.version == Version::Http11 => return Err(ParseError::MissingHost),

@@ -1,4 +1,5 @@
-//! `block_action` and the refusals around it as Tempesta FW behaves (issue 35): an
+//! `block_action` and the refusals around it as Tempesta FW behaves (issue 35): a Forwarded
+//! field Tempesta's parser does not read is 400 and closed; an
 //! X-Forwarded-For whose first node is not an address is answered 400 with the connection
 //! kept, a malformed one 400 and closed; a Content-Type (or a body) on a method without one is
 //! 400 and closed; Tempesta's 403 has an empty body; `drop` resets the connection, over TLS
@@ -110,6 +111,61 @@ fn x_forwarded_for_must_start_with_an_address() {
     let got = nghttp(h2c, &["x-forwarded-for: 192.0.2.7"], &["/a"]);
     assert_eq!(got, vec![200], "{}", proxy.proc.logs());
     assert_eq!(origin.total_requests(), 4);
+}
+
+/// A Forwarded field is read as Tempesta's parser reads it (fw/http_parser.c,
+/// `__req_parse_forwarded`): `for`, `by`, `host`, `proto` once each, `;` with nothing
+/// around it, nodes of the X-Forwarded-For alphabet. One that reads so is forwarded as
+/// sent; one that does not is 400 and the connection closed, and over HTTP/2 400 on its
+/// stream. The origin never sees a refused one.
+#[test]
+fn forwarded_must_read_as_tempesta_reads_it() {
+    let (proxy, origin, http, _, h2c) = start("parity-forwarded", "");
+    let good = [
+        "for=192.0.2.60;proto=http;by=203.0.113.43",
+        "For=\"[2001:db8:cafe::17]:4711\"",
+        "host=example.com:8080;for=192.0.2.43, for=198.51.100.17",
+        "for=_hidden, for=\"_other\"",
+    ];
+    let mut c = RawClient::connect(http).expect("connect");
+    for value in good {
+        let field = format!("Forwarded: {value}\r\n");
+        expect_status(&mut c, &request("site", &field), 200, &proxy);
+    }
+    let seen: Vec<String> = origin
+        .requests()
+        .iter()
+        .filter_map(|r| r.header("forwarded").map(str::to_string))
+        .collect();
+    assert_eq!(seen, good, "forwarded as sent");
+
+    let bad = [
+        "for=192.0.2.60; proto=http",
+        "for=192.0.2.60;",
+        "proto=https, for=192.0.2.60",
+        "host=example.com:0",
+        "host=[2001:db8::1]",
+        "secret=1",
+        "for=192.0.2.60;for=192.0.2.61",
+        "for=\"><script>\"",
+        "proto=h\"ttp\"",
+    ];
+    for value in bad {
+        let mut c = RawClient::connect(http).expect("connect");
+        let field = format!("Forwarded: {value}\r\n");
+        expect_status(&mut c, &request("site", &field), 400, &proxy);
+        assert!(
+            matches!(c.wait_closed(T), Outcome::Closed | Outcome::Reset),
+            "a malformed Forwarded ({value}) closes the connection"
+        );
+    }
+    assert_eq!(origin.total_requests(), good.len());
+
+    let got = nghttp(h2c, &["forwarded: for=192.0.2.60; proto=http"], &["/a"]);
+    assert_eq!(got, vec![400], "{}", proxy.proc.logs());
+    let got = nghttp(h2c, &["forwarded: for=192.0.2.60;proto=http"], &["/a"]);
+    assert_eq!(got, vec![200], "{}", proxy.proc.logs());
+    assert_eq!(origin.total_requests(), good.len() + 1);
 }
 
 /// tempesta-test `test_block_action_error_reply_with_conn_close`: a Content-Type on GET is
