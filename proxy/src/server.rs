@@ -198,7 +198,13 @@ fn start_fleet(runtime: &Runtime, shared: &Arc<Shared>) -> Result<(), ServeError
     let (current, wake) = (shared.clone(), shared.clone());
     crate::fleet::start(
         cluster,
-        move || current.runtime().frang.clone(),
+        move || {
+            let runtime = current.runtime();
+            crate::fleet::Shared {
+                frang: runtime.frang.clone(),
+                fingerprints: runtime.fingerprints.clone(),
+            }
+        },
         move || wake.wake_for_blocks(),
     )
     .map_err(|e| ServeError::Setup(format!("cannot start the cluster thread: {e}")))

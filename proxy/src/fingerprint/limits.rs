@@ -7,7 +7,8 @@
 //! are frang's ([`crate::frang::window`]). Only configured fingerprints are counted (an
 //! unconfigured one has no limit in Tempesta either), each behind its own lock, so the
 //! table is as large as the configuration and a new fingerprint never allocates. Like
-//! frang's tables, a reload starts the counts afresh.
+//! frang's tables, a reload starts the counts afresh. With `cluster`, the counts are shared
+//! with the other instances through Redis (`fleet.rs`).
 //!
 //! `tfh`'s connection number is accepted and, as in Tempesta, not enforced: Tempesta limits
 //! an HTTP fingerprint's requests only.
@@ -19,14 +20,27 @@ use std::time::{Duration, Instant};
 
 use config::{Config, FingerprintLimit, FingerprintLimits};
 
+use super::fleet::{Counter, FingerprintDelta, FleetClock, Kind, SharedCount};
 use super::{Tfh, Tft};
 use crate::frang::window::{quantum, slot_len, SlotRing};
-use crate::frang::{Violation, FRANG_BLOCK_STATUS};
+use crate::frang::{redis_up, FleetTotal, Violation, FRANG_BLOCK_STATUS};
 
 #[derive(Debug, Default)]
 struct Rates {
     connections: SlotRing,
     records: SlotRing,
+    /// The same counts as the fleet sees them (used only with `cluster`).
+    shared_connections: SharedCount,
+    shared_records: SharedCount,
+}
+
+impl Rates {
+    fn shared(&mut self, counter: Counter) -> &mut SharedCount {
+        match counter {
+            Counter::Connections => &mut self.shared_connections,
+            Counter::Records => &mut self.shared_records,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -80,6 +94,8 @@ pub struct Fingerprints {
     slot: Duration,
     tls: Table,
     http: Table,
+    /// With `cluster`: the Unix-numbered slots the fleet's counts are kept in.
+    fleet: Option<FleetClock>,
 }
 
 /// Whether a connection, record or request may go on.
@@ -94,6 +110,7 @@ impl Fingerprints {
             slot: slot_len(Duration::from_secs(1)),
             tls: Table::new(config.tft.as_ref()),
             http: Table::new(config.tfh.as_ref()),
+            fleet: config.cluster.as_ref().map(|_| FleetClock::now()),
         };
         if let Some(path) = &config.tf_blocklist {
             fingerprints.read_blocklist(path)?;
@@ -143,7 +160,9 @@ impl Fingerprints {
             return Ok(());
         };
         let q = quantum(self.epoch, now, self.slot);
-        let count = lock(&entry.rates).connections.add(q).in_frame;
+        let mut rates = lock(&entry.rates);
+        let count = rates.connections.add(q).in_frame;
+        let count = self.judged(&mut rates, Counter::Connections, (count, 1), now);
         over("tft", tft.0, "connections", count, entry.limit.connections)
     }
 
@@ -159,6 +178,7 @@ impl Fingerprints {
         for _ in 0..records.min(1 << 16) {
             count = rates.records.add(q).in_frame;
         }
+        let count = self.judged(&mut rates, Counter::Records, (count, records), now);
         over("tft", tft.0, "records", count, entry.limit.records)
     }
 
@@ -172,8 +192,79 @@ impl Fingerprints {
             return Ok(());
         };
         let q = quantum(self.epoch, now, self.slot);
-        let count = lock(&entry.rates).records.add(q).in_frame;
+        let mut rates = lock(&entry.rates);
+        let count = rates.records.add(q).in_frame;
+        let count = self.judged(&mut rates, Counter::Records, (count, 1), now);
         over("tfh", tfh.0, "requests", count, entry.limit.records)
+    }
+
+    /// Counts `events` of `counter` for the fleet (with `cluster`) and returns the count to
+    /// judge: `local`, this node's, or the fleet's when Redis answers and it is larger.
+    fn judged(
+        &self,
+        rates: &mut Rates,
+        counter: Counter,
+        (local, events): (u32, u64),
+        now: Instant,
+    ) -> u32 {
+        let Some(clock) = &self.fleet else {
+            return local;
+        };
+        let fleet = rates
+            .shared(counter)
+            .add(clock.quantum(now, self.slot), events);
+        if redis_up() {
+            local.max(fleet)
+        } else {
+            local
+        }
+    }
+
+    /// Whether the counts are shared with a fleet (`cluster`).
+    pub fn in_fleet(&self) -> bool {
+        self.fleet.is_some()
+    }
+
+    /// The length of the fleet's slots (one second cut in `FRANG_FREQ`).
+    pub fn fleet_slot(&self) -> Duration {
+        self.slot
+    }
+
+    /// Takes every configured fingerprint's pending counts (left empty), for the side
+    /// thread to add to Redis.
+    pub fn fleet_drain(&self) -> Vec<FingerprintDelta> {
+        let mut deltas = Vec::new();
+        if self.fleet.is_none() {
+            return deltas;
+        }
+        for (kind, table) in [(Kind::Tls, &self.tls), (Kind::Http, &self.http)] {
+            for (&hash, entry) in &table.entries {
+                let mut rates = lock(&entry.rates);
+                for counter in [Counter::Connections, Counter::Records] {
+                    let slots = rates.shared(counter).take();
+                    if !slots.is_empty() {
+                        deltas.push(FingerprintDelta {
+                            kind,
+                            hash,
+                            counter,
+                            slots,
+                        });
+                    }
+                }
+            }
+        }
+        deltas
+    }
+
+    /// The fleet's counts of one counter of a fingerprint, read after its delta was added.
+    pub fn fleet_update(&self, kind: Kind, hash: u64, counter: Counter, total: FleetTotal) {
+        let table = match kind {
+            Kind::Tls => &self.tls,
+            Kind::Http => &self.http,
+        };
+        if let Some(entry) = table.entries.get(&hash) {
+            lock(&entry.rates).shared(counter).update(total);
+        }
     }
 }
 

@@ -114,3 +114,42 @@ fn the_blocklist_file_refuses_its_fingerprints_and_reports_bad_lines() {
     let gone = Fingerprints::build(&config).expect_err("missing file");
     assert!(gone.starts_with("tf_blocklist "), "{gone}");
 }
+
+#[test]
+fn with_cluster_each_configured_fingerprint_s_events_are_taken_for_the_fleet_once() {
+    let alone = Config {
+        tfh: limits(0xabc, 0, 100),
+        ..Config::default()
+    };
+    let f = Fingerprints::build(&alone).expect("no blocklist");
+    assert!(f.on_request(Tfh(0xabc), Instant::now()).is_ok());
+    assert!(
+        f.fleet_drain().is_empty(),
+        "nothing is shared without cluster"
+    );
+
+    let fleet = Config {
+        tfh: limits(0xabc, 0, 100),
+        tft: limits(0xdef, 100, 100),
+        cluster: Some(config::Cluster::default()),
+        ..Config::default()
+    };
+    let f = Fingerprints::build(&fleet).expect("no blocklist");
+    let now = Instant::now();
+    for _ in 0..3 {
+        assert!(f.on_request(Tfh(0xabc), now).is_ok());
+    }
+    assert!(
+        f.on_request(Tfh(0x123), now).is_ok(),
+        "not configured: not counted"
+    );
+    assert!(f.on_tls_connection(Tft(0xdef), now).is_ok());
+    let mut deltas = f.fleet_drain();
+    deltas.sort_by_key(|d| d.hash);
+    let events: Vec<(u64, u32)> = deltas
+        .iter()
+        .map(|d| (d.hash, d.slots.iter().map(|&(_, n)| n).sum()))
+        .collect();
+    assert_eq!(events, [(0xabc, 3), (0xdef, 1)]);
+    assert!(f.fleet_drain().is_empty(), "taken once");
+}

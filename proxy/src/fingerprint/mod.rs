@@ -8,11 +8,13 @@
 //! asks [`Fingerprints`] whether the connection, record or request is over its limit or on
 //! the blocklist.
 
+mod fleet;
 mod ja4;
 mod limits;
 mod tfh;
 mod tft;
 
+pub use fleet::{Counter, FingerprintDelta, Kind};
 pub use ja4::Ja4;
 pub use limits::{Fingerprints, Verdict};
 pub use tfh::{RequestShape, Tfh};

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use super::resp::{Budget, Reply};
+use crate::fingerprint::{Counter, FingerprintDelta, Kind};
 use crate::frang::{FleetDelta, FleetSlots, FleetTotal, OutgoingBlock, FRANG_FREQ};
 
 /// The stream of blocks.
@@ -43,6 +44,8 @@ enum Expect {
         requests: bool,
         last: u64,
     },
+    /// The slots of fingerprint delta `index`, the frame ending with slot `last`.
+    FingerprintTotals { index: usize, last: u64 },
     /// New entries of the block stream.
     Blocks,
     /// `XINFO STREAM`: how many entries the stream ever had, and has.
@@ -61,6 +64,8 @@ pub struct Turn {
 pub struct Outcome {
     /// Per delta, in order: (requests, connections) counts, `None` where not read.
     pub totals: Vec<(Option<FleetTotal>, Option<FleetTotal>)>,
+    /// Per fingerprint delta, in order: the fleet's counts.
+    pub fingerprint_totals: Vec<Option<FleetTotal>>,
     /// Blocks other nodes published since `last_id`.
     pub blocks: Vec<RemoteBlock>,
     /// The stream position read up to.
@@ -82,6 +87,14 @@ pub struct StreamInfo {
 fn counter(requests: bool, ip: IpAddr, q: u64) -> String {
     let kind = if requests { 'r' } else { 'c' };
     format!("ktls:{kind}:{{{ip}}}:{q}")
+}
+
+fn fingerprint_counter(kind: Kind, counter: Counter, hash: u64, q: u64) -> String {
+    format!(
+        "ktls:{}:{}:{{{hash:016x}}}:{q}",
+        kind.name(),
+        counter.letter()
+    )
 }
 
 fn millis(d: Duration) -> u64 {
@@ -130,6 +143,35 @@ impl Turn {
         }
     }
 
+    /// Adds each fingerprint delta's events to the key of their own slot (of `slot`) and
+    /// reads the frame back, as [`Turn::counts`] does for clients.
+    pub fn fingerprint_counts(
+        &mut self,
+        deltas: &[FingerprintDelta],
+        slot: Duration,
+        unix: Duration,
+    ) {
+        let ttl = millis(slot * 2 * FRANG_FREQ as u32).to_string();
+        let last = u64::try_from(unix.as_nanos() / slot.as_nanos().max(1)).unwrap_or(0);
+        for (index, d) in deltas.iter().enumerate() {
+            for (q, n) in &d.slots {
+                let key = fingerprint_counter(d.kind, d.counter, d.hash, *q);
+                self.push(Expect::Done, &["SET", &key, "0", "NX", "PX", &ttl]);
+                self.push(Expect::Done, &["INCRBY", &key, &n.to_string()]);
+            }
+            let mut mget = vec!["MGET".to_owned()];
+            let first = last.saturating_sub(FRANG_FREQ - 1);
+            mget.extend((first..=last).map(|q| fingerprint_counter(d.kind, d.counter, d.hash, q)));
+            self.commands.push(mget);
+            self.expect.push(Expect::FingerprintTotals { index, last });
+        }
+    }
+
+    /// The commands [`Turn::fingerprint_counts`] makes of `delta`.
+    pub fn fingerprint_commands_of(delta: &FingerprintDelta) -> usize {
+        2 * delta.slots.len() + 1
+    }
+
     /// The commands [`Turn::counts`] makes of `delta`: per counter with a limit and new
     /// events, two per slot and the frame's `MGET`.
     pub fn commands_of(delta: &FleetDelta, slots: FleetSlots) -> usize {
@@ -175,7 +217,9 @@ impl Turn {
         for expect in &self.expect {
             let (i, b) = match expect {
                 Expect::Done | Expect::EntryId => (1, 64),
-                Expect::Totals { .. } => (1 + freq, 16 + freq * 32),
+                Expect::Totals { .. } | Expect::FingerprintTotals { .. } => {
+                    (1 + freq, 16 + freq * 32)
+                }
                 Expect::Blocks => (4 + BLOCKS_PER_READ * 9, 64 + BLOCKS_PER_READ * ENTRY_BYTES),
                 // Twelve fields and the first and last entries.
                 Expect::StreamInfo => (64, 2 * ENTRY_BYTES + 1024),
@@ -242,6 +286,13 @@ impl Turn {
                     if let Some((r, c)) = out.totals.get_mut(index) {
                         *(if requests { r } else { c }) = Some(total);
                     }
+                }
+                Expect::FingerprintTotals { index, last } => {
+                    let total = totals(reply, last)?;
+                    if out.fingerprint_totals.len() <= index {
+                        out.fingerprint_totals.resize(index + 1, None);
+                    }
+                    out.fingerprint_totals[index] = Some(total);
                 }
                 Expect::Blocks => stream_entries(reply, skip, &mut out)?,
                 Expect::StreamInfo => out.stream = stream_info(reply)?,

@@ -305,3 +305,46 @@ fn blocks_of_other_nodes_are_read_from_the_stream() {
     let replayed = turn.outcome(&[info, reply], 0, None).unwrap();
     assert_eq!(replayed.blocks.len(), 2);
 }
+
+#[test]
+fn fingerprint_counts_go_to_their_own_keys_and_the_frame_is_read_back() {
+    let deltas = [FingerprintDelta {
+        kind: Kind::Http,
+        hash: 0xabc,
+        counter: Counter::Records,
+        slots: vec![(8, 3)],
+    }];
+    let mut turn = Turn::default();
+    turn.fingerprint_counts(
+        &deltas,
+        Duration::from_millis(125),
+        Duration::from_millis(1000),
+    );
+    let key = "ktls:tfh:r:{0000000000000abc}:8";
+    assert_eq!(
+        turn.commands[0],
+        ["SET", key, "0", "NX", "PX", "2000"].map(str::to_owned)
+    );
+    assert_eq!(turn.commands[1], ["INCRBY", key, "3"]);
+    assert_eq!(
+        turn.commands.len(),
+        Turn::fingerprint_commands_of(&deltas[0])
+    );
+    assert_eq!(turn.commands[2].len(), 1 + FRANG_FREQ as usize);
+    assert_eq!(turn.commands[2][FRANG_FREQ as usize], key);
+    let mut counts = vec![Reply::Bulk(None); 7];
+    counts.push(bulk("9"));
+    let replies = [
+        Reply::Status("OK".into()),
+        Reply::Int(9),
+        Reply::Array(Some(counts)),
+    ];
+    let out = turn
+        .outcome(&replies, 0, None)
+        .expect("replies of the right shape");
+    let total = out.fingerprint_totals[0].clone().expect("the frame read");
+    assert_eq!(total.slots.iter().map(|&(_, n)| n).sum::<u32>(), 9);
+    // A reply of the wrong shape fails the turn.
+    let bad = [Reply::Status("OK".into()), Reply::Int(9), Reply::Int(9)];
+    assert!(turn.outcome(&bad, 0, None).is_err());
+}

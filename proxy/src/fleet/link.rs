@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 
 use super::keys::{Outcome, RemoteBlock, StreamInfo, Turn, BLOCKS_PER_READ};
 use super::resp::Connection;
+use crate::fingerprint::{FingerprintDelta, Fingerprints};
 use crate::frang::{set_redis_up, FleetDelta, Frang, OutgoingBlock};
 
 /// First wait before connecting again after a failure; doubled up to [`BACKOFF_MAX`].
@@ -67,12 +68,15 @@ impl Link {
     }
 
     /// Runs until the process ends.
-    pub fn run(mut self, current: impl Fn() -> Arc<Frang>, wake: impl Fn()) {
+    pub fn run(mut self, current: impl Fn() -> super::Shared, wake: impl Fn()) {
         let interval = self.cluster.sync_interval;
         let mut previous: Option<Arc<Frang>> = None;
         loop {
             let started = Instant::now();
-            let frang = current();
+            let super::Shared {
+                frang,
+                fingerprints,
+            } = current();
             if let Some(old) = previous.filter(|old| !Arc::ptr_eq(old, &frang)) {
                 // A reload: the new table knows none of the fleet's blocks, so the stream is
                 // read again from its start; the old table's last blocks still go out.
@@ -81,7 +85,7 @@ impl Link {
             }
             previous = Some(Arc::clone(&frang));
             if frang.in_fleet() {
-                self.turn(&frang, &wake);
+                self.turn(&frang, &fingerprints, &wake);
             }
             // A turn that spent its interval on a backlog starts the next one at once.
             std::thread::sleep(interval.saturating_sub(started.elapsed()));
@@ -93,9 +97,11 @@ impl Link {
     /// interval is spent; what is left waits for the next turn (bounded by
     /// [`BACKLOG_MAX`]). Each pipeline must be answered within the turn deadline: a slow
     /// Redis fails one small pipeline, a large attack only lengthens the backlog.
-    fn turn(&mut self, frang: &Frang, wake: &impl Fn()) {
+    fn turn(&mut self, frang: &Frang, fingerprints: &Fingerprints, wake: &impl Fn()) {
         let started = Instant::now();
         self.backlog.extend(frang.fleet_drain());
+        // Bounded by the configured fingerprints: taken every turn, sent when Redis is there.
+        let fingerprint_deltas = fingerprints.fleet_drain();
         let excess = self.backlog.len().saturating_sub(BACKLOG_MAX);
         if excess > 0 {
             self.backlog.drain(..excess);
@@ -110,7 +116,9 @@ impl Link {
             super::note_backlog(0);
             return;
         }
-        if self.blocks(frang, wake).is_ok() {
+        if self.blocks(frang, wake).is_ok()
+            && self.fingerprints(fingerprints, &fingerprint_deltas).is_ok()
+        {
             while !self.backlog.is_empty() && started.elapsed() < self.cluster.sync_interval {
                 if self.counts(frang).is_err() {
                     break;
@@ -173,6 +181,38 @@ impl Link {
             None => trimmed,
         };
         self.position = Some(position + read as u64);
+    }
+
+    /// Adds the fingerprints' counts to Redis and applies the fleet's totals, in pipelines
+    /// of at most [`PIPELINE_COMMANDS`] commands.
+    fn fingerprints(
+        &mut self,
+        fingerprints: &Fingerprints,
+        deltas: &[FingerprintDelta],
+    ) -> Result<(), ()> {
+        let mut rest = deltas;
+        while !rest.is_empty() {
+            let mut commands = 0;
+            let take = rest
+                .iter()
+                .take_while(|d| {
+                    commands += Turn::fingerprint_commands_of(d);
+                    commands <= PIPELINE_COMMANDS
+                })
+                .count()
+                .max(1);
+            let (chunk, after) = rest.split_at(take);
+            let mut turn = Turn::default();
+            turn.fingerprint_counts(chunk, fingerprints.fleet_slot(), unix_now());
+            let out = self.exchange(&turn, 0, None)?;
+            for (d, total) in chunk.iter().zip(out.fingerprint_totals) {
+                if let Some(total) = total {
+                    fingerprints.fleet_update(d.kind, d.hash, d.counter, total);
+                }
+            }
+            rest = after;
+        }
+        Ok(())
     }
 
     /// Sends the oldest counts waiting (a pipeline's worth) and applies the fleet's totals.

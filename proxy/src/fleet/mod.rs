@@ -7,6 +7,9 @@
 //! - `ktls:r:{IP}:Q`, `ktls:c:{IP}:Q`: requests and new connections of `IP` counted in the
 //!   time slot `Q` (Unix time / slot length, the same on every node with a synchronised
 //!   clock), expiring after two time frames;
+//! - `ktls:tft:c:{HASH}:Q`, `ktls:tft:r:{HASH}:Q`, `ktls:tfh:r:{HASH}:Q`: the connections
+//!   and records of a TLS fingerprint and the requests of an HTTP one, for the configured
+//!   fingerprints (crate::fingerprint), in slots of one second cut in eight;
 //! - `ktls:blocks`: a stream of the blocks (`ip`, `until` in Unix ms, 0 forever, `node`),
 //!   capped at [`keys::BLOCKS_KEPT`] entries, read by every node from where it stopped;
 //! - `ktls:block:{IP}`: one key per block in force, with the block's expiry, for operators.
@@ -20,14 +23,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
+use crate::fingerprint::Fingerprints;
 use crate::frang::Frang;
 
-/// Starts the side thread for `cluster`. `current` gives the frang in force (a reload
-/// replaces it); `wake` tells the workers the block count moved, so an idle worker resets
+/// What the side thread shares with the workers: the tables in force (a reload replaces
+/// them).
+pub struct Shared {
+    pub frang: Arc<Frang>,
+    pub fingerprints: Arc<Fingerprints>,
+}
+
+/// Starts the side thread for `cluster`. `current` gives the tables in force; `wake` tells the workers the block count moved, so an idle worker resets
 /// the connections of an address blocked elsewhere at once.
 pub fn start(
     cluster: config::Cluster,
-    current: impl Fn() -> Arc<Frang> + Send + 'static,
+    current: impl Fn() -> Shared + Send + 'static,
     wake: impl Fn() + Send + 'static,
 ) -> std::io::Result<()> {
     crate::info!(
