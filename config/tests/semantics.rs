@@ -351,7 +351,7 @@ fn http_chain_full_grammar() {
 #[test]
 fn cache_global_directives() {
     let c = load(
-        "cache 0;\n\
+        "cache 1;\n\
          cache_methods GET HEAD;\n\
          cache_ttl 300;\n\
          cache_size 512M;\n\
@@ -362,7 +362,8 @@ fn cache_global_directives() {
          cache_purge immediate;\n\
          cache_purge_acl 127.0.0.1 10.0.0.0/8;\n",
     );
-    assert!(!c.cache.mode.enabled());
+    // `cache 1` (sharded): `cache 0` beside `cache_purge` is refused, as Tempesta refuses it.
+    assert!(c.cache.mode.enabled());
     assert_eq!(c.cache.methods, vec![Method::Get, Method::Head]);
     assert_eq!(c.cache.ttl, Some(Duration::from_secs(300)));
     assert_eq!(

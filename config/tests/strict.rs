@@ -100,6 +100,9 @@ const REFUSED: &[(&str, u32, u32, &str)] = &[
     ("http_chain { cookie \"*a*\" == \"x\" -> block; }\n", 1, 14, "double-wildcard cookie name"),
     ("cache 2;\ncache_purge;\n", 2, 1, "needs `cache_purge_acl`"),
     ("cache_purge_acl 127.0.0.1;\n", 1, 1, "without `cache_purge`"),
+    // tempesta-test tests/cache/test_purge.py, test_wrong_config: either order.
+    ("cache 0;\ncache_purge;\ncache_purge_acl 127.0.0.1;\n", 2, 1, "with `cache 0`"),
+    ("cache_purge;\ncache 0;\ncache_purge_acl 127.0.0.1;\n", 1, 1, "with `cache 0`"),
     // tempesta-test tests/tf/test_tf_filters.py, TestConfig.
     ("tft {hash invalid_hash 5 5;}\n", 1, 11, "not a valid fingerprint"),
     ("tfh {\n  hash invalid_hash 5 5;\n}\n", 2, 8, "not a valid fingerprint"),

@@ -424,6 +424,7 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
     vhost::check_purge(
         c,
         std::iter::once(&w.global).chain(w.vhosts.iter().map(|v| &v.draft)),
+        cfg.cache.mode.enabled(),
     );
 
     // Vhosts: the default one from top-level directives (or an explicit

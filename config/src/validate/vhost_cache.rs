@@ -10,10 +10,23 @@ use crate::validate::vhost::{model_pattern, url_op, Draft};
 
 /// `cache_purge` and `cache_purge_acl` each need the other, in any scope: Tempesta keeps both
 /// as global flags and refuses the configuration when one is missing (fw/vhost.c,
-/// "Directives mismatching"), so PURGE is never open to every client.
-pub fn check_purge<'d>(c: &mut Checker<'_>, drafts: impl Iterator<Item = &'d Draft> + Clone) {
+/// "Directives mismatching"), so PURGE is never open to every client. `cache_purge` also
+/// needs the cache on: Tempesta refuses it beside `cache 0`, in either order (fw/cache.c and
+/// fw/vhost.c, "requires 'cache' be not zero").
+pub fn check_purge<'d>(
+    c: &mut Checker<'_>,
+    drafts: impl Iterator<Item = &'d Draft> + Clone,
+    cache_on: bool,
+) {
     let purge = drafts.clone().find_map(|d| d.purge_pos.as_ref());
     let acl = drafts.clone().find_map(|d| d.purge_acl_pos.as_ref());
+    if let Some(pos) = purge.filter(|_| !cache_on) {
+        c.error(
+            pos,
+            "`cache_purge` with `cache 0`: there is no cache to purge",
+            "turn the cache on (`cache 1;` or `cache 2;`) or remove `cache_purge` (Tempesta refuses it too)",
+        );
+    }
     match (purge, acl) {
         (Some(pos), None) => c.error(
             pos,
