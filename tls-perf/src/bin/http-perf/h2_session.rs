@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 
 use crate::flood::wire::{self, kind, Header, ACK, END_HEADERS, END_STREAM, HEADER_LEN};
+use crate::hpack_status::StatusReader;
 
 const MAX_WINDOW: u32 = 0x7fff_ffff;
 /// The connection window every connection starts with (RFC 9113 §6.9.2).
@@ -47,7 +48,7 @@ pub struct H2Session {
     block: std::sync::Arc<Vec<u8>>,
     out: Vec<u8>,
     input: Vec<u8>,
-    decoder: loona_hpack::Decoder<'static>,
+    heads: StatusReader,
     next_stream: u32,
     open: HashMap<u32, Stream>,
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until it says).
@@ -73,7 +74,7 @@ impl H2Session {
             block,
             out,
             input: Vec::new(),
-            decoder: loona_hpack::Decoder::new(),
+            heads: StatusReader::new(),
             next_stream: 1,
             open: HashMap::new(),
             max_streams: usize::MAX,
@@ -205,12 +206,8 @@ impl H2Session {
         let Some((id, end_stream, block)) = self.partial.take() else {
             return Ok(());
         };
-        // Decoded whatever the stream, to keep the HPACK table in step with the server's.
-        let fields = self.decoder.decode(&block).map_err(|_| H2Error::Protocol)?;
-        let status = fields
-            .into_iter()
-            .find(|(name, _)| name == b":status")
-            .and_then(|(_, v)| std::str::from_utf8(&v).ok()?.parse().ok());
+        // Read whatever the stream, to keep the HPACK table in step with the server's.
+        let status = self.heads.read(&block).map_err(|_| H2Error::Protocol)?;
         if let (Some(s), Some(status)) = (self.open.get_mut(&id), status) {
             // A trailer block has no :status; the first head's stays.
             if s.status == 0 {

@@ -14,6 +14,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::h2_session::{Done, H2Session};
+use crate::load_conn::{Conn, Stage};
 use crate::pacer::Pacer;
 use crate::report::Errors;
 use crate::response::ResponseReader;
@@ -25,6 +26,9 @@ const TICK: Duration = Duration::from_millis(100);
 /// Pause before reconnecting after a failed connection, so a dead server is not hammered.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(50);
 const READ_CHUNK: usize = 16 * 1024;
+/// Reads one connection gets per turn: a connection whose server always has more (h2 with
+/// many streams) must not starve the others, nor keep the run past its end.
+const READS_PER_TURN: usize = 32;
 
 /// What one thread does.
 pub struct LoadPlan {
@@ -62,61 +66,6 @@ pub struct ThreadResult {
     pub unfinished: u64,
 }
 
-enum Stage {
-    Connecting,
-    Handshaking,
-    Ready,
-    /// Waiting to reconnect after an error.
-    Paused(Instant),
-}
-
-struct Conn {
-    stream: Option<Stream>,
-    stage: Stage,
-    since: Instant,
-    reader: ResponseReader,
-    input: Vec<u8>,
-    /// Start times (ns since the thread started) of requests queued or sent, oldest first.
-    in_flight: VecDeque<u64>,
-    /// Bytes at the tail of the queued requests not written yet.
-    unsent: usize,
-    /// When the oldest outstanding request last saw progress (for `--timeout`).
-    busy_since: Instant,
-    /// Listed as able to take a request (rate mode).
-    listed: bool,
-    /// `--h2`: the connection's HTTP/2 session (its streams replace `in_flight`).
-    h2: Option<H2Session>,
-}
-
-impl Conn {
-    fn new(now: Instant) -> Conn {
-        Conn {
-            stream: None,
-            stage: Stage::Paused(now),
-            since: now,
-            reader: ResponseReader::default(),
-            input: Vec::new(),
-            in_flight: VecDeque::new(),
-            unsent: 0,
-            busy_since: now,
-            listed: false,
-            h2: None,
-        }
-    }
-
-    /// Requests sent or queued whose response has not ended.
-    fn outstanding(&self) -> usize {
-        self.h2
-            .as_ref()
-            .map_or(self.in_flight.len(), H2Session::in_flight)
-    }
-
-    /// Whether one more request may go out now, with at most `pipeline` outstanding.
-    fn has_room(&self, pipeline: usize) -> bool {
-        self.outstanding() < pipeline.max(1) && self.h2.as_ref().is_none_or(H2Session::can_open)
-    }
-}
-
 pub fn run(plan: &LoadPlan) -> io::Result<ThreadResult> {
     Thread::new(plan)?.run()
 }
@@ -134,6 +83,9 @@ struct Thread<'a> {
     free: VecDeque<usize>,
     next_due: Duration,
     pacer: Option<Pacer>,
+    /// Connections that used their turn with data left to read (edge-triggered: no new
+    /// event will come for it), pumped again after the next poll, which does not wait.
+    again: Vec<usize>,
     /// Every read lands here first (allocated and zeroed once per thread).
     scratch: Vec<u8>,
 }
@@ -171,6 +123,7 @@ impl<'a> Thread<'a> {
             free: VecDeque::new(),
             next_due: Duration::ZERO,
             pacer: None,
+            again: Vec::new(),
             scratch: vec![0; READ_CHUNK],
         })
     }
@@ -210,6 +163,11 @@ impl<'a> Thread<'a> {
                     _ => self.on_event(event.token().0),
                 }
             }
+            for i in std::mem::take(&mut self.again) {
+                if matches!(self.conns[i].stage, Stage::Ready) {
+                    self.pump(i);
+                }
+            }
             if self.plan.rate.is_some() {
                 self.dispatch_due();
             }
@@ -236,6 +194,9 @@ impl<'a> Thread<'a> {
     /// When the loop must wake: at `tick`, or (rate mode, a connection free) when the next
     /// request is due, through the pacer's timer.
     fn wake_at(&self, now: Instant, tick: Instant) -> io::Result<Instant> {
+        if !self.again.is_empty() {
+            return Ok(now);
+        }
         if let (Some(pacer), false) = (&self.pacer, self.free.is_empty()) {
             let due = self.start + self.next_due;
             if due <= now {
@@ -409,7 +370,7 @@ impl<'a> Thread<'a> {
 
     /// Writes what is queued and reads what arrived, until the socket would block.
     fn pump(&mut self, i: usize) {
-        loop {
+        for _ in 0..READS_PER_TURN {
             let c = &mut self.conns[i];
             let Some(stream) = c.stream.as_mut() else {
                 return;
@@ -453,6 +414,7 @@ impl<'a> Thread<'a> {
                 }
             }
         }
+        self.again.push(i);
     }
 
     /// Handles `n` bytes just read into the scratch buffer, after any partial response kept
