@@ -25,10 +25,13 @@ import subprocess
 import sys
 import time
 
-SERVERS = ["proxy", "nginx_static", "nginx_cache", "haproxy", "trafficserver"]
-BASELINES = ["nginx_static", "nginx_cache", "haproxy", "trafficserver"]
+import latency
+
+SERVERS = ["proxy", "nginx_static", "nginx_cache", "haproxy", "trafficserver", "caddy",
+           "caddy_proxy"]
+BASELINES = SERVERS[1:]
 COLORS = {"nginx_static": "#4c78a8", "nginx_cache": "#f58518", "haproxy": "#54a24b",
-          "trafficserver": "#b279a2"}
+          "trafficserver": "#b279a2", "caddy": "#e45756", "caddy_proxy": "#72b7b2"}
 # With AB_PROXY_OPENSSL=1: the proxy with `tls_ktls off` (OpenSSL's record layer).
 OPENSSL_PROXY = "proxy_openssl"
 # A server at or above this share of its core is the bottleneck of the run.
@@ -47,6 +50,7 @@ ROW_UNITS = {
     "h2_1024c_rps": "req/s",
     "idle_tls_conn_bytes": "bytes/conn",
 }
+ROW_UNITS.update({name: latency.UNIT for name in latency.ROWS})
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -186,6 +190,11 @@ def _check(meta, rep, wall):
             problems.append(f"http-perf non-2xx/3xx responses: {rep['non_2xx_3xx']}")
         if ops == 0:
             problems.append("http-perf completed no request")
+        elif meta.get("h2"):
+            # HTTP/2 frames and HPACK: at least the whole page per response.
+            if rep["bytes"] / ops < meta.get("body_bytes", 0):
+                problems.append(f"{rep['bytes'] / ops:.0f} bytes per h2 response, the page is "
+                                f"{meta.get('body_bytes')}")
         else:
             per = rep["bytes"] / ops
             want = meta.get("resp_bytes") or meta.get("body_bytes", 0)
@@ -288,6 +297,8 @@ def cmd_measure(a):
     if rep is not None:
         ops, rate, probs = _check(meta, rep, wall)
         problems += probs
+        if meta["row"] in latency.ROWS and not probs:
+            rate, rec["latency"] = latency.check(meta, rep)
         rec.update(ops=ops, value=rate)
         if meta["tool"] != "hold" and ops:
             rec["cpu_s_per_1000"] = round(1000.0 * (cpu1 - cpu0) / ops, 5)
@@ -410,7 +421,17 @@ def aggregate(records):
             utils = [r["server_util"] for r in runs[s] if r.get("server_util") is not None]
             med_cpu[s] = _median(cpus)
             med_util[s] = _median(utils)
-        if unit == "bytes/conn":
+        if name in latency.ROWS:
+            row["latency"] = latency.summarize(runs)
+        if unit == latency.UNIT:
+            # Lower is better: the peer's p99 over the proxy's.
+            row["bound"] = "latency"
+            row["cpu_s_per_1000"] = med_cpu
+            row["server_core_util"] = med_util
+            for b in BASELINES:
+                p, n = med_val["proxy"], med_val[b]
+                row["advantage"][b] = (n / p) if (p and n is not None) else None
+        elif unit == "bytes/conn":
             row["bound"] = "memory"
             for b in BASELINES:
                 p, n = med_val["proxy"], med_val[b]
@@ -472,6 +493,11 @@ def markdown(rows):
             return v
         if r["bound"] == "memory":
             by, cpu, util = "memory (peer/proxy)", "–", "–"
+        elif r["bound"] == "latency":
+            by = "p99 (peer/proxy)"
+            c, u = r["cpu_s_per_1000"], r["server_core_util"]
+            cpu = " / ".join(_fmt(c[s]) for s in servers)
+            util = " / ".join("–" if u[s] is None else f"{u[s]:.0%}" for s in servers)
         else:
             by = "throughput" if r["bound"].startswith("server") else "CPU/op (client-bound)"
             c = r["cpu_s_per_1000"]
@@ -482,6 +508,9 @@ def markdown(rows):
             f"| {r['name']} | {r['unit']} | " + " | ".join(cell(s) for s in servers) + " | "
             + "".join(f"{_fmt(r['advantage'].get(b), 'ratio')} | " for b in bases)
             + f"{by} | {cpu} | {util} |")
+    table = latency.markdown(rows, servers)
+    if table:
+        lines.append(table)
     compared = [r for r in rows if "records_vs_openssl" in r]
     if compared:
         lines += ["", "The proxy's record layer (proxy) vs OpenSSL's (proxy_openssl, `tls_ktls off`), "
@@ -671,6 +700,9 @@ def main():
     sc = sub.add_parser("syscalls")
     sc.add_argument("--results", required=True)
     sc.add_argument("--dir", required=True)
+    lr = sub.add_parser("latency-rate")
+    lr.add_argument("--results", required=True)
+    lr.add_argument("--row", required=True)
     c = sub.add_parser("cpu")
     c.add_argument("pid", type=int)
     mc = sub.add_parser("machine")
@@ -686,6 +718,12 @@ def main():
         return cmd_probe(a)
     if a.sub == "syscalls":
         return cmd_syscalls(a)
+    if a.sub == "latency-rate":
+        found = latency.rate_for(a.results, a.row)
+        if found is None:
+            return 1
+        print(f"{found[0]} {found[1]}")
+        return 0
     if a.sub == "cpu":
         print(f"{tree_cpu_secs(a.pid):.2f}")
         return 0

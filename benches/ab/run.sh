@@ -6,6 +6,8 @@
 #   benches/ab/run.sh --quick              # every row, 1 run of 5 s each (~10 min)
 #   benches/ab/run.sh --only keepalive_10b_rps close_10b_rps
 #   benches/ab/run.sh --servers haproxy trafficserver --quick   # a subset of the servers
+#   benches/ab/run.sh --latency            # every row plus the fixed-rate latency rows
+#   benches/ab/run.sh --quick --only latency_keepalive_10b_at50 latency_h2_10b_at80
 #
 # Servers (one at a time, pinned to core 1 with 1 worker each, access logs off):
 #   proxy         target/release/proxy with etc/tempesta.conf's rules and `cache 1`
@@ -19,8 +21,12 @@
 #   trafficserver Apache Traffic Server (Debian's 9.2) with TLS (and h2) and its cache
 #                 in front of the same origin, one net thread, started without
 #                 traffic_manager (etc/trafficserver/, copied into the run's directory)
+#   caddy         Caddy (Debian's 2.6) serving the pages from files over TLS, h2 and h3
+#                 (UDP), GOMAXPROCS=1 (etc/caddy/Caddyfile, static mode)
+#   caddy_proxy   the same Caddy as a reverse proxy to the origin: it has no cache, so
+#                 every request goes to the origin (not in the default rotation; --servers)
 # A peer that is not installed is reported and skipped (install them with
-# etc/need-packages.sh haproxy trafficserver); the overrides each server needs are
+# etc/need-packages.sh haproxy trafficserver caddy); the overrides each server needs are
 # listed under "Peers" in docs/PERFORMANCE.md. For the two peers every row also checks,
 # after the warm-up, that a repeated request is a cache hit (an Age header of 1 s or more).
 # The origin (target/release/origin, 10-byte body on `/`, 26 KiB on
@@ -37,6 +43,11 @@
 #       (http-perf --hold 10000 --server-pid, on a freshly started server: the server's
 #       RSS growth over http-perf's baseline, sampled every 0.2 s by abstat.py and taken
 #       while the server is idle with every connection open, divided by the connections).
+# Latency rows (with --latency, or named in --only): latency_keepalive_10b_at50/_at80 and
+#       latency_h2_10b_at50/_at80: http-perf --rate at 50 % / 80 % of nginx's median maximum
+#       in keepalive_10b_rps / h2_10b_rps of this run (measured first on nginx_static if the
+#       run has none), keep-alive -c 100 or --h2 -c 10 --pipeline 100; p50/p99/p99.9 from
+#       each request's intended send time (coordinated omission corrected); value: p99.
 # Bench overrides, the same for every server: idle timeouts of 600 s (proxy
 # keepalive_timeout, nginx keepalive_timeout and client_header_timeout), above the idle
 # row's ramp (up to 240 s) plus its hold.
@@ -73,12 +84,20 @@ trap 'echo "ab: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE="$ROOT/benches/ab"
+# peer_missing, peer_is_cache, configure_peers, start_peer
+# shellcheck source=benches/ab/peers.sh
+source "$HERE/peers.sh"
 BIN_DIR=${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
-ALL_ROWS=(handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
-          keepalive_10b_rps keepalive_26k_rps close_10b_rps close_26k_rps
-          h2_10b_rps h2_26k_rps h2_1024c_rps idle_tls_conn_bytes)
-KNOWN_SERVERS=(proxy nginx_static nginx_cache haproxy trafficserver proxy_openssl)
-SERVERS=(proxy nginx_static nginx_cache haproxy trafficserver)
+BASE_ROWS=(handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
+           keepalive_10b_rps keepalive_26k_rps close_10b_rps close_26k_rps
+           h2_10b_rps h2_26k_rps h2_1024c_rps idle_tls_conn_bytes)
+# --latency: at 50 % and 80 % of nginx's maximum in keepalive_10b_rps / h2_10b_rps.
+LATENCY_ROWS=(latency_keepalive_10b_at50 latency_keepalive_10b_at80
+              latency_h2_10b_at50 latency_h2_10b_at80)
+ALL_ROWS=("${BASE_ROWS[@]}" "${LATENCY_ROWS[@]}")
+KNOWN_SERVERS=(proxy nginx_static nginx_cache haproxy trafficserver caddy caddy_proxy proxy_openssl)
+# caddy_proxy (Caddy proxying every request to the origin: it has no cache) only on request.
+SERVERS=(proxy nginx_static nginx_cache haproxy trafficserver caddy)
 [[ ${AB_PROXY_OPENSSL:-0} == 1 ]] && SERVERS+=(proxy_openssl)
 HOST=tempesta-tech.com
 BIG=26624           # the "26 KB" page: 26 KiB
@@ -92,11 +111,13 @@ die() { echo "ab: $*" >&2; exit 1; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
 QUICK=0
+LATENCY=0
 ONLY=()
 PICK=()
 while [[ $# -gt 0 ]]; do
     case $1 in
         --quick) QUICK=1 ;;
+        --latency) LATENCY=1 ;;
         --only) shift
                 while [[ $# -gt 0 && $1 != --* ]]; do ONLY+=("$1"); shift; done
                 [[ ${#ONLY[@]} -gt 0 ]] || die "--only needs row names: ${ALL_ROWS[*]}"
@@ -110,7 +131,8 @@ while [[ $# -gt 0 ]]; do
     esac
     shift
 done
-ROWS=("${ALL_ROWS[@]}")
+ROWS=("${BASE_ROWS[@]}")
+[[ $LATENCY == 1 ]] && ROWS+=("${LATENCY_ROWS[@]}")
 if [[ ${#ONLY[@]} -gt 0 ]]; then
     for r in "${ONLY[@]}"; do
         [[ " ${ALL_ROWS[*]} " == *" $r "* ]] || die "unknown row '$r'; rows: ${ALL_ROWS[*]}"
@@ -131,6 +153,7 @@ ORIGIN_PORT=${AB_ORIGIN_PORT:-24000}
 HOLD=${AB_HOLD:-10000}
 COMMAND="$( (env | grep -E '^AB_[A-Z_]+=' || true) | sort | tr '\n' ' ')benches/ab/run.sh"
 [[ $QUICK == 1 ]] && COMMAND+=" --quick"
+[[ $LATENCY == 1 ]] && COMMAND+=" --latency"
 [[ ${#ONLY[@]} -gt 0 ]] && COMMAND+=" --only ${ONLY[*]}"
 [[ ${#PICK[@]} -gt 0 ]] && COMMAND+=" --servers ${PICK[*]}"
 [[ $(nproc) -ge 2 ]] || die "needs 2 cores (client on core $CLIENT_CPU, servers on core $SERVER_CPU)"
@@ -143,7 +166,7 @@ if [[ $BIN_DIR == "$ROOT/target/release" ]]; then
 fi
 for b in proxy tls-perf http-perf origin; do [[ -x $BIN_DIR/$b ]] || die "no $BIN_DIR/$b"; done
 HTTP_PERF_HELP=$("$BIN_DIR/http-perf" --help) || die "$BIN_DIR/http-perf --help failed"
-for opt in --connect --hold --server-pid --json; do
+for opt in --connect --hold --server-pid --json --rate --h2; do
     [[ $HTTP_PERF_HELP == *"$opt"* ]] || die "http-perf has no $opt"
 done
 
@@ -169,17 +192,11 @@ fi
 command -v taskset >/dev/null || die "taskset (util-linux) missing"
 # The peers are optional: one that is not installed is left out of the run, and said so.
 SKIPPED=()
-peer_missing() {   # server: prints the missing program, if any
-    case $1 in
-        haproxy) command -v haproxy >/dev/null 2>&1 || echo haproxy ;;
-        trafficserver) command -v traffic_server >/dev/null 2>&1 || echo traffic_server ;;
-    esac
-}
 KEEP=()
 for s in "${SERVERS[@]}"; do
     miss=$(peer_missing "$s")
     if [[ -n $miss ]]; then
-        echo "ab: $s skipped: $miss is not installed (etc/need-packages.sh haproxy trafficserver)" >&2
+        echo "ab: $s skipped: $miss is not installed (etc/need-packages.sh haproxy trafficserver caddy)" >&2
         SKIPPED+=("$s")
     else
         KEEP+=("$s")
@@ -205,7 +222,7 @@ cleanup() {
     [[ ${#PIDS[@]} -gt 0 ]] && stop_pids "${PIDS[@]}"
     # Keep the server logs with the raw results.
     for f in "$WORK"/*.log "$WORK"/*/error.log "$WORK"/proxy.conf "$WORK"/*/nginx.conf \
-             "$WORK"/haproxy/haproxy.cfg; do
+             "$WORK"/haproxy/haproxy.cfg "$WORK"/caddy*/Caddyfile; do
         [[ -f $f ]] && cp "$f" "$OUT/$(basename "$(dirname "$f")")-$(basename "$f")" 2>/dev/null
     done
     for f in log/diags.log etc/records.config etc/remap.config; do
@@ -220,6 +237,11 @@ answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 for p in "$PORT" "$PLAIN_PORT" "$ORIGIN_PORT"; do
     answers 127.0.0.1 "$p" && die "something already answers on 127.0.0.1:$p; stop it or set AB_PORT / AB_PLAIN_PORT / AB_ORIGIN_PORT"
 done
+# Caddy also takes UDP $PORT (HTTP/3); a socket left there by an earlier instance would
+# share it (SO_REUSEPORT) or keep Caddy from starting.
+if command -v ss >/dev/null && [[ -n $(ss -lunH "sport = :$PORT") ]]; then
+    die "something already holds UDP 127.0.0.1:$PORT: $(ss -lunpH "sport = :$PORT" | head -1)"
+fi
 
 # Every listener on the port must belong to process tree $2: with SO_REUSEPORT
 # (the proxy, origin and these nginx configs use it) another program binding the
@@ -308,33 +330,7 @@ for s in nginx_static nginx_cache; do
         { cat "$d/check.log" >&2; die "the $s config does not load"; }
 done
 
-# HAProxy: etc/haproxy-cache.cfg with the placeholders filled; the certificate and key in
-# one file, as its `crt` takes them.
-if [[ " ${SERVERS[*]} " == *" haproxy "* ]]; then
-    d="$WORK/haproxy"
-    mkdir -p "$d"
-    cat "$WORK/cert.pem" "$WORK/key.pem" >"$d/cert-key.pem"
-    sed -e "s|@THREADS@|$WORKERS|g" -e "s|@ADDR@|127.0.0.1:$PORT|g" -e "s|@ORIGIN@|127.0.0.1:$ORIGIN_PORT|g" \
-        -e "s|@PEM@|$d/cert-key.pem|g" -e "s|@TIMEOUT@|600|g" "$ROOT/etc/haproxy-cache.cfg" >"$d/haproxy.cfg"
-    ! grep -v '^ *#' "$d/haproxy.cfg" | grep -q '@[A-Z]*@' || die "unfilled placeholder in etc/haproxy-cache.cfg"
-    haproxy -c -q -f "$d/haproxy.cfg" >"$d/check.log" 2>&1 ||
-        { cat "$d/check.log" >&2; die "the haproxy config does not load"; }
-fi
-# Traffic Server: etc/trafficserver/ with the placeholders filled, in a runroot of its own
-# (configuration, cache file, logs); the binaries and plugins are the package's.
-if [[ " ${SERVERS[*]} " == *" trafficserver "* ]]; then
-    d="$WORK/trafficserver"
-    mkdir -p "$d/etc" "$d/var" "$d/run" "$d/log" "$d/cache"
-    cp "$WORK/cert.pem" "$WORK/key.pem" "$d/"
-    for f in "$ROOT"/etc/trafficserver/*; do
-        dest="$d/etc/$(basename "$f")"
-        [[ $(basename "$f") == runroot.yaml ]] && dest="$d/runroot.yaml"
-        sed -e "s|@DIR@|$d|g" -e "s|@PORT@|$PORT|g" -e "s|@THREADS@|$WORKERS|g" -e "s|@TIMEOUT@|600|g" \
-            -e "s|@HOST@|$HOST|g" -e "s|@ORIGIN@|127.0.0.1:$ORIGIN_PORT|g" "$f" >"$dest"
-    done
-    ! cat "$d"/etc/* "$d/runroot.yaml" | grep -v '^ *#' | grep -q '@[A-Z]*@' ||
-        die "unfilled placeholder in etc/trafficserver/"
-fi
+configure_peers "${SERVERS[@]}"
 
 # --- origin -------------------------------------------------------------------
 taskset -c "$CLIENT_CPU" "$BIN_DIR/origin" --listen "127.0.0.1:$ORIGIN_PORT" --size 10 \
@@ -346,7 +342,7 @@ wait_listening "${PIDS[-1]}" "$ORIGIN_PORT" origin "$WORK/origin.log"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 MACHINE=$(python3 "$HERE/abstat.py" machine --root "$ROOT" --load "$LOAD_START" \
     --mode "$MODE, ${DUR}s per run" --runs "$RUNS" --command "$COMMAND" \
-    --placement "client tools and origin pinned to core $CLIENT_CPU; each server pinned to core $SERVER_CPU with $WORKERS worker (one core: nginx worker_processes 1, proxy worker_threads auto = 1 under taskset, haproxy nbthread 1, traffic_server exec_thread.limit 1); servers: ${SERVERS[*]}" \
+    --placement "client tools and origin pinned to core $CLIENT_CPU; each server pinned to core $SERVER_CPU with $WORKERS worker (one core: nginx worker_processes 1, proxy worker_threads auto = 1 under taskset, haproxy nbthread 1, traffic_server exec_thread.limit 1, caddy GOMAXPROCS=1); servers: ${SERVERS[*]}" \
     --client "tls-perf -l 100 -t 1 -T $DUR; http-perf -c 100 -t 1 -d ${DUR}s; http-perf --hold $HOLD -t 1")
 echo "$MACHINE" >"$OUT/machine.json"
 echo "ab: $MODE run, $RUNS run(s) per row, rows: ${ROWS[*]}" >&2
@@ -367,19 +363,7 @@ start_server() {
                 >"$d/stdout.log" 2>&1 &
             SERVER_PID=$!
             wait_listening "$SERVER_PID" "$PORT" "$s" "$d/error.log" ;;
-        haproxy)
-            # -db: in the foreground, so that its pid is the one to stop.
-            taskset -c "$SERVER_CPU" haproxy -db -f "$WORK/haproxy/haproxy.cfg" >"$WORK/haproxy.log" 2>&1 &
-            SERVER_PID=$!
-            wait_listening "$SERVER_PID" "$PORT" "$s" "$WORK/haproxy.log" ;;
-        trafficserver)
-            local d="$WORK/trafficserver"
-            # A fresh cache for every row, as the other servers start empty.
-            rm -f "$d/cache/cache.db"
-            TS_RUNROOT="$d/runroot.yaml" taskset -c "$SERVER_CPU" traffic_server \
-                --run-root="$d/runroot.yaml" >"$WORK/trafficserver.log" 2>&1 &
-            SERVER_PID=$!
-            wait_listening "$SERVER_PID" "$PORT" "$s" "$d/log/diags.log" ;;
+        *) start_peer "$s" ;;
     esac
     sleep 1    # let the workers settle before anything is measured
 }
@@ -463,6 +447,36 @@ h2_row() {    # server row rep body url [h2load shape...]: by default as tempest
         timeout -s KILL $((DUR + 100)) taskset -c "$CLIENT_CPU" h2load -t 1 "${shape[@]}" \
         --connect-to="127.0.0.1:$PORT" "$url"
 }
+# The fixed-rate latency rows: http-perf --rate (latency from each request's intended send
+# time), the 10-byte page, keep-alive with 100 connections or h2 with 10 connections of up
+# to 100 streams (h2_10b_rps's shape).
+latency_row() {   # server row rep rate
+    local server=$1 row=$2 rep=$3 rate=$4 shape=(-c 100) h2=false
+    [[ $row == latency_h2_* ]] && { shape=(--h2 -c 10 --pipeline 100); h2=true; }
+    measure "$server" "$row" "$rep" http-perf 10 ",\"resp_bytes\":$RESP_10B,\"rate\":$rate,\"h2\":$h2" -- \
+        timeout -s KILL $((DUR + 40)) taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json \
+        -t 1 -d "${DUR}s" --timeout 5s --rate "$rate" --connect "127.0.0.1:$PORT" \
+        --server-pid "$SERVER_PID" "${shape[@]}" "$URL_10B"
+}
+# latency_rate ROW: sets RATE for a latency row, once per run: its share of nginx's median
+# maximum in this run's base row; measured first (a run of the base row on nginx_static,
+# recorded as rep 0) if no nginx has run it yet.
+declare -A LATENCY_RATE=()
+latency_rate() {
+    local row=$1 base found
+    case $row in latency_h2_*) base=h2_10b_rps ;; *) base=keepalive_10b_rps ;; esac
+    if [[ -z ${LATENCY_RATE[$row]:-} ]]; then
+        if ! found=$(python3 "$HERE/abstat.py" latency-rate --results "$RESULTS" --row "$row"); then
+            echo "ab: $row: no nginx run of $base yet; measuring nginx_static's maximum first" >&2
+            run_row nginx_static "$base" 0 || return 1
+            found=$(python3 "$HERE/abstat.py" latency-rate --results "$RESULTS" --row "$row") ||
+                die "$row: nginx_static's $base run failed; no rate to hold"
+        fi
+        LATENCY_RATE[$row]=${found%% *}
+        echo "ab: $row: ${LATENCY_RATE[$row]} requests/s (of ${found#* }'s $base)" >&2
+    fi
+    RATE=${LATENCY_RATE[$row]}
+}
 warm_up() {   # fills the caches, then checks each page once: status 200, whole body
     local url
     for url in "$URL_10B" "$URL_BIG"; do
@@ -474,17 +488,16 @@ warm_up() {   # fills the caches, then checks each page once: status 200, whole 
         die "$1 does not serve the 10-byte page on $URL_10B"
     RESP_BIG=$(python3 "$HERE/abstat.py" probe --addr "127.0.0.1:$PORT" --host "$HOST" --path "/bytes/$BIG" --body "$BIG") ||
         die "$1 does not serve the $BIG-byte page on $URL_BIG"
-    case $1 in
-        haproxy|trafficserver)
-            # Both pages must now come from the peer's cache: a second later their Age is 1 s
-            # or more (HAProxy sends no Age on a miss, Traffic Server sends Age 0).
-            sleep 1.1
-            for url in / "/bytes/$BIG"; do
-                python3 "$HERE/abstat.py" probe --addr "127.0.0.1:$PORT" --host "$HOST" --path "$url" \
-                    --body "$([[ $url == / ]] && echo 10 || echo "$BIG")" --min-age 1 >/dev/null ||
-                    die "$1 did not answer $url from its cache (no Age of 1 s or more)"
-            done ;;
-    esac
+    if peer_is_cache "$1"; then
+        # Both pages must now come from the peer's cache: a second later their Age is 1 s
+        # or more (HAProxy sends no Age on a miss, Traffic Server sends Age 0).
+        sleep 1.1
+        for url in / "/bytes/$BIG"; do
+            python3 "$HERE/abstat.py" probe --addr "127.0.0.1:$PORT" --host "$HOST" --path "$url" \
+                --body "$([[ $url == / ]] && echo 10 || echo "$BIG")" --min-age 1 >/dev/null ||
+                die "$1 did not answer $url from its cache (no Age of 1 s or more)"
+        done
+    fi
 }
 
 # One row against one server, on a freshly started server: every row starts from
@@ -515,6 +528,7 @@ run_row() {   # server row rep
             # The seed's shape: a number of requests over 1024 connections, one stream each;
             # the time includes the 1024 handshakes, as h2load -n reports it.
             h2_1024c_rps)      h2_row "$s" "$row" "$rep" 10 "$URL_10B" -c 1024 -m 1 -n $((DUR * 10000)) ;;
+            latency_*)         latency_row "$s" "$row" "$rep" "$RATE" ;;
         esac || return 1
     fi
     stop_server
@@ -527,6 +541,7 @@ for rep in $(seq 1 "$RUNS"); do
         # from row to row and run to run, so that a change in the machine's
         # background load does not favour one of them.
         k=$(( (rep - 1) + $(printf '%s\n' "${ALL_ROWS[@]}" | grep -n -x "$row" | cut -d: -f1) ))
+        if [[ $row == latency_* ]]; then latency_rate "$row" || exit 1; fi
         for i in "${!SERVERS[@]}"; do
             s=${SERVERS[$(((i + k) % ${#SERVERS[@]}))]}
             echo "ab: run $rep/$RUNS: $row: $s (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2

@@ -1,5 +1,5 @@
 //! The command line: wrk's options (`-c -t -d -H --latency --timeout -v URL`, counts with
-//! wrk's `k`/`M`/`G` suffixes), the extras (`--pipeline --rate --tickets --json --progress
+//! wrk's `k`/`M`/`G` suffixes), the extras (`--pipeline --rate --h2 --tickets --json --progress
 //! --server-pid --sni --connect`) and hold mode.
 
 use std::net::SocketAddr;
@@ -47,6 +47,10 @@ pub struct Args {
     /// Constant total request rate (requests/s); latency counts from the intended send time.
     #[arg(long)]
     pub rate: Option<f64>,
+    /// HTTP/2 load (TLS with ALPN h2, or h2c by prior knowledge for http URLs): one stream
+    /// per request, at most --pipeline streams per connection.
+    #[arg(long)]
+    pub h2: bool,
     /// Resume TLS sessions (tickets) when reconnecting.
     #[arg(long)]
     pub tickets: bool,

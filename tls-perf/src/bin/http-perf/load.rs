@@ -1,6 +1,7 @@
 //! One load thread: a mio loop over its share of the connections, sending the same request
 //! again as soon as a response completes (closed loop, like wrk), or at a constant rate with
-//! latency measured from the intended send time (no coordinated omission).
+//! latency measured from the intended send time (no coordinated omission). HTTP/1.1, or
+//! HTTP/2 with `--h2` (the streams of a connection driven by `h2_session`).
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -12,6 +13,10 @@ use hdrhistogram::Histogram;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
+use crate::h2_session::{Done, H2Session};
+use crate::load_conn::{Conn, Stage};
+use crate::pacer::Pacer;
+use crate::report::Errors;
 use crate::response::ResponseReader;
 use crate::stream::{Handshake, Stream};
 use crate::tls::TlsClient;
@@ -21,6 +26,9 @@ const TICK: Duration = Duration::from_millis(100);
 /// Pause before reconnecting after a failed connection, so a dead server is not hammered.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(50);
 const READ_CHUNK: usize = 16 * 1024;
+/// Reads one connection gets per turn: a connection whose server always has more (h2 with
+/// many streams) must not starve the others, nor keep the run past its end.
+const READS_PER_TURN: usize = 32;
 
 /// What one thread does.
 pub struct LoadPlan {
@@ -29,6 +37,9 @@ pub struct LoadPlan {
     pub request: Arc<Vec<u8>>,
     /// `-H "Connection: close"`: a new connection for every request.
     pub close_each: bool,
+    /// HTTP/2 (`--h2`): this header block as one stream per request; `pipeline` streams
+    /// per connection at most.
+    pub h2: Option<Arc<Vec<u8>>>,
     pub connections: usize,
     pub pipeline: usize,
     /// Requests per second for this thread (`--rate` divided among threads).
@@ -37,30 +48,6 @@ pub struct LoadPlan {
     pub timeout: Duration,
     /// Progress for the main thread, and its stop (Ctrl-C).
     pub live: Arc<crate::progress::Live>,
-}
-
-/// Socket errors, counted as wrk counts them.
-#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
-pub struct Errors {
-    pub connect: u64,
-    pub read: u64,
-    pub write: u64,
-    pub timeout: u64,
-}
-
-impl Errors {
-    pub fn add(&mut self, o: &Errors) {
-        self.connect += o.connect;
-        self.read += o.read;
-        self.write += o.write;
-        self.timeout += o.timeout;
-    }
-    pub fn any(&self) -> bool {
-        self.total() > 0
-    }
-    pub fn total(&self) -> u64 {
-        self.connect + self.read + self.write + self.timeout
-    }
 }
 
 /// What one thread measured.
@@ -74,30 +61,9 @@ pub struct ThreadResult {
     pub errors: Errors,
     pub non_2xx_3xx: u64,
     pub elapsed: Duration,
-}
-
-enum Stage {
-    Connecting,
-    Handshaking,
-    Ready,
-    /// Waiting to reconnect after an error.
-    Paused(Instant),
-}
-
-struct Conn {
-    stream: Option<Stream>,
-    stage: Stage,
-    since: Instant,
-    reader: ResponseReader,
-    input: Vec<u8>,
-    /// Start times (ns since the thread started) of requests queued or sent, oldest first.
-    in_flight: VecDeque<u64>,
-    /// Bytes at the tail of the queued requests not written yet.
-    unsent: usize,
-    /// When the oldest outstanding request last saw progress (for `--timeout`).
-    busy_since: Instant,
-    /// Listed as able to take a request (rate mode).
-    listed: bool,
+    /// Rate mode: requests due by the end that got no response (never sent, for want of a
+    /// free connection, or still in flight): the tail the latency figures cannot include.
+    pub unfinished: u64,
 }
 
 pub fn run(plan: &LoadPlan) -> io::Result<ThreadResult> {
@@ -116,6 +82,10 @@ struct Thread<'a> {
     /// Rate mode: connections that can take one more request, and when the next is due.
     free: VecDeque<usize>,
     next_due: Duration,
+    pacer: Option<Pacer>,
+    /// Connections that used their turn with data left to read (edge-triggered: no new
+    /// event will come for it), pumped again after the next poll, which does not wait.
+    again: Vec<usize>,
     /// Every read lands here first (allocated and zeroed once per thread).
     scratch: Vec<u8>,
 }
@@ -123,6 +93,9 @@ struct Thread<'a> {
 impl<'a> Thread<'a> {
     fn new(plan: &'a LoadPlan) -> io::Result<Thread<'a>> {
         let tls = match &plan.tls {
+            Some((sni, _)) if plan.h2.is_some() => {
+                Some(TlsClient::with_alpn(sni.clone(), b"\x02h2").map_err(io::Error::other)?)
+            }
             Some((sni, tickets)) => {
                 Some(TlsClient::new(sni.clone(), *tickets).map_err(io::Error::other)?)
             }
@@ -145,27 +118,23 @@ impl<'a> Thread<'a> {
                 errors: Errors::default(),
                 non_2xx_3xx: 0,
                 elapsed: Duration::ZERO,
+                unfinished: 0,
             },
             free: VecDeque::new(),
             next_due: Duration::ZERO,
+            pacer: None,
+            again: Vec::new(),
             scratch: vec![0; READ_CHUNK],
         })
     }
 
     fn run(mut self) -> io::Result<ThreadResult> {
+        if self.plan.rate.is_some() {
+            self.pacer = Some(Pacer::new(self.poll.registry())?);
+        }
         let now = Instant::now();
         for i in 0..self.plan.connections {
-            self.conns.push(Conn {
-                stream: None,
-                stage: Stage::Paused(now),
-                since: now,
-                reader: ResponseReader::default(),
-                input: Vec::new(),
-                in_flight: VecDeque::new(),
-                unsent: 0,
-                busy_since: now,
-                listed: false,
-            });
+            self.conns.push(Conn::new(now));
             self.connect(i);
         }
         self.start = Instant::now();
@@ -179,10 +148,7 @@ impl<'a> Thread<'a> {
             if now >= deadline || self.plan.live.stopped() {
                 break;
             }
-            let mut wake = next_tick.min(deadline);
-            if self.plan.rate.is_some() && !self.free.is_empty() {
-                wake = wake.min(self.start + self.next_due);
-            }
+            let wake = self.wake_at(now, next_tick.min(deadline))?;
             match self
                 .poll
                 .poll(&mut events, Some(wake.saturating_duration_since(now)))
@@ -192,7 +158,15 @@ impl<'a> Thread<'a> {
                 Err(e) => return Err(e),
             }
             for event in events.iter() {
-                self.on_event(event.token().0);
+                match (&self.pacer, event.token()) {
+                    (Some(pacer), Pacer::TOKEN) => pacer.drain(),
+                    _ => self.on_event(event.token().0),
+                }
+            }
+            for i in std::mem::take(&mut self.again) {
+                if matches!(self.conns[i].stage, Stage::Ready) {
+                    self.pump(i);
+                }
             }
             if self.plan.rate.is_some() {
                 self.dispatch_due();
@@ -213,7 +187,39 @@ impl<'a> Thread<'a> {
             }
         }
         self.result.elapsed = self.start.elapsed();
+        self.result.unfinished = self.unfinished();
         Ok(self.result)
+    }
+
+    /// When the loop must wake: at `tick`, or (rate mode, a connection free) when the next
+    /// request is due, through the pacer's timer.
+    fn wake_at(&self, now: Instant, tick: Instant) -> io::Result<Instant> {
+        if !self.again.is_empty() {
+            return Ok(now);
+        }
+        if let (Some(pacer), false) = (&self.pacer, self.free.is_empty()) {
+            let due = self.start + self.next_due;
+            if due <= now {
+                return Ok(now);
+            }
+            if due < tick {
+                pacer.arm(due - now)?;
+            }
+        }
+        Ok(tick)
+    }
+
+    /// Rate mode, at the end: requests due that were never sent, plus those still in flight.
+    fn unfinished(&self) -> u64 {
+        let Some(rate) = self.plan.rate else { return 0 };
+        let elapsed = self.result.elapsed;
+        let due_unsent = if self.next_due <= elapsed {
+            (elapsed - self.next_due).as_secs_f64() * rate + 1.0
+        } else {
+            0.0
+        };
+        let in_flight: usize = self.conns.iter().map(Conn::outstanding).sum();
+        due_unsent as u64 + in_flight as u64
     }
 
     fn now_ns(&self) -> u64 {
@@ -232,6 +238,7 @@ impl<'a> Thread<'a> {
         c.input = Vec::new();
         c.in_flight.clear();
         c.unsent = 0;
+        c.h2 = None;
         c.since = now;
         let opened = TcpStream::connect(self.plan.addr).and_then(|tcp| {
             let _ = tcp.set_nodelay(true);
@@ -288,6 +295,16 @@ impl<'a> Thread<'a> {
             match stream.handshake() {
                 Ok(Handshake::Pending) => return,
                 Ok(Handshake::Done) => {
+                    if let Some(block) = &self.plan.h2 {
+                        // A server that did not agree to h2 cannot serve this run.
+                        let h2 = stream
+                            .ssl()
+                            .is_none_or(|ssl| ssl.selected_alpn_protocol() == Some(b"h2"));
+                        if !h2 {
+                            return self.fail_connect(i);
+                        }
+                        c.h2 = Some(H2Session::new(Arc::clone(block)));
+                    }
                     c.stage = Stage::Ready;
                     self.on_ready(i);
                 }
@@ -313,8 +330,11 @@ impl<'a> Thread<'a> {
     fn queue(&mut self, i: usize, start_ns: u64) {
         let len = self.plan.request.len();
         let c = &mut self.conns[i];
-        if c.in_flight.is_empty() {
+        if c.outstanding() == 0 {
             c.busy_since = Instant::now();
+        }
+        if let Some(h2) = c.h2.as_mut() {
+            return h2.request(start_ns);
         }
         c.in_flight.push_back(start_ns);
         c.unsent += len;
@@ -322,7 +342,7 @@ impl<'a> Thread<'a> {
 
     fn offer(&mut self, i: usize) {
         let c = &mut self.conns[i];
-        if !c.listed && c.in_flight.len() < self.plan.pipeline.max(1) {
+        if !c.listed && c.has_room(self.plan.pipeline) {
             c.listed = true;
             self.free.push_back(i);
         }
@@ -350,11 +370,22 @@ impl<'a> Thread<'a> {
 
     /// Writes what is queued and reads what arrived, until the socket would block.
     fn pump(&mut self, i: usize) {
-        loop {
+        for _ in 0..READS_PER_TURN {
             let c = &mut self.conns[i];
             let Some(stream) = c.stream.as_mut() else {
                 return;
             };
+            while let Some(h2) = c.h2.as_mut().filter(|h2| !h2.output().is_empty()) {
+                match stream.write(h2.output()) {
+                    Ok(n) if n > 0 => h2.written(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    _ => {
+                        self.result.errors.write += 1;
+                        return self.connect(i);
+                    }
+                }
+            }
             while c.unsent > 0 {
                 let from = self.batch.len() - c.unsent;
                 match stream.write(&self.batch[from..]) {
@@ -383,11 +414,15 @@ impl<'a> Thread<'a> {
                 }
             }
         }
+        self.again.push(i);
     }
 
     /// Handles `n` bytes just read into the scratch buffer, after any partial response kept
     /// from earlier reads; false if the connection was replaced.
     fn consume(&mut self, i: usize, n: usize) -> bool {
+        if self.conns[i].h2.is_some() {
+            return self.consume_h2(i, n);
+        }
         let scratch = std::mem::take(&mut self.scratch);
         let mut pending = std::mem::take(&mut self.conns[i].input);
         let alive = if pending.is_empty() {
@@ -446,6 +481,34 @@ impl<'a> Thread<'a> {
         }
     }
 
+    /// `--h2`: hands the bytes read to the session, and completes the streams that ended;
+    /// false if the connection was replaced.
+    fn consume_h2(&mut self, i: usize, n: usize) -> bool {
+        let mut done: Vec<Done> = Vec::new();
+        let c = &mut self.conns[i];
+        let Some(h2) = c.h2.as_mut() else {
+            return false;
+        };
+        let fed = h2.feed(&self.scratch[..n], &mut done);
+        if !done.is_empty() {
+            c.busy_since = Instant::now();
+        }
+        for d in done {
+            self.complete(Some(d.start_ns), d.status);
+            if self.plan.rate.is_some() {
+                self.offer(i);
+            } else {
+                self.queue(i, self.now_ns());
+            }
+        }
+        if fed.is_err() {
+            self.result.errors.read += 1;
+            self.connect(i);
+            return false;
+        }
+        true
+    }
+
     fn complete(&mut self, start_ns: Option<u64>, status: u16) {
         // A response nobody asked for (a server speaking first) is not a latency sample.
         let Some(start_ns) = start_ns else { return };
@@ -459,6 +522,12 @@ impl<'a> Thread<'a> {
 
     fn on_eof(&mut self, i: usize) {
         let c = &mut self.conns[i];
+        if c.h2.is_some() {
+            if c.outstanding() > 0 {
+                self.result.errors.read += 1;
+            }
+            return self.connect(i);
+        }
         if let Some(done) = c.reader.eof() {
             let start = c.in_flight.pop_front();
             self.complete(start, done.status);
@@ -479,7 +548,7 @@ impl<'a> Thread<'a> {
                     self.result.errors.timeout += 1;
                     self.connect(i);
                 }
-                Stage::Ready if !c.in_flight.is_empty() && now - c.busy_since > timeout => {
+                Stage::Ready if c.outstanding() > 0 && now - c.busy_since > timeout => {
                     self.result.errors.timeout += 1;
                     self.connect(i);
                 }

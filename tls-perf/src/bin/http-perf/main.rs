@@ -1,16 +1,21 @@
 //! `http-perf`: an HTTP/1.1 load generator with wrk's command line and report, HDR latency,
-//! pipelining, constant-rate mode, TLS with optional resumption, JSON output, a hold mode
-//! for C10K/C100K gates, and HTTP/2 flood attacks (`--h2-flood`). See docs/HTTP-PERF.md.
+//! pipelining, constant-rate mode (coordinated omission corrected), HTTP/2 load (`--h2`),
+//! TLS with optional resumption, JSON output, a hold mode for C10K/C100K gates, and HTTP/2
+//! flood attacks (`--h2-flood`). See docs/HTTP-PERF.md.
 
 #![forbid(unsafe_code)]
 
 mod chunked;
 mod cli;
 mod flood;
+mod h2_session;
 mod hold;
 mod hold_conn;
 mod hold_group;
+mod hpack_status;
 mod load;
+mod load_conn;
+mod pacer;
 mod progress;
 mod report;
 mod response;
@@ -125,6 +130,28 @@ impl Setup {
     }
 }
 
+/// `--h2`: the request's header block, the pseudo-header fields and every -H field (names
+/// in lower case, connection-specific ones left out), each a literal without indexing.
+fn h2_request_block(setup: &Setup, headers: &[String]) -> Vec<u8> {
+    let scheme = if setup.url.tls { "https" } else { "http" };
+    let mut block =
+        flood::wire::request_block("GET", scheme, &setup.url.host_header(), &setup.url.path);
+    for h in headers {
+        let Some((name, value)) = h.split_once(':') else {
+            continue;
+        };
+        let name = name.trim().to_ascii_lowercase();
+        if matches!(
+            name.as_str(),
+            "connection" | "host" | "keep-alive" | "te" | "upgrade"
+        ) {
+            continue;
+        }
+        flood::wire::hpack_literal(&mut block, name.as_bytes(), value.trim().as_bytes());
+    }
+    block
+}
+
 /// Fails fast, as wrk does, when nothing listens at `addr`.
 pub fn probe(addr: SocketAddr, timeout: std::time::Duration) -> Result<(), PerfError> {
     std::net::TcpStream::connect_timeout(&addr, timeout)
@@ -144,6 +171,14 @@ fn run_load(args: &Args) -> Result<(), PerfError> {
             "--pipeline and --rate must be above 0".into(),
         ));
     }
+    let h2 = args
+        .h2
+        .then(|| Arc::new(h2_request_block(&setup, &args.headers)));
+    if h2.is_some() && (setup.close_each || args.tickets) {
+        return Err(PerfError::Usage(
+            "--h2 keeps its connections: no \"Connection: close\" nor --tickets".into(),
+        ));
+    }
     probe(setup.addr, args.timeout)?;
     let live = Arc::new(progress::Live::default());
     live.stop_on_sigint()
@@ -159,6 +194,7 @@ fn run_load(args: &Args) -> Result<(), PerfError> {
                 tls: setup.tls.clone(),
                 request: Arc::clone(&setup.request),
                 close_each: setup.close_each,
+                h2: h2.clone(),
                 connections: args.connections / args.threads
                     + usize::from(i < args.connections % args.threads),
                 pipeline: args.pipeline,
@@ -188,6 +224,7 @@ fn run_load(args: &Args) -> Result<(), PerfError> {
     }
     let mut summary = report::Summary::merge(&args.url, args.connections, args.duration, results)
         .map_err(|e| PerfError::Thread(e.to_string()))?;
+    summary.rate_target = args.rate;
     if let (Some(pid), Some(before)) = (args.server_pid, cpu_before) {
         let after = tls_perf::procstat::cpu_seconds(pid).unwrap_or(before);
         summary.server_cpu = Some((pid, after - before));

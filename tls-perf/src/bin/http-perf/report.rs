@@ -6,8 +6,32 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::load::{Errors, ThreadResult};
+use crate::load::ThreadResult;
 use crate::units;
+
+/// Socket errors, counted as wrk counts them.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct Errors {
+    pub connect: u64,
+    pub read: u64,
+    pub write: u64,
+    pub timeout: u64,
+}
+
+impl Errors {
+    pub fn add(&mut self, o: &Errors) {
+        self.connect += o.connect;
+        self.read += o.read;
+        self.write += o.write;
+        self.timeout += o.timeout;
+    }
+    pub fn any(&self) -> bool {
+        self.total() > 0
+    }
+    pub fn total(&self) -> u64 {
+        self.connect + self.read + self.write + self.timeout
+    }
+}
 
 /// Everything the threads measured, merged.
 pub struct Summary {
@@ -25,6 +49,10 @@ pub struct Summary {
     pub elapsed: Duration,
     /// (pid, CPU seconds the server spent during the run).
     pub server_cpu: Option<(u32, f64)>,
+    /// `--rate`: the total rate asked for.
+    pub rate_target: Option<f64>,
+    /// `--rate`: requests due by the end without a response (see `ThreadResult`).
+    pub unfinished: u64,
 }
 
 impl Summary {
@@ -47,6 +75,8 @@ impl Summary {
             non_2xx_3xx: 0,
             elapsed: Duration::ZERO,
             server_cpu: None,
+            rate_target: None,
+            unfinished: 0,
         };
         for r in results {
             let _ = s.latency.add(&r.latency);
@@ -56,6 +86,7 @@ impl Summary {
             s.errors.add(&r.errors);
             s.non_2xx_3xx += r.non_2xx_3xx;
             s.elapsed = s.elapsed.max(r.elapsed);
+            s.unfinished += r.unfinished;
         }
         Ok(s)
     }
@@ -187,6 +218,15 @@ impl Summary {
                 units::binary(self.bytes as f64 / self.secs())
             ),
         );
+        if let Some(target) = self.rate_target {
+            line(
+                out,
+                format!(
+                    "Rate asked:   {target:.2}/s; due by the end without a response: {}",
+                    self.unfinished
+                ),
+            );
+        }
         if let Some((pid, cpu)) = self.server_cpu {
             line(
                 out,
@@ -228,6 +268,8 @@ impl Summary {
                 stdev: rstdev,
                 max: rmax,
             },
+            rate_target: self.rate_target,
+            rate_unfinished: self.rate_target.map(|_| self.unfinished),
             server_pid: self.server_cpu.map(|s| s.0),
             server_cpu_secs: self.server_cpu.map(|s| s.1),
             server_cpu_secs_per_1000_requests: self
@@ -287,6 +329,9 @@ struct JsonReport<'a> {
     non_2xx_3xx: u64,
     latency_us: LatencyJson,
     thread_req_per_sec: RateJson,
+    /// `--rate`: the rate asked for, and the requests due by the end that got no response.
+    rate_target: Option<f64>,
+    rate_unfinished: Option<u64>,
     server_pid: Option<u32>,
     server_cpu_secs: Option<f64>,
     server_cpu_secs_per_1000_requests: Option<f64>,

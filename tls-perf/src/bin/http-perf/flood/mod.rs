@@ -7,7 +7,7 @@ mod conn;
 mod reader;
 mod report;
 mod rss;
-mod wire;
+pub(crate) mod wire;
 
 use std::time::Duration;
 
