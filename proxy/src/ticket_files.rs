@@ -32,7 +32,7 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    fn of(path: &Path) -> Option<Stamp> {
+    pub fn of(path: &Path) -> Option<Stamp> {
         let m = std::fs::metadata(path).ok()?;
         Some(Stamp {
             dev: m.dev(),

@@ -1,0 +1,206 @@
+//! Issue 36 with `worker_processes 2`: one process orders (the one holding the order lock in
+//! `state_dir`), every process answers the validation connections SO_REUSEPORT hands it,
+//! and every process serves the certificate issued, without a restart. Pebble validates
+//! each challenge once; the test holds that connection and meanwhile makes many new
+//! connections itself, which reach both processes.
+
+mod acme_common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use acme_common::*;
+use e2e::free_port;
+use e2e::origin::{Origin, Response};
+use e2e::proxy::{Proxy, Setup};
+
+const TWO_PROCESSES: &str = "worker_processes 2;\nworker_threads 1;\n";
+/// New connections per check: SO_REUSEPORT spreads them over the two processes by address,
+/// so all of them reach the same one with a chance of 2^-23.
+const CONNECTIONS: usize = 24;
+
+fn acme_block(pebble: &Pebble, state_dir: &Path) -> String {
+    format!(
+        "acme {{ directory {dir}; state_dir {state}; ca_root {ca}; }}\n",
+        dir = pebble.directory,
+        state = state_dir.display(),
+        ca = pebble.ca_root.display(),
+    )
+}
+
+/// The proxy once both processes serve.
+fn start_two(setup: Setup, conf: &str, wait: SocketAddr) -> Proxy {
+    let proxy = Proxy::start(setup.dir, conf, wait);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proxy.proc.stderr().matches("serving with").count() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the second process did not start\n{}",
+            proxy.proc.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    proxy
+}
+
+/// A plain-listener GET with `Connection: close`: the status line and the body.
+fn plain_get(addr: SocketAddr, path: &str) -> (String, String) {
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {DOMAIN}\r\nConnection: close\r\n\r\n");
+    tcp.write_all(req.as_bytes()).unwrap();
+    let mut text = String::new();
+    let _ = tcp.read_to_string(&mut text);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+/// Within a few seconds of the issuance, every one of `CONNECTIONS` new handshakes gets
+/// Pebble's certificate (the process that ordered swaps at once, the other when it sees
+/// the file change).
+fn every_process_serves_pebbles_certificate(https: SocketAddr, proxy: &Proxy) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let issuers: Vec<String> = (0..CONNECTIONS).map(|_| served_issuer(https)).collect();
+        if issuers.iter().all(|i| i.contains("Pebble Intermediate CA")) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still served: {issuers:?}\n{}",
+            proxy.proc.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// One process took the order lock and ordered; the other took the stored certificate in.
+fn one_process_ordered(proxy: &Proxy) {
+    let logs = proxy.proc.stderr();
+    for (line, times) in [
+        ("orders and renews the certificates of", 1),
+        ("acme: ordering a certificate for site.acme.test", 1),
+        ("acme: new certificate for site.acme.test in service", 1),
+        (
+            "acme: stored certificate for site.acme.test taken into service",
+            1,
+        ),
+    ] {
+        assert_eq!(logs.matches(line).count(), times, "{line}\n{logs}");
+    }
+}
+
+#[test]
+fn with_two_processes_each_answers_http_01_and_serves_the_issued_certificate() {
+    let origin = Origin::start(|_| Response::ok("app"));
+    let setup = Setup::new("acme-procs-http");
+    let relay = HoldingRelay::start(setup.http);
+    let pebble = Pebble::start(&setup.dir, relay.port, None);
+    let state_dir = setup.dir.join("acme-state");
+    let conf = format!(
+        "{TWO_PROCESSES}listen {http};\nlisten {https} proto=https;\n\
+         srv_group default {{ server {origin}; }}\n{acme}\
+         vhost {DOMAIN} {{ tls_certificate acme; proxy_pass default; }}\n\
+         http_chain {{ -> {DOMAIN}; }}\n",
+        http = setup.http,
+        https = setup.https,
+        origin = origin.addr(),
+        acme = acme_block(&pebble, &state_dir),
+    );
+    let (http, https) = (setup.http, setup.https);
+    let proxy = start_two(setup, &conf, http);
+    assert!(
+        relay.accepted.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "Pebble never came to validate\n{}\n{}",
+        proxy.proc.logs(),
+        pebble.proc.logs()
+    );
+    // Pending now: the token is the one file the ordering process published.
+    let published: Vec<_> = std::fs::read_dir(state_dir.join(".challenges/http-01"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(published.len(), 1, "{published:?}");
+    let mode = std::fs::metadata(&published[0])
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let token = published[0]
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let answer = std::fs::read_to_string(&published[0]).unwrap();
+    for i in 0..CONNECTIONS {
+        let got = plain_get(http, &format!("/.well-known/acme-challenge/{token}"));
+        assert_eq!(
+            got,
+            ("HTTP/1.1 200 OK".to_string(), answer.clone()),
+            "connection {i}\n{}",
+            proxy.proc.logs()
+        );
+    }
+    let _ = relay.release.send(());
+    wait_issued(&proxy, &pebble);
+    every_process_serves_pebbles_certificate(https, &proxy);
+    one_process_ordered(&proxy);
+    // A reload keeps the same process ordering, and both keep the certificate.
+    proxy.proc.signal(libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proxy.proc.stderr().matches("reloaded").count() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no reload\n{}",
+            proxy.proc.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    every_process_serves_pebbles_certificate(https, &proxy);
+    std::thread::sleep(Duration::from_millis(1500));
+    one_process_ordered(&proxy);
+}
+
+#[test]
+fn with_two_processes_each_answers_tls_alpn_01_and_serves_the_issued_certificate() {
+    let origin = Origin::start(|_| Response::ok("app"));
+    let setup = Setup::new("acme-procs-alpn");
+    let relay = HoldingRelay::start(setup.https);
+    // Nothing listens where HTTP-01 would be validated.
+    let pebble = Pebble::start_on(&setup.dir, free_port(), relay.port, None);
+    let state_dir = setup.dir.join("acme-state");
+    let conf = format!(
+        "{TWO_PROCESSES}listen {https} proto=https;\n\
+         srv_group default {{ server {origin}; }}\n{acme}\
+         vhost {DOMAIN} {{ tls_certificate acme; proxy_pass default; }}\n\
+         http_chain {{ -> {DOMAIN}; }}\n",
+        https = setup.https,
+        origin = origin.addr(),
+        acme = acme_block(&pebble, &state_dir),
+    );
+    let https = setup.https;
+    let proxy = start_two(setup, &conf, https);
+    assert!(
+        relay.accepted.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "Pebble never came to validate\n{}\n{}",
+        proxy.proc.logs(),
+        pebble.proc.logs()
+    );
+    for i in 0..CONNECTIONS {
+        let validation = handshake(https, DOMAIN, b"\x0aacme-tls/1")
+            .unwrap_or_else(|e| panic!("validation handshake {i}: {e}\n{}", proxy.proc.logs()));
+        let cert = validation.ssl().peer_certificate().unwrap();
+        assert!(is_validation_certificate(&cert, DOMAIN), "{i}: {cert:?}");
+    }
+    let _ = relay.release.send(());
+    wait_issued(&proxy, &pebble);
+    every_process_serves_pebbles_certificate(https, &proxy);
+    one_process_ordered(&proxy);
+}
