@@ -204,3 +204,69 @@ fn with_two_processes_each_answers_tls_alpn_01_and_serves_the_issued_certificate
     every_process_serves_pebbles_certificate(https, &proxy);
     one_process_ordered(&proxy);
 }
+
+/// The order lock across instances: one started beside the running one with `--upgrade`
+/// (same configuration, same `state_dir`) orders nothing while the old one runs, and takes
+/// the orders over once it has gone. Pebble validates where nothing listens, so the old
+/// instance's orders keep failing and being retried.
+#[test]
+fn an_instance_started_with_upgrade_orders_only_once_the_old_one_has_gone() {
+    let origin = Origin::start(|_| Response::ok("app"));
+    let setup = Setup::new("acme-procs-upgrade");
+    let pebble = Pebble::start(&setup.dir, free_port(), None);
+    let state_dir = setup.dir.join("acme-state");
+    let conf = format!(
+        "listen {http};\nlisten {https} proto=https;\n\
+         srv_group default {{ server {origin}; }}\n{acme}\
+         vhost {DOMAIN} {{ tls_certificate acme; proxy_pass default; }}\n\
+         http_chain {{ -> {DOMAIN}; }}\n",
+        http = setup.http,
+        https = setup.https,
+        origin = origin.addr(),
+        acme = acme_block(&pebble, &state_dir),
+    );
+    let https = setup.https;
+    let mut old = Proxy::start(setup.dir, &conf, https);
+    assert!(
+        old.proc
+            .wait_for_output("(1 failure(s) in a row)", Duration::from_secs(30)),
+        "{}",
+        old.proc.logs()
+    );
+    let mut cmd = std::process::Command::new(e2e::bin_path("proxy"));
+    cmd.arg("-c").arg(&old.config).arg("--upgrade");
+    let mut new = e2e::Proc::spawn("proxy-new", cmd, old.dir.path());
+    assert!(
+        new.wait_for_output("serving with", Duration::from_secs(10)),
+        "{}",
+        new.logs()
+    );
+    // The old instance retries 5 s after its first failure, then 10 s after: the new one
+    // would have ordered at once.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !new.stderr().contains("acme: ordering a certificate"),
+        "both instances order\n{}",
+        new.logs()
+    );
+    let out = e2e::proxy_cmd(&old.config, &["-s", "quit"]);
+    assert!(out.status.success(), "{}", e2e::output_text(&out));
+    assert!(
+        old.proc.wait_exit(Duration::from_secs(20)).is_some(),
+        "{}",
+        old.proc.logs()
+    );
+    let taken_over = Instant::now();
+    assert!(
+        new.wait_for_output(
+            "acme: ordering a certificate for site.acme.test",
+            Duration::from_secs(5)
+        ),
+        "the new instance did not take the orders over\n{}",
+        new.logs()
+    );
+    assert!(new
+        .stderr()
+        .contains("orders and renews the certificates of"));
+    assert!(taken_over.elapsed() < Duration::from_secs(3));
+}
