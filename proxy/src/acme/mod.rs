@@ -5,8 +5,8 @@
 //!   temporary self-signed certificate if none was issued yet, so the TLS listener starts
 //!   and every other vhost serves while the first order runs.
 //! - Each serving process runs one side thread (`start`); the one holding the order lock
-//!   (`leader`, a `flock` in `state_dir`; with `worker_processes` K one of the K, taken
-//!   over within a second by another when it exits) orders each certificate that is
+//!   (`leader`, a `flock` in `state_dir`: with `worker_processes` K one of the K; beside
+//!   an instance started with `--upgrade`, the old one until it exits) orders each certificate that is
 //!   temporary or past 2/3 of its lifetime, answering the first challenge type of
 //!   `acme { challenges ...; }` the server offers. Workers never wait for it: the pending
 //!   challenges are files in `state_dir` (`challenges`), read by whichever process the
