@@ -270,3 +270,87 @@ fn an_instance_started_with_upgrade_orders_only_once_the_old_one_has_gone() {
         .contains("orders and renews the certificates of"));
     assert!(taken_over.elapsed() < Duration::from_secs(3));
 }
+
+/// The threads named `name` in the children of `parent` (read from /proc).
+fn children_threads_named(parent: u32, name: &str) -> usize {
+    let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+        .unwrap_or_default();
+    children
+        .split_whitespace()
+        .filter_map(|pid| std::fs::read_dir(format!("/proc/{pid}/task")).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .count()
+}
+
+/// A reload that adds the `acme` block starts the ACME thread in every process (the
+/// certificate is ordered and served by both); one that removes it ends them.
+#[test]
+fn a_reload_that_adds_the_acme_block_starts_ordering_and_one_that_removes_it_stops() {
+    let origin = Origin::start(|_| Response::ok("app"));
+    let setup = Setup::new("acme-procs-reload");
+    let pebble = Pebble::start(&setup.dir, setup.http.port(), None);
+    let state_dir = setup.dir.join("acme-state");
+    let listeners = format!(
+        "{TWO_PROCESSES}listen {http};\nlisten {https} proto=https;\n\
+         srv_group default {{ server {origin}; }}\n",
+        http = setup.http,
+        https = setup.https,
+        origin = origin.addr(),
+    );
+    let from_files = format!(
+        "{listeners}vhost {DOMAIN} {{ tls_certificate {cert}; tls_certificate_key {key}; \
+         proxy_pass default; }}\nhttp_chain {{ -> {DOMAIN}; }}\n",
+        cert = setup.cert.display(),
+        key = setup.key.display(),
+    );
+    let with_acme = format!(
+        "{listeners}{acme}vhost {DOMAIN} {{ tls_certificate acme; proxy_pass default; }}\n\
+         http_chain {{ -> {DOMAIN}; }}\n",
+        acme = acme_block(&pebble, &state_dir),
+    );
+    let (http, https) = (setup.http, setup.https);
+    let proxy = start_two(setup, &from_files, http);
+    let pid = proxy.proc.pid();
+    assert_eq!(children_threads_named(pid, "acme"), 0);
+    let mut reloads = 0;
+    let mut reload = |text: &str| {
+        std::fs::write(&proxy.config, text).unwrap();
+        proxy.proc.signal(libc::SIGHUP);
+        reloads += 2;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while proxy.proc.stderr().matches("reloaded").count() < reloads {
+            assert!(
+                Instant::now() < deadline,
+                "no reload\n{}",
+                proxy.proc.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    reload(&with_acme);
+    // Started right after the reload's log line.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while children_threads_named(pid, "acme") < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no ACME thread in each process
+{}",
+            proxy.proc.logs()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    wait_issued(&proxy, &pebble);
+    every_process_serves_pebbles_certificate(https, &proxy);
+    one_process_ordered(&proxy);
+    reload(&from_files);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while children_threads_named(pid, "acme") > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the ACME threads outlived the block"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -31,7 +31,7 @@ pub mod tls_alpn;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::runtime::Runtime;
@@ -97,16 +97,27 @@ pub fn prepare(config: &config::Config) -> Result<Prepared, String> {
     Ok(Some(files))
 }
 
-/// Starts the ACME thread when the configuration has an `acme` block.
-pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
+/// Whether the ACME thread runs: while the configuration in force has an `acme` block.
+static RUNNING: Mutex<bool> = Mutex::new(false);
+
+/// Starts the ACME thread if the configuration in force has an `acme` block and it is not
+/// running (at start, and after a reload that may have added the block). The thread ends
+/// at the first turn that finds none, releasing the order lock.
+pub fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
+    let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
     let Some(acme) = &shared.runtime().config.acme else {
         return Ok(());
     };
+    if *running {
+        return Ok(());
+    }
     challenges::set_state_dir(Some(&acme.state_dir));
+    let shared = shared.clone();
     std::thread::Builder::new()
         .name("acme".to_string())
-        .spawn(move || run(&shared))
-        .map(|_| ())
+        .spawn(move || run(&shared))?;
+    *running = true;
+    Ok(())
 }
 
 /// Per vhost: failures in a row, when to try again, and when the certificate file (as it
@@ -124,16 +135,22 @@ fn run(shared: &Shared) {
     let mut unloadable: Option<Stored> = None;
     loop {
         let rt = shared.runtime();
-        let acme = rt.config.acme.as_ref();
-        challenges::set_state_dir(acme.map(|a| a.state_dir.as_path()));
-        let mut sleep = TURN;
-        if let Some(acme) = acme {
-            take_in_stored(shared, &rt, &mut unloadable);
-            if orders.lead(&acme.state_dir) {
-                sleep = sleep.min(orders.turn(shared, acme, &rt.config));
+        let Some(acme) = rt.config.acme.as_ref() else {
+            // Decided under the lock `start` takes after a reload installed its runtime:
+            // either this sees that runtime, or `start` sees the thread gone.
+            let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+            if shared.runtime().config.acme.is_none() {
+                challenges::set_state_dir(None);
+                *running = false;
+                return;
             }
-        } else {
-            orders.lock = None;
+            continue;
+        };
+        challenges::set_state_dir(Some(&acme.state_dir));
+        take_in_stored(shared, &rt, &mut unloadable);
+        let mut sleep = TURN;
+        if orders.lead(&acme.state_dir) {
+            sleep = sleep.min(orders.turn(shared, acme, &rt.config));
         }
         drop(rt);
         std::thread::sleep(sleep.max(Duration::from_millis(100)));
