@@ -359,16 +359,18 @@ pub fn ktls_recv_active(ssl: &SslRef) -> bool {
     }
 }
 
-/// The ex_data slot of an SSL_CTX that names its ticket key ring.
-fn ring_index() -> Result<Index<SslContext, usize>, ErrorStack> {
-    static INDEX: OnceLock<Result<Index<SslContext, usize>, ErrorStack>> = OnceLock::new();
+/// The ex_data slot of an SSL_CTX that holds its ticket key ring (freed with it).
+fn ring_index() -> Result<Index<SslContext, tickets::RingHold>, ErrorStack> {
+    static INDEX: OnceLock<Result<Index<SslContext, tickets::RingHold>, ErrorStack>> =
+        OnceLock::new();
     INDEX.get_or_init(SslContext::new_ex_index).clone()
 }
 
 /// Makes `builder` issue and accept session tickets with the keys of ring `ring` (see
-/// [`tickets`]), instead of OpenSSL's random per-process key.
+/// [`tickets`]), instead of OpenSSL's random per-process key. The context owns the ring from
+/// then on: its keys are freed with the context (`tickets::RingHold`).
 pub fn set_ticket_keys(builder: &mut SslContextBuilder, ring: usize) -> Result<(), ErrorStack> {
-    builder.set_ex_data(ring_index()?, ring);
+    builder.set_ex_data(ring_index()?, tickets::RingHold::new(ring));
     type TicketCb = unsafe extern "C" fn(
         *mut ffi::SSL,
         *mut c_uchar,
@@ -421,7 +423,9 @@ unsafe extern "C" fn ticket_key_callback(
         return -1;
     }
     let ring = match ring_index() {
-        Ok(index) => SslContextRef::from_ptr(ctx).ex_data(index).copied(),
+        Ok(index) => SslContextRef::from_ptr(ctx)
+            .ex_data(index)
+            .map(tickets::RingHold::ring),
         Err(_) => None,
     };
     let name = std::slice::from_raw_parts_mut(key_name, tickets::KEY_NAME_LEN);

@@ -93,6 +93,41 @@ enum Ring {
     Derived(Box<Derived>),
     /// A key ring file's keys, the sealing one first; never empty.
     Listed(RwLock<Arc<[TicketKey]>>),
+    /// Its context is gone ([`RingHold`]): the keys are freed. The slot is not given to
+    /// another ring, so an id kept anywhere can never reach someone else's keys.
+    Freed,
+}
+
+/// A context's hold on its ring (kept in the context's ex_data by
+/// [`crate::ossl::set_ticket_keys`]): dropped with the context, which OpenSSL frees only
+/// once no connection refers to it, it frees the ring's keys. A reload that builds new
+/// contexts thus frees the old rings when their last connection closes.
+#[derive(Debug)]
+pub struct RingHold(usize);
+
+impl RingHold {
+    pub(crate) fn new(ring: usize) -> RingHold {
+        RingHold(ring)
+    }
+
+    pub fn ring(&self) -> usize {
+        self.0
+    }
+}
+
+impl Drop for RingHold {
+    fn drop(&mut self) {
+        let mut rings = RINGS.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(ring) = rings.get_mut(self.0) {
+            *ring = Ring::Freed;
+        }
+    }
+}
+
+/// How many rings hold keys (registered and not freed).
+pub fn live_rings() -> usize {
+    let rings = RINGS.read().unwrap_or_else(|e| e.into_inner());
+    rings.iter().filter(|r| !matches!(r, Ring::Freed)).count()
 }
 
 struct Derived {
@@ -219,6 +254,7 @@ pub fn current_key(ring: usize) -> Option<TicketKey> {
     match rings.get(ring)? {
         Ring::Derived(derived) => keys_at(derived, now_secs()).map(|(current, _)| current),
         Ring::Listed(listed) => listed_keys(listed).first().cloned(),
+        Ring::Freed => None,
     }
 }
 
@@ -233,6 +269,7 @@ pub fn find_key(ring: usize, name: &[u8; KEY_NAME_LEN]) -> Option<(TicketKey, bo
             let at = keys.iter().position(|k| &k.name == name)?;
             return Some((keys[at].clone(), at == 0));
         }
+        Ring::Freed => return None,
     };
     let (current, previous) = keys_at(derived, now_secs())?;
     if &current.name == name {
@@ -249,6 +286,25 @@ mod tests {
     use super::*;
 
     const SECRET: &[u8] = b"f00)9eR59*_/22";
+
+    #[test]
+    fn a_ring_is_freed_with_the_last_context_and_connection_using_it() {
+        use openssl::ssl::{Ssl, SslContextBuilder, SslMethod};
+        let ring = register(Some(SECRET), b"freed", Duration::from_secs(60)).expect("ring");
+        let mut b = SslContextBuilder::new(SslMethod::tls_server()).expect("builder");
+        crate::ossl::set_ticket_keys(&mut b, ring).expect("keys");
+        let ctx = b.build();
+        let ssl = Ssl::new(&ctx).expect("ssl");
+        drop(ctx);
+        assert!(
+            current_key(ring).is_some(),
+            "a connection still uses the context"
+        );
+        drop(ssl);
+        assert!(current_key(ring).is_none(), "the ring outlived its context");
+        let next = register(Some(SECRET), b"freed", Duration::from_secs(60)).expect("ring");
+        assert_ne!(next, ring, "a freed id was given to another ring");
+    }
 
     #[test]
     fn same_secret_same_keys_and_periods_differ() {

@@ -57,6 +57,7 @@ pub fn load(path: &Path) -> Result<Arc<Runtime>, String> {
     for w in &loaded.warnings {
         warn!("{w}");
     }
-    acme::prepare(&loaded.config)?;
+    // Held while the certificates load: no ACME process writes them meanwhile.
+    let _acme_files = acme::prepare(&loaded.config)?;
     Runtime::build(loaded.config).map_err(|e| e.to_string())
 }

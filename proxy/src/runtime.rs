@@ -39,6 +39,9 @@ pub struct Runtime {
     /// `tft`, `tfh` and `tf_blocklist`; a reload starts the counts afresh and reads the
     /// blocklist again.
     pub fingerprints: Arc<crate::fingerprint::Fingerprints>,
+    /// The ACME vhosts' certificate files as they were when this was built (`acme::Stored`):
+    /// when one changes, the ACME thread builds the runtime again.
+    pub acme_files: crate::acme::Stored,
 }
 
 pub struct VhostRt {
@@ -209,6 +212,7 @@ impl Runtime {
     /// Derives everything workers need from a validated configuration: loads and checks
     /// certificates, compiles rules. Binds nothing.
     pub fn build(config: Config) -> Result<Arc<Runtime>, RuntimeError> {
+        let acme_files = crate::acme::Stored::of(&config);
         let tls = tls_setup::build(&config).map_err(RuntimeError::Tls)?;
         let needs_tls = config.effective_listeners().iter().any(|l| l.is_tls());
         if needs_tls && tls.is_none() {
@@ -242,6 +246,7 @@ impl Runtime {
             crate::fingerprint::Fingerprints::build(&config).map_err(RuntimeError::Fingerprint)?;
         Ok(Arc::new(Runtime {
             fingerprints: Arc::new(fingerprints),
+            acme_files,
             sticky,
             error_pages,
             config,

@@ -91,9 +91,9 @@ pub fn serve(
     let shared = Arc::new(Shared::new(runtime.clone(), metrics.clone()));
     start_stats(&runtime, &shared)?;
     start_fleet(&runtime, &shared)?;
-    crate::acme::start(shared.clone())
+    crate::acme::start(&shared)
         .map_err(|e| ServeError::Setup(format!("cannot start the ACME thread: {e}")))?;
-    crate::ticket_files::start(shared.clone())
+    crate::ticket_files::start(&shared)
         .map_err(|e| ServeError::Setup(format!("cannot start the ticket key thread: {e}")))?;
     let mut wakers: Vec<Arc<Waker>> = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
@@ -247,6 +247,14 @@ fn wait_for_signals(
                     crate::service::monotonic_usec()
                 ));
                 reload(config_path, shared);
+                // A reload that names a key file, or adds an `acme` block, for the first time
+                // needs its thread.
+                if let Err(e) = crate::ticket_files::start(shared) {
+                    crate::error!("cannot start the ticket key thread: {e}");
+                }
+                if let Err(e) = crate::acme::start(shared) {
+                    crate::error!("cannot start the ACME thread: {e}");
+                }
                 // Workers pick the new configuration up when their loop turns: make it turn
                 // now, so that connections to removed servers retire on time even on an idle
                 // worker (grace_shutdown_time).

@@ -7,12 +7,13 @@
 //! ring's keys, so the fleet turns to the new sealing key within one poll of the rotation.
 //! A file that is bad at that moment (half written, emptied, gone) keeps the keys in force and
 //! is logged once per change; a good file later is taken as usual. Workers never read files:
-//! they only see the ring's keys swapped.
+//! they only see the ring's keys swapped. The thread runs only while the configuration in
+//! force names a key file.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    fn of(path: &Path) -> Option<Stamp> {
+    pub fn of(path: &Path) -> Option<Stamp> {
         let m = std::fs::metadata(path).ok()?;
         Some(Stamp {
             dev: m.dev(),
@@ -76,21 +77,52 @@ fn read_keys(path: &Path) -> Result<Vec<ktls::tickets::TicketKey>, String> {
         .collect()
 }
 
-/// Starts the watching thread (it idles while no configuration names a key file).
-pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
+/// Whether the watching thread runs. It runs only while the configuration in force names a
+/// key file: [`start`] (at start and after each reload) starts it, and it stops itself
+/// within a poll of a reload that removed the last one.
+static RUNNING: Mutex<bool> = Mutex::new(false);
+
+fn names_a_file(shared: &Shared) -> bool {
+    shared
+        .runtime()
+        .tls
+        .as_ref()
+        .is_some_and(|tls| !tls.ticket_files.is_empty())
+}
+
+/// Starts the watching thread if the configuration in force names a key file and it is not
+/// running. Call it after the runtime is installed.
+pub fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
+    let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    if *running || !names_a_file(shared) {
+        return Ok(());
+    }
+    let shared = shared.clone();
     thread::Builder::new()
         .name("ticket-keys".into())
-        .spawn(move || {
-            let mut seen = Seen::default();
-            loop {
-                thread::sleep(POLL);
-                let runtime = shared.runtime();
-                if let Some(tls) = &runtime.tls {
-                    seen.visit(&tls.ticket_files);
+        .spawn(move || watch(&shared))?;
+    *running = true;
+    Ok(())
+}
+
+fn watch(shared: &Shared) {
+    let mut seen = Seen::default();
+    loop {
+        thread::sleep(POLL);
+        let runtime = shared.runtime();
+        match &runtime.tls {
+            Some(tls) if !tls.ticket_files.is_empty() => seen.visit(&tls.ticket_files),
+            _ => {
+                // Decided under the lock `start` takes after a reload installed its runtime:
+                // either this sees that runtime, or `start` sees the thread gone.
+                let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+                if !names_a_file(shared) {
+                    *running = false;
+                    return;
                 }
             }
-        })
-        .map(drop)
+        }
+    }
 }
 
 /// What the thread last saw of each ring's file.

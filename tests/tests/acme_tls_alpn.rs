@@ -5,30 +5,17 @@
 mod acme_common;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use acme_common::*;
 use e2e::free_port;
 use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
-use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
-use openssl::x509::X509;
 
 /// A vhost with a certificate from files, beside the ACME one.
 const OTHER: &str = "site.test";
-
-/// id-pe-acmeIdentifier (06 08 ...), critical (01 01 ff), then the extension's value: an
-/// OCTET STRING (04 22) holding the DER OCTET STRING of a SHA-256 (04 20 + 32 bytes).
-const ACME_IDENTIFIER_CRITICAL: &[u8] = &[
-    0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x1f, 0x01, 0x01, 0xff, 0x04, 0x22, 0x04,
-    0x20,
-];
 
 fn acme_block(pebble: &Pebble, state_dir: &Path, extra: &str) -> String {
     format!(
@@ -37,47 +24,6 @@ fn acme_block(pebble: &Pebble, state_dir: &Path, extra: &str) -> String {
         state = state_dir.display(),
         ca = pebble.ca_root.display(),
     )
-}
-
-/// A handshake with `addr` naming `name` and offering `alpn` (wire format): the stream, or
-/// the handshake's error.
-fn handshake(addr: SocketAddr, name: &str, alpn: &[u8]) -> Result<SslStream<TcpStream>, String> {
-    let mut b = SslConnector::builder(SslMethod::tls_client()).unwrap();
-    b.set_verify(SslVerifyMode::NONE);
-    b.set_alpn_protos(alpn).unwrap();
-    let tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    b.build().connect(name, tcp).map_err(|e| e.to_string())
-}
-
-fn is_validation_certificate(cert: &X509, name: &str) -> bool {
-    let der = cert.to_der().unwrap();
-    let sans: Vec<String> = cert
-        .subject_alt_names()
-        .map(|s| {
-            s.iter()
-                .filter_map(|n| n.dnsname().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    sans == [name]
-        && der
-            .windows(ACME_IDENTIFIER_CRITICAL.len())
-            .any(|w| w == ACME_IDENTIFIER_CRITICAL)
-}
-
-/// Waits for the proxy's log to say a certificate was put in service.
-fn wait_issued(proxy: &Proxy, pebble: &Pebble) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !proxy.proc.stderr().contains("acme: new certificate for") {
-        assert!(
-            Instant::now() < deadline,
-            "no certificate within 60 s\n{}\n{}",
-            proxy.proc.logs(),
-            pebble.proc.logs()
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[test]
@@ -114,82 +60,6 @@ fn a_vhost_behind_a_tls_listener_only_gets_its_certificate_over_tls_alpn_01() {
         get(&mut tls).unwrap(),
         ("HTTP/1.1 200 OK".to_string(), "app /kept".to_string())
     );
-}
-
-/// Pebble's TLS-ALPN-01 port: the first connection is held until the test releases it (at
-/// most `HOLD`, within Pebble's 5 s validation timeout), then relayed to the proxy, so that
-/// the test meets the challenge pending; later ones are relayed at once.
-struct HoldingRelay {
-    port: u16,
-    accepted: mpsc::Receiver<()>,
-    release: mpsc::Sender<()>,
-    stop: Arc<AtomicBool>,
-}
-
-const HOLD: Duration = Duration::from_secs(3);
-
-impl HoldingRelay {
-    fn start(to: SocketAddr) -> HoldingRelay {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (accepted_tx, accepted) = mpsc::channel();
-        let (release, release_rx) = mpsc::channel::<()>();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        thread::spawn(move || {
-            let deadline = Instant::now() + Duration::from_secs(120);
-            let mut first = true;
-            while !stopped.load(Ordering::Relaxed) && Instant::now() < deadline {
-                let Ok((client, _)) = listener.accept() else {
-                    thread::sleep(Duration::from_millis(10));
-                    continue;
-                };
-                if std::mem::take(&mut first) {
-                    let _ = accepted_tx.send(());
-                    let _ = release_rx.recv_timeout(HOLD);
-                }
-                relay(client, to);
-            }
-        });
-        HoldingRelay {
-            port,
-            accepted,
-            release,
-            stop,
-        }
-    }
-}
-
-impl Drop for HoldingRelay {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Copies bytes both ways between `client` and a new connection to `to`, until either
-/// side ends (each direction bounded by a 10 s read timeout).
-fn relay(client: TcpStream, to: SocketAddr) {
-    let Ok(server) = TcpStream::connect(to) else {
-        return;
-    };
-    let _ = client.set_nonblocking(false);
-    let pipe = |mut from: TcpStream, mut into: TcpStream| {
-        thread::spawn(move || {
-            let _ = from.set_read_timeout(Some(Duration::from_secs(10)));
-            let mut buf = [0u8; 4096];
-            loop {
-                match from.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) if into.write_all(&buf[..n]).is_err() => break,
-                    Ok(_) => {}
-                }
-            }
-            let _ = into.shutdown(Shutdown::Write);
-        });
-    };
-    pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
-    pipe(server, client);
 }
 
 /// What clients of the TLS listener get while `DOMAIN`'s challenge is pending.

@@ -44,9 +44,14 @@ pub fn private_dir(dir: &Path) -> Result<(), String> {
 }
 
 /// Writes `bytes` to `path` with `mode` through a temporary file renamed over it, so that a
-/// reader (a reload) never sees half a file.
+/// reader (a reload, another process) never sees half a file. The temporary file's name
+/// starts with a dot, which no name looked up in these directories does.
 pub fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
-    let tmp = path.with_extension("tmp");
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let _ = fs::remove_file(&tmp);
     let mut f = fs::OpenOptions::new()
         .write(true)

@@ -2,13 +2,19 @@
 //! that names the domain and offers exactly the protocol `acme-tls/1` with a validation
 //! certificate, then closes the connection without serving HTTP.
 //!
-//! The ACME thread builds a context per pending domain ([`publish`]); the accept context's
-//! ClientHello callback switches to it ([`context_for`]) only for such a handshake, so every
-//! other client of the name keeps getting the vhost's certificate. A client offering only
-//! `acme-tls/1` for a name with no pending challenge is refused by the listeners' ALPN
-//! callback (`alpn::select`, a `no_application_protocol` alert).
+//! The ordering process publishes each pending domain's key authorization ([`publish`],
+//! a file under `state_dir`, `acme::challenges`, so that every process of
+//! `worker_processes` answers); the accept context's ClientHello callback switches to a
+//! validation context ([`context_for`]) only for such a handshake, so every other client of
+//! the name keeps getting the vhost's certificate. Each process builds the context from the
+//! file once per key authorization and keeps it while the file says the same. A client
+//! offering only `acme-tls/1` for a name with no pending challenge is refused by the
+//! listeners' ALPN callback (`alpn::select`, a `no_application_protocol` alert).
 
+use std::path::Path;
 use std::sync::{OnceLock, RwLock};
+
+use config::AcmeChallenge;
 
 use openssl::asn1::{Asn1Object, Asn1OctetString};
 use openssl::error::ErrorStack;
@@ -25,32 +31,64 @@ const ACME_TLS_1_WIRE: &[u8] = b"\x0aacme-tls/1";
 /// id-pe-acmeIdentifier (RFC 8737 §6.1).
 const ACME_IDENTIFIER_OID: &str = "1.3.6.1.5.5.7.1.31";
 
-/// Domains (lowercase) with a pending challenge and the context that answers it.
-static PENDING: RwLock<Vec<(String, SslContext)>> = RwLock::new(Vec::new());
+/// Per domain (lowercase), the key authorization last read for it and the context built
+/// for it.
+static BUILT: RwLock<Vec<(String, String, SslContext)>> = RwLock::new(Vec::new());
 
-/// Starts answering `domain`'s challenge with `key_authorization` (Some), or stops (None).
-pub fn publish(domain: &str, key_authorization: Option<&str>) -> Result<(), String> {
+/// Starts answering `domain`'s challenge with `key_authorization` (Some), or stops (None),
+/// in every process using `state_dir`.
+pub fn publish(
+    state_dir: &Path,
+    domain: &str,
+    key_authorization: Option<&str>,
+) -> Result<(), String> {
     let domain = domain.to_ascii_lowercase();
-    let ctx = match key_authorization {
-        Some(k) => {
-            let key = super::jws::new_p256_key()?;
-            Some(
-                validation_context(&domain, k, &key)
-                    .map_err(|e| format!("tls-alpn-01 certificate for {domain}: {e}"))?,
-            )
-        }
-        None => None,
-    };
-    let mut table = PENDING.write().unwrap_or_else(|e| e.into_inner());
-    table.retain(|(d, _)| *d != domain);
-    if let Some(ctx) = ctx {
-        table.push((domain, ctx));
+    if let Some(k) = key_authorization {
+        // Built here first: this process answers without building it in a worker.
+        built(&domain, k)?;
+    } else {
+        forget(&domain);
     }
-    Ok(())
+    super::challenges::write(
+        state_dir,
+        AcmeChallenge::TlsAlpn01,
+        &domain,
+        key_authorization,
+    )
+}
+
+/// The context answering `key_authorization` for `domain`, built once.
+fn built(domain: &str, key_authorization: &str) -> Result<SslContext, String> {
+    {
+        let table = BUILT.read().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, ctx)) = table
+            .iter()
+            .find(|(d, k, _)| d == domain && k == key_authorization)
+        {
+            return Ok(ctx.clone());
+        }
+    }
+    let key = super::jws::new_p256_key()?;
+    let ctx = validation_context(domain, key_authorization, &key)
+        .map_err(|e| format!("tls-alpn-01 certificate for {domain}: {e}"))?;
+    let mut table = BUILT.write().unwrap_or_else(|e| e.into_inner());
+    table.retain(|(d, _, _)| d != domain);
+    table.push((
+        domain.to_string(),
+        key_authorization.to_string(),
+        ctx.clone(),
+    ));
+    Ok(ctx)
+}
+
+fn forget(domain: &str) {
+    let mut table = BUILT.write().unwrap_or_else(|e| e.into_inner());
+    table.retain(|(d, _, _)| d != domain);
 }
 
 /// For the ClientHello callback: the validation context to switch to when the client names
-/// `server_name` and offers exactly `acme-tls/1` while a challenge for it is pending.
+/// `server_name` (lowercase) and offers exactly `acme-tls/1` while a challenge for it is
+/// pending.
 pub fn context_for<'a>(
     server_name: Option<&str>,
     mut alpn: impl Iterator<Item = &'a [u8]>,
@@ -59,11 +97,17 @@ pub fn context_for<'a>(
         return None;
     }
     let name = server_name?;
-    let table = PENDING.read().unwrap_or_else(|e| e.into_inner());
-    table
-        .iter()
-        .find(|(d, _)| d.eq_ignore_ascii_case(name))
-        .map(|(_, ctx)| ctx.clone())
+    let Some(key_authorization) = super::challenges::read(AcmeChallenge::TlsAlpn01, name) else {
+        forget(name);
+        return None;
+    };
+    match built(name, &key_authorization) {
+        Ok(ctx) => Some(ctx),
+        Err(e) => {
+            crate::error!("acme: {e}");
+            None
+        }
+    }
 }
 
 /// The mark every validation context carries, so that a handshake which ended in one is
@@ -135,17 +179,23 @@ mod tests {
 
     #[test]
     fn only_acme_tls_1_alone_for_a_pending_name_is_answered() {
-        publish("Pending.example", Some("token.thumbprint")).unwrap();
+        let dir = std::env::temp_dir().join(format!("acme-alpn-{}", std::process::id()));
+        crate::acme::state::private_dir(&dir).unwrap();
+        crate::acme::challenges::set_state_dir(Some(&dir));
+        publish(&dir, "Pending.example", Some("token.thumbprint")).unwrap();
         assert!(context_for(Some("pending.example"), ONE.into_iter()).is_some());
-        assert!(context_for(Some("PENDING.example"), ONE.into_iter()).is_some());
         assert!(context_for(Some("other.example"), ONE.into_iter()).is_none());
         assert!(context_for(None, ONE.into_iter()).is_none());
         let two: [&[u8]; 2] = [b"http/1.1", ACME_TLS_1];
         assert!(context_for(Some("pending.example"), two.into_iter()).is_none());
-        publish("pending.example", None).unwrap();
+        // What another process sees: the file only, nothing built yet.
+        forget("pending.example");
+        assert!(context_for(Some("pending.example"), ONE.into_iter()).is_some());
+        publish(&dir, "pending.example", None).unwrap();
         assert!(context_for(Some("pending.example"), ONE.into_iter()).is_none());
         assert!(only_acme_tls_1(b"\x0aacme-tls/1"));
         assert!(!only_acme_tls_1(b"\x0aacme-tls/1\x08http/1.1"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

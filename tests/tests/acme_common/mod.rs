@@ -4,10 +4,14 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
 
+use e2e::proxy::Proxy;
 use e2e::{free_port, wait_for_port, write_file, Proc, TempDir};
 use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
 use openssl::x509::X509;
@@ -183,5 +187,133 @@ pub fn get(tls: &mut SslStream<TcpStream>) -> Result<(String, String), String> {
                 ));
             }
         }
+    }
+}
+
+/// Pebble's validation port (HTTP-01 or TLS-ALPN-01): the first connection is held until the test releases it (at
+/// most `HOLD`, within Pebble's 5 s validation timeout), then relayed to the proxy, so that
+/// the test meets the challenge pending; later ones are relayed at once.
+pub struct HoldingRelay {
+    pub port: u16,
+    pub accepted: mpsc::Receiver<()>,
+    pub release: mpsc::Sender<()>,
+    stop: Arc<AtomicBool>,
+}
+
+pub const HOLD: Duration = Duration::from_secs(3);
+
+impl HoldingRelay {
+    pub fn start(to: SocketAddr) -> HoldingRelay {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (accepted_tx, accepted) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            let mut first = true;
+            while !stopped.load(Ordering::Relaxed) && Instant::now() < deadline {
+                let Ok((client, _)) = listener.accept() else {
+                    thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                if std::mem::take(&mut first) {
+                    let _ = accepted_tx.send(());
+                    let _ = release_rx.recv_timeout(HOLD);
+                }
+                relay(client, to);
+            }
+        });
+        HoldingRelay {
+            port,
+            accepted,
+            release,
+            stop,
+        }
+    }
+}
+
+impl Drop for HoldingRelay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Copies bytes both ways between `client` and a new connection to `to`, until either
+/// side ends (each direction bounded by a 10 s read timeout).
+fn relay(client: TcpStream, to: SocketAddr) {
+    let Ok(server) = TcpStream::connect(to) else {
+        return;
+    };
+    let _ = client.set_nonblocking(false);
+    let pipe = |mut from: TcpStream, mut into: TcpStream| {
+        thread::spawn(move || {
+            let _ = from.set_read_timeout(Some(Duration::from_secs(10)));
+            let mut buf = [0u8; 4096];
+            loop {
+                match from.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) if into.write_all(&buf[..n]).is_err() => break,
+                    Ok(_) => {}
+                }
+            }
+            let _ = into.shutdown(Shutdown::Write);
+        });
+    };
+    pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+    pipe(server, client);
+}
+
+/// id-pe-acmeIdentifier (06 08 ...), critical (01 01 ff), then the extension's value: an
+/// OCTET STRING (04 22) holding the DER OCTET STRING of a SHA-256 (04 20 + 32 bytes).
+pub const ACME_IDENTIFIER_CRITICAL: &[u8] = &[
+    0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x1f, 0x01, 0x01, 0xff, 0x04, 0x22, 0x04,
+    0x20,
+];
+
+/// A handshake with `addr` naming `name` and offering `alpn` (wire format): the stream, or
+/// the handshake's error.
+pub fn handshake(
+    addr: SocketAddr,
+    name: &str,
+    alpn: &[u8],
+) -> Result<SslStream<TcpStream>, String> {
+    let mut b = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    b.set_verify(SslVerifyMode::NONE);
+    b.set_alpn_protos(alpn).unwrap();
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    b.build().connect(name, tcp).map_err(|e| e.to_string())
+}
+
+pub fn is_validation_certificate(cert: &X509, name: &str) -> bool {
+    let der = cert.to_der().unwrap();
+    let sans: Vec<String> = cert
+        .subject_alt_names()
+        .map(|s| {
+            s.iter()
+                .filter_map(|n| n.dnsname().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    sans == [name]
+        && der
+            .windows(ACME_IDENTIFIER_CRITICAL.len())
+            .any(|w| w == ACME_IDENTIFIER_CRITICAL)
+}
+
+/// Waits for the proxy's log to say a certificate was put in service.
+pub fn wait_issued(proxy: &Proxy, pebble: &Pebble) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !proxy.proc.stderr().contains("acme: new certificate for") {
+        assert!(
+            Instant::now() < deadline,
+            "no certificate within 60 s\n{}\n{}",
+            proxy.proc.logs(),
+            pebble.proc.logs()
+        );
+        thread::sleep(Duration::from_millis(100));
     }
 }
