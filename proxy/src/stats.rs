@@ -120,7 +120,12 @@ pub(crate) fn metrics(shared: &Shared) -> String {
     let mut text = String::new();
     shared.cache.metrics().write_prometheus(&mut text);
     let runtime = shared.runtime();
-    if runtime.config.cluster.is_some() {
+    if runtime
+        .config
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.redis.is_some())
+    {
         text.push_str(&format!(
             "# HELP ktls_proxy_fleet_redis_up Whether Redis answered the cluster's last sync (0: local limits only).\n\
              # TYPE ktls_proxy_fleet_redis_up gauge\nktls_proxy_fleet_redis_up {}\n",
