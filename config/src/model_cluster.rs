@@ -55,7 +55,7 @@ impl Cluster {
     /// What is wrong with the block as a whole, given the node's listeners: (message, hint).
     /// The `.conf` reader reports it at the block, the TOML reader at the file.
     pub fn problem(&self, listeners: &[crate::Listener]) -> Option<(String, String)> {
-        if self.redis.is_none() && self.peers.is_empty() {
+        if self.redis.is_none() && self.peers.is_empty() && self.self_addr.is_none() {
             return Some((
                 "`cluster` names neither a Redis server nor cache peers".into(),
                 "add `redis IP[:PORT];` (shared frang limits), `peer IP:PORT;` lines and \

@@ -120,7 +120,7 @@ const MALFORMED: &[(&str, u32, u32, &str)] = &[
     ("cluster { redis 127.0.0.1; sync_interval 126ms; }\n", 1, 42, "longer than a rate slot"),
     ("cluster { redis 127.0.0.1; on_redis_failure maybe; }\n", 1, 45, "not a Redis failure mode"),
     ("cluster { redis 127.0.0.1; redis 127.0.0.2; }\n", 1, 28, "duplicate `redis`"),
-    ("cluster { redis 127.0.0.1; peer 127.0.0.2; }\n", 1, 28, "unknown directive `peer`"),
+    ("cluster { redis 127.0.0.1; peers 127.0.0.2; }\n", 1, 28, "unknown directive `peers`"),
     ("cluster 127.0.0.1;\n", 1, 1, "`cluster` takes a block"),
     ("cluster { redis 127.0.0.1; }\ncluster { redis 127.0.0.1; }\n", 2, 1, "duplicate `cluster`"),
     // acme (an extension).

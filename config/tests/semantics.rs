@@ -539,47 +539,6 @@ fn resp_crc32_auto_applies_to_the_auto_monitor_as_in_tempesta() {
 }
 
 #[test]
-fn cluster_block_and_its_defaults() {
-    use config::{RedisFailure, DEFAULT_SYNC_INTERVAL};
-    assert_eq!(load("listen 80;\n").cluster, None);
-    let c = load("cluster { redis 127.0.0.2; }\n")
-        .cluster
-        .expect("cluster");
-    assert_eq!(c.redis, Some("127.0.0.2:6379".parse().unwrap()));
-    assert_eq!(c.tier(), None);
-    assert_eq!(
-        (c.sync_interval, c.on_redis_failure),
-        (DEFAULT_SYNC_INTERVAL, RedisFailure::Open)
-    );
-    let c = load(
-        "cluster {\n redis 127.0.0.1:7000;\n sync_interval 120ms;\n on_redis_failure closed;\n}\n",
-    )
-    .cluster
-    .expect("cluster");
-    assert_eq!(c.redis, Some("127.0.0.1:7000".parse().unwrap()));
-    assert_eq!(c.sync_interval, Duration::from_millis(120));
-    assert_eq!(c.on_redis_failure, RedisFailure::Closed);
-}
-
-#[test]
-fn cluster_cache_tier_peers_without_redis() {
-    // `self` may match a wildcard listener on its port; the peers keep their order.
-    let c = load(
-        "listen 8080;\nlisten 443 proto=https;\ntls_certificate a.crt;\ntls_certificate_key a.key;\n\
-         cluster {\n peer 10.0.0.3:8080;\n peer 10.0.0.1:8080;\n self 10.0.0.1:8080;\n peer 10.0.0.2;\n}\n",
-    )
-    .cluster
-    .expect("cluster");
-    assert_eq!(c.redis, None);
-    let peers: Vec<std::net::SocketAddr> = ["10.0.0.3:8080", "10.0.0.1:8080", "10.0.0.2:80"]
-        .iter()
-        .map(|p| p.parse().unwrap())
-        .collect();
-    let me: std::net::SocketAddr = "10.0.0.1:8080".parse().unwrap();
-    assert_eq!(c.tier(), Some((peers.as_slice(), me)));
-}
-
-#[test]
 fn acme_vhosts_get_the_certificate_kept_under_the_state_dir() {
     let cfg = load(
         "srv_group g { server 127.0.0.1; }\n\

@@ -135,10 +135,12 @@ impl Worker {
             .tier
             .as_ref()
             .is_some_and(|tier| honour_hop(tier, &c.sock, &mut request));
-        if let Err(v) = (!hop)
-            .then(|| rt.frang.on_request(peer.ip(), now))
-            .unwrap_or(Ok(()))
-        {
+        let counted = if hop {
+            Ok(())
+        } else {
+            rt.frang.on_request(peer.ip(), now)
+        };
+        if let Err(v) = counted {
             self.frang_violation(ci, RefuseAt::Connection, &v);
             return;
         }
@@ -362,18 +364,30 @@ impl Worker {
                 }
             }
         }
-        let owner = rt.tier.as_ref().and_then(|tier| {
+        self.forward_miss(id, pass, fill, validators);
+    }
+
+    /// Sends exchange `id` to the cache tier's owner of its object when another peer owns
+    /// it (falling back to `pass`), else to `pass`, as [`Worker::forward`].
+    fn forward_miss(
+        &mut self,
+        id: ExchangeId,
+        pass: (usize, Option<usize>),
+        fill: Option<Box<super::caching::Fill>>,
+        validators: Option<http1::HeaderEdits>,
+    ) {
+        let owner = self.rt.tier.as_ref().and_then(|tier| {
             let ex = self.exchanges.get(id)?;
             tier_owner(tier, ex, fill.is_some())
         });
-        if let Some(owner) = owner {
-            let fallback = Box::new(TierFallback {
-                pass,
-                validators: validators.clone(),
-            });
-            return self.forward_via(id, (owner, None), fill, validators, Some(fallback));
-        }
-        self.forward(id, pass, fill, validators);
+        let Some(owner) = owner else {
+            return self.forward(id, pass, fill, validators);
+        };
+        let fallback = Box::new(TierFallback {
+            pass,
+            validators: validators.clone(),
+        });
+        self.forward_via(id, (owner, None), fill, validators, Some(fallback));
     }
 
     /// A parked exchange's cache wait ended (the fetch it waited for finished, or the wait
