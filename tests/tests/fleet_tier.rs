@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use e2e::origin::{Origin, Request, Response};
 use e2e::proxy::Proxy;
 use e2e::rawclient::{get_with, Outcome, RawClient};
-use e2e::{free_port, TempDir};
+use e2e::{curl, free_port, gen_cert, KeyKind, TempDir};
 
 const T: Duration = Duration::from_secs(5);
 const HOST: &str = "site.test";
@@ -24,6 +24,8 @@ struct Tier {
     addrs: Vec<SocketAddr>,
     /// A second plain listener of each node, which is not `self`.
     public: Vec<SocketAddr>,
+    /// Each node's HTTPS listener.
+    tls: Vec<SocketAddr>,
     origin: Origin,
 }
 
@@ -49,26 +51,33 @@ fn tier_on(ports: &[u16], tag: &str, peers: &[usize], members: &[usize]) -> Tier
         .collect();
     let mut nodes = Vec::new();
     let mut public = Vec::new();
+    let mut tls = Vec::new();
     for &i in members {
         let dir = TempDir::new(&format!("{tag}-{i}"));
+        let (cert, key) = gen_cert(dir.path(), "site", KeyKind::EcdsaP256, &[HOST]);
         let other = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let conf = format!(
-            "listen {me};\nlisten {other};\n\
+            "listen {me};\nlisten {other};\nlisten {https} proto=https;\n\
              srv_group default {{ server {origin}; }}\n\
-             cache 1;\ncache_fulfill * *;\nhdr_via node{i};\n\
+             cache 1;\ncache_fulfill * *;\nhdr_via node{i};\ntls_match_any_server_name;\n\
              cluster {{ {peer_lines} self {me}; }}\n\
-             vhost site {{ proxy_pass default; }}\n\
+             vhost site {{ proxy_pass default; tls_certificate {cert}; tls_certificate_key {key}; }}\n\
              http_chain {{ -> site; }}\n",
             me = addr(i),
             origin = origin.addr(),
+            cert = cert.display(),
+            key = key.display(),
         );
         nodes.push(Some(Proxy::start(dir, &conf, addr(i))));
         public.push(other);
+        tls.push(https);
     }
     Tier {
         nodes,
         addrs: members.iter().map(|&i| addr(i)).collect(),
         public,
+        tls,
         origin,
     }
 }
@@ -138,6 +147,45 @@ fn a_page_requested_through_all_three_nodes_reaches_the_origin_once() {
     owners.sort();
     owners.dedup();
     assert_eq!(owners, ["node0", "node1", "node2"], "{}", t.logs());
+}
+
+/// The owner keys a peer's request under the scheme the client used at the first node: an
+/// object asked over TLS of every node is one object, fetched once, as `https`.
+#[test]
+fn a_page_requested_over_tls_through_all_three_nodes_reaches_the_origin_once_as_https() {
+    let t = tier("tier-tls", &[0, 1, 2], &[0, 1, 2]);
+    for path in paths("tls").iter().take(12) {
+        for &node in &t.tls {
+            let url = format!("https://{HOST}:{}{path}", node.port());
+            let resolve = format!("{HOST}:{}:127.0.0.1", node.port());
+            // The same Host at every node, as behind one balancer (the port is part of the
+            // key).
+            let host = format!("Host: {HOST}");
+            let args = [
+                "-k",
+                "--resolve",
+                &resolve,
+                "-H",
+                &host,
+                "-w",
+                " %{http_code}",
+                &url,
+            ];
+            let (status, out, err) = curl(&args, 10);
+            assert!(
+                status.success() && out == "object 200",
+                "{url}: {out} {err}\n{}",
+                t.logs()
+            );
+        }
+        let fetched = t.at_origin(path);
+        assert_eq!(fetched.len(), 1, "{path}: {fetched:?}\n{}", t.logs());
+        assert_eq!(
+            fetched[0].header("x-forwarded-proto"),
+            Some("https"),
+            "{fetched:?}"
+        );
+    }
 }
 
 #[test]
