@@ -142,6 +142,15 @@ pub(crate) fn metrics(shared: &Shared) -> String {
             crate::fleet::blocks_lost()
         ));
     }
+    if runtime.tier.is_some() {
+        let (to_owner, fallback) = crate::fleet::tier::counts();
+        text.push_str(&format!(
+            "# HELP ktls_proxy_cache_tier_total Cache misses sent to the key's owner among the peers, and of those sent to the origin after the owner gave no answer.\n\
+             # TYPE ktls_proxy_cache_tier_total counter\n\
+             ktls_proxy_cache_tier_total{{kind=\"owner\"}} {to_owner}\n\
+             ktls_proxy_cache_tier_total{{kind=\"fallback\"}} {fallback}\n"
+        ));
+    }
     let tracked = runtime.frang.tracked_clients();
     text.push_str(&format!(
         "# HELP ktls_proxy_frang_clients Clients tracked for frang limits.\n\

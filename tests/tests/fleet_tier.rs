@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use e2e::origin::{Origin, Request, Response};
 use e2e::proxy::Proxy;
 use e2e::rawclient::{get_with, Outcome, RawClient};
-use e2e::{curl, free_port, gen_cert, KeyKind, TempDir};
+use e2e::{curl, free_port, gen_cert, metric_sum, KeyKind, TempDir};
 
 const T: Duration = Duration::from_secs(5);
 const HOST: &str = "site.test";
@@ -26,6 +26,8 @@ struct Tier {
     public: Vec<SocketAddr>,
     /// Each node's HTTPS listener.
     tls: Vec<SocketAddr>,
+    /// Each node's `stats_listen`.
+    stats: Vec<SocketAddr>,
     origin: Origin,
 }
 
@@ -52,13 +54,15 @@ fn tier_on(ports: &[u16], tag: &str, peers: &[usize], members: &[usize]) -> Tier
     let mut nodes = Vec::new();
     let mut public = Vec::new();
     let mut tls = Vec::new();
+    let mut stats = Vec::new();
     for &i in members {
         let dir = TempDir::new(&format!("{tag}-{i}"));
         let (cert, key) = gen_cert(dir.path(), "site", KeyKind::EcdsaP256, &[HOST]);
         let other = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let stats_at = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let conf = format!(
-            "listen {me};\nlisten {other};\nlisten {https} proto=https;\n\
+            "listen {me};\nlisten {other};\nlisten {https} proto=https;\nstats_listen {stats_at};\n\
              srv_group default {{ server {origin}; }}\n\
              cache 1;\ncache_fulfill * *;\nhdr_via node{i};\ntls_match_any_server_name;\n\
              cluster {{ {peer_lines} self {me}; }}\n\
@@ -72,17 +76,30 @@ fn tier_on(ports: &[u16], tag: &str, peers: &[usize], members: &[usize]) -> Tier
         nodes.push(Some(Proxy::start(dir, &conf, addr(i))));
         public.push(other);
         tls.push(https);
+        stats.push(stats_at);
     }
     Tier {
         nodes,
         addrs: members.iter().map(|&i| addr(i)).collect(),
         public,
         tls,
+        stats,
         origin,
     }
 }
 
 impl Tier {
+    /// `ktls_proxy_cache_tier_total{kind}` summed over the nodes still running.
+    fn tier_count(&self, kind: &str) -> u64 {
+        let name = format!("ktls_proxy_cache_tier_total{{kind=\"{kind}\"}}");
+        let running = self
+            .nodes
+            .iter()
+            .zip(&self.stats)
+            .filter(|(n, _)| n.is_some());
+        running.map(|(_, s)| metric_sum(*s, &name)).sum()
+    }
+
     fn logs(&self) -> String {
         self.nodes.iter().flatten().map(|p| p.proc.logs()).collect()
     }
@@ -147,6 +164,9 @@ fn a_page_requested_through_all_three_nodes_reaches_the_origin_once() {
     owners.sort();
     owners.dedup();
     assert_eq!(owners, ["node0", "node1", "node2"], "{}", t.logs());
+    // Each object was sent to its owner by the two other nodes, and never fell back.
+    assert_eq!(t.tier_count("owner"), 2 * PATHS as u64);
+    assert_eq!(t.tier_count("fallback"), 0);
 }
 
 /// The owner keys a peer's request under the scheme the client used at the first node: an
@@ -212,6 +232,13 @@ fn the_owner_killed_the_others_answer_from_the_origin_without_an_error() {
         from_the_origin += usize::from(fetched.len() == 2);
         assert!(fetched.iter().all(|r| r.header("ktls-tier").is_none()));
     }
+    // Each of node 2's objects fell back once at node 0 and once at node 1.
+    assert_eq!(
+        t.tier_count("fallback"),
+        2 * from_the_origin as u64,
+        "{}",
+        t.logs()
+    );
     assert!(
         from_the_origin >= 3,
         "only {from_the_origin} of {PATHS} objects were node 2's?\n{}",

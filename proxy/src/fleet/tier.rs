@@ -4,6 +4,7 @@
 //! (`worker/route.rs`, `serve`) and falls back (`worker/forward.rs`, `fail_exchange`).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::owners::Owners;
@@ -98,6 +99,29 @@ fn peer_group(addr: SocketAddr, forward_timeout: Duration) -> GroupRt {
         queue_limit: PEER_CONNS * PEER_QUEUE,
         health: None,
     }
+}
+
+/// Requests sent to their owner, and of those sent to the origin after all
+/// (`ktls_proxy_cache_tier_total`; per process, summed by the scrape).
+static TO_OWNER: AtomicU64 = AtomicU64::new(0);
+static FALLBACK: AtomicU64 = AtomicU64::new(0);
+
+/// A request was sent to its owner.
+pub fn count_to_owner() {
+    TO_OWNER.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A request sent to its owner went to the origin after all.
+pub fn count_fallback() {
+    FALLBACK.fetch_add(1, Ordering::Relaxed);
+}
+
+/// (sent to the owner, fallen back to the origin) so far.
+pub fn counts() -> (u64, u64) {
+    (
+        TO_OWNER.load(Ordering::Relaxed),
+        FALLBACK.load(Ordering::Relaxed),
+    )
 }
 
 /// The scheme a hop field names, `None` for anything else.

@@ -286,6 +286,7 @@ impl Worker {
                 "{}: no answer ({status}); the request goes to the origin",
                 peer.unwrap_or_default()
             );
+            crate::fleet::tier::count_fallback();
             let TierFallback { pass, validators } = *fallback;
             return self.forward_via(id, pass, forward.fill.take(), validators, None);
         }
@@ -397,7 +398,7 @@ impl Worker {
 }
 
 /// `validators` with the cache tier's hop field: set to the client's scheme for a request to
-/// the key's owner (`to_owner`), removed from one to an origin (whoever sent it).
+/// the key's owner (`to_owner`, counted), removed from one to an origin (whoever sent it).
 fn hop_edits(
     validators: Option<HeaderEdits>,
     to_owner: Option<super::request::Scheme>,
@@ -406,7 +407,10 @@ fn hop_edits(
     let name = crate::fleet::tier::HOP_FIELD.as_bytes();
     // A constant token and a scheme: valid edits.
     let _ = match to_owner {
-        Some(scheme) => edits.set(name, scheme.as_str().as_bytes()),
+        Some(scheme) => {
+            crate::fleet::tier::count_to_owner();
+            edits.set(name, scheme.as_str().as_bytes())
+        }
         None => edits.remove(name),
     };
     edits
