@@ -276,9 +276,9 @@ impl Worker {
     }
 
     /// Answers `status` for an exchange that got no response from its group: a stale
-    /// entry if `cache_use_stale` allows one, else the error page.
-    /// Sent to the cache tier's owner, which gave no answer (refused, reset, timed out,
-    /// full): the request goes to the origin instead, as if this node owned the object.
+    /// entry if `cache_use_stale` allows one, else the error page. An exchange sent to its
+    /// cache tier owner, which gave no answer (refused, reset, timed out, its queue full),
+    /// goes to the origin instead, as if this node owned the object.
     pub(super) fn fail_exchange(&mut self, id: ExchangeId, mut forward: Box<Forward>, status: u16) {
         if let Some(fallback) = forward.tier_fallback.take() {
             let peer = self.rt.groups.get(forward.group).map(|g| g.name.clone());
