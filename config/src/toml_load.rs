@@ -143,6 +143,13 @@ fn check(file: &str, cfg: &Config) -> Vec<Diagnostic> {
     let vhosts = check_vhosts(&mut e, cfg, &groups);
     check_chains(&mut e, cfg, &vhosts);
     check_listeners(&mut e, cfg);
+    if let Some((message, hint)) = cfg
+        .cluster
+        .as_ref()
+        .and_then(|k| k.problem(&cfg.effective_listeners()))
+    {
+        e.push(message, &hint);
+    }
     e.list
 }
 

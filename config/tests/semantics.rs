@@ -540,28 +540,6 @@ fn resp_crc32_auto_applies_to_the_auto_monitor_as_in_tempesta() {
 }
 
 #[test]
-fn cluster_block_and_its_defaults() {
-    use config::{RedisFailure, DEFAULT_SYNC_INTERVAL};
-    assert_eq!(load("listen 80;\n").cluster, None);
-    let c = load("cluster { redis 127.0.0.2; }\n")
-        .cluster
-        .expect("cluster");
-    assert_eq!(c.redis, "127.0.0.2:6379".parse().unwrap());
-    assert_eq!(
-        (c.sync_interval, c.on_redis_failure),
-        (DEFAULT_SYNC_INTERVAL, RedisFailure::Open)
-    );
-    let c = load(
-        "cluster {\n redis 127.0.0.1:7000;\n sync_interval 120ms;\n on_redis_failure closed;\n}\n",
-    )
-    .cluster
-    .expect("cluster");
-    assert_eq!(c.redis, "127.0.0.1:7000".parse().unwrap());
-    assert_eq!(c.sync_interval, Duration::from_millis(120));
-    assert_eq!(c.on_redis_failure, RedisFailure::Closed);
-}
-
-#[test]
 fn acme_vhosts_get_the_certificate_kept_under_the_state_dir() {
     let cfg = load(
         "srv_group g { server 127.0.0.1; }\n\

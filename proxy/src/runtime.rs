@@ -24,7 +24,10 @@ pub struct Runtime {
     pub router: Router,
     /// Index 0 is the default vhost, then `config.vhosts` in order.
     pub vhosts: Vec<VhostRt>,
+    /// The configured server groups, then the cache tier's internal group of each peer.
     pub groups: Vec<GroupRt>,
+    /// `cluster { peer ...; self ...; }`: the cache tier (`None` without peers).
+    pub tier: Option<crate::fleet::tier::Tier>,
     pub limits: http1::Limits,
     /// What a forwarded head must fit (`Limits::for_forwarding`): larger heads get 431/502.
     pub forward_limits: http1::Limits,
@@ -220,7 +223,15 @@ impl Runtime {
         }
         let router = Router::new(&config).map_err(RuntimeError::Regex)?;
         let vhosts = vhosts(&config)?;
-        let groups = groups(&config);
+        let mut groups = groups(&config);
+        let tier = config.cluster.as_ref().and_then(|c| c.tier()).map(|peers| {
+            // A peer may take as long as the slowest origin: the owner fetches it.
+            let timeout = groups.iter().map(|g| g.forward_timeout).max();
+            let timeout = timeout.unwrap_or(Duration::from_secs(60));
+            let (tier, peer_groups) = crate::fleet::tier::Tier::build(peers, groups.len(), timeout);
+            groups.extend(peer_groups);
+            tier
+        });
         let limits = limits(&config);
         let ktls_mode = match config.tls.ktls {
             config::KtlsMode::Auto => ktls::offload::KtlsMode::Auto,
@@ -234,7 +245,7 @@ impl Runtime {
                 config.frang.request_rate_frame,
                 config.frang.tcp_connection_rate_frame,
             );
-        if let Some(cluster) = &config.cluster {
+        if let Some(cluster) = config.cluster.as_ref().filter(|c| c.redis.is_some()) {
             frang = frang.with_fleet(cluster.on_redis_failure == config::RedisFailure::Closed);
         }
         let frang = Arc::new(frang);
@@ -254,6 +265,7 @@ impl Runtime {
             router,
             vhosts,
             groups,
+            tier,
             forward_limits: limits.for_forwarding(),
             limits,
             ktls_mode,

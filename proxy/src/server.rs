@@ -190,14 +190,18 @@ fn start_stats(runtime: &Runtime, shared: &Arc<Shared>) -> Result<(), ServeError
     Ok(())
 }
 
-/// The `cluster` side thread (crate::fleet), in each process: none without the block.
+/// The `cluster` side thread (crate::fleet), in each process: none without the block or
+/// without `redis` in it (a cache tier alone needs no thread).
 fn start_fleet(runtime: &Runtime, shared: &Arc<Shared>) -> Result<(), ServeError> {
-    let Some(cluster) = runtime.config.cluster else {
+    let Some(cluster) = runtime.config.cluster.clone() else {
+        return Ok(());
+    };
+    let Some(redis) = cluster.redis else {
         return Ok(());
     };
     let (current, wake) = (shared.clone(), shared.clone());
     crate::fleet::start(
-        cluster,
+        (cluster, redis),
         move || {
             let runtime = current.runtime();
             crate::fleet::Shared {

@@ -32,6 +32,16 @@ impl Socket {
     }
 
     /// `Ok` once connected; `NotConnected` while a non-blocking connect is in progress.
+    /// The address the peer connected to (a listener's, or its concrete IP for a
+    /// wildcard listener).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Socket::Tcp(s) => s.local_addr(),
+            #[cfg(test)]
+            Socket::Pair(_) => Err(io::ErrorKind::Unsupported.into()),
+        }
+    }
+
     pub fn connected(&self) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.peer_addr().map(drop),

@@ -120,7 +120,12 @@ pub(crate) fn metrics(shared: &Shared) -> String {
     let mut text = String::new();
     shared.cache.metrics().write_prometheus(&mut text);
     let runtime = shared.runtime();
-    if runtime.config.cluster.is_some() {
+    if runtime
+        .config
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.redis.is_some())
+    {
         text.push_str(&format!(
             "# HELP ktls_proxy_fleet_redis_up Whether Redis answered the cluster's last sync (0: local limits only).\n\
              # TYPE ktls_proxy_fleet_redis_up gauge\nktls_proxy_fleet_redis_up {}\n",
@@ -135,6 +140,15 @@ pub(crate) fn metrics(shared: &Shared) -> String {
              # HELP ktls_proxy_fleet_blocks_lost_total Blocks of other nodes trimmed from the stream before this node read them.\n\
              # TYPE ktls_proxy_fleet_blocks_lost_total counter\nktls_proxy_fleet_blocks_lost_total {}\n",
             crate::fleet::blocks_lost()
+        ));
+    }
+    if runtime.tier.is_some() {
+        let (to_owner, fallback) = crate::fleet::tier::counts();
+        text.push_str(&format!(
+            "# HELP ktls_proxy_cache_tier_total Cache misses sent to the key's owner among the peers, and of those sent to the origin after the owner gave no answer.\n\
+             # TYPE ktls_proxy_cache_tier_total counter\n\
+             ktls_proxy_cache_tier_total{{kind=\"owner\"}} {to_owner}\n\
+             ktls_proxy_cache_tier_total{{kind=\"fallback\"}} {fallback}\n"
         ));
     }
     let tracked = runtime.frang.tracked_clients();

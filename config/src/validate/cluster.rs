@@ -1,16 +1,23 @@
 //! The `cluster` block (an extension): the Redis server the instances share, how often they
-//! reconcile through it, and what happens while it is away.
+//! reconcile through it, and what happens while it is away; the cache tier's peers and
+//! which of them this node is.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::once::Seen;
 use super::unknown_here;
 use super::values::Checker;
+use crate::diag::Pos;
 use crate::directives::CLUSTER_LEVEL;
-use crate::model::{Cluster, RedisFailure};
+use crate::model::{Cluster, Config, RedisFailure};
 use crate::tree::{Directive, Node, Value};
 
-const USAGE: &str = "cluster { redis IP[:PORT]; sync_interval 100ms; on_redis_failure open; }";
+const USAGE: &str = "cluster { redis IP[:PORT]; sync_interval 100ms; on_redis_failure open; \
+                     peer IP:PORT; ...; self IP:PORT; }";
+
+/// Directives given once in the block (`peer` repeats).
+const SINGLE: &[&str] = &["redis", "sync_interval", "on_redis_failure", "self"];
 
 /// Shortest and longest `sync_interval`: below 10 ms Redis does more work than the limits
 /// gain; the longest is the time slot of the shared rate limits (their one-second frame cut
@@ -19,7 +26,8 @@ const USAGE: &str = "cluster { redis IP[:PORT]; sync_interval 100ms; on_redis_fa
 /// the limit would no longer bound the fleet's burst.
 const INTERVAL_MS: (u64, u64) = (10, 125);
 
-/// `cluster { ... }` at top level: `None` after an error (reported).
+/// `cluster { ... }` at top level: `None` after an error (reported). The checks that need
+/// the listeners are made by [`check_whole`] once the file is read.
 pub fn apply(c: &mut Checker<'_>, d: &Directive) -> Option<Cluster> {
     c.attrs_only(d, &[]);
     let Some(children) = d.children.as_ref().filter(|_| d.args.is_empty()) else {
@@ -27,7 +35,6 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive) -> Option<Cluster> {
         return None;
     };
     let mut cluster = Cluster::default();
-    let mut redis = false;
     let mut ok = true;
     let mut seen = Seen::default();
     for node in children {
@@ -40,19 +47,38 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive) -> Option<Cluster> {
             ok = false;
             continue;
         };
-        if !seen.check(c, x, CLUSTER_LEVEL) {
+        if !seen.check(c, x, SINGLE) {
             ok = false;
             continue;
         }
         ok &= match x.name.as_str() {
-            "redis" => {
-                redis = true;
-                set(
-                    &mut cluster.redis,
-                    c.single(x, "redis IP[:PORT]")
-                        .and_then(|v| c.socket_addr(v, 6379)),
-                )
-            }
+            "redis" => set(
+                &mut cluster.redis,
+                c.single(x, "redis IP[:PORT]")
+                    .and_then(|v| c.socket_addr(v, 6379))
+                    .map(Some),
+            ),
+            "peer" => match c.single(x, "peer IP:PORT").and_then(|v| peer_addr(c, v)) {
+                Some((addr, pos)) if cluster.peers.contains(&addr) => {
+                    c.error(
+                        &pos,
+                        format!("peer {addr} is listed twice"),
+                        "list each node of the cache tier once",
+                    );
+                    false
+                }
+                Some((addr, _)) => {
+                    cluster.peers.push(addr);
+                    true
+                }
+                None => false,
+            },
+            "self" => set(
+                &mut cluster.self_addr,
+                c.single(x, "self IP:PORT")
+                    .and_then(|v| peer_addr(c, v))
+                    .map(|(addr, _)| Some(addr)),
+            ),
             "sync_interval" => set(
                 &mut cluster.sync_interval,
                 c.single(x, "sync_interval 100ms")
@@ -69,15 +95,38 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive) -> Option<Cluster> {
             }
         };
     }
-    if !redis {
-        c.error(
-            &d.pos,
-            "`cluster` names no Redis server",
-            "add `redis IP[:PORT];` to the block",
-        );
-        ok = false;
-    }
     ok.then_some(cluster)
+}
+
+/// The block as a whole, once the listeners are known (`Cluster::problem`), reported at the
+/// block's position.
+pub fn check_whole(
+    c: &mut Checker<'_>,
+    cluster: Option<&Cluster>,
+    pos: Option<&Pos>,
+    cfg: &Config,
+) {
+    let (Some(cluster), Some(pos)) = (cluster, pos) else {
+        return;
+    };
+    if let Some((message, hint)) = cluster.problem(&cfg.effective_listeners()) {
+        c.error(pos, message, hint);
+    }
+}
+
+/// A peer's address: an IP and a port another node can connect to (no wildcard, no port 0;
+/// port 80 when none is given).
+fn peer_addr(c: &mut Checker<'_>, v: &Value) -> Option<(SocketAddr, Pos)> {
+    let addr = c.socket_addr(v, 80)?;
+    if addr.ip().is_unspecified() || addr.port() == 0 {
+        c.error(
+            &v.pos,
+            format!("`{}` is not an address another node can reach", v.text),
+            "name the node's own IP and port on the fleet's network, e.g. `10.0.0.2:8081`",
+        );
+        return None;
+    }
+    Some((addr, v.pos.clone()))
 }
 
 fn set<T>(field: &mut T, value: Option<T>) -> bool {

@@ -137,6 +137,8 @@ struct Walk {
     listen_pos: Vec<Pos>,
     /// Position of each value of `acme { challenges ...; }`, parallel to its list.
     acme_challenges: Vec<Pos>,
+    /// Position of the `cluster` block (checked against the listeners at the end).
+    cluster_pos: Option<Pos>,
 }
 
 pub fn validate(nodes: &[Node], base_dir: &Path, sink: &mut Sink) -> Config {
@@ -163,6 +165,7 @@ pub fn validate(nodes: &[Node], base_dir: &Path, sink: &mut Sink) -> Config {
         seen: once::Seen::default(),
         listen_pos: Vec::new(),
         acme_challenges: Vec::new(),
+        cluster_pos: None,
     };
     let mut c = Checker { sink, base_dir };
     for node in nodes {
@@ -199,7 +202,10 @@ fn top_level(c: &mut Checker<'_>, w: &mut Walk, d: &Directive) {
             chain::http_chain(c, d, &mut w.chains, &targets);
         }
         "frang_limits" => frang::apply(c, d, Some(&mut w.cfg.frang), &mut w.global.frang),
-        "cluster" => w.cfg.cluster = cluster::apply(c, d),
+        "cluster" => {
+            w.cfg.cluster = cluster::apply(c, d);
+            w.cluster_pos = Some(d.pos.clone());
+        }
         "acme" => w.cfg.acme = acme::apply(c, d, &mut w.acme_challenges),
         "tft" => w.cfg.tft = fingerprint::apply(c, d),
         "tfh" => w.cfg.tfh = fingerprint::apply(c, d),
@@ -477,6 +483,7 @@ fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
         acme::resolve_challenges(c, acme, &cfg.listeners, &w.acme_challenges);
     }
     check_tls(c, &cfg, &w.listen_pos);
+    cluster::check_whole(c, cfg.cluster.as_ref(), w.cluster_pos.as_ref(), &cfg);
     cfg
 }
 

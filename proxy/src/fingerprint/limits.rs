@@ -110,7 +110,13 @@ impl Fingerprints {
             slot: slot_len(Duration::from_secs(1)),
             tls: Table::new(config.tft.as_ref()),
             http: Table::new(config.tfh.as_ref()),
-            fleet: config.cluster.as_ref().map(|_| FleetClock::now()),
+            // Shared only through Redis: a cache tier alone (`cluster` with peers only)
+            // has no side thread to take the counts.
+            fleet: config
+                .cluster
+                .as_ref()
+                .filter(|c| c.redis.is_some())
+                .map(|_| FleetClock::now()),
         };
         if let Some(path) = &config.tf_blocklist {
             fingerprints.read_blocklist(path)?;

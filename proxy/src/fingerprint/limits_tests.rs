@@ -131,7 +131,10 @@ fn with_cluster_each_configured_fingerprint_s_events_are_taken_for_the_fleet_onc
     let fleet = Config {
         tfh: limits(0xabc, 0, 100),
         tft: limits(0xdef, 100, 100),
-        cluster: Some(config::Cluster::default()),
+        cluster: Some(config::Cluster {
+            redis: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 6379))),
+            ..config::Cluster::default()
+        }),
         ..Config::default()
     };
     let f = Fingerprints::build(&fleet).expect("no blocklist");

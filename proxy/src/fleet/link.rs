@@ -31,6 +31,8 @@ pub const BACKLOG_MAX: usize = 65_536;
 
 pub struct Link {
     cluster: config::Cluster,
+    /// `cluster.redis`, which the thread is started with.
+    redis: std::net::SocketAddr,
     /// This process's name in the block stream, so it skips its own blocks.
     node: String,
     conn: Option<Connection>,
@@ -48,7 +50,7 @@ pub struct Link {
 }
 
 impl Link {
-    pub fn new(cluster: config::Cluster) -> Link {
+    pub fn new(cluster: config::Cluster, redis: std::net::SocketAddr) -> Link {
         let node = format!(
             "{}-{}",
             std::process::id(),
@@ -56,6 +58,7 @@ impl Link {
         );
         Link {
             cluster,
+            redis,
             node,
             conn: None,
             backoff: BACKOFF_MIN,
@@ -267,7 +270,7 @@ impl Link {
     fn connected(&mut self) -> Option<&mut Connection> {
         if self.conn.is_none() && Instant::now() >= self.retry_at {
             let timeout = turn_deadline(self.cluster.sync_interval);
-            match Connection::connect(self.cluster.redis, timeout) {
+            match Connection::connect(self.redis, timeout) {
                 Ok(conn) => self.conn = Some(conn),
                 Err(e) => self.down(&e.to_string()),
             }
@@ -279,7 +282,7 @@ impl Link {
         if !crate::frang::redis_up() {
             crate::info!(
                 "cluster: Redis at {} answers: fleet limits apply",
-                self.cluster.redis
+                self.redis
             );
         }
         self.backoff = BACKOFF_MIN;
@@ -293,7 +296,7 @@ impl Link {
         self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
         crate::warn!(
             "cluster: Redis at {} failed ({reason}): local limits only until it answers",
-            self.cluster.redis
+            self.redis
         );
     }
 }

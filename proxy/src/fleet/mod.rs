@@ -18,6 +18,7 @@ mod keys;
 mod link;
 pub mod owners;
 pub mod resp;
+pub mod tier;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -33,21 +34,22 @@ pub struct Shared {
     pub fingerprints: Arc<Fingerprints>,
 }
 
-/// Starts the side thread for `cluster`. `current` gives the tables in force; `wake` tells the workers the block count moved, so an idle worker resets
-/// the connections of an address blocked elsewhere at once.
+/// Starts the side thread for `cluster`. `current` gives the tables in force; `wake` tells
+/// the workers the block count moved, so an idle worker resets the connections of an
+/// address blocked elsewhere at once.
 pub fn start(
-    cluster: config::Cluster,
+    (cluster, redis): (config::Cluster, std::net::SocketAddr),
     current: impl Fn() -> Shared + Send + 'static,
     wake: impl Fn() + Send + 'static,
 ) -> std::io::Result<()> {
     crate::info!(
         "cluster: sharing frang counts and blocks through Redis at {} every {} ms",
-        cluster.redis,
+        redis,
         cluster.sync_interval.as_millis()
     );
     thread::Builder::new()
         .name("fleet-sync".into())
-        .spawn(move || link::Link::new(cluster).run(current, wake))
+        .spawn(move || link::Link::new(cluster, redis).run(current, wake))
         .map(drop)
 }
 

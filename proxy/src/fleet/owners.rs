@@ -1,5 +1,5 @@
-//! Which node of a fleet owns a cache key, for the cache tier of issue 37 (design:
-//! docs/FLEET.md, "Cache tier"; not wired into the request path yet).
+//! Which node of a fleet owns a cache key, for the cache tier of issue 37 (docs/FLEET.md,
+//! "Cache tier"; `tier.rs` asks it on a miss).
 //!
 //! Rendezvous (highest random weight) hashing: every node scores every (peer, key) pair with
 //! the same function and the key belongs to the peer with the highest score. Every node
@@ -56,11 +56,26 @@ impl Owners {
 
     /// The peer that owns `key` (a cache key), `None` for an empty tier.
     pub fn owner(&self, key: &[u8]) -> Option<&str> {
-        let key_hash = fnv1a(key);
+        self.owner_index(&[key])
+            .and_then(|i| self.peers.get(i))
+            .map(|p| p.name.as_str())
+    }
+
+    /// The position in [`Owners::names`] of the peer that owns the key made of `parts`
+    /// (hashed as if joined by spaces, without building the joined key), `None` for an empty
+    /// tier.
+    pub fn owner_index(&self, parts: &[&[u8]]) -> Option<usize> {
+        let key_hash = fnv1a_parts(parts);
         self.peers
             .iter()
-            .max_by_key(|p| (score(p.seed, key_hash), std::cmp::Reverse(&p.name)))
-            .map(|p| p.name.as_str())
+            .enumerate()
+            .max_by_key(|(_, p)| (score(p.seed, key_hash), std::cmp::Reverse(&p.name)))
+            .map(|(i, _)| i)
+    }
+
+    /// The peers' names in the canonical order [`Owners::owner_index`] counts in.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.peers.iter().map(|p| p.name.as_str())
     }
 
     /// Every peer, the owner of `key` first, then by falling score: where the key would go
@@ -88,6 +103,18 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
+}
+
+/// FNV-1a over `parts` joined by single spaces (the same as [`fnv1a`] of the joined bytes).
+fn fnv1a_parts(parts: &[&[u8]]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325;
+    for (i, part) in parts.iter().enumerate() {
+        let sep: &[u8] = if i == 0 { b"" } else { b" " };
+        for b in sep.iter().chain(part.iter()) {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
 }
 
 /// MurmurHash3's 64-bit finaliser: every input bit flips about half the output bits, which
@@ -201,6 +228,19 @@ mod tests {
             .map(|k| tier.owner(k.as_bytes()).unwrap())
             .collect();
         assert_eq!(owners, GOLDEN);
+    }
+
+    #[test]
+    fn a_key_in_parts_has_the_owner_of_the_joined_key() {
+        let tier = Owners::new(peers(7));
+        for i in 0..2000 {
+            let (host, path) = (format!("site{}.test", i % 13), format!("/object/{i}"));
+            let joined = format!("{host} {path}");
+            let index = tier.owner_index(&[host.as_bytes(), path.as_bytes()]);
+            let name = index.and_then(|i| tier.names().nth(i));
+            assert_eq!(name, tier.owner(joined.as_bytes()), "{joined}");
+        }
+        assert_eq!(Owners::new(Vec::<String>::new()).owner_index(&[b"k"]), None);
     }
 
     const GOLDEN: [&str; 6] = [

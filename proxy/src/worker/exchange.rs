@@ -63,6 +63,9 @@ pub struct Exchange {
     pub timer_gen: u64,
     /// Waited for another request's cache fill once: do not wait again.
     pub cache_after_wait: bool,
+    /// Sent by a cache tier peer (its hop field on the `self` listener): never sent on to
+    /// another peer.
+    pub tier_hop: bool,
     /// What the sticky cookie decided for this request (`sticky_hook.rs`).
     pub sticky: Option<Box<super::sticky_hook::StickyState>>,
     /// When the request's head was parsed: the request-latency histogram runs from here.
@@ -118,6 +121,16 @@ pub struct Forward {
     pub(super) sent_at: Option<Instant>,
     /// From `sent_at` to the final response head read (the access log's `urt=`).
     pub(super) upstream_time: Option<Duration>,
+    /// Sent to the cache tier's owner of the object: where it goes instead if the owner
+    /// gives no answer (`forward.rs`, `fail_exchange`).
+    pub(super) tier_fallback: Option<Box<TierFallback>>,
+}
+
+/// What sends a request to the origin after the cache tier's owner failed it: the vhost's
+/// groups and the stored validators of a revalidation, as they were before the hop.
+pub struct TierFallback {
+    pub(super) pass: (usize, Option<usize>),
+    pub(super) validators: Option<http1::HeaderEdits>,
 }
 
 impl Forward {
@@ -270,6 +283,7 @@ impl Exchanges {
             limits: new.limits,
             timer_gen: 0,
             cache_after_wait: false,
+            tier_hop: false,
             sticky: None,
             started: Instant::now(),
         });

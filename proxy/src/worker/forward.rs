@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use http1::{BodyDecoder, ConnectionOption, Forwarding, HeaderEdits};
 
 use super::caching::Fill;
-use super::exchange::{ExchangeId, Forward, RespPhase, Stage};
+use super::exchange::{ExchangeId, Forward, RespPhase, Stage, TierFallback};
 use super::finish::Refusal;
 use super::h1::{self, Reply};
 use super::upstream::groups::{self, request_key, Pick};
@@ -31,13 +31,30 @@ impl Worker {
     pub(super) fn forward(
         &mut self,
         id: ExchangeId,
+        pass: (usize, Option<usize>),
+        fill: Option<Box<Fill>>,
+        validators: Option<HeaderEdits>,
+    ) {
+        self.forward_via(id, pass, fill, validators, None);
+    }
+
+    /// [`Worker::forward`], to the cache tier's owner of the object when `tier` is set (the
+    /// owner's group as `pass`; `tier`: the origin's, for when the owner fails).
+    pub(super) fn forward_via(
+        &mut self,
+        id: ExchangeId,
         (group, backup): (usize, Option<usize>),
         fill: Option<Box<Fill>>,
         mut validators: Option<HeaderEdits>,
+        tier: Option<Box<TierFallback>>,
     ) {
         let rt = self.rt.clone();
         validators = self.sticky_request_edits(id, validators.take());
-        let Some(draft) = self.upstream_head(id, validators.as_mut()) else {
+        if rt.tier.is_some() {
+            let scheme = self.exchanges.get(id).map(|ex| ex.request.scheme());
+            validators = Some(hop_edits(validators, scheme.filter(|_| tier.is_some())));
+        }
+        let Some(draft) = self.upstream_head(id, validators.as_mut(), tier.is_some()) else {
             return;
         };
         // With the proxy's own fields the head would exceed what a peer parsing like this proxy
@@ -89,6 +106,7 @@ impl Worker {
             websocket,
             sent_at: None,
             upstream_time: None,
+            tier_fallback: tier,
         });
         let expect_continue = request.expect_continue() && has_body && !forward.http10;
         let mut forward = forward;
@@ -102,19 +120,23 @@ impl Worker {
         self.dispatch(id, forward);
     }
 
-    /// Writes exchange `id`'s upstream request head into `scratch`.
+    /// Writes exchange `id`'s upstream request head into `scratch`. To a cache tier peer
+    /// (`to_peer`) without the vhost's request edits: the owner makes them, once.
     fn upstream_head(
         &mut self,
         id: ExchangeId,
         validators: Option<&mut HeaderEdits>,
+        to_peer: bool,
     ) -> Option<Draft> {
         let rt = &self.rt;
         let ex = self.exchanges.get(id)?;
         let v = ex.vhost.and_then(|v| rt.vhosts.get(v))?;
-        let configured = ex
-            .location
-            .and_then(|l| v.locations.get(l))
-            .map_or(&v.request_edits, |l| &l.request_edits);
+        let none = HeaderEdits::new();
+        let configured = match ex.location.and_then(|l| v.locations.get(l)) {
+            _ if to_peer => &none,
+            Some(l) => &l.request_edits,
+            None => &v.request_edits,
+        };
         let edits = match validators {
             Some(extra) => {
                 extra.extend(configured);
@@ -254,8 +276,20 @@ impl Worker {
     }
 
     /// Answers `status` for an exchange that got no response from its group: a stale
-    /// entry if `cache_use_stale` allows one, else the error page.
+    /// entry if `cache_use_stale` allows one, else the error page. An exchange sent to its
+    /// cache tier owner, which gave no answer (refused, reset, timed out, its queue full),
+    /// goes to the origin instead, as if this node owned the object.
     pub(super) fn fail_exchange(&mut self, id: ExchangeId, mut forward: Box<Forward>, status: u16) {
+        if let Some(fallback) = forward.tier_fallback.take() {
+            let peer = self.rt.groups.get(forward.group).map(|g| g.name.clone());
+            crate::warn!(
+                "{}: no answer ({status}); the request goes to the origin",
+                peer.unwrap_or_default()
+            );
+            crate::fleet::tier::count_fallback();
+            let TierFallback { pass, validators } = *fallback;
+            return self.forward_via(id, pass, forward.fill.take(), validators, None);
+        }
         let Some(ex) = self.exchanges.get(id) else {
             return;
         };
@@ -361,4 +395,23 @@ impl Worker {
         self.arm_exchange_timer(id, timeout);
         Ok(())
     }
+}
+
+/// `validators` with the cache tier's hop field: set to the client's scheme for a request to
+/// the key's owner (`to_owner`, counted), removed from one to an origin (whoever sent it).
+fn hop_edits(
+    validators: Option<HeaderEdits>,
+    to_owner: Option<super::request::Scheme>,
+) -> HeaderEdits {
+    let mut edits = validators.unwrap_or_default();
+    let name = crate::fleet::tier::HOP_FIELD.as_bytes();
+    // A constant token and a scheme: valid edits.
+    let _ = match to_owner {
+        Some(scheme) => {
+            crate::fleet::tier::count_to_owner();
+            edits.set(name, scheme.as_str().as_bytes())
+        }
+        None => edits.remove(name),
+    };
+    edits
 }

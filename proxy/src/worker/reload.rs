@@ -79,6 +79,13 @@ impl<'a> Renumbering<'a> {
         (ex.vhost, ex.location) = self.vhost(ex.vhost, ex.location);
         if let Some(forward) = ex.queued_or_sent_mut() {
             forward.group = self.group(forward.group).unwrap_or(GONE);
+            if let Some(fallback) = forward.tier_fallback.as_mut() {
+                let (group, backup) = fallback.pass;
+                fallback.pass = (
+                    self.group(group).unwrap_or(GONE),
+                    backup.and_then(|b| self.group(b)),
+                );
+            }
         }
     }
 }

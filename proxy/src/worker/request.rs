@@ -91,6 +91,11 @@ impl Request {
         self.scheme
     }
 
+    /// The scheme a cache tier peer says the client used (`route.rs`, `honour_hop`).
+    pub fn set_scheme(&mut self, scheme: Scheme) {
+        self.scheme = scheme;
+    }
+
     pub fn method(&self) -> Method {
         self.head.method()
     }

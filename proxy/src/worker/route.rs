@@ -10,13 +10,14 @@ use super::caching::CacheStep;
 use super::client::codec::Codec;
 use super::client::ClientId;
 use super::client::Stage as ConnStage;
-use super::exchange::{ExchangeId, NewExchange};
+use super::exchange::{ExchangeId, NewExchange, TierFallback};
 use super::finish::{Refusal, RefuseAt};
 use super::h1::{ConnState, Parsed, Reply};
 use super::request::{Request, Scheme};
 use super::websocket::Upgrade;
 use super::{client_token, Worker};
 use crate::access_log::RequestRecord as AccessRecord;
+use crate::fleet::tier::{hop_scheme, Tier, HOP_FIELD};
 use crate::frang::RequestLimits;
 use crate::metrics::{bump, WorkerMetrics};
 use crate::router::{CacheOverride, RequestView, Route};
@@ -119,7 +120,7 @@ impl Worker {
     }
 
     /// A complete request head from client `ci`: count it, make its exchange, route it.
-    fn handle_request(&mut self, ci: ClientId, request: Request) {
+    fn handle_request(&mut self, ci: ClientId, mut request: Request) {
         WorkerMetrics::bump(&self.worker_metrics().requests);
         let now = self.now;
         let rt = self.rt.clone();
@@ -128,7 +129,18 @@ impl Worker {
         };
         c.limits.head_complete();
         let (peer, client_id, tls) = (c.peer, c.id, (c.tft, c.ja4));
-        if let Err(v) = rt.frang.on_request(peer.ip(), now) {
+        // A cache tier peer's request was counted by the node its client reached; counted
+        // again here, every peer's misses would add up to one client's rate.
+        let hop = rt
+            .tier
+            .as_ref()
+            .is_some_and(|tier| honour_hop(tier, &c.sock, &mut request));
+        let counted = if hop {
+            Ok(())
+        } else {
+            rt.frang.on_request(peer.ip(), now)
+        };
+        if let Err(v) = counted {
             self.frang_violation(ci, RefuseAt::Connection, &v);
             return;
         }
@@ -151,6 +163,9 @@ impl Worker {
             keep_alive,
             log,
         });
+        if let Some(ex) = self.exchanges.get_mut(id).filter(|_| hop) {
+            ex.tier_hop = true;
+        }
         if let Some(Codec::H1(h1)) = self.clients.get_mut(ci).map(|c| &mut c.codec) {
             h1.begin(id);
         }
@@ -349,7 +364,30 @@ impl Worker {
                 }
             }
         }
-        self.forward(id, pass, fill, validators);
+        self.forward_miss(id, pass, fill, validators);
+    }
+
+    /// Sends exchange `id` to the cache tier's owner of its object when another peer owns
+    /// it (falling back to `pass`), else to `pass`, as [`Worker::forward`].
+    fn forward_miss(
+        &mut self,
+        id: ExchangeId,
+        pass: (usize, Option<usize>),
+        fill: Option<Box<super::caching::Fill>>,
+        validators: Option<http1::HeaderEdits>,
+    ) {
+        let owner = self.rt.tier.as_ref().and_then(|tier| {
+            let ex = self.exchanges.get(id)?;
+            tier_owner(tier, ex, fill.is_some())
+        });
+        let Some(owner) = owner else {
+            return self.forward(id, pass, fill, validators);
+        };
+        let fallback = Box::new(TierFallback {
+            pass,
+            validators: validators.clone(),
+        });
+        self.forward_via(id, (owner, None), fill, validators, Some(fallback));
     }
 
     /// A parked exchange's cache wait ended (the fetch it waited for finished, or the wait
@@ -374,6 +412,40 @@ impl Worker {
         self.serve(id, overrides);
         self.dirty.push_back(client_token(ci));
     }
+}
+
+/// Whether a request that carries the cache tier's hop field came from a peer: it did when
+/// it arrived on this node's `self` listener (on the fleet's private network). Its scheme
+/// is then the one the field names (what the client used at the first node). A hop field
+/// anywhere else is ignored (and removed before any origin sees it, `forward.rs`).
+fn honour_hop(tier: &Tier, sock: &crate::socket::Socket, request: &mut Request) -> bool {
+    let Some(scheme) = request.header(HOP_FIELD).and_then(hop_scheme) else {
+        return false;
+    };
+    if sock.local_addr().ok() != Some(tier.me) {
+        return false;
+    }
+    request.set_scheme(if scheme == "https" {
+        Scheme::Https
+    } else {
+        Scheme::Http
+    });
+    true
+}
+
+/// The internal group of the cache tier peer that exchange `ex`'s object goes to: a miss
+/// or a revalidation (`filling`) of a safe request without a body that no peer sent, whose
+/// key another peer owns.
+fn tier_owner(tier: &Tier, ex: &super::exchange::Exchange, filling: bool) -> Option<usize> {
+    let request = &ex.request;
+    if !filling
+        || ex.tier_hop
+        || request.has_body()
+        || cache::is_unsafe_method(request.cache_method())
+    {
+        return None;
+    }
+    tier.owner_group(request.authority().unwrap_or_default(), request.path())
 }
 
 /// Whether `request` has no X-Forwarded-For or one whose first node is an IP address

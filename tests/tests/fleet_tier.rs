@@ -1,0 +1,316 @@
+//! The cache tier of `cluster { peer ...; self ...; }` end to end (docs/FLEET.md, "Cache
+//! tier"): three proxies on 127.0.0.2-4 in front of one origin, each listing the three as
+//! peers; each node names itself in the `Via` it adds (`hdr_via`), so the origin tells which
+//! node fetched (the last `Via` entry) and through which the request came.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use e2e::origin::{Origin, Request, Response};
+use e2e::proxy::Proxy;
+use e2e::rawclient::{get_with, Outcome, RawClient};
+use e2e::{curl, free_port, gen_cert, metric_sum, KeyKind, TempDir};
+
+const T: Duration = Duration::from_secs(5);
+const HOST: &str = "site.test";
+/// Objects per test: enough that each node owns some (a third each, about).
+const PATHS: usize = 30;
+/// The clients' address (not a peer's).
+const CLIENT: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 1);
+
+struct Tier {
+    nodes: Vec<Option<Proxy>>,
+    /// Each node's `self` listener (the peers' and the clients').
+    addrs: Vec<SocketAddr>,
+    /// A second plain listener of each node, which is not `self`.
+    public: Vec<SocketAddr>,
+    /// Each node's HTTPS listener.
+    tls: Vec<SocketAddr>,
+    /// Each node's `stats_listen`.
+    stats: Vec<SocketAddr>,
+    origin: Origin,
+}
+
+/// Nodes `members` (indices into 127.0.0.2..) of a tier whose peer set is `peers`.
+fn tier(tag: &str, peers: &[usize], members: &[usize]) -> Tier {
+    tier_on(&ports(), tag, peers, members)
+}
+
+/// Ports for nodes 0..3 (a peer is named by its address and port: keep them to compare
+/// two peer sets).
+fn ports() -> Vec<u16> {
+    (0..3).map(|_| free_port()).collect()
+}
+
+/// [`tier`] with node `i` listening on `ports[i]`.
+fn tier_on(ports: &[u16], tag: &str, peers: &[usize], members: &[usize]) -> Tier {
+    let origin =
+        Origin::start(|_| Response::ok(b"object".to_vec()).header("Cache-Control", "max-age=60"));
+    let addr = |i: usize| SocketAddr::from(([127, 0, 0, 2 + i as u8], ports[i]));
+    let peer_lines: String = peers
+        .iter()
+        .map(|&i| format!("peer {}; ", addr(i)))
+        .collect();
+    let mut nodes = Vec::new();
+    let mut public = Vec::new();
+    let mut tls = Vec::new();
+    let mut stats = Vec::new();
+    for &i in members {
+        let dir = TempDir::new(&format!("{tag}-{i}"));
+        let (cert, key) = gen_cert(dir.path(), "site", KeyKind::EcdsaP256, &[HOST]);
+        let other = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let stats_at = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let conf = format!(
+            "listen {me};\nlisten {other};\nlisten {https} proto=https;\nstats_listen {stats_at};\n\
+             srv_group default {{ server {origin}; }}\n\
+             cache 1;\ncache_fulfill * *;\nhdr_via node{i};\ntls_match_any_server_name;\n\
+             cluster {{ {peer_lines} self {me}; }}\n\
+             vhost site {{ proxy_pass default; tls_certificate {cert}; tls_certificate_key {key}; }}\n\
+             http_chain {{ -> site; }}\n",
+            me = addr(i),
+            origin = origin.addr(),
+            cert = cert.display(),
+            key = key.display(),
+        );
+        nodes.push(Some(Proxy::start(dir, &conf, addr(i))));
+        public.push(other);
+        tls.push(https);
+        stats.push(stats_at);
+    }
+    Tier {
+        nodes,
+        addrs: members.iter().map(|&i| addr(i)).collect(),
+        public,
+        tls,
+        stats,
+        origin,
+    }
+}
+
+impl Tier {
+    /// `ktls_proxy_cache_tier_total{kind}` summed over the nodes still running.
+    fn tier_count(&self, kind: &str) -> u64 {
+        let name = format!("ktls_proxy_cache_tier_total{{kind=\"{kind}\"}}");
+        let running = self
+            .nodes
+            .iter()
+            .zip(&self.stats)
+            .filter(|(n, _)| n.is_some());
+        running.map(|(_, s)| metric_sum(*s, &name)).sum()
+    }
+
+    fn logs(&self) -> String {
+        self.nodes.iter().flatten().map(|p| p.proc.logs()).collect()
+    }
+
+    /// GET `path` through `to` with `extra` fields, on a new connection.
+    fn get(&self, to: SocketAddr, path: &str, extra: &str) -> Outcome {
+        let request = get_with(path, HOST, &format!("Connection: close\r\n{extra}"));
+        match RawClient::connect_from(CLIENT, to) {
+            Ok(mut c) => c.request(&request, T),
+            Err(e) => Outcome::Error(format!("connect: {e}")),
+        }
+    }
+
+    fn get_ok(&self, to: SocketAddr, path: &str, extra: &str) {
+        let got = self.get(to, path, extra);
+        let body = got.response().map(|r| r.body.clone());
+        assert!(
+            got.status() == Some(200) && body.as_deref() == Some(&b"object"[..]),
+            "{path} through {to}: {got}\n{}",
+            self.logs()
+        );
+    }
+
+    /// What reached the origin for `path`.
+    fn at_origin(&self, path: &str) -> Vec<Request> {
+        self.origin
+            .requests()
+            .into_iter()
+            .filter(|r| r.path() == path)
+            .collect()
+    }
+}
+
+/// The node that fetched `request` from the origin (its `hdr_via` pseudonym, the last entry).
+fn fetcher(request: &Request) -> String {
+    let via = request.header("via").unwrap_or_default();
+    let last = via.rsplit(',').next().unwrap_or_default().trim();
+    last.trim_start_matches("1.1 ").to_string()
+}
+
+fn paths(tag: &str) -> Vec<String> {
+    (0..PATHS).map(|i| format!("/{tag}/{i}")).collect()
+}
+
+#[test]
+fn a_page_requested_through_all_three_nodes_reaches_the_origin_once() {
+    let t = tier("tier-once", &[0, 1, 2], &[0, 1, 2]);
+    for path in paths("once") {
+        for &node in &t.addrs {
+            t.get_ok(node, &path, "");
+        }
+        let fetched = t.at_origin(&path);
+        assert_eq!(fetched.len(), 1, "{path}: {fetched:?}\n{}", t.logs());
+        assert_eq!(fetched[0].header("ktls-tier"), None, "{fetched:?}");
+    }
+    // Every node fetched some: the keys are spread over the owners.
+    let mut owners: Vec<String> = paths("once")
+        .iter()
+        .flat_map(|p| t.at_origin(p))
+        .map(|r| fetcher(&r))
+        .collect();
+    owners.sort();
+    owners.dedup();
+    assert_eq!(owners, ["node0", "node1", "node2"], "{}", t.logs());
+    // Each object was sent to its owner by the two other nodes, and never fell back.
+    assert_eq!(t.tier_count("owner"), 2 * PATHS as u64);
+    assert_eq!(t.tier_count("fallback"), 0);
+}
+
+/// The owner keys a peer's request under the scheme the client used at the first node: an
+/// object asked over TLS of every node is one object, fetched once, as `https`.
+#[test]
+fn a_page_requested_over_tls_through_all_three_nodes_reaches_the_origin_once_as_https() {
+    let t = tier("tier-tls", &[0, 1, 2], &[0, 1, 2]);
+    for path in paths("tls").iter().take(12) {
+        for &node in &t.tls {
+            let url = format!("https://{HOST}:{}{path}", node.port());
+            let resolve = format!("{HOST}:{}:127.0.0.1", node.port());
+            // The same Host at every node, as behind one balancer (the port is part of the
+            // key).
+            let host = format!("Host: {HOST}");
+            let args = [
+                "-k",
+                "--resolve",
+                &resolve,
+                "-H",
+                &host,
+                "-w",
+                " %{http_code}",
+                &url,
+            ];
+            let (status, out, err) = curl(&args, 10);
+            assert!(
+                status.success() && out == "object 200",
+                "{url}: {out} {err}\n{}",
+                t.logs()
+            );
+        }
+        let fetched = t.at_origin(path);
+        assert_eq!(fetched.len(), 1, "{path}: {fetched:?}\n{}", t.logs());
+        assert_eq!(
+            fetched[0].header("x-forwarded-proto"),
+            Some("https"),
+            "{fetched:?}"
+        );
+    }
+}
+
+#[test]
+fn the_owner_killed_the_others_answer_from_the_origin_without_an_error() {
+    let mut t = tier("tier-kill", &[0, 1, 2], &[0, 1, 2]);
+    // Node 0 keeps connections to both peers.
+    for path in paths("warm") {
+        t.get_ok(t.addrs[0], &path, "");
+    }
+    drop(t.nodes[2].take());
+    let started = Instant::now();
+    let mut from_the_origin = 0;
+    for path in paths("after") {
+        for node in [t.addrs[0], t.addrs[1]] {
+            t.get_ok(node, &path, "");
+        }
+        let fetched = t.at_origin(&path);
+        // Node 2's objects are fetched by each node that misses them: twice, never lost.
+        assert!(
+            (1..=2).contains(&fetched.len()),
+            "{path}: {fetched:?}\n{}",
+            t.logs()
+        );
+        from_the_origin += usize::from(fetched.len() == 2);
+        assert!(fetched.iter().all(|r| r.header("ktls-tier").is_none()));
+    }
+    // Each of node 2's objects fell back once at node 0 and once at node 1.
+    assert_eq!(
+        t.tier_count("fallback"),
+        2 * from_the_origin as u64,
+        "{}",
+        t.logs()
+    );
+    assert!(
+        from_the_origin >= 3,
+        "only {from_the_origin} of {PATHS} objects were node 2's?\n{}",
+        t.logs()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?} for {} requests: a dead owner must not cost a timeout each",
+        started.elapsed(),
+        2 * PATHS
+    );
+}
+
+#[test]
+fn a_request_with_the_hop_field_is_not_sent_on_and_the_field_never_reaches_the_origin() {
+    let t = tier("tier-hop", &[0, 1, 2], &[0, 1, 2]);
+    // On node 0's `self` listener the field is a peer's: node 0 fetches every object
+    // itself, whoever owns it.
+    for path in paths("hop") {
+        t.get_ok(t.addrs[0], &path, "Ktls-Tier: http\r\n");
+        let fetched = t.at_origin(&path);
+        assert_eq!(fetched.len(), 1, "{path}: {fetched:?}");
+        assert_eq!(fetcher(&fetched[0]), "node0", "{path}: {fetched:?}");
+        assert_eq!(fetched[0].header("ktls-tier"), None, "{fetched:?}");
+        let via = fetched[0].header("via").unwrap_or_default();
+        assert!(!via.contains("node1") && !via.contains("node2"), "{via}");
+    }
+    // On another listener it is a client's and means nothing: the objects go to their
+    // owners, and the origin still never sees the field.
+    let mut sent_on = 0;
+    for path in paths("forged") {
+        t.get_ok(t.public[0], &path, "Ktls-Tier: http\r\n");
+        let fetched = t.at_origin(&path);
+        assert_eq!(fetched.len(), 1, "{path}: {fetched:?}");
+        assert_eq!(fetched[0].header("ktls-tier"), None, "{fetched:?}");
+        sent_on += usize::from(fetcher(&fetched[0]) != "node0");
+    }
+    assert!(
+        sent_on >= 5,
+        "{sent_on} of {PATHS} forged hops went to their owner"
+    );
+}
+
+#[test]
+fn a_node_removed_from_the_peer_set_moves_only_its_keys() {
+    // The owners with nodes 0, 1, 2 as peers, as node 0 sees them...
+    let ports = ports();
+    let before = tier_on(&ports, "tier-set3", &[0, 1, 2], &[0, 1, 2]);
+    let owners = |t: &Tier| -> Vec<String> {
+        paths("moved")
+            .iter()
+            .map(|p| {
+                t.get_ok(t.addrs[0], p, "");
+                let fetched = t.at_origin(p);
+                assert_eq!(fetched.len(), 1, "{p}: {fetched:?}");
+                fetcher(&fetched[0])
+            })
+            .collect()
+    };
+    let was = owners(&before);
+    drop(before);
+    // ...and with node 2 gone from the set.
+    let after = tier_on(&ports, "tier-set2", &[0, 1], &[0, 1]);
+    let is = owners(&after);
+    let mut moved = 0;
+    for ((path, was), is) in paths("moved").iter().zip(&was).zip(&is) {
+        if was == "node2" {
+            moved += 1;
+            assert_ne!(is, "node2");
+        } else {
+            assert_eq!(was, is, "{path} moved though its owner stayed");
+        }
+    }
+    assert!(moved >= 3, "{moved} of {PATHS} were node 2's: {was:?}");
+}
