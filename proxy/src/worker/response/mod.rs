@@ -190,7 +190,8 @@ impl Worker {
         self.forward(id, pass, Some(fill), Some(edits));
     }
 
-    /// The response was relayed to its end: store it if it fills the cache, and finish.
+    /// The response was relayed to its end: store it if it fills the cache, and finish (a
+    /// fill-only exchange answers no one: `finish` counts and logs nothing for it).
     fn complete_exchange(&mut self, id: ExchangeId) {
         let Some(mut forward) = self.exchanges.get_mut(id).and_then(|ex| ex.take_forward()) else {
             return;
@@ -214,7 +215,7 @@ impl Worker {
             close: !keep_alive,
             upstream_end: Some(forward.upstream_end(true)),
             forward: Some(forward),
-            // frang judged its status when the head arrived (`relay_head`).
+            // frang judged its status when the head arrived (`HeadWriter::step`).
             from_origin: false,
         };
         self.finish(id, outcome);
@@ -258,7 +259,8 @@ impl Worker {
 
     /// Ends exchange `id` with a stored entry instead of the upstream's response (after a
     /// 304 to a revalidation, or a stale entry instead of an error). The upstream connection
-    /// is pooled if its response was complete, else closed.
+    /// is pooled if its response was complete, else closed. A fill-only exchange is only
+    /// finished: the 304 freshened its entry, or the stale entry stays as it was.
     fn answer_from_cache(
         &mut self,
         id: ExchangeId,
@@ -276,7 +278,8 @@ impl Worker {
     /// Part of exchange `id`'s response is out and the rest will not come: the only honest
     /// end is to cut it. HTTP/1.1 resets the connection (a FIN or close_notify would end a
     /// close-delimited body cleanly); HTTP/2 resets the stream (RST_STREAM, never
-    /// END_STREAM).
+    /// END_STREAM). An exchange without a client (a fill-only one, or one whose client left)
+    /// is dropped, its fill with it: the entry stays as it was.
     fn abort_response(&mut self, id: ExchangeId) {
         let Some(ci) = self.client_of(id) else {
             return self.drop_exchange(id);

@@ -1,10 +1,11 @@
 //! stale-while-revalidate's background revalidation (an exchange with no client, whose
 //! response only updates the cache): a 304 freshens the entry, a 200 (chunked here) replaces
-//! it, an error, a garbage head, a cut body or a closed connection leave it as it was, an
-//! interim `100` before the 304 is read past. Each case checks the entry through the next
-//! client's request: a hit (nothing upstream) or the stale entry again (a new revalidation
-//! upstream).
+//! it, an error, a garbage head, an interim flood, a cut body or a closed connection leave
+//! it as it was, an interim `100` before the 304 is read past. Each case checks the entry
+//! through the next client's request: a hit (nothing upstream) or the stale entry again (a
+//! new revalidation upstream).
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::harness::{get, response, Harness, Message, Peer};
@@ -135,6 +136,8 @@ fn a_5xx_the_stale_entry_may_stand_in_for_leaves_the_entry() {
     still_stale(&mut h, "/err");
 }
 
+/// A garbage head is a bad response of the upstream, counted as one whoever asked (the one
+/// relay; the background relay before it counted nothing).
 #[test]
 fn a_garbage_head_leaves_the_entry_and_closes_the_connection() {
     let mut h = Harness::new(CACHE_SWR, "");
@@ -142,7 +145,20 @@ fn a_garbage_head_leaves_the_entry_and_closes_the_connection() {
     revalidation_starts(&mut h, "/garbage", &mut up);
     up.send(b"NOT HTTP AT ALL\r\n\r\n");
     h.closed(&mut up, "the upstream connection closed");
+    assert_eq!(h.metrics().upstream_errors.load(Relaxed), 1);
     still_stale(&mut h, "/garbage");
+}
+
+/// More interim responses than a request may get: a flood, counted, and the entry stays.
+#[test]
+fn an_interim_flood_leaves_the_entry() {
+    let mut h = Harness::new(CACHE_SWR, "");
+    let mut up = stale_entry(&mut h, "/flood");
+    revalidation_starts(&mut h, "/flood", &mut up);
+    up.send(&b"HTTP/1.1 103 Early Hints\r\n\r\n".repeat(9));
+    h.closed(&mut up, "the upstream connection closed");
+    assert_eq!(h.metrics().upstream_interim_floods.load(Relaxed), 1);
+    still_stale(&mut h, "/flood");
 }
 
 #[test]
