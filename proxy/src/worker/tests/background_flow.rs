@@ -3,7 +3,7 @@
 //! it, an error, a garbage head, an interim flood, a cut body or a closed connection leave
 //! it as it was, an interim `100` before the 304 is read past. Each case checks the entry
 //! through the next client's request: a hit (nothing upstream) or the stale entry again (a
-//! new revalidation upstream).
+//! new revalidation upstream). One case starts the revalidation from an HTTP/2 stream.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -185,4 +185,28 @@ fn a_closed_connection_is_retried_then_leaves_the_entry() {
     assert_eq!(req.header("if-none-match"), Some("\"v1\""));
     drop(retry);
     still_stale(&mut h, "/gone");
+}
+
+/// An HTTP/2 client's request starts the revalidation as an HTTP/1.1 one does: the stale
+/// entry answers its stream at once, the background response (200) replaces the entry, and
+/// the connection's next stream is a hit on the new one.
+#[test]
+fn an_h2_clients_stale_answer_starts_the_same_background_revalidation() {
+    let mut h = Harness::new(CACHE_SWR, "");
+    let mut up = stale_entry(&mut h, "/h2");
+    let mut client = h.h2_client();
+    client.get(1, "/h2");
+    let stale = h.h2_response(&mut client, 1, "the stale answer over h2");
+    assert_eq!((stale.status(), &stale.body[..]), (200, &b"v1"[..]));
+    let req = h.message(&mut up, "the background revalidation upstream");
+    assert_eq!(req.header("if-none-match"), Some("\"v1\""));
+    up.send(&response(200, "Cache-Control: max-age=60\r\n", "v2"));
+    h.idle(Duration::from_millis(30));
+    client.get(3, "/h2");
+    let hit = h.h2_response(&mut client, 3, "the hit over h2");
+    assert_eq!((hit.status(), &hit.body[..]), (200, &b"v2"[..]));
+    assert!(hit.field("age").is_some(), "a hit carries age: {hit:?}");
+    up.pump();
+    assert!(up.got.is_empty(), "the hit went upstream");
+    assert_eq!(h.dialled(), 0);
 }
