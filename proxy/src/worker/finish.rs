@@ -31,7 +31,7 @@ pub struct Outcome {
     pub upstream_end: Option<UpstreamEnd>,
     /// A status from the origin that frang's `http_resp_code_block` still has to count (a
     /// `101` that became a tunnel; other responses are judged when their head arrives,
-    /// `relay_head`).
+    /// `response/head.rs`).
     pub from_origin: bool,
 }
 

@@ -8,6 +8,7 @@
 mod h2_peer;
 mod harness;
 
+mod background_flow;
 mod cache_flow;
 mod h1_flow;
 mod h1_messages;

@@ -1,0 +1,51 @@
+//! A response body, decoded from the upstream's buffer as far as the sink has room, passed
+//! to the sink and to the exchange's cache fill; its end decided by its framing
+//! (`lifecycle::body_end`).
+
+use http1::BodyDecoder;
+
+use super::super::exchange::{Forward, RespPhase};
+use super::super::lifecycle::{body_end, BodyEnd};
+use super::super::upstream::Upstream;
+use super::sink::Sink;
+use super::Step;
+
+/// Passes the body bytes buffered on `u` on to `sink` and `fwd`'s fill.
+pub(super) fn step(sink: &mut Sink<'_>, u: &mut Upstream, fwd: &mut Forward) -> Step {
+    let RespPhase::Body(decoder) = &mut fwd.resp else {
+        return Step::Wait;
+    };
+    if !sink.has_room() {
+        return Step::Wait;
+    }
+    let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+    if input.is_empty() && !decoder.is_done() {
+        return match body_end(decoder, u.peer_end()) {
+            BodyEnd::Open => Step::Wait,
+            BodyEnd::Complete => Step::Complete,
+            BodyEnd::Cut => Step::Broken,
+        };
+    }
+    let Ok(step) = decoder.decode(input) else {
+        return Step::Broken;
+    };
+    let chunked = matches!(decoder, BodyDecoder::Chunked(_));
+    let data = &input[step.data.clone()];
+    fwd.body_bytes += sink.body(&input[..step.consumed], data, chunked, fwd.dechunk);
+    if let Some(fill) = fwd.fill.as_mut() {
+        fill.push_body(data);
+    }
+    if let (true, BodyDecoder::Chunked(chunked)) = (step.done, &*decoder) {
+        sink.trailers(chunked.trailer_section());
+    }
+    if let Some(b) = u.rbuf.as_mut() {
+        b.consume(step.consumed);
+    }
+    if step.done {
+        Step::Complete
+    } else if step.consumed == 0 {
+        Step::Wait
+    } else {
+        Step::Moved
+    }
+}

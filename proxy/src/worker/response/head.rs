@@ -1,0 +1,297 @@
+//! A response head read from the upstream's buffer: parsed, its framing facts noted, then
+//! one of a `101` switching to a WebSocket tunnel, an interim 1xx passed on, a 304 or an
+//! error the cache answers instead, or the final head written to the sink, stored in the
+//! fill beside it, and the exchange set up to relay the body.
+
+use http1::BodyDecoder;
+
+use super::super::client::codec;
+use super::super::exchange::{Exchange, Forward, RespPhase};
+use super::super::fill::Origin;
+use super::super::h1::{self, ReplyTo};
+use super::super::lifecycle::ResponseFraming;
+use super::super::sticky_hook;
+use super::super::upstream::Upstream;
+use super::sink::Sink;
+use super::{Step, MAX_INTERIM_RESPONSES};
+use crate::metrics::bump;
+
+/// Whom a final response head is written for, copied out of the exchange so that the
+/// exchange's `Forward` can be borrowed beside it.
+pub(super) struct Recipient {
+    vhost: Option<usize>,
+    location: Option<usize>,
+    /// The client keeps its connection after this exchange.
+    keep_alive: bool,
+    /// The sticky cookie this response sets (`sticky_hook.rs`).
+    set_cookie: Option<String>,
+    /// The server that answered, for the sticky session it may start (None: a reload
+    /// removed it, or no client will hold the session's cookie).
+    server: Option<usize>,
+}
+
+impl Recipient {
+    /// The recipient of exchange `ex`'s response from `u`.
+    pub(super) fn of(ex: &Exchange, u: &Upstream) -> Recipient {
+        Recipient {
+            vhost: ex.vhost,
+            location: ex.location,
+            keep_alive: ex.keep_alive,
+            set_cookie: ex.sticky.as_ref().and_then(|s| s.set_cookie.clone()),
+            // A removed server's index names an older configuration (`grace.rs`).
+            server: (!u.removed && ex.has_client()).then_some(u.server),
+        }
+    }
+}
+
+/// The worker's parts that reading a response head uses, borrowed apart from the client,
+/// the upstream and the exchange.
+pub(super) struct HeadWriter<'a> {
+    pub rt: &'a crate::runtime::Runtime,
+    pub metrics: &'a crate::metrics::Metrics,
+    pub scratch: &'a mut Vec<u8>,
+}
+
+impl HeadWriter<'_> {
+    /// Reads the response head (or an interim one) buffered on `u` and passes it on.
+    pub(super) fn step(
+        mut self,
+        sink: &mut Sink<'_>,
+        u: &mut Upstream,
+        fwd: &mut Forward,
+        to: &Recipient,
+    ) -> Step {
+        let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+        if input.is_empty() {
+            return if u.peer_closed {
+                Step::Lost { reused: u.reused }
+            } else {
+                Step::Wait
+            };
+        }
+        let is_head = fwd.method == http1::Method::Head;
+        let (head, len) = match http1::parse_response(input, &self.rt.limits, is_head) {
+            Ok(Some(h)) => h,
+            Ok(None) if !u.peer_closed && !u.rbuf.as_mut().is_some_and(|b| b.is_full()) => {
+                return Step::Wait
+            }
+            Ok(None) | Err(_) => return Step::Bad { count: true },
+        };
+        fwd.head_received(head.status());
+        // Decided for every head, interim, 304 to a revalidation and final alike, before any
+        // of them is acted on.
+        fwd.body_may_follow |= ResponseFraming::of(fwd.method, &head, input).body_may_follow();
+        if let Some(step) = self.not_relayed_as_final(sink, u, fwd, to, (&head, len)) {
+            return step;
+        }
+        // Judged before a byte of it is sent: a refused response is replaced, as in Tempesta.
+        if let Some(c) = sink.client() {
+            let vhost = to.vhost.unwrap_or(0);
+            let ip = c.peer.ip();
+            if let Err(v) =
+                super::super::limits::judge_response_status(self.rt, vhost, ip, head.status())
+            {
+                return Step::Blocked(v);
+            }
+        }
+        let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+        let origin = Origin { head: &head, input };
+        if self.start_response(sink, fwd, to, origin).is_err() {
+            // The proxy's fields took the head over what a client parsing like this proxy
+            // accepts (`Limits::for_forwarding`): a bad response, never relayed.
+            return Step::Bad { count: true };
+        }
+        // The upstream closes after a response without keep-alive: never pool it. A connection
+        // opened for a WebSocket handshake that got an ordinary answer is not pooled either.
+        u.keep_alive = head.keep_alive() && !fwd.websocket;
+        if let Some(b) = u.rbuf.as_mut() {
+            b.consume(len);
+        }
+        Step::Moved
+    }
+
+    /// The heads that are not relayed as the final response: a `101` switching to a
+    /// WebSocket tunnel, an interim 1xx, a 304 or an error the cache answers instead. None:
+    /// `head` (parsed from the first `len` bytes of the upstream's buffer) is a final response
+    /// to relay.
+    fn not_relayed_as_final(
+        &mut self,
+        sink: &mut Sink<'_>,
+        u: &mut Upstream,
+        fwd: &mut Forward,
+        to: &Recipient,
+        (head, len): (&http1::ResponseHead, usize),
+    ) -> Option<Step> {
+        let status = head.status();
+        let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+        // A server removed by a reload without grace time gets no new tunnel (`grace.rs`).
+        if status == 101 && fwd.websocket && !(u.removed && u.retire_at.is_none()) {
+            if let Sink::Client { client, .. } = sink {
+                let edits = response_edits(self.rt, to.vhost, to.location);
+                let switch = (head, input, edits, &self.rt.forward_limits);
+                if let Some(step) = switch_protocols(fwd, &mut client.out, self.scratch, switch) {
+                    if let Some(b) = u.rbuf.as_mut() {
+                        b.consume(len);
+                    }
+                    return Some(step);
+                }
+            }
+        }
+        if (100..200).contains(&status) {
+            return Some(relay_interim(fwd, sink, u, (head, len), self.metrics));
+        }
+        let step = cache_instead(fwd, head, input)?;
+        if matches!(step, Step::NotModified(_)) {
+            u.keep_alive = head.keep_alive();
+            if let Some(b) = u.rbuf.as_mut() {
+                b.consume(len);
+            }
+        }
+        Some(step)
+    }
+
+    /// A final (not 1xx) response head from the origin: writes it to the sink with the
+    /// vhost's and the sticky cookie's edits (and, for a client, `Age` for a cache fill),
+    /// starts storing it, lets a sticky session learn its server and sets the exchange up to
+    /// relay the body. Err: the rewritten head is over the forwarding limits (nothing was
+    /// written).
+    fn start_response(
+        self,
+        sink: &mut Sink<'_>,
+        fwd: &mut Forward,
+        to: &Recipient,
+        origin: Origin<'_>,
+    ) -> Result<(), ()> {
+        let Origin { head, input } = origin;
+        let rt = self.rt;
+        let edits = response_edits(rt, to.vhost, to.location);
+        let edits = &*sticky_hook::response_edits(to.set_cookie.as_deref(), edits);
+        // The Age a client sees; a fill-only sink stores the origin's head as it came.
+        let with_age = match sink {
+            Sink::Client { .. } => fwd
+                .fill
+                .as_ref()
+                .and_then(|f| f.age_edits(head, input, edits)),
+            Sink::FillOnly => None,
+        };
+        let relayed = codec::RelayedHead {
+            head,
+            input,
+            edits: with_age.as_ref().unwrap_or(edits),
+            limits: &rt.forward_limits,
+            to: ReplyTo {
+                http10: fwd.http10,
+                close: !to.keep_alive,
+            },
+        };
+        let store = fwd.fill.as_mut().map(|f| f.head_sink());
+        let plan = sink.head(self.scratch, &relayed, store)?;
+        let status = head.status();
+        if let Some(fill) = fwd.fill.as_mut() {
+            fill.begin_store(status, origin);
+        }
+        if let Some(server) = to.server {
+            sticky_hook::learn(rt, self.metrics, to.vhost, (fwd.group, server), head, input);
+        }
+        if plan.close_delimited {
+            sink.close_after_flush();
+        }
+        fwd.dechunk = plan.dechunk;
+        fwd.status = status;
+        fwd.sent_to_client = sink.client().is_some();
+        fwd.resp = RespPhase::Body(BodyDecoder::new(
+            head.framing(),
+            &http1::Limits {
+                max_body_bytes: None,
+                ..rt.limits.clone()
+            },
+        ));
+        Ok(())
+    }
+}
+
+/// The origin's `101` to a WebSocket handshake (`switch`: the head, the bytes it was parsed
+/// from, the response edits and the forwarding limits): when it accepts the handshake, it is
+/// queued for the client and the exchange switches to a tunnel (the caller consumes the head).
+/// None: not a switch this proxy makes (the caller refuses the 101).
+fn switch_protocols(
+    fwd: &mut Forward,
+    out: &mut crate::outbox::Outbox,
+    scratch: &mut Vec<u8>,
+    switch: (
+        &http1::ResponseHead,
+        &[u8],
+        &http1::HeaderEdits,
+        &http1::Limits,
+    ),
+) -> Option<Step> {
+    let (head, input, edits, limits) = switch;
+    if !super::super::websocket::accepts(head, input) {
+        return None;
+    }
+    if h1::write_switching_protocols(out, scratch, head, input, edits, limits).is_err() {
+        return Some(Step::Bad { count: true });
+    }
+    fwd.status = head.status();
+    fwd.sent_to_client = true;
+    Some(Step::Switch)
+}
+
+/// The response edits of `vhost` (its `location`'s when it has one); none if the vhost
+/// vanished in a reload meanwhile.
+fn response_edits(
+    rt: &crate::runtime::Runtime,
+    vhost: Option<usize>,
+    location: Option<usize>,
+) -> &http1::HeaderEdits {
+    static NONE: std::sync::OnceLock<http1::HeaderEdits> = std::sync::OnceLock::new();
+    match vhost.and_then(|v| rt.vhosts.get(v)) {
+        Some(v) => location
+            .and_then(|l| v.locations.get(l))
+            .map_or(&v.response_edits, |l| &l.response_edits),
+        None => NONE.get_or_init(http1::HeaderEdits::new),
+    }
+}
+
+/// An interim (1xx) response: passed on as it is, a bounded number of them. A `101` that
+/// does not accept a WebSocket handshake of this exchange cannot be relayed (nothing after it
+/// would be HTTP): a bad response, 502.
+fn relay_interim(
+    fwd: &mut Forward,
+    sink: &mut Sink<'_>,
+    u: &mut Upstream,
+    (head, len): (&http1::ResponseHead, usize),
+    metrics: &crate::metrics::Metrics,
+) -> Step {
+    let status = head.status();
+    fwd.interim += 1;
+    if status == 101 || fwd.interim > MAX_INTERIM_RESPONSES {
+        if status != 101 {
+            bump(&metrics.upstream_interim_floods);
+        }
+        return Step::Bad { count: false };
+    }
+    // The proxy answered `Expect: 100-continue` itself; an HTTP/1.0 client gets no interim
+    // responses at all.
+    let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+    if !(fwd.http10 || status == 100 && fwd.continue_sent) {
+        fwd.sent_to_client |= sink.interim((head, input, len));
+    }
+    if let Some(b) = u.rbuf.as_mut() {
+        b.consume(len);
+    }
+    Step::Moved
+}
+
+/// The cache may answer instead of the origin's response: a 304 to its revalidation
+/// refreshes the stored entry; an error may be replaced by a stale entry.
+/// (The caller consumes a 304's head.)
+fn cache_instead(fwd: &mut Forward, head: &http1::ResponseHead, input: &[u8]) -> Option<Step> {
+    let fill = fwd.fill.as_mut()?;
+    let status = head.status();
+    if status == 304 && fill.revalidating.is_some() {
+        let fields: Vec<(&[u8], &[u8])> = head.headers().fields(input).collect();
+        return Some(Step::NotModified(fill.not_modified(&fields)));
+    }
+    fill.stale_instead(status).map(Step::Stale)
+}

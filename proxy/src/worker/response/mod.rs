@@ -1,0 +1,302 @@
+//! The response relay: what an upstream sends for an exchange, read from its connection
+//! and passed to the exchange's sink, for every kind of exchange. One path reads the head
+//! (`head.rs`: interim responses, the framing facts, a 304 or an error the cache answers
+//! instead, the final head) and the body (`body.rs`: decoded by its framing, its end decided
+//! by `lifecycle::body_end`), releases or closes the upstream connection, and ends the
+//! exchange (`finish`) or fails it (`exchange_failed`). What differs is only the sink
+//! (`sink.rs`): a client's codec, plus the cache fill if any, or for a background
+//! revalidation the fill alone ("fill only": a 304 freshens the entry, a storable response
+//! replaces it, an error leaves it as it was).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::background::Revalidation;
+use super::client::codec::Codec;
+use super::exchange::{ExchangeId, RespPhase};
+use super::finish::Outcome;
+use super::upstream::UpstreamId;
+use super::Worker;
+use crate::close_reason::CloseReason;
+use crate::metrics::bump;
+
+mod body;
+mod head;
+mod sink;
+
+use head::{HeadWriter, Recipient};
+use sink::Sink;
+
+/// Interim (1xx) responses relayed for one request; a server sending more is broken or
+/// hostile, and each one would be copied to the client.
+pub(super) const MAX_INTERIM_RESPONSES: u32 = 8;
+
+/// Why an exchange could not complete.
+pub enum Failure {
+    Connect,
+    /// The connection failed before a response byte arrived.
+    Reset,
+    Timeout,
+    BadResponse,
+    /// A reload removed the server and its `grace_shutdown_time` ran out.
+    ServerRemoved,
+}
+
+/// One step of relaying, decided while the connections are borrowed.
+enum Step {
+    /// Nothing more to do until more bytes arrive or the client drains.
+    Wait,
+    Moved,
+    /// The connection closed before a response: `reused` says it may have been stale.
+    Lost {
+        reused: bool,
+    },
+    /// An unusable response (`count`: an upstream error to count).
+    Bad {
+        count: bool,
+    },
+    /// The origin's 304 answered the cache's revalidation (None: the entry is gone).
+    NotModified(Option<Arc<cache::Entry>>),
+    /// A stale entry answers instead of the origin's error.
+    Stale(Arc<cache::Entry>),
+    Complete,
+    /// The body broke off after part of the response was sent.
+    Broken,
+    /// The origin accepted a WebSocket handshake; its `101` is queued for the client.
+    Switch,
+    /// frang's `http_resp_code_block` refuses the response, which goes no further.
+    Blocked(crate::frang::Violation),
+}
+
+impl Worker {
+    /// Relays what upstream `ui` sent for exchange `id` to the exchange's sink. True if
+    /// anything moved.
+    pub(super) fn relay_response(&mut self, id: ExchangeId, ui: UpstreamId) -> bool {
+        let mut moved = false;
+        loop {
+            match self.relay_step(id, ui) {
+                Step::Wait => return moved,
+                Step::Moved => moved = true,
+                end => return self.end_relay(id, ui, end),
+            }
+        }
+    }
+
+    /// One step of relaying exchange `id`'s response from upstream `ui`: its head, or as
+    /// much of its body as the sink takes.
+    fn relay_step(&mut self, id: ExchangeId, ui: UpstreamId) -> Step {
+        let Worker {
+            rt,
+            clients,
+            upstreams,
+            exchanges,
+            scratch,
+            shared,
+            ..
+        } = self;
+        let (Some(ex), Some(u)) = (exchanges.get_mut(id), upstreams.get_mut(ui)) else {
+            return Step::Wait;
+        };
+        let mut sink = if ex.has_client() {
+            let Some(client) = clients.get_mut(ex.client).filter(|c| c.id == ex.client_id) else {
+                return Step::Wait;
+            };
+            Sink::Client {
+                client,
+                stream: ex.stream,
+            }
+        } else {
+            Sink::FillOnly
+        };
+        let Some(awaiting_head) = ex.forward().map(|f| matches!(f.resp, RespPhase::AwaitHead))
+        else {
+            return Step::Wait;
+        };
+        let to = awaiting_head.then(|| Recipient::of(ex, u));
+        let Some(fwd) = ex.forward_mut() else {
+            return Step::Wait;
+        };
+        match to {
+            None => body::step(&mut sink, u, fwd),
+            Some(to) => {
+                let writer = HeadWriter {
+                    rt,
+                    metrics: &shared.metrics,
+                    scratch,
+                };
+                writer.step(&mut sink, u, fwd, &to)
+            }
+        }
+    }
+
+    /// Acts on a step that ends the relay of exchange `id`'s response from upstream `ui`:
+    /// the exchange completes, is answered from the cache, fails, or becomes a tunnel. True
+    /// if anything moved.
+    fn end_relay(&mut self, id: ExchangeId, ui: UpstreamId, step: Step) -> bool {
+        match step {
+            Step::Wait | Step::Moved => return false,
+            Step::Lost { reused } => {
+                self.close_upstream(ui);
+                let failure = if reused {
+                    Failure::Reset
+                } else {
+                    Failure::BadResponse
+                };
+                self.exchange_failed(id, failure);
+            }
+            Step::Bad { count } => {
+                if count {
+                    bump(&self.metrics().upstream_errors);
+                }
+                self.close_upstream(ui);
+                self.exchange_failed(id, Failure::BadResponse);
+            }
+            Step::NotModified(Some(entry)) => return self.answer_from_cache(id, entry, true),
+            // Nothing to answer from: the exchange fails as on a bad response.
+            Step::NotModified(None) => {
+                self.close_upstream(ui);
+                self.exchange_failed(id, Failure::BadResponse);
+            }
+            Step::Stale(entry) => return self.answer_from_cache(id, entry, false),
+            Step::Complete => self.complete_exchange(id),
+            Step::Switch => self.start_tunnel(id, ui),
+            Step::Blocked(violation) => self.block_response(id, &violation),
+            Step::Broken => {
+                bump(&self.metrics().upstream_errors);
+                self.close_upstream(ui);
+                self.abort_response(id);
+            }
+        }
+        true
+    }
+
+    /// Sends `revalidation` to `pass` (its group and backup) as an exchange without a
+    /// client, routed as the request it stands for (`vhost`, `location`): its response is
+    /// relayed like any other, into a fill-only sink.
+    pub(super) fn revalidate_in_background(
+        &mut self,
+        revalidation: Box<Revalidation>,
+        vhost: Option<usize>,
+        location: Option<usize>,
+        pass: (usize, Option<usize>),
+    ) {
+        let frang = &self.rt.config.frang;
+        let (new, fill, edits) = revalidation.into_exchange(frang, Instant::now());
+        let id = self.exchanges.insert(new);
+        if let Some(ex) = self.exchanges.get_mut(id) {
+            ex.vhost = vhost;
+            ex.location = location;
+        }
+        self.forward(id, pass, Some(fill), Some(edits));
+    }
+
+    /// The response was relayed to its end: store it if it fills the cache, and finish (a
+    /// fill-only exchange answers no one: `finish` counts and logs nothing for it).
+    fn complete_exchange(&mut self, id: ExchangeId) {
+        let Some(mut forward) = self.exchanges.get_mut(id).and_then(|ex| ex.take_forward()) else {
+            return;
+        };
+        // A removed server's index names an older configuration (`grace.rs`).
+        let server = self
+            .upstreams
+            .get(forward.up)
+            .filter(|u| !u.removed)
+            .map(|u| u.server);
+        if let Some(server) = server {
+            self.count_failover(forward.group, server, forward.status);
+        }
+        if let Some(fill) = forward.fill.take() {
+            fill.complete();
+        }
+        let keep_alive = self.exchanges.get(id).is_some_and(|ex| ex.keep_alive);
+        let outcome = Outcome {
+            status: forward.status,
+            bytes: forward.body_bytes,
+            close: !keep_alive,
+            upstream_end: Some(forward.upstream_end(true)),
+            forward: Some(forward),
+            // frang judged its status when the head arrived (`HeadWriter::step`).
+            from_origin: false,
+        };
+        self.finish(id, outcome);
+    }
+
+    /// An exchange failed on its upstream side (the connection is already closed): retry,
+    /// answer the error, or close the client if part of the response is out.
+    pub(super) fn exchange_failed(&mut self, id: ExchangeId, failure: Failure) {
+        let Some(ex) = self.exchanges.get_mut(id) else {
+            return;
+        };
+        let Some(mut forward) = ex.take_forward() else {
+            return;
+        };
+        if forward.sent_to_client {
+            self.abort_response(id);
+            return;
+        }
+        let retries = self
+            .rt
+            .groups
+            .get(forward.group)
+            .map_or(0, |g| g.forward_retries);
+        match failure {
+            Failure::Connect | Failure::Reset
+                if forward.replayable && forward.attempts < retries.max(1) =>
+            {
+                forward.attempts += 1;
+                bump(&self.metrics().upstream_retries);
+                self.dispatch(id, forward);
+            }
+            // No connection to the main group: its backup (if any) gets the request, which
+            // went nowhere yet.
+            Failure::Connect if forward.turn_to_backup() => self.dispatch(id, forward),
+            Failure::Connect | Failure::Reset | Failure::BadResponse | Failure::ServerRemoved => {
+                self.fail_exchange(id, forward, 502)
+            }
+            Failure::Timeout => self.fail_exchange(id, forward, 504),
+        }
+    }
+
+    /// Ends exchange `id` with a stored entry instead of the upstream's response (after a
+    /// 304 to a revalidation, or a stale entry instead of an error). The upstream connection
+    /// is pooled if its response was complete, else closed. A fill-only exchange is only
+    /// finished: the 304 freshened its entry, or the stale entry stays as it was.
+    fn answer_from_cache(
+        &mut self,
+        id: ExchangeId,
+        entry: Arc<cache::Entry>,
+        upstream_done: bool,
+    ) -> bool {
+        let Some(forward) = self.exchanges.get_mut(id).and_then(|ex| ex.take_forward()) else {
+            return false;
+        };
+        let end = forward.upstream_end(upstream_done);
+        self.answer_stored(id, forward, &entry, Some(end));
+        true
+    }
+
+    /// Part of exchange `id`'s response is out and the rest will not come: the only honest
+    /// end is to cut it. HTTP/1.1 resets the connection (a FIN or close_notify would end a
+    /// close-delimited body cleanly); HTTP/2 resets the stream (RST_STREAM, never
+    /// END_STREAM). An exchange without a client (a fill-only one, or one whose client left)
+    /// is dropped, its fill with it: the entry stays as it was.
+    fn abort_response(&mut self, id: ExchangeId) {
+        let Some(ci) = self.client_of(id) else {
+            return self.drop_exchange(id);
+        };
+        let stream = self.exchanges.get(id).map_or(0, |ex| ex.stream);
+        self.drop_exchange(id);
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        match &mut c.codec {
+            Codec::H1(_) => self.reset_client(ci, CloseReason::Error),
+            Codec::H2(h2) => {
+                h2.forget(stream);
+                h2.cancel(stream);
+                h2.flush_into(&mut c.out);
+                self.dirty.push_back(super::client_token(ci));
+            }
+        }
+    }
+}
