@@ -194,7 +194,7 @@ mod tests {
             let metrics = crate::metrics::Metrics::new(1);
             metrics
                 .upstream
-                .record_response("default", Duration::from_millis(3));
+                .record_response(0, "default", Duration::from_millis(3));
             let mut t = String::new();
             metrics
                 .upstream

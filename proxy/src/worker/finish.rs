@@ -362,7 +362,9 @@ impl Worker {
         let f = forward?;
         let d = f.upstream_time?;
         if let Some(group) = self.rt.groups.get(f.group) {
-            self.metrics().upstream.record_response(&group.name, d);
+            self.metrics()
+                .upstream
+                .record_response(self.id, &group.name, d);
         }
         Some(d)
     }
