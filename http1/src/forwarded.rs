@@ -12,7 +12,9 @@
 //!   comes another `for=`; a comma after any other parameter is refused;
 //! - `host` is letters, digits, `.` and `-`, or a bracketed IPv6 address when quoted, with an
 //!   optional port from 1 to 65535; `proto` is a URI scheme's bytes (letters, digits, `+`,
-//!   `-`, `.`); quoted values are not empty.
+//!   `-`, `.`); quoted values are not empty, but a bare `host` or `proto` may be, when a `;`
+//!   follows (`host=;proto=https`, `proto=;for=a`), and a bare host may be a port alone
+//!   (`host=:80`), as Tempesta's states read them.
 //!
 //! The field is forwarded as sent: the proxy does not read addresses or schemes from it.
 
@@ -213,6 +215,8 @@ mod tests {
             b"host=example.com:8080",
             b"host=\"[2001:db8::1]:443\"",
             b"host=;proto=https",
+            b"host=:80",
+            b"proto=;for=a",
             b"proto=\"https\"",
             b"PROTO=git+ssh",
             b"for=192.0.2.1 ",

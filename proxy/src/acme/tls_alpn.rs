@@ -82,8 +82,17 @@ fn built(domain: &str, key_authorization: &str) -> Result<SslContext, String> {
 }
 
 fn forget(domain: &str) {
-    let mut table = BUILT.write().unwrap_or_else(|e| e.into_inner());
-    table.retain(|(d, _, _)| d != domain);
+    // Asked on every ClientHello offering only acme-tls/1 for a name with nothing pending:
+    // look under the shared lock first, so that such hellos do not serialise the workers.
+    let known = BUILT
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|(d, _, _)| d == domain);
+    if known {
+        let mut table = BUILT.write().unwrap_or_else(|e| e.into_inner());
+        table.retain(|(d, _, _)| d != domain);
+    }
 }
 
 /// For the ClientHello callback: the validation context to switch to when the client names

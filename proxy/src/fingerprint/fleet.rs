@@ -77,10 +77,8 @@ impl SharedCount {
     /// Counts `events` in slot `q`; returns the fleet's count over the frame ending at `q`
     /// as this node knows it.
     pub(super) fn add(&mut self, q: u64, events: u64) -> u32 {
-        // Bounded by what one read decrypts (a few dozen records at most).
-        for _ in 0..events.min(1 << 16) {
-            self.pending.add(q);
-        }
+        self.pending
+            .add_many(q, u32::try_from(events).unwrap_or(u32::MAX));
         self.fleet.sum(q).saturating_add(self.pending.sum(q))
     }
 

@@ -72,6 +72,21 @@ impl SlotRing {
         }
     }
 
+    /// Counts `events` events at quantum `q` at once (the counts [`SlotRing::add`] would
+    /// leave after as many calls).
+    pub fn add_many(&mut self, q: u64, events: u32) {
+        let index = usize::try_from(q % FRANG_FREQ).unwrap_or(0);
+        if let Some(slot) = self.slots.get_mut(index) {
+            if slot.quantum < q {
+                *slot = Slot {
+                    quantum: q,
+                    count: 0,
+                };
+            }
+            slot.count = slot.count.saturating_add(events);
+        }
+    }
+
     /// Events within the time frame that ends with quantum `q`.
     pub fn sum(&self, q: u64) -> u32 {
         self.slots
@@ -115,6 +130,21 @@ impl SlotRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn many_events_at_once_count_as_one_by_one() {
+        let (mut one_by_one, mut at_once) = (SlotRing::default(), SlotRing::default());
+        for (q, n) in [(3, 5), (3, 2), (4, 7), (12, 1), (2, 9)] {
+            for _ in 0..n {
+                one_by_one.add(q);
+            }
+            at_once.add_many(q, n);
+        }
+        for q in [3, 4, 11, 12, 13] {
+            assert_eq!(at_once.sum(q), one_by_one.sum(q), "frame ending at {q}");
+            assert_eq!(at_once.at(q), one_by_one.at(q), "slot {q}");
+        }
+    }
 
     #[test]
     fn burst_counts_one_slot_rate_counts_the_frame() {
