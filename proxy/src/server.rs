@@ -314,10 +314,9 @@ fn reload(config_path: &Path, shared: &Shared) {
     match crate::load(&path) {
         Ok(runtime) => {
             let old = shared.runtime();
-            if old.config.cluster != runtime.config.cluster {
-                // The side thread and its Redis connection are made once per process.
+            if let Some(why) = cluster_needs_restart(&old.config, &runtime.config) {
                 crate::error!(
-                    "reload of {} refused: the cluster block changed, which takes a restart; still serving the previous configuration",
+                    "reload of {} refused: {why}, which takes a restart; still serving the previous configuration",
                     path.display()
                 );
                 return;
@@ -336,6 +335,27 @@ fn reload(config_path: &Path, shared: &Shared) {
             );
         }
     }
+}
+
+/// Why a reload from `old` to `new` cannot change the `cluster` block, if it cannot: the
+/// Redis side thread and its connection are made once per process, and the cache tier's
+/// `self` must be a listener the process has bound (listeners change at a restart). The
+/// tier's peers and `peer_timeout` change with the runtime (`fleet/tier.rs`).
+fn cluster_needs_restart(old: &config::Config, new: &config::Config) -> Option<String> {
+    let default = config::Cluster::default();
+    let (was, is) = (
+        old.cluster.as_ref().unwrap_or(&default),
+        new.cluster.as_ref().unwrap_or(&default),
+    );
+    if was.redis_side_differs(is) {
+        return Some("the cluster block's redis, sync_interval or on_redis_failure changed".into());
+    }
+    let (_, hint) = is
+        .problem(&old.effective_listeners())
+        .filter(|_| is.tier().is_some())?;
+    Some(format!(
+        "the cache tier's `self` is not a listener of the running process ({hint})"
+    ))
 }
 
 /// How long to wait for children to stop before killing them.

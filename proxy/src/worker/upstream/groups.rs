@@ -99,9 +99,11 @@ impl ServerState {
         self.open = self.open.saturating_sub(1);
     }
 
-    /// Whether the server takes requests at `now`.
+    /// Whether the server takes requests at `now`: not out, or its backoff over and no
+    /// probe under way. A periodic health check of a server that is in does not take it out
+    /// while it runs.
     pub fn is_up(&self, now: Instant) -> bool {
-        self.down_until.is_none_or(|t| now >= t) && !self.probing
+        self.down_until.is_none_or(|t| now >= t && !self.probing)
     }
 }
 

@@ -1,0 +1,130 @@
+//! The cache tier's operations (docs/FLEET.md, "Cache tier"): a peer that accepts
+//! connections and never answers (stopped with SIGSTOP) costs a request at most
+//! `peer_timeout` and is used again once it answers; `-s reload` (SIGHUP) changes the peer
+//! set without a restart.
+
+mod fleet_tier_common;
+
+use std::time::{Duration, Instant};
+
+use fleet_tier_common::*;
+
+/// How many times node `n` logged a successful reload.
+fn reloads(t: &Tier, n: usize) -> usize {
+    let p = t.nodes[n].as_ref().expect("node running");
+    p.proc.logs().matches("reloaded ").count()
+}
+
+/// Node `n`'s configuration with `from` replaced by `to`, loaded by SIGHUP; waits until the
+/// node logs the reload (`refused`: its refusal instead).
+fn reload(t: &Tier, n: usize, (from, to): (&str, &str), refused: bool) {
+    let p = t.nodes[n].as_ref().expect("node running");
+    let text = std::fs::read_to_string(&p.config).expect("the node's configuration");
+    assert!(text.contains(from), "{from} not in {text}");
+    e2e::write_file(&p.config, &text.replace(from, to));
+    let (done, refusals) = (reloads(t, n), p.proc.logs().matches("refused:").count());
+    p.proc.signal(libc::SIGHUP);
+    let deadline = Instant::now() + T;
+    while Instant::now() < deadline {
+        let logs = p.proc.logs();
+        if logs.matches("reloaded ").count() > done || logs.matches("refused:").count() > refusals {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let logs = p.proc.logs();
+    assert_eq!(
+        logs.matches("refused:").count() > refusals,
+        refused,
+        "reload of node {n}:\n{logs}"
+    );
+    assert_eq!(logs.matches("reloaded ").count() > done, !refused, "{logs}");
+}
+
+#[test]
+fn a_stopped_peer_costs_at_most_peer_timeout_and_is_used_again_once_it_answers() {
+    let ports = ports();
+    let t = tier_with(
+        &ports,
+        "tier-stop",
+        (&[0, 1, 2], "peer_timeout 1s;"),
+        &[0, 1, 2],
+    );
+    let stopped = t.nodes[2].as_ref().expect("node 2").proc.pid();
+    e2e::send_signal(stopped, libc::SIGSTOP);
+    let fallback = "ktls_proxy_cache_tier_total{kind=\"fallback\"}";
+    let started = Instant::now();
+    for path in paths("stopped") {
+        let asked = Instant::now();
+        t.get_ok(t.addrs[0], &path, "");
+        // At most one peer_timeout (1 s) per request, and only until node 2 is out.
+        assert!(
+            asked.elapsed() < Duration::from_millis(2500),
+            "{path}: {:?}",
+            asked.elapsed()
+        );
+    }
+    let fell_back = e2e::metric_sum(t.stats[0], fallback);
+    // Node 2 owns about a third of the keys; once out, its keys go to the origin at once.
+    assert!(fell_back >= 3, "{fell_back} fallbacks");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?} for {PATHS} requests, {fell_back} of them node 2's: each waited?",
+        started.elapsed()
+    );
+    e2e::send_signal(stopped, libc::SIGCONT);
+    // Probed every peer_timeout: back within a few seconds.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut back = false;
+    for (i, path) in paths("again").iter().cycle().enumerate() {
+        let path = format!("{path}/{i}");
+        t.get_ok(t.addrs[0], &path, "");
+        if t.at_origin(&path).iter().any(|r| fetcher(r) == "node2") {
+            back = true;
+            break;
+        }
+        if Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(back, "node 2 not used after SIGCONT\n{}", t.logs());
+}
+
+#[test]
+fn a_reload_changes_the_peer_set_without_a_restart() {
+    let ports = ports();
+    let t = tier_on(&ports, "tier-reload", &[0, 1, 2], &[0, 1, 2]);
+    let (three, two) = (peer_lines(&ports, &[0, 1, 2]), peer_lines(&ports, &[0, 1]));
+    // Node 2 removed from node 0's set: none of node 0's misses goes there.
+    reload(&t, 0, (&three, &two), false);
+    let fetchers = |tag: &str| -> Vec<String> {
+        paths(tag)
+            .iter()
+            .map(|p| {
+                t.get_ok(t.addrs[0], p, "");
+                let fetched = t.at_origin(p);
+                assert_eq!(fetched.len(), 1, "{p}: {fetched:?}\n{}", t.logs());
+                fetcher(&fetched[0])
+            })
+            .collect()
+    };
+    let after_removal = fetchers("two");
+    assert!(
+        !after_removal.iter().any(|f| f == "node2"),
+        "{after_removal:?}"
+    );
+    assert!(
+        after_removal.iter().any(|f| f == "node1"),
+        "{after_removal:?}"
+    );
+    // Added back: node 2 owns its keys again.
+    reload(&t, 0, (&two, &three), false);
+    let after_adding = fetchers("three");
+    assert!(
+        after_adding.iter().any(|f| f == "node2"),
+        "{after_adding:?}"
+    );
+    // The Redis side still takes a restart: refused, the tier as it was.
+    reload(&t, 0, ("self ", "redis 127.0.0.1:1; self "), true);
+}
