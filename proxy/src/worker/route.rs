@@ -444,6 +444,14 @@ fn honour_hop(tier: &Tier, sock: &crate::socket::Socket, request: &mut Request) 
     true
 }
 
+/// Whether the response of `group` carries the vhost's response edits already: a cache tier
+/// peer's does (the owner made them, as it made the request edits), so the node that asked
+/// relays and stores it as the owner sent it; made twice, a `resp_hdr_add` field would
+/// appear twice. The owner's `Via` entry stays beside this node's (RFC 9110 §7.6.3).
+pub(super) fn edited_by_owner(rt: &crate::runtime::Runtime, group: usize) -> bool {
+    rt.tier.as_ref().is_some_and(|t| t.is_peer_group(group))
+}
+
 /// How long upstream connection `u` may stay quiet: its group's `server_forward_timeout`,
 /// except a cache tier peer's once the head of its answer came (`peer_timeout` is for the
 /// head; the body is the owner's origin's, relayed at the origin's pace: `Tier::relay_timeout`).

@@ -45,7 +45,7 @@ pub fn ports() -> Vec<u16> {
 
 /// [`tier`] with node `i` listening on `ports[i]`.
 pub fn tier_on(ports: &[u16], tag: &str, peers: &[usize], members: &[usize]) -> Tier {
-    tier_with(ports, tag, (peers, ""), members)
+    tier_with(ports, tag, (peers, "", ""), members)
 }
 
 /// The `peer` lines of the nodes `peers` listening on `ports`.
@@ -61,11 +61,12 @@ pub fn node_addr(ports: &[u16], i: usize) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 2 + i as u8], ports[i]))
 }
 
-/// [`tier_on`] with `cluster_extra` in each node's `cluster` block.
+/// [`tier_on`] with `cluster_extra` in each node's `cluster` block and `vhost_extra` in
+/// its vhost.
 pub fn tier_with(
     ports: &[u16],
     tag: &str,
-    (peers, cluster_extra): (&[usize], &str),
+    (peers, cluster_extra, vhost_extra): (&[usize], &str, &str),
     members: &[usize],
 ) -> Tier {
     let origin =
@@ -87,7 +88,7 @@ pub fn tier_with(
              srv_group default {{ server {origin}; }}\n\
              cache 1;\ncache_fulfill * *;\nhdr_via node{i};\ntls_match_any_server_name;\n\
              cluster {{ {peer_lines} self {me}; {cluster_extra} }}\n\
-             vhost site {{ proxy_pass default; tls_certificate {cert}; tls_certificate_key {key}; }}\n\
+             vhost site {{ proxy_pass default; tls_certificate {cert}; tls_certificate_key {key}; {vhost_extra} }}\n\
              http_chain {{ -> site; }}\n",
             me = addr(i),
             origin = origin.addr(),
