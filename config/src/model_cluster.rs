@@ -61,6 +61,23 @@ impl Cluster {
         (!self.peers.is_empty()).then_some((self.peers.as_slice(), me))
     }
 
+    /// The health check each node makes of every other peer (the proxy's `fleet/tier.rs`):
+    /// a request the peer answers `204` itself on its `self` listener (the hop field's
+    /// value `probe`), within `peer_timeout`. Raw text, as a `health_check`'s `request`.
+    pub fn peer_probe(&self) -> crate::HealthCheck {
+        crate::HealthCheck {
+            name: "cluster:probe".into(),
+            request: "GET / HTTP/1.1\r\nHost: ktls-tier\r\nKtls-Tier: probe\r\n\
+                      Connection: close\r\n\r\n"
+                .into(),
+            request_url: "/".into(),
+            resp_codes: vec![204],
+            resp_crc32: None,
+            resp_crc32_auto: false,
+            timeout: self.peer_timeout,
+        }
+    }
+
     /// Whether `other` differs from this block in what only a restart can change: the
     /// Redis side (the side thread and its connection are made once per process). The cache
     /// tier's `peer`, `self` and `peer_timeout` change with a reload.

@@ -226,13 +226,13 @@ impl Runtime {
         let mut groups = groups(&config);
         let cluster = config.cluster.as_ref();
         let tier = cluster
-            .and_then(|c| Some((c.tier()?, c.peer_timeout)))
-            .map(|(peers, wait)| {
+            .and_then(|c| Some((c.tier()?, c.peer_probe())))
+            .map(|(peers, probe)| {
                 // Once its head came, a peer's answer may go as slowly as the slowest origin's.
                 let relay = groups.iter().map(|g| g.forward_timeout).max();
                 let relay = relay.unwrap_or(Duration::from_secs(60));
                 let (tier, peer_groups) =
-                    crate::fleet::tier::Tier::build(peers, groups.len(), (wait, relay));
+                    crate::fleet::tier::Tier::build(peers, groups.len(), (&probe, relay));
                 groups.extend(peer_groups);
                 tier
             });

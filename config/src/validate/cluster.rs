@@ -192,19 +192,7 @@ fn peer_timeout(c: &mut Checker<'_>, v: &Value) -> Option<Duration> {
 /// `100ms` or `1s`: the unit is required, a bare number could mean either.
 fn interval(c: &mut Checker<'_>, v: &Value) -> Option<Duration> {
     let text = v.text.as_str();
-    let (digits, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 1)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1000)
-    } else {
-        (text, 0)
-    };
-    let millis = digits
-        .parse::<u64>()
-        .ok()
-        .filter(|_| scale > 0)
-        .and_then(|n| n.checked_mul(scale));
-    match millis {
+    match millis(text) {
         Some(ms) if (INTERVAL_MS.0..=INTERVAL_MS.1).contains(&ms) => {
             Some(Duration::from_millis(ms))
         }

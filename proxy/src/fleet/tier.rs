@@ -20,12 +20,6 @@ pub const HOP_FIELD: &str = "ktls-tier";
 /// listener (`worker/route.rs`), never forwarded, not counted by frang.
 pub const PROBE: &[u8] = b"probe";
 
-/// The probe each worker sends each other peer every `peer_timeout` (at least 1 s) and
-/// while the peer is out: a peer that accepts connections but does not answer it (stopped,
-/// hung) stays out.
-const PROBE_REQUEST: &str =
-    "GET / HTTP/1.1\r\nHost: ktls-tier\r\nKtls-Tier: probe\r\nConnection: close\r\n\r\n";
-
 /// Connections kept to each peer by each worker at most.
 const PEER_CONNS: usize = 32;
 /// Requests that may wait for a peer connection, per connection (`server_queue_size`'s
@@ -50,12 +44,13 @@ pub struct Tier {
 impl Tier {
     /// The tier of `peers` with this node at `me`, and the internal server group of each
     /// other peer, to be appended to the runtime's groups from index `first_group`.
-    /// `(peer_timeout, relay_timeout)`: how long a peer may take to send the head of its
-    /// answer, and to go quiet after it (see [`Tier::relay_timeout`]).
+    /// `(probe, relay_timeout)`: the peers' health check, whose `timeout` is `peer_timeout`
+    /// (how long a peer may take to send the head of its answer), and how long it may go
+    /// quiet after it (see [`Tier::relay_timeout`]).
     pub fn build(
         (peers, me): (&[SocketAddr], SocketAddr),
         first_group: usize,
-        (peer_timeout, relay_timeout): (Duration, Duration),
+        (probe, relay_timeout): (&config::HealthCheck, Duration),
     ) -> (Tier, Vec<GroupRt>) {
         let owners = Owners::new(peers.iter().map(|p| p.to_string()));
         let mut groups = Vec::new();
@@ -65,7 +60,7 @@ impl Tier {
             match addr.filter(|a| *a != me) {
                 Some(addr) => {
                     index.push(Some(first_group + groups.len()));
-                    groups.push(peer_group(addr, peer_timeout));
+                    groups.push(peer_group(addr, probe));
                 }
                 None => index.push(None),
             }
@@ -74,7 +69,7 @@ impl Tier {
             owners,
             groups: index,
             me,
-            relay_timeout: relay_timeout.max(peer_timeout),
+            relay_timeout: relay_timeout.max(probe.timeout),
         };
         (tier, groups)
     }
@@ -96,20 +91,12 @@ impl Tier {
 
 /// The internal server group of one peer: its name cannot be a configured group's (`:`),
 /// `peer_timeout` for a connection, a place in the queue and the head of the answer; a
-/// health monitor that sends [`PROBE_REQUEST`] every `peer_timeout` (at least 1 s) and
-/// wants `204` within it, so a peer that accepts connections and never answers is out
-/// (and back when it answers); no connect retries and one retry of a request whose
+/// health monitor that sends `check` (`config::Cluster::peer_probe`) every `peer_timeout`
+/// (at least 1 s) and wants `204` within it, so a peer that accepts connections and never
+/// answers it (stopped, hung) is out, and back when it answers; no connect retries and one retry of a request whose
 /// connection was reset: the origin is the fallback, so there is no point insisting.
-fn peer_group(addr: SocketAddr, peer_timeout: Duration) -> GroupRt {
-    let check = config::HealthCheck {
-        name: "cluster:probe".into(),
-        request: PROBE_REQUEST.into(),
-        request_url: "/".into(),
-        resp_codes: vec![204],
-        resp_crc32: None,
-        resp_crc32_auto: false,
-        timeout: peer_timeout,
-    };
+fn peer_group(addr: SocketAddr, check: &config::HealthCheck) -> GroupRt {
+    let peer_timeout = check.timeout;
     GroupRt {
         name: format!("cluster:peer:{addr}"),
         servers: vec![ServerRt {
@@ -124,7 +111,10 @@ fn peer_group(addr: SocketAddr, peer_timeout: Duration) -> GroupRt {
         forward_retries: 1,
         connect_retries: 0,
         queue_limit: PEER_CONNS * PEER_QUEUE,
-        health: Some(std::sync::Arc::new(HealthMonitor::new(check, false))),
+        health: Some(std::sync::Arc::new(HealthMonitor::new(
+            check.clone(),
+            false,
+        ))),
     }
 }
 
@@ -164,6 +154,14 @@ pub fn hop_scheme(value: &[u8]) -> Option<&'static str> {
 mod tests {
     use super::*;
 
+    fn probe(secs: u64) -> config::HealthCheck {
+        let cluster = config::Cluster {
+            peer_timeout: Duration::from_secs(secs),
+            ..Default::default()
+        };
+        cluster.peer_probe()
+    }
+
     fn addrs(n: u8) -> Vec<SocketAddr> {
         (1..=n)
             .map(|i| SocketAddr::from(([127, 0, 0, i], 8080)))
@@ -173,11 +171,8 @@ mod tests {
     #[test]
     fn every_other_peer_gets_a_group_and_this_node_none() {
         let peers = addrs(3);
-        let (tier, groups) = Tier::build(
-            (&peers, peers[1]),
-            4,
-            (Duration::from_secs(2), Duration::from_secs(60)),
-        );
+        let (tier, groups) =
+            Tier::build((&peers, peers[1]), 4, (&probe(2), Duration::from_secs(60)));
         assert_eq!(groups.len(), 2);
         assert!(groups.iter().all(|g| g.name.starts_with("cluster:peer:")));
         assert!(groups.iter().all(|g| g.servers[0].addr != peers[1]));
@@ -202,16 +197,8 @@ mod tests {
         let me = peers[0];
         let gone = peers[2];
         let kept: Vec<SocketAddr> = peers.iter().copied().filter(|p| *p != gone).collect();
-        let (before, bg) = Tier::build(
-            (&peers, me),
-            0,
-            (Duration::from_secs(1), Duration::from_secs(1)),
-        );
-        let (after, ag) = Tier::build(
-            (&kept, me),
-            0,
-            (Duration::from_secs(1), Duration::from_secs(1)),
-        );
+        let (before, bg) = Tier::build((&peers, me), 0, (&probe(1), Duration::from_secs(1)));
+        let (after, ag) = Tier::build((&kept, me), 0, (&probe(1), Duration::from_secs(1)));
         let addr = |groups: &[GroupRt], g: Option<usize>| g.map(|g| groups[g].servers[0].addr);
         let mut moved = 0;
         for i in 0..20_000 {
