@@ -133,7 +133,25 @@ fn a_reload_changes_the_peer_set_without_a_restart() {
         after_adding.iter().any(|f| f == "node2"),
         "{after_adding:?}"
     );
-    // The Redis side still takes a restart: refused, the tier as it was.
+    // A `self` the process has not bound, and the Redis side, still take a restart.
+    let (me, unbound) = (
+        t.addrs[0].to_string(),
+        format!("127.0.0.2:{}", e2e::free_port()),
+    );
+    let listen = format!("listen {me};\n");
+    reload(
+        &t,
+        0,
+        (&listen, &format!("{listen}listen {unbound};\n")),
+        false,
+    );
+    let moved = format!("{} self {unbound};", three.replace(&me, &unbound));
+    reload(&t, 0, (&format!("{three} self {me};"), &moved), true);
+    let logs = t.nodes[0]
+        .as_ref()
+        .map(|p| p.proc.logs())
+        .unwrap_or_default();
+    assert!(logs.contains("process has bound"), "{logs}");
     reload(&t, 0, ("self ", "redis 127.0.0.1:1; self "), true);
 }
 
