@@ -204,7 +204,14 @@ pub const ACME_LEVEL: &[&str] = &["directory", "contact", "state_dir", "ca_root"
 pub const FINGERPRINT_LEVEL: &[&str] = &["hash"];
 
 /// Directives of the `cluster` block (an extension).
-pub const CLUSTER_LEVEL: &[&str] = &["redis", "sync_interval", "on_redis_failure", "peer", "self"];
+pub const CLUSTER_LEVEL: &[&str] = &[
+    "redis",
+    "sync_interval",
+    "on_redis_failure",
+    "peer",
+    "self",
+    "peer_timeout",
+];
 
 pub const HEALTH_CHECK_LEVEL: &[&str] = &[
     "request",

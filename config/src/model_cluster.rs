@@ -28,7 +28,15 @@ pub struct Cluster {
     /// `self IP:PORT`: which of `peers` this node is (one of its plain HTTP listeners).
     #[serde(rename = "self")]
     pub self_addr: Option<SocketAddr>,
+    /// `peer_timeout 2s` (an extension): how long a peer may take to send the head of its
+    /// answer (and to accept a connection, or a queued request to get one) before the
+    /// request goes to the origin and the peer is taken out until its probe answers.
+    #[serde(with = "millis")]
+    pub peer_timeout: Duration,
 }
+
+/// Default `peer_timeout`.
+pub const DEFAULT_PEER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Default `sync_interval`.
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(100);
@@ -41,6 +49,7 @@ impl Default for Cluster {
             on_redis_failure: RedisFailure::Open,
             peers: Vec::new(),
             self_addr: None,
+            peer_timeout: DEFAULT_PEER_TIMEOUT,
         }
     }
 }
@@ -50,6 +59,31 @@ impl Cluster {
     pub fn tier(&self) -> Option<(&[SocketAddr], SocketAddr)> {
         let me = self.self_addr?;
         (!self.peers.is_empty()).then_some((self.peers.as_slice(), me))
+    }
+
+    /// The health check each node makes of every other peer (the proxy's `fleet/tier.rs`):
+    /// a request the peer answers `204` itself on its `self` listener (the hop field's
+    /// value `probe`), within `peer_timeout`. Raw text, as a `health_check`'s `request`.
+    pub fn peer_probe(&self) -> crate::HealthCheck {
+        crate::HealthCheck {
+            name: "cluster:probe".into(),
+            request: "GET / HTTP/1.1\r\nHost: ktls-tier\r\nKtls-Tier: probe\r\n\
+                      Connection: close\r\n\r\n"
+                .into(),
+            request_url: "/".into(),
+            resp_codes: vec![204],
+            resp_crc32: None,
+            resp_crc32_auto: false,
+            timeout: self.peer_timeout,
+        }
+    }
+
+    /// Whether `other` differs from this block in what only a restart can change: the
+    /// Redis side (the side thread and its connection are made once per process). The cache
+    /// tier's `peer`, `self` and `peer_timeout` change with a reload.
+    pub fn redis_side_differs(&self, other: &Cluster) -> bool {
+        (self.redis, self.sync_interval, self.on_redis_failure)
+            != (other.redis, other.sync_interval, other.on_redis_failure)
     }
 
     /// What is wrong with the block as a whole, given the node's listeners: (message, hint).

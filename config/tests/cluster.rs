@@ -76,3 +76,53 @@ fn the_toml_form_checks_the_tier_as_the_conf_form_does() {
         "{d}"
     );
 }
+
+#[test]
+fn peer_timeout_defaults_to_two_seconds_and_needs_its_unit_within_bounds() {
+    let tier = "listen 127.0.0.2:8080;\ncluster { peer 127.0.0.2:8080; self 127.0.0.2:8080; ";
+    let c = load(&format!("{tier}}}\n")).cluster.expect("cluster");
+    assert_eq!(c.peer_timeout, config::DEFAULT_PEER_TIMEOUT);
+    assert_eq!(c.peer_probe().timeout, Duration::from_secs(2));
+    let c = load(&format!("{tier}peer_timeout 500ms; }}\n"))
+        .cluster
+        .expect("cluster");
+    assert_eq!(c.peer_timeout, Duration::from_millis(500));
+    for bad in ["2", "50ms", "61s", "soon"] {
+        let text = format!("{tier}peer_timeout {bad}; }}\n");
+        let d = parse_str("t.conf", &text, Path::new("/etc/t")).unwrap_err();
+        assert!(
+            d.errors[0].message.contains("is not a peer timeout"),
+            "{bad}: {d}"
+        );
+    }
+    // TOML: milliseconds, as `sync_interval`.
+    let text = "[[listeners]]\naddr = \"127.0.0.2:8080\"\nprotos = [\"http\"]\n[cluster]\n\
+                peers = [\"127.0.0.2:8080\"]\nself = \"127.0.0.2:8080\"\npeer_timeout = 700\n";
+    let c = match parse_str("t.toml", text, Path::new("/")) {
+        Ok(l) => l.config.cluster.expect("cluster"),
+        Err(d) => panic!("refused:\n{text}\n{d}"),
+    };
+    assert_eq!(c.peer_timeout, Duration::from_millis(700));
+}
+
+/// What a reload may change: the tier's part, not the Redis side.
+#[test]
+fn only_the_redis_side_of_the_block_takes_a_restart() {
+    let tier = config::Cluster {
+        peers: vec!["127.0.0.2:80".parse().unwrap()],
+        self_addr: Some("127.0.0.2:80".parse().unwrap()),
+        ..Default::default()
+    };
+    let other_peers = config::Cluster {
+        peers: vec![],
+        self_addr: None,
+        peer_timeout: Duration::from_secs(5),
+        ..tier.clone()
+    };
+    assert!(!tier.redis_side_differs(&other_peers));
+    let redis = config::Cluster {
+        redis: Some("127.0.0.1:6379".parse().unwrap()),
+        ..tier.clone()
+    };
+    assert!(tier.redis_side_differs(&redis));
+}

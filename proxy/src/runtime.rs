@@ -224,14 +224,18 @@ impl Runtime {
         let router = Router::new(&config).map_err(RuntimeError::Regex)?;
         let vhosts = vhosts(&config)?;
         let mut groups = groups(&config);
-        let tier = config.cluster.as_ref().and_then(|c| c.tier()).map(|peers| {
-            // A peer may take as long as the slowest origin: the owner fetches it.
-            let timeout = groups.iter().map(|g| g.forward_timeout).max();
-            let timeout = timeout.unwrap_or(Duration::from_secs(60));
-            let (tier, peer_groups) = crate::fleet::tier::Tier::build(peers, groups.len(), timeout);
-            groups.extend(peer_groups);
-            tier
-        });
+        let cluster = config.cluster.as_ref();
+        let tier = cluster
+            .and_then(|c| Some((c.tier()?, c.peer_probe())))
+            .map(|(peers, probe)| {
+                // Once its head came, a peer's answer may go as slowly as the slowest origin's.
+                let relay = groups.iter().map(|g| g.forward_timeout).max();
+                let relay = relay.unwrap_or(Duration::from_secs(60));
+                let (tier, peer_groups) =
+                    crate::fleet::tier::Tier::build(peers, groups.len(), (&probe, relay));
+                groups.extend(peer_groups);
+                tier
+            });
         let limits = limits(&config);
         let ktls_mode = match config.tls.ktls {
             config::KtlsMode::Auto => ktls::offload::KtlsMode::Auto,

@@ -124,7 +124,8 @@ pub fn serve(
         "READY=1\nMAINPID={}\nSTATUS=serving with {threads} worker thread(s)",
         std::process::id()
     ));
-    wait_for_signals(signals, config_path, &shared, &wakers);
+    let bound = runtime.config.effective_listeners();
+    wait_for_signals(signals, (config_path, &bound), &shared, &wakers);
     for waker in &wakers {
         let _ = waker.wake();
     }
@@ -237,9 +238,10 @@ fn announce_ktls(runtime: &Runtime) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// `bound`: the listeners the process bound at its start (a reload does not change them).
 fn wait_for_signals(
     mut signals: Signals,
-    config_path: &Path,
+    (config_path, bound): (&Path, &[config::Listener]),
     shared: &Arc<Shared>,
     wakers: &[Arc<Waker>],
 ) {
@@ -250,7 +252,7 @@ fn wait_for_signals(
                     "RELOADING=1\nMONOTONIC_USEC={}",
                     crate::service::monotonic_usec()
                 ));
-                reload(config_path, shared);
+                reload(config_path, shared, bound);
                 // A reload that names a key file, or adds an `acme` block, for the first time
                 // needs its thread.
                 if let Err(e) = crate::ticket_files::start(shared) {
@@ -306,7 +308,7 @@ fn reopen_logs() {
 }
 
 /// Loads the configuration again; a bad file is logged and the old one stays in force.
-fn reload(config_path: &Path, shared: &Shared) {
+fn reload(config_path: &Path, shared: &Shared, bound: &[config::Listener]) {
     let path: PathBuf = config_path.to_path_buf();
     let _replacing = crate::runtime::REPLACING
         .lock()
@@ -314,10 +316,9 @@ fn reload(config_path: &Path, shared: &Shared) {
     match crate::load(&path) {
         Ok(runtime) => {
             let old = shared.runtime();
-            if old.config.cluster != runtime.config.cluster {
-                // The side thread and its Redis connection are made once per process.
+            if let Some(why) = cluster_needs_restart(&old.config, &runtime.config, bound) {
                 crate::error!(
-                    "reload of {} refused: the cluster block changed, which takes a restart; still serving the previous configuration",
+                    "reload of {} refused: {why}, which takes a restart; still serving the previous configuration",
                     path.display()
                 );
                 return;
@@ -336,6 +337,31 @@ fn reload(config_path: &Path, shared: &Shared) {
             );
         }
     }
+}
+
+/// Why a reload from `old` to `new` cannot change the `cluster` block, if it cannot: the
+/// Redis side thread and its connection are made once per process, and the cache tier's
+/// `self` must be one of `bound`, the listeners the process bound (they change at a
+/// restart, whatever the configuration says meanwhile). The
+/// tier's peers and `peer_timeout` change with the runtime (`fleet/tier.rs`).
+fn cluster_needs_restart(
+    old: &config::Config,
+    new: &config::Config,
+    bound: &[config::Listener],
+) -> Option<String> {
+    let default = config::Cluster::default();
+    let (was, is) = (
+        old.cluster.as_ref().unwrap_or(&default),
+        new.cluster.as_ref().unwrap_or(&default),
+    );
+    if was.redis_side_differs(is) {
+        return Some("the cluster block's redis, sync_interval or on_redis_failure changed".into());
+    }
+    let (_, me) = is.tier()?;
+    is.problem(bound)?;
+    Some(format!(
+        "the cache tier's `self {me}` is not a plain HTTP listener the running process has bound"
+    ))
 }
 
 /// How long to wait for children to stop before killing them.

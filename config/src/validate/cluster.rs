@@ -14,10 +14,20 @@ use crate::model::{Cluster, Config, RedisFailure};
 use crate::tree::{Directive, Node, Value};
 
 const USAGE: &str = "cluster { redis IP[:PORT]; sync_interval 100ms; on_redis_failure open; \
-                     peer IP:PORT; ...; self IP:PORT; }";
+                     peer IP:PORT; ...; self IP:PORT; peer_timeout 2s; }";
 
 /// Directives given once in the block (`peer` repeats).
-const SINGLE: &[&str] = &["redis", "sync_interval", "on_redis_failure", "self"];
+const SINGLE: &[&str] = &[
+    "redis",
+    "sync_interval",
+    "on_redis_failure",
+    "self",
+    "peer_timeout",
+];
+
+/// Shortest and longest `peer_timeout`: below 100 ms a busy peer on a loaded network would
+/// be taken out; above a minute it is no shorter than the origins' own timeout.
+const PEER_TIMEOUT_MS: (u64, u64) = (100, 60_000);
 
 /// Shortest and longest `sync_interval`: below 10 ms Redis does more work than the limits
 /// gain; the longest is the time slot of the shared rate limits (their one-second frame cut
@@ -84,6 +94,11 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive) -> Option<Cluster> {
                 c.single(x, "sync_interval 100ms")
                     .and_then(|v| interval(c, v)),
             ),
+            "peer_timeout" => set(
+                &mut cluster.peer_timeout,
+                c.single(x, "peer_timeout 2s")
+                    .and_then(|v| peer_timeout(c, v)),
+            ),
             "on_redis_failure" => set(
                 &mut cluster.on_redis_failure,
                 c.single(x, "on_redis_failure open|closed")
@@ -146,22 +161,38 @@ fn node_pos(node: &Node) -> &crate::diag::Pos {
     }
 }
 
-/// `100ms` or `1s`: the unit is required, a bare number could mean either.
-fn interval(c: &mut Checker<'_>, v: &Value) -> Option<Duration> {
-    let text = v.text.as_str();
+/// `100ms` or `1s` as milliseconds: the unit is required, a bare number could mean either.
+fn millis(text: &str) -> Option<u64> {
     let (digits, scale) = if let Some(n) = text.strip_suffix("ms") {
         (n, 1)
     } else if let Some(n) = text.strip_suffix('s') {
         (n, 1000)
     } else {
-        (text, 0)
+        return None;
     };
-    let millis = digits
-        .parse::<u64>()
-        .ok()
-        .filter(|_| scale > 0)
-        .and_then(|n| n.checked_mul(scale));
-    match millis {
+    digits.parse::<u64>().ok()?.checked_mul(scale)
+}
+
+/// `peer_timeout 2s`, between [`PEER_TIMEOUT_MS`].
+fn peer_timeout(c: &mut Checker<'_>, v: &Value) -> Option<Duration> {
+    let (low, high) = PEER_TIMEOUT_MS;
+    match millis(&v.text) {
+        Some(ms) if (low..=high).contains(&ms) => Some(Duration::from_millis(ms)),
+        _ => {
+            c.error(
+                &v.pos,
+                format!("`{}` is not a peer timeout", v.text),
+                format!("expected a time with its unit between {low}ms and {high}ms, e.g. `2s`"),
+            );
+            None
+        }
+    }
+}
+
+/// `100ms` or `1s`: the unit is required, a bare number could mean either.
+fn interval(c: &mut Checker<'_>, v: &Value) -> Option<Duration> {
+    let text = v.text.as_str();
+    match millis(text) {
         Some(ms) if (INTERVAL_MS.0..=INTERVAL_MS.1).contains(&ms) => {
             Some(Duration::from_millis(ms))
         }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::owners::Owners;
+use crate::health_monitor::HealthMonitor;
 use crate::runtime::{GroupRt, ServerRt};
 
 /// The hop field a node adds to a request it sends to the key's owner. Its value is the
@@ -15,14 +16,18 @@ use crate::runtime::{GroupRt, ServerRt};
 /// the first node would have. Removed from every request that goes to an origin.
 pub const HOP_FIELD: &str = "ktls-tier";
 
+/// The hop field's value of a peer's probe: answered `204` by the peer itself on its `self`
+/// listener (`worker/route.rs`), never forwarded, not counted by frang.
+pub const PROBE: &[u8] = b"probe";
+
 /// Connections kept to each peer by each worker at most.
 const PEER_CONNS: usize = 32;
 /// Requests that may wait for a peer connection, per connection (`server_queue_size`'s
 /// default).
 const PEER_QUEUE: usize = 1000;
 
-/// The tier as the workers use it: built with the runtime, unchanged by a reload (a change
-/// of the `cluster` block is refused).
+/// The tier as the workers use it: built with the runtime, again at each reload (the peer
+/// groups are carried over by name, `cluster:peer:IP:PORT`, as any group).
 pub struct Tier {
     owners: Owners,
     /// For each peer in `owners`' order: the runtime group that reaches it, `None` for this
@@ -30,17 +35,22 @@ pub struct Tier {
     groups: Vec<Option<usize>>,
     /// This node's `self` address: the listener the peers send their requests to.
     pub me: SocketAddr,
+    /// How long a peer may go quiet once the head of its answer came: the slowest origin
+    /// group's `server_forward_timeout` (the owner relays its origin's body). Before the
+    /// head, the peer groups' own `forward_timeout`, `peer_timeout`, applies.
+    pub relay_timeout: Duration,
 }
 
 impl Tier {
     /// The tier of `peers` with this node at `me`, and the internal server group of each
     /// other peer, to be appended to the runtime's groups from index `first_group`.
-    /// `forward_timeout`: how long a peer may take to answer (at least as long as the
-    /// slowest origin group, for the owner's own fetch).
+    /// `(probe, relay_timeout)`: the peers' health check, whose `timeout` is `peer_timeout`
+    /// (how long a peer may take to send the head of its answer), and how long it may go
+    /// quiet after it (see [`Tier::relay_timeout`]).
     pub fn build(
         (peers, me): (&[SocketAddr], SocketAddr),
         first_group: usize,
-        forward_timeout: Duration,
+        (probe, relay_timeout): (&config::HealthCheck, Duration),
     ) -> (Tier, Vec<GroupRt>) {
         let owners = Owners::new(peers.iter().map(|p| p.to_string()));
         let mut groups = Vec::new();
@@ -50,7 +60,7 @@ impl Tier {
             match addr.filter(|a| *a != me) {
                 Some(addr) => {
                     index.push(Some(first_group + groups.len()));
-                    groups.push(peer_group(addr, forward_timeout));
+                    groups.push(peer_group(addr, probe));
                 }
                 None => index.push(None),
             }
@@ -59,6 +69,7 @@ impl Tier {
             owners,
             groups: index,
             me,
+            relay_timeout: relay_timeout.max(probe.timeout),
         };
         (tier, groups)
     }
@@ -79,10 +90,13 @@ impl Tier {
 }
 
 /// The internal server group of one peer: its name cannot be a configured group's (`:`),
-/// no health monitor (a failed connection marks it down as any server), no connect retries
-/// and one retry of a request whose connection was reset: the origin is the fallback, so
-/// there is no point insisting.
-fn peer_group(addr: SocketAddr, forward_timeout: Duration) -> GroupRt {
+/// `peer_timeout` for a connection, a place in the queue and the head of the answer; a
+/// health monitor that sends `check` (`config::Cluster::peer_probe`) every `peer_timeout`
+/// (at least 1 s) and wants `204` within it, so a peer that accepts connections and never
+/// answers it (stopped, hung) is out, and back when it answers; no connect retries and one retry of a request whose
+/// connection was reset: the origin is the fallback, so there is no point insisting.
+fn peer_group(addr: SocketAddr, check: &config::HealthCheck) -> GroupRt {
+    let peer_timeout = check.timeout;
     GroupRt {
         name: format!("cluster:peer:{addr}"),
         servers: vec![ServerRt {
@@ -93,11 +107,14 @@ fn peer_group(addr: SocketAddr, forward_timeout: Duration) -> GroupRt {
             failover: None,
         }],
         hash: false,
-        forward_timeout,
+        forward_timeout: peer_timeout,
         forward_retries: 1,
         connect_retries: 0,
         queue_limit: PEER_CONNS * PEER_QUEUE,
-        health: None,
+        health: Some(std::sync::Arc::new(HealthMonitor::new(
+            check.clone(),
+            false,
+        ))),
     }
 }
 
@@ -137,6 +154,14 @@ pub fn hop_scheme(value: &[u8]) -> Option<&'static str> {
 mod tests {
     use super::*;
 
+    fn probe(secs: u64) -> config::HealthCheck {
+        let cluster = config::Cluster {
+            peer_timeout: Duration::from_secs(secs),
+            ..Default::default()
+        };
+        cluster.peer_probe()
+    }
+
     fn addrs(n: u8) -> Vec<SocketAddr> {
         (1..=n)
             .map(|i| SocketAddr::from(([127, 0, 0, i], 8080)))
@@ -146,7 +171,8 @@ mod tests {
     #[test]
     fn every_other_peer_gets_a_group_and_this_node_none() {
         let peers = addrs(3);
-        let (tier, groups) = Tier::build((&peers, peers[1]), 4, Duration::from_secs(60));
+        let (tier, groups) =
+            Tier::build((&peers, peers[1]), 4, (&probe(2), Duration::from_secs(60)));
         assert_eq!(groups.len(), 2);
         assert!(groups.iter().all(|g| g.name.starts_with("cluster:peer:")));
         assert!(groups.iter().all(|g| g.servers[0].addr != peers[1]));
@@ -171,8 +197,8 @@ mod tests {
         let me = peers[0];
         let gone = peers[2];
         let kept: Vec<SocketAddr> = peers.iter().copied().filter(|p| *p != gone).collect();
-        let (before, bg) = Tier::build((&peers, me), 0, Duration::from_secs(1));
-        let (after, ag) = Tier::build((&kept, me), 0, Duration::from_secs(1));
+        let (before, bg) = Tier::build((&peers, me), 0, (&probe(1), Duration::from_secs(1)));
+        let (after, ag) = Tier::build((&kept, me), 0, (&probe(1), Duration::from_secs(1)));
         let addr = |groups: &[GroupRt], g: Option<usize>| g.map(|g| groups[g].servers[0].addr);
         let mut moved = 0;
         for i in 0..20_000 {

@@ -287,6 +287,10 @@ impl Worker {
                 peer.unwrap_or_default()
             );
             crate::fleet::tier::count_fallback();
+            // No head within `peer_timeout`: out until its probe answers (`fleet/tier.rs`).
+            if status == 504 {
+                self.mark_down(forward.group, 0);
+            }
             let TierFallback { pass, validators } = *fallback;
             return self.forward_via(id, pass, forward.fill.take(), validators, None);
         }

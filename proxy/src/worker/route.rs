@@ -17,7 +17,7 @@ use super::request::{Request, Scheme};
 use super::websocket::Upgrade;
 use super::{client_token, Worker};
 use crate::access_log::RequestRecord as AccessRecord;
-use crate::fleet::tier::{hop_scheme, Tier, HOP_FIELD};
+use crate::fleet::tier::{hop_scheme, Tier, HOP_FIELD, PROBE};
 use crate::frang::RequestLimits;
 use crate::metrics::{bump, WorkerMetrics};
 use crate::router::{CacheOverride, RequestView, Route};
@@ -184,6 +184,15 @@ impl Worker {
         };
         if !forwarded_for_is_address(&ex.request) {
             return self.refuse_forwarded_for(id);
+        }
+        // A cache tier peer's probe (`fleet::tier::PROBE`): this node is alive and answers.
+        if ex.tier_hop && ex.request.header(HOP_FIELD) == Some(PROBE) {
+            let page = super::h1::LocalPage {
+                status: 204,
+                fields: &[],
+                body: &[],
+            };
+            return self.answer(id, Reply::Local(page), !ex.keep_alive);
         }
         // HTTP-01 (crate::acme): the ACME server asks a plain listener, whatever the chain says.
         if ex.request.scheme() == Scheme::Http {
@@ -417,20 +426,49 @@ impl Worker {
 /// Whether a request that carries the cache tier's hop field came from a peer: it did when
 /// it arrived on this node's `self` listener (on the fleet's private network). Its scheme
 /// is then the one the field names (what the client used at the first node). A hop field
-/// anywhere else is ignored (and removed before any origin sees it, `forward.rs`).
+/// anywhere else is ignored (and removed before any origin sees it, `forward.rs`). A peer's
+/// probe (the field's value `probe`) is a peer's request too, answered in [`Worker::route`].
 fn honour_hop(tier: &Tier, sock: &crate::socket::Socket, request: &mut Request) -> bool {
-    let Some(scheme) = request.header(HOP_FIELD).and_then(hop_scheme) else {
+    let Some(value) = request.header(HOP_FIELD) else {
         return false;
     };
-    if sock.local_addr().ok() != Some(tier.me) {
+    let scheme = hop_scheme(value);
+    if (scheme.is_none() && value != PROBE) || sock.local_addr().ok() != Some(tier.me) {
         return false;
     }
-    request.set_scheme(if scheme == "https" {
-        Scheme::Https
-    } else {
-        Scheme::Http
-    });
+    match scheme {
+        Some("https") => request.set_scheme(Scheme::Https),
+        Some(_) => request.set_scheme(Scheme::Http),
+        None => {}
+    }
     true
+}
+
+/// Whether the response of `group` carries the vhost's response edits already: a cache tier
+/// peer's does (the owner made them, as it made the request edits), so the node that asked
+/// relays and stores it as the owner sent it; made twice, a `resp_hdr_add` field would
+/// appear twice. The owner's `Via` entry stays beside this node's (RFC 9110 §7.6.3).
+pub(super) fn edited_by_owner(rt: &crate::runtime::Runtime, group: usize) -> bool {
+    rt.tier.as_ref().is_some_and(|t| t.is_peer_group(group))
+}
+
+/// How long upstream connection `u` may stay quiet: its group's `server_forward_timeout`,
+/// except a cache tier peer's once the head of its answer came (`peer_timeout` is for the
+/// head; the body is the owner's origin's, relayed at the origin's pace: `Tier::relay_timeout`).
+pub(super) fn quiet_limit(
+    rt: &crate::runtime::Runtime,
+    exchanges: &super::exchange::Exchanges,
+    u: &super::upstream::Upstream,
+) -> Duration {
+    let relay = rt.tier.as_ref().filter(|t| t.is_peer_group(u.group));
+    let head_came = || {
+        let forward = u.exchange.and_then(|id| exchanges.get(id)?.forward());
+        forward.is_some_and(|f| !matches!(f.resp, super::exchange::RespPhase::AwaitHead))
+    };
+    match relay {
+        Some(tier) if head_came() => tier.relay_timeout,
+        _ => u.forward_timeout,
+    }
 }
 
 /// The internal group of the cache tier peer that exchange `ex`'s object goes to: a miss

@@ -164,7 +164,12 @@ impl HeadWriter<'_> {
     ) -> Result<(), ()> {
         let Origin { head, input } = origin;
         let rt = self.rt;
-        let edits = response_edits(rt, to.vhost, to.location);
+        let edits = response_edits(
+            rt,
+            to.vhost
+                .filter(|_| !super::super::route::edited_by_owner(rt, fwd.group)),
+            to.location,
+        );
         let edits = &*sticky_hook::response_edits(to.set_cookie.as_deref(), edits);
         // The Age a client sees; a fill-only sink stores the origin's head as it came.
         let with_age = match sink {

@@ -99,9 +99,11 @@ impl ServerState {
         self.open = self.open.saturating_sub(1);
     }
 
-    /// Whether the server takes requests at `now`.
+    /// Whether the server takes requests at `now`: not out, or its backoff over and no
+    /// probe under way. A periodic health check of a server that is in does not take it out
+    /// while it runs.
     pub fn is_up(&self, now: Instant) -> bool {
-        self.down_until.is_none_or(|t| now >= t) && !self.probing
+        self.down_until.is_none_or(|t| now >= t && !self.probing)
     }
 }
 
@@ -371,5 +373,19 @@ mod tests {
         let long = Some(Duration::from_secs(3));
         assert_eq!(st.fail(long, now), Some(now + Duration::from_secs(3)));
         assert!(st.probe_due(false) && st.recover() && !st.probe_due(false) && st.probe_due(true));
+    }
+
+    /// A cache tier peer's probe runs every second: a server that is in stays in while its
+    /// periodic check is under way; one that is out waits for its probe's verdict.
+    #[test]
+    fn a_periodic_check_of_a_server_that_is_in_does_not_take_it_out() {
+        let mut st = ServerState::new();
+        let now = Instant::now();
+        st.probing = true;
+        assert!(st.is_up(now));
+        st.recover();
+        st.fail(None, now);
+        st.probing = true;
+        assert!(!st.is_up(now + Duration::from_secs(5)));
     }
 }

@@ -175,7 +175,7 @@ impl Worker {
         }
         if u.phase == UpPhase::Busy {
             // Progress since the timer was armed: wait for the rest of the quiet period.
-            let timeout = u.forward_timeout;
+            let timeout = super::route::quiet_limit(&self.rt, &self.exchanges, u);
             let quiet = now.saturating_duration_since(u.last_progress);
             if quiet < timeout {
                 u.timer_gen = self.timers.next_gen();
