@@ -5,6 +5,7 @@
 mod background;
 mod caching;
 mod client;
+mod drain;
 mod exchange;
 mod fairness;
 mod fill;
@@ -26,10 +27,13 @@ mod request;
 mod request_body;
 mod response;
 mod route;
+mod shared;
+pub use shared::Shared;
 mod sticky_hook;
 mod stored_reply;
 #[cfg(test)]
 mod tests;
+mod token;
 mod tunnel;
 mod upstream;
 pub use upstream::reuse; // public for the `response_framing` fuzz target
@@ -39,8 +43,8 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
@@ -53,69 +57,12 @@ use crate::runtime::Runtime;
 use crate::timers::{Timers, ACCEPT_RETRY};
 
 use client::{ClientId, Clients};
-use exchange::{ExchangeId, Exchanges, EXCHANGE_TIMER_BASE};
+use exchange::{ExchangeId, Exchanges};
 use upstream::groups::GroupState;
 use upstream::UpstreamId;
 
-const WAKER: Token = Token(0);
-const LISTENER_BASE: usize = 1;
-const CLIENT_BASE: usize = 1 << 32;
-const UPSTREAM_BASE: usize = 2 << 32;
-/// Timer keys of health probes: PROBE_BASE + group * 65536 + server.
-const PROBE_BASE: usize = 3 << 32;
-
-/// What the workers of one process share.
-pub struct Shared {
-    runtime: RwLock<Arc<Runtime>>,
-    /// Bumped on every successful reload, so workers notice without taking the lock.
-    generation: AtomicU64,
-    stopping: AtomicBool,
-    pub metrics: Arc<Metrics>,
-    /// The response cache of this process, shared by all workers.
-    pub cache: cache::Cache,
-    /// Every worker's waker, for `ip_block`'s resets (ip_block.rs).
-    block_wake: ip_block::BlockWake,
-}
-
-impl Shared {
-    pub fn new(runtime: Arc<Runtime>, metrics: Arc<Metrics>) -> Shared {
-        let total_bytes = usize::try_from(runtime.config.cache.size).unwrap_or(usize::MAX);
-        let max_object = usize::try_from(runtime.config.cache.max_object_size).unwrap_or(1);
-        let limits = cache::CacheLimits {
-            total_bytes,
-            // One object is at most a shard's share: fewer shards when the largest object
-            // would not fit one, so `cache_max_object_size` is what decides (with the
-            // defaults, 64 shards of 4 MiB never stored a body of 4 to 8 MiB).
-            shards: (total_bytes / max_object.max(1))
-                .clamp(1, cache::CacheLimits::default().shards),
-        };
-        Shared {
-            runtime: RwLock::new(runtime),
-            generation: AtomicU64::new(0),
-            stopping: AtomicBool::new(false),
-            metrics,
-            cache: cache::Cache::new(limits),
-            block_wake: ip_block::BlockWake::default(),
-        }
-    }
-
-    pub fn runtime(&self) -> Arc<Runtime> {
-        self.runtime
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// Installs a new configuration: new connections and requests use it.
-    pub fn replace_runtime(&self, runtime: Arc<Runtime>) {
-        *self.runtime.write().unwrap_or_else(|e| e.into_inner()) = runtime;
-        self.generation.fetch_add(1, Ordering::Release);
-    }
-
-    pub fn begin_stop(&self) {
-        self.stopping.store(true, Ordering::Release);
-    }
-}
+use token::{client_token, upstream_token, PROBE_BASE};
+use token::{kind, Kind, LISTENER_BASE, WAKER};
 
 /// A listening socket of this worker.
 pub struct WorkerListener {
@@ -124,30 +71,6 @@ pub struct WorkerListener {
     pub tls: bool,
     /// The protocols the listener serves (`listen ... proto=`).
     pub protos: Vec<config::Proto>,
-}
-
-enum Kind {
-    Waker,
-    Listener(usize),
-    Client(ClientId),
-    Upstream(UpstreamId),
-    Probe(usize),
-    /// A timer of an exchange (slab index).
-    Exchange(usize),
-    /// The `grace_shutdown_time` deadline of a reload.
-    Grace,
-}
-
-fn kind(token: Token) -> Kind {
-    match token.0 {
-        0 => Kind::Waker,
-        grace::GRACE_TIMER => Kind::Grace,
-        n if n >= EXCHANGE_TIMER_BASE => Kind::Exchange(n - EXCHANGE_TIMER_BASE),
-        n if n >= PROBE_BASE => Kind::Probe(n),
-        n if n >= UPSTREAM_BASE => Kind::Upstream(UpstreamId::from_index(n - UPSTREAM_BASE)),
-        n if n >= CLIENT_BASE => Kind::Client(ClientId::from_index(n - CLIENT_BASE)),
-        n => Kind::Listener(n - LISTENER_BASE),
-    }
 }
 
 pub struct Worker {
@@ -189,19 +112,6 @@ pub struct Worker {
     /// Opens upstream connections (TCP; socketpairs in the worker's tests).
     connector: crate::socket::Connector,
 }
-
-/// How long a graceful stop waits for in-flight requests.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A graceful stop's last call: for this long an idle HTTP/1 keep-alive connection stays
-/// open, and a request it brings is answered with `Connection: close`. Closing it at once
-/// would lose a request the client sent just before the close reached it (it cannot tell
-/// that request was never read, and nothing says it may be retried unless idempotent); the
-/// clients of a busy connection send their next request well within this.
-const DRAIN_LAST_CALL: Duration = Duration::from_millis(500);
-
-/// The longest a draining worker sleeps, so that the last call ends on time.
-const DRAIN_POLL: Duration = Duration::from_millis(50);
 
 impl Worker {
     pub fn new(
@@ -266,7 +176,7 @@ impl Worker {
     fn turn(&mut self, events: &mut Events, cap: Option<Duration>) -> bool {
         let now = Instant::now();
         let cap = match self.draining {
-            Some(_) => Some(cap.map_or(DRAIN_POLL, |c| c.min(DRAIN_POLL))),
+            Some(_) => Some(cap.map_or(drain::DRAIN_POLL, |c| c.min(drain::DRAIN_POLL))),
             None => cap,
         };
         let timeout = self
@@ -325,11 +235,13 @@ impl Worker {
             self.start_drain();
         }
         if let Some(since) = self.draining {
-            if !self.drain_idle_closed && self.last_call_over() {
+            if !self.drain_idle_closed && drain::last_call_over(self.draining) {
                 self.drain_idle_closed = true;
-                self.close_idle_h1();
+                for ci in self.clients.idle_h1() {
+                    self.close_client(ci, CloseReason::Shutdown);
+                }
             }
-            if self.clients.is_empty() || since.elapsed() > DRAIN_TIMEOUT {
+            if self.clients.is_empty() || since.elapsed() > drain::DRAIN_TIMEOUT {
                 return false;
             }
         }
@@ -452,7 +364,7 @@ impl Worker {
             self.publish_health();
             self.schedule_health_checks();
             // HTTP/2 clients reconnect to meet the new configuration.
-            self.go_away_all();
+            self.clients.go_away_all(&mut self.dirty);
         }
     }
 
@@ -484,39 +396,13 @@ impl Worker {
         self.timers.recycle(due);
     }
 
-    /// Drops the timer entries that re-arming left stale, once they outnumber the live ones
-    /// (`timers` module): the heap's size follows the connections, not the request rate.
+    /// Drops the timer entries that re-arming left stale (token.rs), and publishes the
+    /// heap's size.
     fn compact_timers(&mut self) {
-        // Below the slack no compaction is due, whatever is live: skip counting.
-        if self.timers.queued() > crate::timers::COMPACT_SLACK {
-            let live_bound = self.clients.len()
-                + self.upstreams.len()
-                + self.exchanges.len()
-                + self
-                    .rt
-                    .groups
-                    .iter()
-                    .map(|g| g.servers.len())
-                    .sum::<usize>();
-            if self.timers.needs_compaction(live_bound) {
-                let Worker {
-                    timers,
-                    clients,
-                    upstreams,
-                    exchanges,
-                    ..
-                } = self;
-                timers.compact(|key, gen| match kind(Token(key)) {
-                    Kind::Client(ci) => clients.get(ci).is_some_and(|c| c.timer_gen == gen),
-                    Kind::Upstream(ui) => upstreams.get(ui).is_some_and(|u| u.timer_gen == gen),
-                    Kind::Exchange(index) => exchanges.timer_gen_at(index) == Some(gen),
-                    // Health probes keep their own generations; they are few.
-                    _ => true,
-                });
-            }
-        }
+        let live = (&self.clients, &self.upstreams, &self.exchanges);
+        token::compact_timers(&mut self.timers, live, &self.rt);
         let queued = u64::try_from(self.timers.queued()).unwrap_or(u64::MAX);
-        self.metrics().workers[self.id]
+        self.worker_metrics()
             .timers_queued
             .store(queued, Ordering::Relaxed);
     }
@@ -536,44 +422,7 @@ impl Worker {
         for ci in self.tunnel_clients() {
             self.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::Shutdown);
         }
-        self.go_away_all();
-    }
-
-    /// Whether a graceful stop's last call is over: idle HTTP/1 connections close.
-    fn last_call_over(&self) -> bool {
-        self.draining
-            .is_some_and(|since| since.elapsed() >= DRAIN_LAST_CALL)
-    }
-
-    fn close_idle_h1(&mut self) {
-        let idle: Vec<ClientId> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.is_idle() && c.codec.h1().is_some())
-            .map(|(i, _)| i)
-            .collect();
-        for ci in idle {
-            self.close_client(ci, CloseReason::Shutdown);
-        }
-    }
-
-    /// Tells every HTTP/2 client that no new stream will be served (GOAWAY with the last
-    /// stream accepted); the streams in flight finish, then the connection closes.
-    fn go_away_all(&mut self) {
-        for (ci, c) in self.clients.iter_mut() {
-            // Not `End::close_after_flush`: the streams in flight still read WINDOW_UPDATEs; the
-            // codec says when the connection is done.
-            if let client::Client {
-                codec: client::codec::Codec::H2(h2),
-                out,
-                ..
-            } = c
-            {
-                h2.conn.go_away();
-                h2.flush_into(out);
-                self.dirty.push_back(client_token(ci));
-            }
-        }
+        self.clients.go_away_all(&mut self.dirty);
     }
 
     fn metrics(&self) -> &Metrics {
@@ -584,12 +433,4 @@ impl Worker {
     fn worker_metrics(&self) -> &WorkerMetrics {
         &self.shared.metrics.workers[self.id]
     }
-}
-
-fn client_token(ci: ClientId) -> Token {
-    Token(CLIENT_BASE + ci.index())
-}
-
-fn upstream_token(ui: UpstreamId) -> Token {
-    Token(UPSTREAM_BASE + ui.index())
 }

@@ -6,6 +6,7 @@
 //! through `codec.rs`.
 
 pub mod codec;
+mod drain;
 mod end;
 mod handshake_deadline;
 mod mem;
@@ -436,7 +437,7 @@ impl Worker {
         }
         if idle {
             self.bufs.release_if_empty(&mut c.rbuf);
-            if self.last_call_over() {
+            if super::drain::last_call_over(self.draining) {
                 self.close_client(ci, CloseReason::Shutdown);
             }
         }
