@@ -344,7 +344,9 @@ impl Worker {
             let old = std::mem::replace(&mut self.rt, self.shared.runtime());
             self.rt_gen = gen;
             self.seen_blocks = self.rt.frang.blocks(); // a new frang counts from 0
-            self.retire_removed_servers(&old);
+            let (upstreams, timers) = (&mut self.upstreams, &mut self.timers);
+            let now_due = grace::retire_removed_servers(upstreams, (&old, &self.rt), timers);
+            self.retire(now_due);
             // Pooled connections belong to the old server list: close them; busy ones close
             // when their exchange ends (their generation no longer matches).
             let idle: Vec<UpstreamId> = self
@@ -368,6 +370,24 @@ impl Worker {
         }
     }
 
+    /// Closes retiring upstream connections `due` and ends what they carried (grace.rs).
+    fn retire(&mut self, due: Vec<UpstreamId>) {
+        for ui in due {
+            match grace::carried(&self.upstreams, &self.clients, ui) {
+                Some(grace::Carried::Tunnel(ci)) => self.guarded(ci, |w| {
+                    w.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::ServerRemoved)
+                }),
+                Some(grace::Carried::Exchange(id)) => {
+                    self.close_upstream(ui);
+                    let failure = response::Failure::ServerRemoved;
+                    self.guarded_exchange(id, |w| w.exchange_failed(id, failure));
+                }
+                Some(grace::Carried::Nothing) => self.close_upstream(ui),
+                None => {}
+            }
+        }
+    }
+
     fn fire_timers(&mut self) {
         let now = Instant::now();
         self.compact_timers();
@@ -388,7 +408,7 @@ impl Worker {
                         self.guarded_exchange(id, |w| w.exchange_timer(index, gen, now));
                     }
                 }
-                Kind::Grace => self.retire_due(now),
+                Kind::Grace => self.retire(grace::due(&self.upstreams, now)),
                 Kind::Listener(li) => self.accept(li),
                 _ => {}
             }
