@@ -388,6 +388,29 @@ impl Worker {
         }
     }
 
+    /// A reload replaced `old`: its exchanges and queues carried over (reload.rs); those of a
+    /// group that is gone answered 502, then every queue served once through.
+    fn carry_exchanges_over(&mut self, old: &Runtime, old_groups: Vec<GroupState>) {
+        let both = (old, &*self.rt);
+        let (exchanges, groups) = (&mut self.exchanges, &mut self.groups);
+        for id in reload::carry_exchanges_over(exchanges, groups, both, old_groups) {
+            if !reload::queued(&self.exchanges, id) {
+                continue;
+            }
+            self.guarded_exchange(id, |w| {
+                if let Some(forward) = reload::take_queued(&mut w.exchanges, id) {
+                    w.fail_exchange(id, forward, 502);
+                }
+            });
+        }
+        for group in 0..self.groups.len() {
+            let waiting = self.groups.get(group).map_or(0, |g| g.queue.len());
+            for _ in 0..waiting {
+                self.serve_queue(group);
+            }
+        }
+    }
+
     fn fire_timers(&mut self) {
         let now = Instant::now();
         self.compact_timers();
