@@ -201,7 +201,7 @@ impl Worker {
                         Ok(ui) => return self.attach(id, ui, forward),
                         Err(_) => {
                             bump(&self.metrics().upstream_connect_errors);
-                            self.mark_down(forward.group, server);
+                            self.health().mark_down(forward.group, server);
                             avoid = Some(server);
                             forward.attempts += 1;
                             let limit = self

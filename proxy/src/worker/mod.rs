@@ -61,7 +61,7 @@ use exchange::{ExchangeId, Exchanges};
 use upstream::groups::GroupState;
 use upstream::UpstreamId;
 
-use token::{client_token, upstream_token, PROBE_BASE};
+use token::{client_token, upstream_token};
 use token::{kind, Kind, LISTENER_BASE, WAKER};
 
 /// A listening socket of this worker.
@@ -152,7 +152,7 @@ impl Worker {
             connector: crate::socket::Connector::default(),
         };
         worker.groups = upstream::groups::group_states(&worker.rt);
-        worker.schedule_health_checks();
+        worker.health().schedule_checks();
         for (i, l) in worker.listeners.iter_mut().enumerate() {
             worker.poll.registry().register(
                 &mut l.socket,
@@ -363,8 +363,8 @@ impl Worker {
             let old_groups =
                 std::mem::replace(&mut self.groups, upstream::groups::group_states(&self.rt));
             self.carry_exchanges_over(&old, old_groups);
-            self.publish_health();
-            self.schedule_health_checks();
+            self.health().publish();
+            self.health().schedule_checks();
             // HTTP/2 clients reconnect to meet the new configuration.
             self.clients.go_away_all(&mut self.dirty);
         }
@@ -466,6 +466,60 @@ impl Worker {
             self.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::Shutdown);
         }
         self.clients.go_away_all(&mut self.dirty);
+    }
+
+    /// The parts health monitoring touches (health.rs).
+    fn health(&mut self) -> health::Health<'_> {
+        health::Health {
+            groups: &mut self.groups,
+            rt: &self.rt,
+            rt_gen: self.rt_gen,
+            timers: &mut self.timers,
+            metrics: &self.shared.metrics.upstream,
+            worker: self.id,
+        }
+    }
+
+    /// A probe timer fired: connect to its server if a probe is due.
+    fn probe(&mut self, key: usize, gen: u64) {
+        let draining = self.draining.is_some();
+        if let Some((group, server)) = self.health().probe_due(key, gen, draining) {
+            let connected = self
+                .connect(group, server, upstream::UpPhase::Probe)
+                .is_ok();
+            self.health().probe_started(group, server, connected);
+        }
+    }
+
+    /// A probe's connection is up: send the monitor's request.
+    fn send_health_request(&mut self, ui: UpstreamId) {
+        if let Some(timeout) = health::send_request(&mut self.upstreams, &self.rt, ui) {
+            self.arm_upstream_timer(ui, timeout);
+            self.dirty.push_back(upstream_token(ui));
+        }
+    }
+
+    /// Moves a health check along: write the request, read the answer, judge it. A body
+    /// larger than the read buffer is taken a bufferful at a time; with edge-triggered
+    /// readiness no new event comes for bytes already waiting.
+    fn drive_health(&mut self, ui: UpstreamId) {
+        self.flush_upstream(ui);
+        for _ in 0..64 {
+            self.read_upstream(ui);
+            match health::reading(&mut self.upstreams, &self.rt, ui) {
+                health::Reading::Verdict(ok) => return self.health_verdict(ui, ok),
+                health::Reading::Wait => return,
+                health::Reading::Progress => {}
+            }
+        }
+        self.dirty.push_back(upstream_token(ui));
+    }
+
+    /// Ends a health check: its connection closes, the server is judged.
+    fn health_verdict(&mut self, ui: UpstreamId, ok: bool) {
+        if let Some((group, server)) = self.end_probe(ui) {
+            self.health().verdict(group, server, ok);
+        }
     }
 
     fn metrics(&self) -> &Metrics {
