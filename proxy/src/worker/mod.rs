@@ -522,6 +522,38 @@ impl Worker {
         }
     }
 
+    /// Checks routed exchange `id`'s sticky cookie (sticky_hook.rs): true to serve it, false
+    /// when it was answered here (302, the challenge, a block).
+    fn sticky_gate(&mut self, id: ExchangeId) -> bool {
+        let parts = (&*self.rt, &self.shared.metrics.sticky);
+        match sticky_hook::gate(&mut self.exchanges, &mut self.clients, parts, id) {
+            sticky_hook::Gate::Serve => return true,
+            sticky_hook::Gate::Gone => {}
+            sticky_hook::Gate::Status(status, close) => {
+                self.answer(id, h1::Reply::Status(status), close)
+            }
+            sticky_hook::Gate::Page(page) => {
+                page.send(|reply, close| self.answer(id, reply, close))
+            }
+            sticky_hook::Gate::Block(v) => match self.client_of(id) {
+                Some(ci) => self.frang_violation(ci, finish::RefuseAt::Exchange(id), &v),
+                None => self.drop_exchange(id),
+            },
+        }
+        false
+    }
+
+    /// The parts choosing a sticky exchange's connection touches (sticky_hook.rs).
+    fn scheduling(&mut self) -> sticky_hook::Scheduling<'_> {
+        sticky_hook::Scheduling {
+            rt: &self.rt,
+            groups: &mut self.groups,
+            upstreams: &self.upstreams,
+            exchanges: &mut self.exchanges,
+            metrics: &self.shared.metrics.sticky,
+        }
+    }
+
     fn metrics(&self) -> &Metrics {
         &self.shared.metrics
     }
