@@ -554,6 +554,34 @@ impl Worker {
         }
     }
 
+    /// What the cache does for exchange `id` (caching.rs): hits, PURGE and only-if-cached
+    /// misses are answered here.
+    #[inline]
+    fn cache_step(
+        &mut self,
+        id: ExchangeId,
+        rt_cache: &Arc<crate::runtime::CacheRt>,
+        vhost: &str,
+        overrides: crate::router::CacheOverride,
+    ) -> caching::CacheStep {
+        let parts = (&*self.rt, &self.shared.cache, (&self.inbox, &self.waker));
+        let request = (id, rt_cache, vhost, overrides);
+        let (step, answer) = caching::step(&mut self.exchanges, &self.clients, parts, request);
+        if let Some(answer) = answer {
+            answer.send(|reply, close| self.answer(id, reply, close));
+        }
+        step
+    }
+
+    /// Parked exchanges whose fetch finished (caching.rs): served again.
+    fn drain_inbox(&mut self) {
+        for id in caching::take_inbox(&self.inbox) {
+            if caching::waiting(&self.exchanges, id) {
+                self.guarded_exchange(id, |w| w.resume_after_wait(id));
+            }
+        }
+    }
+
     fn metrics(&self) -> &Metrics {
         &self.shared.metrics
     }
