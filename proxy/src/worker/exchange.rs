@@ -353,7 +353,7 @@ impl Worker {
             return;
         }
         match ex.stage() {
-            Stage::CacheWait(_) => self.cache_wait_expired(id),
+            Stage::CacheWait(_) => self.resume_after_wait(id),
             Stage::Queued(_) => self.queue_expired(id),
             Stage::Upstream(f) if !f.req_body_done => self.body_deadline(id, now),
             // Waiting on the upstream: its own deadline answers 504.

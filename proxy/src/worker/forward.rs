@@ -3,7 +3,7 @@
 //! and the choice of a connection: pooled, new, or a place in the group's queue.
 
 use std::io::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http1::{BodyDecoder, ConnectionOption, Forwarding, HeaderEdits};
 
@@ -49,7 +49,7 @@ impl Worker {
         tier: Option<Box<TierFallback>>,
     ) {
         let rt = self.rt.clone();
-        validators = self.sticky_request_edits(id, validators.take());
+        validators = super::sticky_hook::request_edits(self.exchanges.get(id), &rt, validators);
         if rt.tier.is_some() {
             let scheme = self.exchanges.get(id).map(|ex| ex.request.scheme());
             validators = Some(hop_edits(validators, scheme.filter(|_| tier.is_some())));
@@ -188,7 +188,7 @@ impl Worker {
     pub(super) fn dispatch(&mut self, id: ExchangeId, mut forward: Box<Forward>) {
         let mut avoid = None;
         loop {
-            match self.sticky_pick(
+            match self.scheduling().pick(
                 id,
                 forward.group,
                 forward.hash_key,
@@ -201,7 +201,7 @@ impl Worker {
                         Ok(ui) => return self.attach(id, ui, forward),
                         Err(_) => {
                             bump(&self.metrics().upstream_connect_errors);
-                            self.mark_down(forward.group, server);
+                            self.health().mark_down(forward.group, server);
                             avoid = Some(server);
                             forward.attempts += 1;
                             let limit = self
@@ -311,48 +311,6 @@ impl Worker {
                 ..super::finish::Outcome::local(status, bytes, close)
             },
         );
-    }
-
-    /// Chooses a server and connection of `group` for a request with `key` (hash scheduler).
-    /// `fresh`: the request needs a new connection of its own (a WebSocket handshake), which
-    /// does not wait for a place among the server's `conns_n`.
-    pub(super) fn pick(
-        &mut self,
-        group: usize,
-        key: u64,
-        avoid: Option<usize>,
-        fresh: bool,
-    ) -> Pick {
-        match (self.rt.groups.get(group), self.groups.get_mut(group)) {
-            (Some(g), Some(state)) => groups::pick(g, state, (key, avoid, fresh), Instant::now()),
-            _ => Pick::Down,
-        }
-    }
-
-    /// Whether `server` of `group` takes requests now, as this worker knows it.
-    pub(super) fn server_up(&self, group: usize, server: usize) -> bool {
-        self.groups
-            .get(group)
-            .and_then(|g| g.servers.get(server))
-            .is_some_and(|st| st.is_up(Instant::now()))
-    }
-
-    /// A connection to one given server (a sticky session's): `groups::pick_server`.
-    pub(super) fn pick_server(&mut self, group: usize, server: usize, fresh: bool) -> Pick {
-        let conns_n = self
-            .rt
-            .groups
-            .get(group)
-            .and_then(|g| g.servers.get(server))
-            .map_or(0, |s| s.conns_n);
-        match self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-        {
-            Some(st) => groups::pick_server(st, server, conns_n, fresh),
-            None => Pick::Down,
-        }
     }
 
     /// Gives freed capacity of `group` to its first waiting exchange (one still queued).

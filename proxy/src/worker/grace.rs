@@ -21,104 +21,102 @@
 
 use std::time::Instant;
 
-use super::response::Failure;
-use super::upstream::UpPhase;
-use super::upstream::UpstreamId;
-use super::Worker;
-use crate::metrics_tunnel::TunnelEnd;
+use super::client::{ClientId, Clients};
+use super::exchange::ExchangeId;
+use super::upstream::{UpPhase, UpstreamId, Upstreams};
 use crate::runtime::Runtime;
+use crate::timers::Timers;
 
 /// The timer key of the grace deadline (one per worker; every due connection is found by its
 /// own `retire_at`).
 pub(super) const GRACE_TIMER: usize = 5 << 32;
 
-impl Worker {
-    /// A reload replaced `old` by `self.rt`: connections of servers it removed start retiring.
-    pub(super) fn retire_removed_servers(&mut self, old: &Runtime) {
-        let grace = self.rt.config.grace_shutdown_time;
-        let now = Instant::now();
-        let deadline = now.checked_add(grace);
-        let mut retiring = false;
-        for (_, u) in self.upstreams.iter_mut() {
-            if u.removed {
-                // Retiring since an earlier reload: its deadline stands (and its indices
-                // name a configuration older than `old`).
-                continue;
-            }
-            let kept = old.groups.get(u.group).and_then(|g| {
-                let addr = g.servers.get(u.server)?.addr;
-                find_server(&self.rt, &g.name, addr)
-            });
-            match kept {
-                Some((group, server)) => {
-                    u.group = group;
-                    u.server = server;
-                    if let Some(g) = self.rt.groups.get(group) {
-                        u.forward_timeout = g.forward_timeout;
-                    }
-                }
-                None => {
-                    u.removed = true;
-                    if !grace.is_zero() {
-                        u.retire_at = deadline;
-                        retiring = true;
-                    }
-                }
-            }
+/// A reload replaced `old` by `new`: connections of servers it removed start retiring, those
+/// of kept servers are renumbered into `new`. Arms the grace deadline on `timers` when one
+/// applies; returns the connections to retire at once (tunnels to removed servers, when
+/// there is no grace time).
+pub(super) fn retire_removed_servers(
+    upstreams: &mut Upstreams,
+    (old, new): (&Runtime, &Runtime),
+    timers: &mut Timers,
+) -> Vec<UpstreamId> {
+    let grace = new.config.grace_shutdown_time;
+    let now = Instant::now();
+    let deadline = now.checked_add(grace);
+    let mut retiring = false;
+    for (_, u) in upstreams.iter_mut() {
+        if u.removed {
+            // Retiring since an earlier reload: its deadline stands (and its indices
+            // name a configuration older than `old`).
+            continue;
         }
-        if grace.is_zero() {
-            self.close_removed_tunnels();
-        } else if let (true, Some(at)) = (retiring, deadline) {
-            self.timers.schedule(at, GRACE_TIMER, 0);
+        let kept = old.groups.get(u.group).and_then(|g| {
+            let addr = g.servers.get(u.server)?.addr;
+            find_server(new, &g.name, addr)
+        });
+        match kept {
+            Some((group, server)) => {
+                u.group = group;
+                u.server = server;
+                if let Some(g) = new.groups.get(group) {
+                    u.forward_timeout = g.forward_timeout;
+                }
+            }
+            None => {
+                u.removed = true;
+                if !grace.is_zero() {
+                    u.retire_at = deadline;
+                    retiring = true;
+                }
+            }
         }
     }
-
-    /// Tunnels to removed servers, when there is no grace time.
-    fn close_removed_tunnels(&mut self) {
-        let due: Vec<UpstreamId> = self
-            .upstreams
+    if grace.is_zero() {
+        return upstreams
             .iter()
             .filter(|(_, u)| u.removed && matches!(u.phase, UpPhase::Tunnel { .. }))
             .map(|(ui, _)| ui)
             .collect();
-        for ui in due {
-            self.retire(ui);
-        }
     }
+    if let (true, Some(at)) = (retiring, deadline) {
+        timers.schedule(at, GRACE_TIMER, 0);
+    }
+    Vec::new()
+}
 
-    /// The grace deadline came: connections of removed servers still open are closed.
-    pub(super) fn retire_due(&mut self, now: Instant) {
-        let due: Vec<UpstreamId> = self
-            .upstreams
-            .iter()
-            .filter(|(_, u)| u.retire_at.is_some_and(|at| at <= now))
-            .map(|(ui, _)| ui)
-            .collect();
-        for ui in due {
-            self.retire(ui);
-        }
-    }
+/// The grace deadline came: the connections of removed servers still open, to retire.
+pub(super) fn due(upstreams: &Upstreams, now: Instant) -> Vec<UpstreamId> {
+    upstreams
+        .iter()
+        .filter(|(_, u)| u.retire_at.is_some_and(|at| at <= now))
+        .map(|(ui, _)| ui)
+        .collect()
+}
 
-    /// Closes retiring upstream `ui` and ends what it carried.
-    fn retire(&mut self, ui: UpstreamId) {
-        let Some(u) = self.upstreams.get(ui) else {
-            return;
-        };
-        match (u.phase, u.exchange) {
-            (UpPhase::Tunnel { client, client_id }, _) => {
-                if self.clients.get(client).is_some_and(|c| c.id == client_id) {
-                    self.guarded(client, |w| w.close_tunnel(client, TunnelEnd::ServerRemoved));
-                } else {
-                    self.close_upstream(ui);
-                }
+/// What retiring upstream connection `ui` carries, and so what its close ends.
+pub(super) enum Carried {
+    /// The tunnel of this client connection: closed with it.
+    Tunnel(ClientId),
+    /// An exchange: it fails (`Failure::ServerRemoved`) once the connection is closed.
+    Exchange(ExchangeId),
+    /// Nothing (idle, or a tunnel whose client is gone): the connection only closes.
+    Nothing,
+}
+
+/// What upstream `ui` carries (None: no such connection).
+pub(super) fn carried(upstreams: &Upstreams, clients: &Clients, ui: UpstreamId) -> Option<Carried> {
+    let u = upstreams.get(ui)?;
+    Some(match (u.phase, u.exchange) {
+        (UpPhase::Tunnel { client, client_id }, _) => {
+            if clients.get(client).is_some_and(|c| c.id == client_id) {
+                Carried::Tunnel(client)
+            } else {
+                Carried::Nothing
             }
-            (_, Some(id)) => {
-                self.close_upstream(ui);
-                self.guarded_exchange(id, |w| w.exchange_failed(id, Failure::ServerRemoved));
-            }
-            (_, None) => self.close_upstream(ui),
         }
-    }
+        (_, Some(id)) => Carried::Exchange(id),
+        (_, None) => Carried::Nothing,
+    })
 }
 
 /// The (group, server) indices of `addr` in the group named `group` of `rt`.

@@ -11,9 +11,9 @@ use std::time::Instant;
 use h2::{Counters, Flood};
 
 use super::client::codec::Codec;
-use super::client::ClientId;
-use super::finish::Refusal;
-use super::Worker;
+use super::client::{ClientId, Clients};
+use crate::metrics::Metrics;
+use crate::runtime::Runtime;
 
 /// What one connection's floods have been seen to do so far.
 #[derive(Default)]
@@ -70,86 +70,77 @@ fn effect(kind: Flood, drop: bool) -> &'static str {
     }
 }
 
-impl Worker {
-    /// Counts, logs and acts on the floods client `ci` tripped since the last look. Called
-    /// after the connection's frames went into the outbox, so a drop can take them back.
-    pub(super) fn h2_floods(&mut self, ci: ClientId) {
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        let Codec::H2(h2) = &mut c.codec else {
-            return;
-        };
-        let trips = h2.new_trips();
-        if trips.is_empty() {
-            return;
-        }
-        let ip = c.peer.ip();
-        let action = self.rt.config.block_action.attack;
-        let mut ended = false;
-        for t in &trips {
-            self.shared.metrics.h2.add_floods(t.kind, t.times);
-            ended |= ends_connection(t.kind);
-            if t.first && action.log {
-                crate::warn!(
-                    "h2 flood from {ip}: {} limit tripped, {}",
-                    t.kind.name(),
-                    effect(t.kind, !action.reply && ends_connection(t.kind))
-                );
-            }
-        }
-        if !ended {
-            return;
-        }
-        self.metrics().count_block("h2_flood");
-        self.rt.frang.on_violation(ip, Instant::now());
-        // A client that reads nothing would never take a GOAWAY either: reset it.
-        let stalled = trips.iter().any(|t| t.kind == Flood::OutputStall);
-        if !action.reply || stalled {
-            self.drop_response(ci, Refusal::Attack);
-        }
+/// Counts and logs the floods client `ci` tripped since the last look, and judges them: true
+/// when one ended the connection and it is to be reset (`block_action attack drop`, or a
+/// client that reads nothing, which would never take a GOAWAY either). Called after the
+/// connection's frames went into the outbox, so a drop can take them back.
+pub(super) fn judge(clients: &mut Clients, ci: ClientId, rt: &Runtime, metrics: &Metrics) -> bool {
+    let Some(c) = clients.get_mut(ci) else {
+        return false;
+    };
+    let Codec::H2(h2) = &mut c.codec else {
+        return false;
+    };
+    let trips = h2.new_trips();
+    if trips.is_empty() {
+        return false;
     }
-}
-
-impl Worker {
-    /// The client timer fired: a client whose outbox has held bytes for `h2_stall_timeout`
-    /// without taking any reads nothing (slow read). It trips the output stall defence and
-    /// is reset: a GOAWAY would never reach it. True if so.
-    pub(super) fn h2_output_stalled(&mut self, ci: ClientId, now: Instant) -> bool {
-        let timeout = self.rt.config.h2_stall_timeout;
-        let Some(c) = self.clients.get_mut(ci) else {
-            return false;
-        };
-        let Codec::H2(h2) = &mut c.codec else {
-            return false;
-        };
-        if h2.out_stalled_since.is_none_or(|at| now < at + timeout) || c.out.is_empty() {
-            return false;
-        }
-        h2.out_stalled_since = None;
-        let ip = c.peer.ip();
-        self.shared.metrics.h2.add_floods(Flood::OutputStall, 1);
-        self.metrics().count_block("h2_flood");
-        if self.rt.config.block_action.attack.log {
+    let ip = c.peer.ip();
+    let action = rt.config.block_action.attack;
+    let mut ended = false;
+    for t in &trips {
+        metrics.h2.add_floods(t.kind, t.times);
+        ended |= ends_connection(t.kind);
+        if t.first && action.log {
             crate::warn!(
                 "h2 flood from {ip}: {} limit tripped, {}",
-                Flood::OutputStall.name(),
-                effect(Flood::OutputStall, true)
+                t.kind.name(),
+                effect(t.kind, !action.reply && ends_connection(t.kind))
             );
         }
-        self.rt.frang.on_violation(ip, now);
-        self.drop_response(ci, Refusal::Attack);
-        // Its streams end with it (their upstream requests are cancelled).
-        let dropped = match self.clients.get_mut(ci) {
-            Some(c) => c.codec.reset(),
-            None => Vec::new(),
-        };
-        for id in dropped {
-            self.drop_exchange(id);
-        }
-        self.dirty.push_back(super::client_token(ci));
-        true
     }
+    if !ended {
+        return false;
+    }
+    metrics.count_block("h2_flood");
+    rt.frang.on_violation(ip, Instant::now());
+    let stalled = trips.iter().any(|t| t.kind == Flood::OutputStall);
+    !action.reply || stalled
+}
+
+/// The client timer fired: whether client `ci`'s outbox has held bytes for
+/// `h2_stall_timeout` without taking any (a slow read). If so it trips the output stall
+/// defence, counted and logged here; the caller resets the client (a GOAWAY would never
+/// reach it) and ends its streams.
+pub(super) fn output_stalled(
+    clients: &mut Clients,
+    ci: ClientId,
+    (rt, metrics): (&Runtime, &Metrics),
+    now: Instant,
+) -> bool {
+    let timeout = rt.config.h2_stall_timeout;
+    let Some(c) = clients.get_mut(ci) else {
+        return false;
+    };
+    let Codec::H2(h2) = &mut c.codec else {
+        return false;
+    };
+    if h2.out_stalled_since.is_none_or(|at| now < at + timeout) || c.out.is_empty() {
+        return false;
+    }
+    h2.out_stalled_since = None;
+    let ip = c.peer.ip();
+    metrics.h2.add_floods(Flood::OutputStall, 1);
+    metrics.count_block("h2_flood");
+    if rt.config.block_action.attack.log {
+        crate::warn!(
+            "h2 flood from {ip}: {} limit tripped, {}",
+            Flood::OutputStall.name(),
+            effect(Flood::OutputStall, true)
+        );
+    }
+    rt.frang.on_violation(ip, now);
+    true
 }
 
 #[cfg(test)]

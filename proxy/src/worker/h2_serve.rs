@@ -11,7 +11,7 @@ use h2::Event;
 use super::client::codec::Codec;
 use super::client::ClientId;
 use super::exchange::{ExchangeId, NewExchange};
-use super::finish::RefuseAt;
+use super::finish::{Refusal, RefuseAt};
 use super::h1::Reply;
 use super::h2::{H2Codec, Unservable};
 use super::limits::vhost_frang;
@@ -145,7 +145,9 @@ impl Worker {
                 }
             }
         }
-        self.h2_floods(ci);
+        if super::h2_floods::judge(&mut self.clients, ci, &self.rt, &self.shared.metrics) {
+            self.drop_response(ci, Refusal::Attack);
+        }
         self.arm_h2_timer(ci);
         moved
     }
@@ -442,13 +444,28 @@ impl Worker {
         moved
     }
 
+    /// Client `ci` read nothing for `h2_stall_timeout` (`h2_floods::output_stalled`): reset
+    /// it; its streams end with it (their upstream requests are cancelled).
+    fn reset_stalled(&mut self, ci: ClientId) {
+        self.drop_response(ci, Refusal::Attack);
+        let dropped = match self.clients.get_mut(ci) {
+            Some(c) => c.codec.reset(),
+            None => Vec::new(),
+        };
+        for id in dropped {
+            self.drop_exchange(id);
+        }
+        self.dirty.push_back(client_token(ci));
+    }
+
     /// The client timer of an HTTP/2 connection: the protocol's own deadlines (SETTINGS
     /// ack, stalled streams and output), and the keep-alive timeout once no stream is left.
     pub(super) fn h2_timer(&mut self, ci: ClientId, now: Instant) {
         let keepalive = super::client::idle_timeout(&self.rt);
         let draining = self.draining.is_some();
-        if self.h2_output_stalled(ci, now) {
-            return;
+        let parts = (&*self.rt, &*self.shared.metrics);
+        if super::h2_floods::output_stalled(&mut self.clients, ci, parts, now) {
+            return self.reset_stalled(ci);
         }
         let head_due = self
             .clients

@@ -9,15 +9,31 @@ use std::time::{Duration, Instant};
 use http1::BodyDecoder;
 
 use super::lifecycle::BodyEnd;
-use super::upstream::UpstreamId;
-use super::upstream::{UpPhase, Upstream};
-use super::{Worker, PROBE_BASE};
+use super::token::PROBE_BASE;
+use super::upstream::groups::GroupState;
+use super::upstream::{UpPhase, Upstream, UpstreamId, Upstreams};
 use crate::health_monitor::{crc32_update, HealthMonitor};
+use crate::metrics_upstream::UpstreamMetrics;
+use crate::runtime::Runtime;
+use crate::timers::Timers;
 
-impl Worker {
+/// The parts health monitoring touches: this worker's view of its servers (`groups`), the
+/// configuration they belong to (`rt`, generation `rt_gen`: probe timers of an earlier one
+/// are stale), the timers its probes wait on, and where it publishes the servers it has out.
+pub(super) struct Health<'a> {
+    pub groups: &'a mut [GroupState],
+    pub rt: &'a Runtime,
+    pub rt_gen: u64,
+    pub timers: &'a mut Timers,
+    pub metrics: &'a UpstreamMetrics,
+    /// This worker's index (`publish_down`).
+    pub worker: usize,
+}
+
+impl Health<'_> {
     /// A server failed (connect refused or timed out, a failed check): take it out and
     /// schedule a probe (`upstream/groups.rs` `ServerState::fail` decides for how long).
-    pub(super) fn mark_down(&mut self, group: usize, server: usize) {
+    pub fn mark_down(&mut self, group: usize, server: usize) {
         let Some(st) = self
             .groups
             .get_mut(group)
@@ -30,23 +46,23 @@ impl Worker {
             let key = probe_key(group, server);
             self.timers.schedule(at, key, self.rt_gen);
         }
-        self.publish_health();
+        self.publish();
     }
 
-    pub(super) fn mark_up(&mut self, group: usize, server: usize) {
+    pub fn mark_up(&mut self, group: usize, server: usize) {
         let was_down = self
             .groups
             .get_mut(group)
             .and_then(|g| g.servers.get_mut(server))
             .is_some_and(|st| st.recover());
         if was_down {
-            self.publish_health();
+            self.publish();
         }
     }
 
     /// Tells the metrics which servers this worker has out (`metrics_upstream`): after a
     /// server goes out or comes back, and after a reload replaces the groups.
-    pub(super) fn publish_health(&self) {
+    pub fn publish(&self) {
         let down = self
             .groups
             .iter()
@@ -60,15 +76,15 @@ impl Worker {
                     .map(|(_, server)| (group.name.clone(), server.addr.to_string()))
             })
             .collect();
-        self.shared.metrics.upstream.publish_down(self.id, down);
+        self.metrics.publish_down(self.worker, down);
     }
 
-    /// A probe timer fired for a server that is down: try to connect.
-    pub(super) fn probe(&mut self, key: usize, gen: u64) {
+    /// A probe timer with `key` and `gen` fired: the (group, server) to connect to, if its
+    /// server is due a probe. A monitored group's servers are checked periodically, up or
+    /// down; others only while down. Nothing is probed while the worker drains.
+    pub fn probe_due(&self, key: usize, gen: u64, draining: bool) -> Option<(usize, usize)> {
         let group = (key - PROBE_BASE) / 65_536;
         let server = (key - PROBE_BASE) % 65_536;
-        // A monitored group's servers are checked periodically, up or down; others only
-        // while down. Timers of an earlier configuration are stale.
         let monitored = self
             .rt
             .groups
@@ -79,89 +95,44 @@ impl Worker {
             .get(group)
             .and_then(|g| g.servers.get(server))
             .is_some_and(|st| st.probe_due(monitored));
-        if gen != self.rt_gen || !due || self.draining.is_some() {
-            return;
+        (gen == self.rt_gen && due && !draining).then_some((group, server))
+    }
+
+    /// The probe of `server` of `group` connects (`connected`), or it failed at once.
+    pub fn probe_started(&mut self, group: usize, server: usize, connected: bool) {
+        if !connected {
+            return self.mark_down(group, server);
         }
-        match self.connect(group, server, UpPhase::Probe) {
-            Ok(_) => {
-                if let Some(st) = self
-                    .groups
-                    .get_mut(group)
-                    .and_then(|g| g.servers.get_mut(server))
-                {
-                    st.probing = true;
-                }
-            }
-            Err(_) => self.mark_down(group, server),
+        if let Some(st) = self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        {
+            st.probing = true;
         }
     }
 
     /// Schedules the first periodic check of every monitored server (at start and reload).
-    pub(super) fn schedule_health_checks(&mut self) {
+    pub fn schedule_checks(&mut self) {
         let now = Instant::now();
-        let mut due = Vec::new();
         for (g, group) in self.rt.groups.iter().enumerate() {
             if let Some(check) = &group.health {
+                let after = check.timeout.max(Duration::from_secs(1));
                 for s in 0..group.servers.len() {
-                    due.push((g, s, check.timeout.max(Duration::from_secs(1))));
+                    self.timers
+                        .schedule(now + after, probe_key(g, s), self.rt_gen);
                 }
             }
         }
-        for (g, s, after) in due {
-            self.timers
-                .schedule(now + after, probe_key(g, s), self.rt_gen);
-        }
     }
 
-    /// A probe's connection is up: send the monitor's request.
-    pub(super) fn send_health_request(&mut self, ui: UpstreamId) {
-        let Some(u) = self.upstreams.get_mut(ui) else {
-            return;
-        };
-        let Some(check) = self.rt.groups.get(u.group).and_then(|g| g.health.clone()) else {
-            return;
-        };
-        u.out.push(check.request.as_bytes());
-        u.phase = UpPhase::Checking;
-        self.arm_upstream_timer(
-            ui,
-            check
-                .timeout
-                .clamp(Duration::from_secs(1), Duration::from_secs(10)),
-        );
-        self.dirty.push_back(super::upstream_token(ui));
-    }
-
-    /// Moves a health check along: write the request, read the answer, judge it.
-    pub(super) fn drive_health(&mut self, ui: UpstreamId) {
-        self.flush_upstream(ui);
-        let rt = self.rt.clone();
-        // A body larger than the read buffer is taken a bufferful at a time; with
-        // edge-triggered readiness no new event comes for bytes already waiting.
-        for _ in 0..64 {
-            self.read_upstream(ui);
-            let Some(u) = self.upstreams.get_mut(ui) else {
-                return;
-            };
-            let Some(check) = rt.groups.get(u.group).and_then(|g| g.health.as_ref()) else {
-                return;
-            };
-            match read_health_answer(u, check, &rt.limits) {
-                Reading::Verdict(ok) => return self.health_verdict(ui, ok),
-                Reading::Wait => return,
-                Reading::Progress => {}
-            }
-        }
-        self.dirty.push_back(super::upstream_token(ui));
-    }
-
-    /// `server_failover_http`: a response with `status` came from `server` of `group`. Over a
-    /// rule's count the server is suspended, as Tempesta does, until its monitor finds it
+    /// `server_failover_http`: a response with `status` came from `server` of `group`. Over
+    /// a rule's count the server is suspended, as Tempesta does, until its monitor finds it
     /// alive (the count is shared by the workers; each suspends the server on the next such
     /// response it relays).
-    pub(super) fn count_failover(&mut self, group: usize, server: usize, status: u16) {
-        let rt = self.rt.clone();
-        let failover = rt
+    pub fn count_failover(&mut self, group: usize, server: usize, status: u16) {
+        let failover = self
+            .rt
             .groups
             .get(group)
             .and_then(|g| g.servers.get(server))
@@ -169,42 +140,68 @@ impl Worker {
         let Some((addr, failover)) = failover else {
             return;
         };
-        if failover.exceeded(status, Instant::now()) && self.server_up(group, server) {
+        let up = self
+            .groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .is_some_and(|st| st.is_up(Instant::now()));
+        if failover.exceeded(status, Instant::now()) && up {
             crate::warn!("server_failover_http: {status} responses over the limit from {addr}: server suspended");
             self.mark_down(group, server);
         }
     }
 
-    /// Ends a health check: the server is up (next check in `timeout`) or suspended.
-    pub(super) fn health_verdict(&mut self, ui: UpstreamId, ok: bool) {
-        let Some((group, server)) = self.end_probe(ui) else {
-            return;
-        };
-        if ok {
-            self.mark_up(group, server);
-            let interval = self
-                .rt
-                .groups
-                .get(group)
-                .and_then(|g| g.health.as_ref())
-                .map(|c| c.timeout);
-            if let Some(interval) = interval {
-                let when = Instant::now() + interval.max(Duration::from_secs(1));
-                self.timers
-                    .schedule(when, probe_key(group, server), self.rt_gen);
-            }
-        } else {
+    /// A health check of `server` of `group` ended (its connection closed): the server is up
+    /// (next check in `timeout`) or suspended.
+    pub fn verdict(&mut self, group: usize, server: usize, ok: bool) {
+        let rt = self.rt;
+        if !ok {
             crate::warn!(
                 "health check of {} failed: server suspended",
-                self.rt
-                    .groups
+                rt.groups
                     .get(group)
                     .and_then(|g| g.servers.get(server))
                     .map_or_else(String::new, |s| s.addr.to_string())
             );
-            self.mark_down(group, server);
+            return self.mark_down(group, server);
+        }
+        self.mark_up(group, server);
+        let interval = rt.groups.get(group).and_then(|g| g.health.as_ref());
+        if let Some(interval) = interval.map(|c| c.timeout) {
+            let when = Instant::now() + interval.max(Duration::from_secs(1));
+            self.timers
+                .schedule(when, probe_key(group, server), self.rt_gen);
         }
     }
+}
+
+/// A probe's connection `ui` is up: queues the monitor's request on it. The timeout to arm
+/// the connection's timer with; None if it is no monitored probe.
+pub(super) fn send_request(
+    upstreams: &mut Upstreams,
+    rt: &Runtime,
+    ui: UpstreamId,
+) -> Option<Duration> {
+    let u = upstreams.get_mut(ui)?;
+    let check = rt.groups.get(u.group).and_then(|g| g.health.as_ref())?;
+    u.out.push(check.request.as_bytes());
+    u.phase = UpPhase::Checking;
+    Some(
+        check
+            .timeout
+            .clamp(Duration::from_secs(1), Duration::from_secs(10)),
+    )
+}
+
+/// Where a health check on upstream `ui` stands after a read.
+pub(super) fn reading(upstreams: &mut Upstreams, rt: &Runtime, ui: UpstreamId) -> Reading {
+    let Some(u) = upstreams.get_mut(ui) else {
+        return Reading::Wait;
+    };
+    let Some(check) = rt.groups.get(u.group).and_then(|g| g.health.as_ref()) else {
+        return Reading::Wait;
+    };
+    read_health_answer(u, check, &rt.limits)
 }
 
 /// The timer key of server `server` of group `group`'s probes.
@@ -221,7 +218,7 @@ pub struct HealthBody {
 }
 
 /// Where reading a health answer stands.
-enum Reading {
+pub(super) enum Reading {
     /// The server is up (true) or not.
     Verdict(bool),
     /// Bytes were taken: read again.

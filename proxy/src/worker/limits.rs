@@ -9,13 +9,15 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use super::client::codec::Codec;
-use super::client::ClientId;
-use super::exchange::ExchangeId;
+use super::client::{ClientId, Clients};
+use super::exchange::{Exchange, ExchangeId};
 use super::finish::{Refusal, RefuseAt};
 use super::h1::ConnState;
 use super::Worker;
 use crate::close_reason::CloseReason;
 use crate::frang::{check_request, RequestFacts, Violation};
+use crate::metrics::Metrics;
+use crate::runtime::Runtime;
 
 /// The request-level frang limits of vhost index `vhost` (0: the default vhost) and its
 /// location, from the configuration.
@@ -51,7 +53,7 @@ impl Worker {
             RefuseAt::Connection | RefuseAt::Stream(_) => None,
         };
         let vhost = self.vhost_name(routed);
-        self.note_block(ip, v, vhost);
+        note_block((&self.rt, self.metrics()), ip, v, vhost);
         self.rt.frang.on_violation(ip, Instant::now());
         self.refuse_at(ci, at, v.status, Refusal::Attack);
     }
@@ -62,16 +64,8 @@ impl Worker {
         let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
             return;
         };
-        self.note_block(ip, v, "-");
+        note_block((&self.rt, self.metrics()), ip, v, "-");
         self.reset_client(ci, CloseReason::Frang);
-    }
-
-    /// Logs (unless `nolog`) and counts a block.
-    pub(super) fn note_block(&self, ip: IpAddr, v: &Violation, vhost: &str) {
-        self.metrics().count_block(v.limit);
-        if self.rt.config.block_action.attack.log {
-            crate::warn!("blocked {ip} vhost \"{vhost}\": {v}");
-        }
     }
 
     /// A read brought bytes: count the TLS records against the connection's fingerprint
@@ -174,56 +168,13 @@ impl Worker {
     /// The request-level limits of the vhost (or location) serving exchange `id`. False if
     /// the request was refused.
     pub(super) fn frang_request(&mut self, id: ExchangeId) -> bool {
-        let rt = self.rt.clone();
         let Some(ex) = self.exchanges.get(id) else {
             return false;
         };
-        let vhost = ex.vhost.unwrap_or(0);
-        let Some(limits) = vhost_frang(&rt.config, vhost, ex.location) else {
-            return true;
-        };
-        let Some(c) = self.clients.get(ex.client) else {
-            return false;
-        };
-        // Domain fronting: SNI named one vhost, Host routed to another. (Bytes: the name
-        // is a `str` only through a UTF-8 check.)
-        let sni_vhost = c.sni.as_ref().and_then(|sni| {
-            rt.vhosts
-                .iter()
-                .position(|v| v.name.as_bytes().eq_ignore_ascii_case(sni.as_bytes()))
-        });
-        let request = &ex.request;
-        let head = request.head();
-        let bytes = request.bytes();
-        // The fields come from the index the parser made: no scan of the list by name.
-        let facts = RequestFacts {
-            version: request.version(),
-            host_header: head.host_field(bytes),
-            uri_host: if head.target_form() == http1::TargetForm::Absolute {
-                request.authority()
-            } else {
-                None
-            },
-            content_type: head.content_type(bytes),
-            has_body: request.has_body(),
-            content_length: match request.framing() {
-                http1::BodyFraming::Length(n) => Some(n),
-                _ => None,
-            },
-            method_override: head.method_override(bytes),
-            method_override_conflict: head.method_override_conflict(),
-            tls: request.scheme() == super::request::Scheme::Https,
-            // Listener ports on loopback tests and benchmarks are not 80/443: the Host port is
-            // not compared with the listener's.
-            local_port: None,
-            sni_vhost_differs: sni_vhost.is_some_and(|sv| sv != vhost),
-            ..RequestFacts::new(request.method_bytes(), request.path())
-        };
-        let now = self.now;
-        let fingerprint = || super::fingerprint_hook::on_request(&rt.fingerprints, request, now);
-        match check_request(limits, &facts).and_then(|()| fingerprint()) {
-            Ok(()) => true,
-            Err(violation) => {
+        match request_verdict(ex, &self.clients, &self.rt, self.now) {
+            Some(Ok(())) => true,
+            None => false,
+            Some(Err(violation)) => {
                 let ci = ex.client;
                 self.frang_violation(ci, RefuseAt::Exchange(id), &violation);
                 false
@@ -240,7 +191,7 @@ impl Worker {
         };
         if let Some(ip) = self.clients.get(ex.client).map(|c| c.peer.ip()) {
             let name = self.vhost_name(ex.vhost).to_owned();
-            self.note_block(ip, v, &name);
+            note_block((&self.rt, self.metrics()), ip, v, &name);
             self.rt.frang.on_violation(ip, Instant::now());
         }
         self.refuse_exchange(id, 403, Refusal::Attack);
@@ -262,10 +213,74 @@ impl Worker {
         if let Err(v) = rt.frang.on_response(ip, status, rule, Instant::now()) {
             c.end.close_after_flush();
             let name = rt.vhosts.get(vhost).map_or("-", |v| v.name.as_str());
-            self.note_block(ip, &v, name);
+            note_block((&rt, self.metrics()), ip, &v, name);
             rt.frang.on_violation(ip, Instant::now());
         }
     }
+}
+
+/// Logs (unless `nolog`) and counts a block.
+pub(super) fn note_block(
+    (rt, metrics): (&Runtime, &Metrics),
+    ip: IpAddr,
+    v: &Violation,
+    vhost: &str,
+) {
+    metrics.count_block(v.limit);
+    if rt.config.block_action.attack.log {
+        crate::warn!("blocked {ip} vhost \"{vhost}\": {v}");
+    }
+}
+
+/// The request-level limits (and the request fingerprint's) on exchange `ex`, at `now`:
+/// Err with the violation; None if its client is gone.
+fn request_verdict(
+    ex: &Exchange,
+    clients: &Clients,
+    rt: &Runtime,
+    now: Instant,
+) -> Option<Result<(), Violation>> {
+    let vhost = ex.vhost.unwrap_or(0);
+    let Some(limits) = vhost_frang(&rt.config, vhost, ex.location) else {
+        return Some(Ok(()));
+    };
+    let c = clients.get(ex.client)?;
+    // Domain fronting: SNI named one vhost, Host routed to another. (Bytes: the name is a
+    // `str` only through a UTF-8 check.)
+    let sni_vhost = c.sni.as_ref().and_then(|sni| {
+        rt.vhosts
+            .iter()
+            .position(|v| v.name.as_bytes().eq_ignore_ascii_case(sni.as_bytes()))
+    });
+    let request = &ex.request;
+    let head = request.head();
+    let bytes = request.bytes();
+    // The fields come from the index the parser made: no scan of the list by name.
+    let facts = RequestFacts {
+        version: request.version(),
+        host_header: head.host_field(bytes),
+        uri_host: if head.target_form() == http1::TargetForm::Absolute {
+            request.authority()
+        } else {
+            None
+        },
+        content_type: head.content_type(bytes),
+        has_body: request.has_body(),
+        content_length: match request.framing() {
+            http1::BodyFraming::Length(n) => Some(n),
+            _ => None,
+        },
+        method_override: head.method_override(bytes),
+        method_override_conflict: head.method_override_conflict(),
+        tls: request.scheme() == super::request::Scheme::Https,
+        // Listener ports on loopback tests and benchmarks are not 80/443: the Host port is
+        // not compared with the listener's.
+        local_port: None,
+        sni_vhost_differs: sni_vhost.is_some_and(|sv| sv != vhost),
+        ..RequestFacts::new(request.method_bytes(), request.path())
+    };
+    let fingerprint = || super::fingerprint_hook::on_request(&rt.fingerprints, request, now);
+    Some(check_request(limits, &facts).and_then(|()| fingerprint()))
 }
 
 /// frang's `http_resp_code_block` on a response with `status` from the origin to `ip`, for a

@@ -5,6 +5,7 @@
 mod background;
 mod caching;
 mod client;
+mod drain;
 mod exchange;
 mod fairness;
 mod fill;
@@ -26,10 +27,13 @@ mod request;
 mod request_body;
 mod response;
 mod route;
+mod shared;
+pub use shared::Shared;
 mod sticky_hook;
 mod stored_reply;
 #[cfg(test)]
 mod tests;
+mod token;
 mod tunnel;
 mod upstream;
 pub use upstream::reuse; // public for the `response_framing` fuzz target
@@ -39,8 +43,8 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
@@ -53,69 +57,12 @@ use crate::runtime::Runtime;
 use crate::timers::{Timers, ACCEPT_RETRY};
 
 use client::{ClientId, Clients};
-use exchange::{ExchangeId, Exchanges, EXCHANGE_TIMER_BASE};
+use exchange::{ExchangeId, Exchanges};
 use upstream::groups::GroupState;
 use upstream::UpstreamId;
 
-const WAKER: Token = Token(0);
-const LISTENER_BASE: usize = 1;
-const CLIENT_BASE: usize = 1 << 32;
-const UPSTREAM_BASE: usize = 2 << 32;
-/// Timer keys of health probes: PROBE_BASE + group * 65536 + server.
-const PROBE_BASE: usize = 3 << 32;
-
-/// What the workers of one process share.
-pub struct Shared {
-    runtime: RwLock<Arc<Runtime>>,
-    /// Bumped on every successful reload, so workers notice without taking the lock.
-    generation: AtomicU64,
-    stopping: AtomicBool,
-    pub metrics: Arc<Metrics>,
-    /// The response cache of this process, shared by all workers.
-    pub cache: cache::Cache,
-    /// Every worker's waker, for `ip_block`'s resets (ip_block.rs).
-    block_wake: ip_block::BlockWake,
-}
-
-impl Shared {
-    pub fn new(runtime: Arc<Runtime>, metrics: Arc<Metrics>) -> Shared {
-        let total_bytes = usize::try_from(runtime.config.cache.size).unwrap_or(usize::MAX);
-        let max_object = usize::try_from(runtime.config.cache.max_object_size).unwrap_or(1);
-        let limits = cache::CacheLimits {
-            total_bytes,
-            // One object is at most a shard's share: fewer shards when the largest object
-            // would not fit one, so `cache_max_object_size` is what decides (with the
-            // defaults, 64 shards of 4 MiB never stored a body of 4 to 8 MiB).
-            shards: (total_bytes / max_object.max(1))
-                .clamp(1, cache::CacheLimits::default().shards),
-        };
-        Shared {
-            runtime: RwLock::new(runtime),
-            generation: AtomicU64::new(0),
-            stopping: AtomicBool::new(false),
-            metrics,
-            cache: cache::Cache::new(limits),
-            block_wake: ip_block::BlockWake::default(),
-        }
-    }
-
-    pub fn runtime(&self) -> Arc<Runtime> {
-        self.runtime
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// Installs a new configuration: new connections and requests use it.
-    pub fn replace_runtime(&self, runtime: Arc<Runtime>) {
-        *self.runtime.write().unwrap_or_else(|e| e.into_inner()) = runtime;
-        self.generation.fetch_add(1, Ordering::Release);
-    }
-
-    pub fn begin_stop(&self) {
-        self.stopping.store(true, Ordering::Release);
-    }
-}
+use token::{client_token, upstream_token};
+use token::{kind, Kind, LISTENER_BASE, WAKER};
 
 /// A listening socket of this worker.
 pub struct WorkerListener {
@@ -124,30 +71,6 @@ pub struct WorkerListener {
     pub tls: bool,
     /// The protocols the listener serves (`listen ... proto=`).
     pub protos: Vec<config::Proto>,
-}
-
-enum Kind {
-    Waker,
-    Listener(usize),
-    Client(ClientId),
-    Upstream(UpstreamId),
-    Probe(usize),
-    /// A timer of an exchange (slab index).
-    Exchange(usize),
-    /// The `grace_shutdown_time` deadline of a reload.
-    Grace,
-}
-
-fn kind(token: Token) -> Kind {
-    match token.0 {
-        0 => Kind::Waker,
-        grace::GRACE_TIMER => Kind::Grace,
-        n if n >= EXCHANGE_TIMER_BASE => Kind::Exchange(n - EXCHANGE_TIMER_BASE),
-        n if n >= PROBE_BASE => Kind::Probe(n),
-        n if n >= UPSTREAM_BASE => Kind::Upstream(UpstreamId::from_index(n - UPSTREAM_BASE)),
-        n if n >= CLIENT_BASE => Kind::Client(ClientId::from_index(n - CLIENT_BASE)),
-        n => Kind::Listener(n - LISTENER_BASE),
-    }
 }
 
 pub struct Worker {
@@ -190,19 +113,6 @@ pub struct Worker {
     connector: crate::socket::Connector,
 }
 
-/// How long a graceful stop waits for in-flight requests.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A graceful stop's last call: for this long an idle HTTP/1 keep-alive connection stays
-/// open, and a request it brings is answered with `Connection: close`. Closing it at once
-/// would lose a request the client sent just before the close reached it (it cannot tell
-/// that request was never read, and nothing says it may be retried unless idempotent); the
-/// clients of a busy connection send their next request well within this.
-const DRAIN_LAST_CALL: Duration = Duration::from_millis(500);
-
-/// The longest a draining worker sleeps, so that the last call ends on time.
-const DRAIN_POLL: Duration = Duration::from_millis(50);
-
 impl Worker {
     pub fn new(
         id: usize,
@@ -242,7 +152,7 @@ impl Worker {
             connector: crate::socket::Connector::default(),
         };
         worker.groups = upstream::groups::group_states(&worker.rt);
-        worker.schedule_health_checks();
+        worker.health().schedule_checks();
         for (i, l) in worker.listeners.iter_mut().enumerate() {
             worker.poll.registry().register(
                 &mut l.socket,
@@ -266,7 +176,7 @@ impl Worker {
     fn turn(&mut self, events: &mut Events, cap: Option<Duration>) -> bool {
         let now = Instant::now();
         let cap = match self.draining {
-            Some(_) => Some(cap.map_or(DRAIN_POLL, |c| c.min(DRAIN_POLL))),
+            Some(_) => Some(cap.map_or(drain::DRAIN_POLL, |c| c.min(drain::DRAIN_POLL))),
             None => cap,
         };
         let timeout = self
@@ -325,11 +235,13 @@ impl Worker {
             self.start_drain();
         }
         if let Some(since) = self.draining {
-            if !self.drain_idle_closed && self.last_call_over() {
+            if !self.drain_idle_closed && drain::last_call_over(self.draining) {
                 self.drain_idle_closed = true;
-                self.close_idle_h1();
+                for ci in self.clients.idle_h1() {
+                    self.close_client(ci, CloseReason::Shutdown);
+                }
             }
-            if self.clients.is_empty() || since.elapsed() > DRAIN_TIMEOUT {
+            if self.clients.is_empty() || since.elapsed() > drain::DRAIN_TIMEOUT {
                 return false;
             }
         }
@@ -432,7 +344,9 @@ impl Worker {
             let old = std::mem::replace(&mut self.rt, self.shared.runtime());
             self.rt_gen = gen;
             self.seen_blocks = self.rt.frang.blocks(); // a new frang counts from 0
-            self.retire_removed_servers(&old);
+            let (upstreams, timers) = (&mut self.upstreams, &mut self.timers);
+            let now_due = grace::retire_removed_servers(upstreams, (&old, &self.rt), timers);
+            self.retire(now_due);
             // Pooled connections belong to the old server list: close them; busy ones close
             // when their exchange ends (their generation no longer matches).
             let idle: Vec<UpstreamId> = self
@@ -449,10 +363,51 @@ impl Worker {
             let old_groups =
                 std::mem::replace(&mut self.groups, upstream::groups::group_states(&self.rt));
             self.carry_exchanges_over(&old, old_groups);
-            self.publish_health();
-            self.schedule_health_checks();
+            self.health().publish();
+            self.health().schedule_checks();
             // HTTP/2 clients reconnect to meet the new configuration.
-            self.go_away_all();
+            self.clients.go_away_all(&mut self.dirty);
+        }
+    }
+
+    /// Closes retiring upstream connections `due` and ends what they carried (grace.rs).
+    fn retire(&mut self, due: Vec<UpstreamId>) {
+        for ui in due {
+            match grace::carried(&self.upstreams, &self.clients, ui) {
+                Some(grace::Carried::Tunnel(ci)) => self.guarded(ci, |w| {
+                    w.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::ServerRemoved)
+                }),
+                Some(grace::Carried::Exchange(id)) => {
+                    self.close_upstream(ui);
+                    let failure = response::Failure::ServerRemoved;
+                    self.guarded_exchange(id, |w| w.exchange_failed(id, failure));
+                }
+                Some(grace::Carried::Nothing) => self.close_upstream(ui),
+                None => {}
+            }
+        }
+    }
+
+    /// A reload replaced `old`: its exchanges and queues carried over (reload.rs); those of a
+    /// group that is gone answered 502, then every queue served once through.
+    fn carry_exchanges_over(&mut self, old: &Runtime, old_groups: Vec<GroupState>) {
+        let both = (old, &*self.rt);
+        let (exchanges, groups) = (&mut self.exchanges, &mut self.groups);
+        for id in reload::carry_exchanges_over(exchanges, groups, both, old_groups) {
+            if !reload::queued(&self.exchanges, id) {
+                continue;
+            }
+            self.guarded_exchange(id, |w| {
+                if let Some(forward) = reload::take_queued(&mut w.exchanges, id) {
+                    w.fail_exchange(id, forward, 502);
+                }
+            });
+        }
+        for group in 0..self.groups.len() {
+            let waiting = self.groups.get(group).map_or(0, |g| g.queue.len());
+            for _ in 0..waiting {
+                self.serve_queue(group);
+            }
         }
     }
 
@@ -476,7 +431,7 @@ impl Worker {
                         self.guarded_exchange(id, |w| w.exchange_timer(index, gen, now));
                     }
                 }
-                Kind::Grace => self.retire_due(now),
+                Kind::Grace => self.retire(grace::due(&self.upstreams, now)),
                 Kind::Listener(li) => self.accept(li),
                 _ => {}
             }
@@ -484,39 +439,13 @@ impl Worker {
         self.timers.recycle(due);
     }
 
-    /// Drops the timer entries that re-arming left stale, once they outnumber the live ones
-    /// (`timers` module): the heap's size follows the connections, not the request rate.
+    /// Drops the timer entries that re-arming left stale (token.rs), and publishes the
+    /// heap's size.
     fn compact_timers(&mut self) {
-        // Below the slack no compaction is due, whatever is live: skip counting.
-        if self.timers.queued() > crate::timers::COMPACT_SLACK {
-            let live_bound = self.clients.len()
-                + self.upstreams.len()
-                + self.exchanges.len()
-                + self
-                    .rt
-                    .groups
-                    .iter()
-                    .map(|g| g.servers.len())
-                    .sum::<usize>();
-            if self.timers.needs_compaction(live_bound) {
-                let Worker {
-                    timers,
-                    clients,
-                    upstreams,
-                    exchanges,
-                    ..
-                } = self;
-                timers.compact(|key, gen| match kind(Token(key)) {
-                    Kind::Client(ci) => clients.get(ci).is_some_and(|c| c.timer_gen == gen),
-                    Kind::Upstream(ui) => upstreams.get(ui).is_some_and(|u| u.timer_gen == gen),
-                    Kind::Exchange(index) => exchanges.timer_gen_at(index) == Some(gen),
-                    // Health probes keep their own generations; they are few.
-                    _ => true,
-                });
-            }
-        }
+        let live = (&self.clients, &self.upstreams, &self.exchanges);
+        token::compact_timers(&mut self.timers, live, &self.rt);
         let queued = u64::try_from(self.timers.queued()).unwrap_or(u64::MAX);
-        self.metrics().workers[self.id]
+        self.worker_metrics()
             .timers_queued
             .store(queued, Ordering::Relaxed);
     }
@@ -536,42 +465,119 @@ impl Worker {
         for ci in self.tunnel_clients() {
             self.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::Shutdown);
         }
-        self.go_away_all();
+        self.clients.go_away_all(&mut self.dirty);
     }
 
-    /// Whether a graceful stop's last call is over: idle HTTP/1 connections close.
-    fn last_call_over(&self) -> bool {
-        self.draining
-            .is_some_and(|since| since.elapsed() >= DRAIN_LAST_CALL)
-    }
-
-    fn close_idle_h1(&mut self) {
-        let idle: Vec<ClientId> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.is_idle() && c.codec.h1().is_some())
-            .map(|(i, _)| i)
-            .collect();
-        for ci in idle {
-            self.close_client(ci, CloseReason::Shutdown);
+    /// The parts health monitoring touches (health.rs).
+    fn health(&mut self) -> health::Health<'_> {
+        health::Health {
+            groups: &mut self.groups,
+            rt: &self.rt,
+            rt_gen: self.rt_gen,
+            timers: &mut self.timers,
+            metrics: &self.shared.metrics.upstream,
+            worker: self.id,
         }
     }
 
-    /// Tells every HTTP/2 client that no new stream will be served (GOAWAY with the last
-    /// stream accepted); the streams in flight finish, then the connection closes.
-    fn go_away_all(&mut self) {
-        for (ci, c) in self.clients.iter_mut() {
-            // Not `End::close_after_flush`: the streams in flight still read WINDOW_UPDATEs; the
-            // codec says when the connection is done.
-            if let client::Client {
-                codec: client::codec::Codec::H2(h2),
-                out,
-                ..
-            } = c
-            {
-                h2.conn.go_away();
-                h2.flush_into(out);
-                self.dirty.push_back(client_token(ci));
+    /// A probe timer fired: connect to its server if a probe is due.
+    fn probe(&mut self, key: usize, gen: u64) {
+        let draining = self.draining.is_some();
+        if let Some((group, server)) = self.health().probe_due(key, gen, draining) {
+            let connected = self
+                .connect(group, server, upstream::UpPhase::Probe)
+                .is_ok();
+            self.health().probe_started(group, server, connected);
+        }
+    }
+
+    /// A probe's connection is up: send the monitor's request.
+    fn send_health_request(&mut self, ui: UpstreamId) {
+        if let Some(timeout) = health::send_request(&mut self.upstreams, &self.rt, ui) {
+            self.arm_upstream_timer(ui, timeout);
+            self.dirty.push_back(upstream_token(ui));
+        }
+    }
+
+    /// Moves a health check along: write the request, read the answer, judge it. A body
+    /// larger than the read buffer is taken a bufferful at a time; with edge-triggered
+    /// readiness no new event comes for bytes already waiting.
+    fn drive_health(&mut self, ui: UpstreamId) {
+        self.flush_upstream(ui);
+        for _ in 0..64 {
+            self.read_upstream(ui);
+            match health::reading(&mut self.upstreams, &self.rt, ui) {
+                health::Reading::Verdict(ok) => return self.health_verdict(ui, ok),
+                health::Reading::Wait => return,
+                health::Reading::Progress => {}
+            }
+        }
+        self.dirty.push_back(upstream_token(ui));
+    }
+
+    /// Ends a health check: its connection closes, the server is judged.
+    fn health_verdict(&mut self, ui: UpstreamId, ok: bool) {
+        if let Some((group, server)) = self.end_probe(ui) {
+            self.health().verdict(group, server, ok);
+        }
+    }
+
+    /// Checks routed exchange `id`'s sticky cookie (sticky_hook.rs): true to serve it, false
+    /// when it was answered here (302, the challenge, a block).
+    fn sticky_gate(&mut self, id: ExchangeId) -> bool {
+        let parts = (&*self.rt, &self.shared.metrics.sticky);
+        match sticky_hook::gate(&mut self.exchanges, &mut self.clients, parts, id) {
+            sticky_hook::Gate::Serve => return true,
+            sticky_hook::Gate::Gone => {}
+            sticky_hook::Gate::Status(status, close) => {
+                self.answer(id, h1::Reply::Status(status), close)
+            }
+            sticky_hook::Gate::Page(page) => {
+                page.send(|reply, close| self.answer(id, reply, close))
+            }
+            sticky_hook::Gate::Block(v) => match self.client_of(id) {
+                Some(ci) => self.frang_violation(ci, finish::RefuseAt::Exchange(id), &v),
+                None => self.drop_exchange(id),
+            },
+        }
+        false
+    }
+
+    /// The parts choosing a sticky exchange's connection touches (sticky_hook.rs).
+    fn scheduling(&mut self) -> sticky_hook::Scheduling<'_> {
+        sticky_hook::Scheduling {
+            rt: &self.rt,
+            groups: &mut self.groups,
+            upstreams: &self.upstreams,
+            exchanges: &mut self.exchanges,
+            metrics: &self.shared.metrics.sticky,
+        }
+    }
+
+    /// What the cache does for exchange `id` (caching.rs): hits, PURGE and only-if-cached
+    /// misses are answered here.
+    #[inline]
+    fn cache_step(
+        &mut self,
+        id: ExchangeId,
+        rt_cache: &Arc<crate::runtime::CacheRt>,
+        vhost: &str,
+        overrides: crate::router::CacheOverride,
+    ) -> caching::CacheStep {
+        let parts = (&*self.rt, &self.shared.cache, (&self.inbox, &self.waker));
+        let request = (id, rt_cache, vhost, overrides);
+        let (step, answer) = caching::step(&mut self.exchanges, &self.clients, parts, request);
+        if let Some(answer) = answer {
+            answer.send(|reply, close| self.answer(id, reply, close));
+        }
+        step
+    }
+
+    /// Parked exchanges whose fetch finished (caching.rs): served again.
+    fn drain_inbox(&mut self) {
+        for id in caching::take_inbox(&self.inbox) {
+            if caching::waiting(&self.exchanges, id) {
+                self.guarded_exchange(id, |w| w.resume_after_wait(id));
             }
         }
     }
@@ -584,12 +590,4 @@ impl Worker {
     fn worker_metrics(&self) -> &WorkerMetrics {
         &self.shared.metrics.workers[self.id]
     }
-}
-
-fn client_token(ci: ClientId) -> Token {
-    Token(CLIENT_BASE + ci.index())
-}
-
-fn upstream_token(ui: UpstreamId) -> Token {
-    Token(UPSTREAM_BASE + ui.index())
 }

@@ -17,9 +17,8 @@
 //!
 //! Upstream connections are renumbered by `grace.rs`.
 
-use super::exchange::{Exchange, Stage};
+use super::exchange::{Exchange, ExchangeId, Exchanges, Forward, Stage};
 use super::upstream::groups::GroupState;
-use super::Worker;
 use crate::runtime::{Runtime, VhostRt};
 
 /// The group index of an exchange whose group a reload removed.
@@ -90,49 +89,48 @@ impl<'a> Renumbering<'a> {
     }
 }
 
-impl Worker {
-    /// A reload replaced `old` by `self.rt`, and `old_groups` (the old configuration's pools
-    /// and queues) by new empty ones: carries the exchanges over (see the module's comment).
-    pub(super) fn carry_exchanges_over(&mut self, old: &Runtime, old_groups: Vec<GroupState>) {
-        let rt = self.rt.clone();
-        let map = Renumbering::new(old, &rt);
-        for ex in self.exchanges.iter_mut() {
-            map.renumber(ex);
-        }
-        let mut orphans = Vec::new();
-        for (index, state) in old_groups.into_iter().enumerate() {
-            match map.group(index).and_then(|g| self.groups.get_mut(g)) {
-                Some(kept) => kept.queue.extend(state.queue),
-                None => orphans.extend(state.queue),
-            }
-        }
-        for id in orphans {
-            let queued = self
-                .exchanges
-                .get(id)
-                .is_some_and(|ex| matches!(ex.stage(), Stage::Queued(_)));
-            if queued {
-                self.guarded_exchange(id, |w| w.queue_gone(id));
-            }
-        }
-        for group in 0..self.groups.len() {
-            // One turn through the queue: each exchange is dispatched (a connection of the
-            // new pools, or its group has no server up: 502) or, the pools full, queued
-            // again behind the others, so the order stays.
-            let waiting = self.groups.get(group).map_or(0, |g| g.queue.len());
-            for _ in 0..waiting {
-                self.serve_queue(group);
-            }
+/// A reload replaced `old` by `new`, and `old_groups` (the old configuration's pools and
+/// queues) by `groups`, new and empty: renumbers `exchanges` and moves the queues over (see
+/// the module's comment). Returns the exchanges that were queued in a group that is gone,
+/// for the caller to answer 502 when still queued ([`queued`]) ([`take_queued`]); then each exchange of a queue is served (a
+/// connection of the new pools, or 502 with no server up) or, the pools full, queued again
+/// behind the others, so the order stays.
+pub(super) fn carry_exchanges_over(
+    exchanges: &mut Exchanges,
+    groups: &mut [GroupState],
+    (old, new): (&Runtime, &Runtime),
+    old_groups: Vec<GroupState>,
+) -> Vec<ExchangeId> {
+    let map = Renumbering::new(old, new);
+    for ex in exchanges.iter_mut() {
+        map.renumber(ex);
+    }
+    let mut orphans = Vec::new();
+    for (index, state) in old_groups.into_iter().enumerate() {
+        match map.group(index).and_then(|g| groups.get_mut(g)) {
+            Some(kept) => kept.queue.extend(state.queue),
+            None => orphans.extend(state.queue),
         }
     }
+    orphans
+}
 
-    /// Exchange `id` waited in the queue of a group the reload removed: 502.
-    fn queue_gone(&mut self, id: super::exchange::ExchangeId) {
-        let Some(ex) = self.exchanges.get_mut(id) else {
-            return;
-        };
-        if let Stage::Queued(forward) = ex.take_stage() {
-            self.fail_exchange(id, forward, 502);
-        }
+/// Whether exchange `id` still waits in a queue.
+pub(super) fn queued(exchanges: &Exchanges, id: ExchangeId) -> bool {
+    exchanges
+        .get(id)
+        .is_some_and(|ex| matches!(ex.stage(), Stage::Queued(_)))
+}
+
+/// Takes the forward out of exchange `id` if it is still queued (one whose group a reload
+/// removed: the caller answers it 502).
+pub(super) fn take_queued(exchanges: &mut Exchanges, id: ExchangeId) -> Option<Box<Forward>> {
+    if !queued(exchanges, id) {
+        return None;
+    }
+    let ex = exchanges.get_mut(id)?;
+    match ex.take_stage() {
+        Stage::Queued(forward) => Some(forward),
+        _ => None,
     }
 }

@@ -1,26 +1,27 @@
 //! Where the sticky cookie, the JavaScript challenge and sticky sessions meet the request
-//! path (the logic is in `crate::sticky`): a routed request is checked (`sticky_gate`, from
-//! `route.rs`); a forwarded one loses the proxy's cookie (`sticky_request_edits`, from
-//! `forward.rs`) and goes to its session's server (`sticky_pick`, from `dispatch`); its
+//! path (the logic is in `crate::sticky`): a routed request is checked (`gate`, from
+//! `route.rs` through `Worker::sticky_gate`); a forwarded one loses the proxy's cookie
+//! (`request_edits`, from `forward.rs`) and goes to its session's server (`Scheduling::pick`, from `dispatch`); its
 //! response carries a new cookie and may name a session (`response_edits`, `learn`, from
-//! `response.rs`). Local answers go through the codec sink like every other reply.
+//! `response/head.rs`). Local answers go through the codec sink like every other reply.
 
 use std::borrow::Cow;
 use std::time::{Instant, SystemTime};
 
 use http1::HeaderEdits;
 
-use super::exchange::ExchangeId;
-use super::finish::RefuseAt;
+use super::client::Clients;
+use super::exchange::{Exchange, ExchangeId, Exchanges};
 use super::h1::{LocalPage, Reply};
 use super::request::Request;
-use super::upstream::groups::Pick;
-use super::Worker;
+use super::upstream::groups::{self, GroupState, Pick};
+use super::upstream::Upstreams;
 use crate::frang::{Violation, FRANG_BLOCK_STATUS};
 use crate::metrics::{bump, Metrics};
 use crate::runtime::Runtime;
 use crate::sticky::cookie::ClientIdentity;
 use crate::sticky::cookies;
+use crate::sticky::metrics::StickyMetrics;
 use crate::sticky::runtime::Action;
 use crate::sticky::sessions::{Pinned, SessionKey};
 
@@ -77,165 +78,193 @@ fn accepts_html(accept: &[u8]) -> bool {
     })
 }
 
-impl Worker {
-    /// Checks routed exchange `id`'s sticky cookie: true to serve it, false when it was
-    /// answered here (302, the challenge, a block).
-    pub(super) fn sticky_gate(&mut self, id: ExchangeId) -> bool {
-        let rt = self.rt.clone();
-        let Some(ex) = self.exchanges.get(id) else {
-            return false;
-        };
-        let Some(vhost) = ex.vhost.filter(|&v| rt.sticky.checks(v)) else {
-            return true;
-        };
-        let Some(addr) = self.clients.get(ex.client).map(|c| c.peer.ip()) else {
-            return false;
-        };
-        let who = ClientIdentity {
-            addr,
-            user_agent: ex.request.header("user-agent").unwrap_or(b""),
-        };
-        let now = SystemTime::now();
-        let Some(limits) = self.clients.get_mut(ex.client).map(|c| &mut c.limits) else {
-            return false;
-        };
-        let action = match rt.sticky.check(
-            vhost,
-            cookie_fields(&ex.request),
-            &who,
-            now,
-            challengeable(&ex.request),
-            || limits.on_sticky_miss(Instant::now()),
-        ) {
-            Ok(action) => action,
-            Err(e) => {
-                crate::warn!("sticky cookie: {e}");
-                self.answer(id, Reply::Status(500), true);
-                return false;
-            }
-        };
-        self.sticky_act(id, action)
-    }
+/// What the sticky cookie decided for a routed exchange ([`gate`]).
+pub(super) enum Gate {
+    /// Serve it (from the cache or the origin).
+    Serve,
+    /// The exchange or its client is gone: nothing to do.
+    Gone,
+    /// Answer with the proxy's page for this status; close after it when set.
+    Status(u16, bool),
+    /// Answer with this page (the 302 to the same URI, the JavaScript challenge).
+    Page(Page),
+    /// `sticky_max_misses` exceeded: frang's block path (block_action, the log, ip_block).
+    Block(Violation),
+}
 
-    /// Carries out the sticky cookie's decision for exchange `id`: true to serve it.
-    fn sticky_act(&mut self, id: ExchangeId, action: Action) -> bool {
-        let Some(ex) = self.exchanges.get_mut(id) else {
-            return false;
-        };
-        let close = !ex.keep_alive || ex.request.has_body();
-        let m = &self.shared.metrics.sticky;
-        match action {
-            Action::Forward {
-                set_cookie,
-                session,
-            } => {
-                if set_cookie.is_some() {
-                    bump(&m.cookies_issued);
-                }
-                if set_cookie.is_some() || session.is_some() {
-                    ex.sticky = Some(Box::new(StickyState {
-                        set_cookie,
-                        session,
-                        fresh_pin: false,
-                    }));
-                }
-                return true;
-            }
-            Action::Redirect { set_cookie } => {
-                for c in [&m.misses, &m.redirects, &m.cookies_issued] {
-                    bump(c);
-                }
-                // The same URI, absolute as Tempesta's tfw_http_prep_redir writes it (the
-                // connection's scheme, the Host as sent); relative without a Host.
-                let location = absolute_location(&ex.request);
-                let fields: [(&[u8], &[u8]); 3] = [
-                    (b"location", &location),
-                    (b"set-cookie", set_cookie.as_bytes()),
-                    (b"cache-control", b"no-store"),
-                ];
-                self.answer_page(id, 302, &fields, b"", close);
-            }
-            Action::Challenge {
-                status,
-                page,
-                set_cookie,
-            } => {
-                for c in [&m.misses, &m.challenges, &m.cookies_issued] {
-                    bump(c);
-                }
-                let fields: [(&[u8], &[u8]); 3] = [
-                    (b"content-type", b"text/html; charset=utf-8"),
-                    (b"set-cookie", set_cookie.as_bytes()),
-                    (b"cache-control", b"no-store"),
-                ];
-                self.answer_page(id, status, &fields, page.as_bytes(), close);
-            }
-            Action::NotChallengeable => self.answer(id, Reply::Status(403), close),
-            Action::Block { misses, limit } => {
-                bump(&m.misses);
-                bump(&m.blocks);
-                let v = Violation {
-                    limit: "sticky_max_misses",
-                    detail: format!(
-                        "{misses} requests without a valid sticky cookie > max_misses {limit}"
-                    ),
-                    status: FRANG_BLOCK_STATUS,
-                };
-                // The path of frang's blocks: block_action, the log line, ip_block.
-                match self.client_of(id) {
-                    Some(ci) => self.frang_violation(ci, RefuseAt::Exchange(id), &v),
-                    None => self.drop_exchange(id),
-                }
-            }
-        }
-        false
-    }
+/// A page the sticky cookie answers with: its status, fields and body, and whether the
+/// connection closes after it.
+pub(super) struct Page {
+    status: u16,
+    fields: [(&'static [u8], Vec<u8>); 3],
+    body: String,
+    close: bool,
+}
 
-    fn answer_page(
-        &mut self,
-        id: ExchangeId,
-        status: u16,
-        fields: &[(&[u8], &[u8])],
-        body: &[u8],
-        close: bool,
-    ) {
+impl Page {
+    /// Runs `send` with the page as a reply (the fields are borrowed for it).
+    pub fn send<R>(&self, send: impl FnOnce(Reply<'_>, bool) -> R) -> R {
+        let [(n0, v0), (n1, v1), (n2, v2)] = &self.fields;
+        let fields: [(&[u8], &[u8]); 3] = [(n0, v0), (n1, v1), (n2, v2)];
         let page = LocalPage {
-            status,
-            fields,
-            body,
+            status: self.status,
+            fields: &fields,
+            body: self.body.as_bytes(),
         };
-        self.answer(id, Reply::Local(page), close);
+        send(Reply::Local(page), self.close)
     }
+}
 
-    /// The upstream request's edits with the proxy's own cookie taken out of `Cookie`
-    /// (the other cookies byte for byte); `validators` untouched when there is none.
-    pub(super) fn sticky_request_edits(
-        &self,
-        id: ExchangeId,
-        validators: Option<HeaderEdits>,
-    ) -> Option<HeaderEdits> {
-        let Some(ex) = self.exchanges.get(id) else {
-            return validators;
-        };
-        let Some(name) = ex.vhost.and_then(|v| self.rt.sticky.issued_cookie_name(v)) else {
-            return validators;
-        };
-        let fields: Vec<&[u8]> = cookie_fields(&ex.request).collect();
-        let Some(rest) = cookies::without(&fields, name.as_bytes()) else {
-            return validators;
-        };
-        let mut edits = validators.unwrap_or_default();
-        let kept = !rest.is_empty() && edits.set(b"Cookie", &rest).is_ok();
-        if !kept {
-            // No other cookie (or none that can be written back): no Cookie field at all.
-            let _ = edits.remove(b"Cookie");
+/// Checks routed exchange `id`'s sticky cookie: what to do with it.
+pub(super) fn gate(
+    exchanges: &mut Exchanges,
+    clients: &mut Clients,
+    (rt, metrics): (&Runtime, &StickyMetrics),
+    id: ExchangeId,
+) -> Gate {
+    let Some(ex) = exchanges.get_mut(id) else {
+        return Gate::Gone;
+    };
+    let Some(vhost) = ex.vhost.filter(|&v| rt.sticky.checks(v)) else {
+        return Gate::Serve;
+    };
+    let Some(c) = clients.get_mut(ex.client) else {
+        return Gate::Gone;
+    };
+    let who = ClientIdentity {
+        addr: c.peer.ip(),
+        user_agent: ex.request.header("user-agent").unwrap_or(b""),
+    };
+    let limits = &mut c.limits;
+    let action = match rt.sticky.check(
+        vhost,
+        cookie_fields(&ex.request),
+        &who,
+        SystemTime::now(),
+        challengeable(&ex.request),
+        || limits.on_sticky_miss(Instant::now()),
+    ) {
+        Ok(action) => action,
+        Err(e) => {
+            crate::warn!("sticky cookie: {e}");
+            return Gate::Status(500, true);
         }
-        Some(edits)
-    }
+    };
+    act(ex, metrics, action)
+}
 
+/// What the sticky cookie's decision `action` means for exchange `ex`.
+fn act(ex: &mut Exchange, m: &StickyMetrics, action: Action) -> Gate {
+    let close = !ex.keep_alive || ex.request.has_body();
+    match action {
+        Action::Forward {
+            set_cookie,
+            session,
+        } => {
+            if set_cookie.is_some() {
+                bump(&m.cookies_issued);
+            }
+            if set_cookie.is_some() || session.is_some() {
+                ex.sticky = Some(Box::new(StickyState {
+                    set_cookie,
+                    session,
+                    fresh_pin: false,
+                }));
+            }
+            Gate::Serve
+        }
+        Action::Redirect { set_cookie } => {
+            for c in [&m.misses, &m.redirects, &m.cookies_issued] {
+                bump(c);
+            }
+            // The same URI, absolute as Tempesta's tfw_http_prep_redir writes it (the
+            // connection's scheme, the Host as sent); relative without a Host.
+            Gate::Page(Page {
+                status: 302,
+                fields: [
+                    (b"location", absolute_location(&ex.request)),
+                    (b"set-cookie", set_cookie.into_bytes()),
+                    (b"cache-control", b"no-store".to_vec()),
+                ],
+                body: String::new(),
+                close,
+            })
+        }
+        Action::Challenge {
+            status,
+            page,
+            set_cookie,
+        } => {
+            for c in [&m.misses, &m.challenges, &m.cookies_issued] {
+                bump(c);
+            }
+            Gate::Page(Page {
+                status,
+                fields: [
+                    (b"content-type", b"text/html; charset=utf-8".to_vec()),
+                    (b"set-cookie", set_cookie.into_bytes()),
+                    (b"cache-control", b"no-store".to_vec()),
+                ],
+                body: page,
+                close,
+            })
+        }
+        Action::NotChallengeable => Gate::Status(403, close),
+        Action::Block { misses, limit } => {
+            bump(&m.misses);
+            bump(&m.blocks);
+            Gate::Block(Violation {
+                limit: "sticky_max_misses",
+                detail: format!(
+                    "{misses} requests without a valid sticky cookie > max_misses {limit}"
+                ),
+                status: FRANG_BLOCK_STATUS,
+            })
+        }
+    }
+}
+
+/// The upstream request's edits with the proxy's own cookie taken out of `Cookie` (the
+/// other cookies byte for byte); `validators` untouched when there is none.
+pub(super) fn request_edits(
+    ex: Option<&Exchange>,
+    rt: &Runtime,
+    validators: Option<HeaderEdits>,
+) -> Option<HeaderEdits> {
+    let Some(ex) = ex else {
+        return validators;
+    };
+    let Some(name) = ex.vhost.and_then(|v| rt.sticky.issued_cookie_name(v)) else {
+        return validators;
+    };
+    let fields: Vec<&[u8]> = cookie_fields(&ex.request).collect();
+    let Some(rest) = cookies::without(&fields, name.as_bytes()) else {
+        return validators;
+    };
+    let mut edits = validators.unwrap_or_default();
+    let kept = !rest.is_empty() && edits.set(b"Cookie", &rest).is_ok();
+    if !kept {
+        // No other cookie (or none that can be written back): no Cookie field at all.
+        let _ = edits.remove(b"Cookie");
+    }
+    Some(edits)
+}
+
+/// The parts choosing a connection for a sticky exchange touches: the configuration, this
+/// worker's servers (`groups`), its pooled connections, the exchanges (a fresh pin is marked
+/// on its exchange) and the sticky counters.
+pub(super) struct Scheduling<'a> {
+    pub rt: &'a Runtime,
+    pub groups: &'a mut [GroupState],
+    pub upstreams: &'a Upstreams,
+    pub exchanges: &'a mut Exchanges,
+    pub metrics: &'a StickyMetrics,
+}
+
+impl Scheduling<'_> {
     /// Chooses a connection for exchange `id` in `group`: its sticky session's server when
     /// it has one, else the scheduler's choice (which then pins a new session).
-    pub(super) fn sticky_pick(
+    pub fn pick(
         &mut self,
         id: ExchangeId,
         group: usize,
@@ -243,16 +272,16 @@ impl Worker {
         avoid: Option<usize>,
         new_connection: bool,
     ) -> Pick {
-        let rt = self.rt.clone();
-        let Some(key) = self.session_key(&rt, id, group) else {
-            return self.pick(group, hash_key, avoid, new_connection);
+        let rt = self.rt;
+        let Some(key) = session_key(self.exchanges, rt, id, group) else {
+            return self.schedule(group, hash_key, avoid, new_connection);
         };
         let Some(ex) = self.exchanges.get(id) else {
-            return self.pick(group, hash_key, avoid, new_connection);
+            return self.schedule(group, hash_key, avoid, new_connection);
         };
         let fresh = ex.sticky.as_ref().is_some_and(|s| s.fresh_pin);
         let Some(mut sessions) = ex.vhost.and_then(|v| rt.sticky.sessions(v, group)) else {
-            return self.pick(group, hash_key, avoid, new_connection);
+            return self.schedule(group, hash_key, avoid, new_connection);
         };
         sessions.policy.allow_failover |= fresh;
         let servers = rt.groups.get(group).map_or(0, |g| g.servers.len());
@@ -266,7 +295,7 @@ impl Worker {
             sessions.policy,
             |s| alive.get(s).copied().unwrap_or(false),
             || {
-                let pick = self.pick(group, hash_key, avoid, new_connection);
+                let pick = self.schedule(group, hash_key, avoid, new_connection);
                 let server = match &pick {
                     Pick::Pooled(ui) => self.upstreams.get(*ui).map(|u| u.server),
                     Pick::Connect(s) => Some(*s),
@@ -277,9 +306,9 @@ impl Worker {
             },
         );
         if matches!(routed, Pinned::New(_) | Pinned::Moved { .. }) {
-            self.mark_fresh_pin(id);
+            mark_fresh_pin(self.exchanges, id);
         }
-        let m = &self.shared.metrics.sticky;
+        let m = self.metrics;
         match routed {
             Pinned::Same(s) => self.pick_server(group, s, new_connection),
             Pinned::New(_) => {
@@ -309,37 +338,76 @@ impl Worker {
         }
     }
 
-    /// Exchange `id` just pinned its session to a server (new, or moved off a down one): if
-    /// that server fails too, the request may fail over again (`sticky_pick`'s `fresh`).
-    fn mark_fresh_pin(&mut self, id: ExchangeId) {
-        if let Some(ex) = self.exchanges.get_mut(id) {
-            ex.sticky
-                .get_or_insert_with(|| {
-                    Box::new(StickyState {
-                        set_cookie: None,
-                        session: None,
-                        fresh_pin: false,
-                    })
-                })
-                .fresh_pin = true;
+    /// Chooses a server and connection of `group` for a request with `key` (hash
+    /// scheduler). `fresh`: the request needs a new connection of its own (a WebSocket
+    /// handshake), which does not wait for a place among the server's `conns_n`.
+    fn schedule(&mut self, group: usize, key: u64, avoid: Option<usize>, fresh: bool) -> Pick {
+        match (self.rt.groups.get(group), self.groups.get_mut(group)) {
+            (Some(g), Some(state)) => groups::pick(g, state, (key, avoid, fresh), Instant::now()),
+            _ => Pick::Down,
         }
     }
 
-    /// The session exchange `id` belongs to in `group`, if that group pins sessions.
-    fn session_key(&self, rt: &Runtime, id: ExchangeId, group: usize) -> Option<SessionKey> {
-        let ex = self.exchanges.get(id)?;
-        let sessions = rt.sticky.sessions(ex.vhost?, group)?;
-        let group_id = u32::try_from(group).ok()?;
-        match sessions.group_cookie {
-            Some(name) => cookies::find(cookie_fields(&ex.request), name.as_bytes())
-                .filter(|v| !v.is_empty())
-                .map(|v| SessionKey::new(v, group_id)),
-            None => ex
-                .sticky
-                .as_ref()
-                .and_then(|s| s.session.as_deref())
-                .map(|v| SessionKey::new(v, group_id)),
+    /// Whether `server` of `group` takes requests now, as this worker knows it.
+    fn server_up(&self, group: usize, server: usize) -> bool {
+        self.groups
+            .get(group)
+            .and_then(|g| g.servers.get(server))
+            .is_some_and(|st| st.is_up(Instant::now()))
+    }
+
+    /// A connection to one given server (a sticky session's): `groups::pick_server`.
+    fn pick_server(&mut self, group: usize, server: usize, fresh: bool) -> Pick {
+        let g = self.rt.groups.get(group);
+        let conns_n = g
+            .and_then(|g| g.servers.get(server))
+            .map_or(0, |s| s.conns_n);
+        match self
+            .groups
+            .get_mut(group)
+            .and_then(|g| g.servers.get_mut(server))
+        {
+            Some(st) => groups::pick_server(st, server, conns_n, fresh),
+            None => Pick::Down,
         }
+    }
+}
+
+/// Exchange `id` just pinned its session to a server (new, or moved off a down one): if
+/// that server fails too, the request may fail over again (`Scheduling::pick`'s `fresh`).
+fn mark_fresh_pin(exchanges: &mut Exchanges, id: ExchangeId) {
+    if let Some(ex) = exchanges.get_mut(id) {
+        ex.sticky
+            .get_or_insert_with(|| {
+                Box::new(StickyState {
+                    set_cookie: None,
+                    session: None,
+                    fresh_pin: false,
+                })
+            })
+            .fresh_pin = true;
+    }
+}
+
+/// The session exchange `id` belongs to in `group`, if that group pins sessions.
+fn session_key(
+    exchanges: &Exchanges,
+    rt: &Runtime,
+    id: ExchangeId,
+    group: usize,
+) -> Option<SessionKey> {
+    let ex = exchanges.get(id)?;
+    let sessions = rt.sticky.sessions(ex.vhost?, group)?;
+    let group_id = u32::try_from(group).ok()?;
+    match sessions.group_cookie {
+        Some(name) => cookies::find(cookie_fields(&ex.request), name.as_bytes())
+            .filter(|v| !v.is_empty())
+            .map(|v| SessionKey::new(v, group_id)),
+        None => ex
+            .sticky
+            .as_ref()
+            .and_then(|s| s.session.as_deref())
+            .map(|v| SessionKey::new(v, group_id)),
     }
 }
 

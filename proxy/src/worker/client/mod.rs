@@ -6,6 +6,7 @@
 //! through `codec.rs`.
 
 pub mod codec;
+mod drain;
 mod end;
 mod handshake_deadline;
 mod mem;
@@ -109,7 +110,7 @@ impl Worker {
     ) {
         if let Err(v) = self.rt.frang.on_connect(peer.ip(), Instant::now()) {
             // Refused at accept: reset, no reply; the refusal is not a concurrent connection.
-            self.note_block(peer.ip(), &v, "-");
+            super::limits::note_block((&self.rt, self.metrics()), peer.ip(), &v, "-");
             self.metrics().count_close(CloseReason::Frang);
             let _ = socket2::SockRef::from(&sock).set_linger(Some(Duration::ZERO));
             return;
@@ -224,7 +225,7 @@ impl Worker {
             return;
         };
         let ip = c.peer.ip();
-        self.note_block(ip, &v, "-");
+        super::limits::note_block((&self.rt, self.metrics()), ip, &v, "-");
         self.drop_response(ci, super::finish::Refusal::Attack);
         self.close_client(ci, CloseReason::Frang);
     }
@@ -276,7 +277,7 @@ impl Worker {
         {
             let ip = c.peer.ip();
             let _ = socket2::SockRef::from(&c.sock).set_linger(Some(Duration::ZERO));
-            self.note_block(ip, &v, "-");
+            super::limits::note_block((&self.rt, self.metrics()), ip, &v, "-");
             self.close_client(ci, CloseReason::Frang);
             return false;
         }
@@ -436,7 +437,7 @@ impl Worker {
         }
         if idle {
             self.bufs.release_if_empty(&mut c.rbuf);
-            if self.last_call_over() {
+            if super::drain::last_call_over(self.draining) {
                 self.close_client(ci, CloseReason::Shutdown);
             }
         }

@@ -203,7 +203,8 @@ impl Worker {
             .filter(|u| !u.removed)
             .map(|u| u.server);
         if let Some(server) = server {
-            self.count_failover(forward.group, server, forward.status);
+            self.health()
+                .count_failover(forward.group, server, forward.status);
         }
         if let Some(fill) = forward.fill.take() {
             fill.complete();

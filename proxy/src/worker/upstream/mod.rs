@@ -193,7 +193,7 @@ impl Worker {
                 bump(&self.metrics().upstream_connect_errors);
                 self.close_upstream(ui);
                 if current {
-                    self.mark_down(group, server);
+                    self.health().mark_down(group, server);
                 }
                 self.exchange_failed(id, Failure::Connect);
             }
@@ -205,7 +205,7 @@ impl Worker {
             (UpPhase::Checking, _) => self.health_verdict(ui, false),
             (UpPhase::Probe, _) => {
                 if let Some((group, server)) = self.end_probe(ui) {
-                    self.mark_down(group, server);
+                    self.health().mark_down(group, server);
                 }
             }
             _ => self.close_upstream(ui),
@@ -293,7 +293,7 @@ impl Worker {
                     return false;
                 }
                 if current {
-                    self.mark_up(group, server);
+                    self.health().mark_up(group, server);
                 }
                 if probe {
                     self.end_upstream(ui, UpstreamEnd::UNUSED);
@@ -316,7 +316,7 @@ impl Worker {
                     bump(&self.metrics().upstream_connect_errors);
                 }
                 if current {
-                    self.mark_down(group, server);
+                    self.health().mark_down(group, server);
                 }
                 if let Some(id) = exchange {
                     self.exchange_failed(id, Failure::Connect);
