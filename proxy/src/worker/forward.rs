@@ -289,7 +289,7 @@ impl Worker {
             crate::fleet::tier::count_fallback();
             // No head within `peer_timeout`: out until its probe answers (`fleet/tier.rs`).
             if status == 504 {
-                self.mark_down(forward.group, 0);
+                self.health().mark_down(forward.group, 0);
             }
             let TierFallback { pass, validators } = *fallback;
             return self.forward_via(id, pass, forward.fill.take(), validators, None);
