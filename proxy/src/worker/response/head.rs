@@ -6,7 +6,7 @@
 use http1::BodyDecoder;
 
 use super::super::client::codec;
-use super::super::exchange::{Exchange, Forward, RespPhase};
+use super::super::exchange::{Exchange, Forward};
 use super::super::fill::Origin;
 use super::super::h1::{self, ReplyTo};
 use super::super::lifecycle::ResponseFraming;
@@ -69,7 +69,7 @@ impl HeadWriter<'_> {
                 Step::Wait
             };
         }
-        let is_head = fwd.method == http1::Method::Head;
+        let is_head = fwd.facts.method() == http1::Method::Head;
         let (head, len) = match http1::parse_response(input, &self.rt.limits, is_head) {
             Ok(Some(h)) => h,
             Ok(None) if !u.peer_closed && !u.rbuf.as_mut().is_some_and(|b| b.is_full()) => {
@@ -80,7 +80,8 @@ impl HeadWriter<'_> {
         fwd.head_received(head.status());
         // Decided for every head, interim, 304 to a revalidation and final alike, before any
         // of them is acted on.
-        fwd.body_may_follow |= ResponseFraming::of(fwd.method, &head, input).body_may_follow();
+        fwd.resp
+            .head_read(ResponseFraming::of(fwd.facts.method(), &head, input));
         if let Some(step) = self.not_relayed_as_final(sink, u, fwd, to, (&head, len)) {
             return step;
         }
@@ -103,7 +104,7 @@ impl HeadWriter<'_> {
         }
         // The upstream closes after a response without keep-alive: never pool it. A connection
         // opened for a WebSocket handshake that got an ordinary answer is not pooled either.
-        u.keep_alive = head.keep_alive() && !fwd.websocket;
+        u.keep_alive = head.keep_alive() && !fwd.facts.websocket();
         if let Some(b) = u.rbuf.as_mut() {
             b.consume(len);
         }
@@ -125,7 +126,7 @@ impl HeadWriter<'_> {
         let status = head.status();
         let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
         // A server removed by a reload without grace time gets no new tunnel (`grace.rs`).
-        if status == 101 && fwd.websocket && !(u.removed && u.retire_at.is_none()) {
+        if status == 101 && fwd.facts.websocket() && !(u.removed && u.retire_at.is_none()) {
             if let Sink::Client { client, .. } = sink {
                 let edits = response_edits(self.rt, to.vhost, to.location);
                 let switch = (head, input, edits, &self.rt.forward_limits);
@@ -180,7 +181,7 @@ impl HeadWriter<'_> {
             edits: with_age.as_ref().unwrap_or(edits),
             limits: &rt.forward_limits,
             to: ReplyTo {
-                http10: fwd.http10,
+                http10: fwd.facts.http10(),
                 close: !to.keep_alive,
             },
         };
@@ -196,16 +197,14 @@ impl HeadWriter<'_> {
         if plan.close_delimited {
             sink.close_after_flush();
         }
-        fwd.dechunk = plan.dechunk;
-        fwd.status = status;
-        fwd.sent_to_client = sink.client().is_some();
-        fwd.resp = RespPhase::Body(BodyDecoder::new(
+        let decoder = BodyDecoder::new(
             head.framing(),
             &http1::Limits {
                 max_body_bytes: None,
                 ..rt.limits.clone()
             },
-        ));
+        );
+        fwd.resp.start_body(status, decoder, plan.dechunk);
         Ok(())
     }
 }
@@ -232,8 +231,7 @@ fn switch_protocols(
     if h1::write_switching_protocols(out, scratch, head, input, edits, limits).is_err() {
         return Some(Step::Bad { count: true });
     }
-    fwd.status = head.status();
-    fwd.sent_to_client = true;
+    fwd.resp.switch();
     Some(Step::Switch)
 }
 
@@ -264,8 +262,7 @@ fn relay_interim(
     metrics: &crate::metrics::Metrics,
 ) -> Step {
     let status = head.status();
-    fwd.interim += 1;
-    if status == 101 || fwd.interim > MAX_INTERIM_RESPONSES {
+    if status == 101 || fwd.resp.interim_read() > MAX_INTERIM_RESPONSES {
         if status != 101 {
             bump(&metrics.upstream_interim_floods);
         }
@@ -274,8 +271,9 @@ fn relay_interim(
     // The proxy answered `Expect: 100-continue` itself; an HTTP/1.0 client gets no interim
     // responses at all.
     let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
-    if !(fwd.http10 || status == 100 && fwd.continue_sent) {
-        fwd.sent_to_client |= sink.interim((head, input, len));
+    if fwd.facts.relays_interim(status) {
+        let to_client = sink.interim((head, input, len));
+        fwd.resp.interim_relayed(to_client);
     }
     if let Some(b) = u.rbuf.as_mut() {
         b.consume(len);

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use super::background::Revalidation;
 use super::client::codec::Codec;
-use super::exchange::{ExchangeId, RespPhase};
+use super::exchange::ExchangeId;
 use super::finish::Outcome;
 use super::upstream::UpstreamId;
 use super::Worker;
@@ -108,8 +108,7 @@ impl Worker {
         } else {
             Sink::FillOnly
         };
-        let Some(awaiting_head) = ex.forward().map(|f| matches!(f.resp, RespPhase::AwaitHead))
-        else {
+        let Some(awaiting_head) = ex.forward().map(|f| f.resp.awaiting_head()) else {
             return Step::Wait;
         };
         let to = awaiting_head.then(|| Recipient::of(ex, u));
@@ -203,15 +202,15 @@ impl Worker {
             .filter(|u| !u.removed)
             .map(|u| u.server);
         if let Some(server) = server {
-            self.count_failover(forward.group, server, forward.status);
+            self.count_failover(forward.group, server, forward.resp.status());
         }
         if let Some(fill) = forward.fill.take() {
             fill.complete();
         }
         let keep_alive = self.exchanges.get(id).is_some_and(|ex| ex.keep_alive);
         let outcome = Outcome {
-            status: forward.status,
-            bytes: forward.body_bytes,
+            status: forward.resp.status(),
+            bytes: forward.resp.body_bytes(),
             close: !keep_alive,
             upstream_end: Some(forward.upstream_end(true)),
             forward: Some(forward),
@@ -230,7 +229,7 @@ impl Worker {
         let Some(mut forward) = ex.take_forward() else {
             return;
         };
-        if forward.sent_to_client {
+        if forward.committed() {
             self.abort_response(id);
             return;
         }
@@ -241,7 +240,7 @@ impl Worker {
             .map_or(0, |g| g.forward_retries);
         match failure {
             Failure::Connect | Failure::Reset
-                if forward.replayable && forward.attempts < retries.max(1) =>
+                if forward.facts.replayable() && forward.attempts < retries.max(1) =>
             {
                 forward.attempts += 1;
                 bump(&self.metrics().upstream_retries);
