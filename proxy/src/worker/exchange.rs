@@ -94,7 +94,8 @@ pub struct Forward {
     pub(super) resp: Receiving,
     pub(super) attempts: u32,
     pub(super) hash_key: u64,
-    /// Filling or revalidating a cache entry from this response.
+    /// Filling or revalidating a cache entry from this response (held by the relay's sink
+    /// while it relays a step, `response/sink.rs`).
     pub(super) fill: Option<Box<super::caching::Fill>>,
     /// From the request's last byte written to the final response head read (the access
     /// log's `urt=`).

@@ -38,9 +38,6 @@ pub(super) fn step(sink: &mut Sink<'_>, u: &mut Upstream, fwd: &mut Forward) -> 
     let chunked = matches!(decoder, BodyDecoder::Chunked(_));
     let data = &input[step.data.clone()];
     *bytes += sink.body(&input[..step.consumed], data, chunked, *dechunk);
-    if let Some(fill) = fwd.fill.as_mut() {
-        fill.push_body(data);
-    }
     if let (true, BodyDecoder::Chunked(chunked)) = (step.done, &*decoder) {
         sink.trailers(chunked.trailer_section());
     }

@@ -127,10 +127,10 @@ impl HeadWriter<'_> {
         let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
         // A server removed by a reload without grace time gets no new tunnel (`grace.rs`).
         if status == 101 && fwd.facts.websocket() && !(u.removed && u.retire_at.is_none()) {
-            if let Sink::Client { client, .. } = sink {
+            if let Some(out) = sink.client_out() {
                 let edits = response_edits(self.rt, to.vhost, to.location);
                 let switch = (head, input, edits, &self.rt.forward_limits);
-                if let Some(step) = switch_protocols(fwd, &mut client.out, self.scratch, switch) {
+                if let Some(step) = switch_protocols(fwd, out, self.scratch, switch) {
                     if let Some(b) = u.rbuf.as_mut() {
                         b.consume(len);
                     }
@@ -141,7 +141,7 @@ impl HeadWriter<'_> {
         if (100..200).contains(&status) {
             return Some(relay_interim(fwd, sink, u, (head, len), self.metrics));
         }
-        let step = cache_instead(fwd, head, input)?;
+        let step = cache_instead(sink, head, input)?;
         if matches!(step, Step::NotModified(_)) {
             u.keep_alive = head.keep_alive();
             if let Some(b) = u.rbuf.as_mut() {
@@ -168,13 +168,7 @@ impl HeadWriter<'_> {
         let edits = response_edits(rt, to.vhost, to.location);
         let edits = &*sticky_hook::response_edits(to.set_cookie.as_deref(), edits);
         // The Age a client sees; a fill-only sink stores the origin's head as it came.
-        let with_age = match sink {
-            Sink::Client { .. } => fwd
-                .fill
-                .as_ref()
-                .and_then(|f| f.age_edits(head, input, edits)),
-            Sink::FillOnly => None,
-        };
+        let with_age = sink.age_edits(head, input, edits);
         let relayed = codec::RelayedHead {
             head,
             input,
@@ -185,12 +179,8 @@ impl HeadWriter<'_> {
                 close: !to.keep_alive,
             },
         };
-        let store = fwd.fill.as_mut().map(|f| f.head_sink());
-        let plan = sink.head(self.scratch, &relayed, store)?;
+        let plan = sink.head(self.scratch, &relayed, origin)?;
         let status = head.status();
-        if let Some(fill) = fwd.fill.as_mut() {
-            fill.begin_store(status, origin);
-        }
         if let Some(server) = to.server {
             sticky_hook::learn(rt, self.metrics, to.vhost, (fwd.group, server), head, input);
         }
@@ -284,8 +274,8 @@ fn relay_interim(
 /// The cache may answer instead of the origin's response: a 304 to its revalidation
 /// refreshes the stored entry; an error may be replaced by a stale entry.
 /// (The caller consumes a 304's head.)
-fn cache_instead(fwd: &mut Forward, head: &http1::ResponseHead, input: &[u8]) -> Option<Step> {
-    let fill = fwd.fill.as_mut()?;
+fn cache_instead(sink: &mut Sink<'_>, head: &http1::ResponseHead, input: &[u8]) -> Option<Step> {
+    let fill = sink.fill_mut()?;
     let status = head.status();
     if status == 304 && fill.revalidating.is_some() {
         let fields: Vec<(&[u8], &[u8])> = head.headers().fields(input).collect();

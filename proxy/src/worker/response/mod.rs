@@ -97,16 +97,13 @@ impl Worker {
         let (Some(ex), Some(u)) = (exchanges.get_mut(id), upstreams.get_mut(ui)) else {
             return Step::Wait;
         };
-        let mut sink = if ex.has_client() {
+        let client = if ex.has_client() {
             let Some(client) = clients.get_mut(ex.client).filter(|c| c.id == ex.client_id) else {
                 return Step::Wait;
             };
-            Sink::Client {
-                client,
-                stream: ex.stream,
-            }
+            Some((client, ex.stream))
         } else {
-            Sink::FillOnly
+            None
         };
         let Some(awaiting_head) = ex.forward().map(|f| f.resp.awaiting_head()) else {
             return Step::Wait;
@@ -115,7 +112,11 @@ impl Worker {
         let Some(fwd) = ex.forward_mut() else {
             return Step::Wait;
         };
-        match to {
+        // The sink holds the fill for the step (`sink.rs`).
+        let Some(mut sink) = Sink::new(client, fwd.fill.take()) else {
+            return Step::Bad { count: false };
+        };
+        let step = match to {
             None => body::step(&mut sink, u, fwd),
             Some(to) => {
                 let writer = HeadWriter {
@@ -125,7 +126,9 @@ impl Worker {
                 };
                 writer.step(&mut sink, u, fwd, &to)
             }
-        }
+        };
+        fwd.fill = sink.into_fill();
+        step
     }
 
     /// Acts on a step that ends the relay of exchange `id`'s response from upstream `ui`:
