@@ -18,6 +18,10 @@ use super::Worker;
 use crate::access_log::RequestRecord as AccessRecord;
 use crate::frang::RequestLimits;
 
+mod stages;
+
+pub use stages::{Facts, Receiving, Sending};
+
 /// Timer keys of exchanges: EXCHANGE_TIMER_BASE + slab index (not a mio token).
 pub(super) const EXCHANGE_TIMER_BASE: usize = 4 << 32;
 
@@ -72,13 +76,8 @@ pub struct Exchange {
     pub started: Instant,
 }
 
-pub(super) enum RespPhase {
-    AwaitHead,
-    Body(BodyDecoder),
-}
-
 /// The upstream side of an exchange: the request on its way to a server and the response
-/// coming back.
+/// coming back, each a stage reached (`stages.rs`).
 pub struct Forward {
     pub up: super::upstream::UpstreamId,
     pub(super) group: usize,
@@ -87,39 +86,19 @@ pub struct Forward {
     pub(super) backup: Option<usize>,
     /// The upstream request head; kept while the request may still be replayed.
     pub(super) head: Vec<u8>,
-    /// No body and idempotent: may be sent again on another connection.
-    pub(super) replayable: bool,
-    /// The client's body, decoded from its connection (HTTP/1 framing).
-    pub(super) req_body: BodyDecoder,
-    pub(super) req_body_done: bool,
-    pub(super) resp: RespPhase,
-    /// The request's method: what the response's framing depends on besides its status.
-    pub(super) method: http1::Method,
-    pub(super) http10: bool,
+    /// What is fixed from the request.
+    pub(super) facts: Facts,
+    /// How far the request got: its body passed on, queued whole, written.
+    pub(super) sending: Sending,
+    /// How far the response got: its head awaited, its body relayed, a tunnel.
+    pub(super) resp: Receiving,
     pub(super) attempts: u32,
     pub(super) hash_key: u64,
-    /// Response bytes already queued for the client (nothing can be retried after that).
-    pub(super) sent_to_client: bool,
-    pub(super) status: u16,
-    pub(super) body_bytes: u64,
-    /// Filling or revalidating a cache entry from this response.
+    /// Filling or revalidating a cache entry from this response (held by the relay's sink
+    /// while it relays a step, `response/sink.rs`).
     pub(super) fill: Option<Box<super::caching::Fill>>,
-    /// The proxy sent `100 Continue` to the client itself.
-    pub(super) continue_sent: bool,
-    /// Forward the data of a chunked response, not its framing (the client's codec frames
-    /// it itself).
-    pub(super) dechunk: bool,
-    /// Interim (1xx) responses received so far.
-    pub(super) interim: u32,
-    /// A response head without a body by definition announced one (an interim one counts):
-    /// a faulty server may still send it (`lifecycle::ResponseFraming`).
-    pub(super) body_may_follow: bool,
-    /// A WebSocket handshake: sent on a new connection of its own, which a `101` turns into
-    /// a tunnel and any other answer closes after it.
-    pub(super) websocket: bool,
-    /// When the request's last byte was written to the server (`flush_upstream`).
-    pub(super) sent_at: Option<Instant>,
-    /// From `sent_at` to the final response head read (the access log's `urt=`).
+    /// From the request's last byte written to the final response head read (the access
+    /// log's `urt=`).
     pub(super) upstream_time: Option<Duration>,
     /// Sent to the cache tier's owner of the object: where it goes instead if the owner
     /// gives no answer (`forward.rs`, `fail_exchange`).
@@ -137,17 +116,22 @@ impl Forward {
     /// A response head with `status` was read: the first final one ends the upstream time.
     pub(super) fn head_received(&mut self, status: u16) {
         if status >= 200 && self.upstream_time.is_none() {
-            self.upstream_time = self.sent_at.map(|t| t.elapsed());
+            self.upstream_time = self.sending.written_at().map(|t| t.elapsed());
         }
+    }
+
+    /// Response bytes were queued for the client: nothing can be retried after that.
+    pub(super) fn committed(&self) -> bool {
+        self.resp.committed(self.facts.has_client())
     }
 
     /// What the upstream connection's state is when this exchange ends with its response
     /// read to the end (`response_complete`) or not.
     pub(super) fn upstream_end(&self, response_complete: bool) -> super::upstream::UpstreamEnd {
         super::upstream::UpstreamEnd {
-            request_sent: self.req_body_done,
+            request_sent: self.sending.all_queued(),
             response_complete,
-            body_may_follow: self.body_may_follow,
+            body_may_follow: self.resp.body_may_follow(),
         }
     }
 
@@ -166,7 +150,7 @@ impl Forward {
 
     /// The request body's decoder if the client has not sent all of it yet.
     pub(super) fn unread_body(self) -> Option<BodyDecoder> {
-        (!self.req_body_done).then_some(self.req_body)
+        self.sending.unread_body()
     }
 }
 
@@ -215,7 +199,7 @@ impl Exchange {
 
     /// The request body is still arriving (it is read only while at a server).
     pub fn reading_body(&self) -> bool {
-        self.forward().is_some_and(|f| !f.req_body_done)
+        self.forward().is_some_and(|f| !f.sending.all_queued())
     }
 
     pub fn park(&mut self, ticket: cache::WaitTicket) {
@@ -355,7 +339,7 @@ impl Worker {
         match ex.stage() {
             Stage::CacheWait(_) => self.resume_after_wait(id),
             Stage::Queued(_) => self.queue_expired(id),
-            Stage::Upstream(f) if !f.req_body_done => self.body_deadline(id, now),
+            Stage::Upstream(f) if !f.sending.all_queued() => self.body_deadline(id, now),
             // Waiting on the upstream: its own deadline answers 504.
             Stage::Upstream(_) | Stage::New => {}
         }

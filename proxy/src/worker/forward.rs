@@ -8,9 +8,9 @@ use std::time::Duration;
 use http1::{BodyDecoder, ConnectionOption, Forwarding, HeaderEdits};
 
 use super::caching::Fill;
-use super::exchange::{ExchangeId, Forward, RespPhase, Stage, TierFallback};
+use super::exchange::{ExchangeId, Facts, Forward, Receiving, Sending, Stage, TierFallback};
 use super::finish::Refusal;
-use super::h1::{self, Reply};
+use super::h1::Reply;
 use super::upstream::groups::{self, request_key, Pick};
 use super::upstream::UpPhase;
 use super::upstream::UpstreamId;
@@ -73,19 +73,24 @@ impl Worker {
             return;
         };
         let request = &ex.request;
-        let has_body = request.has_body();
-        let websocket = super::websocket::classify(request) == super::websocket::Upgrade::WebSocket;
+        // `Expect: 100-continue`: tell the client to send its body now, as nginx does, rather
+        // than let it wait for the origin's answer (or its own timer).
+        let continue_sent = Facts::wants_continue(request)
+            && self
+                .clients
+                .get_mut(ex.client)
+                .is_some_and(|c| super::client::codec::continue_100(c, ex.stream));
+        let body = request
+            .has_body()
+            .then(|| BodyDecoder::new(request.framing(), &rt.limits));
         let forward = Box::new(Forward {
             up: UpstreamId::NONE,
             group,
             backup,
             head: self.scratch.clone(),
-            replayable: !has_body && request.method().is_idempotent(),
-            req_body: BodyDecoder::new(request.framing(), &rt.limits),
-            req_body_done: !has_body,
-            resp: RespPhase::AwaitHead,
-            method: request.method(),
-            http10: h1::is_http10(request),
+            facts: Facts::of(request, ex.has_client(), continue_sent),
+            sending: Sending::new(body),
+            resp: Receiving::START,
             attempts: 0,
             hash_key: if std::iter::once(group)
                 .chain(backup)
@@ -95,28 +100,10 @@ impl Worker {
             } else {
                 0
             },
-            sent_to_client: false,
-            status: 0,
-            body_bytes: 0,
             fill,
-            continue_sent: false,
-            dechunk: false,
-            interim: 0,
-            body_may_follow: false,
-            websocket,
-            sent_at: None,
             upstream_time: None,
             tier_fallback: tier,
         });
-        let expect_continue = request.expect_continue() && has_body && !forward.http10;
-        let mut forward = forward;
-        // `Expect: 100-continue`: tell the client to send its body now, as nginx does, rather
-        // than let it wait for the origin's answer (or its own timer).
-        if expect_continue {
-            if let Some(c) = self.clients.get_mut(ex.client) {
-                forward.continue_sent = super::client::codec::continue_100(c, ex.stream);
-            }
-        }
         self.dispatch(id, forward);
     }
 
@@ -193,7 +180,7 @@ impl Worker {
                 forward.group,
                 forward.hash_key,
                 avoid,
-                forward.websocket,
+                forward.facts.websocket(),
             ) {
                 Pick::Pooled(ui) => return self.attach(id, ui, forward),
                 Pick::Connect(server) => {
@@ -244,12 +231,12 @@ impl Worker {
         u.exchange = Some(id);
         u.out.push(&forward.head);
         let server = u.addr;
-        if !forward.replayable {
+        if !forward.facts.replayable() {
             forward.head = Vec::new();
         }
         forward.up = ui;
         // Sent again (a retry): the time runs from this sending.
-        forward.sent_at = None;
+        forward.sending.resend();
         forward.upstream_time = None;
         let connecting = u.phase == UpPhase::Connecting;
         if !connecting {

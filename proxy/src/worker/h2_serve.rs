@@ -400,7 +400,7 @@ impl Worker {
         let Some(u) = upstreams.get_mut(fwd.up) else {
             return false;
         };
-        if fwd.req_body_done {
+        if fwd.sending.all_queued() {
             // All passed on; the credit of the last bytes returns once the upstream has room.
             if u.out.has_room() {
                 h2.release_credit(stream);
@@ -429,13 +429,13 @@ impl Worker {
                 }
                 push_last_chunk(&mut u.out, &trailer);
             }
-            fwd.req_body_done = true;
+            fwd.sending.body_done();
             moved = true;
         }
         if u.out.has_room() {
             h2.release_credit(stream);
         }
-        if fwd.req_body_done {
+        if fwd.sending.all_queued() {
             h2.body_done(stream);
         }
         if moved {

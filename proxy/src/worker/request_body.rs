@@ -134,7 +134,7 @@ impl Worker {
         let Some((request, limits, fwd)) = ex.body_parts() else {
             return Pumped::Moved(false);
         };
-        if fwd.req_body_done {
+        if fwd.sending.all_queued() {
             return Pumped::Moved(false);
         }
         let Some(u) = upstreams.get_mut(fwd.up) else {
@@ -145,8 +145,11 @@ impl Worker {
         };
         let mut moved = false;
         let mut data = 0u64;
-        while !rbuf.is_empty() && u.out.has_room() && !fwd.req_body_done {
-            let step = match fwd.req_body.decode(rbuf.bytes()) {
+        while !rbuf.is_empty() && u.out.has_room() {
+            let Some(decoder) = fwd.sending.body_mut() else {
+                break;
+            };
+            let step = match decoder.decode(rbuf.bytes()) {
                 Ok(step) => step,
                 Err(e) => return Pumped::Invalid(e),
             };
@@ -154,7 +157,7 @@ impl Worker {
                 break;
             }
             let bytes = rbuf.bytes();
-            match &fwd.req_body {
+            match decoder {
                 BodyDecoder::Chunked(chunked) => {
                     push_chunk(&mut u.out, bytes.get(step.data.clone()).unwrap_or(&[]));
                     if step.done {
@@ -177,7 +180,9 @@ impl Worker {
             rbuf.consume(step.consumed);
             data += step.data.len() as u64;
             moved = true;
-            fwd.req_body_done = step.done;
+            if step.done {
+                fwd.sending.body_done();
+            }
         }
         if let Some(Err(v)) = body_limits.map(|l| limits.on_body_bytes(data, l)) {
             return Pumped::Violation(v);
@@ -186,7 +191,7 @@ impl Worker {
             dirty.push_back(upstream_token(fwd.up));
         }
         let truncated = c.end.peer_closed()
-            && !fwd.req_body_done
+            && !fwd.sending.all_queued()
             && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
         if truncated {
             return Pumped::Truncated;

@@ -463,7 +463,7 @@ pub(super) fn quiet_limit(
     let relay = rt.tier.as_ref().filter(|t| t.is_peer_group(u.group));
     let head_came = || {
         let forward = u.exchange.and_then(|id| exchanges.get(id)?.forward());
-        forward.is_some_and(|f| !matches!(f.resp, super::exchange::RespPhase::AwaitHead))
+        forward.is_some_and(|f| !f.resp.awaiting_head())
     };
     match relay {
         Some(tier) if head_came() => tier.relay_timeout,

@@ -4,7 +4,7 @@
 
 use http1::BodyDecoder;
 
-use super::super::exchange::{Forward, RespPhase};
+use super::super::exchange::{Forward, Receiving};
 use super::super::lifecycle::{body_end, BodyEnd};
 use super::super::upstream::Upstream;
 use super::sink::Sink;
@@ -12,7 +12,13 @@ use super::Step;
 
 /// Passes the body bytes buffered on `u` on to `sink` and `fwd`'s fill.
 pub(super) fn step(sink: &mut Sink<'_>, u: &mut Upstream, fwd: &mut Forward) -> Step {
-    let RespPhase::Body(decoder) = &mut fwd.resp else {
+    let Receiving::Body {
+        decoder,
+        dechunk,
+        bytes,
+        ..
+    } = &mut fwd.resp
+    else {
         return Step::Wait;
     };
     if !sink.has_room() {
@@ -31,10 +37,7 @@ pub(super) fn step(sink: &mut Sink<'_>, u: &mut Upstream, fwd: &mut Forward) -> 
     };
     let chunked = matches!(decoder, BodyDecoder::Chunked(_));
     let data = &input[step.data.clone()];
-    fwd.body_bytes += sink.body(&input[..step.consumed], data, chunked, fwd.dechunk);
-    if let Some(fill) = fwd.fill.as_mut() {
-        fill.push_body(data);
-    }
+    *bytes += sink.body(&input[..step.consumed], data, chunked, *dechunk);
     if let (true, BodyDecoder::Chunked(chunked)) = (step.done, &*decoder) {
         sink.trailers(chunked.trailer_section());
     }

@@ -6,7 +6,7 @@
 use http1::BodyDecoder;
 
 use super::super::client::codec;
-use super::super::exchange::{Exchange, Forward, RespPhase};
+use super::super::exchange::{Exchange, Forward};
 use super::super::fill::Origin;
 use super::super::h1::{self, ReplyTo};
 use super::super::lifecycle::ResponseFraming;
@@ -69,7 +69,7 @@ impl HeadWriter<'_> {
                 Step::Wait
             };
         }
-        let is_head = fwd.method == http1::Method::Head;
+        let is_head = fwd.facts.method() == http1::Method::Head;
         let (head, len) = match http1::parse_response(input, &self.rt.limits, is_head) {
             Ok(Some(h)) => h,
             Ok(None) if !u.peer_closed && !u.rbuf.as_mut().is_some_and(|b| b.is_full()) => {
@@ -80,7 +80,8 @@ impl HeadWriter<'_> {
         fwd.head_received(head.status());
         // Decided for every head, interim, 304 to a revalidation and final alike, before any
         // of them is acted on.
-        fwd.body_may_follow |= ResponseFraming::of(fwd.method, &head, input).body_may_follow();
+        fwd.resp
+            .head_read(ResponseFraming::of(fwd.facts.method(), &head, input));
         if let Some(step) = self.not_relayed_as_final(sink, u, fwd, to, (&head, len)) {
             return step;
         }
@@ -103,7 +104,7 @@ impl HeadWriter<'_> {
         }
         // The upstream closes after a response without keep-alive: never pool it. A connection
         // opened for a WebSocket handshake that got an ordinary answer is not pooled either.
-        u.keep_alive = head.keep_alive() && !fwd.websocket;
+        u.keep_alive = head.keep_alive() && !fwd.facts.websocket();
         if let Some(b) = u.rbuf.as_mut() {
             b.consume(len);
         }
@@ -125,11 +126,11 @@ impl HeadWriter<'_> {
         let status = head.status();
         let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
         // A server removed by a reload without grace time gets no new tunnel (`grace.rs`).
-        if status == 101 && fwd.websocket && !(u.removed && u.retire_at.is_none()) {
-            if let Sink::Client { client, .. } = sink {
+        if status == 101 && fwd.facts.websocket() && !(u.removed && u.retire_at.is_none()) {
+            if let Some(out) = sink.client_out() {
                 let edits = response_edits(self.rt, to.vhost, to.location);
                 let switch = (head, input, edits, &self.rt.forward_limits);
-                if let Some(step) = switch_protocols(fwd, &mut client.out, self.scratch, switch) {
+                if let Some(step) = switch_protocols(fwd, out, self.scratch, switch) {
                     if let Some(b) = u.rbuf.as_mut() {
                         b.consume(len);
                     }
@@ -140,7 +141,7 @@ impl HeadWriter<'_> {
         if (100..200).contains(&status) {
             return Some(relay_interim(fwd, sink, u, (head, len), self.metrics));
         }
-        let step = cache_instead(fwd, head, input)?;
+        let step = cache_instead(sink, head, input)?;
         if matches!(step, Step::NotModified(_)) {
             u.keep_alive = head.keep_alive();
             if let Some(b) = u.rbuf.as_mut() {
@@ -172,45 +173,33 @@ impl HeadWriter<'_> {
         );
         let edits = &*sticky_hook::response_edits(to.set_cookie.as_deref(), edits);
         // The Age a client sees; a fill-only sink stores the origin's head as it came.
-        let with_age = match sink {
-            Sink::Client { .. } => fwd
-                .fill
-                .as_ref()
-                .and_then(|f| f.age_edits(head, input, edits)),
-            Sink::FillOnly => None,
-        };
+        let with_age = sink.age_edits(head, input, edits);
         let relayed = codec::RelayedHead {
             head,
             input,
             edits: with_age.as_ref().unwrap_or(edits),
             limits: &rt.forward_limits,
             to: ReplyTo {
-                http10: fwd.http10,
+                http10: fwd.facts.http10(),
                 close: !to.keep_alive,
             },
         };
-        let store = fwd.fill.as_mut().map(|f| f.head_sink());
-        let plan = sink.head(self.scratch, &relayed, store)?;
+        let plan = sink.head(self.scratch, &relayed, origin)?;
         let status = head.status();
-        if let Some(fill) = fwd.fill.as_mut() {
-            fill.begin_store(status, origin);
-        }
         if let Some(server) = to.server {
             sticky_hook::learn(rt, self.metrics, to.vhost, (fwd.group, server), head, input);
         }
         if plan.close_delimited {
             sink.close_after_flush();
         }
-        fwd.dechunk = plan.dechunk;
-        fwd.status = status;
-        fwd.sent_to_client = sink.client().is_some();
-        fwd.resp = RespPhase::Body(BodyDecoder::new(
+        let decoder = BodyDecoder::new(
             head.framing(),
             &http1::Limits {
                 max_body_bytes: None,
                 ..rt.limits.clone()
             },
-        ));
+        );
+        fwd.resp.start_body(status, decoder, plan.dechunk);
         Ok(())
     }
 }
@@ -237,8 +226,7 @@ fn switch_protocols(
     if h1::write_switching_protocols(out, scratch, head, input, edits, limits).is_err() {
         return Some(Step::Bad { count: true });
     }
-    fwd.status = head.status();
-    fwd.sent_to_client = true;
+    fwd.resp.switch();
     Some(Step::Switch)
 }
 
@@ -269,8 +257,7 @@ fn relay_interim(
     metrics: &crate::metrics::Metrics,
 ) -> Step {
     let status = head.status();
-    fwd.interim += 1;
-    if status == 101 || fwd.interim > MAX_INTERIM_RESPONSES {
+    if status == 101 || fwd.resp.interim_read() > MAX_INTERIM_RESPONSES {
         if status != 101 {
             bump(&metrics.upstream_interim_floods);
         }
@@ -279,8 +266,9 @@ fn relay_interim(
     // The proxy answered `Expect: 100-continue` itself; an HTTP/1.0 client gets no interim
     // responses at all.
     let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
-    if !(fwd.http10 || status == 100 && fwd.continue_sent) {
-        fwd.sent_to_client |= sink.interim((head, input, len));
+    if fwd.facts.relays_interim(status) {
+        let to_client = sink.interim((head, input, len));
+        fwd.resp.interim_relayed(to_client);
     }
     if let Some(b) = u.rbuf.as_mut() {
         b.consume(len);
@@ -291,8 +279,8 @@ fn relay_interim(
 /// The cache may answer instead of the origin's response: a 304 to its revalidation
 /// refreshes the stored entry; an error may be replaced by a stale entry.
 /// (The caller consumes a 304's head.)
-fn cache_instead(fwd: &mut Forward, head: &http1::ResponseHead, input: &[u8]) -> Option<Step> {
-    let fill = fwd.fill.as_mut()?;
+fn cache_instead(sink: &mut Sink<'_>, head: &http1::ResponseHead, input: &[u8]) -> Option<Step> {
+    let fill = sink.fill_mut()?;
     let status = head.status();
     if status == 304 && fill.revalidating.is_some() {
         let fields: Vec<(&[u8], &[u8])> = head.headers().fields(input).collect();

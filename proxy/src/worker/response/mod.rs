@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use super::background::Revalidation;
 use super::client::codec::Codec;
-use super::exchange::{ExchangeId, RespPhase};
+use super::exchange::ExchangeId;
 use super::finish::Outcome;
 use super::upstream::UpstreamId;
 use super::Worker;
@@ -97,26 +97,26 @@ impl Worker {
         let (Some(ex), Some(u)) = (exchanges.get_mut(id), upstreams.get_mut(ui)) else {
             return Step::Wait;
         };
-        let mut sink = if ex.has_client() {
+        let client = if ex.has_client() {
             let Some(client) = clients.get_mut(ex.client).filter(|c| c.id == ex.client_id) else {
                 return Step::Wait;
             };
-            Sink::Client {
-                client,
-                stream: ex.stream,
-            }
+            Some((client, ex.stream))
         } else {
-            Sink::FillOnly
+            None
         };
-        let Some(awaiting_head) = ex.forward().map(|f| matches!(f.resp, RespPhase::AwaitHead))
-        else {
+        let Some(awaiting_head) = ex.forward().map(|f| f.resp.awaiting_head()) else {
             return Step::Wait;
         };
         let to = awaiting_head.then(|| Recipient::of(ex, u));
         let Some(fwd) = ex.forward_mut() else {
             return Step::Wait;
         };
-        match to {
+        // The sink holds the fill for the step (`sink.rs`).
+        let Some(mut sink) = Sink::new(client, fwd.fill.take()) else {
+            return Step::Bad { count: false };
+        };
+        let step = match to {
             None => body::step(&mut sink, u, fwd),
             Some(to) => {
                 let writer = HeadWriter {
@@ -126,7 +126,9 @@ impl Worker {
                 };
                 writer.step(&mut sink, u, fwd, &to)
             }
-        }
+        };
+        fwd.fill = sink.into_fill();
+        step
     }
 
     /// Acts on a step that ends the relay of exchange `id`'s response from upstream `ui`:
@@ -204,15 +206,15 @@ impl Worker {
             .map(|u| u.server);
         if let Some(server) = server {
             self.health()
-                .count_failover(forward.group, server, forward.status);
+                .count_failover(forward.group, server, forward.resp.status());
         }
         if let Some(fill) = forward.fill.take() {
             fill.complete();
         }
         let keep_alive = self.exchanges.get(id).is_some_and(|ex| ex.keep_alive);
         let outcome = Outcome {
-            status: forward.status,
-            bytes: forward.body_bytes,
+            status: forward.resp.status(),
+            bytes: forward.resp.body_bytes(),
             close: !keep_alive,
             upstream_end: Some(forward.upstream_end(true)),
             forward: Some(forward),
@@ -231,7 +233,7 @@ impl Worker {
         let Some(mut forward) = ex.take_forward() else {
             return;
         };
-        if forward.sent_to_client {
+        if forward.committed() {
             self.abort_response(id);
             return;
         }
@@ -242,7 +244,7 @@ impl Worker {
             .map_or(0, |g| g.forward_retries);
         match failure {
             Failure::Connect | Failure::Reset
-                if forward.replayable && forward.attempts < retries.max(1) =>
+                if forward.facts.replayable() && forward.attempts < retries.max(1) =>
             {
                 forward.attempts += 1;
                 bump(&self.metrics().upstream_retries);

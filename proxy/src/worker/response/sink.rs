@@ -1,27 +1,71 @@
 //! Where a relayed response goes: the one thing that differs between the exchanges the relay
 //! serves. A client's exchange writes through its codec (HTTP/1.1 or HTTP/2) and, when the
-//! response fills the cache, into the fill beside it; a background revalidation has no
-//! client, and its response only updates the cache.
+//! response fills the cache, into the fill it holds; a background revalidation has no client,
+//! and its sink is the fill alone. The sink owns the fill while it relays: the relay takes it
+//! from the exchange's `Forward` for a step and gives it back after (`into_fill`), so the
+//! head, body and trailers reach client and fill through one call each.
 
 use super::super::client::codec::{self, RelayedHead};
 use super::super::client::Client;
+use super::super::fill::{Fill, Origin};
 use super::super::h1::{self, BodyPlan};
 
 /// The receiving end of one relayed response.
 pub enum Sink<'a> {
-    /// A client's codec, on `stream` (0 on HTTP/1.1).
-    Client { client: &'a mut Client, stream: u32 },
+    /// A client's codec, on `stream` (0 on HTTP/1.1), and the cache fill beside it if any.
+    Client {
+        client: &'a mut Client,
+        stream: u32,
+        fill: Option<Box<Fill>>,
+    },
     /// No client (stale-while-revalidate's background revalidation, `background.rs`): the
-    /// response goes only to the exchange's cache fill.
-    FillOnly,
+    /// response goes only to the cache fill.
+    FillOnly(Box<Fill>),
 }
 
-impl Sink<'_> {
+impl<'a> Sink<'a> {
+    /// The sink of an exchange with `client` (None: the proxy's own) and `fill`. None: an
+    /// exchange without a client always has a fill (`background.rs`).
+    pub fn new(client: Option<(&'a mut Client, u32)>, fill: Option<Box<Fill>>) -> Option<Self> {
+        match (client, fill) {
+            (Some((client, stream)), fill) => Some(Sink::Client {
+                client,
+                stream,
+                fill,
+            }),
+            (None, Some(fill)) => Some(Sink::FillOnly(fill)),
+            (None, None) => None,
+        }
+    }
+
+    /// The fill, given back to the exchange after the step.
+    pub fn into_fill(self) -> Option<Box<Fill>> {
+        match self {
+            Sink::Client { fill, .. } => fill,
+            Sink::FillOnly(fill) => Some(fill),
+        }
+    }
+
+    pub fn fill_mut(&mut self) -> Option<&mut Fill> {
+        match self {
+            Sink::Client { fill, .. } => fill.as_deref_mut(),
+            Sink::FillOnly(fill) => Some(fill),
+        }
+    }
+
     /// The client, when there is one.
     pub fn client(&self) -> Option<&Client> {
         match self {
             Sink::Client { client, .. } => Some(client),
-            Sink::FillOnly => None,
+            Sink::FillOnly(_) => None,
+        }
+    }
+
+    /// The client's outbox, when there is one.
+    pub fn client_out(&mut self) -> Option<&mut crate::outbox::Outbox> {
+        match self {
+            Sink::Client { client, .. } => Some(&mut client.out),
+            Sink::FillOnly(_) => None,
         }
     }
 
@@ -29,8 +73,8 @@ impl Sink<'_> {
     /// flow-control window; a fill takes everything, giving up past its size limit).
     pub fn has_room(&self) -> bool {
         match self {
-            Sink::Client { client, stream } => codec::has_room(client, *stream),
-            Sink::FillOnly => true,
+            Sink::Client { client, stream, .. } => codec::has_room(client, *stream),
+            Sink::FillOnly(_) => true,
         }
     }
 
@@ -38,32 +82,55 @@ impl Sink<'_> {
     /// client got it.
     pub fn interim(&mut self, parsed: (&http1::ResponseHead, &[u8], usize)) -> bool {
         match self {
-            Sink::Client { client, stream } => codec::interim(client, *stream, parsed),
-            Sink::FillOnly => false,
+            Sink::Client { client, stream, .. } => codec::interim(client, *stream, parsed),
+            Sink::FillOnly(_) => false,
         }
     }
 
-    /// The final response head: sent in the client's codec form, its pieces also handed to
-    /// `store` (the fill's copy); a fill-only sink only fills `store`. Err: over the
-    /// forwarding limits, nothing written.
+    /// The `Age` a client sees of a response that fills the cache: `edits` with it set, or
+    /// None (no fill, no Age, or a fill-only sink, which stores the origin's head as it came).
+    pub fn age_edits(
+        &self,
+        head: &http1::ResponseHead,
+        input: &[u8],
+        edits: &http1::HeaderEdits,
+    ) -> Option<http1::HeaderEdits> {
+        match self {
+            Sink::Client { fill, .. } => fill.as_ref()?.age_edits(head, input, edits),
+            Sink::FillOnly(_) => None,
+        }
+    }
+
+    /// The final response head: sent in the client's codec form, its pieces also given to
+    /// the fill, which starts storing (`origin`: the head as received); a fill-only sink only
+    /// fills. Err: over the forwarding limits, nothing written.
     pub fn head(
         &mut self,
         scratch: &mut Vec<u8>,
         relayed: &RelayedHead<'_>,
-        store: Option<&mut http1::ResponseFields>,
+        origin: Origin<'_>,
     ) -> Result<BodyPlan, ()> {
-        match self {
-            Sink::Client { client, stream } => {
-                codec::response_head(client, *stream, scratch, relayed, store)
+        let plan = match self {
+            Sink::Client {
+                client,
+                stream,
+                fill,
+            } => {
+                let store = fill.as_mut().map(|f| f.head_sink());
+                codec::response_head(client, *stream, scratch, relayed, store)?
             }
-            Sink::FillOnly => h1::relayed_head_fields(
-                store,
+            Sink::FillOnly(fill) => h1::relayed_head_fields(
+                Some(fill.head_sink()),
                 (relayed.head, relayed.input),
                 relayed.edits,
                 relayed.limits,
                 relayed.to,
-            ),
+            )?,
+        };
+        if let Some(fill) = self.fill_mut() {
+            fill.begin_store(origin.head.status(), origin);
         }
+        Ok(plan)
     }
 
     /// The body ends when the client's connection closes (a close-delimited body).
@@ -73,20 +140,24 @@ impl Sink<'_> {
         }
     }
 
-    /// Relayed body bytes: `raw` as the upstream framed them, `data` the decoded part.
-    /// Returns the body bytes a client got.
+    /// Relayed body bytes: `raw` as the upstream framed them, `data` the decoded part (which
+    /// the fill stores). Returns the body bytes a client got.
     pub fn body(&mut self, raw: &[u8], data: &[u8], chunked: bool, dechunk: bool) -> u64 {
-        match self {
-            Sink::Client { client, stream } => {
+        let sent = match self {
+            Sink::Client { client, stream, .. } => {
                 codec::body(client, *stream, raw, data, chunked, dechunk)
             }
-            Sink::FillOnly => 0,
+            Sink::FillOnly(_) => 0,
+        };
+        if let Some(fill) = self.fill_mut() {
+            fill.push_body(data);
         }
+        sent
     }
 
     /// The trailer section of a chunked body that ended.
     pub fn trailers(&mut self, section: &[u8]) {
-        if let Sink::Client { client, stream } = self {
+        if let Sink::Client { client, stream, .. } = self {
             codec::trailers(client, *stream, section);
         }
     }

@@ -347,9 +347,8 @@ impl Worker {
                         .exchange
                         .and_then(|id| self.exchanges.get_mut(id))
                         .and_then(|ex| ex.forward_mut())
-                        .filter(|f| f.req_body_done && f.sent_at.is_none())
                     {
-                        fwd.sent_at = Some(Instant::now());
+                        fwd.sending.flushed(Instant::now());
                     }
                 }
                 // Room again: the client may have more request body to pass.
