@@ -11,6 +11,10 @@
 //! batch's answers in 5 of 5 runs; with it, 0-1 300 answers after the quiet request, 20 runs).
 //! The case on the proxy's record layer guards the same property there; the binary before the
 //! fix passed it in this form (that stall needed OpenSSL reading the socket on every attempt).
+//! Each case tries three times and passes on the first fair try: on a quiet 2-core host a
+//! single try failed about 1 run in 12 (the observing threads descheduled; the same with the
+//! binary of 2026-12-05's morning, 1 of 12, and the evening's, 0 of 12 then 1 of 5), where an
+//! unfair worker fails every try.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -155,6 +159,30 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn quiet_client_is_answered_during_a_batch(tls_ktls: &str) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // The answers are counted by client threads, which a 2-core host can deschedule for
+    // thousands of answers (about 1 run in 12 on a quiet host, the proxy fair or not). An
+    // unfair worker answers 5 000 to 20 000 first every time: it fails all three tries,
+    // where a descheduled observer fails one.
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        let (started, busy_done_then) = one_batch(tls_ktls);
+        // With fair turns the busy client gets at most 4 drives of 64 requests per turn
+        // before the worker polls and reads the quiet request: a few hundred answers.
+        if busy_done_then < started + MARGIN {
+            return;
+        }
+        tries.push((started, busy_done_then));
+    }
+    panic!(
+        "in each of three tries the quiet client was answered only after (started at, answered \
+         after) {tries:?} of the busy client's {BATCH} pipelined answers: the worker served \
+         the busy client without polling"
+    );
+}
+
+/// One batch against a new proxy: how many of the busy client's answers had come when the
+/// batch was seen started, and when the quiet client's answer came.
+fn one_batch(tls_ktls: &str) -> (usize, usize) {
     let (_origin, _proxy, _http, https) = start(tls_ktls);
     // The page is cached, and the quiet client is connected and idle, before the batch.
     let mut quiet = tls(https);
@@ -173,15 +201,7 @@ fn quiet_client_is_answered_during_a_batch(tls_ktls: &str) {
     reader.join().unwrap();
     let total = answered.load(Ordering::Relaxed);
     assert_eq!(total, BATCH, "every pipelined request is answered");
-    // With fair turns the busy client gets at most 4 drives of 64 requests per turn before
-    // the worker polls and reads the quiet request: a few hundred answers. Before, 5 000 to
-    // all 20 000 of them came first.
-    assert!(
-        busy_done_then < started + MARGIN,
-        "the quiet client was answered only after {busy_done_then} of the busy client's \
-         {BATCH} pipelined answers (it started at {started}): the worker served the busy \
-         client without polling"
-    );
+    (started, busy_done_then)
 }
 
 #[test]
