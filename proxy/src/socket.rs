@@ -6,7 +6,7 @@
 //! test builds.
 
 use std::io::{self, IoSlice, Read, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, BorrowedFd};
 
 use mio::event::Source;
@@ -140,11 +140,15 @@ pub enum Connector {
 }
 
 impl Connector {
-    /// Starts a non-blocking connect to `addr`, with TCP_NODELAY.
-    pub fn connect(&self, addr: SocketAddr) -> io::Result<Socket> {
+    /// Starts a non-blocking connect to `addr`, with TCP_NODELAY, from the address `from`
+    /// when given (a cache tier peer's connections come from this node's `self` address).
+    pub fn connect(&self, addr: SocketAddr, from: Option<IpAddr>) -> io::Result<Socket> {
         match self {
             Connector::Tcp => {
-                let sock = TcpStream::connect(addr)?;
+                let sock = match from {
+                    None => TcpStream::connect(addr)?,
+                    Some(ip) => connect_from(addr, ip)?,
+                };
                 let _ = sock.set_nodelay(true);
                 Ok(Socket::Tcp(sock))
             }
@@ -159,4 +163,21 @@ impl Connector {
             }
         }
     }
+}
+
+/// A non-blocking connect to `addr` from `ip` (any port).
+fn connect_from(addr: SocketAddr, ip: IpAddr) -> io::Result<TcpStream> {
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    sock.set_nonblocking(true)?;
+    sock.bind(&SocketAddr::new(ip, 0).into())?;
+    match sock.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INPROGRESS.raw_os_error()) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(TcpStream::from_std(sock.into()))
 }

@@ -3,7 +3,7 @@
 //! the hop field that keeps a request from being sent on twice. No I/O: the worker forwards
 //! (`worker/route.rs`, `serve`) and falls back (`worker/forward.rs`, `fail_exchange`).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -33,8 +33,11 @@ pub struct Tier {
     /// For each peer in `owners`' order: the runtime group that reaches it, `None` for this
     /// node.
     groups: Vec<Option<usize>>,
-    /// This node's `self` address: the listener the peers send their requests to.
+    /// This node's `self` address: the listener the peers send their requests to, and the
+    /// address this node's connections to the peers come from.
     pub me: SocketAddr,
+    /// The other peers' addresses: the only sources whose hop field is honoured.
+    peer_ips: Vec<IpAddr>,
     /// How long a peer may go quiet once the head of its answer came: the slowest origin
     /// group's `server_forward_timeout` (the owner relays its origin's body). Before the
     /// head, the peer groups' own `forward_timeout`, `peer_timeout`, applies.
@@ -65,10 +68,16 @@ impl Tier {
                 None => index.push(None),
             }
         }
+        let peer_ips = peers
+            .iter()
+            .filter(|p| **p != me)
+            .map(SocketAddr::ip)
+            .collect();
         let tier = Tier {
             owners,
             groups: index,
             me,
+            peer_ips,
             relay_timeout: relay_timeout.max(probe.timeout),
         };
         (tier, groups)
@@ -81,6 +90,12 @@ impl Tier {
     pub fn owner_group(&self, authority: &[u8], path: &[u8]) -> Option<usize> {
         let i = self.owners.owner_index(&[authority, path])?;
         self.groups.get(i).copied().flatten()
+    }
+
+    /// Whether a connection from `from` to `local` is a peer's: it reached this node's
+    /// `self` listener from another peer's address (the peers connect from theirs).
+    pub fn is_peer_connection(&self, from: IpAddr, local: Option<SocketAddr>) -> bool {
+        local == Some(self.me) && self.peer_ips.contains(&from)
     }
 
     /// Whether `group` is a peer's internal group.
@@ -160,6 +175,21 @@ mod tests {
             ..Default::default()
         };
         cluster.peer_probe()
+    }
+
+    #[test]
+    fn only_the_other_peers_addresses_on_the_self_listener_are_peers() {
+        let peers = addrs(3);
+        let (tier, _) = Tier::build((&peers, peers[0]), 0, (&probe(2), Duration::from_secs(60)));
+        let me = Some(peers[0]);
+        assert!(tier.is_peer_connection(peers[1].ip(), me));
+        assert!(tier.is_peer_connection(peers[2].ip(), me));
+        // Not from this node's own address, not from a client's, not on another listener.
+        assert!(!tier.is_peer_connection(peers[0].ip(), me));
+        assert!(!tier.is_peer_connection("192.0.2.7".parse().unwrap(), me));
+        let other = SocketAddr::new(peers[0].ip(), peers[0].port().wrapping_add(1));
+        assert!(!tier.is_peer_connection(peers[1].ip(), Some(other)));
+        assert!(!tier.is_peer_connection(peers[1].ip(), None));
     }
 
     fn addrs(n: u8) -> Vec<SocketAddr> {

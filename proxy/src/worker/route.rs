@@ -82,7 +82,7 @@ impl Worker {
     pub(super) fn parse_refused(&mut self, ci: ClientId, at: RefuseAt, e: &ParseError) {
         // A size limit set by frang_limits is a frang block (403, `block_action attack`,
         // ip_block), as in Tempesta; the parser's own defaults are plain errors.
-        if let Some(limit) = self.frang_limit_of(e) {
+        if let Some(limit) = self.frang_limit_of(e).filter(|_| !self.from_peer(ci)) {
             let v = crate::frang::Violation {
                 limit,
                 detail: e.to_string(),
@@ -97,6 +97,16 @@ impl Worker {
             crate::warn!("refused request from {:?}: {} ({})", peer, e, e.status());
         }
         self.refuse_at(ci, at, e.status(), Refusal::Error);
+    }
+
+    /// Whether client `ci` is a cache tier peer: its requests were judged by frang at the node
+    /// their clients reached, and a limit they break here (the fields that node added) must
+    /// not block the peer's address.
+    fn from_peer(&self, ci: ClientId) -> bool {
+        let (Some(tier), Some(c)) = (self.rt.tier.as_ref(), self.clients.get(ci)) else {
+            return false;
+        };
+        tier.is_peer_connection(c.peer.ip(), c.sock.local_addr().ok())
     }
 
     /// The frang directive behind a parser limit error, when frang configured that limit.
@@ -134,7 +144,7 @@ impl Worker {
         let hop = rt
             .tier
             .as_ref()
-            .is_some_and(|tier| honour_hop(tier, &c.sock, &mut request));
+            .is_some_and(|tier| honour_hop(tier, (&c.sock, peer.ip()), &mut request));
         let counted = if hop {
             Ok(())
         } else {
@@ -424,16 +434,23 @@ impl Worker {
 }
 
 /// Whether a request that carries the cache tier's hop field came from a peer: it did when
-/// it arrived on this node's `self` listener (on the fleet's private network). Its scheme
+/// it arrived on this node's `self` listener from another peer's address (the peers connect
+/// from their own `self` address, `upstream/mod.rs` `connect`). Its scheme
 /// is then the one the field names (what the client used at the first node). A hop field
 /// anywhere else is ignored (and removed before any origin sees it, `forward.rs`). A peer's
 /// probe (the field's value `probe`) is a peer's request too, answered in [`Worker::route`].
-fn honour_hop(tier: &Tier, sock: &crate::socket::Socket, request: &mut Request) -> bool {
+fn honour_hop(
+    tier: &Tier,
+    (sock, from): (&crate::socket::Socket, std::net::IpAddr),
+    request: &mut Request,
+) -> bool {
     let Some(value) = request.header(HOP_FIELD) else {
         return false;
     };
     let scheme = hop_scheme(value);
-    if (scheme.is_none() && value != PROBE) || sock.local_addr().ok() != Some(tier.me) {
+    if (scheme.is_none() && value != PROBE)
+        || !tier.is_peer_connection(from, sock.local_addr().ok())
+    {
         return false;
     }
     match scheme {

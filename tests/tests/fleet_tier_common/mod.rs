@@ -128,15 +128,25 @@ impl Tier {
 
     /// GET `path` through `to` with `extra` fields, on a new connection.
     pub fn get(&self, to: SocketAddr, path: &str, extra: &str) -> Outcome {
+        self.get_from(CLIENT, to, path, extra)
+    }
+
+    /// As [`Tier::get`], from the address `from`.
+    pub fn get_from(&self, from: Ipv4Addr, to: SocketAddr, path: &str, extra: &str) -> Outcome {
         let request = get_with(path, HOST, &format!("Connection: close\r\n{extra}"));
-        match RawClient::connect_from(CLIENT, to) {
+        match RawClient::connect_from(from, to) {
             Ok(mut c) => c.request(&request, T),
             Err(e) => Outcome::Error(format!("connect: {e}")),
         }
     }
 
     pub fn get_ok(&self, to: SocketAddr, path: &str, extra: &str) {
-        let got = self.get(to, path, extra);
+        self.get_ok_from(CLIENT, to, path, extra)
+    }
+
+    /// As [`Tier::get_ok`], from the address `from`.
+    pub fn get_ok_from(&self, from: Ipv4Addr, to: SocketAddr, path: &str, extra: &str) {
+        let got = self.get_from(from, to, path, extra);
         let body = got.response().map(|r| r.body.clone());
         assert!(
             got.status() == Some(200) && body.as_deref() == Some(&b"object"[..]),

@@ -28,6 +28,9 @@ pub(super) struct Recipient {
     /// The server that answered, for the sticky session it may start (None: a reload
     /// removed it, or no client will hold the session's cookie).
     server: Option<usize>,
+    /// A cache tier peer's request (`route.rs` `honour_hop`): its statuses are its clients',
+    /// judged at the node they reached, not counted against the peer's address here.
+    tier_hop: bool,
 }
 
 impl Recipient {
@@ -40,6 +43,7 @@ impl Recipient {
             set_cookie: ex.sticky.as_ref().and_then(|s| s.set_cookie.clone()),
             // A removed server's index names an older configuration (`grace.rs`).
             server: (!u.removed && ex.has_client()).then_some(u.server),
+            tier_hop: ex.tier_hop,
         }
     }
 }
@@ -86,7 +90,7 @@ impl HeadWriter<'_> {
             return step;
         }
         // Judged before a byte of it is sent: a refused response is replaced, as in Tempesta.
-        if let Some(c) = sink.client() {
+        if let Some(c) = sink.client().filter(|_| !to.tier_hop) {
             let vhost = to.vhost.unwrap_or(0);
             let ip = c.peer.ip();
             if let Err(v) =

@@ -111,7 +111,11 @@ impl Worker {
         };
         let forward_timeout = g.forward_timeout;
         let connect_timeout = CONNECT_TIMEOUT.min(forward_timeout);
-        let mut sock = self.connector.connect(addr)?;
+        // A cache tier peer knows this node's connections by their source: `self`'s address.
+        let from = (self.rt.tier.as_ref())
+            .filter(|t| t.is_peer_group(group))
+            .map(|t| t.me.ip());
+        let mut sock = self.connector.connect(addr, from)?;
         let ui = self.upstreams.next_id();
         self.poll.registry().register(
             &mut sock,
