@@ -141,7 +141,7 @@ fn a_request_with_the_hop_field_is_not_sent_on_and_the_field_never_reaches_the_o
     for (i, path) in paths("forged").iter().enumerate() {
         let to = if i % 2 == 0 { t.public[0] } else { t.addrs[0] };
         t.get_ok(to, path, "Ktls-Tier: http\r\n");
-        let fetched = t.at_origin(&path);
+        let fetched = t.at_origin(path);
         assert_eq!(fetched.len(), 1, "{path}: {fetched:?}");
         assert_eq!(fetched[0].header("ktls-tier"), None, "{fetched:?}");
         sent_on += usize::from(fetcher(&fetched[0]) != "node0");

@@ -82,7 +82,7 @@ impl Worker {
     pub(super) fn parse_refused(&mut self, ci: ClientId, at: RefuseAt, e: &ParseError) {
         // A size limit set by frang_limits is a frang block (403, `block_action attack`,
         // ip_block), as in Tempesta; the parser's own defaults are plain errors.
-        if let Some(limit) = self.frang_limit_of(e).filter(|_| !self.from_peer(ci)) {
+        if let Some(limit) = self.frang_limit_of(e).filter(|_| !self.is_peer_client(ci)) {
             let v = crate::frang::Violation {
                 limit,
                 detail: e.to_string(),
@@ -102,7 +102,7 @@ impl Worker {
     /// Whether client `ci` is a cache tier peer: its requests were judged by frang at the node
     /// their clients reached, and a limit they break here (the fields that node added) must
     /// not block the peer's address.
-    fn from_peer(&self, ci: ClientId) -> bool {
+    fn is_peer_client(&self, ci: ClientId) -> bool {
         let (Some(tier), Some(c)) = (self.rt.tier.as_ref(), self.clients.get(ci)) else {
             return false;
         };
