@@ -226,11 +226,6 @@ impl Fingerprints {
         }
     }
 
-    /// Whether the counts are shared with a fleet (`cluster`).
-    pub fn in_fleet(&self) -> bool {
-        self.fleet.is_some()
-    }
-
     /// The length of the fleet's slots (one second cut in `FRANG_FREQ`).
     pub fn fleet_slot(&self) -> Duration {
         self.slot
