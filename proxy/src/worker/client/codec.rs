@@ -1,7 +1,8 @@
 //! A client connection's codec, HTTP/1.1 or HTTP/2, and the response sink the exchange
 //! core writes through: a reply of the proxy's own, an interim head, a relayed head, relayed
 //! body bytes, the end, a reset. Each call goes to the codec's own writer (`h1.rs`,
-//! `h2.rs`); nothing else writes a client's bytes.
+//! `h2.rs`). Nothing else writes a client's bytes but a WebSocket tunnel (`tunnel.rs`), which
+//! passes the origin's bytes on untouched once the codec has handed the connection over.
 
 use http1::{HeaderEdits, Limits, ResponseHead};
 
