@@ -43,87 +43,9 @@ use ktls::record::{
 use ktls::{IoStatus, TlsError};
 use libfuzzer_sys::fuzz_target;
 
-/// The ops, by `op % 16`.
-#[derive(Clone, Copy)]
-enum Op {
-    /// `arg & 63 + 1` empty application-data records; with 200 bytes of padding if bit 7.
-    Empty,
-    KeyUpdate,
-    KeyUpdateRequested,
-    /// An application-data record of `1 + 64 * arg` bytes.
-    Data,
-    /// A warning user_canceled alert (nothing for the reader).
-    UserCanceled,
-    /// A post-handshake message other than KeyUpdate: fatal.
-    Ticket,
-    /// A KeyUpdate with request value 2: fatal.
-    BadKeyUpdate,
-    /// `arg` raw bytes taken from the input.
-    Garbage,
-    /// Flips bit `arg` of the bytes not yet delivered.
-    Flip,
-    /// The peer writes `16 * (arg + 1)` more bytes (all if `arg` is 255), then one event.
-    Deliver,
-    /// The socket reads until `WantRead` (or the end).
-    Read,
-    /// The socket writes `1 + 157 * arg` bytes (or retries the write left at `WantWrite`).
-    Write,
-    /// The peer reads and opens what the socket wrote.
-    PeerReads,
-    /// The peer's close_notify.
-    CloseNotify,
-    /// The peer shuts its side down (undelivered bytes are never sent), then one event.
-    Fin,
-    /// `arg & 63 + 1` KeyUpdates, requesting an answer if bit 6.
-    KeyUpdates,
-}
-
-const OPS: [Op; 16] = [
-    Op::Empty,
-    Op::KeyUpdate,
-    Op::KeyUpdateRequested,
-    Op::Data,
-    Op::UserCanceled,
-    Op::Ticket,
-    Op::BadKeyUpdate,
-    Op::Garbage,
-    Op::Flip,
-    Op::Deliver,
-    Op::Read,
-    Op::Write,
-    Op::PeerReads,
-    Op::CloseNotify,
-    Op::Fin,
-    Op::KeyUpdates,
-];
-
-/// What one record of the peer is to the reader.
-#[derive(Clone, Debug)]
-enum Kind {
-    /// Application data: this many bytes of the peer's data stream.
-    Data(usize),
-    /// Empty data or a warning alert.
-    Nothing,
-    KeyUpdate {
-        requested: bool,
-    },
-    /// The error reading it must give.
-    Fatal(RecordError),
-    Close,
-    /// Raw or flipped bytes: the rest is unpredictable.
-    Garbage,
-}
-
-/// How a series of reads ended.
-#[derive(Debug, PartialEq)]
-enum End {
-    WantRead,
-    Closed,
-    Eof,
-    Error(RecordError),
-    /// `Error` of another kind (only after garbage).
-    Other,
-}
+#[path = "key_update/script.rs"]
+mod script;
+use script::{End, Kind, Op, OPS};
 
 const CIPHERS: [KernelCipher; 3] = [
     KernelCipher::AesGcm128,
@@ -262,15 +184,7 @@ impl Harness {
                     self.key_update(arg & 0x40 != 0);
                 }
             }
-            Op::Data => {
-                let len = 1 + 64 * usize::from(arg);
-                let start = self.peer_data.len();
-                let data: Vec<u8> = (start..start + len).map(|i| stream_byte(i, 0x5a)).collect();
-                if !self.fin {
-                    self.peer_data.extend_from_slice(&data);
-                }
-                self.seal(content::APPLICATION_DATA, &data, 0, Kind::Data(len));
-            }
+            Op::Data => self.data(1 + 64 * usize::from(arg)),
             Op::UserCanceled => {
                 self.seal(content::ALERT, &[1, alert::USER_CANCELED], 0, Kind::Nothing)
             }
@@ -295,18 +209,7 @@ impl Harness {
                     self.sent.push((self.wire.len(), Kind::Garbage));
                 }
             }
-            Op::Flip => {
-                let undelivered = self.wire.len() - self.delivered;
-                if undelivered > 0 {
-                    let bit = usize::from(arg) % (undelivered * 8);
-                    let at = self.delivered + bit / 8;
-                    self.wire[at] ^= 1 << (bit % 8);
-                    // The record holding the flipped byte is garbage now.
-                    if let Some(record) = self.sent.iter_mut().find(|(end, _)| at < *end) {
-                        record.1 = Kind::Garbage;
-                    }
-                }
-            }
+            Op::Flip => self.flip(usize::from(arg)),
             Op::Deliver => {
                 let want = if arg == 255 {
                     usize::MAX
@@ -325,6 +228,31 @@ impl Harness {
                     self.records.on_readable(true);
                 }
             }
+        }
+    }
+
+    /// The peer seals an application-data record of `len` bytes of its data stream.
+    fn data(&mut self, len: usize) {
+        let start = self.peer_data.len();
+        let data: Vec<u8> = (start..start + len).map(|i| stream_byte(i, 0x5a)).collect();
+        if !self.fin {
+            self.peer_data.extend_from_slice(&data);
+        }
+        self.seal(content::APPLICATION_DATA, &data, 0, Kind::Data(len));
+    }
+
+    /// Flips bit `bit` (modulo their size) of the bytes not yet delivered.
+    fn flip(&mut self, bit: usize) {
+        let undelivered = self.wire.len() - self.delivered;
+        if undelivered == 0 {
+            return;
+        }
+        let bit = bit % (undelivered * 8);
+        let at = self.delivered + bit / 8;
+        self.wire[at] ^= 1 << (bit % 8);
+        // The record holding the flipped byte is garbage now.
+        if let Some(record) = self.sent.iter_mut().find(|(end, _)| at < *end) {
+            record.1 = Kind::Garbage;
         }
     }
 

@@ -123,6 +123,22 @@ struct Written {
     tampered: bool,
 }
 
+/// Seals `data` as application data: the bytes the writer took join what the reader must see.
+fn seal_data(writer: &mut RecordLayer, data: &[u8], w: &mut Written) -> Result<(), RecordError> {
+    match writer.seal_data(&[data], usize::MAX, &mut w.wire) {
+        // Fewer bytes: a later record was refused (sequence numbers exhausted).
+        Ok(n) if n < data.len() => {
+            w.data.extend_from_slice(&data[..n]);
+            Err(RecordError::SequenceExhausted)
+        }
+        Ok(_) => {
+            w.data.extend_from_slice(data);
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 fn run_script(writer: &mut RecordLayer, mut script: Script<'_>) -> Written {
     let mut w = Written {
         wire: Vec::new(),
@@ -134,19 +150,7 @@ fn run_script(writer: &mut RecordLayer, mut script: Script<'_>) -> Written {
         let sealed = match op % 7 {
             0 => {
                 let Some(data) = script.bytes() else { break };
-                let result = writer.seal_data(&[data], usize::MAX, &mut w.wire);
-                match result {
-                    // Fewer bytes: a later record was refused (sequence numbers exhausted).
-                    Ok(n) if n < data.len() => {
-                        w.data.extend_from_slice(&data[..n]);
-                        Err(RecordError::SequenceExhausted)
-                    }
-                    Ok(_) => {
-                        w.data.extend_from_slice(data);
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
-                }
+                seal_data(writer, data, &mut w)
             }
             1 => {
                 let (Some(content_type), Some(padding)) = (script.byte(), script.byte()) else {
