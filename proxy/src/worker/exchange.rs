@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use http1::BodyDecoder;
 use slab::Slab;
 
-use super::client::ClientId;
+use super::client::{ClientId, Clients};
 use super::request::Request;
-use super::Worker;
 use crate::access_log::RequestRecord as AccessRecord;
 use crate::frang::RequestLimits;
+use crate::timers::Timers;
 
 mod stages;
 
@@ -312,45 +312,48 @@ impl Exchanges {
     }
 }
 
-impl Worker {
+impl Exchanges {
     /// Arms exchange `id`'s timer to fire after `after` (one per exchange: a later call
     /// replaces the earlier deadline).
-    pub(super) fn arm_exchange_timer(&mut self, id: ExchangeId, after: Duration) {
-        let gen = self.timers.next_gen();
-        if let Some(ex) = self.exchanges.get_mut(id) {
+    pub(super) fn arm_timer(&mut self, timers: &mut Timers, id: ExchangeId, after: Duration) {
+        let gen = timers.next_gen();
+        if let Some(ex) = self.get_mut(id) {
             ex.timer_gen = gen;
-            self.timers
-                .schedule(Instant::now() + after, EXCHANGE_TIMER_BASE + id.index, gen);
+            timers.schedule(Instant::now() + after, EXCHANGE_TIMER_BASE + id.index, gen);
         }
     }
 
-    /// An exchange's timer fired: a cache wait or a queue wait ran out, or a request body
-    /// stopped arriving.
-    pub(super) fn exchange_timer(&mut self, index: usize, gen: u64, now: Instant) {
-        let Some(id) = self.exchanges.id_at(index) else {
-            return;
+    /// What the timer of slot `index`, armed as `gen`, is due for: nothing if the exchange
+    /// is gone or re-armed it since, and nothing while it waits on its upstream, whose own
+    /// deadline answers 504.
+    pub(super) fn timer_due(&self, index: usize, gen: u64) -> Option<(ExchangeId, TimerDue)> {
+        let id = self.id_at(index)?;
+        let ex = self.get(id).filter(|ex| ex.timer_gen == gen)?;
+        let due = match ex.stage() {
+            Stage::CacheWait(_) => TimerDue::CacheWait,
+            Stage::Queued(_) => TimerDue::Queue,
+            Stage::Upstream(f) if !f.sending.all_queued() => TimerDue::Body,
+            Stage::Upstream(_) | Stage::New => return None,
         };
-        let Some(ex) = self.exchanges.get(id) else {
-            return;
-        };
-        if ex.timer_gen != gen {
-            return;
-        }
-        match ex.stage() {
-            Stage::CacheWait(_) => self.resume_after_wait(id),
-            Stage::Queued(_) => self.queue_expired(id),
-            Stage::Upstream(f) if !f.sending.all_queued() => self.body_deadline(id, now),
-            // Waiting on the upstream: its own deadline answers 504.
-            Stage::Upstream(_) | Stage::New => {}
-        }
+        Some((id, due))
     }
 
     /// The client connection of exchange `id`, if it is still the one that sent it.
-    pub(super) fn client_of(&self, id: ExchangeId) -> Option<ClientId> {
-        let ex = self.exchanges.get(id)?;
-        let c = self.clients.get(ex.client)?;
+    pub(super) fn client_of(&self, id: ExchangeId, clients: &Clients) -> Option<ClientId> {
+        let ex = self.get(id)?;
+        let c = clients.get(ex.client)?;
         (c.id == ex.client_id).then_some(ex.client)
     }
+}
+
+/// What an exchange's timer ran out on.
+pub(super) enum TimerDue {
+    /// A wait for another request's fetch of the same cache key.
+    CacheWait,
+    /// A wait in its server group's queue.
+    Queue,
+    /// The request body stopped arriving.
+    Body,
 }
 
 #[cfg(test)]

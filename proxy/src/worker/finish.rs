@@ -232,7 +232,7 @@ impl Worker {
             close,
         };
         let (stream, head_only) = (ex.stream, ex.request.method() == http1::Method::Head);
-        let Some(ci) = self.client_of(id) else {
+        let Some(ci) = self.exchanges.client_of(id, &self.clients) else {
             return (status, 0);
         };
         let date = match reply {
@@ -254,7 +254,7 @@ impl Worker {
             let (status, bytes) = self.write_reply(id, &Reply::Status(status), true);
             self.finish(id, Outcome::local(status, bytes, true));
         } else {
-            if let Some(ci) = self.client_of(id) {
+            if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
                 self.drop_response(ci, kind);
             }
             self.finish(id, Outcome::local(0, 0, true));

@@ -219,7 +219,7 @@ impl Worker {
     }
 
     fn attach(&mut self, id: ExchangeId, ui: UpstreamId, mut forward: Box<Forward>) {
-        let ci = self.client_of(id);
+        let ci = self.exchanges.client_of(id, &self.clients);
         if ci.is_none() && self.exchanges.get(id).is_none_or(|ex| ex.has_client()) {
             // The client left meanwhile: the connection goes back unused.
             self.end_upstream(ui, super::upstream::UpstreamEnd::UNUSED);
@@ -341,7 +341,7 @@ impl Worker {
         if let Some(ex) = self.exchanges.get_mut(id) {
             ex.queue(forward);
         }
-        self.arm_exchange_timer(id, timeout);
+        self.exchanges.arm_timer(&mut self.timers, id, timeout);
         Ok(())
     }
 }

@@ -118,7 +118,8 @@ impl Worker {
         let Some((at, _)) = self.exchanges.get(id).and_then(|ex| ex.limits.deadline()) else {
             return;
         };
-        self.arm_exchange_timer(id, at.saturating_duration_since(self.now));
+        self.exchanges
+            .arm_timer(&mut self.timers, id, at.saturating_duration_since(self.now));
     }
 
     /// The client timer fired while a request head was arriving: cut the client if its
@@ -142,9 +143,9 @@ impl Worker {
             return;
         };
         if now < at {
-            return self.arm_exchange_timer(id, at - now);
+            return self.exchanges.arm_timer(&mut self.timers, id, at - now);
         }
-        if let Some(ci) = self.client_of(id) {
+        if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
             self.deadline_violation(ci, Some(id), limit);
         }
     }

@@ -57,7 +57,7 @@ use crate::runtime::Runtime;
 use crate::timers::{Timers, ACCEPT_RETRY};
 
 use client::{ClientId, Clients};
-use exchange::{ExchangeId, Exchanges};
+use exchange::{ExchangeId, Exchanges, TimerDue};
 use upstream::groups::GroupState;
 use upstream::UpstreamId;
 
@@ -283,13 +283,15 @@ impl Worker {
                 .get(client)
                 .is_some_and(|c| c.id == client_id)
                 .then_some(client),
-            _ => u.exchange.and_then(|id| self.client_of(id)),
+            _ => u
+                .exchange
+                .and_then(|id| self.exchanges.client_of(id, &self.clients)),
         }
     }
 
     /// Runs `f` for exchange `id`, guarded as its client is.
     fn guarded_exchange(&mut self, id: ExchangeId, f: impl FnOnce(&mut Worker)) {
-        match self.client_of(id) {
+        match self.exchanges.client_of(id, &self.clients) {
             Some(ci) => self.guarded(ci, f),
             None => self.drop_exchange(id),
         }
@@ -427,8 +429,12 @@ impl Worker {
                 Kind::Upstream(ui) => self.upstream_timer(ui, gen, now),
                 Kind::Probe(key) => self.probe(key, gen),
                 Kind::Exchange(index) => {
-                    if let Some(id) = self.exchanges.id_at(index) {
-                        self.guarded_exchange(id, |w| w.exchange_timer(index, gen, now));
+                    if let Some((id, due)) = self.exchanges.timer_due(index, gen) {
+                        self.guarded_exchange(id, |w| match due {
+                            TimerDue::CacheWait => w.resume_after_wait(id),
+                            TimerDue::Queue => w.queue_expired(id),
+                            TimerDue::Body => w.body_deadline(id, now),
+                        });
                     }
                 }
                 Kind::Grace => self.retire(grace::due(&self.upstreams, now)),
@@ -535,7 +541,7 @@ impl Worker {
             sticky_hook::Gate::Page(page) => {
                 page.send(|reply, close| self.answer(id, reply, close))
             }
-            sticky_hook::Gate::Block(v) => match self.client_of(id) {
+            sticky_hook::Gate::Block(v) => match self.exchanges.client_of(id, &self.clients) {
                 Some(ci) => self.frang_violation(ci, finish::RefuseAt::Exchange(id), &v),
                 None => self.drop_exchange(id),
             },

@@ -98,7 +98,7 @@ impl Worker {
     /// Passes exchange `id`'s request body from its client to its upstream connection, as
     /// far as the upstream has room. True if anything changed.
     pub(super) fn pump_request_body(&mut self, id: ExchangeId) -> bool {
-        let Some(ci) = self.client_of(id) else {
+        let Some(ci) = self.exchanges.client_of(id, &self.clients) else {
             return false;
         };
         match self.pump(id, ci) {

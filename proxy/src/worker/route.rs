@@ -374,7 +374,7 @@ impl Worker {
                     if let Some(ex) = self.exchanges.get_mut(id) {
                         ex.park(ticket);
                     }
-                    self.arm_exchange_timer(id, timeout);
+                    self.exchanges.arm_timer(&mut self.timers, id, timeout);
                     return;
                 }
                 CacheStep::Forward { fill: f, edits } => {

@@ -43,7 +43,7 @@ impl Worker {
     /// The origin accepted exchange `id`'s WebSocket handshake on upstream `ui` (its `101`
     /// is queued for the client): the exchange ends, its two connections become a tunnel.
     pub(super) fn start_tunnel(&mut self, id: ExchangeId, ui: UpstreamId) {
-        let Some(ci) = self.client_of(id) else {
+        let Some(ci) = self.exchanges.client_of(id, &self.clients) else {
             self.close_upstream(ui);
             return self.drop_exchange(id);
         };

@@ -284,7 +284,7 @@ impl Worker {
     /// END_STREAM). An exchange without a client (a fill-only one, or one whose client left)
     /// is dropped, its fill with it: the entry stays as it was.
     fn abort_response(&mut self, id: ExchangeId) {
-        let Some(ci) = self.client_of(id) else {
+        let Some(ci) = self.exchanges.client_of(id, &self.clients) else {
             return self.drop_exchange(id);
         };
         let stream = self.exchanges.get(id).map_or(0, |ex| ex.stream);

@@ -248,7 +248,7 @@ impl Worker {
                 Some(id) => {
                     if self.relay_response(id, ui) {
                         // Bytes for the client: flush them from its side.
-                        if let Some(ci) = self.client_of(id) {
+                        if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
                             self.dirty.push_back(super::client_token(ci));
                         }
                         progressed = true;
@@ -357,7 +357,7 @@ impl Worker {
                 }
                 // Room again: the client may have more request body to pass.
                 if let Some(id) = u.exchange {
-                    if let Some(ci) = self.client_of(id) {
+                    if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
                         self.dirty.push_back(super::client_token(ci));
                     }
                 }
