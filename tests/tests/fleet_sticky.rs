@@ -2,7 +2,8 @@
 //! (issue 37, docs/FLEET.md): a cookie one node issued is valid on the others without a
 //! `secret`, a challenge passed on one node is not asked again by another, a session pinned
 //! on one node goes to the same server through the others after a sync interval; with Redis
-//! away each node works alone, and joins the fleet when Redis answers.
+//! away each node works alone, joins the fleet when Redis answers, and keeps the fleet's key
+//! when Redis goes away again.
 
 mod fleet_common;
 mod sticky_common;
@@ -251,5 +252,17 @@ fn without_redis_each_node_works_alone_and_joins_when_redis_answers() {
         let got = site.get("/", with_cookie(&local[n]));
         assert_eq!(got.status, 200, "node {n}'s own cookie: {got:?}");
     }
+    // Redis killed: the nodes keep the key they adopted, and nobody gets an error.
     drop(redis);
+    let redirect = sites[1].get("/", Req::default());
+    let cookie = format!("__tfw={}", redirect.sticky_value().expect("a cookie"));
+    for (n, site) in sites.iter().enumerate() {
+        let got = site.get("/", with_cookie(&cookie));
+        assert_eq!(
+            got.status,
+            200,
+            "node {n} with Redis gone: {got:?}\n{}",
+            logs(&sites)
+        );
+    }
 }
