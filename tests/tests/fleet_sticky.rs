@@ -206,6 +206,36 @@ fn a_session_pinned_on_one_node_goes_to_the_same_server_through_another() {
 }
 
 #[test]
+fn a_session_the_backend_named_on_one_node_follows_its_server_through_another() {
+    let redis = Redis::start();
+    let backends = Backends::start(3);
+    let group = backends.group("sticky_sessions; learn name=sid;");
+    let sites = nodes(2, "fleet-sticky-learn", redis.addr, &group, "");
+    wait_joined(&sites, FLEET_WAIT);
+    // Six logins through node 0: each backend names the session it made (`sid=srv-PORT-N`).
+    let logins: Vec<(String, u16)> = (0..6)
+        .map(|_| {
+            let login = sites[0].get("/login", Req::default());
+            let set = login.header("set-cookie").expect("the backend's cookie");
+            let sid = set.split(';').next().unwrap_or("").to_string();
+            (sid, server_of(&login))
+        })
+        .collect();
+    sleep(Duration::from_millis(3 * SYNC_MS));
+    let own = sites[1].get("/", Req::default());
+    assert_eq!(own.status, 200, "{own:?}");
+    for (sid, home) in logins.iter().rev() {
+        let got = sites[1].get("/page", with_cookie(sid));
+        assert_eq!(
+            server_of(&got),
+            *home,
+            "{sid} went elsewhere through node 1\n{}",
+            logs(&sites)
+        );
+    }
+}
+
+#[test]
 fn without_redis_each_node_works_alone_and_joins_when_redis_answers() {
     let backends = Backends::start(2);
     let redis_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
