@@ -208,6 +208,7 @@ fn start_fleet(runtime: &Runtime, shared: &Arc<Shared>) -> Result<(), ServeError
             crate::fleet::Shared {
                 frang: runtime.frang.clone(),
                 fingerprints: runtime.fingerprints.clone(),
+                runtime,
             }
         },
         move || wake.wake_for_blocks(),

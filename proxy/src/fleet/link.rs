@@ -9,7 +9,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use std::collections::VecDeque;
 
 use super::keys::{Outcome, RemoteBlock, StreamInfo, Turn, BLOCKS_PER_READ};
-use super::resp::Connection;
+use super::resp::{Budget, Connection, Reply};
+use super::sticky::StickySync;
 use crate::fingerprint::{FingerprintDelta, Fingerprints};
 use crate::frang::{set_redis_up, FleetDelta, Frang, OutgoingBlock};
 
@@ -47,6 +48,8 @@ pub struct Link {
     /// Entries of the block stream up to `last_id`, counted from its first ever (Redis's
     /// `entries-added`); `None` until known.
     position: Option<u64>,
+    /// The sticky cookie key, session pins and challenge passes (sticky.rs).
+    sticky: StickySync,
 }
 
 impl Link {
@@ -57,6 +60,7 @@ impl Link {
             unix_now().as_nanos() % 1_000_000_007
         );
         Link {
+            sticky: StickySync::new(&node),
             cluster,
             redis,
             node,
@@ -79,16 +83,18 @@ impl Link {
             let super::Shared {
                 frang,
                 fingerprints,
+                runtime,
             } = current();
             if let Some(old) = previous.filter(|old| !Arc::ptr_eq(old, &frang)) {
                 // A reload: the new table knows none of the fleet's blocks, so the stream is
                 // read again from its start; the old table's last blocks still go out.
                 self.unpublished.extend(old.fleet_take_blocks());
                 self.last_id = "0".to_owned();
+                self.sticky.reloaded();
             }
             previous = Some(Arc::clone(&frang));
             if frang.in_fleet() {
-                self.turn(&frang, &fingerprints, &wake);
+                self.turn(&frang, (&fingerprints, &runtime.sticky), &wake);
             }
             // A turn that spent its interval on a backlog starts the next one at once.
             std::thread::sleep(interval.saturating_sub(started.elapsed()));
@@ -100,8 +106,14 @@ impl Link {
     /// interval is spent; what is left waits for the next turn (bounded by
     /// [`BACKLOG_MAX`]). Each pipeline must be answered within the turn deadline: a slow
     /// Redis fails one small pipeline, a large attack only lengthens the backlog.
-    fn turn(&mut self, frang: &Frang, fingerprints: &Fingerprints, wake: &impl Fn()) {
+    fn turn(
+        &mut self,
+        frang: &Frang,
+        (fingerprints, sticky): (&Fingerprints, &crate::sticky::runtime::StickyRt),
+        wake: &impl Fn(),
+    ) {
         let started = Instant::now();
+        self.sticky.collect(sticky);
         self.backlog.extend(frang.fleet_drain());
         // Bounded by the configured fingerprints: taken every turn, sent when Redis is there.
         let fingerprint_deltas = fingerprints.fleet_drain();
@@ -120,6 +132,7 @@ impl Link {
             return;
         }
         if self.blocks(frang, wake).is_ok()
+            && self.sticky_turn(sticky, started).is_ok()
             && self
                 .fingerprints(fingerprints, &fingerprint_deltas, started)
                 .is_ok()
@@ -245,19 +258,56 @@ impl Link {
         Ok(())
     }
 
+    /// The sticky key, pins and passes, within the first half of the turn's interval.
+    fn sticky_turn(
+        &mut self,
+        sticky: &crate::sticky::runtime::StickyRt,
+        started: Instant,
+    ) -> Result<(), ()> {
+        let mut sync = std::mem::replace(&mut self.sticky, StickySync::new(""));
+        let half = self.cluster.sync_interval / 2;
+        let result = sync.turn(
+            sticky,
+            (started, half),
+            &mut |commands: &[Vec<String>], budget: Budget| {
+                self.pipeline(commands, budget, |replies| {
+                    match replies.iter().find_map(Reply::error) {
+                        Some(e) => Err(format!("Redis answered {e}")),
+                        None => Ok(replies.to_vec()),
+                    }
+                })
+            },
+        );
+        self.sticky = sync;
+        result
+    }
+
     /// One pipeline and its replies, within the turn deadline; a failure marks Redis down.
     fn exchange(&mut self, turn: &Turn, deltas: usize, skip: Option<&str>) -> Result<Outcome, ()> {
+        self.pipeline(&turn.commands, turn.budget(), |replies| {
+            turn.outcome(replies, deltas, skip)
+        })
+    }
+
+    /// Sends `commands`, reads their replies within the turn deadline and `budget`, and
+    /// reads them with `outcome`; a failure of either marks Redis down.
+    fn pipeline<T>(
+        &mut self,
+        commands: &[Vec<String>],
+        budget: Budget,
+        outcome: impl FnOnce(&[Reply]) -> Result<T, String>,
+    ) -> Result<T, ()> {
         let allowed = turn_deadline(self.cluster.sync_interval);
         let Some(conn) = self.connected() else {
             return Err(());
         };
-        for command in &turn.commands {
+        for command in commands {
             conn.queue(command);
         }
         let result = conn
-            .run(Instant::now() + allowed, turn.budget())
+            .run(Instant::now() + allowed, budget)
             .map_err(|e| e.to_string())
-            .and_then(|replies| turn.outcome(&replies, deltas, skip));
+            .and_then(|replies| outcome(&replies[..]));
         match result {
             Ok(out) => {
                 self.up();

@@ -12,12 +12,15 @@
 //!   fingerprints (crate::fingerprint), in slots of one second cut in eight;
 //! - `ktls:blocks`: a stream of the blocks (`ip`, `until` in Unix ms, 0 forever, `node`),
 //!   capped at [`keys::BLOCKS_KEPT`] entries, read by every node from where it stopped;
-//! - `ktls:block:{IP}`: one key per block in force, with the block's expiry, for operators.
+//! - `ktls:block:{IP}`: one key per block in force, with the block's expiry, for operators;
+//! - `ktls:sticky:key`, `ktls:sticky`: the sticky cookie key the fleet agreed, and the stream
+//!   of session pins and JS-challenge passes (sticky.rs).
 
 mod keys;
 mod link;
 pub mod owners;
 pub mod resp;
+mod sticky;
 pub mod tier;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +35,8 @@ use crate::frang::Frang;
 pub struct Shared {
     pub frang: Arc<Frang>,
     pub fingerprints: Arc<Fingerprints>,
+    /// The runtime in force, for its sticky tables (`runtime.sticky`).
+    pub runtime: Arc<crate::runtime::Runtime>,
 }
 
 /// Starts the side thread for `cluster`. `current` gives the tables in force; `wake` tells
@@ -43,7 +48,7 @@ pub fn start(
     wake: impl Fn() + Send + 'static,
 ) -> std::io::Result<()> {
     crate::info!(
-        "cluster: sharing frang counts and blocks through Redis at {} every {} ms",
+        "cluster: sharing frang counts, blocks, sticky sessions and challenge passes through Redis at {} every {} ms",
         redis,
         cluster.sync_interval.as_millis()
     );

@@ -72,6 +72,14 @@ impl Reply {
         }
     }
 
+    /// The message of an error reply.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Reply::Error(e) => Some(e),
+            _ => None,
+        }
+    }
+
     /// What kind of reply this is, for an error message (not the reply: it may be large).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -82,41 +82,25 @@ pub enum Verdict {
     FromFuture,
 }
 
-/// Issues and verifies cookie values with one key.
-///
-/// The HMAC (RFC 2104) runs on SHA-256 states that have already absorbed the key's inner and
-/// outer pads: each MAC clones them and hashes only the message, with no key object or
-/// algorithm lookup per request (through OpenSSL 3's `EVP_DigestSign` the check cost ~15 us
-/// of proxy CPU per request on a loaded 2-core machine; benches/sticky_ab.sh).
+/// HMAC-SHA256 (RFC 2104) with one key, on SHA-256 states that have already absorbed the
+/// key's inner and outer pads: each MAC clones them and hashes only the message, with no key
+/// object or algorithm lookup per request (through OpenSSL 3's `EVP_DigestSign` the check
+/// cost ~15 us of proxy CPU per request on a loaded 2-core machine; benches/sticky_ab.sh).
 #[derive(Clone)]
-pub struct CookieCodec {
+pub struct HmacKey {
     inner: Sha256,
     outer: Sha256,
-    lifetime: Option<Duration>,
 }
 
-impl fmt::Debug for CookieCodec {
+impl fmt::Debug for HmacKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never print the key.
-        f.debug_struct("CookieCodec")
-            .field("lifetime", &self.lifetime)
-            .finish_non_exhaustive()
+        f.write_str("HmacKey")
     }
 }
 
-impl CookieCodec {
-    /// A codec keyed by `secret`, or by fresh random bytes when `None` (so
-    /// cookies do not survive a restart, as in Tempesta). `lifetime` is
-    /// `sess_lifetime` (`None`: cookies never expire).
-    pub fn new(secret: Option<&str>, lifetime: Option<Duration>) -> Result<Self, StickyError> {
-        let mut random = [0u8; RANDOM_KEY_LEN];
-        let key: &[u8] = match secret {
-            Some(s) => s.as_bytes(),
-            None => {
-                openssl::rand::rand_bytes(&mut random)?;
-                &random
-            }
-        };
+impl HmacKey {
+    pub fn new(key: &[u8]) -> HmacKey {
         // K0: the key, hashed first when longer than a block, zero-padded to a block.
         let mut k0 = [0u8; BLOCK];
         if key.len() > BLOCK {
@@ -131,15 +115,10 @@ impl CookieCodec {
         };
         let (inner, outer) = (pad(0x36), pad(0x5c));
         k0.fill(0);
-        random.fill(0);
-        Ok(CookieCodec {
-            inner,
-            outer,
-            lifetime,
-        })
+        HmacKey { inner, outer }
     }
 
-    fn mac(&self, millis: u64, who: &ClientIdentity<'_>) -> Result<Vec<u8>, StickyError> {
+    fn mac(&self, millis: u64, who: &ClientIdentity<'_>) -> [u8; MAC_LEN] {
         let mut s = self.inner.clone();
         s.update(&millis.to_be_bytes());
         // A family tag keeps an IPv4 address and an IPv6 one with the same
@@ -158,13 +137,71 @@ impl CookieCodec {
         s.update(who.user_agent);
         let mut o = self.outer.clone();
         o.update(&s.finish());
-        Ok(o.finish().to_vec())
+        o.finish()
+    }
+}
+
+/// Issues and verifies cookie values with one key, or, in a fleet (`fleet`), with the key
+/// the fleet agreed through Redis once this process knows it (crate::sticky::fleet_key):
+/// cookies are then issued with the fleet's key, and those this process issued with its own
+/// before it knew it stay valid here.
+#[derive(Clone)]
+pub struct CookieCodec {
+    key: HmacKey,
+    fleet: bool,
+    lifetime: Option<Duration>,
+}
+
+impl fmt::Debug for CookieCodec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print the key.
+        f.debug_struct("CookieCodec")
+            .field("fleet", &self.fleet)
+            .field("lifetime", &self.lifetime)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CookieCodec {
+    /// A codec keyed by `secret`, or by fresh random bytes when `None` (so
+    /// cookies do not survive a restart, as in Tempesta). `lifetime` is
+    /// `sess_lifetime` (`None`: cookies never expire).
+    pub fn new(secret: Option<&str>, lifetime: Option<Duration>) -> Result<Self, StickyError> {
+        let mut random = [0u8; RANDOM_KEY_LEN];
+        let key: &[u8] = match secret {
+            Some(s) => s.as_bytes(),
+            None => {
+                openssl::rand::rand_bytes(&mut random)?;
+                &random
+            }
+        };
+        let key = HmacKey::new(key);
+        random.fill(0);
+        Ok(CookieCodec {
+            key,
+            fleet: false,
+            lifetime,
+        })
+    }
+
+    /// This codec, using the fleet's key once the process knows it.
+    pub fn in_fleet(mut self) -> Self {
+        self.fleet = true;
+        self
+    }
+
+    /// The key new cookies are issued with.
+    fn issuing(&self) -> &HmacKey {
+        match self.fleet.then(super::fleet_key).flatten() {
+            Some(k) => k,
+            None => &self.key,
+        }
     }
 
     /// A fresh value for `who`, issued at `now`.
     pub fn issue(&self, who: &ClientIdentity<'_>, now: SystemTime) -> Result<String, StickyError> {
         let millis = unix_millis(now)?;
-        let mac = self.mac(millis, who)?;
+        let mac = self.issuing().mac(millis, who);
         let mut out = format!("{millis:016x}");
         for b in mac {
             out.push_str(&format!("{b:02x}"));
@@ -183,8 +220,13 @@ impl CookieCodec {
         let Some((millis, mac)) = parse(value) else {
             return Ok(Verdict::Malformed);
         };
-        let expected = self.mac(millis, who)?;
-        if !openssl::memcmp::eq(&expected, &mac) {
+        let issuing = self.issuing();
+        let ours = |k: &HmacKey| openssl::memcmp::eq(&k.mac(millis, who), &mac);
+        // In a fleet, a cookie this process issued with its own key before it knew the
+        // fleet's is checked with that key too (one more MAC, for bad cookies only).
+        let fallback = !std::ptr::eq(issuing, &self.key);
+        let valid = ours(issuing) || (fallback && ours(&self.key));
+        if !valid {
             return Ok(Verdict::BadMac);
         }
         let issued_at = UNIX_EPOCH + Duration::from_millis(millis);

@@ -2,13 +2,14 @@
 //! cookie value ([`cookie`]), the client's `Cookie` fields ([`cookies`]),
 //! the per-request decision ([`enforce`]), the challenge page and its time
 //! window ([`challenge`]), the shared session table ([`sessions`]), and all
-//! of it built from one configuration ([`runtime`]). The worker calls them
+//! of it built from one configuration ([`runtime`]); what a fleet shares of it ([`fleet`]). The worker calls them
 //! from `worker/sticky_hook.rs`.
 
 pub mod challenge;
 pub mod cookie;
 pub mod cookies;
 pub mod enforce;
+pub mod fleet;
 pub mod metrics;
 pub mod runtime;
 pub mod sessions;
@@ -16,6 +17,8 @@ pub mod sessions;
 use std::time::Duration;
 
 use config::StickyCookie;
+
+pub use fleet::fleet_key;
 
 /// Tempesta's Max-Age for an unlimited `sess_lifetime` (UINT_MAX seconds, fw/http_sess_conf.c).
 pub const UNLIMITED_MAX_AGE: u64 = u32::MAX as u64;

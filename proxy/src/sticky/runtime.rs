@@ -4,7 +4,9 @@
 //!
 //! A reload builds a new one, as it does frang's tables: miss counts and sessions start
 //! afresh, and cookies stay valid (the random key, when no `secret` is set, is made once
-//! per process).
+//! per process). In a fleet (`cluster { redis ...; }`) a vhost without `secret` uses the key
+//! the fleet agreed once known, and the sessions pinned and challenges passed here are
+//! published by the side thread (super::fleet, docs/FLEET.md).
 
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -14,6 +16,7 @@ use config::{Config, CookieMode, GroupSticky, StickyCookie, StickySessions};
 use super::challenge::{self, Template};
 use super::cookie::{ClientIdentity, CookieCodec, StickyError, Verdict};
 use super::enforce::{self, Decision};
+use super::fleet::Outbox;
 use super::sessions::{Policy, SessionTable};
 use super::{cookies, set_cookie};
 use crate::lru::Lru;
@@ -83,24 +86,33 @@ impl std::fmt::Display for StickyRtError {
     }
 }
 
-struct VhostSticky {
+pub(super) struct VhostSticky {
+    pub(super) name: String,
     cookie: Option<StickyCookie>,
     codec: CookieCodec,
     lifetime: Option<Duration>,
     template: Template,
     sessions: Option<StickySessions>,
-    table: SessionTable,
+    pub(super) table: SessionTable,
 }
 
 pub struct StickyRt {
     /// In the runtime's vhost order (0: the default vhost). Every vhost has its session
     /// table: a group's own `sticky_sessions`/`learn` pins without a vhost `sticky`.
-    vhosts: Vec<VhostSticky>,
+    pub(super) vhosts: Vec<VhostSticky>,
     /// Per server group: `sticky_sessions`/`learn` given in the group.
     groups: Vec<Option<GroupSticky>>,
+    /// Per server group: its name and its servers' addresses (how a fleet names a pin).
+    pub(super) servers: Vec<(String, Vec<std::net::SocketAddr>)>,
     /// SHA-256 of cookies that passed the challenge: later requests with them are not
     /// timed again (their age is past the window by then).
-    passed: Mutex<Lru<[u8; 32], ()>>,
+    pub(super) passed: Mutex<Lru<[u8; 32], ()>>,
+    /// In a fleet: the passes made here, for the side thread.
+    pub(super) passes_out: Option<Outbox<[u8; 32]>>,
+    /// In a fleet, some vhost issues cookies with the fleet's key (it has no `secret`).
+    pub(super) wants_fleet_key: bool,
+    /// Some vhost or group has a sticky cookie or pins sessions: something to share.
+    pub(super) in_use: bool,
 }
 
 /// The key used when no `secret` is configured: random, made once per process so that a
@@ -116,13 +128,15 @@ fn process_secret() -> Result<&'static str, StickyError> {
     Ok(SECRET.get_or_init(|| hex))
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every mutation is one call on a consistent structure; a panic elsewhere leaves it usable.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl StickyRt {
     pub fn build(config: &Config) -> Result<StickyRt, StickyRtError> {
+        let fleet = config.cluster.as_ref().is_some_and(|c| c.redis.is_some());
+        let mut wants_fleet_key = false;
         let mut vhosts = Vec::with_capacity(config.vhosts.len() + 1);
         for v in std::iter::once(&config.default_vhost).chain(&config.vhosts) {
             let s = &v.sticky;
@@ -130,29 +144,49 @@ impl StickyRt {
                 Some(secret) => secret,
                 None => process_secret().map_err(StickyRtError::Key)?,
             };
-            let codec =
+            let mut codec =
                 CookieCodec::new(Some(secret), s.sess_lifetime).map_err(StickyRtError::Key)?;
+            if fleet && s.secret.is_none() {
+                codec = codec.in_fleet();
+                wants_fleet_key |= s.cookie.is_some();
+            }
+            let mut table = SessionTable::new(SESSIONS_PER_VHOST, s.sess_lifetime);
+            if fleet {
+                table = table.in_fleet();
+            }
             let template = match s.cookie.as_ref().and_then(|c| c.js_challenge.as_ref()) {
                 Some(js) => load_template(&v.name, js.template.as_deref())?,
                 None => Template::builtin(),
             };
             vhosts.push(VhostSticky {
+                name: v.name.clone(),
                 cookie: s.cookie.clone(),
                 codec,
                 lifetime: s.sess_lifetime,
                 template,
                 sessions: s.sessions,
-                table: SessionTable::new(SESSIONS_PER_VHOST, s.sess_lifetime),
+                table,
             });
         }
         Ok(StickyRt {
-            vhosts,
             groups: config
                 .server_groups
                 .iter()
                 .map(|g| g.sticky.clone())
                 .collect(),
+            servers: config
+                .server_groups
+                .iter()
+                .map(|g| (g.name.clone(), g.servers.iter().map(|s| s.addr).collect()))
+                .collect(),
             passed: Mutex::new(Lru::new(PASSED_COOKIES)),
+            passes_out: fleet.then(Outbox::new),
+            wants_fleet_key,
+            in_use: vhosts
+                .iter()
+                .any(|v| v.cookie.is_some() || v.sessions.is_some())
+                || config.server_groups.iter().any(|g| g.sticky.is_some()),
+            vhosts,
         })
     }
 
@@ -216,6 +250,9 @@ impl StickyRt {
                 // Only a cookie in the challenge's window gets here.
                 let p = presented.unwrap_or_default();
                 lock(&self.passed).insert(digest(p), ());
+                if let Some(out) = &self.passes_out {
+                    out.push(digest(p));
+                }
                 Action::Forward {
                     set_cookie: None,
                     session: Some(p.to_vec()),

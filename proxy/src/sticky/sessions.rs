@@ -7,10 +7,16 @@
 //! ones go to the same server. When that server is down, the session moves
 //! to a newly scheduled one with `allow_failover` (the caller logs it), and
 //! the request gets 502 otherwise, as in Tempesta.
+//!
+//! In a fleet (docs/FLEET.md) the pins made here go to an outbox the side thread publishes,
+//! and the pins other nodes made come back through [`SessionTable::learn`]; a pin in use is
+//! published again after half its lifetime, so the other nodes' copies do not expire while
+//! the client stays here.
 
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use super::fleet::{unix_ms, Outbox};
 use crate::lru::Lru;
 
 /// Mutexes the table is split over, so workers rarely wait on each other.
@@ -33,15 +39,39 @@ impl SessionKey {
         }
     }
 
+    /// A session another node published: the digest it sent and this node's group index.
+    pub fn from_digest(digest: [u8; 32], group: u32) -> SessionKey {
+        SessionKey { digest, group }
+    }
+
+    pub fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+
+    pub fn group(&self) -> u32 {
+        self.group
+    }
+
     fn shard(&self) -> usize {
         usize::from(self.digest[0]) % SHARDS
     }
+}
+
+/// A pin made here, for the other nodes of a fleet: the session, its server's index in the
+/// group and when (Unix ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PinOut {
+    pub key: SessionKey,
+    pub server: usize,
+    pub at_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Pin {
     server: usize,
     last_used: Instant,
+    /// When this node last published the pin (fleet only).
+    published: Instant,
 }
 
 /// Where a request of a session goes.
@@ -69,6 +99,8 @@ pub struct Policy {
 pub struct SessionTable {
     shards: Vec<Mutex<Lru<SessionKey, Pin>>>,
     lifetime: Option<Duration>,
+    /// In a fleet: the pins made here, for the side thread.
+    outbox: Option<Outbox<PinOut>>,
 }
 
 impl SessionTable {
@@ -82,7 +114,64 @@ impl SessionTable {
                 .map(|_| Mutex::new(Lru::new(per_shard)))
                 .collect(),
             lifetime,
+            outbox: None,
         }
+    }
+
+    /// This table, publishing its pins to a fleet.
+    pub fn in_fleet(mut self) -> SessionTable {
+        self.outbox = Some(Outbox::new());
+        self
+    }
+
+    /// The pins made here since the last call (fleet only).
+    pub fn take_published(&self) -> Vec<PinOut> {
+        self.outbox.as_ref().map(Outbox::take).unwrap_or_default()
+    }
+
+    fn publish(&self, key: SessionKey, server: usize) {
+        if let Some(o) = &self.outbox {
+            o.push(PinOut {
+                key,
+                server,
+                at_ms: unix_ms(SystemTime::now()),
+            });
+        }
+    }
+
+    /// Whether a pin in use, published at `published`, is due to be published again: after
+    /// half the lifetime, so the other nodes' copies never expire while it is used here.
+    fn republish_due(&self, published: Instant, now: Instant) -> bool {
+        self.outbox.is_some()
+            && self
+                .lifetime
+                .is_some_and(|l| now.saturating_duration_since(published) > l / 2)
+    }
+
+    /// A pin another node published: session `key` on `server` since `last_used`. The
+    /// latest pin read wins (the stream's order, the same on every node); the table's bound
+    /// holds whatever the other nodes send.
+    pub fn learn(&self, key: SessionKey, server: usize, last_used: Instant, now: Instant) {
+        if self
+            .lifetime
+            .is_some_and(|l| now.saturating_duration_since(last_used) > l)
+        {
+            return;
+        }
+        let mut shard = self.shard(&key);
+        self.drop_expired(&mut shard, now);
+        let last_used = match shard.get(&key) {
+            Some(p) if p.server == server && p.last_used > last_used => p.last_used,
+            _ => last_used,
+        };
+        shard.insert(
+            key,
+            Pin {
+                server,
+                last_used,
+                published: now,
+            },
+        );
     }
 
     fn shard(&self, key: &SessionKey) -> MutexGuard<'_, Lru<SessionKey, Pin>> {
@@ -126,11 +215,19 @@ impl SessionTable {
             Pinned::Same(s) | Pinned::New(s) | Pinned::Moved { to: s, .. } => s,
             Pinned::ServerDown(_) | Pinned::NoServer => return result,
         };
+        let published = match (result, pinned) {
+            (Pinned::Same(_), Some(p)) if !self.republish_due(p.published, now) => p.published,
+            _ => {
+                self.publish(key, server);
+                now
+            }
+        };
         shard.insert(
             key,
             Pin {
                 server,
                 last_used: now,
+                published,
             },
         );
         result
@@ -146,8 +243,10 @@ impl SessionTable {
             Pin {
                 server,
                 last_used: now,
+                published: now,
             },
         );
+        self.publish(key, server);
     }
 
     /// Forgets the expired sessions at the old end of a shard; each call
@@ -351,6 +450,46 @@ mod tests {
             ),
             Pinned::New(4)
         );
+    }
+
+    #[test]
+    fn in_a_fleet_pins_are_published_when_made_and_after_half_their_lifetime() {
+        let t = SessionTable::new(100, Some(Duration::from_secs(10))).in_fleet();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        t.route(key("a"), t0, STICK, |_| true, || Some(1));
+        t.route(key("a"), at(1), STICK, |_| true, || Some(0));
+        let out = t.take_published();
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!((out[0].key, out[0].server), (key("a"), 1));
+        // Used past half its lifetime since published: published again.
+        t.route(key("a"), at(6), STICK, |_| true, || Some(0));
+        assert_eq!(t.take_published().len(), 1);
+        t.pin(key("b"), 2, at(6));
+        // A pin learned from the fleet is not published again.
+        t.learn(key("c"), 0, at(6), at(6));
+        let out = t.take_published();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].key, key("b"));
+        assert_eq!(
+            t.route(key("c"), at(7), STICK, |_| true, || Some(3)),
+            Pinned::Same(0)
+        );
+        // The latest pin read wins; one older than the lifetime is ignored.
+        t.learn(key("c"), 2, at(7), at(7));
+        assert_eq!(
+            t.route(key("c"), at(7), STICK, |_| true, || Some(3)),
+            Pinned::Same(2)
+        );
+        t.learn(key("d"), 1, t0, at(11));
+        assert_eq!(
+            t.route(key("d"), at(11), STICK, |_| true, || Some(3)),
+            Pinned::New(3)
+        );
+        // Outside a fleet nothing is kept for publishing.
+        let lone = SessionTable::new(100, None);
+        lone.route(key("a"), t0, STICK, |_| true, || Some(1));
+        assert!(lone.take_published().is_empty());
     }
 
     #[test]
