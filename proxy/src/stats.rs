@@ -138,8 +138,11 @@ pub(crate) fn metrics(shared: &Shared) -> String {
              # HELP ktls_proxy_fleet_dropped_total Clients' counts dropped unsent: more waiting than the backlog holds.\n\
              # TYPE ktls_proxy_fleet_dropped_total counter\nktls_proxy_fleet_dropped_total {dropped}\n\
              # HELP ktls_proxy_fleet_blocks_lost_total Blocks of other nodes trimmed from the stream before this node read them.\n\
-             # TYPE ktls_proxy_fleet_blocks_lost_total counter\nktls_proxy_fleet_blocks_lost_total {}\n",
-            crate::fleet::blocks_lost()
+             # TYPE ktls_proxy_fleet_blocks_lost_total counter\nktls_proxy_fleet_blocks_lost_total {}\n\
+             # HELP ktls_proxy_fleet_sticky_dropped_total Sticky pins and challenge passes kept local: more made between two sync turns than the outbox holds.\n\
+             # TYPE ktls_proxy_fleet_sticky_dropped_total counter\nktls_proxy_fleet_sticky_dropped_total {}\n",
+            crate::fleet::blocks_lost(),
+            crate::sticky::fleet::dropped()
         ));
     }
     if runtime.tier.is_some() {

@@ -78,7 +78,8 @@ impl StickySync {
             }));
         let excess = self.unpublished.len().saturating_sub(OUTBOX_MAX);
         self.unpublished.drain(..excess);
-        let dropped = sf::dropped() + excess as u64;
+        sf::note_dropped(excess as u64);
+        let dropped = sf::dropped();
         if dropped > self.dropped {
             crate::warn!(
                 "cluster: {} sticky pin(s)/pass(es) kept local: more made between two turns than the outbox holds ({OUTBOX_MAX})",

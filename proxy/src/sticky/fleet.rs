@@ -48,11 +48,17 @@ pub fn set_fleet_key(secret: &str) -> bool {
     set
 }
 
-/// Entries dropped at an outbox's bound since the start (`fleet_sticky_dropped`).
+/// Entries dropped at an outbox's bound, or at the side thread's, since the start
+/// (`ktls_proxy_fleet_sticky_dropped_total`).
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 pub fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
+}
+
+/// The side thread dropped `count` entries it could not keep between two turns.
+pub fn note_dropped(count: u64) {
+    DROPPED.fetch_add(count, Ordering::Relaxed);
 }
 
 /// Events made here for the other nodes, taken by the side thread every turn.
