@@ -368,9 +368,13 @@ fn ring_index() -> Result<Index<SslContext, tickets::RingHold>, ErrorStack> {
 
 /// Makes `builder` issue and accept session tickets with the keys of ring `ring` (see
 /// [`tickets`]), instead of OpenSSL's random per-process key. The context owns the ring from
-/// then on: its keys are freed with the context (`tickets::RingHold`).
-pub fn set_ticket_keys(builder: &mut SslContextBuilder, ring: usize) -> Result<(), ErrorStack> {
-    builder.set_ex_data(ring_index()?, tickets::RingHold::new(ring));
+/// then on: `ring` is moved into it and its keys are freed with it ([`tickets::RingHold`]).
+/// One ring cannot be set on two contexts ([`tickets::RingHold`]'s examples).
+pub fn set_ticket_keys(
+    builder: &mut SslContextBuilder,
+    ring: tickets::RingHold,
+) -> Result<(), ErrorStack> {
+    builder.set_ex_data(ring_index()?, ring);
     type TicketCb = unsafe extern "C" fn(
         *mut ffi::SSL,
         *mut c_uchar,
@@ -425,7 +429,7 @@ unsafe extern "C" fn ticket_key_callback(
     let ring = match ring_index() {
         Ok(index) => SslContextRef::from_ptr(ctx)
             .ex_data(index)
-            .map(tickets::RingHold::ring),
+            .map(tickets::RingHold::id),
         Err(_) => None,
     };
     let name = std::slice::from_raw_parts_mut(key_name, tickets::KEY_NAME_LEN);

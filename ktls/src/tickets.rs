@@ -98,19 +98,41 @@ enum Ring {
     Freed,
 }
 
-/// A context's hold on its ring (kept in the context's ex_data by
-/// [`crate::ossl::set_ticket_keys`]): dropped with the context, which OpenSSL frees only
-/// once no connection refers to it, it frees the ring's keys. A reload that builds new
-/// contexts thus frees the old rings when their last connection closes.
+/// Names a ring, to look its keys up ([`current_key`], [`find_key`]) or to replace a listed
+/// ring's keys ([`replace_listed`]): copied freely, it owns nothing. The id of a freed ring
+/// finds no key, and is never given to another ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RingId(usize);
+
+/// A ring's one owner: what [`register`] and [`register_listed`] give, moved into one
+/// context by [`crate::ossl::set_ticket_keys`] (into its ex_data). Neither `Clone` nor
+/// `Copy`, so one ring cannot be set on two contexts: the first freed would free the keys
+/// the other still seals and opens its tickets with. Dropped with the context, which
+/// OpenSSL frees only once no connection refers to it, it frees the ring's keys; a reload
+/// that builds new contexts thus frees the old rings when their last connection closes.
+/// Dropped without being set on a context, it frees them at once.
+///
+/// ```compile_fail
+/// use openssl::ssl::{SslContextBuilder, SslMethod};
+/// let ring = ktls::tickets::register(None, b"site", std::time::Duration::from_secs(60)).unwrap();
+/// let mut a = SslContextBuilder::new(SslMethod::tls_server()).unwrap();
+/// let mut b = SslContextBuilder::new(SslMethod::tls_server()).unwrap();
+/// ktls::ossl::set_ticket_keys(&mut a, ring).unwrap();
+/// ktls::ossl::set_ticket_keys(&mut b, ring).unwrap(); // `ring` was moved into `a`
+/// ```
+///
+/// ```compile_fail
+/// fn copies<T: Clone>(_: &T) {}
+/// let ring = ktls::tickets::register(None, b"site", std::time::Duration::from_secs(60)).unwrap();
+/// copies(&ring); // not `Clone`: no second owner to set on another context
+/// ```
 #[derive(Debug)]
-pub struct RingHold(usize);
+#[must_use = "a ring is freed with its hold: set it on a context"]
+pub struct RingHold(RingId);
 
 impl RingHold {
-    pub(crate) fn new(ring: usize) -> RingHold {
-        RingHold(ring)
-    }
-
-    pub fn ring(&self) -> usize {
+    /// The ring's name, for lookups and replacements.
+    pub fn id(&self) -> RingId {
         self.0
     }
 }
@@ -118,7 +140,7 @@ impl RingHold {
 impl Drop for RingHold {
     fn drop(&mut self) {
         let mut rings = RINGS.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(ring) = rings.get_mut(self.0) {
+        if let Some(ring) = rings.get_mut(self.0 .0) {
             *ring = Ring::Freed;
         }
     }
@@ -141,14 +163,14 @@ struct Derived {
 
 static RINGS: RwLock<Vec<Ring>> = RwLock::new(Vec::new());
 
-/// Registers a key ring for `scope` (a vhost's name) and returns its id (for
+/// Registers a key ring for `scope` (a vhost's name) and returns its owner (for
 /// [`crate::ossl::set_ticket_keys`]). Without a secret the ring gets a random one, so only
 /// this process accepts its tickets.
 pub fn register(
     secret: Option<&[u8]>,
     scope: &[u8],
     lifetime: Duration,
-) -> Result<usize, ErrorStack> {
+) -> Result<RingHold, ErrorStack> {
     let secret = match secret {
         Some(s) => s.to_vec(),
         None => {
@@ -166,15 +188,15 @@ pub fn register(
     Ok(push(Ring::Derived(Box::new(ring))))
 }
 
-fn push(ring: Ring) -> usize {
+fn push(ring: Ring) -> RingHold {
     let mut rings = RINGS.write().unwrap_or_else(|e| e.into_inner());
     rings.push(ring);
-    rings.len() - 1
+    RingHold(RingId(rings.len() - 1))
 }
 
 /// Registers a ring of listed keys (a key ring file's: `keys[0]` seals, all open) and returns
-/// its id; `None` for an empty list.
-pub fn register_listed(keys: Vec<TicketKey>) -> Option<usize> {
+/// its owner; `None` for an empty list.
+pub fn register_listed(keys: Vec<TicketKey>) -> Option<RingHold> {
     if keys.is_empty() {
         return None;
     }
@@ -183,12 +205,12 @@ pub fn register_listed(keys: Vec<TicketKey>) -> Option<usize> {
 
 /// Replaces the keys of listed ring `ring` (its file changed). Returns false, changing
 /// nothing, for an empty list or a ring that is not a listed one.
-pub fn replace_listed(ring: usize, keys: Vec<TicketKey>) -> bool {
+pub fn replace_listed(ring: RingId, keys: Vec<TicketKey>) -> bool {
     if keys.is_empty() {
         return false;
     }
     let rings = RINGS.read().unwrap_or_else(|e| e.into_inner());
-    let Some(Ring::Listed(listed)) = rings.get(ring) else {
+    let Some(Ring::Listed(listed)) = rings.get(ring.0) else {
         return false;
     };
     *listed.write().unwrap_or_else(|e| e.into_inner()) = keys.into();
@@ -249,9 +271,9 @@ fn keys_at(ring: &Derived, now: u64) -> Option<(TicketKey, TicketKey)> {
 }
 
 /// The key new tickets of ring `ring` are issued with.
-pub fn current_key(ring: usize) -> Option<TicketKey> {
+pub fn current_key(ring: RingId) -> Option<TicketKey> {
     let rings = RINGS.read().unwrap_or_else(|e| e.into_inner());
-    match rings.get(ring)? {
+    match rings.get(ring.0)? {
         Ring::Derived(derived) => keys_at(derived, now_secs()).map(|(current, _)| current),
         Ring::Listed(listed) => listed_keys(listed).first().cloned(),
         Ring::Freed => None,
@@ -260,9 +282,9 @@ pub fn current_key(ring: usize) -> Option<TicketKey> {
 
 /// Finds the key named `name` in ring `ring` only (the ring of the vhost context the
 /// handshake runs in). Returns the key and whether it is current.
-pub fn find_key(ring: usize, name: &[u8; KEY_NAME_LEN]) -> Option<(TicketKey, bool)> {
+pub fn find_key(ring: RingId, name: &[u8; KEY_NAME_LEN]) -> Option<(TicketKey, bool)> {
     let rings = RINGS.read().unwrap_or_else(|e| e.into_inner());
-    let derived = match rings.get(ring)? {
+    let derived = match rings.get(ring.0)? {
         Ring::Derived(derived) => derived,
         Ring::Listed(listed) => {
             let keys = listed_keys(listed);
@@ -290,9 +312,10 @@ mod tests {
     #[test]
     fn a_ring_is_freed_with_the_last_context_and_connection_using_it() {
         use openssl::ssl::{Ssl, SslContextBuilder, SslMethod};
-        let ring = register(Some(SECRET), b"freed", Duration::from_secs(60)).expect("ring");
+        let hold = register(Some(SECRET), b"freed", Duration::from_secs(60)).expect("ring");
+        let ring = hold.id();
         let mut b = SslContextBuilder::new(SslMethod::tls_server()).expect("builder");
-        crate::ossl::set_ticket_keys(&mut b, ring).expect("keys");
+        crate::ossl::set_ticket_keys(&mut b, hold).expect("keys");
         let ctx = b.build();
         let ssl = Ssl::new(&ctx).expect("ssl");
         drop(ctx);
@@ -303,7 +326,38 @@ mod tests {
         drop(ssl);
         assert!(current_key(ring).is_none(), "the ring outlived its context");
         let next = register(Some(SECRET), b"freed", Duration::from_secs(60)).expect("ring");
-        assert_ne!(next, ring, "a freed id was given to another ring");
+        assert_ne!(next.id(), ring, "a freed id was given to another ring");
+    }
+
+    /// Issue 37's review: a ring is owned once. Its hold moved into a context, the ring lives
+    /// as long as that context; a second context gets a ring of its own (the first hold is
+    /// gone: `set_ticket_keys` cannot be given it twice, see `RingHold`'s compile_fail
+    /// examples), and freeing the first context leaves the second's keys. A hold never set
+    /// frees its ring.
+    #[test]
+    fn a_ring_is_owned_by_the_one_context_it_was_moved_into() {
+        use openssl::ssl::{SslContextBuilder, SslMethod};
+        let context = |hold: RingHold| {
+            let mut b = SslContextBuilder::new(SslMethod::tls_server()).expect("builder");
+            crate::ossl::set_ticket_keys(&mut b, hold).expect("keys");
+            b.build()
+        };
+        let lifetime = Duration::from_secs(60);
+        let first = register(Some(SECRET), b"owned", lifetime).expect("ring");
+        let second = register(Some(SECRET), b"owned", lifetime).expect("ring");
+        let (one, two) = (first.id(), second.id());
+        assert_ne!(one, two);
+        let (a, b) = (context(first), context(second));
+        drop(a);
+        assert!(current_key(one).is_none(), "freed with its context");
+        assert!(current_key(two).is_some(), "the other context's keys stay");
+        drop(b);
+        assert!(current_key(two).is_none());
+        let unset = register(Some(SECRET), b"owned", lifetime).expect("ring");
+        let id = unset.id();
+        assert!(current_key(id).is_some());
+        drop(unset);
+        assert!(current_key(id).is_none(), "a hold never set frees its ring");
     }
 
     #[test]
@@ -332,12 +386,13 @@ mod tests {
 
     #[test]
     fn registered_rings_find_current_and_previous() {
-        let ring = register(
+        let hold = register(
             Some(b"ring test secret"),
             b"site",
             Duration::from_secs(3600),
         )
         .expect("register");
+        let ring = hold.id();
         let current = current_key(ring).expect("current key");
         assert_eq!(
             find_key(ring, &current.name).map(|(_, fresh)| fresh),
@@ -361,11 +416,11 @@ mod tests {
         let site = register(Some(b"shared"), b"site", lifetime).expect("register");
         let other = register(Some(b"shared"), b"other", lifetime).expect("register");
         let reloaded = register(Some(b"rotated"), b"site", lifetime).expect("register");
-        let key = current_key(site).expect("current key");
-        assert!(find_key(site, &key.name).is_some());
-        assert!(find_key(other, &key.name).is_none());
-        assert!(find_key(reloaded, &key.name).is_none());
-        assert!(find_key(usize::MAX, &key.name).is_none());
+        let key = current_key(site.id()).expect("current key");
+        assert!(find_key(site.id(), &key.name).is_some());
+        assert!(find_key(other.id(), &key.name).is_none());
+        assert!(find_key(reloaded.id(), &key.name).is_none());
+        assert!(find_key(RingId(usize::MAX), &key.name).is_none());
     }
 
     fn listed(seed: u8, key_len: usize) -> TicketKey {
@@ -381,7 +436,8 @@ mod tests {
         let (old, new) = (listed(1, 32), listed(2, 16));
         assert_eq!(new.cipher, TicketCipher::Aes128Cbc);
         assert_eq!(new.aes_key().len(), 16);
-        let ring = register_listed(vec![old.clone()]).expect("register");
+        let hold = register_listed(vec![old.clone()]).expect("register");
+        let ring = hold.id();
         assert_eq!(current_key(ring), Some(old.clone()));
         assert!(replace_listed(ring, vec![new.clone(), old.clone()]));
         assert_eq!(current_key(ring), Some(new.clone()));
@@ -403,7 +459,8 @@ mod tests {
 
     #[test]
     fn derived_rings_are_not_replaced_and_keys_of_odd_sizes_are_refused() {
-        let derived = register(Some(b"fixed"), b"site", Duration::from_secs(60)).expect("reg");
+        let hold = register(Some(b"fixed"), b"site", Duration::from_secs(60)).expect("reg");
+        let derived = hold.id();
         let before = current_key(derived);
         assert!(!replace_listed(derived, vec![listed(3, 32)]));
         assert_eq!(current_key(derived), before);
@@ -416,8 +473,8 @@ mod tests {
         let a = register(None, b"site", Duration::from_secs(60)).expect("register");
         let b = register(None, b"site", Duration::from_secs(60)).expect("register");
         assert_ne!(
-            current_key(a).map(|k| k.name),
-            current_key(b).map(|k| k.name)
+            current_key(a.id()).map(|k| k.name),
+            current_key(b.id()).map(|k| k.name)
         );
     }
 }

@@ -47,20 +47,20 @@ impl Stamp {
 /// One listed ticket key ring and the file it came from.
 #[derive(Clone, Debug)]
 pub struct Watched {
-    pub ring: usize,
+    pub ring: ktls::tickets::RingId,
     pub path: PathBuf,
     /// The file as it was when the ring was filled.
     pub loaded: Option<Stamp>,
 }
 
 /// Reads `path` and registers its keys as a ring (for a context being built).
-pub fn register(path: &Path) -> Result<(Watched, usize), String> {
+pub fn register(path: &Path) -> Result<(Watched, ktls::tickets::RingHold), String> {
     // Stamped before reading: a change while reading is seen again by the next poll.
     let loaded = Stamp::of(path);
     let keys = read_keys(path)?;
     let ring = ktls::tickets::register_listed(keys).ok_or("holds no key")?;
     let watched = Watched {
-        ring,
+        ring: ring.id(),
         path: path.to_path_buf(),
         loaded,
     };
@@ -128,7 +128,7 @@ fn watch(shared: &Shared) {
 /// What the thread last saw of each ring's file.
 #[derive(Default)]
 struct Seen {
-    stamps: HashMap<usize, Option<Stamp>>,
+    stamps: HashMap<ktls::tickets::RingId, Option<Stamp>>,
 }
 
 impl Seen {

@@ -185,3 +185,61 @@ fn a_node_removed_from_the_peer_set_moves_only_its_keys() {
     }
     assert!(moved >= 3, "{moved} of {PATHS} were node 2's: {was:?}");
 }
+
+/// Issue 37's review: a client's head at the edge of `http_header_cnt` and `http_hdr_len`
+/// passes the node it reached, which adds its fields (the hop field, `X-Forwarded-For`,
+/// `Via`, `X-Forwarded-Proto`) and sends it to the key's owner. The owner reads a peer's hop
+/// request with the share of those fields: the client gets the object, not the owner's 431
+/// (61de3bb's binary: a 431 for the first object another node owned, in each batch). A head
+/// over the limits is still refused, a client's at the node it reached and one from a
+/// peer's address without the hop field at the owner.
+#[test]
+fn a_head_at_the_edge_of_the_limits_goes_through_its_owner_without_a_431() {
+    let limits = "frang_limits { http_header_cnt 6; http_hdr_len 64; }";
+    let t = tier_top(
+        &ports(),
+        "tier-edge",
+        (&[0, 1, 2], "", ""),
+        &[0, 1, 2],
+        limits,
+    );
+    // Host and Connection (`Tier::get`), and four more: six fields, to which the node adds
+    // its own. Then an X-Forwarded-For line of 64 bytes, to which it appends an address.
+    let count = "Accept: */*\r\nX-A: 1\r\nX-B: 1\r\nX-C: 1\r\n".to_string();
+    let xff = "X-Forwarded-For: 192.0.2.10, 192.0.2.11, 192.0.2.12, 192.0.2.133";
+    assert_eq!(xff.len(), 64);
+    for (batch, edge) in [
+        ("edge-count", &count),
+        ("edge-length", &format!("{xff}\r\n")),
+    ] {
+        let mut through_owner = 0;
+        for path in paths(batch) {
+            t.get_ok(t.addrs[0], &path, edge);
+            let fetched = t.at_origin(&path);
+            assert_eq!(fetched.len(), 1, "{path}: {fetched:?}");
+            through_owner += usize::from(fetcher(&fetched[0]) != "node0");
+        }
+        assert!(
+            through_owner >= 5,
+            "{batch}: {through_owner} of {PATHS} went through their owner"
+        );
+    }
+    assert_eq!(t.tier_count("fallback"), 0, "{}", t.logs());
+    // One field more: refused where the client sent it, whoever owns the object.
+    let over = format!("{count}X-D: 1\r\n");
+    for path in paths("over").iter().take(5) {
+        let got = t.get(t.addrs[0], path, &over);
+        assert_ne!(got.status(), Some(200), "{path}: {got}");
+    }
+    // From node 1's address on node 0's `self` listener: the share of the added fields is a
+    // hop request's only.
+    let node1 = Ipv4Addr::new(127, 0, 0, 3);
+    let got = t.get_from(node1, t.addrs[0], "/peer-over", &over);
+    assert_ne!(got.status(), Some(200), "{got}");
+    t.get_ok_from(
+        node1,
+        t.addrs[0],
+        "/peer-hop",
+        &format!("{over}Ktls-Tier: http\r\n"),
+    );
+}

@@ -4,7 +4,8 @@
 //! fingerprint).
 //!
 //! A worker counts an event into its entry as always, plus a `pending` count in the event's
-//! time slot, numbered from the Unix epoch so that every node numbers it alike. The side
+//! time slot, numbered from the Unix epoch so that every node numbers it alike (frang's
+//! `FleetClock`, which follows the wall clock's steps). The side
 //! thread (crate::fleet) takes the pending counts every `sync_interval`, adds them to their
 //! slot's Redis key and reads the fleet's count of each slot of the frame back. While Redis
 //! answers, an event is judged against the larger of this node's count and the fleet's
@@ -14,8 +15,6 @@
 //!
 //! Only configured fingerprints are counted, so the side thread walks the configured
 //! entries: its work is bounded by the configuration, never by the clients.
-
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::frang::window::SlotRing;
 use crate::frang::FleetTotal;
@@ -79,7 +78,7 @@ impl SharedCount {
     pub(super) fn add(&mut self, q: u64, events: u64) -> u32 {
         self.pending
             .add_many(q, u32::try_from(events).unwrap_or(u32::MAX));
-        self.fleet.sum(q).saturating_add(self.pending.sum(q))
+        self.fleet.sum_to(q).saturating_add(self.pending.sum_to(q))
     }
 
     /// The pending counts, leaving none.
@@ -93,31 +92,5 @@ impl SharedCount {
         for (q, n) in total.slots {
             self.fleet.set(q, n);
         }
-    }
-}
-
-/// The clock of the fleet's slots: Unix time, read through this process's monotonic clock.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct FleetClock {
-    unix_at_epoch: Duration,
-    epoch: Instant,
-}
-
-impl FleetClock {
-    pub(super) fn now() -> FleetClock {
-        FleetClock {
-            unix_at_epoch: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default(),
-            epoch: Instant::now(),
-        }
-    }
-
-    /// The fleet's slot number of `now` for slots of `slot`.
-    pub(super) fn quantum(&self, now: Instant, slot: Duration) -> u64 {
-        let unix = self
-            .unix_at_epoch
-            .saturating_add(now.saturating_duration_since(self.epoch));
-        u64::try_from(unix.as_nanos() / slot.as_nanos().max(1)).unwrap_or(u64::MAX)
     }
 }

@@ -15,15 +15,15 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use config::{Config, FingerprintLimit, FingerprintLimits};
 
-use super::fleet::{Counter, FingerprintDelta, FleetClock, Kind, SharedCount};
+use super::fleet::{Counter, FingerprintDelta, Kind, SharedCount};
 use super::{Tfh, Tft};
 use crate::frang::window::{quantum, slot_len, SlotRing};
-use crate::frang::{redis_up, FleetTotal, Violation, FRANG_BLOCK_STATUS};
+use crate::frang::{redis_up, FleetClock, FleetTotal, Violation, FRANG_BLOCK_STATUS};
 
 #[derive(Debug, Default)]
 struct Rates {
@@ -94,8 +94,9 @@ pub struct Fingerprints {
     slot: Duration,
     tls: Table,
     http: Table,
-    /// With `cluster`: the Unix-numbered slots the fleet's counts are kept in.
-    fleet: Option<FleetClock>,
+    /// With `cluster`: the clock of the Unix-numbered slots the fleet's counts are kept in
+    /// (the process's, frang's too).
+    fleet: Option<Arc<FleetClock>>,
 }
 
 /// Whether a connection, record or request may go on.
@@ -116,12 +117,21 @@ impl Fingerprints {
                 .cluster
                 .as_ref()
                 .filter(|c| c.redis.is_some())
-                .map(|_| FleetClock::now()),
+                .map(|_| FleetClock::system()),
         };
         if let Some(path) = &config.tf_blocklist {
             fingerprints.read_blocklist(path)?;
         }
         Ok(fingerprints)
+    }
+
+    /// [`Fingerprints::build`], the fleet's slots (with `cluster`) numbered by `clock`.
+    #[cfg(test)]
+    pub(crate) fn with_fleet_clock(mut self, clock: Arc<FleetClock>) -> Fingerprints {
+        if self.fleet.is_some() {
+            self.fleet = Some(clock);
+        }
+        self
     }
 
     /// Reads `tf_blocklist`: one `tft HEX` or `tfh HEX` per line; `#` starts a comment.
@@ -218,7 +228,7 @@ impl Fingerprints {
         };
         let fleet = rates
             .shared(counter)
-            .add(clock.quantum(now, self.slot), events);
+            .add(clock.slot(now, self.slot), events);
         if redis_up() {
             local.max(fleet)
         } else {
@@ -232,12 +242,15 @@ impl Fingerprints {
     }
 
     /// Takes every configured fingerprint's pending counts (left empty), for the side
-    /// thread to add to Redis.
+    /// thread to add to Redis; first ties the slots' clock to the wall clock again if that
+    /// one stepped (frang's `FleetClock::follow`): the side thread numbers the frame it
+    /// reads back by the wall clock of its turn.
     pub fn fleet_drain(&self) -> Vec<FingerprintDelta> {
         let mut deltas = Vec::new();
-        if self.fleet.is_none() {
+        let Some(clock) = &self.fleet else {
             return deltas;
-        }
+        };
+        clock.follow();
         for (kind, table) in [(Kind::Tls, &self.tls), (Kind::Http, &self.http)] {
             for (&hash, entry) in &table.entries {
                 let mut rates = lock(&entry.rates);

@@ -156,3 +156,52 @@ fn with_cluster_each_configured_fingerprint_s_events_are_taken_for_the_fleet_onc
     assert_eq!(events, [(0xabc, 3), (0xdef, 1)]);
     assert!(f.fleet_drain().is_empty(), "taken once");
 }
+
+/// The review's case (issue 37): after a step of the wall clock (NTP), a fingerprint's
+/// events go to the slots the side thread reads (it numbers the frame by the wall clock of
+/// its turn, `fleet/link.rs`), from the next turn on; and the fleet's counts read before a
+/// step back do not stay in the frame.
+#[test]
+fn after_a_wall_clock_step_a_fingerprint_s_events_go_to_the_slots_the_side_thread_reads() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let _redis = crate::frang::fleet_tests::redis_answers();
+    let (wall, clock) = crate::frang::fleet_tests::stepped_clock(1_700_000_000_060);
+    let fleet = Config {
+        tfh: limits(0xabc, 0, 100),
+        cluster: Some(config::Cluster {
+            redis: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 6379))),
+            ..config::Cluster::default()
+        }),
+        ..Config::default()
+    };
+    let f = Fingerprints::build(&fleet)
+        .expect("no blocklist")
+        .with_fleet_clock(clock);
+    // `Turn::fingerprint_counts` reads the frame ending at the wall clock's slot.
+    let read_slot = || wall.load(Relaxed) / 125;
+    let slots = |f: &Fingerprints| -> Vec<(u64, u32)> {
+        f.fleet_drain().into_iter().flat_map(|d| d.slots).collect()
+    };
+    assert!(f.on_request(Tfh(0xabc), Instant::now()).is_ok());
+    assert_eq!(slots(&f), [(read_slot(), 1)]);
+    // An hour ahead: the turn after the step ties the clock again.
+    wall.store(1_700_003_600_060, Relaxed);
+    assert_eq!(slots(&f), []);
+    assert!(f.on_request(Tfh(0xabc), Instant::now()).is_ok());
+    let s1 = read_slot();
+    assert_eq!(slots(&f), [(s1, 1)]);
+    // The fleet counted 100 in that slot (the limit). Two hours back, they are an hour in
+    // the future: no count of the frame, and the next request passes.
+    f.fleet_update(
+        super::Kind::Http,
+        0xabc,
+        super::Counter::Records,
+        crate::frang::FleetTotal {
+            slots: vec![(s1, 100)],
+        },
+    );
+    wall.store(1_699_996_400_060, Relaxed);
+    assert_eq!(slots(&f), []);
+    assert!(f.on_request(Tfh(0xabc), Instant::now()).is_ok());
+    assert_eq!(slots(&f), [(read_slot(), 1)]);
+}

@@ -156,6 +156,31 @@ pub fn counts() -> (u64, u64) {
     )
 }
 
+/// Whether a request head refused for `e` may have been grown past a limit by the fields a
+/// node adds when it sends a request to its owner (the hop field, `X-Forwarded-For`, `Via`,
+/// `X-Forwarded-Proto`): too many fields, or a field too long.
+pub fn grown_by_hop(e: &http1::ParseError) -> bool {
+    matches!(
+        e,
+        http1::ParseError::TooManyHeaders | http1::ParseError::HeaderFieldTooLong
+    )
+}
+
+/// The parser limits of a peer's hop request: this node's, except the number of fields and
+/// a field's length, which are those the asking node's writer held the request to
+/// (`Limits::for_forwarding`, this node's raised to the parser's defaults). The client's
+/// head was judged against the configured limits at the node it reached; the fields that
+/// node added must not turn it into a 431 here (with `http_header_cnt 50`, a client's 50
+/// fields are 53 at the owner). Anything else (the target, the body, the byte ranges) is
+/// judged as the client's own request is.
+pub fn hop_limits(limits: &http1::Limits, forward: &http1::Limits) -> http1::Limits {
+    http1::Limits {
+        max_headers: limits.max_headers.max(forward.max_headers),
+        max_field_bytes: limits.max_field_bytes.max(forward.max_field_bytes),
+        ..limits.clone()
+    }
+}
+
 /// The scheme a hop field names, `None` for anything else.
 pub fn hop_scheme(value: &[u8]) -> Option<&'static str> {
     match value {
@@ -246,6 +271,21 @@ mod tests {
             (4_500..=5_500).contains(&moved),
             "{moved} of 20000 (1/4: 5000)"
         );
+    }
+
+    #[test]
+    fn a_hop_request_gets_the_forwarded_share_of_fields_and_length_only() {
+        let configured = http1::Limits {
+            max_headers: 6,
+            max_field_bytes: 64,
+            max_uri_bytes: 100,
+            ..http1::Limits::default()
+        };
+        let hop = hop_limits(&configured, &configured.for_forwarding());
+        assert_eq!((hop.max_headers, hop.max_field_bytes), (100, 8 * 1024));
+        assert_eq!(hop.max_uri_bytes, 100);
+        assert!(grown_by_hop(&http1::ParseError::TooManyHeaders));
+        assert!(!grown_by_hop(&http1::ParseError::UriTooLong));
     }
 
     #[test]

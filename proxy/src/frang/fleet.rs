@@ -18,11 +18,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use config::IpBlock;
 
+use super::clock::FleetClock;
 use super::window::SlotRing;
 
 use super::clients::{lock, Blocked, Client, Frang, RateLimit};
@@ -67,9 +68,9 @@ pub(super) struct FleetMode {
     /// The clients whose pending counts went from none to some since the last sync: the
     /// side thread visits these, not the whole table.
     dirty: Mutex<Dirty>,
-    /// Unix time at frang's `epoch`: slots are numbered from the Unix epoch on every node.
-    unix_at_epoch: Duration,
-    epoch: Instant,
+    /// Slots are numbered from the Unix epoch on every node: the process's clock, which
+    /// follows the wall clock's steps at each sync (`clock.rs`).
+    clock: Arc<FleetClock>,
 }
 
 /// Clients with pending counts, listed once per sync each (when their first event since the
@@ -138,19 +139,19 @@ pub struct FleetSlots {
 impl Frang {
     /// Shares this frang's counts and blocks with a fleet (`cluster`). Without this call the
     /// per-request cost is one branch.
-    pub fn with_fleet(mut self, fail_closed: bool) -> Frang {
-        let since_epoch = Instant::now().saturating_duration_since(self.epoch);
-        let unix_now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+    pub fn with_fleet(self, fail_closed: bool) -> Frang {
+        self.with_fleet_clock(fail_closed, FleetClock::system())
+    }
+
+    /// [`Frang::with_fleet`], its slots numbered by `clock`.
+    pub fn with_fleet_clock(mut self, fail_closed: bool, clock: Arc<FleetClock>) -> Frang {
         self.fleet = Some(FleetMode {
             fail_closed,
             outbox: Mutex::default(),
             remote: RwLock::default(),
             remote_len: AtomicUsize::new(0),
             dirty: Mutex::default(),
-            unix_at_epoch: unix_now.saturating_sub(since_epoch),
-            epoch: self.epoch,
+            clock,
         });
         self
     }
@@ -162,7 +163,9 @@ impl Frang {
     /// `now` as Unix time, as the slots are numbered (frang's clock: the workers' and the
     /// side thread's slots agree).
     pub fn fleet_unix(&self, now: Instant) -> Duration {
-        self.fleet.as_ref().map_or(Duration::ZERO, |f| f.unix(now))
+        self.fleet
+            .as_ref()
+            .map_or(Duration::ZERO, |f| f.clock.unix(now))
     }
 
     pub fn fleet_slots(&self) -> FleetSlots {
@@ -174,11 +177,14 @@ impl Frang {
     }
 
     /// Takes every client's pending counts (left empty): the clients to sync. Visits the
-    /// clients listed as having some, or the whole table after the list overflowed.
+    /// clients listed as having some, or the whole table after the list overflowed. First
+    /// ties the slots' clock to the wall clock again if that one stepped (`clock.rs`): the
+    /// events counted from now on are in the slots the side thread reads.
     pub fn fleet_drain(&self) -> Vec<FleetDelta> {
         let Some(fleet) = &self.fleet else {
             return Vec::new();
         };
+        fleet.clock.follow();
         let (listed, overflow) = {
             let mut dirty = lock(&fleet.dirty);
             (
@@ -299,7 +305,7 @@ impl Frang {
         let block = OutgoingBlock {
             ip,
             length,
-            imposed: fleet.unix(now),
+            imposed: fleet.clock.unix(now),
         };
         let mut outbox = lock(&fleet.outbox);
         if outbox.len() == OUTBOX_MAX {
@@ -334,7 +340,7 @@ impl Frang {
         let Some(fleet) = self.fleet.as_ref().filter(|_| limit.is_set()) else {
             return Ok(());
         };
-        let q = fleet.quantum(now, limit.slot);
+        let q = fleet.clock.slot(now, limit.slot);
         let counts = counts.get_or_insert_with(Box::default);
         if counts.requests.pending.is_empty() && counts.connections.pending.is_empty() {
             let mut dirty = lock(&fleet.dirty);
@@ -353,7 +359,10 @@ impl Frang {
         if let Some(burst) = limit.burst.filter(|&b| in_slot > b) {
             return Err(fleet_exceeded(names.1, in_slot, burst));
         }
-        let in_frame = count.fleet.sum(q).saturating_add(count.pending.sum(q));
+        let in_frame = count
+            .fleet
+            .sum_to(q)
+            .saturating_add(count.pending.sum_to(q));
         if let Some(rate) = limit.rate.filter(|&r| in_frame > r) {
             return Err(fleet_exceeded(names.0, in_frame, rate));
         }
@@ -379,19 +388,6 @@ fn in_force(block: Blocked, now: Instant) -> bool {
     match block {
         Blocked::Forever => true,
         Blocked::Until(until) => now < until,
-    }
-}
-
-impl FleetMode {
-    fn unix(&self, now: Instant) -> Duration {
-        self.unix_at_epoch
-            .saturating_add(now.saturating_duration_since(self.epoch))
-    }
-
-    /// The fleet's slot number of `now` for slots of `slot`.
-    fn quantum(&self, now: Instant, slot: Duration) -> u64 {
-        let nanos = self.unix(now).as_nanos() / slot.as_nanos().max(1);
-        u64::try_from(nanos).unwrap_or(u64::MAX)
     }
 }
 

@@ -248,3 +248,81 @@ fn a_sync_visits_the_clients_listed_and_walks_the_table_past_the_list_s_bound() 
     assert_eq!(drained.len(), 1);
     assert_eq!(drained[0].requests.iter().map(|(_, n)| n).sum::<u32>(), 2);
 }
+
+/// A wall clock the test steps (Unix time in ms), and the fleet clock on it.
+pub(crate) fn stepped_clock(
+    start_ms: u64,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+    std::sync::Arc<super::FleetClock>,
+) {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    let wall = std::sync::Arc::new(AtomicU64::new(start_ms));
+    let read = std::sync::Arc::clone(&wall);
+    let clock = super::FleetClock::with_wall(move || Duration::from_millis(read.load(Relaxed)));
+    (wall, std::sync::Arc::new(clock))
+}
+
+/// Held by the fingerprint limits' tests that need Redis up (one process-wide state).
+pub(crate) fn redis_answers() -> std::sync::MutexGuard<'static, ()> {
+    redis_state(true)
+}
+
+/// The review's case (issue 37): the wall clock steps (NTP) while the monotonic one does
+/// not. The side thread numbers the frame it reads by the wall clock of its turn, and so do
+/// the other nodes; the pending counts must go to the slots so numbered from the next turn
+/// on, and the fleet's counts read before a step back must not stay in the frame.
+#[test]
+fn after_a_wall_clock_step_the_counts_go_to_the_slots_every_node_numbers() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let _redis = redis_state(true);
+    // 60 ms into a slot: the microseconds the test takes stay in it.
+    let (wall, clock) = stepped_clock(1_700_000_000_060);
+    let global = FrangGlobal {
+        request_rate: Some(20),
+        concurrent_tcp_connections: None,
+        ..FrangGlobal::default()
+    };
+    let frang = Frang::with_epoch(&global, 1000, Instant::now()).with_fleet_clock(false, clock);
+    // The slot every node on time numbers "now" (the wall clock does not run in this test).
+    let wall_slot = || wall.load(Relaxed) / 125;
+    // The slot the side thread reads up to (`fleet/link.rs`: `fleet_unix(Instant::now())`).
+    let read_slot = |frang: &Frang| slot_of(frang, Instant::now());
+    frang.on_request(ip(1), Instant::now()).unwrap();
+    let s0 = wall_slot();
+    assert_eq!(frang.fleet_drain()[0].requests, [(s0, 1)]);
+    assert_eq!(read_slot(&frang), s0);
+
+    // An hour ahead. The next turn ties the clock again; the next events are counted in
+    // the slots the fleet numbers them by.
+    wall.store(1_700_003_600_060, Relaxed);
+    assert_eq!(frang.fleet_drain(), []);
+    let s1 = wall_slot();
+    assert_eq!(s1, s0 + 3600 * 8);
+    frang.on_request(ip(1), Instant::now()).unwrap();
+    assert_eq!(frang.fleet_drain()[0].requests, [(s1, 1)]);
+    assert_eq!(read_slot(&frang), s1);
+    // The fleet's count of that slot is judged: 19 (this node's one included), then one more
+    // makes 20, and the next is over `request_rate 20`.
+    frang.fleet_update(ip(1), total(&[(s1, 19)]), None);
+    frang.on_request(ip(1), Instant::now()).unwrap();
+    let over = frang.on_request(ip(1), Instant::now()).unwrap_err();
+    assert!(over.detail.contains("21 > 20 across the cluster"), "{over}");
+    frang.fleet_drain();
+
+    // Two hours back: the fleet's 19 of slot s1, now an hour ahead, are no count of the
+    // frame; the client's requests are judged on the new slots' counts alone.
+    wall.store(1_699_996_400_060, Relaxed);
+    assert_eq!(frang.fleet_drain(), []);
+    let s2 = wall_slot();
+    for _ in 0..5 {
+        frang.on_request(ip(1), Instant::now()).unwrap();
+    }
+    assert_eq!(frang.fleet_drain()[0].requests, [(s2, 5)]);
+    assert_eq!(read_slot(&frang), s2);
+    // A block imposed now ends when the fleet's clocks say.
+    assert_eq!(
+        frang.fleet_unix(Instant::now()).as_millis() / 1000,
+        1_699_996_400
+    );
+}

@@ -13,6 +13,7 @@
 
 mod body;
 mod clients;
+pub(crate) mod clock;
 mod conn;
 mod fleet;
 mod request;
@@ -21,12 +22,13 @@ pub(crate) mod window;
 #[cfg(test)]
 mod clients_tests;
 #[cfg(test)]
-mod fleet_tests;
+pub(crate) mod fleet_tests;
 #[cfg(test)]
 mod request_tests;
 
 pub use body::RequestLimits;
 pub use clients::{Frang, DEFAULT_CLIENT_LRU_SIZE};
+pub use clock::FleetClock;
 pub use conn::ConnLimits;
 pub use fleet::{redis_up, set_redis_up, FleetDelta, FleetSlots, FleetTotal, OutgoingBlock};
 pub use request::{check_request, check_trailers, method_allowed, RequestFacts};

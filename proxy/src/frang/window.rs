@@ -95,6 +95,17 @@ impl SlotRing {
             .fold(0u32, |sum, slot| sum.saturating_add(slot.count))
     }
 
+    /// Events within the time frame that ends with quantum `q`, none counted after it: for
+    /// the rings numbered by the fleet's clock ([`super::FleetClock`]), which steps back
+    /// with the wall clock, so that slots numbered before a step back are not taken for the
+    /// frame's (they would stay in it until the wall clock came back to them).
+    pub fn sum_to(&self, q: u64) -> u32 {
+        self.slots
+            .iter()
+            .filter(|slot| slot.quantum <= q && slot.quantum.saturating_add(FRANG_FREQ) > q)
+            .fold(0u32, |sum, slot| sum.saturating_add(slot.count))
+    }
+
     /// Events counted in quantum `q` exactly.
     pub fn at(&self, q: u64) -> u32 {
         self.slots

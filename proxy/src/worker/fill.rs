@@ -212,6 +212,12 @@ impl Fill {
         Some(with_age)
     }
 
+    /// Whether the body is still wanted: buffered for storing (false once the fill gave up,
+    /// as when the body passed `cache_max_object_size`).
+    pub fn storing(&self) -> bool {
+        self.storing
+    }
+
     /// Decoded body bytes of the response, while it is still storable.
     pub fn push_body(&mut self, data: &[u8]) {
         if !self.storing {

@@ -69,7 +69,23 @@ impl Worker {
         let Codec::H1(h1) = &mut c.codec else {
             return false;
         };
-        match h1.next_request(rbuf, &self.rt.limits, scheme) {
+        let rt = &self.rt;
+        let parsed = match h1.next_request(rbuf, &rt.limits, scheme) {
+            // A cache tier peer's request is parsed again, with the share of the fields the
+            // node its client reached added (`fleet::tier::hop_limits`).
+            Parsed::Invalid(e)
+                if crate::fleet::tier::grown_by_hop(&e)
+                    && from_peer(rt.tier.as_ref(), (c.peer.ip(), &c.sock)) =>
+            {
+                let limits = crate::fleet::tier::hop_limits(&rt.limits, &rt.forward_limits);
+                match h1.next_request(rbuf, &limits, scheme) {
+                    Parsed::Request(r) if r.header(HOP_FIELD).is_none() => Parsed::Invalid(e),
+                    again => again,
+                }
+            }
+            parsed => parsed,
+        };
+        match parsed {
             Parsed::Request(request) => self.handle_request(ci, request),
             Parsed::Partial => return false,
             Parsed::TooLarge => self.refuse(ci, 431, Refusal::Error),
@@ -103,10 +119,9 @@ impl Worker {
     /// their clients reached, and a limit they break here (the fields that node added) must
     /// not block the peer's address.
     fn is_peer_client(&self, ci: ClientId) -> bool {
-        let (Some(tier), Some(c)) = (self.rt.tier.as_ref(), self.clients.get(ci)) else {
-            return false;
-        };
-        tier.is_peer_connection(c.peer.ip(), c.sock.local_addr().ok())
+        self.clients
+            .get(ci)
+            .is_some_and(|c| from_peer(self.rt.tier.as_ref(), (c.peer.ip(), &c.sock)))
     }
 
     /// The frang directive behind a parser limit error, when frang configured that limit.
@@ -459,6 +474,14 @@ fn honour_hop(
         None => {}
     }
     true
+}
+
+/// Whether a connection from `from` on `sock` is a cache tier peer's (`Tier::is_peer_connection`).
+fn from_peer(
+    tier: Option<&Tier>,
+    (from, sock): (std::net::IpAddr, &crate::socket::Socket),
+) -> bool {
+    tier.is_some_and(|t| t.is_peer_connection(from, sock.local_addr().ok()))
 }
 
 /// Whether the response of `group` carries the vhost's response edits already: a cache tier

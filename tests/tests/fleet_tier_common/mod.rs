@@ -66,8 +66,19 @@ pub fn node_addr(ports: &[u16], i: usize) -> SocketAddr {
 pub fn tier_with(
     ports: &[u16],
     tag: &str,
+    peers_and_extras: (&[usize], &str, &str),
+    members: &[usize],
+) -> Tier {
+    tier_top(ports, tag, peers_and_extras, members, "")
+}
+
+/// [`tier_with`] with `top` among each node's top-level directives (`frang_limits`).
+pub fn tier_top(
+    ports: &[u16],
+    tag: &str,
     (peers, cluster_extra, vhost_extra): (&[usize], &str, &str),
     members: &[usize],
+    top: &str,
 ) -> Tier {
     let origin =
         Origin::start(|_| Response::ok(b"object".to_vec()).header("Cache-Control", "max-age=60"));
@@ -86,7 +97,7 @@ pub fn tier_with(
         let conf = format!(
             "listen {me};\nlisten {other};\nlisten {https} proto=https;\nstats_listen {stats_at};\n\
              srv_group default {{ server {origin}; }}\n\
-             cache 1;\ncache_fulfill * *;\nhdr_via node{i};\ntls_match_any_server_name;\n\
+             cache 1;\ncache_fulfill * *;\nhdr_via node{i};\ntls_match_any_server_name;\n{top}\n\
              cluster {{ {peer_lines} self {me}; {cluster_extra} }}\n\
              vhost site {{ proxy_pass default; tls_certificate {cert}; tls_certificate_key {key}; {vhost_extra} }}\n\
              http_chain {{ -> site; }}\n",

@@ -1,6 +1,8 @@
 //! A response body, decoded from the upstream's buffer as far as the sink has room, passed
 //! to the sink and to the exchange's cache fill; its end decided by its framing
-//! (`lifecycle::body_end`).
+//! (`lifecycle::body_end`). A body nobody takes any more (a background revalidation whose
+//! fill gave up: too large to store) is not read to its end: what is buffered is passed
+//! over, and unless that ends it the upstream connection is closed (`Step::Abandoned`).
 
 use http1::BodyDecoder;
 
@@ -27,6 +29,7 @@ pub(super) fn step(sink: &mut Sink<'_>, u: &mut Upstream, fwd: &mut Forward) -> 
     let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
     if input.is_empty() && !decoder.is_done() {
         return match body_end(decoder, u.peer_end()) {
+            BodyEnd::Open if sink.abandons() => Step::Abandoned,
             BodyEnd::Open => Step::Wait,
             BodyEnd::Complete => Step::Complete,
             BodyEnd::Cut => Step::Broken,
@@ -46,6 +49,8 @@ pub(super) fn step(sink: &mut Sink<'_>, u: &mut Upstream, fwd: &mut Forward) -> 
     }
     if step.done {
         Step::Complete
+    } else if sink.abandons() {
+        Step::Abandoned
     } else if step.consumed == 0 {
         Step::Wait
     } else {

@@ -62,6 +62,9 @@ enum Step {
     Complete,
     /// The body broke off after part of the response was sent.
     Broken,
+    /// Nothing takes the rest of the body (a fill-only exchange whose fill gave up): the
+    /// upstream connection is closed rather than read to the body's end.
+    Abandoned,
     /// The origin accepted a WebSocket handshake; its `101` is queued for the client.
     Switch,
     /// frang's `http_resp_code_block` refuses the response, which goes no further.
@@ -167,6 +170,11 @@ impl Worker {
                 bump(&self.metrics().upstream_errors);
                 self.close_upstream(ui);
                 self.abort_response(id);
+            }
+            // No client and no store: the exchange ends there, the entry as it was.
+            Step::Abandoned => {
+                self.close_upstream(ui);
+                self.drop_exchange(id);
             }
         }
         true

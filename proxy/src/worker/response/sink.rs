@@ -70,11 +70,21 @@ impl<'a> Sink<'a> {
     }
 
     /// Whether more of the response may be passed on now (a client's outbox and HTTP/2
-    /// flow-control window; a fill takes everything, giving up past its size limit).
+    /// flow-control window; a fill takes everything, giving up past its size limit, after
+    /// which nothing more is read: [`Sink::abandons`]).
     pub fn has_room(&self) -> bool {
         match self {
             Sink::Client { client, stream, .. } => codec::has_room(client, *stream),
             Sink::FillOnly(_) => true,
+        }
+    }
+
+    /// Whether nothing takes the rest of the body: a fill-only sink whose fill gave up
+    /// storing (too large). A client's sink always takes it (the client reads it).
+    pub fn abandons(&self) -> bool {
+        match self {
+            Sink::Client { .. } => false,
+            Sink::FillOnly(fill) => !fill.storing(),
         }
     }
 
