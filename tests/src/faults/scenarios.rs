@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::driver::{H1Load, H2Load};
 use super::fault_origin::{FaultOrigin, Mode, BODY, SLOW_BODY};
-use super::isolation::{MemCgroup, NetNs};
+use super::isolation::MemCgroup;
+pub use super::netns::{mtu80_loss1, mtu80_loss5, mtu80_netns};
 use super::report::{Expect, Report};
 use super::server::{self, Kind, Server, Spec, HOST};
 
@@ -49,27 +50,27 @@ pub struct Ctx<'a> {
 }
 
 /// Options of a run beyond the fault itself.
-struct Run {
-    name: &'static str,
-    expect: Expect,
+pub(super) struct Run {
+    pub(super) name: &'static str,
+    pub(super) expect: Expect,
     /// Loads at these fractions of the params' rates (the slow origin holds each request
     /// for seconds).
-    rate_scale: (u32, u32),
-    answer_timeout: Duration,
-    spec: Spec,
+    pub(super) rate_scale: (u32, u32),
+    pub(super) answer_timeout: Duration,
+    pub(super) spec: Spec,
     /// Each HTTP/1.1 request on a connection of its own too (accepting new connections is
     /// what the fault tests).
-    also_close_each: bool,
+    pub(super) also_close_each: bool,
     /// The origin's mode for the whole measured load (set after the warm-up).
-    mode: Mode,
+    pub(super) mode: Mode,
     /// Client connections of each load: the most requests in flight at once (HTTP/2: each
     /// carries up to 16 streams).
-    h1_connections: usize,
-    h2_connections: u32,
+    pub(super) h1_connections: usize,
+    pub(super) h2_connections: u32,
 }
 
 impl Run {
-    fn new(name: &'static str, p: &Params, origin: &FaultOrigin, expect: Expect) -> Run {
+    pub(super) fn new(name: &'static str, p: &Params, origin: &FaultOrigin, expect: Expect) -> Run {
         Run {
             name,
             expect,
@@ -114,7 +115,12 @@ fn loads(p: &Params, run: &Run, server: &Server, secs: u64) -> (H1Load, H2Load) 
 }
 
 /// Runs the load with `fault` acting on this thread meanwhile; the report.
-fn measure(p: &Params, run: Run, origin: &FaultOrigin, fault: impl FnOnce(&mut Ctx)) -> Report {
+pub(super) fn measure(
+    p: &Params,
+    run: Run,
+    origin: &FaultOrigin,
+    fault: impl FnOnce(&mut Ctx),
+) -> Report {
     let mut server = Server::start(&run.spec);
     // Warm-up: connections, pools and allocator arenas as under load; then the origin drops
     // its connections so that the proxy's idle pool is not part of either sample.
@@ -208,7 +214,7 @@ fn loopback_origin() -> FaultOrigin {
     FaultOrigin::start(SocketAddr::from(([127, 0, 0, 1], 0)))
 }
 
-fn sleep_secs(secs: f64) {
+pub(super) fn sleep_secs(secs: f64) {
     thread::sleep(Duration::from_secs_f64(secs));
 }
 
@@ -441,29 +447,6 @@ fn soft_nofile(pid: u32) -> String {
         .unwrap_or_else(|| "1024".into())
 }
 
-/// The server in a network namespace of its own, joined by a veth pair with MTU 80 (a
-/// 40-byte MSS) to the clients and the origin on the host side; 1 % packet loss on it too if
-/// the kernel has netem (this one may not: the note says). Right: every request 200.
-pub fn mtu80_netns(p: &Params) -> Report {
-    let ns = match NetNs::create(80) {
-        Ok(ns) => ns,
-        Err(e) => panic!("the network namespace of mtu80_netns: {e} (root and `ip` are needed)"),
-    };
-    let loss = ns.netem_loss(1);
-    let origin = FaultOrigin::start(SocketAddr::from((ns.host_ip, 0)));
-    let mut run = Run::new("mtu80_netns", p, &origin, Expect::statuses(&[200]));
-    run.spec.listen_ip = ns.ns_ip;
-    run.spec.prefix = ns.exec_prefix();
-    let mut report = measure(p, run, &origin, |ctx| sleep_secs(ctx.params.secs as f64));
-    report.notes.push(match loss {
-        Ok(()) => "1% packet loss (netem) on the veth".into(),
-        Err(e) => format!("no packet loss: netem unavailable ({e}); MTU 80 only"),
-    });
-    drop(origin);
-    drop(ns);
-    report
-}
-
 /// The server in a memory cgroup (v1) whose limit is set, after the warm-up, to its peak
 /// usage then plus an eighth. Right: every request 200, the OOM killer kills nothing.
 pub fn memcg_limit(p: &Params) -> Report {
@@ -512,6 +495,8 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("hot_upgrade", hot_upgrade),
     ("fd_exhaustion", fd_exhaustion),
     ("mtu80_netns", mtu80_netns),
+    ("mtu80_loss1", mtu80_loss1),
+    ("mtu80_loss5", mtu80_loss5),
     ("memcg_limit", memcg_limit),
 ];
 
