@@ -382,12 +382,16 @@ fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     false
 }
 
-/// The server's descriptor limit lowered (prlimit) to its baseline plus 24, then 64 idle
-/// connections opened to it, held for half the load and closed. Right: requests on new
-/// connections wait in the accept queue and are served once descriptors are free again (or
-/// answered 502/503 when no upstream connection can be opened; a request may also wait in
-/// its group's queue for an upstream connection, within server_forward_timeout), nothing
-/// lost or hanging, no crash, and the descriptors back to the baseline.
+/// A sixth into the load (its connections open by then), each server process's soft
+/// descriptor limit lowered (prlimit) to what it has open plus 24, then 64 idle connections
+/// opened to it, held for half the load and closed, the limits restored. Right: the
+/// connections open before go on being served; requests on new connections wait in the
+/// accept queue and are served once descriptors are free again (or answered 502/503 when no
+/// upstream connection can be opened; a request may also wait in its group's queue for an
+/// upstream connection, within server_forward_timeout), nothing lost or hanging, no crash,
+/// and the descriptors back to the baseline. Lowered at the load's start instead, the
+/// limit raced the load's first connections: those that came after the 64 idle ones waited
+/// out the exhaustion, and the count of not sent followed how many came first (issue 38).
 pub fn fd_exhaustion(p: &Params) -> Report {
     let origin = loopback_origin();
     let mut run = Run::new(
@@ -401,40 +405,54 @@ pub fn fd_exhaustion(p: &Params) -> Report {
     // server_forward_timeout, 60 s): the bound covers that and 15 s more.
     run.answer_timeout = Duration::from_secs(p.secs / 2 + 15);
     measure(p, run, &origin, |ctx| {
-        let limit = ctx.server.sample().fds / ctx.server.sample().processes.max(1) + 24;
-        // The soft limit only: raising it back needs no privilege (a container may lack
-        // CAP_SYS_RESOURCE, which raising the hard limit needs).
-        let pids = server::tree(ctx.server.pid());
-        let set_soft = |ctx: &mut Ctx, soft: &str| {
-            for pid in &pids {
-                let status = Command::new("prlimit")
-                    .arg(format!("--pid={pid}"))
-                    .arg(format!("--nofile={soft}:"))
-                    .status();
-                if !status.is_ok_and(|s| s.success()) {
-                    ctx.notes
-                        .push(format!("prlimit --nofile={soft}: on {pid} failed"));
-                }
-            }
-        };
+        let secs = ctx.params.secs as f64;
+        sleep_secs(secs / 6.0);
+        // Per process: nginx's master holds none of the connections, its worker all.
+        let limits: Vec<(u32, u64)> = server::tree(ctx.server.pid())
+            .into_iter()
+            .map(|pid| (pid, open_fds(pid) + 24))
+            .collect();
         let before = soft_nofile(ctx.server.pid());
-        set_soft(ctx, &limit.to_string());
+        for (pid, limit) in &limits {
+            set_soft_nofile(ctx, *pid, &limit.to_string());
+        }
         let holders: Vec<_> = (0..64)
             .filter_map(|_| {
                 std::net::TcpStream::connect_timeout(&ctx.server.http, Duration::from_secs(2)).ok()
             })
             .collect();
-        sleep_secs(ctx.params.secs as f64 / 2.0);
+        sleep_secs(secs / 2.0);
         let at_limit = ctx.server.sample().fds;
+        let shown: Vec<String> = limits.iter().map(|(_, l)| l.to_string()).collect();
         ctx.notes.push(format!(
-            "limit {limit}, {} idle connections held, {at_limit} descriptors open then",
+            "limit {} (per process), {} idle connections held, {at_limit} descriptors open then",
+            shown.join("/"),
             holders.len()
         ));
         // Recovery: the idle connections go and the limit is what it was.
         drop(holders);
-        set_soft(ctx, &before);
-        sleep_secs(ctx.params.secs as f64 / 2.0);
+        for (pid, _) in &limits {
+            set_soft_nofile(ctx, *pid, &before);
+        }
+        sleep_secs(secs - secs / 6.0 - secs / 2.0);
     })
+}
+
+/// The soft limit only: raising it back needs no privilege (a container may lack
+/// CAP_SYS_RESOURCE, which raising the hard limit needs).
+fn set_soft_nofile(ctx: &mut Ctx, pid: u32, soft: &str) {
+    let status = Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--nofile={soft}:"))
+        .status();
+    if !status.is_ok_and(|s| s.success()) {
+        ctx.notes
+            .push(format!("prlimit --nofile={soft}: on {pid} failed"));
+    }
+}
+
+fn open_fds(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)
 }
 
 /// The soft descriptor limit of `pid`, as /proc shows it.
