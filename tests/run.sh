@@ -10,9 +10,10 @@ cd "$(dirname "$0")/.."
 # the real peers the end-to-end tests talk to (openssl s_client, curl, Python's ssl, h2load).
 # redis-server: the fleet tests (tests/tests/fleet.rs) start their own on a free port.
 # pebble: the ACME tests (tests/tests/acme.rs) start Pebble and pebble-challtestsrv.
-# iproute2: tests/tests/faults.rs puts the proxy in a network namespace (`ip netns`, veth).
+# iproute2, nftables: tests/tests/faults.rs puts the proxy in a network namespace (`ip netns`,
+# veth) and drops a share of its packets there (nft; this kernel has no netem).
 etc/need-packages.sh cmake clang libclang-dev libssl-dev pkg-config openssl curl python3 \
-    nghttp2-client lintian redis-server pebble iproute2
+    nghttp2-client lintian redis-server pebble iproute2 nftables
 
 # The h2 crate's peer tests speak to its example server with the Python h2 package. The probe
 # imports h2.connection, not h2: from the repository root the h2/ crate directory imports as an

@@ -27,7 +27,7 @@ OUT=benches/faults/results
 mkdir -p "$OUT"
 
 [[ $(id -u) == 0 ]] || { echo "faults: run as root (namespaces, cgroups, prlimit)" >&2; exit 2; }
-etc/need-packages.sh iproute2 nginx
+etc/need-packages.sh iproute2 nftables nginx
 command -v nginx >/dev/null || { echo "faults: nginx is missing (apt-get install nginx)" >&2; exit 2; }
 python3 -c 'import h2.connection' 2>/dev/null || { echo "faults: python3 h2 is missing (pip install h2)" >&2; exit 2; }
 

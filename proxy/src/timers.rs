@@ -18,8 +18,13 @@ use std::time::{Duration, Instant};
 /// When a worker tries a listener again after `accept` failed (descriptors exhausted). Its
 /// poll is edge-triggered: the connections left in the accept queue are not reported again
 /// until another one arrives, so without this timer they would wait for a client that may
-/// never come (issue 38). nginx pauses its accepts on EMFILE the same way.
+/// never come (issue 38). nginx pauses its accepts on EMFILE the same way. One retry is
+/// queued per listener at a time ([`Timers::schedule_retry`]).
 pub const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// The generation of a listener's retry entry: no connection's (those come from
+/// [`Timers::next_gen`], counting up from 1) and not 0.
+const RETRY_GEN: u64 = u64::MAX;
 
 /// Entries beyond twice the live ones before a compaction is worth its pass.
 pub const COMPACT_SLACK: usize = 4096;
@@ -30,6 +35,8 @@ pub struct Timers {
     last_gen: u64,
     /// The entries of the pass under way ([`Timers::take_due`]), kept for its allocation.
     due: Vec<(usize, u64)>,
+    /// The keys with a retry queued ([`Timers::schedule_retry`]): a few listeners at most.
+    retrying: Vec<usize>,
 }
 
 impl Timers {
@@ -44,6 +51,21 @@ impl Timers {
     /// Schedules `key` (a connection token) with generation `gen` at `when`.
     pub fn schedule(&mut self, when: Instant, key: usize, gen: u64) {
         self.heap.push(Reverse((when, key, gen)));
+    }
+
+    /// Schedules a retry of `key` (a listener) at `when`, unless one is queued already:
+    /// whether this call queued it. Every readiness event of a listener whose `accept` fails
+    /// asks for a retry; queued each time, the retries would multiply with the connections
+    /// arriving while descriptors are exhausted (on the previous binary: ~800 failing
+    /// `accept4` a second with 80 connections waiting, issue 38), each re-queued every
+    /// interval until an `accept` succeeds.
+    pub fn schedule_retry(&mut self, when: Instant, key: usize) -> bool {
+        if self.retrying.contains(&key) {
+            return false;
+        }
+        self.retrying.push(key);
+        self.schedule(when, key, RETRY_GEN);
+        true
     }
 
     /// Entries queued, stale ones included.
@@ -90,7 +112,11 @@ impl Timers {
     pub fn pop_due(&mut self, now: Instant) -> Option<(usize, u64)> {
         match self.heap.peek() {
             Some(Reverse((when, _, _))) if *when <= now => {
-                self.heap.pop().map(|Reverse((_, key, gen))| (key, gen))
+                let (key, gen) = self.heap.pop().map(|Reverse((_, key, gen))| (key, gen))?;
+                if gen == RETRY_GEN {
+                    self.retrying.retain(|k| *k != key);
+                }
+                Some((key, gen))
             }
             _ => None,
         }
@@ -143,6 +169,20 @@ mod tests {
         t.recycle(due);
         assert_eq!(t.take_due(now), vec![(1, 2)]);
         assert!(t.take_due(now).is_empty());
+    }
+
+    #[test]
+    fn one_retry_per_key_is_queued_until_it_fires() {
+        let now = Instant::now();
+        let mut t = Timers::default();
+        assert!(t.schedule_retry(now, 1));
+        assert!(!t.schedule_retry(now, 1));
+        assert!(t.schedule_retry(now, 2));
+        assert_eq!(t.queued(), 2);
+        assert_eq!(t.take_due(now).len(), 2);
+        // Fired: the next failure queues one again.
+        assert!(t.schedule_retry(now, 1));
+        assert_eq!(t.queued(), 1);
     }
 
     #[test]

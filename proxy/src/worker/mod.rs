@@ -327,7 +327,7 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     self.timers
-                        .schedule(self.now + ACCEPT_RETRY, LISTENER_BASE + li, 0);
+                        .schedule_retry(self.now + ACCEPT_RETRY, LISTENER_BASE + li);
                     crate::warn!(
                         "worker {}: accept on {} failed: {e}",
                         self.id,

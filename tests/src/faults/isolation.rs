@@ -35,6 +35,7 @@ pub struct NetNs {
     pub host_ip: Ipv4Addr,
     pub ns_ip: Ipv4Addr,
     host_if: String,
+    ns_if: String,
 }
 
 impl NetNs {
@@ -55,6 +56,7 @@ impl NetNs {
             host_ip,
             ns_ip,
             host_if,
+            ns_if: ns_if.clone(),
         };
         let (mtu, name) = (mtu.to_string(), ns.name.clone());
         let steps: [&[&str]; 8] = [
@@ -107,20 +109,114 @@ impl NetNs {
             .collect()
     }
 
-    /// Whether the kernel has netem (packet loss); this one may not.
-    pub fn netem_loss(&self, percent: u32) -> Result<(), String> {
-        run(&[
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            &self.host_if,
-            "root",
-            "netem",
-            "loss",
-            &format!("{percent}%"),
-        ])
+    /// Drops `percent` % of the packets, at random, each way through the namespace's side of
+    /// the veth (everything the server sends and receives: clients and origin). This kernel
+    /// has no netem (`tc qdisc ... netem`: "Specified qdisc kind is unknown"), so nftables
+    /// does it (`numgen random mod 100 < N drop`, counted), or iptables' statistic match when
+    /// there is no `nft`. The rules live in the namespace and go with it.
+    pub fn drop_share(&self, percent: u32) -> Result<LossRules, String> {
+        let rules = format!(
+            "table inet {LOSS_TABLE} {{\n\
+             chain input {{ type filter hook input priority 0; policy accept;\n\
+             iifname \"{dev}\" numgen random mod 100 < {percent} counter drop\n}}\n\
+             chain output {{ type filter hook output priority 0; policy accept;\n\
+             oifname \"{dev}\" numgen random mod 100 < {percent} counter drop\n}}\n}}\n",
+            dev = self.ns_if
+        );
+        let nft = self.exec(&["nft", "-f", "-"], Some(&rules));
+        let Err(nft_err) = nft else {
+            return Ok(LossRules::Nft);
+        };
+        let probability = format!("{:.4}", f64::from(percent) / 100.0);
+        let mut iptables = Ok(());
+        for (chain, dir) in [("INPUT", "-i"), ("OUTPUT", "-o")] {
+            let args = [
+                "iptables",
+                "-A",
+                chain,
+                dir,
+                &self.ns_if,
+                "-m",
+                "statistic",
+                "--mode",
+                "random",
+                "--probability",
+                &probability,
+                "-j",
+                "DROP",
+            ];
+            iptables = iptables.and_then(|()| self.exec(&args, None));
+        }
+        match iptables {
+            Ok(()) => Ok(LossRules::Iptables),
+            Err(ipt_err) => Err(format!("{nft_err}; and {ipt_err}")),
+        }
     }
+
+    /// The packets the loss rules dropped so far, (into, out of) the namespace; nftables only.
+    pub fn dropped(&self) -> Option<(u64, u64)> {
+        let listed = Command::new("ip")
+            .args([
+                "netns", "exec", &self.name, "nft", "list", "table", "inet", LOSS_TABLE,
+            ])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&listed.stdout);
+        let mut counts = text.lines().filter_map(|l| {
+            let after = l.split("counter packets ").nth(1)?;
+            after.split_whitespace().next()?.parse::<u64>().ok()
+        });
+        Some((counts.next()?, counts.next()?))
+    }
+
+    /// Removes the loss rules (the end of the run samples the server without them).
+    pub fn stop_loss(&self, rules: LossRules) -> Result<(), String> {
+        match rules {
+            LossRules::Nft => self.exec(&["nft", "delete", "table", "inet", LOSS_TABLE], None),
+            LossRules::Iptables => {
+                self.exec(&["iptables", "-F", "INPUT"], None)?;
+                self.exec(&["iptables", "-F", "OUTPUT"], None)
+            }
+        }
+    }
+
+    /// Runs `args` inside the namespace, `stdin` written to it.
+    fn exec(&self, args: &[&str], stdin: Option<&str>) -> Result<(), String> {
+        use std::io::Write;
+        let what = args.join(" ");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{what}: {e}"))?;
+        if let Some(mut input) = child.stdin.take() {
+            let _ = input.write_all(stdin.unwrap_or("").as_bytes());
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("{what}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+}
+
+/// The table of the loss rules in a namespace.
+const LOSS_TABLE: &str = "ktlsf_loss";
+
+/// Which tool put the loss rules in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossRules {
+    Nft,
+    Iptables,
 }
 
 impl Drop for NetNs {

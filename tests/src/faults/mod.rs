@@ -7,6 +7,7 @@
 pub mod driver;
 pub mod fault_origin;
 pub mod isolation;
+pub mod netns;
 pub mod report;
 pub mod scenarios;
 pub mod server;

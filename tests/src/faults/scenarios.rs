@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::driver::{H1Load, H2Load};
 use super::fault_origin::{FaultOrigin, Mode, BODY, SLOW_BODY};
-use super::isolation::{MemCgroup, NetNs};
+use super::isolation::MemCgroup;
+pub use super::netns::{mtu80_loss1, mtu80_loss5, mtu80_netns};
 use super::report::{Expect, Report};
 use super::server::{self, Kind, Server, Spec, HOST};
 
@@ -49,27 +50,27 @@ pub struct Ctx<'a> {
 }
 
 /// Options of a run beyond the fault itself.
-struct Run {
-    name: &'static str,
-    expect: Expect,
+pub(super) struct Run {
+    pub(super) name: &'static str,
+    pub(super) expect: Expect,
     /// Loads at these fractions of the params' rates (the slow origin holds each request
     /// for seconds).
-    rate_scale: (u32, u32),
-    answer_timeout: Duration,
-    spec: Spec,
+    pub(super) rate_scale: (u32, u32),
+    pub(super) answer_timeout: Duration,
+    pub(super) spec: Spec,
     /// Each HTTP/1.1 request on a connection of its own too (accepting new connections is
     /// what the fault tests).
-    also_close_each: bool,
+    pub(super) also_close_each: bool,
     /// The origin's mode for the whole measured load (set after the warm-up).
-    mode: Mode,
+    pub(super) mode: Mode,
     /// Client connections of each load: the most requests in flight at once (HTTP/2: each
     /// carries up to 16 streams).
-    h1_connections: usize,
-    h2_connections: u32,
+    pub(super) h1_connections: usize,
+    pub(super) h2_connections: u32,
 }
 
 impl Run {
-    fn new(name: &'static str, p: &Params, origin: &FaultOrigin, expect: Expect) -> Run {
+    pub(super) fn new(name: &'static str, p: &Params, origin: &FaultOrigin, expect: Expect) -> Run {
         Run {
             name,
             expect,
@@ -114,7 +115,12 @@ fn loads(p: &Params, run: &Run, server: &Server, secs: u64) -> (H1Load, H2Load) 
 }
 
 /// Runs the load with `fault` acting on this thread meanwhile; the report.
-fn measure(p: &Params, run: Run, origin: &FaultOrigin, fault: impl FnOnce(&mut Ctx)) -> Report {
+pub(super) fn measure(
+    p: &Params,
+    run: Run,
+    origin: &FaultOrigin,
+    fault: impl FnOnce(&mut Ctx),
+) -> Report {
     let mut server = Server::start(&run.spec);
     // Warm-up: connections, pools and allocator arenas as under load; then the origin drops
     // its connections so that the proxy's idle pool is not part of either sample.
@@ -208,7 +214,7 @@ fn loopback_origin() -> FaultOrigin {
     FaultOrigin::start(SocketAddr::from(([127, 0, 0, 1], 0)))
 }
 
-fn sleep_secs(secs: f64) {
+pub(super) fn sleep_secs(secs: f64) {
     thread::sleep(Duration::from_secs_f64(secs));
 }
 
@@ -376,12 +382,16 @@ fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     false
 }
 
-/// The server's descriptor limit lowered (prlimit) to its baseline plus 24, then 64 idle
-/// connections opened to it, held for half the load and closed. Right: requests on new
-/// connections wait in the accept queue and are served once descriptors are free again (or
-/// answered 502/503 when no upstream connection can be opened; a request may also wait in
-/// its group's queue for an upstream connection, within server_forward_timeout), nothing
-/// lost or hanging, no crash, and the descriptors back to the baseline.
+/// A sixth into the load (its connections open by then), each server process's soft
+/// descriptor limit lowered (prlimit) to what it has open plus 24, then 64 idle connections
+/// opened to it, held for half the load and closed, the limits restored. Right: the
+/// connections open before go on being served; requests on new connections wait in the
+/// accept queue and are served once descriptors are free again (or answered 502/503 when no
+/// upstream connection can be opened; a request may also wait in its group's queue for an
+/// upstream connection, within server_forward_timeout), nothing lost or hanging, no crash,
+/// and the descriptors back to the baseline. Lowered at the load's start instead, the
+/// limit raced the load's first connections: those that came after the 64 idle ones waited
+/// out the exhaustion, and the count of not sent followed how many came first (issue 38).
 pub fn fd_exhaustion(p: &Params) -> Report {
     let origin = loopback_origin();
     let mut run = Run::new(
@@ -395,40 +405,54 @@ pub fn fd_exhaustion(p: &Params) -> Report {
     // server_forward_timeout, 60 s): the bound covers that and 15 s more.
     run.answer_timeout = Duration::from_secs(p.secs / 2 + 15);
     measure(p, run, &origin, |ctx| {
-        let limit = ctx.server.sample().fds / ctx.server.sample().processes.max(1) + 24;
-        // The soft limit only: raising it back needs no privilege (a container may lack
-        // CAP_SYS_RESOURCE, which raising the hard limit needs).
-        let pids = server::tree(ctx.server.pid());
-        let set_soft = |ctx: &mut Ctx, soft: &str| {
-            for pid in &pids {
-                let status = Command::new("prlimit")
-                    .arg(format!("--pid={pid}"))
-                    .arg(format!("--nofile={soft}:"))
-                    .status();
-                if !status.is_ok_and(|s| s.success()) {
-                    ctx.notes
-                        .push(format!("prlimit --nofile={soft}: on {pid} failed"));
-                }
-            }
-        };
+        let secs = ctx.params.secs as f64;
+        sleep_secs(secs / 6.0);
+        // Per process: nginx's master holds none of the connections, its worker all.
+        let limits: Vec<(u32, u64)> = server::tree(ctx.server.pid())
+            .into_iter()
+            .map(|pid| (pid, open_fds(pid) + 24))
+            .collect();
         let before = soft_nofile(ctx.server.pid());
-        set_soft(ctx, &limit.to_string());
+        for (pid, limit) in &limits {
+            set_soft_nofile(ctx, *pid, &limit.to_string());
+        }
         let holders: Vec<_> = (0..64)
             .filter_map(|_| {
                 std::net::TcpStream::connect_timeout(&ctx.server.http, Duration::from_secs(2)).ok()
             })
             .collect();
-        sleep_secs(ctx.params.secs as f64 / 2.0);
+        sleep_secs(secs / 2.0);
         let at_limit = ctx.server.sample().fds;
+        let shown: Vec<String> = limits.iter().map(|(_, l)| l.to_string()).collect();
         ctx.notes.push(format!(
-            "limit {limit}, {} idle connections held, {at_limit} descriptors open then",
+            "limit {} (per process), {} idle connections held, {at_limit} descriptors open then",
+            shown.join("/"),
             holders.len()
         ));
         // Recovery: the idle connections go and the limit is what it was.
         drop(holders);
-        set_soft(ctx, &before);
-        sleep_secs(ctx.params.secs as f64 / 2.0);
+        for (pid, _) in &limits {
+            set_soft_nofile(ctx, *pid, &before);
+        }
+        sleep_secs(secs - secs / 6.0 - secs / 2.0);
     })
+}
+
+/// The soft limit only: raising it back needs no privilege (a container may lack
+/// CAP_SYS_RESOURCE, which raising the hard limit needs).
+fn set_soft_nofile(ctx: &mut Ctx, pid: u32, soft: &str) {
+    let status = Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--nofile={soft}:"))
+        .status();
+    if !status.is_ok_and(|s| s.success()) {
+        ctx.notes
+            .push(format!("prlimit --nofile={soft}: on {pid} failed"));
+    }
+}
+
+fn open_fds(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)
 }
 
 /// The soft descriptor limit of `pid`, as /proc shows it.
@@ -439,29 +463,6 @@ fn soft_nofile(pid: u32) -> String {
         .find(|l| l.starts_with("Max open files"))
         .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
         .unwrap_or_else(|| "1024".into())
-}
-
-/// The server in a network namespace of its own, joined by a veth pair with MTU 80 (a
-/// 40-byte MSS) to the clients and the origin on the host side; 1 % packet loss on it too if
-/// the kernel has netem (this one may not: the note says). Right: every request 200.
-pub fn mtu80_netns(p: &Params) -> Report {
-    let ns = match NetNs::create(80) {
-        Ok(ns) => ns,
-        Err(e) => panic!("the network namespace of mtu80_netns: {e} (root and `ip` are needed)"),
-    };
-    let loss = ns.netem_loss(1);
-    let origin = FaultOrigin::start(SocketAddr::from((ns.host_ip, 0)));
-    let mut run = Run::new("mtu80_netns", p, &origin, Expect::statuses(&[200]));
-    run.spec.listen_ip = ns.ns_ip;
-    run.spec.prefix = ns.exec_prefix();
-    let mut report = measure(p, run, &origin, |ctx| sleep_secs(ctx.params.secs as f64));
-    report.notes.push(match loss {
-        Ok(()) => "1% packet loss (netem) on the veth".into(),
-        Err(e) => format!("no packet loss: netem unavailable ({e}); MTU 80 only"),
-    });
-    drop(origin);
-    drop(ns);
-    report
 }
 
 /// The server in a memory cgroup (v1) whose limit is set, after the warm-up, to its peak
@@ -512,6 +513,8 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("hot_upgrade", hot_upgrade),
     ("fd_exhaustion", fd_exhaustion),
     ("mtu80_netns", mtu80_netns),
+    ("mtu80_loss1", mtu80_loss1),
+    ("mtu80_loss5", mtu80_loss5),
     ("memcg_limit", memcg_limit),
 ];
 
