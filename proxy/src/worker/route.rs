@@ -58,7 +58,7 @@ impl Worker {
                 c.end.close_after_flush_if(close);
                 moved
             }
-            // Driven by `drive_tunnel`, never parsed.
+            // Driven by `tunnel::drive`, never parsed.
             ConnState::Tunnel(_) => false,
         }
     }
