@@ -22,6 +22,8 @@ mod health;
 mod ip_block;
 pub mod lifecycle;
 mod limits;
+mod listener;
+pub use listener::WorkerListener;
 mod reload;
 mod request;
 mod request_body;
@@ -41,14 +43,12 @@ mod websocket;
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Poll, Token, Waker};
 
 use crate::buf::BufPool;
 use crate::close_reason::CloseReason;
@@ -63,15 +63,6 @@ use upstream::UpstreamId;
 
 use token::{client_token, upstream_token};
 use token::{kind, Kind, LISTENER_BASE, WAKER};
-
-/// A listening socket of this worker.
-pub struct WorkerListener {
-    pub socket: TcpListener,
-    pub addr: SocketAddr,
-    pub tls: bool,
-    /// The protocols the listener serves (`listen ... proto=`).
-    pub protos: Vec<config::Proto>,
-}
 
 pub struct Worker {
     id: usize,
@@ -153,13 +144,7 @@ impl Worker {
         };
         worker.groups = upstream::groups::group_states(&worker.rt);
         worker.health().schedule_checks();
-        for (i, l) in worker.listeners.iter_mut().enumerate() {
-            worker.poll.registry().register(
-                &mut l.socket,
-                Token(LISTENER_BASE + i),
-                Interest::READABLE,
-            )?;
-        }
+        listener::register_all(worker.poll.registry(), &mut worker.listeners)?;
         Ok((worker, waker))
     }
 
@@ -265,27 +250,14 @@ impl Worker {
                 Kind::Client(ci) if self.fair.admit(ci, token) => {
                     self.guarded(ci, |w| w.drive_client(ci))
                 }
-                Kind::Upstream(ui) => match self.upstream_owner(ui) {
-                    Some(ci) => self.guarded(ci, |w| w.drive_upstream(ui)),
-                    None => self.drive_upstream(ui),
-                },
+                Kind::Upstream(ui) => {
+                    match upstream::owner((&self.upstreams, &self.clients, &self.exchanges), ui) {
+                        Some(ci) => self.guarded(ci, |w| w.drive_upstream(ui)),
+                        None => self.drive_upstream(ui),
+                    }
+                }
                 _ => {}
             }
-        }
-    }
-
-    /// The client connection upstream `ui` works for: its exchange's, or its tunnel's.
-    fn upstream_owner(&self, ui: UpstreamId) -> Option<ClientId> {
-        let u = self.upstreams.get(ui)?;
-        match u.phase {
-            upstream::UpPhase::Tunnel { client, client_id } => self
-                .clients
-                .get(client)
-                .is_some_and(|c| c.id == client_id)
-                .then_some(client),
-            _ => u
-                .exchange
-                .and_then(|id| self.exchanges.client_of(id, &self.clients)),
         }
     }
 
@@ -351,15 +323,7 @@ impl Worker {
             self.retire(now_due);
             // Pooled connections belong to the old server list: close them; busy ones close
             // when their exchange ends (their generation no longer matches).
-            let idle: Vec<UpstreamId> = self
-                .upstreams
-                .iter()
-                .filter(|(_, u)| {
-                    u.exchange.is_none() && !matches!(u.phase, upstream::UpPhase::Tunnel { .. })
-                })
-                .map(|(i, _)| i)
-                .collect();
-            for ui in idle {
+            for ui in upstream::unclaimed(&self.upstreams) {
                 self.close_upstream(ui);
             }
             let old_groups =
@@ -415,7 +379,9 @@ impl Worker {
 
     fn fire_timers(&mut self) {
         let now = Instant::now();
-        self.compact_timers();
+        let live = (&self.clients, &self.upstreams, &self.exchanges);
+        let wm = &self.shared.metrics.workers[self.id];
+        token::compact_timers(&mut self.timers, live, &self.rt, wm);
         let due = self.timers.take_due(now);
         // Only this worker writes its counters (WorkerMetrics::bump's invariant).
         let fired = &self.worker_metrics().timers_fired;
@@ -445,17 +411,6 @@ impl Worker {
         self.timers.recycle(due);
     }
 
-    /// Drops the timer entries that re-arming left stale (token.rs), and publishes the
-    /// heap's size.
-    fn compact_timers(&mut self) {
-        let live = (&self.clients, &self.upstreams, &self.exchanges);
-        token::compact_timers(&mut self.timers, live, &self.rt);
-        let queued = u64::try_from(self.timers.queued()).unwrap_or(u64::MAX);
-        self.worker_metrics()
-            .timers_queued
-            .store(queued, Ordering::Relaxed);
-    }
-
     fn start_drain(&mut self) {
         self.draining = Some(Instant::now());
         for l in &mut self.listeners {
@@ -468,10 +423,42 @@ impl Worker {
             ex.keep_alive = false;
         }
         // A tunnel has no request to finish: it would only hold the stop for its timeout.
-        for ci in self.tunnel_clients() {
+        for ci in tunnel::clients(&self.clients) {
             self.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::Shutdown);
         }
         self.clients.go_away_all(&mut self.dirty);
+    }
+
+    /// The origin accepted exchange `id`'s WebSocket handshake on upstream `ui` (its `101` is
+    /// queued): the exchange ends, its two connections become a tunnel (tunnel.rs).
+    fn start_tunnel(&mut self, id: ExchangeId, ui: UpstreamId) {
+        let ups = (&mut self.upstreams, &mut self.groups[..], self.rt_gen);
+        let start = match tunnel::detach(&mut self.exchanges, &self.clients, ups, (id, ui)) {
+            Ok(start) => start,
+            Err(client_gone) => {
+                self.close_upstream(ui);
+                if client_gone {
+                    self.drop_exchange(id);
+                }
+                return;
+            }
+        };
+        if let Some(group) = start.queue {
+            self.serve_queue(group);
+        }
+        self.finish(id, start.outcome);
+        let parts = (&mut self.clients, &mut self.timers, &mut self.dirty);
+        let ws = (self.rt.config.client_ws_timeout, self.now);
+        if !tunnel::open(parts, &self.shared.metrics.tunnels, (start.client, ui), ws) {
+            self.close_upstream(ui);
+        }
+    }
+
+    /// Ends client `ci`'s tunnel for `end`: both connections close (tunnel.rs).
+    fn close_tunnel(&mut self, ci: ClientId, end: crate::metrics_tunnel::TunnelEnd) {
+        if let Some(why) = tunnel::end(&mut self.clients, ci, end) {
+            self.close_client(ci, why);
+        }
     }
 
     /// The parts health monitoring touches (health.rs).

@@ -5,14 +5,16 @@
 //! `Content-Length`, `X-Forwarded-For`, ...): a client must not be able to smuggle in through
 //! the trailer what the proxy refused or rewrote in the head.
 
-use http1::BodyDecoder;
+use std::collections::VecDeque;
 
-use super::client::ClientId;
-use super::exchange::ExchangeId;
-use super::finish::RefuseAt;
+use http1::BodyDecoder;
+use mio::Token;
+
+use super::client::{ClientId, Clients};
+use super::exchange::{ExchangeId, Exchanges};
 use super::limits::vhost_frang;
-use super::{upstream_token, Worker};
-use crate::close_reason::CloseReason;
+use super::token::upstream_token;
+use super::upstream::Upstreams;
 use crate::frang::check_trailers;
 use crate::outbox::Outbox;
 
@@ -84,120 +86,105 @@ pub fn push_last_chunk(out: &mut Outbox, trailer: &[u8]) {
     out.push(http1::TRAILER_END);
 }
 
-/// What a pass over the client's body bytes found.
-enum Pumped {
+/// What a pass over the client's body bytes found ([`pump`]), and what the caller does.
+pub(super) enum Pumped {
+    /// Nothing more to do; true if anything changed.
     Moved(bool),
-    /// Malformed framing.
+    /// Malformed framing: the request is refused (`parse_refused`).
     Invalid(http1::ParseError),
+    /// A frang limit on the body or its trailer: the request is refused as a block.
     Violation(crate::frang::Violation),
-    /// The client closed before the body ended.
+    /// The client closed before the body ended: its connection closes.
     Truncated,
 }
 
-impl Worker {
-    /// Passes exchange `id`'s request body from its client to its upstream connection, as
-    /// far as the upstream has room. True if anything changed.
-    pub(super) fn pump_request_body(&mut self, id: ExchangeId) -> bool {
-        let Some(ci) = self.exchanges.client_of(id, &self.clients) else {
-            return false;
-        };
-        match self.pump(id, ci) {
-            Pumped::Moved(moved) => moved,
-            Pumped::Invalid(e) => {
-                self.parse_refused(ci, RefuseAt::Exchange(id), &e);
-                true
-            }
-            Pumped::Violation(v) => {
-                self.frang_violation(ci, RefuseAt::Exchange(id), &v);
-                true
-            }
-            Pumped::Truncated => {
-                self.close_client(ci, CloseReason::Client);
-                true
-            }
-        }
-    }
+/// The parts passing a request body touches: the client it comes from, its exchange, the
+/// upstream connection it goes to (and that connection's place among the connections to
+/// drive again).
+pub(super) struct BodyParts<'a> {
+    pub clients: &'a mut Clients,
+    pub exchanges: &'a mut Exchanges,
+    pub upstreams: &'a mut Upstreams,
+    pub dirty: &'a mut VecDeque<Token>,
+}
 
-    fn pump(&mut self, id: ExchangeId, ci: ClientId) -> Pumped {
-        let Worker {
-            clients,
-            upstreams,
-            exchanges,
-            dirty,
-            rt,
-            ..
-        } = self;
-        let (Some(c), Some(ex)) = (clients.get_mut(ci), exchanges.get_mut(id)) else {
-            return Pumped::Moved(false);
+/// Passes exchange `id`'s request body from client `ci` to its upstream connection, as far
+/// as the upstream has room (the body's frang limits from `config`).
+pub(super) fn pump(
+    parts: BodyParts<'_>,
+    config: &config::Config,
+    (ci, id): (ClientId, ExchangeId),
+) -> Pumped {
+    let (Some(c), Some(ex)) = (parts.clients.get_mut(ci), parts.exchanges.get_mut(id)) else {
+        return Pumped::Moved(false);
+    };
+    let body_limits = vhost_frang(config, ex.vhost.unwrap_or(0), ex.location);
+    let Some((request, limits, fwd)) = ex.body_parts() else {
+        return Pumped::Moved(false);
+    };
+    if fwd.sending.all_queued() {
+        return Pumped::Moved(false);
+    }
+    let Some(u) = parts.upstreams.get_mut(fwd.up) else {
+        return Pumped::Moved(false);
+    };
+    let Some(rbuf) = c.rbuf.as_mut() else {
+        return Pumped::Moved(false);
+    };
+    let mut moved = false;
+    let mut data = 0u64;
+    while !rbuf.is_empty() && u.out.has_room() {
+        let Some(decoder) = fwd.sending.body_mut() else {
+            break;
         };
-        let body_limits = vhost_frang(&rt.config, ex.vhost.unwrap_or(0), ex.location);
-        let Some((request, limits, fwd)) = ex.body_parts() else {
-            return Pumped::Moved(false);
+        let step = match decoder.decode(rbuf.bytes()) {
+            Ok(step) => step,
+            Err(e) => return Pumped::Invalid(e),
         };
-        if fwd.sending.all_queued() {
-            return Pumped::Moved(false);
+        if step.consumed == 0 && !step.done {
+            break;
         }
-        let Some(u) = upstreams.get_mut(fwd.up) else {
-            return Pumped::Moved(false);
-        };
-        let Some(rbuf) = c.rbuf.as_mut() else {
-            return Pumped::Moved(false);
-        };
-        let mut moved = false;
-        let mut data = 0u64;
-        while !rbuf.is_empty() && u.out.has_room() {
-            let Some(decoder) = fwd.sending.body_mut() else {
-                break;
-            };
-            let step = match decoder.decode(rbuf.bytes()) {
-                Ok(step) => step,
-                Err(e) => return Pumped::Invalid(e),
-            };
-            if step.consumed == 0 && !step.done {
-                break;
-            }
-            let bytes = rbuf.bytes();
-            match decoder {
-                BodyDecoder::Chunked(chunked) => {
-                    push_chunk(&mut u.out, bytes.get(step.data.clone()).unwrap_or(&[]));
-                    if step.done {
-                        let trailer = chunked.trailer_section();
-                        let split = body_limits.map(|l| {
-                            check_trailers(
-                                l,
-                                request.field_names(),
-                                field_lines(trailer).map(|(name, _)| name),
-                            )
-                        });
-                        match split {
-                            Some(Err(v)) => return Pumped::Violation(v),
-                            _ => push_last_chunk(&mut u.out, trailer),
-                        }
+        let bytes = rbuf.bytes();
+        match decoder {
+            BodyDecoder::Chunked(chunked) => {
+                push_chunk(&mut u.out, bytes.get(step.data.clone()).unwrap_or(&[]));
+                if step.done {
+                    let trailer = chunked.trailer_section();
+                    let split = body_limits.map(|l| {
+                        check_trailers(
+                            l,
+                            request.field_names(),
+                            field_lines(trailer).map(|(name, _)| name),
+                        )
+                    });
+                    match split {
+                        Some(Err(v)) => return Pumped::Violation(v),
+                        _ => push_last_chunk(&mut u.out, trailer),
                     }
                 }
-                _ => u.out.push(bytes.get(..step.consumed).unwrap_or(&[])),
             }
-            rbuf.consume(step.consumed);
-            data += step.data.len() as u64;
-            moved = true;
-            if step.done {
-                fwd.sending.body_done();
-            }
+            _ => u.out.push(bytes.get(..step.consumed).unwrap_or(&[])),
         }
-        if let Some(Err(v)) = body_limits.map(|l| limits.on_body_bytes(data, l)) {
-            return Pumped::Violation(v);
+        rbuf.consume(step.consumed);
+        data += step.data.len() as u64;
+        moved = true;
+        if step.done {
+            fwd.sending.body_done();
         }
-        if moved {
-            dirty.push_back(upstream_token(fwd.up));
-        }
-        let truncated = c.end.peer_closed()
-            && !fwd.sending.all_queued()
-            && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
-        if truncated {
-            return Pumped::Truncated;
-        }
-        Pumped::Moved(moved)
     }
+    if let Some(Err(v)) = body_limits.map(|l| limits.on_body_bytes(data, l)) {
+        return Pumped::Violation(v);
+    }
+    if moved {
+        parts.dirty.push_back(upstream_token(fwd.up));
+    }
+    let truncated = c.end.peer_closed()
+        && !fwd.sending.all_queued()
+        && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
+    if truncated {
+        return Pumped::Truncated;
+    }
+    Pumped::Moved(moved)
 }
 
 #[cfg(test)]

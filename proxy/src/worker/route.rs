@@ -14,9 +14,11 @@ use super::exchange::{ExchangeId, NewExchange, TierFallback};
 use super::finish::{Refusal, RefuseAt};
 use super::h1::{ConnState, Parsed, Reply};
 use super::request::{Request, Scheme};
+use super::request_body::{self, Pumped};
 use super::websocket::Upgrade;
 use super::{client_token, Worker};
 use crate::access_log::RequestRecord as AccessRecord;
+use crate::close_reason::CloseReason;
 use crate::fleet::tier::{hop_scheme, Tier, HOP_FIELD, PROBE};
 use crate::frang::RequestLimits;
 use crate::metrics::{bump, WorkerMetrics};
@@ -36,14 +38,27 @@ impl Worker {
             ConnState::Idle => self.try_request(ci),
             ConnState::Busy(id) => {
                 let id = *id;
-                self.pump_request_body(id)
+                let parts = request_body::BodyParts {
+                    clients: &mut self.clients,
+                    exchanges: &mut self.exchanges,
+                    upstreams: &mut self.upstreams,
+                    dirty: &mut self.dirty,
+                };
+                let at = RefuseAt::Exchange(id);
+                match request_body::pump(parts, &self.rt.config, (ci, id)) {
+                    Pumped::Moved(moved) => return moved,
+                    Pumped::Invalid(e) => self.parse_refused(ci, at, &e),
+                    Pumped::Violation(v) => self.frang_violation(ci, at, &v),
+                    Pumped::Truncated => self.close_client(ci, CloseReason::Client),
+                }
+                true
             }
             ConnState::Drain(_) => {
                 let (moved, close) = h1.discard_body(c.rbuf.as_mut(), c.end.peer_closed());
                 c.end.close_after_flush_if(close);
                 moved
             }
-            // Driven by `drive_tunnel`, never parsed.
+            // Driven by `tunnel::drive`, never parsed.
             ConnState::Tunnel(_) => false,
         }
     }

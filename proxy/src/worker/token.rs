@@ -1,8 +1,11 @@
 //! The worker's poll tokens and timer keys: which connection, listener or timer a number
 //! names.
 
+use std::sync::atomic::Ordering;
+
 use mio::Token;
 
+use crate::metrics::WorkerMetrics;
 use crate::runtime::Runtime;
 use crate::timers::Timers;
 
@@ -52,10 +55,22 @@ pub(super) fn upstream_token(ui: UpstreamId) -> Token {
     Token(UPSTREAM_BASE + ui.index())
 }
 
+/// Drops the timer entries that re-arming left stale, and publishes the heap's size.
+pub(super) fn compact_timers(
+    timers: &mut Timers,
+    live: (&Clients, &Upstreams, &Exchanges),
+    rt: &Runtime,
+    metrics: &WorkerMetrics,
+) {
+    compact(timers, live, rt);
+    let queued = u64::try_from(timers.queued()).unwrap_or(u64::MAX);
+    metrics.timers_queued.store(queued, Ordering::Relaxed);
+}
+
 /// Drops the timer entries that re-arming left stale, once they outnumber the live ones
 /// (`timers` module): the heap's size follows the connections, not the request rate. An
 /// entry is live while its connection or exchange still carries its generation.
-pub(super) fn compact_timers(
+fn compact(
     timers: &mut Timers,
     (clients, upstreams, exchanges): (&Clients, &Upstreams, &Exchanges),
     rt: &Runtime,

@@ -4,8 +4,8 @@
 //!
 //! - **Ownership.** The client connection owns the tunnel (its HTTP/1 codec's state is
 //!   `ConnState::Tunnel`, holding the upstream's slab index); the upstream connection points
-//!   back at the client (`UpPhase::Tunnel`). Readiness of either socket drives
-//!   [`Worker::drive_tunnel`] for the client. A tunnel leaves its server's pool accounting
+//!   back at the client (`UpPhase::Tunnel`). Readiness of either socket drives [`drive`]
+//!   for the client. A tunnel leaves its server's pool accounting
 //!   when it starts: a long-lived WebSocket does not take one of the `conns_n` places that
 //!   requests share.
 //! - **Backpressure.** Each direction holds at most one read buffer (16 KiB) and the other
@@ -19,17 +19,22 @@
 //! - **Accounting.** The exchange that carried the handshake ends (access log line with 101)
 //!   when the tunnel starts; the client connection stays counted by frang until it closes.
 
-use std::time::Instant;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use mio::Token;
 
 use super::client::codec::Codec;
-use super::client::ClientId;
-use super::exchange::ExchangeId;
+use super::client::{self, ClientId, Clients};
+use super::exchange::{ExchangeId, Exchanges};
 use super::finish::Outcome;
-use super::upstream::UpPhase;
-use super::upstream::UpstreamId;
-use super::{client_token, upstream_token, Worker};
+use super::token::{client_token, upstream_token};
+use super::upstream::groups::GroupState;
+use super::upstream::{self, UpPhase, UpstreamId, Upstreams};
+use crate::buf::BufPool;
 use crate::close_reason::CloseReason;
-use crate::metrics_tunnel::TunnelEnd;
+use crate::metrics_tunnel::{TunnelEnd, TunnelMetrics};
+use crate::timers::Timers;
 
 /// A client connection's tunnel to an upstream connection.
 pub struct Tunnel {
@@ -37,268 +42,253 @@ pub struct Tunnel {
     up: UpstreamId,
     /// When a byte last moved either way: the idle timeout counts from here.
     last_activity: Instant,
+    /// Why the tunnel ends, once [`end`] decided it (before its client connection closes).
+    end: Option<TunnelEnd>,
 }
 
-impl Worker {
-    /// The origin accepted exchange `id`'s WebSocket handshake on upstream `ui` (its `101`
-    /// is queued for the client): the exchange ends, its two connections become a tunnel.
-    pub(super) fn start_tunnel(&mut self, id: ExchangeId, ui: UpstreamId) {
-        let Some(ci) = self.exchanges.client_of(id, &self.clients) else {
-            self.close_upstream(ui);
-            return self.drop_exchange(id);
-        };
-        let Some(forward) = self.exchanges.get_mut(id).and_then(|ex| ex.take_forward()) else {
-            return self.close_upstream(ui);
-        };
-        let client_id = self.clients.get(ci).map_or(0, |c| c.id);
-        self.detach_for_tunnel(ui, ci, client_id);
-        let outcome = Outcome {
-            status: 101,
-            bytes: 0,
-            close: false,
-            forward: Some(forward),
-            upstream_end: None,
-            from_origin: true,
-        };
-        self.finish(id, outcome);
-        // The exchange is done and the codec between requests: from here on the connection
-        // carries the tunnel, unless finishing decided to close it (a frang block on 101).
-        let started = match self.clients.get_mut(ci) {
-            Some(c) if c.id == client_id && !c.end.closing() => match &mut c.codec {
-                Codec::H1(h1) if h1.is_idle() => {
-                    h1.start_tunnel(Tunnel {
-                        up: ui,
-                        last_activity: Instant::now(),
-                    });
-                    true
-                }
-                _ => false,
-            },
+/// What the tunnel of a handshake needs once its exchange has finished ([`open`]).
+pub(super) struct Start {
+    pub client: (ClientId, u64),
+    /// The handshake's exchange ends with this (101, the forward it held).
+    pub outcome: Outcome,
+    /// The group whose wait queue gets the place the upstream connection left.
+    pub queue: Option<usize>,
+}
+
+/// The origin accepted exchange `id`'s WebSocket handshake on upstream `ui` (its `101` is
+/// queued for the client): `ui` leaves the exchange and its server's pool for the client's
+/// tunnel and is never reused. Err when no tunnel can start and `ui` must close: `true` when
+/// the client is gone too (the exchange is dropped).
+pub(super) fn detach(
+    exchanges: &mut Exchanges,
+    clients: &Clients,
+    (upstreams, groups, rt_gen): (&mut Upstreams, &mut [GroupState], u64),
+    (id, ui): (ExchangeId, UpstreamId),
+) -> Result<Start, bool> {
+    let ex = exchanges.get_mut(id).ok_or(true)?;
+    let client = (ex.client, ex.client_id);
+    if clients.get(client.0).is_none_or(|c| c.id != client.1) {
+        return Err(true);
+    }
+    let forward = ex.take_forward().ok_or(false)?;
+    let outcome = Outcome {
+        status: 101,
+        bytes: 0,
+        close: false,
+        forward: Some(forward),
+        upstream_end: None,
+        from_origin: true,
+    };
+    let mut start = Start {
+        client,
+        outcome,
+        queue: None,
+    };
+    let Some(u) = upstreams.get_mut(ui) else {
+        return Ok(start);
+    };
+    u.exchange = None;
+    u.phase = UpPhase::Tunnel {
+        client: client.0,
+        client_id: client.1,
+    };
+    u.keep_alive = false;
+    // No upstream deadline: the tunnel's idle timeout is the client's timer.
+    u.timer_gen = 0;
+    if u.rt_gen == rt_gen {
+        let server = groups
+            .get_mut(u.group)
+            .and_then(|g| g.servers.get_mut(u.server));
+        if let Some(st) = server {
+            st.release_place();
+        }
+        start.queue = Some(u.group);
+    }
+    Ok(start)
+}
+
+/// The handshake's exchange has finished and client `ci`'s codec is between requests: from
+/// here on its connection carries the tunnel to `ui`, unless finishing decided to close it
+/// (a frang block on 101). False: no tunnel, `ui` must close.
+pub(super) fn open(
+    (clients, timers, dirty): (&mut Clients, &mut Timers, &mut VecDeque<Token>),
+    metrics: &TunnelMetrics,
+    ((ci, client_id), ui): ((ClientId, u64), UpstreamId),
+    (ws_timeout, now): (Option<Duration>, Instant),
+) -> bool {
+    let started = match clients.get_mut(ci) {
+        Some(c) if c.id == client_id && !c.end.closing() => match &mut c.codec {
+            Codec::H1(h1) if h1.is_idle() => {
+                h1.start_tunnel(Tunnel {
+                    up: ui,
+                    last_activity: Instant::now(),
+                    end: None,
+                });
+                true
+            }
             _ => false,
-        };
-        if !started {
-            return self.close_upstream(ui);
-        }
-        self.metrics().tunnels.count_open();
-        if let Some(timeout) = self.rt.config.client_ws_timeout {
-            self.clients
-                .arm_timer(&mut self.timers, ci, self.now + timeout);
-        } else {
-            // No idle timeout: the keep-alive timer armed by `finish` must not fire.
-            self.clients.disarm_timer(&mut self.timers, ci);
-        }
-        self.dirty.push_back(client_token(ci));
-        self.dirty.push_back(upstream_token(ui));
+        },
+        _ => false,
+    };
+    if !started {
+        return false;
     }
-
-    /// Upstream `ui` leaves its exchange and its server's pool: it belongs to client `ci`'s
-    /// tunnel now and is never reused.
-    fn detach_for_tunnel(&mut self, ui: UpstreamId, ci: ClientId, client_id: u64) {
-        let Some(u) = self.upstreams.get_mut(ui) else {
-            return;
-        };
-        u.exchange = None;
-        u.phase = UpPhase::Tunnel {
-            client: ci,
-            client_id,
-        };
-        u.keep_alive = false;
-        // No upstream deadline: the tunnel's idle timeout is the client's timer.
-        u.timer_gen = 0;
-        let (group, server, current) = (u.group, u.server, u.rt_gen == self.rt_gen);
-        if current {
-            if let Some(st) = self
-                .groups
-                .get_mut(group)
-                .and_then(|g| g.servers.get_mut(server))
-            {
-                st.release_place();
-            }
-            self.serve_queue(group);
-        }
+    metrics.count_open();
+    if let Some(timeout) = ws_timeout {
+        clients.arm_timer(timers, ci, now + timeout);
+    } else {
+        // No idle timeout: the keep-alive timer armed by `finish` must not fire.
+        clients.disarm_timer(timers, ci);
     }
+    dirty.push_back(client_token(ci));
+    dirty.push_back(upstream_token(ui));
+    true
+}
 
-    /// The upstream connection of client `ci`'s tunnel.
-    fn tunnel_upstream(&self, ci: ClientId) -> Option<UpstreamId> {
-        self.clients.get(ci)?.codec.h1()?.tunnel().map(|t| t.up)
-    }
+/// The parts a tunnel's bytes move through.
+pub(super) struct TunnelIo<'a> {
+    pub clients: &'a mut Clients,
+    pub upstreams: &'a mut Upstreams,
+    pub bufs: &'a mut BufPool,
+    pub dirty: &'a mut VecDeque<Token>,
+    pub metrics: &'a TunnelMetrics,
+}
 
-    /// Moves bytes both ways as far as the sockets and the bounds allow; closes the tunnel
-    /// when a side has ended and its last bytes are out.
-    pub(super) fn drive_tunnel(&mut self, ci: ClientId) {
-        for _ in 0..64 {
-            let Some(ui) = self.tunnel_upstream(ci) else {
-                return;
-            };
-            if !self.upstreams.contains(ui) {
-                return self.close_tunnel(ci, TunnelEnd::Error);
-            }
-            let mut moved = self.read_client(ci);
-            moved |= self.pass_to_origin(ci, ui);
-            moved |= self.flush_upstream(ui);
-            moved |= self.read_upstream(ui);
-            moved |= self.pass_to_client(ci, ui);
-            moved |= self.flush_client(ci);
-            if let Some(end) = self.tunnel_ended_by(ci, ui) {
-                return self.close_tunnel(ci, end);
-            }
-            if !moved {
-                return self.release_tunnel_buffers(ci, ui);
-            }
-            if let Some(t) = self.tunnel_mut(ci) {
-                t.last_activity = Instant::now();
-            }
-        }
-        // Still moving after a full round: let the others run, then come back.
-        self.dirty.push_back(client_token(ci));
-    }
+/// The upstream connection of client `ci`'s tunnel.
+fn upstream_of(clients: &Clients, ci: ClientId) -> Option<UpstreamId> {
+    clients.get(ci)?.codec.h1()?.tunnel().map(|t| t.up)
+}
 
-    fn tunnel_mut(&mut self, ci: ClientId) -> Option<&mut Tunnel> {
-        match &mut self.clients.get_mut(ci)?.codec {
-            Codec::H1(h1) => h1.tunnel_mut(),
-            Codec::H2(_) => None,
-        }
-    }
-
-    /// The client's bytes to the origin's outbox, while it has room.
-    fn pass_to_origin(&mut self, ci: ClientId, ui: UpstreamId) -> bool {
-        let Worker {
-            clients,
-            upstreams,
-            bufs,
-            shared,
-            ..
-        } = self;
-        let (Some(c), Some(u)) = (clients.get_mut(ci), upstreams.get_mut(ui)) else {
-            return false;
-        };
-        let counter = &shared.metrics.tunnels.bytes_to_origin;
-        pass_bytes(&mut c.rbuf, &mut u.out, bufs, counter)
-    }
-
-    /// The origin's bytes to the client's outbox, while it has room.
-    fn pass_to_client(&mut self, ci: ClientId, ui: UpstreamId) -> bool {
-        let Worker {
-            clients,
-            upstreams,
-            bufs,
-            shared,
-            ..
-        } = self;
-        let (Some(c), Some(u)) = (clients.get_mut(ci), upstreams.get_mut(ui)) else {
-            return false;
-        };
-        let counter = &shared.metrics.tunnels.bytes_to_client;
-        pass_bytes(&mut u.rbuf, &mut c.out, bufs, counter)
-    }
-
-    /// Whether the tunnel is over: a write to the client failed, or a side closed and its
-    /// last bytes have reached the other (or the other can take none).
-    fn tunnel_ended_by(&self, ci: ClientId, ui: UpstreamId) -> Option<TunnelEnd> {
-        let c = self.clients.get(ci)?;
-        let u = self.upstreams.get(ui)?;
-        if c.end.write_failed() {
+/// Moves client `ci`'s tunnel bytes both ways as far as the sockets and the bounds allow.
+/// Some when the tunnel is over (a side has ended and its last bytes are out): [`end`] it.
+pub(super) fn drive(io: TunnelIo<'_>, ci: ClientId) -> Option<TunnelEnd> {
+    for _ in 0..64 {
+        let ui = upstream_of(io.clients, ci)?;
+        let (Some(c), Some(u)) = (io.clients.get_mut(ci), io.upstreams.get_mut(ui)) else {
             return Some(TunnelEnd::Error);
-        }
-        let client_done = c.end.peer_closed() && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
-        let origin_done = u.peer_closed && u.rbuf.as_ref().is_none_or(|b| b.is_empty());
-        if client_done && (u.out.is_empty() || u.peer_closed) {
-            return Some(TunnelEnd::Client);
-        }
-        if origin_done && c.out.is_empty() {
-            return Some(TunnelEnd::Origin);
-        }
-        None
-    }
-
-    /// Nothing moves: an idle tunnel holds no read buffer.
-    fn release_tunnel_buffers(&mut self, ci: ClientId, ui: UpstreamId) {
-        if let Some(c) = self.clients.get_mut(ci) {
-            self.bufs.release_if_empty(&mut c.rbuf);
-        }
-        if let Some(u) = self.upstreams.get_mut(ui) {
-            self.bufs.release_if_empty(&mut u.rbuf);
-        }
-    }
-
-    /// Client `ci`'s timer fired while it tunnels: closed if idle for `client_ws_timeout`,
-    /// else the timer is set for the rest of the quiet period.
-    pub(super) fn tunnel_timer(&mut self, ci: ClientId, now: Instant) {
-        let Some(timeout) = self.rt.config.client_ws_timeout else {
-            return;
         };
-        let Some(last) = self.tunnel_mut(ci).map(|t| t.last_activity) else {
-            return;
-        };
-        let quiet = now.saturating_duration_since(last);
-        if quiet >= timeout {
-            self.close_tunnel(ci, TunnelEnd::IdleTimeout);
-        } else {
-            self.clients.arm_timer(&mut self.timers, ci, last + timeout);
+        let m = io.metrics;
+        let mut moved = client::read(c, ci, io.bufs, io.dirty);
+        moved |= pass_bytes(&mut c.rbuf, &mut u.out, io.bufs, &m.bytes_to_origin);
+        moved |= upstream::flush(u) != upstream::Flushed::Nothing;
+        moved |= upstream::read(u, io.bufs);
+        moved |= pass_bytes(&mut u.rbuf, &mut c.out, io.bufs, &m.bytes_to_client);
+        moved |= client::flush(c).is_some();
+        if let Some(end) = ended_by(c, u) {
+            return Some(end);
+        }
+        if !moved {
+            // Nothing moves: an idle tunnel holds no read buffer.
+            io.bufs.release_if_empty(&mut c.rbuf);
+            io.bufs.release_if_empty(&mut u.rbuf);
+            return None;
+        }
+        if let Some(t) = tunnel_mut(c) {
+            t.last_activity = Instant::now();
         }
     }
+    // Still moving after a full round: let the others run, then come back.
+    io.dirty.push_back(client_token(ci));
+    None
+}
 
-    /// Ends client `ci`'s tunnel for `end`: both connections close.
-    pub(super) fn close_tunnel(&mut self, ci: ClientId, end: TunnelEnd) {
-        let reason = match end {
-            TunnelEnd::Client => CloseReason::Client,
-            TunnelEnd::Origin => CloseReason::Server,
-            TunnelEnd::IdleTimeout => CloseReason::IdleTimeout,
-            TunnelEnd::Error => CloseReason::Error,
-            TunnelEnd::Shutdown | TunnelEnd::ServerRemoved => CloseReason::Shutdown,
-        };
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        let client_id = c.id;
-        if let Some(t) = match &mut c.codec {
-            Codec::H1(h1) => h1.take_tunnel(),
-            Codec::H2(_) => None,
-        } {
-            self.tunnel_gone(t, ci, client_id, end);
-        }
-        self.close_client(ci, reason);
-    }
-
-    /// A tunnel's client connection is closing (`close_client`): its upstream connection
-    /// closes with it, and the tunnel is counted as ended.
-    pub(super) fn tunnel_gone(&mut self, t: Tunnel, ci: ClientId, client_id: u64, end: TunnelEnd) {
-        let ours = self.upstreams.get(t.up).is_some_and(|u| {
-            u.phase
-                == UpPhase::Tunnel {
-                    client: ci,
-                    client_id,
-                }
-        });
-        if ours {
-            self.close_upstream(t.up);
-        }
-        self.metrics().tunnels.count_close(end);
-    }
-
-    /// Upstream `ui` of a tunnel became ready: drive the tunnel of its client, or close it if
-    /// that client is gone.
-    pub(super) fn drive_tunnel_upstream(&mut self, ui: UpstreamId, ci: ClientId, client_id: u64) {
-        if self.clients.get(ci).is_some_and(|c| c.id == client_id) {
-            self.drive_tunnel(ci);
-        } else {
-            self.close_upstream(ui);
-        }
-    }
-
-    /// Every tunnel of this worker (client slab indices), for a graceful stop.
-    pub(super) fn tunnel_clients(&self) -> Vec<ClientId> {
-        self.clients
-            .iter()
-            .filter(|(_, c)| c.codec.h1().is_some_and(|h1| h1.tunnel().is_some()))
-            .map(|(ci, _)| ci)
-            .collect()
+fn tunnel_mut(c: &mut client::Client) -> Option<&mut Tunnel> {
+    match &mut c.codec {
+        Codec::H1(h1) => h1.tunnel_mut(),
+        Codec::H2(_) => None,
     }
 }
 
-/// Why a client connection closed, as a tunnel's end (a close that did not come through
-/// [`Worker::close_tunnel`]: a panic, a graceful stop).
-pub(super) fn end_of(reason: CloseReason) -> TunnelEnd {
+/// Whether the tunnel is over: a write to the client failed, or a side closed and its
+/// last bytes have reached the other (or the other can take none).
+fn ended_by(c: &client::Client, u: &upstream::Upstream) -> Option<TunnelEnd> {
+    if c.end.write_failed() {
+        return Some(TunnelEnd::Error);
+    }
+    let client_done = c.end.peer_closed() && c.rbuf.as_ref().is_none_or(|b| b.is_empty());
+    let origin_done = u.peer_closed && u.rbuf.as_ref().is_none_or(|b| b.is_empty());
+    if client_done && (u.out.is_empty() || u.peer_closed) {
+        return Some(TunnelEnd::Client);
+    }
+    if origin_done && c.out.is_empty() {
+        return Some(TunnelEnd::Origin);
+    }
+    None
+}
+
+/// Client `ci`'s timer fired while it tunnels: Some if it was idle for `client_ws_timeout`
+/// ([`end`] it), else the timer is set for the rest of the quiet period.
+pub(super) fn timer(
+    (clients, timers): (&mut Clients, &mut Timers),
+    ws_timeout: Option<Duration>,
+    ci: ClientId,
+    now: Instant,
+) -> Option<TunnelEnd> {
+    let timeout = ws_timeout?;
+    let last = tunnel_mut(clients.get_mut(ci)?)?.last_activity;
+    if now.saturating_duration_since(last) >= timeout {
+        return Some(TunnelEnd::IdleTimeout);
+    }
+    clients.arm_timer(timers, ci, last + timeout);
+    None
+}
+
+/// Client `ci`'s tunnel ends for `end`: the reason its connection closes with (the caller
+/// closes it, and the tunnel's upstream connection with it, [`gone`]); None if `ci` is gone.
+pub(super) fn end(clients: &mut Clients, ci: ClientId, end: TunnelEnd) -> Option<CloseReason> {
+    if let Some(t) = tunnel_mut(clients.get_mut(ci)?) {
+        t.end = Some(end);
+    }
+    Some(match end {
+        TunnelEnd::Client => CloseReason::Client,
+        TunnelEnd::Origin => CloseReason::Server,
+        TunnelEnd::IdleTimeout => CloseReason::IdleTimeout,
+        TunnelEnd::Error => CloseReason::Error,
+        TunnelEnd::Shutdown | TunnelEnd::ServerRemoved => CloseReason::Shutdown,
+    })
+}
+
+/// Tunnel `t` of client `client` (slab index, unique id) is gone with its connection, which
+/// closed for `why`: it is counted as ended; Some names its upstream connection, to close.
+pub(super) fn gone(
+    upstreams: &Upstreams,
+    metrics: &TunnelMetrics,
+    t: Tunnel,
+    (ci, client_id): (ClientId, u64),
+    why: CloseReason,
+) -> Option<UpstreamId> {
+    metrics.count_close(t.end.unwrap_or_else(|| end_of(why)));
+    let ours = upstreams.get(t.up).is_some_and(|u| {
+        u.phase
+            == UpPhase::Tunnel {
+                client: ci,
+                client_id,
+            }
+    });
+    ours.then_some(t.up)
+}
+
+/// The client of a tunnel's upstream connection, if it is still the one the tunnel began
+/// with (`client_id`).
+pub(super) fn live_client(clients: &Clients, ci: ClientId, client_id: u64) -> Option<ClientId> {
+    clients
+        .get(ci)
+        .is_some_and(|c| c.id == client_id)
+        .then_some(ci)
+}
+
+/// Every tunnel of this worker (client slab indices), for a graceful stop.
+pub(super) fn clients(clients: &Clients) -> Vec<ClientId> {
+    clients
+        .iter()
+        .filter(|(_, c)| c.codec.h1().is_some_and(|h1| h1.tunnel().is_some()))
+        .map(|(ci, _)| ci)
+        .collect()
+}
+
+/// Why a client connection closed, as a tunnel's end (a close that [`end`] did not decide:
+/// a panic, a graceful stop).
+fn end_of(reason: CloseReason) -> TunnelEnd {
     match reason {
         CloseReason::Client => TunnelEnd::Client,
         CloseReason::Server => TunnelEnd::Origin,

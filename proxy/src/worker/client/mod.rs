@@ -14,6 +14,7 @@ mod table;
 mod timer;
 mod tls;
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use mio::Interest;
 use super::h1::H1Codec;
 use super::request::Scheme;
 use super::{client_token, Worker};
-use crate::buf::Buf;
+use crate::buf::{Buf, BufPool};
 use crate::close_reason::CloseReason;
 use crate::metrics::{bump, WorkerMetrics};
 use crate::outbox::Outbox;
@@ -185,7 +186,17 @@ impl Worker {
             .and_then(|c| c.codec.h1())
             .is_some_and(|h1| h1.tunnel().is_some());
         if tunnel {
-            return self.drive_tunnel(ci);
+            let io = super::tunnel::TunnelIo {
+                clients: &mut self.clients,
+                upstreams: &mut self.upstreams,
+                bufs: &mut self.bufs,
+                dirty: &mut self.dirty,
+                metrics: &self.shared.metrics.tunnels,
+            };
+            if let Some(end) = super::tunnel::drive(io, ci) {
+                self.close_tunnel(ci, end);
+            }
+            return;
         }
         if matches!(
             self.clients.get(ci).map(|c| &c.stage),
@@ -321,55 +332,10 @@ impl Worker {
 
     /// Reads what the socket has, while there is room. True if bytes arrived.
     pub(super) fn read_client(&mut self, ci: ClientId) -> bool {
-        let Worker {
-            clients,
-            bufs,
-            dirty,
-            ..
-        } = self;
-        let Some(c) = clients.get_mut(ci) else {
+        let Some(c) = self.clients.get_mut(ci) else {
             return false;
         };
-        if !c.end.reads() {
-            return false;
-        }
-        let Stage::Open(transport) = &mut c.stage else {
-            return false;
-        };
-        let rbuf = c.rbuf.get_or_insert_with(|| bufs.take());
-        let mut got = false;
-        while !rbuf.is_full() {
-            match rbuf.fill_with(|space| match transport.read(&mut c.sock, space) {
-                IoStatus::Done(n) => Ok(n),
-                other => Err(other),
-            }) {
-                // Nothing into a buffer with room: the transport bounded its work and has more,
-                // for which no edge will fire (ktls's per-read bound): come back later.
-                Ok(0) => {
-                    dirty.push_back(client_token(ci));
-                    break;
-                }
-                Ok(_) => got = true,
-                Err(IoStatus::WantRead | IoStatus::WantWrite) => break,
-                // HTTP/1.1 may half-close: requests read before the FIN are still answered
-                // (RFC 9112 §9.6). HTTP/2 has no half-closed connection (RFC 9113 §5.1
-                // half-closes streams), so its FIN ends the connection as nginx ends it.
-                Err(IoStatus::Closed) => {
-                    c.end.on_peer_end(matches!(c.codec, Codec::H2(_)));
-                    break;
-                }
-                // A reset or a broken record: no answer can reach the client, and its queued
-                // requests must not keep the origin busy.
-                Err(_) => {
-                    c.end.on_read_error();
-                    break;
-                }
-            }
-        }
-        if rbuf.is_empty() {
-            bufs.release_if_empty(&mut c.rbuf);
-        }
-        got
+        read(c, ci, &mut self.bufs, &mut self.dirty)
     }
 
     /// Writes queued bytes. True if any left.
@@ -377,47 +343,30 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return false;
         };
-        if c.out.is_empty() {
-            return false;
-        }
-        let Stage::Open(transport) = &mut c.stage else {
+        let Some(was_full) = flush(c) else {
             return false;
         };
-        let was_full = !c.out.has_room();
-        match transport.write(&mut c.sock, &mut c.out) {
-            IoStatus::Done(n) => {
-                if n > 0 {
-                    // An HTTP/2 outbox that was full held back every stream: wake them.
-                    if let Codec::H2(h2) = &mut c.codec {
-                        h2.out_stalled_since = None;
-                        if was_full && c.out.has_room() {
-                            let ids: Vec<_> = h2.exchanges().map(|(_, id)| id).collect();
-                            self.wake_upstreams(ids);
-                            return true;
-                        }
-                    }
-                    // Room in the outbox may let the upstream side continue.
-                    let up = c
-                        .codec
-                        .h1()
-                        .and_then(H1Codec::current)
-                        .and_then(|id| self.exchanges.get(id))
-                        .and_then(|ex| ex.forward())
-                        .map(|f| f.up);
-                    if let Some(ui) = up {
-                        self.dirty.push_back(super::upstream_token(ui));
-                    }
-                }
-                n > 0
-            }
-            IoStatus::WantRead | IoStatus::WantWrite => false,
-            IoStatus::Closed | IoStatus::Error(_) => {
-                // Nothing more can reach this client: close now, even mid-response.
-                c.out.clear();
-                c.end.on_write_error();
-                false
+        // An HTTP/2 outbox that was full held back every stream: wake them.
+        if let Codec::H2(h2) = &mut c.codec {
+            h2.out_stalled_since = None;
+            if was_full && c.out.has_room() {
+                let ids: Vec<_> = h2.exchanges().map(|(_, id)| id).collect();
+                self.wake_upstreams(ids);
+                return true;
             }
         }
+        // Room in the outbox may let the upstream side continue.
+        let up = c
+            .codec
+            .h1()
+            .and_then(H1Codec::current)
+            .and_then(|id| self.exchanges.get(id))
+            .and_then(|ex| ex.forward())
+            .map(|f| f.up);
+        if let Some(ui) = up {
+            self.dirty.push_back(super::upstream_token(ui));
+        }
+        true
     }
 
     /// After driving: close what is finished, release idle buffers, re-arm the idle timer.
@@ -459,7 +408,15 @@ impl Worker {
             }
             Due::Drain => self.close_client(ci, CloseReason::Error),
             Due::H2 => self.h2_timer(ci, now),
-            Due::Tunnel => self.tunnel_timer(ci, now),
+            Due::Tunnel => {
+                let (parts, timeout) = (
+                    (&mut self.clients, &mut self.timers),
+                    self.rt.config.client_ws_timeout,
+                );
+                if let Some(end) = super::tunnel::timer(parts, timeout, ci, now) {
+                    self.close_tunnel(ci, end);
+                }
+            }
         }
     }
 
@@ -513,7 +470,10 @@ impl Worker {
             Codec::H1(h1) => h1.take_tunnel(),
             Codec::H2(_) => None,
         } {
-            self.tunnel_gone(t, ci, c.id, super::tunnel::end_of(why));
+            let tunnels = &self.shared.metrics.tunnels;
+            if let Some(ui) = super::tunnel::gone(&self.upstreams, tunnels, t, (ci, c.id), why) {
+                self.close_upstream(ui);
+            }
         }
         for id in c.codec.reset() {
             self.drop_exchange(id);
@@ -529,5 +489,79 @@ impl Worker {
         // No epoll_ctl(DEL): closing the socket (it is never duplicated) takes it out of the
         // poll set, one syscall per connection less.
         WorkerMetrics::drop_one(&self.worker_metrics().connections_open);
+    }
+}
+
+/// Reads what client `ci`'s socket has, while there is room. True if bytes arrived.
+/// (Always inlined: the wrapper `read_client` is on every request's path, as `flush`.)
+#[inline(always)]
+pub(super) fn read(
+    c: &mut Client,
+    ci: ClientId,
+    bufs: &mut BufPool,
+    dirty: &mut VecDeque<mio::Token>,
+) -> bool {
+    if !c.end.reads() {
+        return false;
+    }
+    let Stage::Open(transport) = &mut c.stage else {
+        return false;
+    };
+    let rbuf = c.rbuf.get_or_insert_with(|| bufs.take());
+    let mut got = false;
+    while !rbuf.is_full() {
+        match rbuf.fill_with(|space| match transport.read(&mut c.sock, space) {
+            IoStatus::Done(n) => Ok(n),
+            other => Err(other),
+        }) {
+            // Nothing into a buffer with room: the transport bounded its work and has more,
+            // for which no edge will fire (ktls's per-read bound): come back later.
+            Ok(0) => {
+                dirty.push_back(client_token(ci));
+                break;
+            }
+            Ok(_) => got = true,
+            Err(IoStatus::WantRead | IoStatus::WantWrite) => break,
+            // HTTP/1.1 may half-close: requests read before the FIN are still answered
+            // (RFC 9112 §9.6). HTTP/2 has no half-closed connection (RFC 9113 §5.1
+            // half-closes streams), so its FIN ends the connection as nginx ends it.
+            Err(IoStatus::Closed) => {
+                c.end.on_peer_end(matches!(c.codec, Codec::H2(_)));
+                break;
+            }
+            // A reset or a broken record: no answer can reach the client, and its queued
+            // requests must not keep the origin busy.
+            Err(_) => {
+                c.end.on_read_error();
+                break;
+            }
+        }
+    }
+    if rbuf.is_empty() {
+        bufs.release_if_empty(&mut c.rbuf);
+    }
+    got
+}
+
+/// Writes client `c`'s queued bytes: Some when some went out, telling whether its outbox
+/// was full before (a write error ends the connection: its outbox is dropped).
+#[inline(always)]
+pub(super) fn flush(c: &mut Client) -> Option<bool> {
+    if c.out.is_empty() {
+        return None;
+    }
+    let Stage::Open(transport) = &mut c.stage else {
+        return None;
+    };
+    let was_full = !c.out.has_room();
+    match transport.write(&mut c.sock, &mut c.out) {
+        IoStatus::Done(n) => (n > 0).then_some(was_full),
+        IoStatus::WantRead | IoStatus::WantWrite => None,
+        IoStatus::Closed | IoStatus::Error(_) => {
+            // Nothing more can reach this client: close now, even mid-response.
+            c.out.clear();
+            c.end.on_write_error();
+            None
+        }
     }
 }

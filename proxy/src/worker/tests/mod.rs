@@ -16,4 +16,6 @@ mod h2_flow;
 mod h2_requests;
 mod h2_responses;
 mod refusals;
+mod request_bodies;
+mod tunnel_flow;
 mod upstream_flow;

@@ -17,11 +17,11 @@ mod table;
 pub use reuse::{reusable, ConnFacts, UpstreamEnd};
 pub use table::{UpstreamId, Upstreams};
 
-use super::client::ClientId;
-use super::exchange::ExchangeId;
+use super::client::{ClientId, Clients};
+use super::exchange::{ExchangeId, Exchanges};
 use super::response::Failure;
 use super::{upstream_token, Worker};
-use crate::buf::Buf;
+use crate::buf::{Buf, BufPool};
 use crate::metrics::bump;
 use crate::outbox::Outbox;
 use crate::socket::Socket;
@@ -272,6 +272,15 @@ impl Worker {
         self.dirty.push_back(upstream_token(ui));
     }
 
+    /// Upstream `ui` of a tunnel became ready: its client drives the tunnel (tunnel.rs), or
+    /// it closes if that client is gone.
+    fn drive_tunnel_upstream(&mut self, ui: UpstreamId, client: ClientId, client_id: u64) {
+        match super::tunnel::live_client(&self.clients, client, client_id) {
+            Some(ci) => self.drive_client(ci),
+            None => self.close_upstream(ui),
+        }
+    }
+
     /// A connecting upstream (`Connecting`, or a `Probe`) became ready: the connect either
     /// completed or failed. A completed probe marks its server up (or sends the health
     /// monitor's request); a completed connection for an exchange becomes `Busy` under the
@@ -334,18 +343,10 @@ impl Worker {
         let Some(u) = self.upstreams.get_mut(ui) else {
             return false;
         };
-        if u.out.is_empty()
-            || !matches!(
-                u.phase,
-                UpPhase::Busy | UpPhase::Checking | UpPhase::Tunnel { .. }
-            )
-        {
-            return false;
-        }
-        let mut plain = crate::transport::Transport::Plain(Default::default());
-        match plain.write(&mut u.sock, &mut u.out) {
-            IoStatus::Done(n) if n > 0 => {
-                u.last_progress = Instant::now();
+        match flush(u) {
+            Flushed::Nothing => false,
+            Flushed::Failed => true,
+            Flushed::Wrote => {
                 if u.out.is_empty() {
                     if let Some(fwd) = u
                         .exchange
@@ -363,53 +364,14 @@ impl Worker {
                 }
                 true
             }
-            IoStatus::Done(_) | IoStatus::WantRead | IoStatus::WantWrite => false,
-            IoStatus::Closed | IoStatus::Error(_) => {
-                // Reads stop here too, so whatever the server sent after is never seen.
-                u.peer_closed = true;
-                u.peer_failed = true;
-                u.out.clear();
-                true
-            }
         }
     }
 
     pub(super) fn read_upstream(&mut self, ui: UpstreamId) -> bool {
-        let Worker {
-            upstreams, bufs, ..
-        } = self;
-        let Some(u) = upstreams.get_mut(ui) else {
+        let Some(u) = self.upstreams.get_mut(ui) else {
             return false;
         };
-        if u.peer_closed || u.phase == UpPhase::Connecting {
-            return false;
-        }
-        let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
-        let mut got = false;
-        while !rbuf.is_full() {
-            match rbuf.read_from(&mut u.sock) {
-                Ok(0) => {
-                    u.peer_closed = true;
-                    got = true;
-                    break;
-                }
-                Ok(_) => got = true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    // ECONNRESET is not the end of a close-delimited body (RFC 9112 §8).
-                    u.peer_closed = true;
-                    u.peer_failed = true;
-                    got = true;
-                    break;
-                }
-            }
-        }
-        bufs.release_if_empty(&mut u.rbuf);
-        if got {
-            u.last_progress = Instant::now();
-        }
-        got
+        read(u, &mut self.bufs)
     }
 
     /// Ends exchange `id`'s use of upstream connection `ui`, if the connection is still
@@ -503,6 +465,34 @@ impl Worker {
     }
 }
 
+/// The client connection upstream `ui` works for, if still the one it began with: its
+/// exchange's, or its tunnel's.
+pub(super) fn owner(
+    (upstreams, clients, exchanges): (&Upstreams, &Clients, &Exchanges),
+    ui: UpstreamId,
+) -> Option<ClientId> {
+    let u = upstreams.get(ui)?;
+    let (ci, client_id) = match u.phase {
+        UpPhase::Tunnel { client, client_id } => (client, client_id),
+        _ => exchanges
+            .get(u.exchange?)
+            .map(|ex| (ex.client, ex.client_id))?,
+    };
+    clients
+        .get(ci)
+        .is_some_and(|c| c.id == client_id)
+        .then_some(ci)
+}
+
+/// The connections serving no exchange and no tunnel (pooled, or a probe's).
+pub(super) fn unclaimed(upstreams: &Upstreams) -> Vec<UpstreamId> {
+    upstreams
+        .iter()
+        .filter(|(_, u)| u.exchange.is_none() && !matches!(u.phase, UpPhase::Tunnel { .. }))
+        .map(|(ui, _)| ui)
+        .collect()
+}
+
 /// Whether a non-blocking connect finished: None while in progress.
 fn connect_result(sock: &Socket) -> Option<io::Result<()>> {
     if let Ok(Some(e)) | Err(e) = sock.take_error() {
@@ -513,4 +503,78 @@ fn connect_result(sock: &Socket) -> Option<io::Result<()>> {
         Err(e) if e.kind() == io::ErrorKind::NotConnected => None,
         Err(e) => Some(Err(e)),
     }
+}
+
+/// What writing an upstream connection's queued bytes did ([`flush`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flushed {
+    /// Nothing to write, or the socket takes nothing now.
+    Nothing,
+    /// Bytes went out.
+    Wrote,
+    /// The write failed: the connection is over both ways, its outbox dropped.
+    Failed,
+}
+
+/// Writes upstream `u`'s queued bytes, in a phase that sends.
+#[inline]
+pub(super) fn flush(u: &mut Upstream) -> Flushed {
+    if u.out.is_empty()
+        || !matches!(
+            u.phase,
+            UpPhase::Busy | UpPhase::Checking | UpPhase::Tunnel { .. }
+        )
+    {
+        return Flushed::Nothing;
+    }
+    let mut plain = crate::transport::Transport::Plain(Default::default());
+    match plain.write(&mut u.sock, &mut u.out) {
+        IoStatus::Done(n) if n > 0 => {
+            u.last_progress = Instant::now();
+            Flushed::Wrote
+        }
+        IoStatus::Done(_) | IoStatus::WantRead | IoStatus::WantWrite => Flushed::Nothing,
+        IoStatus::Closed | IoStatus::Error(_) => {
+            // Reads stop here too, so whatever the server sent after is never seen.
+            u.peer_closed = true;
+            u.peer_failed = true;
+            u.out.clear();
+            Flushed::Failed
+        }
+    }
+}
+
+/// Reads what upstream `u`'s socket has, while there is room. True if anything came (bytes,
+/// or the end).
+#[inline]
+pub(super) fn read(u: &mut Upstream, bufs: &mut BufPool) -> bool {
+    if u.peer_closed || u.phase == UpPhase::Connecting {
+        return false;
+    }
+    let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
+    let mut got = false;
+    while !rbuf.is_full() {
+        match rbuf.read_from(&mut u.sock) {
+            Ok(0) => {
+                u.peer_closed = true;
+                got = true;
+                break;
+            }
+            Ok(_) => got = true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => {
+                // ECONNRESET is not the end of a close-delimited body (RFC 9112 §8).
+                u.peer_closed = true;
+                u.peer_failed = true;
+                got = true;
+                break;
+            }
+        }
+    }
+    bufs.release_if_empty(&mut u.rbuf);
+    if got {
+        u.last_progress = Instant::now();
+    }
+    got
 }
