@@ -27,7 +27,8 @@ pub struct Counts {
     pub sent: u64,
     /// Complete responses by status.
     pub answered: BTreeMap<u16, u64>,
-    /// Responses whose head came and whose body ended early (or differed from the origin's).
+    /// Responses whose head came and whose body ended early (or differed from the origin's),
+    /// and connections the server reset after the request (an aborted response).
     pub cut: u64,
     /// Sent, and the connection ended without a response.
     pub lost_closed: u64,
@@ -224,7 +225,16 @@ impl H1Load {
                 counts.lost_timeout += 1;
                 false
             }
-            Outcome::Closed | Outcome::Reset | Outcome::Error(_) => {
+            // A reset after the request is an aborted response: the proxy resets an
+            // HTTP/1.1 client whose response broke off mid-body (SO_LINGER 0, which also
+            // drops what was still queued, the head included), so the client may see no
+            // byte of it. It counts as cut, bounded by each scenario's `max_cut` (0 but where
+            // the origin dies mid-response).
+            Outcome::Reset => {
+                counts.cut += 1;
+                false
+            }
+            Outcome::Closed | Outcome::Error(_) => {
                 counts.lost_closed += 1;
                 false
             }
