@@ -341,8 +341,7 @@ impl Exchanges {
     /// The client connection of exchange `id`, if it is still the one that sent it.
     pub(super) fn client_of(&self, id: ExchangeId, clients: &Clients) -> Option<ClientId> {
         let ex = self.get(id)?;
-        let c = clients.get(ex.client)?;
-        (c.id == ex.client_id).then_some(ex.client)
+        clients.current(ex.client, ex.client_id)
     }
 }
 

@@ -6,16 +6,20 @@
 //! timer. An exchange whose client went away goes through [`Worker::drop_exchange`] instead:
 //! nothing reaches anyone, so nothing is logged.
 
+use std::time::Instant;
+
 use http1::BodyDecoder;
 
 use super::client::codec::{self, Codec};
 use super::client::ClientId;
 use super::exchange::{ExchangeId, Forward, Stage};
 use super::h1::{self, Reply, ReplyTo};
+use super::limits;
 use super::upstream::UpstreamEnd;
 use super::{client_token, Worker};
 use crate::access_log::{CacheStatus, RequestRecord as AccessRecord};
 use crate::close_reason::CloseReason;
+use crate::frang::Violation;
 
 /// How an exchange ended.
 pub struct Outcome {
@@ -77,6 +81,58 @@ impl From<Option<ExchangeId>> for RefuseAt {
 }
 
 impl Worker {
+    /// Records and answers a violation by client `ci`, refused at `at` (limits.rs decides and
+    /// records; the refusal is this file's).
+    pub(super) fn frang_violation(&mut self, ci: ClientId, at: RefuseAt, v: &Violation) {
+        let parts = (&mut self.clients, &self.exchanges);
+        if limits::record_violation(parts, (&self.rt, &self.shared.metrics), (ci, at), v) {
+            self.refuse_at(ci, at, v.status, Refusal::Attack);
+        }
+    }
+
+    /// Resets client `ci` for `v`, a refusal of the connection itself (a `tft` limit on its
+    /// records).
+    pub(super) fn refuse_connection(&mut self, ci: ClientId, v: &Violation) {
+        let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
+            return;
+        };
+        limits::note_block((&self.rt, self.metrics()), ip, v, "-");
+        self.reset_client(ci, CloseReason::Frang);
+    }
+
+    /// Client `ci`'s head (`id` None) or exchange `id`'s body missed its deadline for `limit`.
+    pub(super) fn deadline_violation(
+        &mut self,
+        ci: ClientId,
+        id: Option<ExchangeId>,
+        limit: &'static str,
+    ) {
+        self.frang_violation(ci, id.into(), &limits::deadline_passed(limit));
+        self.flush_client(ci);
+        self.close_client(ci, CloseReason::Frang);
+    }
+
+    /// Exchange `id`'s timer fired while its body was arriving.
+    pub(super) fn body_deadline(&mut self, id: ExchangeId, now: Instant) {
+        let limits::Deadline::Passed(limit) =
+            self.exchanges.body_deadline(&mut self.timers, id, now)
+        else {
+            return;
+        };
+        if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
+            self.deadline_violation(ci, Some(id), limit);
+        }
+    }
+
+    /// `http_resp_code_block` refused the origin's response to exchange `id` before any of
+    /// it was sent: as Tempesta does, the client gets 403 instead (per `block_action attack`)
+    /// and the connection closes; the upstream connection, its response unread, is closed.
+    pub(super) fn block_response(&mut self, id: ExchangeId, v: &Violation) {
+        let parts = (&self.exchanges, &self.clients);
+        limits::record_response_block(parts, (&self.rt, &self.shared.metrics), id, v);
+        self.refuse_exchange(id, 403, Refusal::Attack);
+    }
+
     /// Ends exchange `id` with `outcome`.
     pub(super) fn finish(&mut self, id: ExchangeId, mut outcome: Outcome) {
         let Some(mut ex) = self.exchanges.remove(id) else {
@@ -119,16 +175,13 @@ impl Worker {
             let answer = (outcome.status, outcome.bytes);
             self.access_log(ex.log.as_deref(), vhost_name, answer, upstream_time);
         }
-        let Some(ci) = self
-            .clients
-            .get(ex.client)
-            .filter(|c| c.id == ex.client_id)
-            .map(|_| ex.client)
-        else {
+        let Some(ci) = self.clients.current(ex.client, ex.client_id) else {
             return;
         };
         if outcome.from_origin {
-            self.frang_response(ci, outcome.status, ex.vhost.unwrap_or(0));
+            let metrics = &self.shared.metrics;
+            let upgrade = (ci, outcome.status, ex.vhost.unwrap_or(0));
+            limits::judge_upgrade(&mut self.clients, (&self.rt, metrics), upgrade);
         }
         let idle = super::client::idle_timeout(&self.rt);
         let Some(c) = self.clients.get_mut(ci) else {

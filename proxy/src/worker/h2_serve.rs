@@ -240,7 +240,8 @@ impl Worker {
             return;
         }
         if has_body {
-            self.arm_body_deadline(id);
+            self.exchanges
+                .arm_body_deadline(&mut self.timers, id, self.now);
         }
         self.route(id);
     }
@@ -311,7 +312,8 @@ impl Worker {
             body.data.extend_from_slice(&data);
             body.end |= end_stream;
         }
-        self.arm_body_deadline(id);
+        self.exchanges
+            .arm_body_deadline(&mut self.timers, id, self.now);
     }
 
     /// A stream's request trailers: they end its body and go upstream as the chunked

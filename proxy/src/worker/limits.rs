@@ -10,14 +10,13 @@ use std::time::Instant;
 
 use super::client::codec::Codec;
 use super::client::{ClientId, Clients};
-use super::exchange::{Exchange, ExchangeId};
-use super::finish::{Refusal, RefuseAt};
+use super::exchange::{Exchange, ExchangeId, Exchanges};
+use super::finish::RefuseAt;
 use super::h1::ConnState;
-use super::Worker;
-use crate::close_reason::CloseReason;
 use crate::frang::{check_request, RequestFacts, Violation};
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
+use crate::timers::Timers;
 
 /// The request-level frang limits of vhost index `vhost` (0: the default vhost) and its
 /// location, from the configuration.
@@ -38,186 +37,211 @@ pub(super) fn vhost_frang(
     )
 }
 
-impl Worker {
-    /// Records and answers a violation by client `ci`, refused at `at`. Every protocol's
-    /// requests come here: one verdict (log line, counter, `ip_block`, `block_action
-    /// attack`) whatever the protocol.
-    pub(super) fn frang_violation(&mut self, ci: ClientId, at: RefuseAt, v: &Violation) {
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        c.end.block();
-        let ip = c.peer.ip();
-        let routed = match at {
-            RefuseAt::Exchange(id) => self.exchanges.get(id).and_then(|ex| ex.vhost),
-            RefuseAt::Connection | RefuseAt::Stream(_) => None,
-        };
-        let vhost = self.vhost_name(routed);
-        note_block((&self.rt, self.metrics()), ip, v, vhost);
-        self.rt.frang.on_violation(ip, Instant::now());
-        self.refuse_at(ci, at, v.status, Refusal::Attack);
-    }
+/// What a read's bytes did to the connection's limits (`account_read`).
+pub(super) enum ReadVerdict {
+    Within,
+    /// A `tft` limit on the connection's records: reset it (Tempesta's `T_BLOCK_WITH_RST`).
+    Reset(Violation),
+    /// A chunk limit of the head or the body being read: refused where it applies.
+    Refuse(RefuseAt, Violation),
+}
 
-    /// Resets client `ci` (RST, Tempesta's `T_BLOCK_WITH_RST`) for `v`, a refusal of the
-    /// connection itself (a `tft` limit on its records).
-    fn refuse_connection(&mut self, ci: ClientId, v: &Violation) {
-        let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
-            return;
-        };
-        note_block((&self.rt, self.metrics()), ip, v, "-");
-        self.reset_client(ci, CloseReason::Frang);
+/// A read brought bytes to client `ci`: counts the TLS records against the connection's
+/// fingerprint (`tft`), a head or body chunk for the frang chunk limits and timeouts, and
+/// re-arms the deadline it moves. `now` is the loop turn's clock: a head or body timeout is
+/// seconds, a turn microseconds.
+pub(super) fn account_read(
+    (clients, exchanges, timers): (&mut Clients, &mut Exchanges, &mut Timers),
+    rt: &Runtime,
+    ci: ClientId,
+    now: Instant,
+) -> ReadVerdict {
+    let Some(c) = clients.get_mut(ci) else {
+        return ReadVerdict::Within;
+    };
+    if let Err(v) = super::fingerprint_hook::on_records(c, &rt.fingerprints, now) {
+        return ReadVerdict::Reset(v);
     }
-
-    /// A read brought bytes: count the TLS records against the connection's fingerprint
-    /// (`tft`), a head or body chunk for the frang chunk limits and timeouts, and re-arm the
-    /// deadline it moves.
-    pub(super) fn account_read(&mut self, ci: ClientId) {
-        // The loop turn's clock: a head or body timeout is seconds, a turn microseconds.
-        let now = self.now;
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        if let Err(v) = super::fingerprint_hook::on_records(c, &self.rt.fingerprints, now) {
-            return self.refuse_connection(ci, &v);
-        }
-        let Codec::H1(h1) = &c.codec else {
-            // HTTP/2 counts after the bytes went into the connection (`process_h2`): only
-            // then is it known whether they carried part of a head; bodies count per DATA
-            // frame.
-            return;
-        };
-        match *h1.state() {
-            ConnState::Idle => match c.limits.on_head_chunk(now) {
-                Ok(()) => self.arm_head_deadline(ci),
-                Err(v) => self.frang_violation(ci, RefuseAt::Connection, &v),
-            },
-            ConnState::Busy(id) => {
-                let Some(ex) = self.exchanges.get_mut(id).filter(|ex| ex.reading_body()) else {
-                    return;
-                };
-                match ex.limits.on_body_chunk(now) {
-                    Ok(()) => self.arm_body_deadline(id),
-                    Err(v) => self.frang_violation(ci, RefuseAt::Exchange(id), &v),
+    let Codec::H1(h1) = &c.codec else {
+        // HTTP/2 counts after the bytes went into the connection (`process_h2`): only then
+        // is it known whether they carried part of a head; bodies count per DATA frame.
+        return ReadVerdict::Within;
+    };
+    match *h1.state() {
+        ConnState::Idle => match c.limits.on_head_chunk(now) {
+            Ok(()) => {
+                if let Some((at, _)) = c.limits.deadline() {
+                    clients.extend_timer(timers, ci, at);
                 }
+                ReadVerdict::Within
             }
-            // A tunnel's bytes are not HTTP: frang's request limits do not apply to them.
-            ConnState::Drain(_) | ConnState::Tunnel(_) => {}
+            Err(v) => ReadVerdict::Refuse(RefuseAt::Connection, v),
+        },
+        ConnState::Busy(id) => {
+            let Some(ex) = exchanges.get_mut(id).filter(|ex| ex.reading_body()) else {
+                return ReadVerdict::Within;
+            };
+            match ex.limits.on_body_chunk(now) {
+                Ok(()) => {
+                    exchanges.arm_body_deadline(timers, id, now);
+                    ReadVerdict::Within
+                }
+                Err(v) => ReadVerdict::Refuse(RefuseAt::Exchange(id), v),
+            }
         }
+        // A tunnel's bytes are not HTTP: frang's request limits do not apply to them.
+        ConnState::Drain(_) | ConnState::Tunnel(_) => ReadVerdict::Within,
     }
+}
 
-    /// Arms client `ci`'s timer at its header deadline, if one applies.
-    fn arm_head_deadline(&mut self, ci: ClientId) {
-        let Some((at, _)) = self.clients.get(ci).and_then(|c| c.limits.deadline()) else {
-            return;
-        };
-        self.clients.extend_timer(&mut self.timers, ci, at);
-    }
+/// Where a request's head or body stands against its deadline when its timer fires.
+pub(super) enum Deadline {
+    /// No deadline applies.
+    None,
+    /// Not yet: the timer is armed again for it.
+    Pending,
+    /// Passed: the client is cut for `limit`.
+    Passed(&'static str),
+}
 
+impl Exchanges {
     /// Arms exchange `id`'s timer at its body deadline, if one applies.
-    pub(super) fn arm_body_deadline(&mut self, id: ExchangeId) {
-        let Some((at, _)) = self.exchanges.get(id).and_then(|ex| ex.limits.deadline()) else {
+    pub(super) fn arm_body_deadline(&mut self, timers: &mut Timers, id: ExchangeId, now: Instant) {
+        let Some((at, _)) = self.get(id).and_then(|ex| ex.limits.deadline()) else {
             return;
         };
-        self.exchanges
-            .arm_timer(&mut self.timers, id, at.saturating_duration_since(self.now));
+        self.arm_timer(timers, id, at.saturating_duration_since(now));
     }
 
-    /// The client timer fired while a request head was arriving: cut the client if its
-    /// deadline has passed (a slowloris head). False if no header deadline applies.
-    pub(super) fn head_deadline_passed(&mut self, ci: ClientId, now: Instant) -> bool {
-        let Some((at, limit)) = self.clients.get(ci).and_then(|c| c.limits.deadline()) else {
-            return false;
-        };
-        if now < at {
-            self.clients.arm_timer(&mut self.timers, ci, at);
-            return true;
-        }
-        self.deadline_violation(ci, None, limit);
-        true
-    }
-
-    /// Exchange `id`'s timer fired while its body was arriving: cut the client if the body
-    /// deadline has passed (a trickling body).
-    pub(super) fn body_deadline(&mut self, id: ExchangeId, now: Instant) {
-        let Some((at, limit)) = self.exchanges.get(id).and_then(|ex| ex.limits.deadline()) else {
-            return;
-        };
-        if now < at {
-            return self.exchanges.arm_timer(&mut self.timers, id, at - now);
-        }
-        if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
-            self.deadline_violation(ci, Some(id), limit);
-        }
-    }
-
-    pub(super) fn deadline_violation(
+    /// Exchange `id`'s timer fired while its body was arriving: a trickling body is cut once
+    /// its deadline has passed.
+    pub(super) fn body_deadline(
         &mut self,
+        timers: &mut Timers,
+        id: ExchangeId,
+        now: Instant,
+    ) -> Deadline {
+        let Some((at, limit)) = self.get(id).and_then(|ex| ex.limits.deadline()) else {
+            return Deadline::None;
+        };
+        if now < at {
+            self.arm_timer(timers, id, at - now);
+            return Deadline::Pending;
+        }
+        Deadline::Passed(limit)
+    }
+}
+
+impl Clients {
+    /// Client `ci`'s timer fired while a request head was arriving: a slowloris head is cut
+    /// once its header deadline has passed.
+    pub(super) fn head_deadline(
+        &mut self,
+        timers: &mut Timers,
         ci: ClientId,
-        id: Option<ExchangeId>,
-        limit: &'static str,
-    ) {
-        let v = Violation {
-            limit,
-            detail: "deadline passed".to_string(),
-            status: crate::frang::FRANG_BLOCK_STATUS,
+        now: Instant,
+    ) -> Deadline {
+        let Some((at, limit)) = self.get(ci).and_then(|c| c.limits.deadline()) else {
+            return Deadline::None;
         };
-        self.frang_violation(ci, id.into(), &v);
-        self.flush_client(ci);
-        self.close_client(ci, CloseReason::Frang);
+        if now < at {
+            self.arm_timer(timers, ci, at);
+            return Deadline::Pending;
+        }
+        Deadline::Passed(limit)
     }
+}
 
-    /// The request-level limits of the vhost (or location) serving exchange `id`. False if
-    /// the request was refused.
-    pub(super) fn frang_request(&mut self, id: ExchangeId) -> bool {
-        let Some(ex) = self.exchanges.get(id) else {
-            return false;
-        };
-        match request_verdict(ex, &self.clients, &self.rt, self.now) {
-            Some(Ok(())) => true,
-            None => false,
-            Some(Err(violation)) => {
-                let ci = ex.client;
-                self.frang_violation(ci, RefuseAt::Exchange(id), &violation);
-                false
-            }
-        }
+/// The violation a passed deadline for `limit` is.
+pub(super) fn deadline_passed(limit: &'static str) -> Violation {
+    Violation {
+        limit,
+        detail: "deadline passed".to_string(),
+        status: crate::frang::FRANG_BLOCK_STATUS,
     }
+}
 
-    /// `http_resp_code_block` refused the origin's response to exchange `id` before any of
-    /// it was sent: as Tempesta does, the client gets 403 instead (per `block_action attack`)
-    /// and the connection closes; the upstream connection, its response unread, is closed.
-    pub(super) fn block_response(&mut self, id: ExchangeId, v: &Violation) {
-        let Some(ex) = self.exchanges.get(id) else {
-            return;
-        };
-        if let Some(ip) = self.clients.get(ex.client).map(|c| c.peer.ip()) {
-            let name = self.vhost_name(ex.vhost).to_owned();
-            note_block((&self.rt, self.metrics()), ip, v, &name);
-            self.rt.frang.on_violation(ip, Instant::now());
-        }
-        self.refuse_exchange(id, 403, Refusal::Attack);
-    }
+/// Records a violation by client `ci`, refused at `at` (the caller refuses): the client's
+/// end is blocked, the block logged and counted, and frang told (`ip_block`). False if the
+/// client is gone. Every protocol's requests come here: one verdict whatever the protocol.
+pub(super) fn record_violation(
+    (clients, exchanges): (&mut Clients, &Exchanges),
+    (rt, metrics): (&Runtime, &Metrics),
+    (ci, at): (ClientId, RefuseAt),
+    v: &Violation,
+) -> bool {
+    let Some(c) = clients.get_mut(ci) else {
+        return false;
+    };
+    c.end.block();
+    let ip = c.peer.ip();
+    let routed = match at {
+        RefuseAt::Exchange(id) => exchanges.get(id).and_then(|ex| ex.vhost),
+        RefuseAt::Connection | RefuseAt::Stream(_) => None,
+    };
+    note_block((rt, metrics), ip, v, vhost_name(rt, routed));
+    rt.frang.on_violation(ip, Instant::now());
+    true
+}
 
-    /// A `101` from the origin turned client `ci`'s connection into a tunnel
-    /// (http_resp_code_block): on a violation the connection closes after it.
-    pub(super) fn frang_response(&mut self, ci: ClientId, status: u16, vhost: usize) {
-        let rt = self.rt.clone();
-        let rule =
-            vhost_frang(&rt.config, vhost, None).and_then(|l| l.http_resp_code_block.as_ref());
-        if rule.is_none() {
-            return;
-        }
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        let ip = c.peer.ip();
-        if let Err(v) = rt.frang.on_response(ip, status, rule, Instant::now()) {
-            c.end.close_after_flush();
-            let name = rt.vhosts.get(vhost).map_or("-", |v| v.name.as_str());
-            note_block((&rt, self.metrics()), ip, &v, name);
-            rt.frang.on_violation(ip, Instant::now());
-        }
+/// The request-level limits of the vhost (or location) serving exchange `id`: Ok, or the
+/// client and the violation to refuse it for; None if the exchange or its client is gone.
+pub(super) fn judge_request(
+    (exchanges, clients): (&Exchanges, &Clients),
+    rt: &Runtime,
+    id: ExchangeId,
+    now: Instant,
+) -> Option<Result<(), (ClientId, Violation)>> {
+    let ex = exchanges.get(id)?;
+    let verdict = request_verdict(ex, clients, rt, now)?;
+    Some(verdict.map_err(|v| (ex.client, v)))
+}
+
+/// A `101` from the origin turned client `ci`'s connection into a tunnel
+/// (http_resp_code_block): on a violation the connection closes after it.
+pub(super) fn judge_upgrade(
+    clients: &mut Clients,
+    (rt, metrics): (&Runtime, &Metrics),
+    (ci, status, vhost): (ClientId, u16, usize),
+) {
+    let rule = vhost_frang(&rt.config, vhost, None).and_then(|l| l.http_resp_code_block.as_ref());
+    if rule.is_none() {
+        return;
     }
+    let Some(c) = clients.get_mut(ci) else {
+        return;
+    };
+    let ip = c.peer.ip();
+    if let Err(v) = rt.frang.on_response(ip, status, rule, Instant::now()) {
+        c.end.close_after_flush();
+        let name = rt.vhosts.get(vhost).map_or("-", |v| v.name.as_str());
+        note_block((rt, metrics), ip, &v, name);
+        rt.frang.on_violation(ip, Instant::now());
+    }
+}
+
+/// `http_resp_code_block` refused the origin's response to exchange `id`: logged, counted
+/// and told to frang against the client's address (the caller refuses the exchange).
+pub(super) fn record_response_block(
+    (exchanges, clients): (&Exchanges, &Clients),
+    (rt, metrics): (&Runtime, &Metrics),
+    id: ExchangeId,
+    v: &Violation,
+) {
+    let Some(ex) = exchanges.get(id) else {
+        return;
+    };
+    if let Some(ip) = clients.get(ex.client).map(|c| c.peer.ip()) {
+        note_block((rt, metrics), ip, v, vhost_name(rt, ex.vhost));
+        rt.frang.on_violation(ip, Instant::now());
+    }
+}
+
+/// The name of vhost index `vhost` for a log line ("-" for none).
+fn vhost_name(rt: &Runtime, vhost: Option<usize>) -> &str {
+    vhost
+        .and_then(|v| rt.vhosts.get(v))
+        .map_or("-", |v| v.name.as_str())
 }
 
 /// Logs (unless `nolog`) and counts a block.

@@ -13,6 +13,7 @@ use super::client::Stage as ConnStage;
 use super::exchange::{ExchangeId, NewExchange, TierFallback};
 use super::finish::{Refusal, RefuseAt};
 use super::h1::{ConnState, Parsed, Reply};
+use super::limits;
 use super::request::{Request, Scheme};
 use super::request_body::{self, Pumped};
 use super::websocket::Upgrade;
@@ -211,7 +212,8 @@ impl Worker {
         }
         // The body's first piece may never come: its deadline runs from now.
         if has_body {
-            self.arm_body_deadline(id);
+            self.exchanges
+                .arm_body_deadline(&mut self.timers, id, self.now);
         }
         self.route(id);
     }
@@ -347,8 +349,10 @@ impl Worker {
     /// Serves exchange `id`, routed to a vhost: from the cache, or through its server group.
     pub(super) fn serve(&mut self, id: ExchangeId, overrides: CacheOverride) {
         let rt = self.rt.clone();
-        if !self.frang_request(id) {
-            return;
+        match limits::judge_request((&self.exchanges, &self.clients), &rt, id, self.now) {
+            Some(Ok(())) => {}
+            None => return,
+            Some(Err((ci, v))) => return self.frang_violation(ci, RefuseAt::Exchange(id), &v),
         }
         let Some(ex) = self.exchanges.get(id) else {
             return;

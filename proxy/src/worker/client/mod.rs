@@ -23,6 +23,7 @@ use ktls::{IoStatus, Progress, TlsSession};
 use mio::Interest;
 
 use super::h1::H1Codec;
+use super::limits::{self, Deadline, ReadVerdict};
 use super::request::Scheme;
 use super::{client_token, Worker};
 use crate::buf::{Buf, BufPool};
@@ -208,7 +209,12 @@ impl Worker {
         for _ in 0..64 {
             let mut progressed = self.read_client(ci);
             if progressed {
-                self.account_read(ci);
+                let parts = (&mut self.clients, &mut self.exchanges, &mut self.timers);
+                match limits::account_read(parts, &self.rt, ci, self.now) {
+                    ReadVerdict::Within => {}
+                    ReadVerdict::Reset(v) => self.refuse_connection(ci, &v),
+                    ReadVerdict::Refuse(at, v) => self.frang_violation(ci, at, &v),
+                }
             }
             progressed |= self.process_client(ci);
             progressed |= self.flush_client(ci);
@@ -401,11 +407,11 @@ impl Worker {
             Due::Handshake => self.handshake_deadline_due(ci, now),
             // A slowloris head (client_header_timeout) is cut by frang; otherwise this is an
             // idle keep-alive client.
-            Due::Head => {
-                if !self.head_deadline_passed(ci, now) {
-                    self.close_client(ci, CloseReason::IdleTimeout);
-                }
-            }
+            Due::Head => match self.clients.head_deadline(&mut self.timers, ci, now) {
+                Deadline::None => self.close_client(ci, CloseReason::IdleTimeout),
+                Deadline::Pending => {}
+                Deadline::Passed(limit) => self.deadline_violation(ci, None, limit),
+            },
             Due::Drain => self.close_client(ci, CloseReason::Error),
             Due::H2 => self.h2_timer(ci, now),
             Due::Tunnel => {

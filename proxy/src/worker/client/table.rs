@@ -44,6 +44,13 @@ impl Clients {
         self.slab.get_mut(id.0)
     }
 
+    /// `id` if it still holds the connection whose unique id is `unique` (a later one may
+    /// have taken its slot since).
+    #[inline]
+    pub fn current(&self, id: ClientId, unique: u64) -> Option<ClientId> {
+        self.get(id).filter(|c| c.id == unique).map(|_| id)
+    }
+
     #[inline]
     pub fn contains(&self, id: ClientId) -> bool {
         self.slab.contains(id.0)
