@@ -131,12 +131,15 @@ impl Link {
             super::note_backlog(0);
             return;
         }
+        // The fingerprint counts first (the first half of the interval), sticky pins up to
+        // three quarters, frang's counts to the end: a flood of pins cannot starve a limit,
+        // and a sticky turn that fails (a malformed or wrong-type stream) costs only the pins.
         if self.blocks(frang, wake).is_ok()
-            && self.sticky_turn(sticky, started).is_ok()
             && self
                 .fingerprints(fingerprints, &fingerprint_deltas, started)
                 .is_ok()
         {
+            let _ = self.sticky_turn(sticky, started);
             while !self.backlog.is_empty() && started.elapsed() < self.cluster.sync_interval {
                 if self.counts(frang).is_err() {
                     break;
@@ -258,17 +261,18 @@ impl Link {
         Ok(())
     }
 
-    /// The sticky key, pins and passes, within the first half of the turn's interval.
+    /// The sticky key, pins and passes, within the first three quarters of the turn's
+    /// interval (after the fingerprint counts).
     fn sticky_turn(
         &mut self,
         sticky: &crate::sticky::runtime::StickyRt,
         started: Instant,
     ) -> Result<(), ()> {
         let mut sync = std::mem::replace(&mut self.sticky, StickySync::new(""));
-        let half = self.cluster.sync_interval / 2;
+        let until = self.cluster.sync_interval * 3 / 4;
         let result = sync.turn(
             sticky,
-            (started, half),
+            (started, until),
             &mut |commands: &[Vec<String>], budget: Budget| {
                 self.pipeline(commands, budget, |replies| {
                     match replies.iter().find_map(Reply::error) {

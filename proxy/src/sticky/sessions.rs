@@ -235,18 +235,31 @@ impl SessionTable {
 
     /// Pins session `key` to `server` at `now`, whatever it was pinned to: the server
     /// itself named the session (`learn`: its `Set-Cookie`).
+    /// A backend that sends the same session cookie on every response (rolling sessions)
+    /// publishes it no more often than `route` republishes a pin in use.
     pub fn pin(&self, key: SessionKey, server: usize, now: Instant) {
         let mut shard = self.shard(&key);
         self.drop_expired(&mut shard, now);
+        let unchanged = shard
+            .get(&key)
+            .filter(|p| p.server == server && !self.expired(p, now))
+            .map(|p| p.published)
+            .filter(|&at| !self.republish_due(at, now));
+        let published = match unchanged {
+            Some(at) => at,
+            None => {
+                self.publish(key, server);
+                now
+            }
+        };
         shard.insert(
             key,
             Pin {
                 server,
                 last_used: now,
-                published: now,
+                published,
             },
         );
-        self.publish(key, server);
     }
 
     /// Forgets the expired sessions at the old end of a shard; each call
@@ -490,6 +503,23 @@ mod tests {
         let lone = SessionTable::new(100, None);
         lone.route(key("a"), t0, STICK, |_| true, || Some(1));
         assert!(lone.take_published().is_empty());
+    }
+
+    #[test]
+    fn attack_a_backend_renaming_the_same_session_on_every_response_publishes_it_once() {
+        // Rolling sessions (`learn`): the same Set-Cookie on each response. Each one used to
+        // be a stream entry every node read (the review's probe: 1 000 calls, 1 000 entries).
+        let t = SessionTable::new(100, Some(Duration::from_secs(10))).in_fleet();
+        let t0 = Instant::now();
+        for ms in 0..1_000 {
+            t.pin(key("s"), 2, t0 + Duration::from_millis(ms));
+        }
+        assert_eq!(t.take_published().len(), 1);
+        // Another server, or half the lifetime later: published again.
+        t.pin(key("s"), 3, t0 + Duration::from_secs(1));
+        assert_eq!(t.take_published().len(), 1);
+        t.pin(key("s"), 3, t0 + Duration::from_secs(7));
+        assert_eq!(t.take_published().len(), 1);
     }
 
     #[test]
