@@ -49,7 +49,9 @@ pub(super) enum ReadVerdict {
 /// A read brought bytes to client `ci`: counts the TLS records against the connection's
 /// fingerprint (`tft`), a head or body chunk for the frang chunk limits and timeouts, and
 /// re-arms the deadline it moves. `now` is the loop turn's clock: a head or body timeout is
-/// seconds, a turn microseconds.
+/// seconds, a turn microseconds. Inlined: it runs after every read, and as a call it cost
+/// about 70 instructions per keep-alive request more than inside `drive_client`.
+#[inline]
 pub(super) fn account_read(
     (clients, exchanges, timers): (&mut Clients, &mut Exchanges, &mut Timers),
     rt: &Runtime,
