@@ -171,7 +171,7 @@ impl Worker {
             self.worker_metrics().request_duration.record_owned(took);
         }
         if ex.log.is_some() {
-            let vhost_name = self.vhost_name(ex.vhost);
+            let vhost_name = limits::vhost_name(&self.rt, ex.vhost);
             let answer = (outcome.status, outcome.bytes);
             self.access_log(ex.log.as_deref(), vhost_name, answer, upstream_time);
         }
@@ -427,13 +427,6 @@ impl Worker {
         if let Some(log) = self.exchanges.get_mut(id).and_then(|ex| ex.log.as_mut()) {
             log.cache = Some(status);
         }
-    }
-
-    /// The name of vhost `vhost` for logs; `-` when the request was not routed to one.
-    pub(super) fn vhost_name(&self, vhost: Option<usize>) -> &str {
-        vhost
-            .and_then(|v| self.rt.vhosts.get(v))
-            .map_or("-", |v| v.name.as_str())
     }
 
     pub(super) fn access_log(

@@ -216,8 +216,7 @@ pub(super) fn judge_upgrade(
     let ip = c.peer.ip();
     if let Err(v) = rt.frang.on_response(ip, status, rule, Instant::now()) {
         c.end.close_after_flush();
-        let name = rt.vhosts.get(vhost).map_or("-", |v| v.name.as_str());
-        note_block((rt, metrics), ip, &v, name);
+        note_block((rt, metrics), ip, &v, vhost_name(rt, Some(vhost)));
         rt.frang.on_violation(ip, Instant::now());
     }
 }
@@ -240,7 +239,7 @@ pub(super) fn record_response_block(
 }
 
 /// The name of vhost index `vhost` for a log line ("-" for none).
-fn vhost_name(rt: &Runtime, vhost: Option<usize>) -> &str {
+pub(super) fn vhost_name(rt: &Runtime, vhost: Option<usize>) -> &str {
     vhost
         .and_then(|v| rt.vhosts.get(v))
         .map_or("-", |v| v.name.as_str())
