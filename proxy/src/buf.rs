@@ -100,6 +100,7 @@ impl BufPool {
         self.free.pop().unwrap_or_else(Buf::new)
     }
 
+    #[inline]
     pub fn give(&mut self, mut buf: Buf) {
         if self.free.len() < POOL_MAX {
             buf.start = 0;

@@ -343,6 +343,21 @@ impl Exchanges {
         let ex = self.get(id)?;
         clients.current(ex.client, ex.client_id)
     }
+
+    /// The client connection upstream `u` works for, if still the one it began with: its
+    /// exchange's, or its tunnel's (whose panic guard it runs under).
+    pub(super) fn client_of_upstream(
+        &self,
+        u: &super::upstream::Upstream,
+        clients: &Clients,
+    ) -> Option<ClientId> {
+        match u.phase {
+            super::upstream::UpPhase::Tunnel { client, client_id } => {
+                clients.current(client, client_id)
+            }
+            _ => self.client_of(u.exchange?, clients),
+        }
+    }
 }
 
 /// What an exchange's timer ran out on.

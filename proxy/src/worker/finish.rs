@@ -11,7 +11,7 @@ use std::time::Instant;
 use http1::BodyDecoder;
 
 use super::client::codec::{self, Codec};
-use super::client::ClientId;
+use super::client::{ClientId, Due};
 use super::exchange::{ExchangeId, Forward, Stage};
 use super::h1::{self, Reply, ReplyTo};
 use super::limits;
@@ -124,6 +124,105 @@ impl Worker {
         }
     }
 
+    /// Client `ci`'s timer entry of generation `gen` came due: acts on what it is due for.
+    pub(super) fn client_timer(&mut self, ci: ClientId, gen: u64, now: Instant) {
+        let Some(due) = self.clients.timer_due(&mut self.timers, ci, gen, now) else {
+            return;
+        };
+        match due {
+            Due::Handshake => self.handshake_deadline_due(ci, now),
+            // A slowloris head (client_header_timeout) is cut by frang; otherwise this is an
+            // idle keep-alive client.
+            Due::Head => match self.clients.head_deadline(&mut self.timers, ci, now) {
+                limits::Deadline::None => self.close_client(ci, CloseReason::IdleTimeout),
+                limits::Deadline::Pending => {}
+                limits::Deadline::Passed(limit) => self.deadline_violation(ci, None, limit),
+            },
+            Due::Drain => self.close_client(ci, CloseReason::Error),
+            Due::H2 => self.h2_timer(ci, now),
+            Due::Tunnel => {
+                let parts = (&mut self.clients, &mut self.timers);
+                let timeout = self.rt.config.client_ws_timeout;
+                if let Some(end) = super::tunnel::timer(parts, timeout, ci, now) {
+                    self.close_tunnel(ci, end);
+                }
+            }
+        }
+    }
+
+    /// Client `ci`'s handshake deadline came due: process what already arrived, then cut
+    /// the handshake unless that finished it or moved it (which re-armed the deadline).
+    fn handshake_deadline_due(&mut self, ci: ClientId, now: Instant) {
+        let Some(gen) = self.clients.get(ci).map(|c| c.timer_gen) else {
+            return;
+        };
+        self.drive_client(ci);
+        let Some((ip, state)) = self.clients.handshake_overdue(ci, gen) else {
+            return;
+        };
+        self.metrics().count_handshake_timeout(state);
+        crate::metrics::bump(&self.metrics().handshakes_failed);
+        let _ = self.rt.frang.on_tls_incomplete(ip, now);
+        self.close_client(ci, CloseReason::HandshakeTimeout);
+    }
+
+    /// After a receive pass of client `ci`: its held bytes join its address's total
+    /// (`client_mem`); over the hard limit the connection is reset as a block.
+    pub(super) fn account_memory(&mut self, ci: ClientId) {
+        let now = self.now;
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        let Err(v) = c.account_memory(now) else {
+            return;
+        };
+        let ip = c.peer.ip();
+        limits::note_block((&self.rt, self.metrics()), ip, &v, "-");
+        self.drop_response(ci, Refusal::Attack);
+        self.close_client(ci, CloseReason::Frang);
+    }
+
+    /// After driving client `ci`: close it if it is finished (client/conn.rs `settle`).
+    pub(super) fn settle_client(&mut self, ci: ClientId) {
+        let last_call_over = super::drain::last_call_over(self.draining);
+        match super::client::settle(&mut self.clients, &mut self.bufs, ci, last_call_over) {
+            Some((why, true)) => self.reset_client(ci, why),
+            Some((why, false)) => self.close_client(ci, why),
+            None => {}
+        }
+    }
+
+    /// Closes client connection `ci`, with close_notify (TLS) unless the client closed first.
+    pub(super) fn close_client(&mut self, ci: ClientId, why: CloseReason) {
+        self.end_client(ci, why, true);
+    }
+
+    /// Cuts client connection `ci` with a reset: no close_notify and no FIN, which a reader
+    /// of a close-delimited body would take for its clean end (RFC 9112 §8); what was not
+    /// sent yet is dropped.
+    pub(super) fn reset_client(&mut self, ci: ClientId, why: CloseReason) {
+        self.end_client(ci, why, false);
+    }
+
+    /// Closes client connection `ci` (client/conn.rs `close`), then its tunnel's upstream and
+    /// the exchanges it carried.
+    fn end_client(&mut self, ci: ClientId, why: CloseReason, orderly: bool) {
+        let conns = &mut self.client_conns().0;
+        let Some(closed) = super::client::close(conns, ci, why, orderly) else {
+            return;
+        };
+        if let Some((tunnel, unique)) = closed.tunnel {
+            let tunnels = &self.shared.metrics.tunnels;
+            let gone = super::tunnel::gone(&self.upstreams, tunnels, tunnel, (ci, unique), why);
+            if let Some(ui) = gone {
+                self.close_upstream(ui);
+            }
+        }
+        for id in closed.exchanges {
+            self.drop_exchange(id);
+        }
+    }
+
     /// `http_resp_code_block` refused the origin's response to exchange `id` before any of
     /// it was sent: as Tempesta does, the client gets 403 instead (per `block_action attack`)
     /// and the connection closes; the upstream connection, its response unread, is closed.
@@ -156,7 +255,7 @@ impl Worker {
         let unread = match forward {
             Some(f) => {
                 let end = outcome.upstream_end.unwrap_or(UpstreamEnd::ABANDONED);
-                self.end_upstream_of(id, f.up, end);
+                self.end_upstream(Some(id), f.up, end);
                 f.unread_body()
             }
             None => ex
@@ -219,7 +318,7 @@ impl Worker {
             return;
         };
         match ex.take_stage() {
-            Stage::Upstream(f) => self.end_upstream_of(id, f.up, UpstreamEnd::ABANDONED),
+            Stage::Upstream(f) => self.end_upstream(Some(id), f.up, UpstreamEnd::ABANDONED),
             Stage::Queued(_) => super::upstream::groups::unqueue(&mut self.groups, id),
             Stage::CacheWait(ticket) => {
                 self.shared.cache.cancel_wait(ticket);
@@ -447,5 +546,12 @@ impl Worker {
             upstream_time,
         };
         crate::access_log::write(&self.rt.config.access_log, &entry);
+    }
+
+    /// Ends client `ci`'s tunnel for `end`: both connections close (tunnel.rs).
+    pub(super) fn close_tunnel(&mut self, ci: ClientId, end: crate::metrics_tunnel::TunnelEnd) {
+        if let Some(why) = super::tunnel::end(&mut self.clients, ci, end) {
+            self.close_client(ci, why);
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! and the choice of a connection: pooled, new, or a place in the group's queue.
 
 use std::io::Write as _;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http1::{BodyDecoder, ConnectionOption, Forwarding, HeaderEdits};
 
@@ -12,8 +12,7 @@ use super::exchange::{ExchangeId, Facts, Forward, Receiving, Sending, Stage, Tie
 use super::finish::Refusal;
 use super::h1::Reply;
 use super::upstream::groups::{self, request_key, Pick};
-use super::upstream::UpPhase;
-use super::upstream::UpstreamId;
+use super::upstream::{self, Flushed, Settled, UpPhase, UpstreamId};
 use super::{client_token, upstream_token, Worker};
 use crate::metrics::bump;
 
@@ -184,11 +183,13 @@ impl Worker {
             ) {
                 Pick::Pooled(ui) => return self.attach(id, ui, forward),
                 Pick::Connect(server) => {
-                    match self.connect(forward.group, server, UpPhase::Connecting) {
+                    let (mut conns, open) = self.conns();
+                    let to = (forward.group, server, UpPhase::Connecting);
+                    match upstream::connect(&mut conns, open, to) {
                         Ok(ui) => return self.attach(id, ui, forward),
                         Err(_) => {
                             bump(&self.metrics().upstream_connect_errors);
-                            self.health().mark_down(forward.group, server);
+                            self.checks().health().mark_down(forward.group, server);
                             avoid = Some(server);
                             forward.attempts += 1;
                             let limit = self
@@ -222,7 +223,7 @@ impl Worker {
         let ci = self.exchanges.client_of(id, &self.clients);
         if ci.is_none() && self.exchanges.get(id).is_none_or(|ex| ex.has_client()) {
             // The client left meanwhile: the connection goes back unused.
-            self.end_upstream(ui, super::upstream::UpstreamEnd::UNUSED);
+            self.end_upstream(None, ui, upstream::UpstreamEnd::UNUSED);
             return self.drop_exchange(id);
         }
         let Some(u) = self.upstreams.get_mut(ui) else {
@@ -254,11 +255,77 @@ impl Worker {
             ex.send(forward);
         }
         if !connecting {
-            self.arm_upstream_timer(ui, timeout);
+            upstream::arm_timer(&mut self.upstreams, &mut self.timers, ui, timeout);
         }
         self.dirty.push_back(upstream_token(ui));
         if let Some(ci) = ci {
             self.dirty.push_back(client_token(ci));
+        }
+    }
+
+    /// A connecting upstream `ui` (an exchange's, or a probe) became ready: connected or
+    /// failed (upstream/conn.rs `settle`); what that means for its server's health and its
+    /// exchange follows here (a failed connect is retried elsewhere or answered 502). True:
+    /// the connection carries its exchange's request now, and driving it goes on.
+    pub(super) fn settle_connect(&mut self, ui: UpstreamId) -> bool {
+        let (mut conns, open) = self.conns();
+        match upstream::settle(&mut conns, open.rt, ui) {
+            Settled::Pending => false,
+            Settled::Up {
+                server,
+                carrying,
+                monitored,
+                freed,
+            } => {
+                if let Some((group, server)) = server {
+                    self.checks().health().mark_up(group, server);
+                }
+                self.serve_freed(freed);
+                if monitored && self.checks().start(ui) {
+                    self.dirty.push_back(upstream_token(ui));
+                }
+                carrying
+            }
+            Settled::Failed {
+                server,
+                exchange,
+                freed,
+            } => {
+                self.serve_freed(freed);
+                if let Some((group, server)) = server {
+                    self.checks().health().mark_down(group, server);
+                }
+                if let Some(id) = exchange {
+                    self.exchange_failed(id, super::response::Failure::Connect);
+                }
+                false
+            }
+        }
+    }
+
+    /// Writes upstream `ui`'s queued request bytes. Once all are out, the exchange's sending
+    /// is timed from now; room again lets its client pass more request body. True if bytes
+    /// moved (or the write failed: the connection is over).
+    pub(super) fn flush_upstream(&mut self, ui: UpstreamId) -> bool {
+        let (flushed, id, emptied) = upstream::flush_at(&mut self.upstreams, ui);
+        match flushed {
+            Flushed::Nothing => false,
+            Flushed::Failed => true,
+            Flushed::Wrote => {
+                let Some(id) = id else {
+                    return true;
+                };
+                if emptied {
+                    let forward = self.exchanges.get_mut(id).and_then(|ex| ex.forward_mut());
+                    if let Some(fwd) = forward {
+                        fwd.sending.flushed(Instant::now());
+                    }
+                }
+                if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
+                    self.dirty.push_back(client_token(ci));
+                }
+                true
+            }
         }
     }
 
@@ -276,7 +343,7 @@ impl Worker {
             crate::fleet::tier::count_fallback();
             // No head within `peer_timeout`: out until its probe answers (`fleet/tier.rs`).
             if status == 504 {
-                self.health().mark_down(forward.group, 0);
+                self.checks().health().mark_down(forward.group, 0);
             }
             let TierFallback { pass, validators } = *fallback;
             return self.forward_via(id, pass, forward.fill.take(), validators, None);
@@ -343,6 +410,101 @@ impl Worker {
         }
         self.exchanges.arm_timer(&mut self.timers, id, timeout);
         Ok(())
+    }
+
+    /// The parts choosing a sticky exchange's connection touches (sticky_hook.rs).
+    pub(super) fn scheduling(&mut self) -> super::sticky_hook::Scheduling<'_> {
+        super::sticky_hook::Scheduling {
+            rt: &self.rt,
+            groups: &mut self.groups,
+            upstreams: &self.upstreams,
+            exchanges: &mut self.exchanges,
+            metrics: &self.shared.metrics.sticky,
+        }
+    }
+
+    /// Closes retiring upstream connections `due` and ends what they carried (grace.rs).
+    pub(super) fn retire(&mut self, due: Vec<UpstreamId>) {
+        for ui in due {
+            match super::grace::carried(&self.upstreams, &self.clients, ui) {
+                Some(super::grace::Carried::Tunnel(ci)) => self.guarded(ci, |w| {
+                    w.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::ServerRemoved)
+                }),
+                Some(super::grace::Carried::Exchange(id)) => {
+                    self.close_upstream(ui);
+                    let failure = super::response::Failure::ServerRemoved;
+                    self.guarded_exchange(id, |w| w.exchange_failed(id, failure));
+                }
+                Some(super::grace::Carried::Nothing) => self.close_upstream(ui),
+                None => {}
+            }
+        }
+    }
+
+    /// A reload replaced `old`: its exchanges and queues carried over (reload.rs); those of a
+    /// group that is gone answered 502, then every queue served once through.
+    pub(super) fn carry_exchanges_over(
+        &mut self,
+        old: &crate::runtime::Runtime,
+        old_groups: Vec<groups::GroupState>,
+    ) {
+        let both = (old, &*self.rt);
+        let (exchanges, groups) = (&mut self.exchanges, &mut self.groups);
+        for id in super::reload::carry_exchanges_over(exchanges, groups, both, old_groups) {
+            if !super::reload::queued(&self.exchanges, id) {
+                continue;
+            }
+            self.guarded_exchange(id, |w| {
+                if let Some(forward) = super::reload::take_queued(&mut w.exchanges, id) {
+                    w.fail_exchange(id, forward, 502);
+                }
+            });
+        }
+        for group in 0..self.groups.len() {
+            let waiting = self.groups.get(group).map_or(0, |g| g.queue.len());
+            for _ in 0..waiting {
+                self.serve_queue(group);
+            }
+        }
+    }
+
+    /// Upstream `ui`'s timer entry of generation `gen` came due (upstream/conn.rs says for
+    /// what): a failed connect or a quiet server fails its exchange (a retry, or 502/504).
+    pub(super) fn upstream_timer(&mut self, ui: UpstreamId, gen: u64, now: Instant) {
+        let quiet = (self.upstreams.get(ui))
+            .map(|u| super::tier_hop::quiet_limit(&self.rt, &self.exchanges, u));
+        let Some(due) = upstream::timer_due(&mut self.conns().0, ui, (gen, now), quiet) else {
+            return;
+        };
+        match due {
+            upstream::TimerDue::Connect {
+                id,
+                group,
+                server,
+                current,
+            } => {
+                bump(&self.metrics().upstream_connect_errors);
+                self.close_upstream(ui);
+                if current {
+                    self.checks().health().mark_down(group, server);
+                }
+                self.exchange_failed(id, super::response::Failure::Connect);
+            }
+            upstream::TimerDue::Quiet(id) => {
+                bump(&self.metrics().upstream_timeouts);
+                self.close_upstream(ui);
+                self.exchange_failed(id, super::response::Failure::Timeout);
+            }
+            upstream::TimerDue::Check => {
+                let freed = self.checks().judge(ui, false);
+                self.serve_freed(freed);
+            }
+            upstream::TimerDue::Probe => {
+                let freed = self.checks().probe_timed_out(ui);
+                self.serve_freed(freed);
+            }
+            upstream::TimerDue::Close => self.close_upstream(ui),
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use http1::BodyDecoder;
 use super::lifecycle::BodyEnd;
 use super::token::PROBE_BASE;
 use super::upstream::groups::GroupState;
-use super::upstream::{UpPhase, Upstream, UpstreamId, Upstreams};
+use super::upstream::{self, UpPhase, Upstream, UpstreamId, Upstreams};
 use crate::health_monitor::{crc32_update, HealthMonitor};
 use crate::metrics_upstream::UpstreamMetrics;
 use crate::runtime::Runtime;
@@ -175,13 +175,97 @@ impl Health<'_> {
     }
 }
 
+/// Health checks as they run on upstream connections: a probe's connect, the monitor's
+/// request and answer, the verdict. What a closed check connection frees in its group is
+/// returned (`upstream::Freed`), for the loop to serve that group's queue.
+pub(super) struct Checks<'a> {
+    pub conns: upstream::Conns<'a>,
+    pub open: upstream::Opener<'a>,
+    /// This worker's index (`publish_down`).
+    pub worker: usize,
+}
+
+/// Where a health check stands after a drive ([`Checks::drive`]).
+pub(super) enum Checked {
+    /// Judged: its connection closed.
+    Judged(upstream::Freed),
+    /// Waiting for the server.
+    Waiting,
+    /// More to read than one drive takes: drive it again after the others.
+    Again,
+}
+
+impl Checks<'_> {
+    /// The parts marking servers touches.
+    pub fn health(&mut self) -> Health<'_> {
+        Health {
+            groups: self.conns.groups,
+            rt: self.open.rt,
+            rt_gen: self.conns.rt_gen,
+            timers: self.conns.timers,
+            metrics: &self.conns.metrics.upstream,
+            worker: self.worker,
+        }
+    }
+
+    /// A probe timer with `key` and `gen` fired: connect to its server if a probe is due.
+    pub fn probe(&mut self, key: usize, gen: u64, draining: bool) {
+        if let Some((group, server)) = self.health().probe_due(key, gen, draining) {
+            let probe = (group, server, UpPhase::Probe);
+            let connected = upstream::connect(&mut self.conns, self.open, probe).is_ok();
+            self.health().probe_started(group, server, connected);
+        }
+    }
+
+    /// A probe's connection `ui` is up: the monitor's request goes out on it. True: drive
+    /// the connection now.
+    pub fn start(&mut self, ui: UpstreamId) -> bool {
+        let Some(timeout) = send_request(self.conns.upstreams, self.open.rt, ui) else {
+            return false;
+        };
+        upstream::arm_timer(self.conns.upstreams, self.conns.timers, ui, timeout);
+        true
+    }
+
+    /// Moves check `ui` along: write the request, read the answer, judge it. A body larger
+    /// than the read buffer is taken a bufferful at a time; with edge-triggered readiness no
+    /// new event comes for bytes already waiting.
+    pub fn drive(&mut self, ui: UpstreamId) -> Checked {
+        let _ = upstream::flush_at(self.conns.upstreams, ui);
+        for _ in 0..64 {
+            upstream::read_at(self.conns.upstreams, self.conns.bufs, ui);
+            match reading(self.conns.upstreams, self.open.rt, ui) {
+                Reading::Verdict(ok) => return Checked::Judged(self.judge(ui, ok)),
+                Reading::Wait => return Checked::Waiting,
+                Reading::Progress => {}
+            }
+        }
+        Checked::Again
+    }
+
+    /// Ends check `ui`: its connection closes, its server is judged `ok` or not (a timeout
+    /// is a failed check).
+    pub fn judge(&mut self, ui: UpstreamId, ok: bool) -> upstream::Freed {
+        let (server, freed) = upstream::end_probe(&mut self.conns, ui);
+        if let Some((group, server)) = server {
+            self.health().verdict(group, server, ok);
+        }
+        freed
+    }
+
+    /// Probe `ui`'s connect did not finish in time: its server stays out.
+    pub fn probe_timed_out(&mut self, ui: UpstreamId) -> upstream::Freed {
+        let (server, freed) = upstream::end_probe(&mut self.conns, ui);
+        if let Some((group, server)) = server {
+            self.health().mark_down(group, server);
+        }
+        freed
+    }
+}
+
 /// A probe's connection `ui` is up: queues the monitor's request on it. The timeout to arm
 /// the connection's timer with; None if it is no monitored probe.
-pub(super) fn send_request(
-    upstreams: &mut Upstreams,
-    rt: &Runtime,
-    ui: UpstreamId,
-) -> Option<Duration> {
+fn send_request(upstreams: &mut Upstreams, rt: &Runtime, ui: UpstreamId) -> Option<Duration> {
     let u = upstreams.get_mut(ui)?;
     let check = rt.groups.get(u.group).and_then(|g| g.health.as_ref())?;
     u.out.push(check.request.as_bytes());
@@ -194,7 +278,7 @@ pub(super) fn send_request(
 }
 
 /// Where a health check on upstream `ui` stands after a read.
-pub(super) fn reading(upstreams: &mut Upstreams, rt: &Runtime, ui: UpstreamId) -> Reading {
+fn reading(upstreams: &mut Upstreams, rt: &Runtime, ui: UpstreamId) -> Reading {
     let Some(u) = upstreams.get_mut(ui) else {
         return Reading::Wait;
     };

@@ -28,3 +28,33 @@ pub(super) fn register_all(
     }
     Ok(())
 }
+
+/// What one accept on a listener gave.
+pub(super) enum Accepted {
+    /// A new connection, with what the listener serves on it.
+    Conn(crate::socket::Socket, SocketAddr, bool, Vec<config::Proto>),
+    /// No connection waits (or the listener is gone).
+    Empty,
+    /// The accept failed (descriptors exhausted, say): try again after a pause.
+    Failed(io::Error),
+}
+
+/// Accepts one connection on listener `li`, if one waits.
+pub(super) fn accept(listeners: &[WorkerListener], li: usize) -> Accepted {
+    let Some(listener) = listeners.get(li) else {
+        return Accepted::Empty;
+    };
+    loop {
+        return match listener.socket.accept() {
+            Ok((sock, peer)) => Accepted::Conn(
+                crate::socket::Socket::Tcp(sock),
+                peer,
+                listener.tls,
+                listener.protos.clone(),
+            ),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Accepted::Empty,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => Accepted::Failed(e),
+        };
+    }
+}

@@ -35,6 +35,7 @@ mod sticky_hook;
 mod stored_reply;
 #[cfg(test)]
 mod tests;
+mod tier_hop;
 mod token;
 mod tunnel;
 mod upstream;
@@ -59,7 +60,7 @@ use crate::timers::{Timers, ACCEPT_RETRY};
 use client::{ClientId, Clients};
 use exchange::{ExchangeId, Exchanges, TimerDue};
 use upstream::groups::GroupState;
-use upstream::UpstreamId;
+use upstream::{UpPhase, UpstreamEnd, UpstreamId};
 
 use token::{client_token, upstream_token};
 use token::{kind, Kind, LISTENER_BASE, WAKER};
@@ -95,8 +96,6 @@ pub struct Worker {
     /// This worker's waker, and the clients other threads woke it for (cache waits).
     waker: Arc<Waker>,
     inbox: caching::Inbox,
-    /// Distinguishes a client from a later one that reuses its slab slot.
-    next_client_id: u64,
     /// When this turn's events arrived: the clock of the requests and timers it arms (one
     /// clock read per turn, not several per request; a deadline comes a turn early at most).
     now: Instant,
@@ -138,12 +137,11 @@ impl Worker {
             drain_idle_closed: false,
             waker: waker.clone(),
             inbox: caching::Inbox::default(),
-            next_client_id: 0,
             now: Instant::now(),
             connector: crate::socket::Connector::default(),
         };
         worker.groups = upstream::groups::group_states(&worker.rt);
-        worker.health().schedule_checks();
+        worker.checks().health().schedule_checks();
         listener::register_all(worker.poll.registry(), &mut worker.listeners)?;
         Ok((worker, waker))
     }
@@ -198,7 +196,8 @@ impl Worker {
                 Kind::Listener(i) => self.accept(i),
                 Kind::Client(ci) => {
                     if event.is_readable() || event.is_read_closed() || event.is_error() {
-                        self.client_readable(ci, event.is_read_closed() || event.is_error());
+                        let closed = event.is_read_closed() || event.is_error();
+                        client::readable(&mut self.clients, ci, closed);
                     }
                     self.dirty.push_back(event.token());
                 }
@@ -251,7 +250,9 @@ impl Worker {
                     self.guarded(ci, |w| w.drive_client(ci))
                 }
                 Kind::Upstream(ui) => {
-                    match upstream::owner((&self.upstreams, &self.clients, &self.exchanges), ui) {
+                    let owner = (self.upstreams.get(ui))
+                        .and_then(|u| self.exchanges.client_of_upstream(u, &self.clients));
+                    match owner {
                         Some(ci) => self.guarded(ci, |w| w.drive_upstream(ui)),
                         None => self.drive_upstream(ui),
                     }
@@ -282,33 +283,41 @@ impl Worker {
     }
 
     fn accept(&mut self, li: usize) {
-        loop {
-            if self.draining.is_some() {
-                return;
-            }
-            let Some(listener) = self.listeners.get(li) else {
-                return;
-            };
-            match listener.socket.accept() {
-                Ok((sock, peer)) => {
-                    let (tls, protos) = (listener.tls, listener.protos.clone());
+        while self.draining.is_none() {
+            match listener::accept(&self.listeners, li) {
+                listener::Accepted::Conn(sock, peer, tls, protos) => {
                     self.refresh_runtime();
-                    self.new_client(crate::socket::Socket::Tcp(sock), peer, tls, &protos);
+                    self.new_client(client::Accepted {
+                        sock,
+                        peer,
+                        tls,
+                        protos: &protos,
+                    });
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.timers
-                        .schedule_retry(self.now + ACCEPT_RETRY, LISTENER_BASE + li);
-                    crate::warn!(
-                        "worker {}: accept on {} failed: {e}",
-                        self.id,
-                        self.listeners[li].addr
-                    );
+                listener::Accepted::Empty => return,
+                listener::Accepted::Failed(e) => {
+                    let (at, key) = (self.now + ACCEPT_RETRY, LISTENER_BASE + li);
+                    self.timers.schedule_retry(at, key);
+                    let addr = self.listeners[li].addr;
+                    crate::warn!("worker {}: accept on {addr} failed: {e}", self.id);
                     return;
                 }
             }
         }
+    }
+
+    /// Takes a new client connection in (client/conn.rs `open`).
+    fn new_client(&mut self, new: client::Accepted) {
+        // h2c by prior knowledge: the first bytes must be the HTTP/2 preface.
+        let h2c = !new.tls && new.protos.contains(&config::Proto::H2c);
+        let (mut conns, registry) = self.client_conns();
+        let Some(ci) = client::open(&mut conns, registry, new) else {
+            return;
+        };
+        if h2c {
+            self.start_h2(ci, request::Scheme::Http);
+        }
+        self.dirty.push_back(client_token(ci));
     }
 
     /// Picks up a reloaded configuration for new connections.
@@ -329,51 +338,10 @@ impl Worker {
             let old_groups =
                 std::mem::replace(&mut self.groups, upstream::groups::group_states(&self.rt));
             self.carry_exchanges_over(&old, old_groups);
-            self.health().publish();
-            self.health().schedule_checks();
+            self.checks().health().publish();
+            self.checks().health().schedule_checks();
             // HTTP/2 clients reconnect to meet the new configuration.
             self.clients.go_away_all(&mut self.dirty);
-        }
-    }
-
-    /// Closes retiring upstream connections `due` and ends what they carried (grace.rs).
-    fn retire(&mut self, due: Vec<UpstreamId>) {
-        for ui in due {
-            match grace::carried(&self.upstreams, &self.clients, ui) {
-                Some(grace::Carried::Tunnel(ci)) => self.guarded(ci, |w| {
-                    w.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::ServerRemoved)
-                }),
-                Some(grace::Carried::Exchange(id)) => {
-                    self.close_upstream(ui);
-                    let failure = response::Failure::ServerRemoved;
-                    self.guarded_exchange(id, |w| w.exchange_failed(id, failure));
-                }
-                Some(grace::Carried::Nothing) => self.close_upstream(ui),
-                None => {}
-            }
-        }
-    }
-
-    /// A reload replaced `old`: its exchanges and queues carried over (reload.rs); those of a
-    /// group that is gone answered 502, then every queue served once through.
-    fn carry_exchanges_over(&mut self, old: &Runtime, old_groups: Vec<GroupState>) {
-        let both = (old, &*self.rt);
-        let (exchanges, groups) = (&mut self.exchanges, &mut self.groups);
-        for id in reload::carry_exchanges_over(exchanges, groups, both, old_groups) {
-            if !reload::queued(&self.exchanges, id) {
-                continue;
-            }
-            self.guarded_exchange(id, |w| {
-                if let Some(forward) = reload::take_queued(&mut w.exchanges, id) {
-                    w.fail_exchange(id, forward, 502);
-                }
-            });
-        }
-        for group in 0..self.groups.len() {
-            let waiting = self.groups.get(group).map_or(0, |g| g.queue.len());
-            for _ in 0..waiting {
-                self.serve_queue(group);
-            }
         }
     }
 
@@ -393,7 +361,10 @@ impl Worker {
             match kind(Token(key)) {
                 Kind::Client(ci) => self.guarded(ci, |w| w.client_timer(ci, gen, now)),
                 Kind::Upstream(ui) => self.upstream_timer(ui, gen, now),
-                Kind::Probe(key) => self.probe(key, gen),
+                Kind::Probe(key) => {
+                    let draining = self.draining.is_some();
+                    self.checks().probe(key, gen, draining);
+                }
                 Kind::Exchange(index) => {
                     if let Some((id, due)) = self.exchanges.timer_due(index, gen) {
                         self.guarded_exchange(id, |w| match due {
@@ -429,150 +400,190 @@ impl Worker {
         self.clients.go_away_all(&mut self.dirty);
     }
 
-    /// The origin accepted exchange `id`'s WebSocket handshake on upstream `ui` (its `101` is
-    /// queued): the exchange ends, its two connections become a tunnel (tunnel.rs).
-    fn start_tunnel(&mut self, id: ExchangeId, ui: UpstreamId) {
-        let ups = (&mut self.upstreams, &mut self.groups[..], self.rt_gen);
-        let start = match tunnel::detach(&mut self.exchanges, &self.clients, ups, (id, ui)) {
-            Ok(start) => start,
-            Err(client_gone) => {
-                self.close_upstream(ui);
-                if client_gone {
-                    self.drop_exchange(id);
+    /// Health checks' parts (health.rs): upstream connections' and marking servers'.
+    fn checks(&mut self) -> health::Checks<'_> {
+        let worker = self.id;
+        let (conns, open) = self.conns();
+        health::Checks {
+            conns,
+            open,
+            worker,
+        }
+    }
+
+    /// The parts an upstream connection's life touches (upstream/conn.rs), and what opening
+    /// one needs besides.
+    fn conns(&mut self) -> (upstream::Conns<'_>, upstream::Opener<'_>) {
+        let conns = upstream::Conns {
+            upstreams: &mut self.upstreams,
+            groups: &mut self.groups,
+            timers: &mut self.timers,
+            bufs: &mut self.bufs,
+            rt_gen: self.rt_gen,
+            metrics: &self.shared.metrics,
+        };
+        let (rt, registry) = (&*self.rt, self.poll.registry());
+        (
+            conns,
+            upstream::Opener {
+                rt,
+                registry,
+                connector: &self.connector,
+            },
+        )
+    }
+
+    /// Moves client `ci` forward as far as its socket allows: its tunnel, or its handshake
+    /// and then rounds of read, frang's count, its requests (route.rs), write.
+    fn drive_client(&mut self, ci: ClientId) {
+        let Some(c) = self.clients.get(ci) else {
+            return;
+        };
+        if c.codec.h1().is_some_and(|h1| h1.tunnel().is_some()) {
+            let io = tunnel::TunnelIo {
+                clients: &mut self.clients,
+                upstreams: &mut self.upstreams,
+                bufs: &mut self.bufs,
+                dirty: &mut self.dirty,
+                metrics: &self.shared.metrics.tunnels,
+            };
+            if let Some(end) = tunnel::drive(io, ci) {
+                self.close_tunnel(ci, end);
+            }
+            return;
+        }
+        if matches!(c.stage, client::Stage::Handshake(_)) {
+            match client::handshake(&mut self.client_conns().0, ci) {
+                client::Handshake::Open { h2: true } => self.start_h2(ci, request::Scheme::Https),
+                client::Handshake::Open { h2: false } => {}
+                client::Handshake::Pending => return,
+                client::Handshake::Close(why) => return self.close_client(ci, why),
+            }
+        }
+        for _ in 0..64 {
+            let read =
+                |c: &mut client::Client| client::read(c, ci, &mut self.bufs, &mut self.dirty);
+            let mut progressed = self.clients.get_mut(ci).is_some_and(read);
+            if progressed {
+                let parts = (&mut self.clients, &mut self.exchanges, &mut self.timers);
+                match limits::account_read(parts, &self.rt, ci, self.now) {
+                    limits::ReadVerdict::Within => {}
+                    limits::ReadVerdict::Reset(v) => self.refuse_connection(ci, &v),
+                    limits::ReadVerdict::Refuse(at, v) => self.frang_violation(ci, at, &v),
                 }
+            }
+            progressed |= self.process_client(ci);
+            progressed |= self.flush_client(ci);
+            if !self.clients.contains(ci) {
                 return;
             }
-        };
-        if let Some(group) = start.queue {
-            self.serve_queue(group);
-        }
-        self.finish(id, start.outcome);
-        let parts = (&mut self.clients, &mut self.timers, &mut self.dirty);
-        let ws = (self.rt.config.client_ws_timeout, self.now);
-        if !tunnel::open(parts, &self.shared.metrics.tunnels, (start.client, ui), ws) {
-            self.close_upstream(ui);
-        }
-    }
-
-    /// Ends client `ci`'s tunnel for `end`: both connections close (tunnel.rs).
-    fn close_tunnel(&mut self, ci: ClientId, end: crate::metrics_tunnel::TunnelEnd) {
-        if let Some(why) = tunnel::end(&mut self.clients, ci, end) {
-            self.close_client(ci, why);
-        }
-    }
-
-    /// The parts health monitoring touches (health.rs).
-    fn health(&mut self) -> health::Health<'_> {
-        health::Health {
-            groups: &mut self.groups,
-            rt: &self.rt,
-            rt_gen: self.rt_gen,
-            timers: &mut self.timers,
-            metrics: &self.shared.metrics.upstream,
-            worker: self.id,
-        }
-    }
-
-    /// A probe timer fired: connect to its server if a probe is due.
-    fn probe(&mut self, key: usize, gen: u64) {
-        let draining = self.draining.is_some();
-        if let Some((group, server)) = self.health().probe_due(key, gen, draining) {
-            let connected = self
-                .connect(group, server, upstream::UpPhase::Probe)
-                .is_ok();
-            self.health().probe_started(group, server, connected);
-        }
-    }
-
-    /// A probe's connection is up: send the monitor's request.
-    fn send_health_request(&mut self, ui: UpstreamId) {
-        if let Some(timeout) = health::send_request(&mut self.upstreams, &self.rt, ui) {
-            self.arm_upstream_timer(ui, timeout);
-            self.dirty.push_back(upstream_token(ui));
-        }
-    }
-
-    /// Moves a health check along: write the request, read the answer, judge it. A body
-    /// larger than the read buffer is taken a bufferful at a time; with edge-triggered
-    /// readiness no new event comes for bytes already waiting.
-    fn drive_health(&mut self, ui: UpstreamId) {
-        self.flush_upstream(ui);
-        for _ in 0..64 {
-            self.read_upstream(ui);
-            match health::reading(&mut self.upstreams, &self.rt, ui) {
-                health::Reading::Verdict(ok) => return self.health_verdict(ui, ok),
-                health::Reading::Wait => return,
-                health::Reading::Progress => {}
+            if !progressed {
+                self.account_memory(ci);
+                return self.settle_client(ci);
             }
         }
+        self.account_memory(ci);
+        // Still moving after a full round: come back after the others (edge-triggered).
+        self.dirty.push_back(client_token(ci));
+    }
+
+    /// The parts a client connection's life touches (client/conn.rs), and the poll registry.
+    fn client_conns(&mut self) -> (client::Conns<'_>, &mio::Registry) {
+        let metrics = &self.shared.metrics;
+        let conns = client::Conns {
+            clients: &mut self.clients,
+            timers: &mut self.timers,
+            bufs: &mut self.bufs,
+            rt: &self.rt,
+            metrics,
+            worker: (&metrics.workers[self.id], self.id),
+            now: self.now,
+        };
+        (conns, self.poll.registry())
+    }
+
+    /// Drives upstream connection `ui` for what it is in: a tunnel's half (its client drives
+    /// it), a connect in progress, a health check, or an exchange's response to relay.
+    fn drive_upstream(&mut self, ui: UpstreamId) {
+        let Some(u) = self.upstreams.get(ui) else {
+            return;
+        };
+        if let UpPhase::Tunnel { client, client_id } = u.phase {
+            return self.drive_tunnel_upstream(ui, (client, client_id));
+        }
+        if matches!(u.phase, UpPhase::Connecting | UpPhase::Probe) && !self.settle_connect(ui) {
+            return;
+        }
+        if (self.upstreams.get(ui)).is_some_and(|u| u.phase == UpPhase::Checking) {
+            return match self.checks().drive(ui) {
+                health::Checked::Judged(freed) => self.serve_freed(freed),
+                health::Checked::Waiting => {}
+                health::Checked::Again => self.dirty.push_back(upstream_token(ui)),
+            };
+        }
+        for _ in 0..64 {
+            let mut progressed = self.flush_upstream(ui);
+            progressed |= upstream::read_at(&mut self.upstreams, &mut self.bufs, ui);
+            let Some(u) = self.upstreams.get(ui) else {
+                return;
+            };
+            if let UpPhase::Tunnel { client, client_id } = u.phase {
+                // The response just relayed was a 101: the rest is the tunnel's.
+                return self.drive_tunnel_upstream(ui, (client, client_id));
+            }
+            let Some(id) = u.exchange else {
+                // An idle pooled connection that becomes readable was closed by the server
+                // (or sent something unasked): it cannot be used again.
+                if u.peer_closed || u.rbuf.as_ref().is_some_and(|b| !b.is_empty()) {
+                    self.close_upstream(ui);
+                }
+                return;
+            };
+            if self.relay_response(id, ui) {
+                // Bytes for the client: flush them from its side.
+                if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
+                    self.dirty.push_back(client_token(ci));
+                }
+                progressed = true;
+            }
+            if !progressed || !self.upstreams.contains(ui) {
+                return;
+            }
+        }
+        // Still moving after a full round: let other connections run, then come back (with
+        // edge-triggered readiness no new event would arrive for bytes already waiting).
         self.dirty.push_back(upstream_token(ui));
     }
 
-    /// Ends a health check: its connection closes, the server is judged.
-    fn health_verdict(&mut self, ui: UpstreamId, ok: bool) {
-        if let Some((group, server)) = self.end_probe(ui) {
-            self.health().verdict(group, server, ok);
+    /// Upstream `ui` of a tunnel became ready: its client drives the tunnel (tunnel.rs), or
+    /// it closes if that client is gone.
+    fn drive_tunnel_upstream(&mut self, ui: UpstreamId, (client, unique): (ClientId, u64)) {
+        match self.clients.current(client, unique) {
+            Some(ci) => self.drive_client(ci),
+            None => self.close_upstream(ui),
         }
     }
 
-    /// Checks routed exchange `id`'s sticky cookie (sticky_hook.rs): true to serve it, false
-    /// when it was answered here (302, the challenge, a block).
-    fn sticky_gate(&mut self, id: ExchangeId) -> bool {
-        let parts = (&*self.rt, &self.shared.metrics.sticky);
-        match sticky_hook::gate(&mut self.exchanges, &mut self.clients, parts, id) {
-            sticky_hook::Gate::Serve => return true,
-            sticky_hook::Gate::Gone => {}
-            sticky_hook::Gate::Status(status, close) => {
-                self.answer(id, h1::Reply::Status(status), close)
-            }
-            sticky_hook::Gate::Page(page) => {
-                page.send(|reply, close| self.answer(id, reply, close))
-            }
-            sticky_hook::Gate::Block(v) => match self.exchanges.client_of(id, &self.clients) {
-                Some(ci) => self.frang_violation(ci, finish::RefuseAt::Exchange(id), &v),
-                None => self.drop_exchange(id),
-            },
-        }
-        false
-    }
-
-    /// The parts choosing a sticky exchange's connection touches (sticky_hook.rs).
-    fn scheduling(&mut self) -> sticky_hook::Scheduling<'_> {
-        sticky_hook::Scheduling {
-            rt: &self.rt,
-            groups: &mut self.groups,
-            upstreams: &self.upstreams,
-            exchanges: &mut self.exchanges,
-            metrics: &self.shared.metrics.sticky,
+    /// A group's pool changed: its first waiting exchange may go now.
+    fn serve_freed(&mut self, freed: upstream::Freed) {
+        if let upstream::Freed(Some(group)) = freed {
+            self.serve_queue(group);
         }
     }
 
-    /// What the cache does for exchange `id` (caching.rs): hits, PURGE and only-if-cached
-    /// misses are answered here.
-    #[inline]
-    fn cache_step(
-        &mut self,
-        id: ExchangeId,
-        rt_cache: &Arc<crate::runtime::CacheRt>,
-        vhost: &str,
-        overrides: crate::router::CacheOverride,
-    ) -> caching::CacheStep {
-        let parts = (&*self.rt, &self.shared.cache, (&self.inbox, &self.waker));
-        let request = (id, rt_cache, vhost, overrides);
-        let (step, answer) = caching::step(&mut self.exchanges, &self.clients, parts, request);
-        if let Some(answer) = answer {
-            answer.send(|reply, close| self.answer(id, reply, close));
-        }
-        step
+    fn close_upstream(&mut self, ui: UpstreamId) {
+        let freed = upstream::close(&mut self.conns().0, ui);
+        self.serve_freed(freed);
     }
 
-    /// Parked exchanges whose fetch finished (caching.rs): served again.
-    fn drain_inbox(&mut self) {
-        for id in caching::take_inbox(&self.inbox) {
-            if caching::waiting(&self.exchanges, id) {
-                self.guarded_exchange(id, |w| w.resume_after_wait(id));
-            }
-        }
+    /// Exchange `id` (or none: `of` None) is done with upstream `ui`: pooled or closed.
+    fn end_upstream(&mut self, of: Option<ExchangeId>, ui: UpstreamId, end: UpstreamEnd) {
+        let conns = &mut self.conns().0;
+        let freed = match of {
+            Some(id) => upstream::end_of(conns, (id, ui), end),
+            None => upstream::end(conns, ui, end),
+        };
+        self.serve_freed(freed);
     }
 
     fn metrics(&self) -> &Metrics {

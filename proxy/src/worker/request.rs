@@ -91,7 +91,7 @@ impl Request {
         self.scheme
     }
 
-    /// The scheme a cache tier peer says the client used (`route.rs`, `honour_hop`).
+    /// The scheme a cache tier peer says the client used (`tier_hop.rs`, `honour_hop`).
     pub fn set_scheme(&mut self, scheme: Scheme) {
         self.scheme = scheme;
     }

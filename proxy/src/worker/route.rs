@@ -16,11 +16,12 @@ use super::h1::{ConnState, Parsed, Reply};
 use super::limits;
 use super::request::{Request, Scheme};
 use super::request_body::{self, Pumped};
+use super::tier_hop::{from_peer, honour_hop, tier_owner};
 use super::websocket::Upgrade;
 use super::{client_token, Worker};
 use crate::access_log::RequestRecord as AccessRecord;
 use crate::close_reason::CloseReason;
-use crate::fleet::tier::{hop_scheme, Tier, HOP_FIELD, PROBE};
+use crate::fleet::tier::{HOP_FIELD, PROBE};
 use crate::frang::RequestLimits;
 use crate::metrics::{bump, WorkerMetrics};
 use crate::router::{CacheOverride, RequestView, Route};
@@ -465,84 +466,57 @@ impl Worker {
         self.serve(id, overrides);
         self.dirty.push_back(client_token(ci));
     }
-}
 
-/// Whether a request that carries the cache tier's hop field came from a peer: it did when
-/// it arrived on this node's `self` listener from another peer's address (the peers connect
-/// from their own `self` address, `upstream/mod.rs` `connect`). Its scheme
-/// is then the one the field names (what the client used at the first node). A hop field
-/// anywhere else is ignored (and removed before any origin sees it, `forward.rs`). A peer's
-/// probe (the field's value `probe`) is a peer's request too, answered in [`Worker::route`].
-fn honour_hop(
-    tier: &Tier,
-    (sock, from): (&crate::socket::Socket, std::net::IpAddr),
-    request: &mut Request,
-) -> bool {
-    let Some(value) = request.header(HOP_FIELD) else {
-        return false;
-    };
-    let scheme = hop_scheme(value);
-    if (scheme.is_none() && value != PROBE)
-        || !tier.is_peer_connection(from, sock.local_addr().ok())
-    {
-        return false;
+    /// Checks routed exchange `id`'s sticky cookie (sticky_hook.rs): true to serve it, false
+    /// when it was answered here (302, the challenge, a block).
+    pub(super) fn sticky_gate(&mut self, id: ExchangeId) -> bool {
+        let parts = (&*self.rt, &self.shared.metrics.sticky);
+        match super::sticky_hook::gate(&mut self.exchanges, &mut self.clients, parts, id) {
+            super::sticky_hook::Gate::Serve => return true,
+            super::sticky_hook::Gate::Gone => {}
+            super::sticky_hook::Gate::Status(status, close) => {
+                self.answer(id, Reply::Status(status), close)
+            }
+            super::sticky_hook::Gate::Page(page) => {
+                page.send(|reply, close| self.answer(id, reply, close))
+            }
+            super::sticky_hook::Gate::Block(v) => match self.exchanges.client_of(id, &self.clients)
+            {
+                Some(ci) => self.frang_violation(ci, RefuseAt::Exchange(id), &v),
+                None => self.drop_exchange(id),
+            },
+        }
+        false
     }
-    match scheme {
-        Some("https") => request.set_scheme(Scheme::Https),
-        Some(_) => request.set_scheme(Scheme::Http),
-        None => {}
+
+    /// What the cache does for exchange `id` (caching.rs): hits, PURGE and only-if-cached
+    /// misses are answered here.
+    #[inline]
+    pub(super) fn cache_step(
+        &mut self,
+        id: ExchangeId,
+        rt_cache: &std::sync::Arc<crate::runtime::CacheRt>,
+        vhost: &str,
+        overrides: crate::router::CacheOverride,
+    ) -> CacheStep {
+        let parts = (&*self.rt, &self.shared.cache, (&self.inbox, &self.waker));
+        let request = (id, rt_cache, vhost, overrides);
+        let (step, answer) =
+            super::caching::step(&mut self.exchanges, &self.clients, parts, request);
+        if let Some(answer) = answer {
+            answer.send(|reply, close| self.answer(id, reply, close));
+        }
+        step
     }
-    true
-}
 
-/// Whether a connection from `from` on `sock` is a cache tier peer's (`Tier::is_peer_connection`).
-fn from_peer(
-    tier: Option<&Tier>,
-    (from, sock): (std::net::IpAddr, &crate::socket::Socket),
-) -> bool {
-    tier.is_some_and(|t| t.is_peer_connection(from, sock.local_addr().ok()))
-}
-
-/// Whether the response of `group` carries the vhost's response edits already: a cache tier
-/// peer's does (the owner made them, as it made the request edits), so the node that asked
-/// relays and stores it as the owner sent it; made twice, a `resp_hdr_add` field would
-/// appear twice. The owner's `Via` entry stays beside this node's (RFC 9110 §7.6.3).
-pub(super) fn edited_by_owner(rt: &crate::runtime::Runtime, group: usize) -> bool {
-    rt.tier.as_ref().is_some_and(|t| t.is_peer_group(group))
-}
-
-/// How long upstream connection `u` may stay quiet: its group's `server_forward_timeout`,
-/// except a cache tier peer's once the head of its answer came (`peer_timeout` is for the
-/// head; the body is the owner's origin's, relayed at the origin's pace: `Tier::relay_timeout`).
-pub(super) fn quiet_limit(
-    rt: &crate::runtime::Runtime,
-    exchanges: &super::exchange::Exchanges,
-    u: &super::upstream::Upstream,
-) -> Duration {
-    let relay = rt.tier.as_ref().filter(|t| t.is_peer_group(u.group));
-    let head_came = || {
-        let forward = u.exchange.and_then(|id| exchanges.get(id)?.forward());
-        forward.is_some_and(|f| !f.resp.awaiting_head())
-    };
-    match relay {
-        Some(tier) if head_came() => tier.relay_timeout,
-        _ => u.forward_timeout,
+    /// Parked exchanges whose fetch finished (caching.rs): served again.
+    pub(super) fn drain_inbox(&mut self) {
+        for id in super::caching::take_inbox(&self.inbox) {
+            if super::caching::waiting(&self.exchanges, id) {
+                self.guarded_exchange(id, |w| w.resume_after_wait(id));
+            }
+        }
     }
-}
-
-/// The internal group of the cache tier peer that exchange `ex`'s object goes to: a miss
-/// or a revalidation (`filling`) of a safe request without a body that no peer sent, whose
-/// key another peer owns.
-fn tier_owner(tier: &Tier, ex: &super::exchange::Exchange, filling: bool) -> Option<usize> {
-    let request = &ex.request;
-    if !filling
-        || ex.tier_hop
-        || request.has_body()
-        || cache::is_unsafe_method(request.cache_method())
-    {
-        return None;
-    }
-    tier.owner_group(request.authority().unwrap_or_default(), request.path())
 }
 
 /// Whether `request` has no X-Forwarded-For or one whose first node is an IP address

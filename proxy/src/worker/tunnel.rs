@@ -268,15 +268,6 @@ pub(super) fn gone(
     ours.then_some(t.up)
 }
 
-/// The client of a tunnel's upstream connection, if it is still the one the tunnel began
-/// with (`client_id`).
-pub(super) fn live_client(clients: &Clients, ci: ClientId, client_id: u64) -> Option<ClientId> {
-    clients
-        .get(ci)
-        .is_some_and(|c| c.id == client_id)
-        .then_some(ci)
-}
-
 /// Every tunnel of this worker (client slab indices), for a graceful stop.
 pub(super) fn clients(clients: &Clients) -> Vec<ClientId> {
     clients

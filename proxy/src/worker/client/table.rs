@@ -31,9 +31,17 @@ impl ClientId {
 #[derive(Default)]
 pub struct Clients {
     slab: Slab<Client>,
+    /// The last connection's unique id (`Client::id`): slots are reused, these are not.
+    last_unique: u64,
 }
 
 impl Clients {
+    /// A unique id for the next connection.
+    pub fn next_unique(&mut self) -> u64 {
+        self.last_unique += 1;
+        self.last_unique
+    }
+
     #[inline]
     pub fn get(&self, id: ClientId) -> Option<&Client> {
         self.slab.get(id.0)

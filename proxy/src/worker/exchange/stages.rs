@@ -1,7 +1,7 @@
 //! The upstream side of an exchange as stages reached, not flags: what is fixed when the
 //! request goes upstream ([`Facts`]), how far the request got ([`Sending`]) and how far the
 //! response got ([`Receiving`]). Each moves only through its transitions below, called where
-//! the event happens (`request_body.rs`, `h2_serve.rs`, `upstream/mod.rs` for the request;
+//! the event happens (`request_body.rs`, `h2_serve.rs`, `forward.rs` for the request;
 //! `response/head.rs` and `response/body.rs` for the response); the rest of the worker asks
 //! questions (`all_queued`, `committed`, `body_may_follow`, ...).
 

@@ -28,7 +28,7 @@ pub(super) struct Recipient {
     /// The server that answered, for the sticky session it may start (None: a reload
     /// removed it, or no client will hold the session's cookie).
     server: Option<usize>,
-    /// A cache tier peer's request (`route.rs` `honour_hop`): its statuses are its clients',
+    /// A cache tier peer's request (`tier_hop.rs` `honour_hop`): its statuses are its clients',
     /// judged at the node they reached, not counted against the peer's address here.
     tier_hop: bool,
 }
@@ -172,7 +172,7 @@ impl HeadWriter<'_> {
         let edits = response_edits(
             rt,
             to.vhost
-                .filter(|_| !super::super::route::edited_by_owner(rt, fwd.group)),
+                .filter(|_| !super::super::tier_hop::edited_by_owner(rt, fwd.group)),
             to.location,
         );
         let edits = &*sticky_hook::response_edits(to.set_cookie.as_deref(), edits);

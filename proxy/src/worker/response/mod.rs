@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use super::background::Revalidation;
 use super::client::codec::Codec;
+use super::client::{ClientId, Wrote};
 use super::exchange::ExchangeId;
 use super::finish::Outcome;
 use super::upstream::UpstreamId;
@@ -213,7 +214,8 @@ impl Worker {
             .filter(|u| !u.removed)
             .map(|u| u.server);
         if let Some(server) = server {
-            self.health()
+            self.checks()
+                .health()
                 .count_failover(forward.group, server, forward.resp.status());
         }
         if let Some(fill) = forward.fill.take() {
@@ -307,6 +309,51 @@ impl Worker {
                 h2.cancel(stream);
                 h2.flush_into(&mut c.out);
                 self.dirty.push_back(super::client_token(ci));
+            }
+        }
+    }
+
+    /// The origin accepted exchange `id`'s WebSocket handshake on upstream `ui` (its `101` is
+    /// queued): the exchange ends, its two connections become a tunnel (tunnel.rs).
+    pub(super) fn start_tunnel(&mut self, id: ExchangeId, ui: UpstreamId) {
+        let ups = (&mut self.upstreams, &mut self.groups[..], self.rt_gen);
+        let start = match super::tunnel::detach(&mut self.exchanges, &self.clients, ups, (id, ui)) {
+            Ok(start) => start,
+            Err(client_gone) => {
+                self.close_upstream(ui);
+                if client_gone {
+                    self.drop_exchange(id);
+                }
+                return;
+            }
+        };
+        if let Some(group) = start.queue {
+            self.serve_queue(group);
+        }
+        self.finish(id, start.outcome);
+        let parts = (&mut self.clients, &mut self.timers, &mut self.dirty);
+        let ws = (self.rt.config.client_ws_timeout, self.now);
+        if !super::tunnel::open(parts, &self.shared.metrics.tunnels, (start.client, ui), ws) {
+            self.close_upstream(ui);
+        }
+    }
+
+    /// Writes client `ci`'s queued bytes (client/conn.rs `write`). True if any went out.
+    /// Room in the outbox lets the upstream side go on: every stream of an HTTP/2 client
+    /// whose outbox had filled up, or the upstream of the HTTP/1 exchange being answered.
+    pub(super) fn flush_client(&mut self, ci: ClientId) -> bool {
+        match super::client::write(&mut self.clients, ci) {
+            Wrote::Nothing => false,
+            Wrote::Stalled(ids) => {
+                self.wake_upstreams(ids);
+                true
+            }
+            Wrote::Sent(current) => {
+                let forward = current.and_then(|id| self.exchanges.get(id)?.forward());
+                if let Some(ui) = forward.map(|f| f.up) {
+                    self.dirty.push_back(super::upstream_token(ui));
+                }
+                true
             }
         }
     }

@@ -93,7 +93,14 @@ impl Harness {
             .expect("address");
         self.next_port += 1;
         let sock = Socket::Pair(mio::net::UnixStream::from_std(ours));
-        self.worker.new_client(sock, peer, false, &[proto]);
+        let protos = [proto];
+        let new = super::super::client::Accepted {
+            sock,
+            peer,
+            tls: false,
+            protos: &protos,
+        };
+        self.worker.new_client(new);
         theirs
     }
 

@@ -1,33 +1,30 @@
-//! Upstream connections of one worker: opening them, driving their reads and writes into
-//! the exchange's response, their timers, pooling them again (when `reuse.rs` `reusable`,
-//! the one reuse decision, says so) or closing them, in their table (`table.rs`, named by
-//! `UpstreamId`). The per-group state (pools, health, wait queues) and the choice of a
-//! server and connection from it are `groups.rs`'s.
+//! Upstream connections of one worker, their owner: their table (`table.rs`, named by
+//! `UpstreamId`), their life from connect to pool or close (`conn.rs`, over the parts it
+//! touches; `reuse.rs` `reusable` the one reuse decision), their reads and writes (below).
+//! The per-group state (pools, health, wait queues) and the choice of a server and
+//! connection from it are `groups.rs`'s. Nothing here calls into the exchange pipeline:
+//! what follows from a connection's life for an exchange is returned to the loop.
 
 use std::io;
 use std::time::{Duration, Instant};
 
 use ktls::IoStatus;
-use mio::Interest;
 
+mod conn;
 pub mod groups;
 pub mod reuse;
 mod table;
 
+pub(super) use conn::{arm_timer, close, connect, end, end_of, end_probe, settle, timer_due};
+pub(super) use conn::{Conns, Freed, Opener, Settled, TimerDue};
+
 pub use reuse::{reusable, ConnFacts, UpstreamEnd};
 pub use table::{UpstreamId, Upstreams};
 
-use super::client::{ClientId, Clients};
-use super::exchange::{ExchangeId, Exchanges};
-use super::response::Failure;
-use super::{upstream_token, Worker};
+use super::client::ClientId;
 use crate::buf::{Buf, BufPool};
-use crate::metrics::bump;
 use crate::outbox::Outbox;
 use crate::socket::Socket;
-
-/// A new connection must be established within this long.
-pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpPhase {
@@ -94,396 +91,6 @@ impl Upstream {
     }
 }
 
-impl Worker {
-    /// Opens a connection to `server` of `group`. Errors are immediate connect failures.
-    pub(super) fn connect(
-        &mut self,
-        group: usize,
-        server: usize,
-        phase: UpPhase,
-    ) -> io::Result<UpstreamId> {
-        // Indices may come from an exchange begun under the previous configuration.
-        let Some(g) = self.rt.groups.get(group) else {
-            return Err(io::ErrorKind::NotFound.into());
-        };
-        let Some(addr) = g.servers.get(server).map(|s| s.addr) else {
-            return Err(io::ErrorKind::NotFound.into());
-        };
-        let forward_timeout = g.forward_timeout;
-        let connect_timeout = CONNECT_TIMEOUT.min(forward_timeout);
-        // A cache tier peer knows this node's connections by their source: `self`'s address.
-        let from = (self.rt.tier.as_ref())
-            .filter(|t| t.is_peer_group(group))
-            .map(|t| t.me.ip());
-        let mut sock = self.connector.connect(addr, from)?;
-        let ui = self.upstreams.next_id();
-        self.poll.registry().register(
-            &mut sock,
-            upstream_token(ui),
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
-        self.upstreams.insert(Upstream {
-            sock,
-            group,
-            server,
-            addr,
-            phase,
-            exchange: None,
-            rbuf: None,
-            out: Outbox::default(),
-            reused: false,
-            peer_closed: false,
-            peer_failed: false,
-            keep_alive: true,
-            timer_gen: 0,
-            last_progress: Instant::now(),
-            rt_gen: self.rt_gen,
-            removed: false,
-            forward_timeout,
-            retire_at: None,
-            health_body: None,
-        });
-        if let Some(st) = self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-        {
-            st.opened();
-        }
-        self.arm_upstream_timer(ui, connect_timeout);
-        Ok(ui)
-    }
-
-    pub(super) fn arm_upstream_timer(&mut self, ui: UpstreamId, after: Duration) {
-        if let Some(u) = self.upstreams.get_mut(ui) {
-            u.last_progress = Instant::now();
-            u.timer_gen = self.timers.next_gen();
-            self.timers
-                .schedule(Instant::now() + after, upstream_token(ui).0, u.timer_gen);
-        }
-    }
-
-    fn disarm_upstream_timer(&mut self, ui: UpstreamId) {
-        if let Some(u) = self.upstreams.get_mut(ui) {
-            // No scheduled entry has generation 0.
-            u.timer_gen = 0;
-        }
-    }
-
-    pub(super) fn upstream_timer(&mut self, ui: UpstreamId, gen: u64, now: Instant) {
-        let Some(u) = self.upstreams.get_mut(ui) else {
-            return;
-        };
-        if u.timer_gen != gen {
-            return;
-        }
-        if u.phase == UpPhase::Busy {
-            // Progress since the timer was armed: wait for the rest of the quiet period.
-            let timeout = super::route::quiet_limit(&self.rt, &self.exchanges, u);
-            let quiet = now.saturating_duration_since(u.last_progress);
-            if quiet < timeout {
-                u.timer_gen = self.timers.next_gen();
-                self.timers
-                    .schedule(u.last_progress + timeout, upstream_token(ui).0, u.timer_gen);
-                return;
-            }
-        }
-        let Some(u) = self.upstreams.get(ui) else {
-            return;
-        };
-        match (u.phase, u.exchange) {
-            (UpPhase::Connecting, Some(id)) => {
-                let (group, server, current) = (u.group, u.server, !u.removed);
-                bump(&self.metrics().upstream_connect_errors);
-                self.close_upstream(ui);
-                if current {
-                    self.health().mark_down(group, server);
-                }
-                self.exchange_failed(id, Failure::Connect);
-            }
-            (UpPhase::Busy, Some(id)) => {
-                bump(&self.metrics().upstream_timeouts);
-                self.close_upstream(ui);
-                self.exchange_failed(id, Failure::Timeout);
-            }
-            (UpPhase::Checking, _) => self.health_verdict(ui, false),
-            (UpPhase::Probe, _) => {
-                if let Some((group, server)) = self.end_probe(ui) {
-                    self.health().mark_down(group, server);
-                }
-            }
-            _ => self.close_upstream(ui),
-        }
-    }
-
-    /// Drives one upstream connection: connect completion, writes, reads, and the response.
-    pub(super) fn drive_upstream(&mut self, ui: UpstreamId) {
-        let Some(u) = self.upstreams.get_mut(ui) else {
-            return;
-        };
-        if let UpPhase::Tunnel { client, client_id } = u.phase {
-            return self.drive_tunnel_upstream(ui, client, client_id);
-        }
-        if matches!(u.phase, UpPhase::Connecting | UpPhase::Probe) && !self.connect_settled(ui) {
-            return;
-        }
-        if self
-            .upstreams
-            .get(ui)
-            .is_some_and(|u| u.phase == UpPhase::Checking)
-        {
-            return self.drive_health(ui);
-        }
-        for _ in 0..64 {
-            let mut progressed = self.flush_upstream(ui);
-            progressed |= self.read_upstream(ui);
-            let Some(u) = self.upstreams.get(ui) else {
-                return;
-            };
-            if let UpPhase::Tunnel { client, client_id } = u.phase {
-                // The response just relayed was a 101: the rest is the tunnel's.
-                return self.drive_tunnel_upstream(ui, client, client_id);
-            }
-            match u.exchange {
-                Some(id) => {
-                    if self.relay_response(id, ui) {
-                        // Bytes for the client: flush them from its side.
-                        if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
-                            self.dirty.push_back(super::client_token(ci));
-                        }
-                        progressed = true;
-                    }
-                }
-                None => {
-                    // An idle pooled connection that becomes readable was closed by the
-                    // server (or sent something unasked): it cannot be used again.
-                    if u.peer_closed || u.rbuf.as_ref().is_some_and(|b| !b.is_empty()) {
-                        self.close_upstream(ui);
-                    }
-                    return;
-                }
-            }
-            if !progressed || !self.upstreams.contains(ui) {
-                return;
-            }
-        }
-        // Still moving after a full round: let other connections run, then come back (with
-        // edge-triggered readiness no new event would arrive for bytes already waiting).
-        self.dirty.push_back(upstream_token(ui));
-    }
-
-    /// Upstream `ui` of a tunnel became ready: its client drives the tunnel (tunnel.rs), or
-    /// it closes if that client is gone.
-    fn drive_tunnel_upstream(&mut self, ui: UpstreamId, client: ClientId, client_id: u64) {
-        match super::tunnel::live_client(&self.clients, client, client_id) {
-            Some(ci) => self.drive_client(ci),
-            None => self.close_upstream(ui),
-        }
-    }
-
-    /// A connecting upstream (`Connecting`, or a `Probe`) became ready: the connect either
-    /// completed or failed. A completed probe marks its server up (or sends the health
-    /// monitor's request); a completed connection for an exchange becomes `Busy` under the
-    /// forward timeout; a failure marks the server down and fails the exchange (a retry).
-    /// True: the connection carries a request now and driving it goes on.
-    fn connect_settled(&mut self, ui: UpstreamId) -> bool {
-        let Some(u) = self.upstreams.get_mut(ui) else {
-            return false;
-        };
-        let (group, server, probe) = (u.group, u.server, u.phase == UpPhase::Probe);
-        // A removed server's indices name an older configuration: its state is not this one's.
-        let current = !u.removed;
-        match connect_result(&u.sock) {
-            None => false,
-            Some(Ok(())) => {
-                let monitored = self
-                    .rt
-                    .groups
-                    .get(group)
-                    .is_some_and(|g| g.health.is_some());
-                if probe && monitored {
-                    self.send_health_request(ui);
-                    return false;
-                }
-                if current {
-                    self.health().mark_up(group, server);
-                }
-                if probe {
-                    self.end_upstream(ui, UpstreamEnd::UNUSED);
-                    return false;
-                }
-                let Some(u) = self.upstreams.get_mut(ui) else {
-                    return false;
-                };
-                u.phase = UpPhase::Busy;
-                let timeout = u.forward_timeout;
-                self.arm_upstream_timer(ui, timeout);
-                true
-            }
-            Some(Err(_)) => {
-                let exchange = u.exchange;
-                if probe {
-                    self.end_probe(ui);
-                } else {
-                    self.close_upstream(ui);
-                    bump(&self.metrics().upstream_connect_errors);
-                }
-                if current {
-                    self.health().mark_down(group, server);
-                }
-                if let Some(id) = exchange {
-                    self.exchange_failed(id, Failure::Connect);
-                }
-                false
-            }
-        }
-    }
-
-    pub(super) fn flush_upstream(&mut self, ui: UpstreamId) -> bool {
-        let Some(u) = self.upstreams.get_mut(ui) else {
-            return false;
-        };
-        match flush(u) {
-            Flushed::Nothing => false,
-            Flushed::Failed => true,
-            Flushed::Wrote => {
-                if u.out.is_empty() {
-                    if let Some(fwd) = u
-                        .exchange
-                        .and_then(|id| self.exchanges.get_mut(id))
-                        .and_then(|ex| ex.forward_mut())
-                    {
-                        fwd.sending.flushed(Instant::now());
-                    }
-                }
-                // Room again: the client may have more request body to pass.
-                if let Some(id) = u.exchange {
-                    if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
-                        self.dirty.push_back(super::client_token(ci));
-                    }
-                }
-                true
-            }
-        }
-    }
-
-    pub(super) fn read_upstream(&mut self, ui: UpstreamId) -> bool {
-        let Some(u) = self.upstreams.get_mut(ui) else {
-            return false;
-        };
-        read(u, &mut self.bufs)
-    }
-
-    /// Ends exchange `id`'s use of upstream connection `ui`, if the connection is still
-    /// its own (a failed connection may already be closed and its slot reused).
-    pub(super) fn end_upstream_of(&mut self, id: ExchangeId, ui: UpstreamId, end: UpstreamEnd) {
-        if self
-            .upstreams
-            .get(ui)
-            .is_some_and(|u| u.exchange == Some(id))
-        {
-            self.end_upstream(ui, end);
-        }
-    }
-
-    /// Ends upstream connection `ui`'s use (an exchange's, or none: `UpstreamEnd::UNUSED`):
-    /// pooled when [`reusable`] says it is in step with its server, closed otherwise.
-    pub(super) fn end_upstream(&mut self, ui: UpstreamId, end: UpstreamEnd) {
-        let Some(u) = self.upstreams.get(ui) else {
-            return;
-        };
-        if reusable(end, ConnFacts::of(u, self.rt_gen)) {
-            self.pool_upstream(ui);
-        } else {
-            if !end.request_sent || end.body_may_follow {
-                bump(&self.metrics().upstream_not_reused);
-            }
-            self.close_upstream(ui);
-        }
-    }
-
-    /// Puts a connection [`reusable`] accepted back in its server's pool, then hands it to
-    /// a waiting exchange if there is one.
-    fn pool_upstream(&mut self, ui: UpstreamId) {
-        let Some(u) = self.upstreams.get_mut(ui) else {
-            return;
-        };
-        u.exchange = None;
-        u.phase = UpPhase::Idle;
-        u.reused = true;
-        let (group, server) = (u.group, u.server);
-        self.bufs.release_if_empty(&mut u.rbuf);
-        self.disarm_upstream_timer(ui);
-        match self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-        {
-            Some(st) => st.pool(ui),
-            None => return self.close_upstream(ui),
-        }
-        self.serve_queue(group);
-    }
-
-    pub(super) fn close_upstream(&mut self, ui: UpstreamId) {
-        let Some(mut u) = self.upstreams.remove(ui) else {
-            return;
-        };
-        // No epoll_ctl(DEL): closing the socket (it is never duplicated) takes it out of the
-        // poll set, one syscall per connection less.
-        if let Some(buf) = u.rbuf.take() {
-            self.bufs.give(buf);
-        }
-        // A tunnel left its server's count when it started.
-        let pooled = !matches!(u.phase, UpPhase::Tunnel { .. });
-        if u.rt_gen == self.rt_gen && pooled {
-            if let Some(st) = self
-                .groups
-                .get_mut(u.group)
-                .and_then(|g| g.servers.get_mut(u.server))
-            {
-                st.closed(ui);
-            }
-            self.serve_queue(u.group);
-        }
-    }
-
-    /// Closes a probe's connection and clears its server's probing mark; returns the server.
-    /// (A reload closes every probe: `refresh_runtime`.)
-    pub(super) fn end_probe(&mut self, ui: UpstreamId) -> Option<(usize, usize)> {
-        let u = self.upstreams.get(ui)?;
-        let (group, server) = (u.group, u.server);
-        self.close_upstream(ui);
-        if let Some(st) = self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-        {
-            st.probing = false;
-        }
-        Some((group, server))
-    }
-}
-
-/// The client connection upstream `ui` works for, if still the one it began with: its
-/// exchange's, or its tunnel's.
-pub(super) fn owner(
-    (upstreams, clients, exchanges): (&Upstreams, &Clients, &Exchanges),
-    ui: UpstreamId,
-) -> Option<ClientId> {
-    let u = upstreams.get(ui)?;
-    let (ci, client_id) = match u.phase {
-        UpPhase::Tunnel { client, client_id } => (client, client_id),
-        _ => exchanges
-            .get(u.exchange?)
-            .map(|ex| (ex.client, ex.client_id))?,
-    };
-    clients
-        .get(ci)
-        .is_some_and(|c| c.id == client_id)
-        .then_some(ci)
-}
-
 /// The connections serving no exchange and no tunnel (pooled, or a probe's).
 pub(super) fn unclaimed(upstreams: &Upstreams) -> Vec<UpstreamId> {
     upstreams
@@ -491,18 +98,6 @@ pub(super) fn unclaimed(upstreams: &Upstreams) -> Vec<UpstreamId> {
         .filter(|(_, u)| u.exchange.is_none() && !matches!(u.phase, UpPhase::Tunnel { .. }))
         .map(|(ui, _)| ui)
         .collect()
-}
-
-/// Whether a non-blocking connect finished: None while in progress.
-fn connect_result(sock: &Socket) -> Option<io::Result<()>> {
-    if let Ok(Some(e)) | Err(e) = sock.take_error() {
-        return Some(Err(e));
-    }
-    match sock.connected() {
-        Ok(()) => Some(Ok(())),
-        Err(e) if e.kind() == io::ErrorKind::NotConnected => None,
-        Err(e) => Some(Err(e)),
-    }
 }
 
 /// What writing an upstream connection's queued bytes did ([`flush`]).
@@ -542,6 +137,25 @@ pub(super) fn flush(u: &mut Upstream) -> Flushed {
             Flushed::Failed
         }
     }
+}
+
+/// Writes connection `ui`'s queued bytes ([`flush`]); with what it did, the exchange it
+/// serves and whether its queue is now empty.
+#[inline]
+pub(super) fn flush_at(
+    upstreams: &mut Upstreams,
+    ui: UpstreamId,
+) -> (Flushed, Option<super::exchange::ExchangeId>, bool) {
+    match upstreams.get_mut(ui) {
+        Some(u) => (flush(u), u.exchange, u.out.is_empty()),
+        None => (Flushed::Nothing, None, false),
+    }
+}
+
+/// Reads what connection `ui`'s socket has ([`read`]). True if anything came.
+#[inline]
+pub(super) fn read_at(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId) -> bool {
+    upstreams.get_mut(ui).is_some_and(|u| read(u, bufs))
 }
 
 /// Reads what upstream `u`'s socket has, while there is room. True if anything came (bytes,
