@@ -35,7 +35,9 @@ fn qpack_alone(input: &[u8], limits: &Limits) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&control, rest)) = data.split_first() else { return };
+    let Some((&control, rest)) = data.split_first() else {
+        return;
+    };
     let limits = Limits {
         qpack_blocked_streams: 4,
         ..Limits::default()

@@ -138,7 +138,9 @@ impl Connection {
     }
 
     /// The caller is done with request stream `stream` (answered and closed, or reset):
-    /// its state is dropped.
+    /// its state is dropped. The caller stops reading the stream too (STOP_SENDING when the
+    /// peer has not finished it): bytes given for it afterwards would be read as a new
+    /// stream, since QUIC streams may open out of order and no ID is remembered.
     pub fn stream_done(&mut self, stream: u64) {
         if let Some(s) = self.requests.remove(&stream) {
             if s.head_pending() {
