@@ -22,6 +22,8 @@ mod tables;
 use loona_hpack::Encoder;
 
 use decoder::Decoder;
+/// Shared with QPACK (the h3 crate), which uses the same code (RFC 9204 §4.1.2).
+pub use huffman::{decode as huffman_decode, HuffmanError};
 
 /// One header field as decoded, bytes as received.
 #[derive(Clone, Debug, PartialEq, Eq)]
