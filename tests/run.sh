@@ -19,6 +19,9 @@ etc/need-packages.sh cmake clang libclang-dev libssl-dev pkg-config openssl curl
 # imports h2.connection, not h2: from the repository root the h2/ crate directory imports as an
 # empty namespace package, so `import h2` succeeds without the package (CI failed that way).
 python3 -c 'import h2.connection' 2>/dev/null || python3 -m pip install --quiet h2
+# The h3 crate's QPACK is checked both ways against pylsqpack (aioquic's QPACK): required in CI.
+python3 -c 'import pylsqpack' 2>/dev/null || python3 -m pip install --quiet pylsqpack
+export KTLS_PROXY_REQUIRE_PYLSQPACK=1
 # httpwg-cli's RFC 9113 cases (107, under a second) run against the h2 crate's example server
 # and through the proxy (tests/tests/h2_proxy.rs). Installed when missing, unoptimized and
 # without debug info: the cheapest build of it (about 80-95 CPU-seconds against 136 for the
