@@ -13,7 +13,8 @@ use super::finish::Refusal;
 use super::h1::Reply;
 use super::upstream::groups::{self, request_key, Pick};
 use super::upstream::{self, Flushed, Settled, UpPhase, UpstreamId};
-use super::{client_token, upstream_token, Worker};
+use super::token::{client_token, upstream_token};
+use super::Worker;
 use crate::metrics::bump;
 
 /// An upstream request head written into the worker's scratch buffer.

@@ -18,7 +18,8 @@ use super::limits::vhost_frang;
 use super::request::Scheme;
 use super::request_body::{push_chunk, push_last_chunk};
 use super::route::access_record;
-use super::{client_token, upstream_token, Worker};
+use super::token::{client_token, upstream_token};
+use super::Worker;
 use crate::frang::{check_trailers, RequestLimits};
 use crate::metrics::{bump, WorkerMetrics};
 

@@ -13,7 +13,7 @@ use std::time::Instant;
 use mio::Waker;
 
 use super::client::{ClientId, Clients};
-use super::Shared;
+use super::shared::Shared;
 use crate::runtime::Runtime;
 
 /// The workers' wakers: the first worker to see a new block count wakes the others, once

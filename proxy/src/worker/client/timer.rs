@@ -10,7 +10,7 @@ use super::codec::Codec;
 use super::{ClientId, Clients, Stage};
 use crate::runtime::Runtime;
 use crate::timers::Timers;
-use crate::worker::client_token;
+use crate::worker::token::client_token;
 use crate::worker::h1::ConnState;
 
 /// What a client's timer came due for.

@@ -308,7 +308,7 @@ impl Worker {
                 h2.forget(stream);
                 h2.cancel(stream);
                 h2.flush_into(&mut c.out);
-                self.dirty.push_back(super::client_token(ci));
+                self.dirty.push_back(super::token::client_token(ci));
             }
         }
     }
@@ -351,7 +351,7 @@ impl Worker {
             Wrote::Sent(current) => {
                 let forward = current.and_then(|id| self.exchanges.get(id)?.forward());
                 if let Some(ui) = forward.map(|f| f.up) {
-                    self.dirty.push_back(super::upstream_token(ui));
+                    self.dirty.push_back(super::token::upstream_token(ui));
                 }
                 true
             }
