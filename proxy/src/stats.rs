@@ -140,9 +140,12 @@ pub(crate) fn metrics(shared: &Shared) -> String {
              # HELP ktls_proxy_fleet_blocks_lost_total Blocks of other nodes trimmed from the stream before this node read them.\n\
              # TYPE ktls_proxy_fleet_blocks_lost_total counter\nktls_proxy_fleet_blocks_lost_total {}\n\
              # HELP ktls_proxy_fleet_sticky_dropped_total Sticky pins and challenge passes kept local: more made between two sync turns than the outbox holds.\n\
-             # TYPE ktls_proxy_fleet_sticky_dropped_total counter\nktls_proxy_fleet_sticky_dropped_total {}\n",
+             # TYPE ktls_proxy_fleet_sticky_dropped_total counter\nktls_proxy_fleet_sticky_dropped_total {}\n\
+             # HELP ktls_proxy_fleet_sticky_lost_total Sticky pins and challenge passes trimmed from the stream before this node read them.\n\
+             # TYPE ktls_proxy_fleet_sticky_lost_total counter\nktls_proxy_fleet_sticky_lost_total {}\n",
             crate::fleet::blocks_lost(),
-            crate::sticky::fleet::dropped()
+            crate::sticky::fleet::dropped(),
+            crate::fleet::sticky_lost()
         ));
     }
     if runtime.tier.is_some() {

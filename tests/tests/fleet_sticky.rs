@@ -6,106 +6,17 @@
 //! when Redis goes away again.
 
 mod fleet_common;
+mod fleet_sticky_common;
 mod sticky_common;
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use e2e::{free_port, wait_for_port, workspace_root, Proc, TempDir};
+use e2e::{free_port, TempDir};
 use fleet_common::{Redis, FLEET_WAIT, SYNC_MS};
-use sticky_common::{Got, Req, Site};
-
-/// Origin processes (tests/py/sticky_origin.py), each answering `server PORT`.
-struct Backends {
-    ports: Vec<u16>,
-    _procs: Vec<Proc>,
-    _dir: TempDir,
-}
-
-impl Backends {
-    fn start(n: usize) -> Backends {
-        let dir = TempDir::new("fleet-sticky-origins");
-        let script = workspace_root().join("tests/py/sticky_origin.py");
-        let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let procs = ports
-            .iter()
-            .map(|port| {
-                let mut cmd = Command::new("python3");
-                cmd.arg(&script).arg(port.to_string());
-                Proc::spawn("origin", cmd, dir.path())
-            })
-            .collect();
-        for &port in &ports {
-            let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            assert!(
-                wait_for_port(addr, Duration::from_secs(10)),
-                "origin {port}"
-            );
-        }
-        Backends {
-            ports,
-            _procs: procs,
-            _dir: dir,
-        }
-    }
-
-    fn group(&self, extra: &str) -> String {
-        let servers: String = self
-            .ports
-            .iter()
-            .map(|p| format!("server 127.0.0.1:{p}; "))
-            .collect();
-        format!("srv_group default {{ {servers}{extra} }}")
-    }
-}
-
-fn server_of(got: &Got) -> u16 {
-    got.body
-        .trim()
-        .strip_prefix("server ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("not an origin answer: {got:?}"))
-}
-
-/// `count` nodes sharing `redis`, each with `group` and `sticky`.
-fn nodes(count: usize, tag: &str, redis: SocketAddr, group: &str, sticky: &str) -> Vec<Site> {
-    let cluster = format!("cluster {{ redis {redis}; sync_interval {SYNC_MS}ms; }}");
-    (0..count)
-        .map(|n| {
-            Site::start(
-                &format!("{tag}-{n}"),
-                group,
-                &format!("{sticky}\n{cluster}"),
-            )
-        })
-        .collect()
-}
-
-fn logs(sites: &[Site]) -> String {
-    sites.iter().map(Site::logs).collect()
-}
-
-/// Waits (bounded by `within`) until every node's last sync reached Redis, then a few
-/// intervals more: the first turns agree the cookie key.
-fn wait_joined(sites: &[Site], within: Duration) {
-    let deadline = Instant::now() + within;
-    for s in sites {
-        while s.metric("ktls_proxy_fleet_redis_up") != 1 {
-            assert!(Instant::now() < deadline, "Redis never up\n{}", logs(sites));
-            sleep(Duration::from_millis(50));
-        }
-    }
-    sleep(Duration::from_millis(3 * SYNC_MS));
-}
-
-fn with_cookie(cookie: &str) -> Req<'_> {
-    Req {
-        cookie: Some(cookie),
-        ..Req::default()
-    }
-}
+use fleet_sticky_common::{logs, nodes, server_of, wait_joined, with_cookie, Backends};
+use sticky_common::Req;
 
 #[test]
 fn a_cookie_and_a_challenge_passed_on_one_node_hold_on_the_others() {

@@ -77,7 +77,8 @@ pub struct Outcome {
     pub stream: Option<StreamInfo>,
 }
 
-/// Entries the block stream ever had and has: their difference is what trimming removed.
+/// Entries a stream (blocks, sticky) ever had and has: their difference is what trimming
+/// removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamInfo {
     pub added: u64,
@@ -327,7 +328,7 @@ fn totals(reply: &Reply, last: u64) -> Result<FleetTotal, String> {
 }
 
 /// XINFO STREAM's reply (RESP2: names and values in turn): `entries-added` and `length`.
-fn stream_info(reply: &Reply) -> Result<Option<StreamInfo>, String> {
+pub(super) fn stream_info(reply: &Reply) -> Result<Option<StreamInfo>, String> {
     let Reply::Array(Some(items)) = reply else {
         return Err(format!("unexpected reply to XINFO: {}", reply.kind()));
     };

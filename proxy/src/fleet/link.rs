@@ -8,11 +8,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use std::collections::VecDeque;
 
-use super::keys::{Outcome, RemoteBlock, StreamInfo, Turn, BLOCKS_PER_READ};
+use super::keys::{Outcome, RemoteBlock, Turn, BLOCKS_PER_READ};
+use super::position::StreamPosition;
 use super::resp::{Budget, Connection, Reply};
 use super::sticky::StickySync;
 use crate::fingerprint::{FingerprintDelta, Fingerprints};
 use crate::frang::{set_redis_up, FleetDelta, Frang, OutgoingBlock};
+use crate::runtime::Runtime;
 
 /// First wait before connecting again after a failure; doubled up to [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -45,9 +47,8 @@ pub struct Link {
     unpublished: Vec<OutgoingBlock>,
     /// Clients' counts not yet sent, oldest first.
     backlog: VecDeque<FleetDelta>,
-    /// Entries of the block stream up to `last_id`, counted from its first ever (Redis's
-    /// `entries-added`); `None` until known.
-    position: Option<u64>,
+    /// Entries of the block stream up to `last_id`, counted from its first ever.
+    position: StreamPosition,
     /// The sticky cookie key, session pins and challenge passes (sticky.rs).
     sticky: StickySync,
 }
@@ -70,7 +71,7 @@ impl Link {
             last_id: "0".to_owned(),
             unpublished: Vec::new(),
             backlog: VecDeque::new(),
-            position: None,
+            position: StreamPosition::default(),
         }
     }
 
@@ -78,6 +79,8 @@ impl Link {
     pub fn run(mut self, current: impl Fn() -> super::Shared, wake: impl Fn()) {
         let interval = self.cluster.sync_interval;
         let mut previous: Option<Arc<Frang>> = None;
+        let mut previous_rt: Option<Arc<Runtime>> = None;
+        let mut retired: Vec<Arc<Runtime>> = Vec::new();
         loop {
             let started = Instant::now();
             let super::Shared {
@@ -90,9 +93,16 @@ impl Link {
                 // read again from its start; the old table's last blocks still go out.
                 self.unpublished.extend(old.fleet_take_blocks());
                 self.last_id = "0".to_owned();
-                self.sticky.reloaded();
             }
             previous = Some(Arc::clone(&frang));
+            if let Some(old) = previous_rt.filter(|old| !Arc::ptr_eq(old, &runtime)) {
+                // New session tables, which read the sticky stream again from its start; the
+                // old ones' pins and passes still go out (sticky.rs, `collect_retired`).
+                retired.push(old);
+                self.sticky.reloaded();
+            }
+            previous_rt = Some(Arc::clone(&runtime));
+            self.sticky.collect_retired(&mut retired);
             if frang.in_fleet() {
                 self.turn(&frang, (&fingerprints, &runtime.sticky), &wake);
             }
@@ -175,33 +185,17 @@ impl Link {
         self.unpublished.drain(..publishing);
         if self.last_id == "0" {
             // From the oldest entry kept: whatever was trimmed before is not a gap.
-            self.position = None;
+            self.position.restart();
         }
         if let Some(id) = out.last_id {
             self.last_id = id;
         }
-        self.follow(out.stream, out.entries_read);
+        let lost = self.position.follow(out.stream, out.entries_read);
+        if lost > 0 {
+            super::note_lost(lost);
+        }
         apply_blocks(frang, &out.blocks, unix, wake);
         Ok(out.entries_read)
-    }
-
-    /// Moves this node's position in the stream (counted in entries ever added) by the
-    /// entries just read; entries trimmed before this node read them are a gap, counted and
-    /// logged. No count without `entries-added` (Redis before 7.0).
-    fn follow(&mut self, stream: Option<StreamInfo>, read: usize) {
-        let Some(info) = stream else {
-            return;
-        };
-        let trimmed = info.added.saturating_sub(info.length);
-        let position = match self.position {
-            Some(at) if trimmed > at => {
-                super::note_lost(trimmed - at);
-                trimmed
-            }
-            Some(at) => at,
-            None => trimmed,
-        };
-        self.position = Some(position + read as u64);
     }
 
     /// Adds the fingerprints' counts to Redis and applies the fleet's totals, in pipelines
@@ -274,12 +268,7 @@ impl Link {
             sticky,
             (started, until),
             &mut |commands: &[Vec<String>], budget: Budget| {
-                self.pipeline(commands, budget, |replies| {
-                    match replies.iter().find_map(Reply::error) {
-                        Some(e) => Err(format!("Redis answered {e}")),
-                        None => Ok(replies.to_vec()),
-                    }
-                })
+                self.pipeline(commands, budget, super::sticky::replies)
             },
         );
         self.sticky = sync;

@@ -19,6 +19,7 @@
 mod keys;
 mod link;
 pub mod owners;
+mod position;
 pub mod resp;
 mod sticky;
 pub mod tier;
@@ -91,6 +92,24 @@ fn note_lost(count: u64) {
 /// Blocks of other nodes this process never read (the stream trimmed past it).
 pub fn blocks_lost() -> u64 {
     LOST.load(Ordering::Relaxed)
+}
+
+/// Sticky pins and challenge passes trimmed from their stream before this process read
+/// them (`ktls_proxy_fleet_sticky_lost_total`).
+static STICKY_LOST: AtomicU64 = AtomicU64::new(0);
+
+fn note_sticky_lost(count: u64) {
+    STICKY_LOST.fetch_add(count, Ordering::Relaxed);
+    crate::warn!(
+        "cluster: {count} sticky pin(s)/pass(es) were trimmed from {} before this node read them: more published between two turns than the stream keeps ({})",
+        sticky::STREAM,
+        sticky::STREAM_KEPT
+    );
+}
+
+/// Sticky pins and passes of the fleet this process never read (the stream trimmed past it).
+pub fn sticky_lost() -> u64 {
+    STICKY_LOST.load(Ordering::Relaxed)
 }
 
 /// Clients' counts waiting for a turn, and those dropped since the start.

@@ -9,9 +9,13 @@
 //! `node`; a pin also `v` vhost, `g` group, `s` server address).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::keys::{stream_info, StreamInfo};
+use super::position::StreamPosition;
 use super::resp::{Budget, Reply};
+use crate::runtime::Runtime;
 use crate::sticky::fleet::{self as sf, PinWire, OUTBOX_MAX};
 use crate::sticky::runtime::StickyRt;
 
@@ -25,6 +29,9 @@ const PER_READ: usize = 250;
 const PER_PUBLISH: usize = 125;
 /// Bytes an entry may take in XREAD's reply (names of a vhost and a group included).
 const ENTRY_BYTES: usize = 1024;
+/// Runtimes replaced by reloads and still held by connections, whose outboxes are taken
+/// every turn; beyond, the oldest is taken a last time and let go.
+const RETIRED_MAX: usize = 8;
 
 /// One stream entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +54,8 @@ pub struct StickySync {
     conflict_logged: bool,
     /// Entries the outboxes had dropped at the last turn (crate::sticky::fleet::dropped).
     dropped: u64,
+    /// Entries of the stream up to `last_id`, counted from its first ever.
+    position: StreamPosition,
 }
 
 impl StickySync {
@@ -57,12 +66,29 @@ impl StickySync {
             unpublished: VecDeque::new(),
             conflict_logged: false,
             dropped: 0,
+            position: StreamPosition::default(),
         }
     }
 
     /// A reload made new session tables: the stream is read again from its start.
     pub fn reloaded(&mut self) {
         self.last_id = "0".to_owned();
+    }
+
+    /// Takes the pins and passes of runtimes a reload replaced: workers may still make some
+    /// on them (a request begun before the reload), so each is taken every turn until this
+    /// thread holds the last reference (no one can add to it then), once more, and let go.
+    /// They go out before the new runtime's.
+    pub fn collect_retired(&mut self, retired: &mut Vec<Arc<Runtime>>) {
+        let excess = retired.len().saturating_sub(RETIRED_MAX);
+        for old in retired.drain(..excess) {
+            self.collect(&old.sticky);
+        }
+        retired.retain(|old| {
+            let last = Arc::strong_count(old) == 1;
+            self.collect(&old.sticky);
+            !last
+        });
     }
 
     /// Takes what the workers made; kept (bounded) whether or not Redis answers.
@@ -120,16 +146,37 @@ impl StickySync {
         }
         loop {
             let count = PER_READ.to_string();
+            let info = ["XINFO", "STREAM", STREAM].map(str::to_owned).to_vec();
             let read: [&str; 6] = ["XREAD", "COUNT", &count, "STREAMS", STREAM, &self.last_id];
-            let read = [read.map(str::to_owned).to_vec()];
+            let commands = [info, read.map(str::to_owned).to_vec()];
             let budget = Budget {
-                items: 4 + PER_READ * 24,
-                bytes: 64 + PER_READ * ENTRY_BYTES,
+                // XINFO: ten fields and the first and last entries.
+                items: 128 + 4 + PER_READ * 24,
+                bytes: 1024 + 2 * ENTRY_BYTES + 64 + PER_READ * ENTRY_BYTES,
             };
-            let replies = exchange(&read[..], budget)?;
-            let (entries, last) = parse_read(replies.first().unwrap_or(&Reply::Array(None)))?;
+            let replies = exchange(&commands[..], budget)?;
+            let (Some(info), Some(read)) = (replies.first(), replies.get(1)) else {
+                return Err(());
+            };
+            // An error here is `no such key` (`replies`): no stream, none of its entries
+            // was ever read, so whatever a later XINFO finds trimmed was never read here.
+            let info = match info {
+                Reply::Error(_) => Some(StreamInfo {
+                    added: 0,
+                    length: 0,
+                }),
+                info => stream_info(info).map_err(drop)?,
+            };
+            let (entries, last, read) = parse_read(read)?;
+            if self.last_id == "0" {
+                self.position.restart();
+            }
             if let Some(last) = last {
                 self.last_id = last;
+            }
+            let lost = self.position.follow(info, read);
+            if lost > 0 {
+                super::note_sticky_lost(lost);
             }
             let now_ms = sf::unix_ms(SystemTime::now());
             for e in &entries {
@@ -138,7 +185,7 @@ impl StickySync {
                     Entry::Pass { digest, .. } => rt.fleet_learn_pass(*digest),
                 }
             }
-            if entries.len() < PER_READ || started.elapsed() >= interval {
+            if read < PER_READ || started.elapsed() >= interval {
                 return Ok(());
             }
         }
@@ -236,10 +283,24 @@ pub fn xadd(entry: &Entry, node: &str) -> Vec<String> {
     c
 }
 
-/// XREAD's reply: the entries understood (others skipped) and the last id read.
-pub fn parse_read(reply: &Reply) -> Result<(Vec<Entry>, Option<String>), ()> {
+/// A sticky pipeline's replies: an error fails it, but for `no such key` (XINFO STREAM
+/// before the stream's first entry), left to the turn.
+pub fn replies(replies: &[Reply]) -> Result<Vec<Reply>, String> {
+    match replies
+        .iter()
+        .find_map(Reply::error)
+        .filter(|e| !e.contains("no such key"))
+    {
+        Some(e) => Err(format!("Redis answered {e}")),
+        None => Ok(replies.to_vec()),
+    }
+}
+
+/// XREAD's reply: the entries understood (others skipped), the last id read and how many
+/// entries were read (understood or not).
+pub fn parse_read(reply: &Reply) -> Result<(Vec<Entry>, Option<String>, usize), ()> {
     let streams = match reply {
-        Reply::Array(None) => return Ok((Vec::new(), None)),
+        Reply::Array(None) => return Ok((Vec::new(), None, 0)),
         Reply::Array(Some(s)) if s.len() == 1 => s,
         _ => return Err(()),
     };
@@ -247,11 +308,12 @@ pub fn parse_read(reply: &Reply) -> Result<(Vec<Entry>, Option<String>), ()> {
         [_, e @ Reply::Array(Some(items))] if items.len() <= PER_READ => e,
         _ => return Err(()),
     };
-    let (mut out, mut last) = (Vec::new(), None);
+    let (mut out, mut last, mut read) = (Vec::new(), None, 0);
     for entry in entries.items() {
         let [id, fields] = entry.items() else {
             continue;
         };
+        read += 1;
         if let Some(id) = id.as_text() {
             last = Some(id.to_owned());
         }
@@ -259,7 +321,7 @@ pub fn parse_read(reply: &Reply) -> Result<(Vec<Entry>, Option<String>), ()> {
             out.push(e);
         }
     }
-    Ok((out, last))
+    Ok((out, last, read))
 }
 
 fn parse_entry(f: &[Reply]) -> Option<Entry> {
@@ -322,9 +384,10 @@ mod tests {
                 junk,
             ])),
         ]))]));
-        let (entries, last) = parse_read(&reply).unwrap();
+        let (entries, last, read) = parse_read(&reply).unwrap();
         assert_eq!(entries, vec![pin, pass]);
         assert_eq!(last.as_deref(), Some("3-0"));
+        assert_eq!(read, 3, "the junk entry moves the position too");
         assert_eq!(parse_read(&Reply::Array(None)).unwrap().0, vec![]);
         assert!(parse_read(&Reply::Int(1)).is_err());
     }
