@@ -8,10 +8,21 @@
 #   benches/faults/run.sh                          # every scenario, 30 s each, proxy + nginx (~15 min)
 #   benches/faults/run.sh --secs 10 --servers proxy
 #   benches/faults/run.sh --scenarios origin_killed,fd_exhaustion
-#   benches/faults/run.sh --soak 3600              # the 1-hour soak (not in CI), both servers
+#   benches/faults/run.sh --soak 3600 --soak-rate-of-max 0.7   # the 1-hour soak (not in CI), both servers
+#   benches/faults/run.sh --soak 300 --soak-rate-of-max 0.7 --max-rps 2000 --soak-window 30
 #
 # Options go to target/release/faults (tests/src/bin/faults.rs): --servers proxy,nginx,
 # --secs N, --h1-rate R [200], --h2-rate R [100], --scenarios a,b, --soak SECS.
+# The soak (docs/RELIABILITY.md, "The soak") runs the mix instead of the scenarios:
+# HTTP/1.1 and HTTP/2, 70 % cache hits and 30 % misses, WebSocket sessions echoed through
+# the server, counted by window, with RSS drift, descriptor growth and p99 stability judged:
+#   --soak-rate-of-max F   run at F times the highest rate of the mix: --max-rps N, or probed
+#                          on each server first (4 s steps rising by a quarter from 300
+#                          requests/s until one fails; the clients share this machine)
+#   --max-rps N            the highest rate (requests/s, both protocols) instead of the probe
+#   --ws-rate R            WebSocket sessions begun a second [one per 100 requests/s]
+#   --soak-window SECS     the report's window [60]; the first is the warm-up
+# Without --soak-rate-of-max the soak runs at --h1-rate and --h2-rate.
 # Output: the Markdown table on stdout and in benches/faults/results/latest.md, every figure
 # in benches/faults/results/latest.json (a --soak run writes soak.md / soak.json instead).
 # Exit status 1 when a run missed its expectation (the rows say which and why).

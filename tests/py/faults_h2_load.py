@@ -14,11 +14,19 @@ became of every request, as a browser's HTTP/2 client would see it:
 A connection that got GOAWAY takes no new stream; its streams finish, then a new connection
 is opened for the next requests (h2load, which cannot do this, stops at the first GOAWAY).
 
+With HIT_PCT CACHE_PATHS WINDOW_S (the soak's mix, tests/src/faults/driver.rs `Mix`):
+HIT_PCT % of the requests go to /cache/N (N < CACHE_PATHS), the others to a /miss/ path of
+their own; every outcome is also counted in the window of WINDOW_S seconds of its scheduled
+time, with the latency from the request's writing to the end of the response in 2 % log
+buckets (the buckets of tests/src/faults/window.rs), under "windows" in the report.
+
 Usage: faults_h2_load.py HOST PORT AUTHORITY RATE SECS CONNECTIONS ANSWER_TIMEOUT_S BODY_LEN
+                         [HIT_PCT CACHE_PATHS WINDOW_S]
 Prints one JSON object on stdout. Bounded: it ends ANSWER_TIMEOUT_S after the schedule.
 """
 
 import json
+import math
 import queue
 import socket
 import ssl
@@ -35,6 +43,7 @@ import hyperframe.frame
 host, port, authority = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rate, secs, conns = float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
 answer_timeout, body_len = float(sys.argv[7]), int(sys.argv[8])
+mix = (int(sys.argv[9]), int(sys.argv[10]), float(sys.argv[11])) if len(sys.argv) > 11 else None
 
 MAX_BEHIND = 1.0
 MAX_TRIES = 3
@@ -49,23 +58,56 @@ schedule_over = threading.Event()
 lock = threading.Lock()
 counts = {"sent": 0, "answered": {}, "cut": 0, "lost_closed": 0, "lost_timeout": 0,
           "not_sent": 0, "retried": 0}
+windows = {}
+start = time.monotonic()
+WINDOW_KEY = {"sent": "sent", "cut": "cut", "lost_closed": "lost", "lost_timeout": "lost",
+              "not_sent": "not_sent"}
 
 
-def count(key, n=1):
+def window(req):
+    """The counts of req's window (the lock held), or None without a mix."""
+    if mix is None or req is None:
+        return None
+    i = str(int(max(0.0, req.due - start) / mix[2]))
+    if i not in windows:
+        windows[i] = {"sent": 0, "answered": {}, "cut": 0, "lost": 0, "not_sent": 0, "hist": {}}
+    return windows[i]
+
+
+def count(key, req=None):
     with lock:
-        counts[key] += n
+        counts[key] += 1
+        w = window(req)
+        if w is not None and key in WINDOW_KEY:
+            w[WINDOW_KEY[key]] += 1
 
 
-def answered(status):
+def answered(status, stream):
+    """A complete response; its latency from the writing of its request (not from its
+    scheduled time: a stream may wait up to 20 ms in this loop before it is written)."""
     with lock:
         counts["answered"][str(status)] = counts["answered"].get(str(status), 0) + 1
+        w = window(stream.req)
+        if w is not None:
+            w["answered"][str(status)] = w["answered"].get(str(status), 0) + 1
+            us = max(1.0, (time.monotonic() - stream.sent_at) * 1e6)
+            b = str(math.floor(math.log(us) / math.log(1.02)))
+            w["hist"][b] = w["hist"].get(b, 0) + 1
 
 
 class Req:
-    def __init__(self, due):
+    def __init__(self, due, n):
         self.due = due
+        self.n = n
         self.tries = 0
         self.refused_at = None
+
+    def path(self):
+        if mix is None:
+            return "/"
+        if self.n % 100 < mix[0]:
+            return f"/cache/{self.n % max(1, mix[1])}"
+        return f"/miss/h2-{self.n}"
 
 
 class Stream:
@@ -115,7 +157,7 @@ def retry(stream):
     """A stream the server refused unprocessed: sent again, or lost after MAX_TRIES."""
     if stream.req.tries + 1 >= MAX_TRIES:
         print(f"lost_closed: refused {MAX_TRIES} times", file=sys.stderr, flush=True)
-        count("lost_closed")
+        count("lost_closed", stream.req)
         return
     stream.req.tries += 1
     stream.req.refused_at = time.monotonic()
@@ -127,9 +169,9 @@ def ended(stream, reason_lost, why):
     """A stream that ended without its response completing (why: on stderr)."""
     print(f"{reason_lost if stream.status is None else 'cut'}: {why}", file=sys.stderr, flush=True)
     if stream.status is not None:
-        count("cut")
+        count("cut", stream.req)
     else:
-        count(reason_lost)
+        count(reason_lost, stream.req)
 
 
 class Worker:
@@ -198,7 +240,7 @@ class Worker:
             except queue.Empty:
                 return
             if req.tries == 0 and time.monotonic() - req.due > MAX_BEHIND:
-                count("not_sent")
+                count("not_sent", req)
                 continue
             if not self.may_resend(req):
                 deferred.append(req)
@@ -208,15 +250,15 @@ class Worker:
                     self.sock, self.conn = connect()
                     self.opened_at = time.monotonic()
                 except OSError:
-                    count("not_sent")
+                    count("not_sent", req)
                     continue
             sid = self.conn.get_next_available_stream_id()
             self.conn.send_headers(sid, [(":method", "GET"), (":scheme", "https"),
-                                         (":authority", authority), (":path", "/")],
+                                         (":authority", authority), (":path", req.path())],
                                    end_stream=True)
             self.pending[sid] = Stream(req)
             if req.tries == 0:
-                count("sent")
+                count("sent", req)
             if not self.flush():
                 return
 
@@ -236,9 +278,9 @@ class Worker:
             stream = self.pending.pop(ev.stream_id, None)
             if stream is not None:
                 if stream.status is None or (stream.status == 200 and stream.body != body_len):
-                    count("cut")
+                    count("cut", stream.req)
                 else:
-                    answered(stream.status)
+                    answered(stream.status, stream)
         elif isinstance(ev, h2.events.StreamReset):
             stream = self.pending.pop(ev.stream_id, None)
             if stream is not None:
@@ -255,7 +297,7 @@ class Worker:
                 if stream.status is None:
                     retry(stream)
                 else:
-                    count("cut")
+                    count("cut", stream.req)
 
     def read(self):
         try:
@@ -282,8 +324,7 @@ class Worker:
     def expire(self):
         now = time.monotonic()
         for sid in [s for s, st in self.pending.items() if now - st.sent_at > answer_timeout]:
-            self.pending.pop(sid)
-            count("lost_timeout")
+            count("lost_timeout", self.pending.pop(sid).req)
 
     def run(self):
         while True:
@@ -301,6 +342,7 @@ class Worker:
 
 
 def main():
+    global start
     workers = [threading.Thread(target=Worker().run, daemon=True) for _ in range(conns)]
     for w in workers:
         w.start()
@@ -309,7 +351,7 @@ def main():
     while n < int(rate * secs):
         due = start + n / rate
         time.sleep(max(0.0, due - time.monotonic()))
-        work.put(Req(due))
+        work.put(Req(due, n))
         n += 1
     schedule_over.set()
     deadline = time.monotonic() + answer_timeout + 2
@@ -317,6 +359,8 @@ def main():
         w.join(max(0.0, deadline - time.monotonic()))
     with lock:
         # A worker still running at the deadline has streams that never ended.
+        if mix is not None:
+            counts["windows"] = windows
         print(json.dumps(counts), flush=True)
 
 

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use super::window::{self, Clock, Windows};
 use crate::rawclient::{get_with, Outcome, RawClient};
 use crate::{Proc, TempDir};
 
@@ -41,8 +42,11 @@ pub struct Counts {
     /// response; HTTP/2: streams above the last id of a GOAWAY, or REFUSED_STREAM), as
     /// RFC 9112 9.3.1 and RFC 9113 8.1.4 let a client; each counts once, by its final outcome.
     pub retried: u64,
-    /// HTTP/1.1: every request's scheduled time and its status (0: no complete response).
+    /// HTTP/1.1: every request's scheduled time and its status (0: no complete response);
+    /// not kept when the load counts by window instead.
     pub timeline: Vec<(Instant, u16)>,
+    /// The same outcomes by window of their scheduled time, with latencies (the soak's).
+    pub windows: Windows,
 }
 
 impl Counts {
@@ -66,6 +70,54 @@ impl Counts {
         self.not_sent += other.not_sent;
         self.retried += other.retried;
         self.timeline.extend_from_slice(&other.timeline);
+        window::merge(&mut self.windows, &other.windows);
+    }
+
+    /// Sent, cut, lost and not sent so far: what a request changed, by difference.
+    fn scalars(&self) -> [u64; 4] {
+        [self.sent, self.cut, self.lost(), self.not_sent]
+    }
+
+    /// Counts a request scheduled at `due` (its outcome: the change from `before`, and its
+    /// status, 0 for none) in its window, with its latency from when it was written.
+    fn record_window(
+        &mut self,
+        clock: &Clock,
+        due: Instant,
+        before: [u64; 4],
+        status: u16,
+        sent: Instant,
+    ) {
+        let now = self.scalars();
+        let w = self.windows.entry(clock.index(due)).or_default();
+        w.sent += now[0] - before[0];
+        w.cut += now[1] - before[1];
+        w.lost += now[2] - before[2];
+        w.not_sent += now[3] - before[3];
+        if status != 0 {
+            *w.answered.entry(status).or_insert(0) += 1;
+            w.latency.record(sent.elapsed());
+        }
+    }
+}
+
+/// The soak's paths: `hit_pct` % of the requests to one of `cache_paths` paths that the
+/// origin answers cacheable (`/cache/N`, hits once stored), the others to a path of their own
+/// that it answers `no-store` (`/miss/...`, through to the origin every time).
+#[derive(Clone, Copy, Debug)]
+pub struct Mix {
+    pub hit_pct: u64,
+    pub cache_paths: u64,
+}
+
+impl Mix {
+    /// The path of request `n` of a load (`tag` keeps two loads' misses apart).
+    pub fn path(&self, tag: &str, n: u64) -> String {
+        if n % 100 < self.hit_pct {
+            format!("/cache/{}", n % self.cache_paths.max(1))
+        } else {
+            format!("/miss/{tag}-{n}")
+        }
     }
 }
 
@@ -84,6 +136,10 @@ pub struct H1Load {
     pub close_each: bool,
     /// The body a 200 must carry (a 200 with another body counts as cut).
     pub expect_body: Vec<u8>,
+    /// The paths: `/` for every request without a mix.
+    pub mix: Option<Mix>,
+    /// Counts by window of this width from the load's start, instead of the timeline.
+    pub window: Option<Duration>,
 }
 
 /// A load running in the background.
@@ -99,17 +155,18 @@ const MAX_BEHIND: Duration = Duration::from_secs(1);
 impl H1Load {
     /// Starts the load; `finish` waits for its end.
     pub fn start(&self) -> Running {
-        let (tx, rx) = mpsc::channel::<Instant>();
+        let (tx, rx) = mpsc::channel::<(Instant, u64)>();
         let rx = Arc::new(Mutex::new(rx));
+        let start = Instant::now();
+        let clock = self.window.map(|width| Clock { start, width });
         let workers = (0..self.connections.max(1))
             .map(|_| {
                 let (rx, load) = (rx.clone(), self.clone());
-                thread::spawn(move || load.worker(&rx))
+                thread::spawn(move || load.worker(&rx, clock))
             })
             .collect();
         let (rate, duration) = (self.rate.max(1), self.duration);
         let scheduler = thread::spawn(move || {
-            let start = Instant::now();
             let interval = Duration::from_secs(1) / rate;
             let mut n: u32 = 0;
             loop {
@@ -118,7 +175,7 @@ impl H1Load {
                     return u64::from(n);
                 }
                 thread::sleep(due.saturating_duration_since(Instant::now()));
-                if tx.send(due).is_err() {
+                if tx.send((due, u64::from(n))).is_err() {
                     return u64::from(n);
                 }
                 n += 1;
@@ -127,7 +184,7 @@ impl H1Load {
         Running { workers, scheduler }
     }
 
-    fn worker(&self, rx: &Mutex<mpsc::Receiver<Instant>>) -> Counts {
+    fn worker(&self, rx: &Mutex<mpsc::Receiver<(Instant, u64)>>, clock: Option<Clock>) -> Counts {
         let mut counts = Counts::default();
         let mut conn: Option<(RawClient, u32)> = None;
         let extra = if self.close_each {
@@ -135,9 +192,9 @@ impl H1Load {
         } else {
             ""
         };
-        let request = get_with("/", &self.host, extra);
+        let fixed = get_with("/", &self.host, extra);
         loop {
-            let due = {
+            let (due, n) = {
                 let rx = rx.lock().unwrap_or_else(|e| e.into_inner());
                 match rx.recv_timeout(Duration::from_millis(100)) {
                     Ok(due) => due,
@@ -145,12 +202,26 @@ impl H1Load {
                     Err(RecvTimeoutError::Disconnected) => return counts,
                 }
             };
-            if due.elapsed() > MAX_BEHIND {
+            let before = counts.scalars();
+            let behind = due.elapsed() > MAX_BEHIND;
+            let sent = Instant::now();
+            let status = if behind {
                 counts.not_sent += 1;
-                continue;
+                0
+            } else {
+                match self.mix {
+                    Some(mix) => {
+                        let request = get_with(&mix.path("h1", n), &self.host, extra);
+                        self.one_request(&mut counts, &mut conn, &request)
+                    }
+                    None => self.one_request(&mut counts, &mut conn, &fixed),
+                }
+            };
+            match &clock {
+                Some(clock) => counts.record_window(clock, due, before, status, sent),
+                None if !behind => counts.timeline.push((due, status)),
+                None => {}
             }
-            let status = self.one_request(&mut counts, &mut conn, &request);
-            counts.timeline.push((due, status));
         }
     }
 
@@ -271,6 +342,9 @@ pub struct H2Load {
     pub answer_timeout: Duration,
     /// The body length a 200 must carry.
     pub body_len: usize,
+    /// As `H1Load`'s.
+    pub mix: Option<Mix>,
+    pub window: Option<Duration>,
 }
 
 /// The HTTP/2 load running in the background.
@@ -295,6 +369,11 @@ impl H2Load {
             .arg(self.connections.to_string())
             .arg(self.answer_timeout.as_secs_f64().to_string())
             .arg(self.body_len.to_string());
+        if let (Some(mix), Some(width)) = (self.mix, self.window) {
+            cmd.arg(mix.hit_pct.to_string())
+                .arg(mix.cache_paths.to_string())
+                .arg(width.as_secs_f64().to_string());
+        }
         let proc = Proc::spawn("h2-load", cmd, dir.path());
         RunningH2 {
             proc,
@@ -353,6 +432,7 @@ impl RunningH2 {
             not_sent: n("not_sent"),
             retried: n("retried"),
             timeline: Vec::new(),
+            windows: window::from_json(&v["windows"]),
         };
         (counts, why)
     }

@@ -6,6 +6,10 @@
 //! It counts the responses it wrote completely: the scenarios compare that count with the
 //! 200s the clients received, which is how "no request the origin answered is lost" is
 //! checked.
+//!
+//! For the soak's mix, the path chooses the caching: `/cache/...` is answered with
+//! `Cache-Control: max-age=86400`, `/miss/...` with `no-store` (any other path with neither,
+//! as before); and a WebSocket handshake is accepted and every frame echoed until Close.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -13,6 +17,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
+
+use crate::websocket;
 
 /// The body of every normal answer (the clients check it byte for byte).
 pub const BODY: &[u8] = b"fault-origin-body-0123456789";
@@ -58,6 +64,10 @@ struct Shared {
     completed: AtomicU64,
     /// Requests read.
     requests: AtomicU64,
+    /// Requests read for a `/cache/` path (each one a cache fill or a miss).
+    cacheable: AtomicU64,
+    /// WebSocket handshakes accepted.
+    websockets: AtomicU64,
     /// Connections open now (by a serial), to shut them all at a kill. Each is taken out
     /// when its thread ends: a clone left here would keep the socket open.
     open: Mutex<Vec<(u64, TcpStream)>>,
@@ -99,6 +109,16 @@ impl FaultOrigin {
     /// Requests read so far.
     pub fn requests(&self) -> u64 {
         self.shared.requests.load(Ordering::SeqCst)
+    }
+
+    /// Requests read so far for a cacheable (`/cache/`) path.
+    pub fn cacheable(&self) -> u64 {
+        self.shared.cacheable.load(Ordering::SeqCst)
+    }
+
+    /// WebSocket handshakes accepted so far.
+    pub fn websockets(&self) -> u64 {
+        self.shared.websockets.load(Ordering::SeqCst)
     }
 
     /// As a process killed by SIGKILL: the listener closes (connects are refused) and every
@@ -185,10 +205,24 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
         let Some(end) = read_head(&mut stream, &mut buf) else {
             return;
         };
+        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
         buf.drain(..end);
         shared.requests.fetch_add(1, Ordering::SeqCst);
+        if websocket::field(&head, "upgrade").is_some_and(|v| v.eq_ignore_ascii_case("websocket")) {
+            shared.websockets.fetch_add(1, Ordering::SeqCst);
+            return echo_websocket(stream, &head, buf);
+        }
+        let path = head.split(' ').nth(1).unwrap_or("/");
+        let caching = if path.starts_with("/cache/") {
+            shared.cacheable.fetch_add(1, Ordering::SeqCst);
+            "Cache-Control: max-age=86400\r\n"
+        } else if path.starts_with("/miss/") {
+            "Cache-Control: no-store\r\n"
+        } else {
+            ""
+        };
         let mode = Mode::from_u8(shared.mode.load(Ordering::SeqCst));
-        if !answer(&mut stream, mode) {
+        if !answer(&mut stream, mode, caching) {
             return;
         }
         shared.completed.fetch_add(1, Ordering::SeqCst);
@@ -209,9 +243,33 @@ fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
     }
 }
 
-/// Answers one request as `mode` says; true when a whole response was written and the
-/// connection stays open.
-fn answer(stream: &mut TcpStream, mode: Mode) -> bool {
+/// Accepts a WebSocket handshake and echoes every frame (what came after the head in `rest`
+/// first) until the client's Close, which is echoed too; then the connection closes.
+fn echo_websocket(stream: TcpStream, head: &str, rest: Vec<u8>) {
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let key = websocket::field(head, "sec-websocket-key").unwrap_or("");
+    let answer = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {}\r\n\r\n",
+        websocket::accept_for(key)
+    );
+    if writer.write_all(answer.as_bytes()).is_err() {
+        return;
+    }
+    let mut reader = std::io::Cursor::new(rest).chain(stream);
+    while let Ok((opcode, payload)) = websocket::read_frame(&mut reader) {
+        let echoed = writer.write_all(&websocket::frame(opcode, &payload, None));
+        if echoed.is_err() || opcode == websocket::OP_CLOSE {
+            return;
+        }
+    }
+}
+
+/// Answers one request as `mode` says, with the `caching` field if any; true when a whole
+/// response was written and the connection stays open.
+fn answer(stream: &mut TcpStream, mode: Mode, caching: &str) -> bool {
     let write = |s: &mut TcpStream, b: &[u8]| s.write_all(b).and_then(|()| s.flush()).is_ok();
     match mode {
         Mode::Normal | Mode::Latency10x => {
@@ -221,7 +279,10 @@ fn answer(stream: &mut TcpStream, mode: Mode) -> bool {
                 BASE_LATENCY * 10
             };
             thread::sleep(pause);
-            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", BODY.len());
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{caching}\r\n",
+                BODY.len()
+            );
             let (first, second) = BODY.split_at(BODY.len() / 2);
             if !write(stream, &[head.as_bytes(), first].concat()) {
                 return false;

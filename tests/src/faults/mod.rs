@@ -11,3 +11,7 @@ pub mod netns;
 pub mod report;
 pub mod scenarios;
 pub mod server;
+pub mod soak;
+pub mod soak_report;
+pub mod window;
+pub mod ws_load;

@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 
 use super::driver::Counts;
 use super::server::Sample;
+use super::soak_report::SoakFigures;
 
 /// What a run must show, written down before it runs.
 #[derive(Clone, Debug)]
@@ -54,6 +55,8 @@ pub struct Report {
     /// What else the run found (a facility missing, counts of a phase).
     pub notes: Vec<String>,
     pub expect: Expect,
+    /// The soak's windows and criteria (None for the fault scenarios).
+    pub soak: Option<SoakFigures>,
 }
 
 impl Report {
@@ -109,6 +112,9 @@ impl Report {
             ));
         }
         v.extend(self.crashes.iter().map(|c| format!("crash: {c}")));
+        if let Some(soak) = &self.soak {
+            v.extend(soak.violations(self));
+        }
         v
     }
 
@@ -125,7 +131,9 @@ impl Report {
                 "retried": c.retried,
             })
         };
+        let soak = self.soak.as_ref().map_or(Value::Null, |s| s.to_json(self));
         json!({
+            "soak": soak,
             "scenario": self.scenario,
             "server": self.server,
             "secs": self.secs,

@@ -101,6 +101,8 @@ fn loads(p: &Params, run: &Run, server: &Server, secs: u64) -> (H1Load, H2Load) 
             BODY
         }
         .to_vec(),
+        mix: None,
+        window: None,
     };
     let h2 = H2Load {
         addr: server.https,
@@ -110,6 +112,8 @@ fn loads(p: &Params, run: &Run, server: &Server, secs: u64) -> (H1Load, H2Load) 
         connections: run.h2_connections,
         answer_timeout: run.answer_timeout,
         body_len: h1.expect_body.len(),
+        mix: None,
+        window: None,
     };
     (h1, h2)
 }
@@ -187,6 +191,7 @@ pub(super) fn measure(
         crashes,
         notes,
         expect: run.expect,
+        soak: None,
     }
 }
 
@@ -521,25 +526,4 @@ pub const ALL: &[(&str, Scenario)] = &[
 /// Whether a scenario is run against nginx too: all but the hot upgrade (see there).
 pub fn applies_to_nginx(name: &str) -> bool {
     name != "hot_upgrade"
-}
-
-/// The soak (not in CI): the load without a fault for `secs`, RSS and descriptors sampled
-/// every tenth of the run into the notes, so that growth over time shows and not only the
-/// end. Right: every request 200, none lost, RSS and descriptors back within their slack.
-pub fn soak(p: &Params) -> Report {
-    let origin = loopback_origin();
-    let run = Run::new("soak", p, &origin, Expect::statuses(&[200]));
-    measure(p, run, &origin, |ctx| {
-        let step = Duration::from_secs(ctx.params.secs.max(10)) / 10;
-        for i in 1..=10 {
-            thread::sleep(step);
-            let s = ctx.server.sample();
-            ctx.notes.push(format!(
-                "t={}s rss={}KiB fds={}",
-                (step * i).as_secs(),
-                s.rss_kib,
-                s.fds
-            ));
-        }
-    })
 }

@@ -35,6 +35,9 @@ pub struct Spec {
     /// A command the server's command line is appended to (`ip netns exec NS`, a cgroup
     /// wrapper); the pid stays the server's since each of them execs it.
     pub prefix: Vec<String>,
+    /// The soak's mix: the cache on (the origin says what is cacheable) and WebSockets
+    /// passed through (nginx: `/ws/` with the Upgrade fields set).
+    pub mix: bool,
 }
 
 impl Spec {
@@ -44,6 +47,7 @@ impl Spec {
             origin,
             listen_ip: Ipv4Addr::LOCALHOST,
             prefix: Vec::new(),
+            mix: false,
         }
     }
 }
@@ -191,11 +195,16 @@ fn proxy_config(
     key: &Path,
     dir: &Path,
 ) -> String {
+    let cache = if spec.mix {
+        "cache 1;\ncache_fulfill * *;\n"
+    } else {
+        ""
+    };
     format!(
         "listen {http};\nlisten {https} proto=\"h2,https\";\nworker_threads 2;\n\
          pid {pid};\n\
          srv_group default {{ server {origin}; }}\n\
-         tls_match_any_server_name;\n\
+         tls_match_any_server_name;\n{cache}\
          vhost site {{ tls_certificate {cert}; tls_certificate_key {key}; proxy_pass default; }}\n\
          http_chain {{ -> site; }}\n",
         pid = dir.join("proxy.pid").display(),
@@ -214,6 +223,19 @@ fn nginx_config(
     dir: &Path,
 ) -> String {
     let d = dir.display();
+    // The soak's mix: a cache (nginx stores what the origin marks cacheable, as the proxy
+    // does) and a location for WebSockets, which nginx passes only with these fields.
+    let (cache_path, cache, ws) = if spec.mix {
+        (
+            format!("  proxy_cache_path {d}/cache keys_zone=soak:8m;\n"),
+            " proxy_cache soak;",
+            "    location /ws/ { proxy_pass http://origin; proxy_http_version 1.1;\n\
+               proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection upgrade; }\n"
+                .to_string(),
+        )
+    } else {
+        (String::new(), "", String::new())
+    };
     format!(
         "user root;\nworker_processes 1;\ndaemon off;\nmaster_process on;\n\
          pid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
@@ -221,22 +243,28 @@ fn nginx_config(
          http {{\n  access_log off;\n\
            client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
            fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
-           upstream origin {{ server {origin}; keepalive 32; }}\n\
+           upstream origin {{ server {origin}; keepalive 32; }}\n{cache_path}\
            server {{\n    listen {http};\n    listen {https} ssl http2;\n\
              ssl_certificate {cert}; ssl_certificate_key {key};\n\
-             location / {{ proxy_pass http://origin; proxy_http_version 1.1;\n\
-               proxy_set_header Connection \"\"; }}\n  }}\n}}\n",
+             location / {{ proxy_pass http://origin; proxy_http_version 1.1;{cache}\n\
+               proxy_set_header Connection \"\"; }}\n{ws}  }}\n}}\n",
         origin = spec.origin,
         cert = cert.display(),
         key = key.display(),
     )
 }
 
-/// RSS and open descriptors summed over `pid` and its descendants, from /proc.
+/// RSS and open descriptors summed over `pid` and its descendants, from /proc; but for
+/// nginx's cache loader, a process of the soak's nginx that starts a minute in, reads the
+/// (empty) cache directory and exits, and would show as a step in its samples.
 pub fn sample_tree(pid: u32) -> Sample {
     let mut sample = Sample::default();
     let mut todo = vec![pid];
     while let Some(p) = todo.pop() {
+        let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains("cache loader") {
+            continue;
+        }
         let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
         let Some(rss) = status
             .lines()
