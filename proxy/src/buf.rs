@@ -46,6 +46,7 @@ impl Buf {
     }
 
     /// Room left for reading, after moving unread bytes to the front if that makes room.
+    #[inline]
     pub fn spare(&mut self) -> usize {
         if self.end == self.data.len() && self.start > 0 {
             self.data.copy_within(self.start..self.end, 0);

@@ -67,7 +67,7 @@ impl ConnLimits {
 
     /// When the worker should give up waiting for the rest of the current head: arm a timer
     /// for it and treat firing as the timeout's violation.
-    #[inline]
+    #[inline(always)]
     pub fn deadline(&self) -> Option<(Instant, &'static str)> {
         let start = self.head_started?;
         let limit = self.header_timeout?;

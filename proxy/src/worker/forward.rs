@@ -11,9 +11,9 @@ use super::caching::Fill;
 use super::exchange::{ExchangeId, Facts, Forward, Receiving, Sending, Stage, TierFallback};
 use super::finish::Refusal;
 use super::h1::Reply;
+use super::token::{client_token, upstream_token};
 use super::upstream::groups::{self, request_key, Pick};
 use super::upstream::{self, Flushed, Settled, UpPhase, UpstreamId};
-use super::token::{client_token, upstream_token};
 use super::Worker;
 use crate::metrics::bump;
 
@@ -292,10 +292,12 @@ impl Worker {
                 exchange,
                 freed,
             } => {
-                self.serve_freed(freed);
+                // Marked down before the freed place is served: a queued exchange does not
+                // go to a server whose connect just failed.
                 if let Some((group, server)) = server {
                     self.checks().health().mark_down(group, server);
                 }
+                self.serve_freed(freed);
                 if let Some(id) = exchange {
                     self.exchange_failed(id, super::response::Failure::Connect);
                 }
@@ -485,10 +487,11 @@ impl Worker {
                 current,
             } => {
                 bump(&self.metrics().upstream_connect_errors);
-                self.close_upstream(ui);
+                let freed = upstream::close(&mut self.conns().0, ui);
                 if current {
                     self.checks().health().mark_down(group, server);
                 }
+                self.serve_freed(freed);
                 self.exchange_failed(id, super::response::Failure::Connect);
             }
             upstream::TimerDue::Quiet(id) => {

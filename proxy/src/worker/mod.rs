@@ -401,6 +401,7 @@ impl Worker {
     }
 
     /// Health checks' parts (health.rs): upstream connections' and marking servers'.
+    #[inline]
     fn checks(&mut self) -> health::Checks<'_> {
         let worker = self.id;
         let (conns, open) = self.conns();
@@ -413,6 +414,7 @@ impl Worker {
 
     /// The parts an upstream connection's life touches (upstream/conn.rs), and what opening
     /// one needs besides.
+    #[inline]
     fn conns(&mut self) -> (upstream::Conns<'_>, upstream::Opener<'_>) {
         let conns = upstream::Conns {
             upstreams: &mut self.upstreams,

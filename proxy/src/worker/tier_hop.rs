@@ -13,7 +13,7 @@ use super::request::{Request, Scheme};
 /// from their own `self` address, `upstream/conn.rs` `connect`). Its scheme
 /// is then the one the field names (what the client used at the first node). A hop field
 /// anywhere else is ignored (and removed before any origin sees it, `forward.rs`). A peer's
-/// probe (the field's value `probe`) is a peer's request too, answered in [`Worker::route`].
+/// probe (the field's value `probe`) is a peer's request too, answered in `route.rs` `route`.
 pub(super) fn honour_hop(
     tier: &Tier,
     (sock, from): (&crate::socket::Socket, std::net::IpAddr),

@@ -251,6 +251,7 @@ pub(in crate::worker) fn write(clients: &mut Clients, ci: ClientId) -> Wrote {
 /// After a drive of client `ci`: whether it is finished, and how it ends (`reset`: without
 /// close_notify or FIN). An idle one gives its read buffer back, and is closed once a
 /// graceful stop's last call is over (`last_call_over`).
+#[inline]
 pub(in crate::worker) fn settle(
     clients: &mut Clients,
     bufs: &mut BufPool,
@@ -278,8 +279,10 @@ pub(in crate::worker) struct Closed {
     pub exchanges: Vec<ExchangeId>,
 }
 
-/// Closes client connection `ci` for `why`; `orderly`: with close_notify (TLS) when the
-/// client has not closed already, otherwise with a reset (SO_LINGER 0). frang is told first: what follows may panic (the panic
+/// Closes client connection `ci` for `why`. `orderly`: with close_notify (TLS) and a FIN,
+/// unless the client closed first; otherwise with a reset (SO_LINGER 0). The client hears of
+/// the close before its tunnel's upstream closes and its exchanges are dropped (the caller
+/// does that with what this returns). frang is told first: what follows may panic (the panic
 /// guard then finds no client to close), and an address must never keep a connection or
 /// bytes it no longer has.
 pub(in crate::worker) fn close(

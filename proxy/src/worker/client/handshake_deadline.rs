@@ -61,20 +61,18 @@ impl HandshakeClock {
 
 impl Clients {
     /// A handshake step at `now` did not finish client `ci`'s handshake: if it moved
-    /// OpenSSL's state, the client's turn starts again (its timer re-armed). Returns false
-    /// (the connection is not open yet).
-    pub fn handshake_waits(&mut self, timers: &mut Timers, ci: ClientId, now: Instant) -> bool {
+    /// OpenSSL's state, the client's turn starts again (its timer re-armed).
+    pub fn handshake_waits(&mut self, timers: &mut Timers, ci: ClientId, now: Instant) {
         let Some(c) = self.get_mut(ci) else {
-            return false;
+            return;
         };
         let Stage::Handshake(session) = &c.stage else {
-            return false;
+            return;
         };
         let state = session.ssl().state_string();
         if let Some(deadline) = c.handshake.after_step(state, now) {
             self.arm_timer(timers, ci, deadline);
         }
-        false
     }
 
     /// After the bytes that had arrived when client `ci`'s handshake deadline (timer

@@ -10,8 +10,8 @@ use super::codec::Codec;
 use super::{ClientId, Clients, Stage};
 use crate::runtime::Runtime;
 use crate::timers::Timers;
-use crate::worker::token::client_token;
 use crate::worker::h1::ConnState;
+use crate::worker::token::client_token;
 
 /// What a client's timer came due for.
 pub enum Due {

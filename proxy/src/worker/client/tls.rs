@@ -61,7 +61,7 @@ pub fn open_transport(
         Offload::Records { mut socket, reason } => {
             metrics.count_tls_path(TlsPath::Records);
             metrics.count_ktls_fallback(reason.as_str());
-            // The worker's loop reports every readiness event (`client_readable`).
+            // The worker's loop reports every readiness event (`client::readable`).
             socket.track_readiness();
             Transport::Records(*socket)
         }
