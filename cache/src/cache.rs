@@ -127,8 +127,7 @@ impl Inner {
             return;
         };
         let hash = self.hash(key);
-        let evicted = self.shard(hash).mark_pass(hash, key, until);
-        self.metrics.add(Counter::Eviction, evicted);
+        self.shard(hash).mark_pass(hash, until);
     }
 
     pub(crate) fn remove(&self, hash: u64, key: &Key<'_>) {
@@ -168,10 +167,11 @@ impl Cache {
     pub fn new(limits: CacheLimits) -> Self {
         let shards = limits.shards.max(1);
         let budget = limits.total_bytes / shards;
+        let markers = (crate::shard::PASS_MARKERS / shards).max(1);
         Cache {
             inner: Arc::new(Inner {
                 shards: (0..shards)
-                    .map(|_| Mutex::new(Shard::new(budget)))
+                    .map(|_| Mutex::new(Shard::new(budget, markers)))
                     .collect(),
                 hasher: RandomState::new(),
                 next_id: AtomicU64::new(1),
@@ -232,7 +232,7 @@ impl Cache {
             metrics.add(Counter::Miss, 1);
             return Lookup::OnlyIfCachedMiss;
         }
-        if shard.pass_active(hash, &key, now) {
+        if shard.pass_active(hash, now) {
             metrics.add(Counter::Miss, 1);
             return Lookup::Pass;
         }
@@ -408,6 +408,19 @@ impl Cache {
             .shards
             .iter()
             .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).bytes())
+            .sum()
+    }
+
+    /// Hit-for-pass markers held across shards (at most `PASS_MARKERS`).
+    pub fn pass_markers(&self) -> usize {
+        self.inner
+            .shards
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .pass_markers()
+            })
             .sum()
     }
 

@@ -112,7 +112,7 @@ pub use policy::{
 };
 pub use range::{ByteRange, RangeResolution};
 pub use reply::{BodyPart, ComposedReply, Reply};
-pub use shard::{ENTRY_OVERHEAD, SLOT_OVERHEAD};
+pub use shard::{ENTRY_OVERHEAD, PASS_MARKERS, SLOT_OVERHEAD};
 pub use storability::{cacheable_by_default, check_storable, NotStoredReason, Storability};
 pub use targeted::{parse_targeted, targeted_directives, DEFAULT_TARGETED_FIELDS};
 pub use update::{forwarded_age, HeadUpdate};

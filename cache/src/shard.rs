@@ -40,14 +40,24 @@ pub(crate) struct Slot {
     key: OwnedKey,
     /// Most recently stored last.
     variants: Vec<Arc<Entry>>,
-    /// Hit-for-pass: the origin recently sent an unstorable response for
-    /// this key, so until then requests go straight to the origin instead
-    /// of queueing behind each other's fetches.
-    pass_until: Option<SystemTime>,
 }
+
+/// Hit-for-pass markers kept in the whole cache, shared evenly by the
+/// shards: beyond it the least recently marked key is forgotten (its next
+/// requests queue behind one fetch again, as before its unstorable answer).
+pub const PASS_MARKERS: usize = 65_536;
 
 pub(crate) struct Shard {
     lru: LruCache<u64, Slot>,
+    /// Hit-for-pass: keys the origin recently answered unstorably, so until
+    /// then their requests go straight to the origin instead of queueing
+    /// behind each other's fetches; by the key's hash, to when. Apart from
+    /// the stored keys and their byte budget: an unstorable answer evicts
+    /// nothing stored, and a stream of unique URLs answered `no-store` holds
+    /// at most this many markers (before, each held a slot until the budget
+    /// pushed it out, expired or not). A 64-bit hash collision would let one
+    /// request of another key pass the cache: a chance of about n/2^64.
+    passes: LruCache<u64, SystemTime>,
     pub pending: HashMap<u64, Pending>,
     bytes: usize,
     entries: usize,
@@ -70,9 +80,13 @@ fn slot_charge(key_bytes: usize) -> usize {
 }
 
 impl Shard {
-    pub fn new(budget: usize) -> Self {
+    /// A shard of `budget` bytes keeping up to `pass_markers` hit-for-pass markers.
+    pub fn new(budget: usize, pass_markers: usize) -> Self {
+        let markers =
+            std::num::NonZeroUsize::new(pass_markers).unwrap_or(std::num::NonZeroUsize::MIN);
         Shard {
             lru: LruCache::unbounded(),
+            passes: LruCache::new(markers),
             pending: HashMap::new(),
             bytes: 0,
             entries: 0,
@@ -127,8 +141,8 @@ impl Shard {
             }
             removed_entries = before.saturating_sub(slot.variants.len());
             slot.variants.push(entry);
-            slot.pass_until = None;
         }
+        self.passes.pop(&hash);
         self.bytes = self.bytes.saturating_sub(released).saturating_add(charge);
         self.entries = self
             .entries
@@ -157,31 +171,24 @@ impl Shard {
             let slot = Slot {
                 key,
                 variants: Vec::new(),
-                pass_until: None,
             };
             self.lru.put(hash, slot);
         }
     }
 
-    /// Records hit-for-pass for `key` until `until`.
-    pub fn mark_pass(&mut self, hash: u64, key: &Key<'_>, until: SystemTime) -> u64 {
-        if slot_charge(key.heap_bytes()) > self.budget {
-            return 0;
-        }
-        self.slot_for(hash, key);
-        if let Some(slot) = self.lru.peek_mut(&hash) {
-            slot.pass_until = Some(until);
-        }
-        self.evict_to_budget(hash)
+    /// Records hit-for-pass for the key of `hash` until `until`.
+    pub fn mark_pass(&mut self, hash: u64, until: SystemTime) {
+        self.passes.put(hash, until);
     }
 
-    /// Whether a hit-for-pass marker for `key` is active at `now`.
-    pub fn pass_active(&self, hash: u64, key: &Key<'_>, now: SystemTime) -> bool {
-        self.lru
-            .peek(&hash)
-            .filter(|slot| slot.key.matches(key))
-            .and_then(|slot| slot.pass_until)
-            .is_some_and(|until| now < until)
+    /// Whether a hit-for-pass marker for the key of `hash` is active at `now`.
+    pub fn pass_active(&self, hash: u64, now: SystemTime) -> bool {
+        self.passes.peek(&hash).is_some_and(|until| now < *until)
+    }
+
+    /// Hit-for-pass markers held (expired ones included, until pushed out).
+    pub fn pass_markers(&self) -> usize {
+        self.passes.len()
     }
 
     /// Drops least recently used keys, never `keep` unless alone, until
@@ -218,6 +225,9 @@ impl Shard {
     /// Purge support: removes the key (`immediate`) or marks every variant
     /// stale (`invalidate`). Returns whether the key was stored.
     pub fn purge(&mut self, hash: u64, key: &Key<'_>, remove: bool) -> bool {
+        if remove {
+            self.passes.pop(&hash);
+        }
         let Some(slot) = self.lru.peek(&hash) else {
             return false;
         };

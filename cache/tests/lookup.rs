@@ -498,6 +498,89 @@ fn restoring_a_variant_replaces_it_and_accounting_returns_to_zero() {
     assert_eq!(cache.bytes(), 0);
 }
 
+/// Answers `uri`'s miss with a response the cache refuses (`no-store`), which
+/// marks the key hit-for-pass.
+fn refuse(cache: &Cache, policy: &Policy, uri: &str, at: u64) {
+    let request = req("GET", uri, &[]);
+    let no_store = hdrs(&[("Cache-Control", "no-store")]);
+    let Lookup::Miss(guard) = cache.lookup(policy, &request, t(at), no_wait) else {
+        panic!("expected a miss for {uri}")
+    };
+    let refused = guard.store(
+        policy,
+        &request,
+        &resp(200, &no_store, 1),
+        body("n"),
+        times_at(at),
+    );
+    assert!(refused.is_err());
+}
+
+#[test]
+fn unique_urls_answered_no_store_neither_evict_stored_entries_nor_hold_memory_without_bound() {
+    let (cache, policy) = (small_cache(), Policy::default());
+    fill(
+        &cache,
+        &policy,
+        "/kept",
+        &[],
+        &[("Cache-Control", "max-age=3600")],
+        "kept",
+    );
+    let stored = cache.bytes();
+    // Far more unique keys than the markers kept, each with a key of 1 KiB: as
+    // cache slots they would have filled the 1 MiB budget many times over.
+    let long = "x".repeat(1024);
+    let n = cache::PASS_MARKERS + 10_000;
+    for i in 0..n {
+        refuse(&cache, &policy, &format!("/miss/{i}/{long}"), 0);
+    }
+    assert_eq!(
+        cache.bytes(),
+        stored,
+        "markers are not charged to the byte budget"
+    );
+    assert!(matches!(
+        lookup(&cache, &policy, "GET", "/kept", &[], 1),
+        Lookup::Hit(_)
+    ));
+    let markers = cache.pass_markers();
+    assert!(markers <= cache::PASS_MARKERS, "{markers} markers");
+    // The most recent keys still pass; the oldest were forgotten (they queue
+    // behind one fetch again).
+    assert!(matches!(
+        lookup(
+            &cache,
+            &policy,
+            "GET",
+            &format!("/miss/{}/{long}", n - 1),
+            &[],
+            1
+        ),
+        Lookup::Pass
+    ));
+    assert!(matches!(
+        lookup(&cache, &policy, "GET", &format!("/miss/0/{long}"), &[], 1),
+        Lookup::Miss(_)
+    ));
+    // PURGE forgets a marker too.
+    assert!(!cache.purge(
+        PurgeMode::Immediate,
+        &req("PURGE", &format!("/miss/{}/{long}", n - 2), &[])
+    ));
+    assert!(matches!(
+        lookup(
+            &cache,
+            &policy,
+            "GET",
+            &format!("/miss/{}/{long}", n - 2),
+            &[],
+            1
+        ),
+        Lookup::Miss(_)
+    ));
+}
+
 #[test]
 fn hit_for_pass_expires_and_is_cleared_by_a_storable_response() {
     let (cache, policy) = (small_cache(), Policy::default());
