@@ -10,7 +10,7 @@ use http1::BodyDecoder;
 
 use super::lifecycle::BodyEnd;
 use super::token::PROBE_BASE;
-use super::upstream::groups::GroupState;
+use super::upstream::groups::{self, GroupState};
 use super::upstream::{self, UpPhase, Upstream, UpstreamId, Upstreams};
 use crate::health_monitor::{crc32_update, HealthMonitor};
 use crate::metrics_upstream::UpstreamMetrics;
@@ -34,11 +34,7 @@ impl Health<'_> {
     /// A server failed (connect refused or timed out, a failed check): take it out and
     /// schedule a probe (`upstream/groups.rs` `ServerState::fail` decides for how long).
     pub fn mark_down(&mut self, group: usize, server: usize) {
-        let Some(st) = self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-        else {
+        let Some(st) = groups::server_mut(self.groups, group, server) else {
             return;
         };
         let monitor = self.rt.groups.get(group).and_then(|g| g.health.as_ref());
@@ -50,11 +46,8 @@ impl Health<'_> {
     }
 
     pub fn mark_up(&mut self, group: usize, server: usize) {
-        let was_down = self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-            .is_some_and(|st| st.recover());
+        let was_down =
+            groups::server_mut(self.groups, group, server).is_some_and(|st| st.recover());
         if was_down {
             self.publish();
         }
@@ -103,11 +96,7 @@ impl Health<'_> {
         if !connected {
             return self.mark_down(group, server);
         }
-        if let Some(st) = self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-        {
+        if let Some(st) = groups::server_mut(self.groups, group, server) {
             st.probing = true;
         }
     }

@@ -362,11 +362,7 @@ impl Scheduling<'_> {
         let conns_n = g
             .and_then(|g| g.servers.get(server))
             .map_or(0, |s| s.conns_n);
-        match self
-            .groups
-            .get_mut(group)
-            .and_then(|g| g.servers.get_mut(server))
-        {
+        match groups::server_mut(self.groups, group, server) {
             Some(st) => groups::pick_server(st, server, conns_n, fresh),
             None => Pick::Down,
         }

@@ -29,7 +29,7 @@ use super::client::{self, ClientId, Clients};
 use super::exchange::{ExchangeId, Exchanges};
 use super::finish::Outcome;
 use super::token::{client_token, upstream_token};
-use super::upstream::groups::GroupState;
+use super::upstream::groups::{self, GroupState};
 use super::upstream::{self, UpPhase, UpstreamId, Upstreams};
 use crate::buf::BufPool;
 use crate::close_reason::CloseReason;
@@ -96,9 +96,7 @@ pub(super) fn detach(
     // No upstream deadline: the tunnel's idle timeout is the client's timer.
     u.timer_gen = 0;
     if u.rt_gen == rt_gen {
-        let server = groups
-            .get_mut(u.group)
-            .and_then(|g| g.servers.get_mut(u.server));
+        let server = groups::server_mut(groups, u.group, u.server);
         if let Some(st) = server {
             st.release_place();
         }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use mio::Interest;
 
-use super::groups::GroupState;
+use super::groups::{self, GroupState};
 use super::{reusable, ConnFacts, UpPhase, Upstream, UpstreamEnd, UpstreamId, Upstreams};
 use crate::buf::BufPool;
 use crate::metrics::{bump, Metrics};
@@ -84,11 +84,7 @@ pub(in crate::worker) fn connect(
         forward_timeout,
         c.rt_gen,
     ));
-    if let Some(st) = c
-        .groups
-        .get_mut(group)
-        .and_then(|g| g.servers.get_mut(server))
-    {
+    if let Some(st) = groups::server_mut(c.groups, group, server) {
         st.opened();
     }
     arm_timer(c.upstreams, c.timers, ui, connect_timeout);
@@ -309,11 +305,7 @@ fn pool(c: &mut Conns, ui: UpstreamId) -> Freed {
     u.timer_gen = 0;
     let (group, server) = (u.group, u.server);
     c.bufs.release_if_empty(&mut u.rbuf);
-    match c
-        .groups
-        .get_mut(group)
-        .and_then(|g| g.servers.get_mut(server))
-    {
+    match groups::server_mut(c.groups, group, server) {
         Some(st) => st.pool(ui),
         None => return close(c, ui),
     }
@@ -335,11 +327,7 @@ pub(in crate::worker) fn close(c: &mut Conns, ui: UpstreamId) -> Freed {
     if u.rt_gen != c.rt_gen || !pooled {
         return Freed(None);
     }
-    if let Some(st) = c
-        .groups
-        .get_mut(u.group)
-        .and_then(|g| g.servers.get_mut(u.server))
-    {
+    if let Some(st) = groups::server_mut(c.groups, u.group, u.server) {
         st.closed(ui);
     }
     Freed(Some(u.group))
@@ -356,11 +344,7 @@ pub(in crate::worker) fn end_probe(
     };
     let (group, server) = (u.group, u.server);
     let freed = close(c, ui);
-    if let Some(st) = c
-        .groups
-        .get_mut(group)
-        .and_then(|g| g.servers.get_mut(server))
-    {
+    if let Some(st) = groups::server_mut(c.groups, group, server) {
         st.probing = false;
     }
     (Some((group, server)), freed)

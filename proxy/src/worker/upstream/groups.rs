@@ -130,6 +130,16 @@ impl GroupState {
     }
 }
 
+/// The state of `server` of `group`, if both name one in this configuration (indices kept
+/// from an earlier one may not).
+pub fn server_mut(
+    groups: &mut [GroupState],
+    group: usize,
+    server: usize,
+) -> Option<&mut ServerState> {
+    groups.get_mut(group)?.servers.get_mut(server)
+}
+
 /// Takes exchange `id` out of whichever group's queue holds it.
 pub fn unqueue(groups: &mut [GroupState], id: ExchangeId) {
     for g in groups {
