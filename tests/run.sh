@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 # pebble: the ACME tests (tests/tests/acme.rs) start Pebble and pebble-challtestsrv.
 # iproute2, nftables: tests/tests/faults.rs puts the proxy in a network namespace (`ip netns`,
 # veth) and drops a share of its packets there (nft; this kernel has no netem).
+# dnsmasq-base: tests/tests/upstream_dns.rs runs a DNS server on loopback for `server NAME resolve`.
 etc/need-packages.sh cmake clang libclang-dev libssl-dev pkg-config openssl curl python3 \
-    nghttp2-client lintian redis-server pebble iproute2 nftables
+    nghttp2-client lintian redis-server pebble iproute2 nftables dnsmasq-base
 
 # The h2 crate's peer tests speak to its example server with the Python h2 package. The probe
 # imports h2.connection, not h2: from the repository root the h2/ crate directory imports as an

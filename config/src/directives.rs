@@ -37,6 +37,7 @@ pub const EXTENSIONS: &[&str] = &[
     "cluster",
     "acme",
     "tf_blocklist",
+    "resolver",
 ];
 
 /// Directives allowed at top level only (besides the vhost-level ones,
@@ -89,6 +90,7 @@ pub const TOP_LEVEL: &[&str] = &[
     "tls_match_any_server_name",
     "grace_shutdown_time",
     "client_ws_timeout",
+    "resolver",
 ];
 
 /// Directives of a `vhost` block (and of the implicit default vhost).

@@ -23,6 +23,7 @@ pub use crate::model_cluster::*;
 pub use crate::model_fingerprint::*;
 pub use crate::model_frang::*;
 pub use crate::model_global::*;
+pub use crate::model_resolver::*;
 use crate::model_serde::{opt_secs, secs};
 pub use crate::model_servers::*;
 pub use crate::model_sticky::*;
@@ -111,6 +112,8 @@ pub struct Config {
     pub tfh: Option<FingerprintLimits>,
     /// Extension `tf_blocklist PATH;`: a file of fingerprints to refuse, re-read on reload.
     pub tf_blocklist: Option<std::path::PathBuf>,
+    /// Extension `resolver ...;`: the DNS servers of the `resolve` servers.
+    pub resolver: Option<Resolver>,
 }
 
 impl Default for Config {
@@ -151,6 +154,7 @@ impl Default for Config {
             tft: None,
             tfh: None,
             tf_blocklist: None,
+            resolver: None,
         }
     }
 }

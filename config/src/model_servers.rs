@@ -62,6 +62,9 @@ pub struct Server {
     pub weight: u32,
     /// Extension flag: used only when no other server of the group is up.
     pub backup: bool,
+    /// Extension: the DNS name the line gave instead of an address (`model_resolver.rs`).
+    /// Until the proxy's loader resolves it, `addr` is `0.0.0.0` with the line's port.
+    pub name: Option<crate::model_resolver::ServerName>,
 }
 
 impl Default for Server {
@@ -71,6 +74,7 @@ impl Default for Server {
             conns_n: 32,
             weight: 50,
             backup: false,
+            name: None,
         }
     }
 }

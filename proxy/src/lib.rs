@@ -28,6 +28,7 @@ pub mod metrics_upstream;
 pub mod outbox;
 pub mod pid_file;
 pub mod process;
+pub mod resolve;
 pub mod router;
 pub mod runtime;
 pub mod runtime_dir;
@@ -59,5 +60,14 @@ pub fn load(path: &Path) -> Result<Arc<Runtime>, String> {
     }
     // Held while the certificates load: no ACME process writes them meanwhile.
     let _acme_files = acme::prepare(&loaded.config)?;
-    Runtime::build(loaded.config).map_err(|e| e.to_string())
+    let (config, resolved) = resolve::at_load(loaded.config)?;
+    let runtime = Runtime::build(config).map_err(|e| e.to_string())?;
+    Ok(match (resolved, Arc::try_unwrap(runtime)) {
+        (Some(resolved), Ok(mut rt)) => {
+            rt.resolved = Some(Arc::new(resolved));
+            Arc::new(rt)
+        }
+        (_, Ok(rt)) => Arc::new(rt),
+        (_, Err(rt)) => rt,
+    })
 }

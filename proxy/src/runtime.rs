@@ -45,6 +45,9 @@ pub struct Runtime {
     /// The ACME vhosts' certificate files as they were when this was built (`acme::Stored`):
     /// when one changes, the ACME thread builds the runtime again.
     pub acme_files: crate::acme::Stored,
+    /// The servers given by name and what they stand for (`resolve/`); `None` when every
+    /// server is an address. `config` is the expansion of its template.
+    pub resolved: Option<Arc<crate::resolve::Resolved>>,
 }
 
 pub struct VhostRt {
@@ -274,6 +277,7 @@ impl Runtime {
             limits,
             ktls_mode,
             frang,
+            resolved: None,
         }))
     }
 }

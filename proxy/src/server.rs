@@ -95,6 +95,8 @@ pub fn serve(
         .map_err(|e| ServeError::Setup(format!("cannot start the ACME thread: {e}")))?;
     crate::ticket_files::start(&shared)
         .map_err(|e| ServeError::Setup(format!("cannot start the ticket key thread: {e}")))?;
+    crate::resolve::start(&shared)
+        .map_err(|e| ServeError::Setup(format!("cannot start the resolver thread: {e}")))?;
     let mut wakers: Vec<Arc<Waker>> = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
     for (id, set) in per_worker.into_iter().enumerate() {
@@ -261,6 +263,9 @@ fn wait_for_signals(
                 }
                 if let Err(e) = crate::acme::start(shared) {
                     crate::error!("cannot start the ACME thread: {e}");
+                }
+                if let Err(e) = crate::resolve::start(shared) {
+                    crate::error!("cannot start the resolver thread: {e}");
                 }
                 // Workers pick the new configuration up when their loop turns: make it turn
                 // now, so that connections to removed servers retire on time even on an idle

@@ -148,6 +148,17 @@ pub(crate) fn metrics(shared: &Shared) -> String {
             crate::fleet::sticky_lost()
         ));
     }
+    if runtime.resolved.is_some() {
+        let (ok, failed, changes) = crate::resolve::counts();
+        text.push_str(&format!(
+            "# HELP ktls_proxy_dns_queries_total The resolver's questions about server names, by result.\n\
+             # TYPE ktls_proxy_dns_queries_total counter\n\
+             ktls_proxy_dns_queries_total{{result=\"answered\"}} {ok}\n\
+             ktls_proxy_dns_queries_total{{result=\"failed\"}} {failed}\n\
+             # HELP ktls_proxy_dns_changes_total Answers that changed the servers of a running configuration.\n\
+             # TYPE ktls_proxy_dns_changes_total counter\nktls_proxy_dns_changes_total {changes}\n"
+        ));
+    }
     if runtime.tier.is_some() {
         let (to_owner, fallback) = crate::fleet::tier::counts();
         text.push_str(&format!(

@@ -16,6 +16,7 @@ mod global_limits;
 mod global_log;
 mod inherit;
 pub mod once;
+mod resolver;
 mod servers;
 mod stale;
 mod sticky;
@@ -426,6 +427,7 @@ fn server_groups(
 fn finish(c: &mut Checker<'_>, w: Walk) -> Config {
     let mut cfg = w.cfg;
     server_groups(c, &w.top_group, &w.groups, &mut cfg);
+    resolver::check_resolve(c, w.groups.iter().chain([&w.top_group]), &cfg);
     let has_default_group = cfg.server_group(DEFAULT_NAME).is_some();
     vhost::check_purge(
         c,

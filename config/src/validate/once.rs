@@ -83,6 +83,7 @@ pub const TOP: &[&str] = &[
     "http_allow_empty_body_content_type",
     "grace_shutdown_time",
     "client_ws_timeout",
+    "resolver",
     "http_uri_brange",
     "http_token_brange",
     "http_qetoken_brange",

@@ -3,15 +3,17 @@
 //! are the defaults of explicit groups that do not set them (Tempesta does
 //! this for `sched`; we do it for every group setting, order-independent).
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use crate::diag::Pos;
 use crate::model::{
-    DynamicWeight, GroupSticky, Prediction, RatioMode, Scheduler, Server, ServerGroup,
+    parse_host_port, DynamicWeight, GroupSticky, Prediction, RatioMode, Scheduler, Server,
+    ServerGroup, ServerName,
 };
 use crate::tree::Directive;
 use crate::validate::once::Seen;
-use crate::validate::values::Checker;
+use crate::validate::values::{parse_socket_addr, Checker};
 
 #[derive(Debug, Clone, Default)]
 pub struct GroupDraft {
@@ -28,6 +30,8 @@ pub struct GroupDraft {
     pub sticky: Option<GroupSticky>,
     /// Single-valued group settings seen so far.
     pub seen: Seen,
+    /// Where each `resolve` flag is: each needs a `resolver` (checked once all is read).
+    pub resolve_at: Vec<Pos>,
 }
 
 impl GroupDraft {
@@ -129,7 +133,7 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) -> bool {
 }
 
 fn server(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) {
-    let usage = "server IPADDR[:PORT] [conns_n=N] [weight=N] [backup]";
+    let usage = "server IPADDR[:PORT]|NAME[:PORT] [conns_n=N] [weight=N] [backup] [resolve]";
     if !(c.no_block(d) & c.attrs_only(d, &["conns_n", "weight"])) {
         return;
     }
@@ -142,31 +146,71 @@ fn server(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) {
     };
     let mut s = Server::default();
     let mut ok = true;
+    let mut resolve = None;
     for f in flags {
-        if f.text == "backup" {
-            s.backup = true;
-        } else {
-            c.error(
-                &f.pos,
-                format!("unexpected `{}` in `server`", f.text),
-                usage,
-            );
-            ok = false;
+        match f.text.as_str() {
+            "backup" => s.backup = true,
+            "resolve" => resolve = Some(f.pos.clone()),
+            _ => {
+                c.error(
+                    &f.pos,
+                    format!("unexpected `{}` in `server`", f.text),
+                    usage,
+                );
+                ok = false;
+            }
         }
     }
-    match c.socket_addr(addr_v, 80) {
-        // A bare number is a port for `listen`, but a server needs an address.
-        Some(_) if addr_v.text.parse::<u16>().is_ok() => {
-            c.error(
-                &addr_v.pos,
-                "`server` needs an IP address, not just a port",
-                "write e.g. `127.0.0.1:8000`",
-            );
-            ok = false;
+    match server_addr(c, addr_v) {
+        Some(ServerAddr::Ip(a)) => {
+            s.addr = a;
+            if let Some(pos) = &resolve {
+                c.error(
+                    pos,
+                    "`resolve` is for a server given by name; this one is an address",
+                    "remove `resolve`",
+                );
+                ok = false;
+            }
         }
-        Some(a) => s.addr = a,
+        Some(ServerAddr::Name(host, port)) => {
+            s.addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+            s.name = Some(ServerName {
+                host,
+                port,
+                resolve: resolve.is_some(),
+                at: format!("{}:{}:{}", d.pos.file, d.pos.line, d.pos.col),
+            });
+            g.resolve_at.extend(resolve);
+        }
         None => ok = false,
     }
+    if !(server_numbers(c, d, &mut s) && ok) {
+        return;
+    }
+    let same = |x: &Server| match (&x.name, &s.name) {
+        (Some(a), Some(b)) => a.host == b.host && a.port == b.port,
+        (None, None) => x.addr == s.addr,
+        _ => false,
+    };
+    if g.servers.iter().any(same) {
+        let shown = s
+            .name
+            .as_ref()
+            .map_or_else(|| s.addr.to_string(), |n| format!("{}:{}", n.host, n.port));
+        c.error(
+            &addr_v.pos,
+            format!("server {shown} is listed twice in group `{}`", g.name),
+            "remove the duplicate (use conns_n= for more connections)",
+        );
+        return;
+    }
+    g.servers.push(s);
+}
+
+/// A `server` line's `conns_n=` and `weight=`; false if one is refused.
+fn server_numbers(c: &mut Checker<'_>, d: &Directive, s: &mut Server) -> bool {
+    let mut ok = true;
     if let Some(a) = c.attr(d, "conns_n") {
         match c.u32_in(&a.value, "conns_n", 1, 65535) {
             Some(n) => s.conns_n = n,
@@ -179,18 +223,37 @@ fn server(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) {
             None => ok = false,
         }
     }
-    if !ok {
-        return;
+    ok
+}
+
+/// What a `server` line names: an address, or (an extension) a DNS name and port.
+enum ServerAddr {
+    Ip(SocketAddr),
+    Name(String, u16),
+}
+
+fn server_addr(c: &mut Checker<'_>, v: &crate::tree::Value) -> Option<ServerAddr> {
+    if let Some(a) = parse_socket_addr(&v.text, 80) {
+        // A bare number is a port for `listen`, but a server needs an address.
+        if v.text.parse::<u16>().is_ok() {
+            c.error(
+                &v.pos,
+                "`server` needs an IP address, not just a port",
+                "write e.g. `127.0.0.1:8000`",
+            );
+            return None;
+        }
+        return Some(ServerAddr::Ip(a));
     }
-    if g.servers.iter().any(|x| x.addr == s.addr) {
-        c.error(
-            &addr_v.pos,
-            format!("server {} is listed twice in group `{}`", s.addr, g.name),
-            "remove the duplicate (use conns_n= for more connections)",
-        );
-        return;
+    if let Some((host, port)) = parse_host_port(&v.text, 80) {
+        return Some(ServerAddr::Name(host, port));
     }
-    g.servers.push(s);
+    c.error(
+        &v.pos,
+        format!("`{}` is neither an address nor a host name", v.text),
+        "expected IPv4[:PORT], [IPv6][:PORT] or NAME[:PORT] (letters, digits, hyphens and dots)",
+    );
+    None
 }
 
 fn weight_kind(c: &mut Checker<'_>, args: &[crate::tree::Value]) -> Option<DynamicWeight> {

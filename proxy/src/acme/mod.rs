@@ -313,6 +313,7 @@ fn swap(shared: &Shared) -> Result<(), String> {
     let new = match Arc::try_unwrap(new) {
         Ok(mut rt) => {
             rt.frang = old.frang.clone();
+            rt.resolved = old.resolved.clone();
             Arc::new(rt)
         }
         Err(new) => new,
