@@ -45,6 +45,10 @@ pub struct ServerName {
     pub port: u16,
     /// Asked again through the `resolver` while the proxy runs.
     pub resolve: bool,
+    /// `service=NAME`: the servers are the targets of the SRV records of
+    /// `_NAME._tcp.HOST`, each with its port; those of the lowest priority are the
+    /// primaries, the others backups; the records' weights are the servers' (1 to 100).
+    pub service: Option<String>,
     /// Where the line is (`file:line:col`), for the messages about it.
     pub at: String,
 }
@@ -55,7 +59,18 @@ impl Default for ServerName {
             host: String::new(),
             port: 80,
             resolve: false,
+            service: None,
             at: String::new(),
+        }
+    }
+}
+
+impl ServerName {
+    /// The name the DNS question is about: `_SERVICE._tcp.HOST` with `service`, else the host.
+    pub fn question(&self) -> String {
+        match &self.service {
+            Some(service) => format!("_{service}._tcp.{}", self.host),
+            None => self.host.clone(),
         }
     }
 }

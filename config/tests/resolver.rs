@@ -31,6 +31,7 @@ fn a_server_by_name_keeps_its_name_port_and_options() {
             host: "origin.example".into(),
             port: 8080,
             resolve: false,
+            service: None,
             at: "t.conf:1:15".into(),
         })
     );

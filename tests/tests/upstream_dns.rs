@@ -24,6 +24,11 @@ struct Dns {
 
 impl Dns {
     fn start(dir: &Path, hosts_text: &str) -> Dns {
+        Dns::start_with(dir, hosts_text, &[])
+    }
+
+    /// `start`, with more dnsmasq arguments (SRV records: `--srv-host=...`).
+    fn start_with(dir: &Path, hosts_text: &str, more: &[String]) -> Dns {
         let bin = ["/usr/sbin/dnsmasq", "/usr/bin/dnsmasq"]
             .into_iter()
             .find(|p| Path::new(p).exists())
@@ -46,7 +51,8 @@ impl Dns {
             "--log-facility=-",
         ])
         .arg(format!("--port={}", addr.port()))
-        .arg(format!("--addn-hosts={}", hosts.display()));
+        .arg(format!("--addn-hosts={}", hosts.display()))
+        .args(more);
         let mut proc = Proc::spawn("dnsmasq", cmd, dir);
         assert!(
             proc.wait_for_output("read ", Duration::from_secs(5)),
@@ -63,7 +69,8 @@ impl Dns {
     }
 }
 
-/// An origin answering every request with its letter; `/slow` after 1.5 s.
+/// An origin answering every request with its letter; `/slow` after 1.5 s (even once
+/// stopped, so that a request in flight finishes).
 struct Origin {
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
@@ -79,7 +86,8 @@ impl Origin {
             while !flag.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((conn, _)) => {
-                        thread::spawn(move || serve(conn, letter));
+                        let stop = flag.clone();
+                        thread::spawn(move || serve(conn, letter, &stop));
                     }
                     Err(_) => thread::sleep(Duration::from_millis(5)),
                 }
@@ -101,7 +109,9 @@ impl Drop for Origin {
     }
 }
 
-fn serve(conn: TcpStream, letter: char) {
+/// One connection's requests, until the origin stops: then the next request is not answered
+/// (the connection closes), as when a server goes away.
+fn serve(conn: TcpStream, letter: char, stop: &AtomicBool) {
     let _ = conn.set_nonblocking(false);
     let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
     let Ok(read_half) = conn.try_clone() else {
@@ -125,6 +135,8 @@ fn serve(conn: TcpStream, letter: char) {
         }
         if request_line.contains(" /slow") {
             thread::sleep(Duration::from_millis(1500));
+        } else if stop.load(Ordering::Relaxed) {
+            return;
         }
         let response = format!("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n{letter}");
         if writer.write_all(response.as_bytes()).is_err() {
@@ -167,14 +179,16 @@ fn wait_letter(http: SocketAddr, want: &str, patience: Duration) -> bool {
 }
 
 fn start_proxy(setup: Setup, dns: &Dns, port: u16, stats: SocketAddr) -> Proxy {
+    start_proxy_for(setup, dns, &format!("origin.test:{port} resolve"), stats)
+}
+
+/// The proxy with one server line, `server LINE;`, asking `dns`.
+fn start_proxy_for(setup: Setup, dns: &Dns, line: &str, stats: SocketAddr) -> Proxy {
     let text = format!(
         "{}resolver {} valid=1 timeout=1;\nstats_listen {stats};\ngrace_shutdown_time 5;\n",
         setup
             .config(SocketAddr::from(([127, 0, 0, 9], 1)), "", "")
-            .replace(
-                "server 127.0.0.9:1;",
-                &format!("server origin.test:{port} resolve;")
-            ),
+            .replace("server 127.0.0.9:1;", &format!("server {line};")),
         dns.addr
     );
     setup.start(&text)
@@ -338,5 +352,42 @@ fn names_without_resolve_are_looked_up_by_the_system_at_load() {
             "bad.conf:3:3: error: server name `ktls-proxy-no-such-host.invalid` does not resolve"
         ),
         "{text}"
+    );
+}
+
+#[test]
+fn a_service_takes_its_servers_ports_and_backups_from_srv_records() {
+    let port_a = free_port();
+    let port_b = free_port();
+    let origin_a = Origin::start([127, 0, 0, 1], port_a, 'A').expect("origin A");
+    let _b = Origin::start([127, 0, 0, 2], port_b, 'B').expect("origin B");
+    let dir = TempDir::new("dns-srv");
+    // a.test at priority 0 is the primary; b.test at priority 1 a backup.
+    let dns = Dns::start_with(
+        dir.path(),
+        "127.0.0.1 a.test\n127.0.0.2 b.test\n",
+        &[
+            format!("--srv-host=_http._tcp.origin.test,a.test,{port_a},0,10"),
+            format!("--srv-host=_http._tcp.origin.test,b.test,{port_b},1,10"),
+        ],
+    );
+    let setup = Setup::new("dns-srv-proxy");
+    let http = setup.http;
+    let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let proxy = start_proxy_for(setup, &dns, "origin.test service=http resolve", stats);
+    for _ in 0..6 {
+        assert_eq!(
+            letter(http, "/"),
+            "A",
+            "the primary, on its record's port\n{}",
+            proxy.proc.logs()
+        );
+    }
+    // The primary goes: the backup, on its own port, serves.
+    drop(origin_a);
+    assert!(
+        wait_letter(http, "B", Duration::from_secs(10)),
+        "{}",
+        proxy.proc.logs()
     );
 }

@@ -133,8 +133,9 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) -> bool {
 }
 
 fn server(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) {
-    let usage = "server IPADDR[:PORT]|NAME[:PORT] [conns_n=N] [weight=N] [backup] [resolve]";
-    if !(c.no_block(d) & c.attrs_only(d, &["conns_n", "weight"])) {
+    let usage =
+        "server IPADDR[:PORT]|NAME[:PORT] [conns_n=N] [weight=N] [backup] [resolve] [service=NAME]";
+    if !(c.no_block(d) & c.attrs_only(d, &["conns_n", "weight", "service"])) {
         return;
     }
     let (addr_v, flags) = match d.args.split_first() {
@@ -164,23 +165,26 @@ fn server(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) {
     match server_addr(c, addr_v) {
         Some(ServerAddr::Ip(a)) => {
             s.addr = a;
-            if let Some(pos) = &resolve {
-                c.error(
-                    pos,
-                    "`resolve` is for a server given by name; this one is an address",
-                    "remove `resolve`",
-                );
-                ok = false;
+            for (what, pos) in [
+                ("resolve", resolve.as_ref()),
+                ("service=", c.attr(d, "service").map(|a| &a.value.pos)),
+            ] {
+                if let Some(pos) = pos {
+                    c.error(
+                        pos,
+                        format!("`{what}` is for a server given by name; this one is an address"),
+                        format!("remove `{what}`"),
+                    );
+                    ok = false;
+                }
             }
         }
         Some(ServerAddr::Name(host, port)) => {
             s.addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
-            s.name = Some(ServerName {
-                host,
-                port,
-                resolve: resolve.is_some(),
-                at: format!("{}:{}:{}", d.pos.file, d.pos.line, d.pos.col),
-            });
+            match named(c, d, (addr_v, host, port), resolve.is_some()) {
+                Some(name) => s.name = Some(name),
+                None => ok = false,
+            }
             g.resolve_at.extend(resolve);
         }
         None => ok = false,
@@ -189,7 +193,7 @@ fn server(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) {
         return;
     }
     let same = |x: &Server| match (&x.name, &s.name) {
-        (Some(a), Some(b)) => a.host == b.host && a.port == b.port,
+        (Some(a), Some(b)) => a.host == b.host && a.port == b.port && a.service == b.service,
         (None, None) => x.addr == s.addr,
         _ => false,
     };
@@ -206,6 +210,62 @@ fn server(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) {
         return;
     }
     g.servers.push(s);
+}
+
+/// The name of a `server NAME` line, with its `service=` (an SRV question, RFC 2782: the
+/// ports come from the records, so none is written, and it is asked again: `resolve`).
+fn named(
+    c: &mut Checker<'_>,
+    d: &Directive,
+    (v, host, port): (&crate::tree::Value, String, u16),
+    resolve: bool,
+) -> Option<ServerName> {
+    let service = match c.attr(d, "service") {
+        None => None,
+        Some(a) => {
+            let text = a.value.text.as_str();
+            let bytes_ok = text
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            let shape_ok = (1..=15).contains(&text.len())
+                && bytes_ok
+                && text.bytes().any(|b| b.is_ascii_lowercase())
+                && !text.starts_with('-')
+                && !text.ends_with('-');
+            if !shape_ok {
+                c.error(
+                    &a.value.pos,
+                    format!("`{text}` is not a service name"),
+                    "expected 1 to 15 lower-case letters, digits and hyphens, e.g. `service=http`",
+                );
+                return None;
+            }
+            if v.text.contains(':') {
+                c.error(
+                    &v.pos,
+                    "a server with `service=` takes its ports from the SRV records",
+                    "remove the port",
+                );
+                return None;
+            }
+            if !resolve {
+                c.error(
+                    &a.value.pos,
+                    "`service=` needs `resolve`: SRV records are asked of the `resolver`",
+                    "add `resolve`",
+                );
+                return None;
+            }
+            Some(text.to_string())
+        }
+    };
+    Some(ServerName {
+        host,
+        port,
+        resolve,
+        service,
+        at: format!("{}:{}:{}", d.pos.file, d.pos.line, d.pos.col),
+    })
 }
 
 /// A `server` line's `conns_n=` and `weight=`; false if one is refused.

@@ -1,6 +1,6 @@
-//! One DNS question, A and AAAA, asked of the `resolver`'s servers over UDP: the addresses a
-//! name stands for and how long the answer holds. Blocking, with the configured timeout: it
-//! runs at load and on the resolver's side thread, never on a worker.
+//! DNS questions asked of the `resolver`'s servers over UDP: a name's A and AAAA records, or a
+//! service's SRV records (RFC 2782) and their targets' addresses. Blocking, with the
+//! configured timeout: it runs at load and on the resolver's side thread, never on a worker.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -8,12 +8,30 @@ use std::time::{Duration, Instant};
 use simple_dns::rdata::RData;
 use simple_dns::{Name, Packet, PacketFlag, Question, CLASS, RCODE, TYPE};
 
-/// What the DNS servers said about a name.
+/// The addresses of a name (sorted, without duplicates; never empty) and how long they hold
+/// (the smallest TTL of the records that gave them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
-    /// Sorted, without duplicates; never empty.
     pub addrs: Vec<IpAddr>,
-    /// The smallest TTL of the records that gave them.
+    pub ttl: Duration,
+}
+
+/// One SRV record (RFC 2782).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SrvRecord {
+    /// Lower case, without the trailing dot.
+    pub target: String,
+    pub port: u16,
+    pub priority: u16,
+    pub weight: u16,
+}
+
+/// A service's records, the addresses the answer carried for their targets (RFC 2782 allows
+/// them in the additional section), and the smallest TTL of the records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SrvAnswer {
+    pub records: Vec<SrvRecord>,
+    pub carried: Vec<(String, IpAddr)>,
     pub ttl: Duration,
 }
 
@@ -26,7 +44,7 @@ pub enum DnsError {
     NoAnswer(String),
     /// A server answered with an error code (NXDOMAIN, SERVFAIL, REFUSED ...).
     Refused(String),
-    /// A server answered, with neither an A nor an AAAA record for the name.
+    /// A server answered, with no record of the kind asked for the name.
     NoAddress,
 }
 
@@ -36,19 +54,74 @@ impl std::fmt::Display for DnsError {
             DnsError::BadName => write!(f, "not a name a DNS question can carry"),
             DnsError::NoAnswer(why) => write!(f, "no DNS server answered ({why})"),
             DnsError::Refused(code) => write!(f, "the DNS server answered {code}"),
-            DnsError::NoAddress => write!(f, "the DNS server knows no address for it"),
+            DnsError::NoAddress => write!(f, "the DNS server has no record of it"),
         }
     }
 }
 
+/// What one answer held, owned (the parsed packet borrows the datagram).
+#[derive(Debug, Default)]
+struct Records {
+    /// From the answer section.
+    addrs: Vec<(String, IpAddr)>,
+    /// From the additional section: a service's targets' addresses, or anything else (an
+    /// answer about a name may carry its name servers' addresses there, which are no
+    /// addresses of the name).
+    additional: Vec<(String, IpAddr)>,
+    srv: Vec<SrvRecord>,
+    ttl: Option<u32>,
+}
+
 /// Asks `servers` in turn (each for at most `timeout`) for `host`'s A and AAAA records.
 pub fn ask(servers: &[SocketAddr], timeout: Duration, host: &str) -> Result<Answer, DnsError> {
+    in_turn(servers, |server| {
+        let asked = ask_one(server, timeout, host, &[TYPE::A, TYPE::AAAA])?;
+        let mut addrs: Vec<IpAddr> = asked.addrs.into_iter().map(|(_, ip)| ip).collect();
+        addrs.sort();
+        addrs.dedup();
+        if addrs.is_empty() {
+            return Err(DnsError::NoAddress);
+        }
+        Ok(Answer {
+            addrs,
+            ttl: secs(asked.ttl),
+        })
+    })
+}
+
+/// Asks `servers` in turn for the SRV records of `name` (`_service._tcp.host`).
+pub fn ask_srv(
+    servers: &[SocketAddr],
+    timeout: Duration,
+    name: &str,
+) -> Result<SrvAnswer, DnsError> {
+    in_turn(servers, |server| {
+        let asked = ask_one(server, timeout, name, &[TYPE::SRV])?;
+        if asked.srv.is_empty() {
+            return Err(DnsError::NoAddress);
+        }
+        Ok(SrvAnswer {
+            records: asked.srv,
+            carried: asked.additional,
+            ttl: secs(asked.ttl),
+        })
+    })
+}
+
+fn secs(ttl: Option<u32>) -> Duration {
+    Duration::from_secs(u64::from(ttl.unwrap_or(0)))
+}
+
+/// `one` of each server until one answers. A name a server does not know is not asked of
+/// the next one (they serve the same zone); a server that is down or failing is.
+fn in_turn<T>(
+    servers: &[SocketAddr],
+    mut one: impl FnMut(SocketAddr) -> Result<T, DnsError>,
+) -> Result<T, DnsError> {
     let mut last = DnsError::NoAnswer("no servers".into());
     for server in servers {
-        match ask_one(*server, timeout, host) {
+        match one(*server) {
             Ok(answer) => return Ok(answer),
-            // A name the server does not know is not asked of the next one: they serve the
-            // same zone; a server that is down or failing is.
             Err(e @ (DnsError::BadName | DnsError::NoAddress)) => return Err(e),
             Err(e) => last = e,
         }
@@ -56,7 +129,13 @@ pub fn ask(servers: &[SocketAddr], timeout: Duration, host: &str) -> Result<Answ
     Err(last)
 }
 
-fn ask_one(server: SocketAddr, timeout: Duration, host: &str) -> Result<Answer, DnsError> {
+/// The records of `kinds` about `name` from `server`.
+fn ask_one(
+    server: SocketAddr,
+    timeout: Duration,
+    name: &str,
+    kinds: &[TYPE],
+) -> Result<Records, DnsError> {
     let io = |e: std::io::Error| DnsError::NoAnswer(format!("{server}: {e}"));
     let local: SocketAddr = if server.is_ipv4() {
         (Ipv4Addr::UNSPECIFIED, 0).into()
@@ -67,53 +146,52 @@ fn ask_one(server: SocketAddr, timeout: Duration, host: &str) -> Result<Answer, 
     let sock = UdpSocket::bind(local).map_err(io)?;
     sock.connect(server).map_err(io)?;
     let deadline = Instant::now() + timeout;
-    let mut addrs = Vec::new();
-    let mut ttl = u32::MAX;
+    let mut all = Records::default();
     let mut refused = None;
     // A server may answer one type and refuse the other (dnsmasq without upstreams refuses
     // the AAAA question about a name its hosts file gives only an IPv4 address): the
-    // addresses of either are the answer.
-    for kind in [TYPE::A, TYPE::AAAA] {
+    // records of either are the answer.
+    for &kind in kinds {
         let id = random_id();
-        sock.send(&question(id, host, kind)?).map_err(io)?;
-        match answer(&sock, deadline, (id, host, kind), server) {
-            Ok((mut got, rr_ttl)) => {
-                ttl = ttl.min(rr_ttl);
-                addrs.append(&mut got);
+        sock.send(&question(id, name, kind)?).map_err(io)?;
+        match answer(&sock, deadline, (id, name, kind), server) {
+            Ok(mut got) => {
+                all.addrs.append(&mut got.addrs);
+                all.additional.append(&mut got.additional);
+                all.srv.append(&mut got.srv);
+                all.ttl = match (all.ttl, got.ttl) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
             }
             Err(e @ DnsError::Refused(_)) => refused = Some(e),
             Err(e) => return Err(e),
         }
     }
-    addrs.sort();
-    addrs.dedup();
-    if addrs.is_empty() {
-        return Err(refused.unwrap_or(DnsError::NoAddress));
+    match refused {
+        Some(e) if all.addrs.is_empty() && all.srv.is_empty() => Err(e),
+        _ => Ok(all),
     }
-    Ok(Answer {
-        addrs,
-        ttl: Duration::from_secs(u64::from(ttl)),
-    })
 }
 
-fn question(id: u16, host: &str, kind: TYPE) -> Result<Vec<u8>, DnsError> {
+fn question(id: u16, name: &str, kind: TYPE) -> Result<Vec<u8>, DnsError> {
     let mut packet = Packet::new_query(id);
     packet.set_flags(PacketFlag::RECURSION_DESIRED);
-    let name = Name::new(host).map_err(|_| DnsError::BadName)?;
+    let qname = Name::new(name).map_err(|_| DnsError::BadName)?;
     packet
         .questions
-        .push(Question::new(name, kind.into(), CLASS::IN.into(), false));
+        .push(Question::new(qname, kind.into(), CLASS::IN.into(), false));
     packet.build_bytes_vec().map_err(|_| DnsError::BadName)
 }
 
 /// Reads datagrams until the answer to question `id` comes (others are ignored: late
-/// answers to an earlier question, or forged ones); its addresses and smallest TTL.
+/// answers to an earlier question, or forged ones); what it held.
 fn answer(
     sock: &UdpSocket,
     deadline: Instant,
-    (id, host, kind): (u16, &str, TYPE),
+    (id, name, kind): (u16, &str, TYPE),
     server: SocketAddr,
-) -> Result<(Vec<IpAddr>, u32), DnsError> {
+) -> Result<Records, DnsError> {
     let mut buf = [0u8; 4096];
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -135,37 +213,72 @@ fn answer(
             }
             Err(e) => return Err(DnsError::NoAnswer(format!("{server}: {e}"))),
         };
-        let Ok(packet) = Packet::parse(buf.get(..n).unwrap_or(&[])) else {
-            continue;
-        };
-        let asked = packet.questions.first().is_some_and(|q| {
-            q.qname.to_string().eq_ignore_ascii_case(host) && q.qtype == kind.into()
-        });
-        if packet.id() != id || !packet.has_flags(PacketFlag::RESPONSE) || !asked {
-            continue;
+        match judge(buf.get(..n).unwrap_or(&[]), (id, name, kind)) {
+            Some(verdict) => return verdict,
+            None => continue,
         }
-        if packet.rcode() != RCODE::NoError {
-            return Err(DnsError::Refused(format!("{:?}", packet.rcode())));
-        }
-        return Ok(addresses(&packet));
     }
 }
 
-/// The A/AAAA records of an answer (those of a CNAME chain's end included: the records of
-/// other types are skipped) and their smallest TTL.
-fn addresses(packet: &Packet<'_>) -> (Vec<IpAddr>, u32) {
-    let mut ttl = u32::MAX;
-    let mut addrs = Vec::new();
-    for rr in &packet.answers {
+/// What a datagram says to question `id` about `name`: `None` if it is not its answer.
+fn judge(
+    datagram: &[u8],
+    (id, name, kind): (u16, &str, TYPE),
+) -> Option<Result<Records, DnsError>> {
+    let packet = Packet::parse(datagram).ok()?;
+    let asked = packet
+        .questions
+        .first()
+        .is_some_and(|q| q.qname.to_string().eq_ignore_ascii_case(name) && q.qtype == kind.into());
+    if packet.id() != id || !packet.has_flags(PacketFlag::RESPONSE) || !asked {
+        return None;
+    }
+    if packet.rcode() != RCODE::NoError {
+        return Some(Err(DnsError::Refused(format!("{:?}", packet.rcode()))));
+    }
+    Some(Ok(records(&packet)))
+}
+
+/// The A, AAAA and SRV records of an answer and its additional section (those of a CNAME
+/// chain's end included: records of other kinds are skipped), and their smallest TTL.
+fn records(packet: &Packet<'_>) -> Records {
+    let mut out = Records::default();
+    let answers = packet.answers.iter().map(|rr| (rr, false));
+    let additional = packet.additional_records.iter().map(|rr| (rr, true));
+    for (rr, extra) in answers.chain(additional) {
+        let owner = || {
+            rr.name
+                .to_string()
+                .trim_end_matches('.')
+                .to_ascii_lowercase()
+        };
         let addr = match &rr.rdata {
             RData::A(a) => IpAddr::V4(Ipv4Addr::from(a.address)),
             RData::AAAA(a) => IpAddr::V6(Ipv6Addr::from(a.address)),
+            RData::SRV(s) if !extra => {
+                out.srv.push(SrvRecord {
+                    target: s
+                        .target
+                        .to_string()
+                        .trim_end_matches('.')
+                        .to_ascii_lowercase(),
+                    port: s.port,
+                    priority: s.priority,
+                    weight: s.weight,
+                });
+                out.ttl = Some(out.ttl.map_or(rr.ttl, |t| t.min(rr.ttl)));
+                continue;
+            }
             _ => continue,
         };
-        addrs.push(addr);
-        ttl = ttl.min(rr.ttl);
+        if extra {
+            out.additional.push((owner(), addr));
+        } else {
+            out.addrs.push((owner(), addr));
+            out.ttl = Some(out.ttl.map_or(rr.ttl, |t| t.min(rr.ttl)));
+        }
     }
-    (addrs, ttl)
+    out
 }
 
 /// A question id an off-path sender has to guess (with the socket's random port).

@@ -20,7 +20,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use config::{Config, Server};
+use config::{Config, Server, ServerName};
 
 pub use thread::start;
 
@@ -29,22 +29,44 @@ pub use thread::start;
 pub struct Resolved {
     /// The configuration as written, the names unexpanded.
     pub template: Config,
-    /// The addresses of each name (sorted), from the last answer that gave any.
-    pub answers: BTreeMap<String, Vec<IpAddr>>,
-    /// How long each `resolve` name's answer holds (`valid`, else its TTL, at least 1 s).
+    /// The servers each question (`ServerName::question`) stands for (sorted), from the
+    /// last answer that gave any.
+    pub answers: BTreeMap<String, Vec<Target>>,
+    /// How long each `resolve` question's answer holds (`valid`, else its TTL, at least 1 s).
     pub holds: BTreeMap<String, Duration>,
 }
 
+/// One server an answer names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Target {
+    pub ip: IpAddr,
+    /// For an SRV record's target: its port, weight (1 to 100) and whether it is a backup
+    /// (a priority above the lowest).
+    pub srv: Option<(u16, u32, bool)>,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.srv {
+            None => write!(f, "{}", self.ip),
+            Some((port, weight, backup)) => {
+                write!(f, "{}", SocketAddr::new(self.ip, port))?;
+                write!(f, " weight={weight}{}", if backup { " backup" } else { "" })
+            }
+        }
+    }
+}
+
 impl Resolved {
-    /// The `resolve` names of the template, each once.
-    pub fn resolve_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = servers(&self.template)
+    /// The `resolve` names of the template, one for each question.
+    pub fn resolve_names(&self) -> Vec<ServerName> {
+        let mut names: Vec<ServerName> = servers(&self.template)
             .filter_map(|s| s.name.as_ref())
             .filter(|n| n.resolve)
-            .map(|n| n.host.clone())
+            .cloned()
             .collect();
-        names.sort();
-        names.dedup();
+        names.sort_by_key(ServerName::question);
+        names.dedup_by_key(|n| n.question());
         names
     }
 }
@@ -77,39 +99,39 @@ pub fn at_load(template: Config) -> Result<(Config, Option<Resolved>), String> {
     let mut holds = BTreeMap::new();
     let mut errors = Vec::new();
     for name in servers(&template).filter_map(|s| s.name.as_ref()) {
-        if answers.contains_key(&name.host) || holds.contains_key(&name.host) {
+        let question = name.question();
+        if answers.contains_key(&question) || holds.contains_key(&question) {
             continue;
         }
         if name.resolve {
-            let resolver = template.resolver.as_ref();
-            match ask(resolver, &name.host) {
-                Ok((addrs, hold)) => {
-                    answers.insert(name.host.clone(), addrs);
-                    holds.insert(name.host.clone(), hold);
+            match ask(template.resolver.as_ref(), name) {
+                Ok((targets, hold)) => {
+                    answers.insert(question.clone(), targets);
+                    holds.insert(question, hold);
                 }
                 Err(e) => {
                     crate::warn!(
-                        "{}: server name `{}` did not resolve ({e}); it has no address until it does",
+                        "{}: server name `{question}` did not resolve ({e}); it has no address until it does",
                         name.at,
-                        name.host
                     );
-                    holds.insert(name.host.clone(), Duration::ZERO);
+                    holds.insert(question, Duration::ZERO);
                 }
             }
             continue;
         }
         match (name.host.as_str(), name.port).to_socket_addrs() {
             Ok(found) => {
-                let mut addrs: Vec<IpAddr> = found.map(|a| a.ip()).collect();
-                addrs.sort();
-                addrs.dedup();
-                if addrs.is_empty() {
+                let mut targets: Vec<Target> =
+                    found.map(|a| Target { ip: a.ip(), srv: None }).collect();
+                targets.sort();
+                targets.dedup();
+                if targets.is_empty() {
                     errors.push(format!(
                         "{}: error: server name `{}` has no address",
                         name.at, name.host
                     ));
                 }
-                answers.insert(name.host.clone(), addrs);
+                answers.insert(question, targets);
             }
             Err(e) => errors.push(format!(
                 "{}: error: server name `{}` does not resolve: {e} (hint: fix the name or the system's resolver, or give an address)",
@@ -128,25 +150,83 @@ pub fn at_load(template: Config) -> Result<(Config, Option<Resolved>), String> {
     Ok((expand(&resolved), Some(resolved)))
 }
 
-/// Asks the `resolver` about `host`: the sorted addresses, and how long they hold.
+/// Asks the `resolver` about `name`: the servers it stands for (sorted), and how long they
+/// hold.
 fn ask(
     resolver: Option<&config::Resolver>,
-    host: &str,
-) -> Result<(Vec<IpAddr>, Duration), dns::DnsError> {
+    name: &ServerName,
+) -> Result<(Vec<Target>, Duration), dns::DnsError> {
     let Some(r) = resolver else {
         // Refused at validation: `resolve` needs a `resolver`.
         return Err(dns::DnsError::NoAnswer("no resolver".into()));
     };
-    let answer = dns::ask(&r.servers, r.timeout, host);
+    let answer = match name.service {
+        None => dns::ask(&r.servers, r.timeout, &name.host).map(|a| {
+            let targets = a.addrs.iter().map(|&ip| Target { ip, srv: None });
+            (targets.collect(), a.ttl)
+        }),
+        Some(_) => srv_targets(r, &name.question()),
+    };
     let counter = if answer.is_ok() {
         &QUERIES_OK
     } else {
         &QUERIES_FAILED
     };
     counter.fetch_add(1, Ordering::Relaxed);
-    let answer = answer?;
-    let hold = r.valid.unwrap_or(answer.ttl).max(Duration::from_secs(1));
-    Ok((answer.addrs, hold))
+    let (mut targets, ttl) = answer?;
+    targets.sort();
+    targets.dedup();
+    let hold = r.valid.unwrap_or(ttl).max(Duration::from_secs(1));
+    Ok((targets, hold))
+}
+
+/// The servers of a service's SRV records: each target's addresses (those the answer carried,
+/// else asked), with the record's port and weight, backups beyond the lowest priority
+/// (RFC 2782: a lower priority is tried first). A target without an address is skipped.
+fn srv_targets(
+    r: &config::Resolver,
+    question: &str,
+) -> Result<(Vec<Target>, Duration), dns::DnsError> {
+    let answer = dns::ask_srv(&r.servers, r.timeout, question)?;
+    let first = answer.records.iter().map(|x| x.priority).min().unwrap_or(0);
+    let mut ttl = answer.ttl;
+    let mut targets = Vec::new();
+    for record in &answer.records {
+        let mut ips: Vec<IpAddr> = answer
+            .carried
+            .iter()
+            .filter(|(owner, _)| *owner == record.target)
+            .map(|(_, ip)| *ip)
+            .collect();
+        if ips.is_empty() {
+            match dns::ask(&r.servers, r.timeout, &record.target) {
+                Ok(a) => {
+                    ttl = ttl.min(a.ttl);
+                    ips = a.addrs;
+                }
+                Err(e) => {
+                    crate::warn!(
+                        "SRV target `{}` of `{question}` did not resolve ({e})",
+                        record.target
+                    );
+                    continue;
+                }
+            }
+        }
+        let facts = (
+            record.port,
+            u32::from(record.weight).clamp(1, 100),
+            record.priority > first,
+        );
+        targets.extend(ips.into_iter().map(|ip| Target {
+            ip,
+            srv: Some(facts),
+        }));
+    }
+    if targets.is_empty() {
+        return Err(dns::DnsError::NoAddress);
+    }
+    Ok((targets, ttl))
 }
 
 /// The running configuration: `resolved`'s template with each named server replaced by one
@@ -157,21 +237,37 @@ pub fn expand(resolved: &Resolved) -> Config {
     for group in &mut config.server_groups {
         let mut servers: Vec<Server> = Vec::with_capacity(group.servers.len());
         for s in &group.servers {
-            let addrs = match &s.name {
-                None => vec![s.addr],
+            let named = match &s.name {
+                None => vec![s.clone()],
                 Some(n) => resolved
                     .answers
-                    .get(&n.host)
-                    .map(|ips| ips.iter().map(|ip| SocketAddr::new(*ip, n.port)).collect())
+                    .get(&n.question())
+                    .map(|targets| targets.iter().map(|t| server_at(s, n, t)).collect())
                     .unwrap_or_default(),
             };
-            for addr in addrs {
-                if servers.iter().all(|x| x.addr != addr) {
-                    servers.push(Server { addr, ..s.clone() });
+            for server in named {
+                if servers.iter().all(|x| x.addr != server.addr) {
+                    servers.push(server);
                 }
             }
         }
         group.servers = servers;
     }
     config
+}
+
+/// The server `line` (given by `name`) makes for `target`.
+fn server_at(line: &Server, name: &ServerName, target: &Target) -> Server {
+    match target.srv {
+        None => Server {
+            addr: SocketAddr::new(target.ip, name.port),
+            ..line.clone()
+        },
+        Some((port, weight, backup)) => Server {
+            addr: SocketAddr::new(target.ip, port),
+            weight,
+            backup: backup || line.backup,
+            ..line.clone()
+        },
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{ask, expand, Resolved, CHANGES};
+use super::{ask, expand, Resolved, Target, CHANGES};
 use crate::runtime::Runtime;
 use crate::worker::Shared;
 
@@ -64,15 +64,16 @@ fn run(shared: &Shared) {
             continue;
         };
         let now = Instant::now();
-        let mut changed: BTreeMap<String, (Vec<std::net::IpAddr>, Duration)> = BTreeMap::new();
-        for name in resolved.resolve_names() {
+        let mut changed: BTreeMap<String, (Vec<Target>, Duration)> = BTreeMap::new();
+        for server_name in resolved.resolve_names() {
+            let name = server_name.question();
             // ZERO: the name had no answer when the runtime was made: ask now.
             let hold = resolved.holds.get(&name).copied().unwrap_or(Duration::ZERO);
             let when = *due.entry(name.clone()).or_insert(now + hold);
             if when > now {
                 continue;
             }
-            match ask(runtime.config.resolver.as_ref(), &name) {
+            match ask(runtime.config.resolver.as_ref(), &server_name) {
                 Ok((addrs, hold)) => {
                     if failing.remove(&name) {
                         crate::info!("server name `{name}` resolves again");
@@ -108,7 +109,7 @@ fn swap(
     shared: &Shared,
     runtime: &Arc<Runtime>,
     resolved: &Resolved,
-    changed: &BTreeMap<String, (Vec<std::net::IpAddr>, Duration)>,
+    changed: &BTreeMap<String, (Vec<Target>, Duration)>,
 ) -> bool {
     let _replacing = crate::runtime::REPLACING
         .lock()
@@ -150,7 +151,7 @@ fn swap(
     true
 }
 
-fn list(addrs: &[std::net::IpAddr]) -> String {
+fn list(addrs: &[Target]) -> String {
     if addrs.is_empty() {
         return "nothing".into();
     }
