@@ -61,15 +61,15 @@ impl std::fmt::Display for DnsError {
 
 /// What one answer held, owned (the parsed packet borrows the datagram).
 #[derive(Debug, Default)]
-struct Records {
+pub struct Records {
     /// From the answer section.
-    addrs: Vec<(String, IpAddr)>,
+    pub addrs: Vec<(String, IpAddr)>,
     /// From the additional section: a service's targets' addresses, or anything else (an
     /// answer about a name may carry its name servers' addresses there, which are no
     /// addresses of the name).
-    additional: Vec<(String, IpAddr)>,
-    srv: Vec<SrvRecord>,
-    ttl: Option<u32>,
+    pub additional: Vec<(String, IpAddr)>,
+    pub srv: Vec<SrvRecord>,
+    pub ttl: Option<u32>,
 }
 
 /// Asks `servers` in turn (each for at most `timeout`) for `host`'s A and AAAA records.
@@ -218,6 +218,30 @@ fn answer(
             None => continue,
         }
     }
+}
+
+/// The kinds of question asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    A,
+    Aaaa,
+    Srv,
+}
+
+/// What a datagram from a DNS server says to question `id` of `kind` about `name`: `None` if
+/// it is not its answer (the fuzz target `dns_answer` feeds it any bytes).
+pub fn judge_answer(
+    datagram: &[u8],
+    id: u16,
+    name: &str,
+    kind: Kind,
+) -> Option<Result<Records, DnsError>> {
+    let kind = match kind {
+        Kind::A => TYPE::A,
+        Kind::Aaaa => TYPE::AAAA,
+        Kind::Srv => TYPE::SRV,
+    };
+    judge(datagram, (id, name, kind))
 }
 
 /// What a datagram says to question `id` about `name`: `None` if it is not its answer.

@@ -12,7 +12,7 @@
 //! exchanges in flight finish where they are, connections to an address no longer named
 //! retire after `grace_shutdown_time`. A failed question keeps the last good addresses.
 
-mod dns;
+pub mod dns;
 mod thread;
 
 use std::collections::BTreeMap;
