@@ -1,0 +1,417 @@
+//! TLS to origins (`server_tls`, issue 34) through the real binary, with nginx as the TLS
+//! origin in front of a plain echo origin: requests with and without a body, a kept-alive
+//! connection, a resumed session, certificates refused (another CA, another name), a client
+//! certificate the origin asks for, verification off, health checks over TLS and a reload
+//! that changes the TLS settings. Certificates are made here with the `openssl` tool.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use e2e::origin::{Origin, Response};
+use e2e::proxy::{Proxy, Setup};
+use e2e::{free_port, metric_sum, raw_exchange, wait_for_port, write_file, Proc, TempDir};
+
+const T: Duration = Duration::from_secs(5);
+
+/// A CA, the origin's certificate it signed (for `origin.test` and 127.0.0.1), a client
+/// certificate it signed, and a certificate for the same names from another CA.
+struct Pki {
+    ca: PathBuf,
+    server: (PathBuf, PathBuf),
+    client: (PathBuf, PathBuf),
+    rogue: (PathBuf, PathBuf),
+}
+
+fn openssl(args: &[&str], dir: &Path) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA `stem` (`stem.crt`, `stem.key`) in `dir`.
+fn make_ca(dir: &Path, stem: &str) {
+    let (crt, key) = (format!("{stem}.crt"), format!("{stem}.key"));
+    openssl(
+        &[
+            "req",
+            "-x509",
+            "-nodes",
+            "-days",
+            "30",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-subj",
+            &format!("/CN={stem}"),
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign",
+            "-keyout",
+            &key,
+            "-out",
+            &crt,
+        ],
+        dir,
+    );
+}
+
+/// A certificate `stem` signed by CA `ca`, with `san` (e.g. `DNS:a,IP:127.0.0.1`).
+fn make_leaf(dir: &Path, (stem, ca): (&str, &str), san: &str, usage: &str) -> (PathBuf, PathBuf) {
+    let (crt, key, csr) = (
+        format!("{stem}.crt"),
+        format!("{stem}.key"),
+        format!("{stem}.csr"),
+    );
+    openssl(
+        &[
+            "req",
+            "-new",
+            "-nodes",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-subj",
+            &format!("/CN={stem}"),
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+        ],
+        dir,
+    );
+    let ext = format!("{stem}.ext");
+    write_file(
+        &dir.join(&ext),
+        &format!("subjectAltName={san}\nextendedKeyUsage={usage}\n"),
+    );
+    openssl(
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &format!("{ca}.crt"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-days",
+            "30",
+            "-extfile",
+            &ext,
+            "-out",
+            &crt,
+        ],
+        dir,
+    );
+    (dir.join(crt), dir.join(key))
+}
+
+impl Pki {
+    fn new(dir: &Path) -> Pki {
+        make_ca(dir, "ca");
+        make_ca(dir, "other-ca");
+        let san = "DNS:origin.test,IP:127.0.0.1";
+        Pki {
+            ca: dir.join("ca.crt"),
+            server: make_leaf(dir, ("server", "ca"), san, "serverAuth"),
+            client: make_leaf(dir, ("client", "ca"), "DNS:proxy.test", "clientAuth"),
+            rogue: make_leaf(dir, ("rogue", "other-ca"), san, "serverAuth"),
+        }
+    }
+}
+
+/// nginx serving TLS on a loopback port with `cert`, `server_extra` in its server block,
+/// passing every request to `echo`; each response says which of nginx's connections carried
+/// it, whether its session was resumed, the SNI and the client certificate's check.
+struct Nginx {
+    proc: Proc,
+    addr: SocketAddr,
+}
+
+impl Nginx {
+    fn start(dir: &Path, cert: &(PathBuf, PathBuf), server_extra: &str, echo: SocketAddr) -> Nginx {
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let d = dir.join(format!("nginx-{}", addr.port()));
+        std::fs::create_dir_all(&d).expect("nginx dir");
+        let conf = d.join("nginx.conf");
+        write_file(
+            &conf,
+            &format!(
+                "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
+                 error_log {d}/error.log info;\nevents {{ worker_connections 256; }}\n\
+                 http {{\n access_log off;\n client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+                 fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+                 server {{\n  listen {addr} ssl;\n  ssl_certificate {crt};\n  ssl_certificate_key {key};\n\
+                 {server_extra}\n\
+                 location / {{\n   proxy_pass http://{echo};\n   proxy_http_version 1.1;\n\
+                 add_header X-Conn $connection always;\n   add_header X-Reused $ssl_session_reused always;\n\
+                 add_header X-Sni \"$ssl_server_name\" always;\n\
+                 add_header X-Client \"$ssl_client_verify\" always;\n   add_header X-Alpn \"$ssl_alpn_protocol\" always;\n  }}\n }}\n}}\n",
+                d = d.display(),
+                crt = cert.0.display(),
+                key = cert.1.display(),
+            ),
+        );
+        let mut cmd = Command::new("/usr/sbin/nginx");
+        cmd.arg("-c").arg(&conf).arg("-p").arg(&d);
+        let proc = Proc::spawn("nginx", cmd, &d);
+        assert!(
+            wait_for_port(addr, T),
+            "nginx did not start\n{}",
+            proc.logs()
+        );
+        Nginx { proc, addr }
+    }
+}
+
+/// An origin answering with the method and the body it got.
+fn echo() -> Origin {
+    Origin::start(|r| Response::ok(format!("{} {}", r.method, String::from_utf8_lossy(&r.body))))
+}
+
+/// A proxy (one worker, a stats listener) whose default group is `nginx` with `group_extra`.
+fn start_proxy(setup: Setup, nginx: &Nginx, group_extra: &str) -> (Proxy, SocketAddr, SocketAddr) {
+    let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = setup.config(
+        nginx.addr,
+        group_extra,
+        &format!("worker_threads 1;\nstats_listen {stats};"),
+    );
+    let http = setup.http;
+    (setup.start(&conf), http, stats)
+}
+
+/// A response's status, head (lower-cased) and body.
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        let name = format!("{}:", name.to_ascii_lowercase());
+        let line = self.head.lines().find(|l| l.starts_with(&name))?;
+        Some(line[name.len()..].trim())
+    }
+}
+
+fn exchange(http: SocketAddr, method: &str, body: &str) -> Answer {
+    let req = format!(
+        "{method} /x HTTP/1.1\r\nHost: site.test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let raw = raw_exchange(http, req.as_bytes(), T).expect("exchange with the proxy");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    Answer {
+        status: head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0),
+        head: head.to_ascii_lowercase(),
+        body: body.to_string(),
+    }
+}
+
+fn handshakes(stats: SocketAddr, result: &str) -> u64 {
+    metric_sum(
+        stats,
+        &format!("ktls_proxy_upstream_tls_handshakes_total{{result=\"{result}\"}}"),
+    )
+}
+
+/// Waits (bounded) until the proxy's log says `needle` (case-insensitive).
+fn logged(proxy: &Proxy, needle: &str) -> bool {
+    let deadline = Instant::now() + T;
+    let needle = needle.to_ascii_lowercase();
+    while Instant::now() < deadline {
+        if proxy.proc.logs().to_ascii_lowercase().contains(&needle) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn get_and_post_go_over_tls_on_one_kept_alive_connection() {
+    let dir = TempDir::new("up-tls-basic-pki");
+    let pki = Pki::new(dir.path());
+    let setup = Setup::new("up-tls-basic");
+    let origin = echo();
+    let nginx = Nginx::start(dir.path(), &pki.server, "", origin.addr());
+    let ca = pki.ca.display().to_string();
+    let (proxy, http, stats) = start_proxy(
+        setup,
+        &nginx,
+        &format!("server_tls on; server_tls_ca {ca};"),
+    );
+    let get = exchange(http, "GET", "");
+    assert_eq!(
+        get.status,
+        200,
+        "{}\n{}\n{}",
+        get.head,
+        proxy.proc.logs(),
+        nginx.proc.logs()
+    );
+    assert_eq!(get.body, "GET ");
+    assert_eq!(get.header("x-alpn"), Some("http/1.1"), "ALPN offered");
+    assert_eq!(get.header("x-sni"), None, "no SNI for an IP address");
+    let post = exchange(http, "POST", "a body over TLS");
+    assert_eq!(post.status, 200, "{}\n{}", post.head, proxy.proc.logs());
+    assert_eq!(post.body, "POST a body over TLS");
+    assert_eq!(
+        get.header("x-conn"),
+        post.header("x-conn"),
+        "the second request went on the kept connection"
+    );
+    assert_eq!(handshakes(stats, "full"), 1);
+    assert_eq!(origin.total_requests(), 2);
+}
+
+#[test]
+fn a_new_connection_resumes_the_servers_session() {
+    let dir = TempDir::new("up-tls-resume-pki");
+    let pki = Pki::new(dir.path());
+    let setup = Setup::new("up-tls-resume");
+    let origin = echo();
+    // nginx closes each connection after one response: the second request needs another.
+    let nginx = Nginx::start(
+        dir.path(),
+        &pki.server,
+        "keepalive_requests 1;",
+        origin.addr(),
+    );
+    let ca = pki.ca.display().to_string();
+    let (proxy, http, stats) = start_proxy(
+        setup,
+        &nginx,
+        &format!("server_tls on; server_tls_ca {ca};"),
+    );
+    let first = exchange(http, "GET", "");
+    let second = exchange(http, "GET", "");
+    assert_eq!(
+        (first.status, second.status),
+        (200, 200),
+        "{}",
+        proxy.proc.logs()
+    );
+    assert_ne!(first.header("x-conn"), second.header("x-conn"));
+    assert_eq!(
+        first.header("x-reused"),
+        Some("."),
+        "a full handshake first"
+    );
+    assert_eq!(second.header("x-reused"), Some("r"), "then resumed");
+    assert_eq!(
+        (handshakes(stats, "full"), handshakes(stats, "resumed")),
+        (1, 1)
+    );
+}
+
+#[test]
+fn a_certificate_from_another_ca_is_a_502_with_its_reason() {
+    let dir = TempDir::new("up-tls-rogue-pki");
+    let pki = Pki::new(dir.path());
+    let setup = Setup::new("up-tls-rogue");
+    let origin = echo();
+    let nginx = Nginx::start(dir.path(), &pki.rogue, "", origin.addr());
+    let ca = pki.ca.display().to_string();
+    let extra = format!("server_tls on; server_tls_ca {ca}; server_connect_retries 1;");
+    let (proxy, http, stats) = start_proxy(setup, &nginx, &extra);
+    let got = exchange(http, "GET", "");
+    assert_eq!(got.status, 502, "{}", got.head);
+    let line = format!("upstream {} TLS: certificate verify failed:", nginx.addr);
+    assert!(logged(&proxy, &line), "no {line:?}\n{}", proxy.proc.logs());
+    assert!(handshakes(stats, "verify_failed") >= 1);
+    assert!(metric_sum(stats, "ktls_proxy_upstream_errors_total{kind=\"connect\"}") >= 1);
+    assert_eq!(
+        origin.total_requests(),
+        0,
+        "nothing was sent to an unverified server"
+    );
+}
+
+#[test]
+fn the_name_checked_is_the_sni_and_a_wrong_one_is_refused() {
+    let dir = TempDir::new("up-tls-sni-pki");
+    let pki = Pki::new(dir.path());
+    let setup = Setup::new("up-tls-sni");
+    let origin = echo();
+    let nginx = Nginx::start(dir.path(), &pki.server, "", origin.addr());
+    let ca = pki.ca.display().to_string();
+    let extra = format!("server_tls on; server_tls_ca {ca}; server_tls_sni wrong.test;");
+    let (proxy, http, _) = start_proxy(setup, &nginx, &extra);
+    assert_eq!(exchange(http, "GET", "").status, 502);
+    let line = format!(
+        "upstream {} TLS: certificate verify failed: hostname mismatch",
+        nginx.addr
+    );
+    assert!(logged(&proxy, &line), "no {line:?}\n{}", proxy.proc.logs());
+    drop(proxy);
+    let setup = Setup::new("up-tls-sni-ok");
+    let extra = format!("server_tls on; server_tls_ca {ca}; server_tls_sni origin.test;");
+    let (proxy, http, _) = start_proxy(setup, &nginx, &extra);
+    let got = exchange(http, "GET", "");
+    assert_eq!(got.status, 200, "{}", proxy.proc.logs());
+    assert_eq!(got.header("x-sni"), Some("origin.test"));
+}
+
+#[test]
+fn verify_off_accepts_an_untrusted_certificate() {
+    let dir = TempDir::new("up-tls-noverify-pki");
+    let pki = Pki::new(dir.path());
+    let setup = Setup::new("up-tls-noverify");
+    let origin = echo();
+    let nginx = Nginx::start(dir.path(), &pki.rogue, "", origin.addr());
+    let (proxy, http, _) = start_proxy(setup, &nginx, "server_tls on; server_tls_verify off;");
+    let got = exchange(http, "GET", "");
+    assert_eq!(got.status, 200, "{}", proxy.proc.logs());
+}
+
+/// nginx with `ssl_verify_client on` finishes the handshake without a client certificate
+/// and refuses at the HTTP level (400); with `server_tls_cert` the proxy is let in.
+#[test]
+fn a_client_certificate_is_sent_to_an_origin_that_asks() {
+    let dir = TempDir::new("up-tls-mtls-pki");
+    let pki = Pki::new(dir.path());
+    let setup = Setup::new("up-tls-mtls");
+    let origin = echo();
+    let ca = pki.ca.display().to_string();
+    let asks = format!("ssl_verify_client on; ssl_client_certificate {ca};");
+    let nginx = Nginx::start(dir.path(), &pki.server, &asks, origin.addr());
+    let tls = format!("server_tls on; server_tls_ca {ca};");
+    let (proxy, http, _) = start_proxy(setup, &nginx, &tls);
+    let without = exchange(http, "GET", "");
+    assert_eq!(
+        without.status,
+        400,
+        "{}\n{}",
+        without.head,
+        proxy.proc.logs()
+    );
+    assert_eq!(origin.total_requests(), 0);
+    drop(proxy);
+    let setup = Setup::new("up-tls-mtls-ok");
+    let (crt, key) = (pki.client.0.display(), pki.client.1.display());
+    let (proxy, http, _) = start_proxy(
+        setup,
+        &nginx,
+        &format!("{tls} server_tls_cert {crt} {key};"),
+    );
+    let with = exchange(http, "GET", "");
+    assert_eq!(with.status, 200, "{}\n{}", with.head, proxy.proc.logs());
+    assert_eq!(with.header("x-client"), Some("success"));
+}
