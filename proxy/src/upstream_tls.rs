@@ -177,7 +177,7 @@ pub fn failure(ssl: &SslRef, err: &TlsError) -> (Failure, String) {
     }
     let text = match err {
         TlsError::Protocol(stack) => reason_of(stack),
-        TlsError::UnexpectedEof => "the server closed the connection in the handshake".into(),
+        TlsError::UnexpectedEof => "the server closed the connection without close_notify".into(),
         other => other.to_string(),
     };
     (Failure::Other, text)

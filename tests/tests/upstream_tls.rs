@@ -333,7 +333,10 @@ fn a_certificate_from_another_ca_is_a_502_with_its_reason() {
     let (proxy, http, stats) = start_proxy(setup, &nginx, &extra);
     let got = exchange(http, "GET", "");
     assert_eq!(got.status, 502, "{}", got.head);
-    let line = format!("upstream {} TLS: certificate verify failed:", nginx.addr);
+    let line = format!(
+        "upstream {} TLS: certificate verify failed: unable to get local issuer certificate",
+        nginx.addr
+    );
     assert!(logged(&proxy, &line), "no {line:?}\n{}", proxy.proc.logs());
     assert!(handshakes(stats, "verify_failed") >= 1);
     assert!(metric_sum(stats, "ktls_proxy_upstream_errors_total{kind=\"connect\"}") >= 1);
@@ -414,4 +417,155 @@ fn a_client_certificate_is_sent_to_an_origin_that_asks() {
     let with = exchange(http, "GET", "");
     assert_eq!(with.status, 200, "{}\n{}", with.head, proxy.proc.logs());
     assert_eq!(with.header("x-client"), Some("success"));
+}
+
+/// Waits (bounded by `T` twice over) until `metric` reads `want`.
+fn wait_metric(stats: SocketAddr, metric: &str, want: u64) -> bool {
+    let deadline = Instant::now() + 2 * T;
+    while Instant::now() < deadline {
+        if metric_sum(stats, metric) == want {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// Health checks connect with the handshake: a server whose certificate is refused is out
+/// (though its port accepts), the trusted one is in, without any client traffic; a reload
+/// turning verification off brings the refused one back.
+#[test]
+fn health_checks_do_the_handshake_and_a_reload_changes_tls() {
+    let dir = TempDir::new("up-tls-health-pki");
+    let pki = Pki::new(dir.path());
+    let origin = echo();
+    let good = Nginx::start(dir.path(), &pki.server, "", origin.addr());
+    let rogue = Nginx::start(dir.path(), &pki.rogue, "", origin.addr());
+    let setup = Setup::new("up-tls-health");
+    let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let ca = pki.ca.display().to_string();
+    let conf = setup
+        .config(
+            good.addr,
+            &format!("server {}; health h; server_tls on; server_tls_ca {ca};", rogue.addr),
+            &format!("worker_threads 1;\nstats_listen {stats};"),
+        )
+        .replace(
+            "srv_group default",
+            "health_check h { request \"GET / HTTP/1.1\\r\\nHost: o\\r\\n\\r\\n\"; resp_code 200; timeout 1; }\nsrv_group default",
+        );
+    let proxy = setup.start(&conf);
+    let up = |s: &Nginx| {
+        format!(
+            "ktls_proxy_upstream_server_up{{group=\"default\",server=\"{}\"}}",
+            s.addr
+        )
+    };
+    assert!(
+        wait_metric(stats, &up(&rogue), 0),
+        "the refused server is still up\n{}",
+        proxy.proc.logs()
+    );
+    assert_eq!(metric_sum(stats, &up(&good)), 1);
+    assert!(handshakes(stats, "full") >= 1, "the checks' handshakes");
+    assert!(handshakes(stats, "verify_failed") >= 1);
+    assert!(
+        origin.total_requests() >= 1,
+        "a check went through the trusted server"
+    );
+    let text = std::fs::read_to_string(&proxy.config).expect("read config");
+    let off = text.replace(&format!("server_tls_ca {ca};"), "server_tls_verify off;");
+    write_file(&proxy.config, &off);
+    proxy.proc.signal(libc::SIGHUP);
+    assert!(
+        logged(&proxy, "reloaded"),
+        "no reload\n{}",
+        proxy.proc.logs()
+    );
+    assert!(
+        wait_metric(stats, &up(&rogue), 1),
+        "verification off, the server is still out\n{}",
+        proxy.proc.logs()
+    );
+}
+
+/// `openssl s_server` wanting a client certificate (`-Verify 1`) refuses a handshake without
+/// one: in TLS 1.2 the handshake fails (502, counted as failed), in TLS 1.3 the refusal
+/// comes after it, at the first read (502 too); both logged with the server's alert.
+#[test]
+fn an_origin_refusing_the_missing_client_certificate_is_a_502_with_its_alert() {
+    let dir = TempDir::new("up-tls-sserver-pki");
+    let pki = Pki::new(dir.path());
+    for (version, alert) in [
+        ("-tls1_2", "alert handshake failure"),
+        ("-tls1_3", "alert certificate required"),
+    ] {
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut cmd = Command::new("openssl");
+        cmd.args([
+            "s_server", "-quiet", "-www", "-Verify", "1", version, "-accept",
+        ])
+        .arg(addr.to_string())
+        .arg("-cert")
+        .arg(&pki.server.0)
+        .arg("-key")
+        .arg(&pki.server.1)
+        .arg("-CAfile")
+        .arg(&pki.ca);
+        let server = Proc::spawn("s_server", cmd, dir.path());
+        assert!(wait_for_port(addr, T), "s_server\n{}", server.logs());
+        let peer = Nginx { proc: server, addr };
+        let ca = pki.ca.display();
+        let tls = format!("server_tls on; server_tls_ca {ca}; server_connect_retries 0;");
+        let (proxy, http, stats) = start_proxy(Setup::new("up-tls-sserver"), &peer, &tls);
+        let got = exchange(http, "GET", "");
+        assert_eq!(got.status, 502, "{version}: {}", got.head);
+        // OpenSSL says `tlsv13 alert ...`, AWS-LC `tlsv1 alert ...`, the same words after.
+        let line = format!("upstream {addr} TLS: ");
+        assert!(
+            logged(&proxy, &line) && logged(&proxy, alert),
+            "{version}: no {line:?}\n{}\n{}",
+            proxy.proc.logs(),
+            peer.proc.logs()
+        );
+        if version == "-tls1_2" {
+            assert_eq!(handshakes(stats, "failed"), 1);
+        }
+        drop(proxy);
+        let (crt, key) = (pki.client.0.display(), pki.client.1.display());
+        let with = format!("{tls} server_tls_cert {crt} {key};");
+        let (proxy, http, _) = start_proxy(Setup::new("up-tls-sserver-ok"), &peer, &with);
+        let got = exchange(http, "GET", "");
+        assert_eq!(
+            got.status,
+            200,
+            "{version}: {}\n{}",
+            got.head,
+            proxy.proc.logs()
+        );
+    }
+}
+
+/// Bodies of many records both ways: the request's written across partial TLS writes, the
+/// response read across many records.
+#[test]
+fn large_bodies_cross_many_records_both_ways() {
+    let dir = TempDir::new("up-tls-large-pki");
+    let pki = Pki::new(dir.path());
+    let origin = echo();
+    let big = "client_max_body_size 8m;";
+    let nginx = Nginx::start(dir.path(), &pki.server, big, origin.addr());
+    let ca = pki.ca.display().to_string();
+    let tls = format!("server_tls on; server_tls_ca {ca};");
+    let (proxy, http, _) = start_proxy(Setup::new("up-tls-large"), &nginx, &tls);
+    let body: String = (0..600_000u32)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let got = exchange(http, "POST", &body);
+    assert_eq!(got.status, 200, "{}\n{}", got.head, proxy.proc.logs());
+    assert_eq!(got.body.len(), body.len() + 5);
+    assert!(
+        got.body == format!("POST {body}"),
+        "the body came back altered"
+    );
 }

@@ -218,7 +218,7 @@ fn read_tls(u: &mut Upstream, bufs: &mut BufPool) -> bool {
     let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
     let mut got = false;
     while !rbuf.is_full() {
-        match tls::read(t, &mut u.sock, rbuf) {
+        match tls::read(t, (&mut u.sock, u.addr), rbuf) {
             tls::Read::Bytes => got = true,
             tls::Read::Wait => break,
             tls::Read::Closed => {

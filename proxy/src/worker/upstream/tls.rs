@@ -134,8 +134,14 @@ pub(super) enum Read {
     Failed,
 }
 
-/// Reads decrypted bytes into `rbuf`'s spare room.
-pub(super) fn read(tls: &mut UpTls, sock: &mut Socket, rbuf: &mut Buf) -> Read {
+/// Reads decrypted bytes into `rbuf`'s spare room from the server at `addr`. A failure is
+/// logged with its reason: a TLS 1.3 server that wanted a client certificate refuses it
+/// only after the handshake, so the first read is where that shows.
+pub(super) fn read(
+    tls: &mut UpTls,
+    (sock, addr): (&mut Socket, SocketAddr),
+    rbuf: &mut Buf,
+) -> Read {
     if !tls.open {
         return Read::Wait;
     }
@@ -148,7 +154,13 @@ pub(super) fn read(tls: &mut UpTls, sock: &mut Socket, rbuf: &mut Buf) -> Read {
         Ok(_) => Read::Bytes,
         Err(IoStatus::Closed) => Read::Closed,
         Err(IoStatus::WantRead | IoStatus::WantWrite | IoStatus::Done(_)) => Read::Wait,
-        Err(IoStatus::Error(_)) => Read::Failed,
+        Err(IoStatus::Error(e)) => {
+            if let Some(session) = tls.session() {
+                let (_, reason) = upstream_tls::failure(session.ssl(), &e);
+                crate::error!("upstream {addr} TLS: {reason}");
+            }
+            Read::Failed
+        }
     }
 }
 
