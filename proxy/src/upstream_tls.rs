@@ -62,8 +62,10 @@ impl UpstreamTls {
             .map_err(|e| named("TLS client context", e))?;
         ktls::settings::set_protocol_versions(&mut b, SslVersion::TLS1_2, SslVersion::TLS1_3)
             .map_err(|e| named("protocol versions", e))?;
-        // Pooled connections keep no record buffers while idle.
-        b.set_mode(SslMode::RELEASE_BUFFERS);
+        // Pooled connections keep no record buffers while idle; a write retried after
+        // WantWrite offers the same bytes from wherever the outbox holds them now
+        // (`transport::write_tls`), as on the client side (`ktls::ossl`).
+        b.set_mode(SslMode::RELEASE_BUFFERS | SslMode::ACCEPT_MOVING_WRITE_BUFFER);
         b.set_alpn_protos(ALPN).map_err(|e| named("ALPN", e))?;
         if tls.verify {
             b.set_verify(SslVerifyMode::PEER);
