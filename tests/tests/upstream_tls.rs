@@ -4,245 +4,15 @@
 //! certificate the origin asks for, verification off, health checks over TLS and a reload
 //! that changes the TLS settings. Certificates are made here with the `openssl` tool.
 
+mod upstream_tls_common;
+
+use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-use e2e::origin::{Origin, Response};
-use e2e::proxy::{Proxy, Setup};
-use e2e::{free_port, metric_sum, raw_exchange, wait_for_port, write_file, Proc, TempDir};
-
-const T: Duration = Duration::from_secs(5);
-
-/// A CA, the origin's certificate it signed (for `origin.test` and 127.0.0.1), a client
-/// certificate it signed, and a certificate for the same names from another CA.
-struct Pki {
-    ca: PathBuf,
-    server: (PathBuf, PathBuf),
-    client: (PathBuf, PathBuf),
-    rogue: (PathBuf, PathBuf),
-}
-
-fn openssl(args: &[&str], dir: &Path) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA `stem` (`stem.crt`, `stem.key`) in `dir`.
-fn make_ca(dir: &Path, stem: &str) {
-    let (crt, key) = (format!("{stem}.crt"), format!("{stem}.key"));
-    openssl(
-        &[
-            "req",
-            "-x509",
-            "-nodes",
-            "-days",
-            "30",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-subj",
-            &format!("/CN={stem}"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign",
-            "-keyout",
-            &key,
-            "-out",
-            &crt,
-        ],
-        dir,
-    );
-}
-
-/// A certificate `stem` signed by CA `ca`, with `san` (e.g. `DNS:a,IP:127.0.0.1`).
-fn make_leaf(dir: &Path, (stem, ca): (&str, &str), san: &str, usage: &str) -> (PathBuf, PathBuf) {
-    let (crt, key, csr) = (
-        format!("{stem}.crt"),
-        format!("{stem}.key"),
-        format!("{stem}.csr"),
-    );
-    openssl(
-        &[
-            "req",
-            "-new",
-            "-nodes",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-subj",
-            &format!("/CN={stem}"),
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-        ],
-        dir,
-    );
-    let ext = format!("{stem}.ext");
-    write_file(
-        &dir.join(&ext),
-        &format!("subjectAltName={san}\nextendedKeyUsage={usage}\n"),
-    );
-    openssl(
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &format!("{ca}.crt"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-days",
-            "30",
-            "-extfile",
-            &ext,
-            "-out",
-            &crt,
-        ],
-        dir,
-    );
-    (dir.join(crt), dir.join(key))
-}
-
-impl Pki {
-    fn new(dir: &Path) -> Pki {
-        make_ca(dir, "ca");
-        make_ca(dir, "other-ca");
-        let san = "DNS:origin.test,IP:127.0.0.1";
-        Pki {
-            ca: dir.join("ca.crt"),
-            server: make_leaf(dir, ("server", "ca"), san, "serverAuth"),
-            client: make_leaf(dir, ("client", "ca"), "DNS:proxy.test", "clientAuth"),
-            rogue: make_leaf(dir, ("rogue", "other-ca"), san, "serverAuth"),
-        }
-    }
-}
-
-/// nginx serving TLS on a loopback port with `cert`, `server_extra` in its server block,
-/// passing every request to `echo`; each response says which of nginx's connections carried
-/// it, whether its session was resumed, the SNI and the client certificate's check.
-struct Nginx {
-    proc: Proc,
-    addr: SocketAddr,
-}
-
-impl Nginx {
-    fn start(dir: &Path, cert: &(PathBuf, PathBuf), server_extra: &str, echo: SocketAddr) -> Nginx {
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let d = dir.join(format!("nginx-{}", addr.port()));
-        std::fs::create_dir_all(&d).expect("nginx dir");
-        let conf = d.join("nginx.conf");
-        write_file(
-            &conf,
-            &format!(
-                "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
-                 error_log {d}/error.log info;\nevents {{ worker_connections 256; }}\n\
-                 http {{\n access_log off;\n client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
-                 fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
-                 server {{\n  listen {addr} ssl;\n  ssl_certificate {crt};\n  ssl_certificate_key {key};\n\
-                 {server_extra}\n\
-                 location / {{\n   proxy_pass http://{echo};\n   proxy_http_version 1.1;\n\
-                 add_header X-Conn $connection always;\n   add_header X-Reused $ssl_session_reused always;\n\
-                 add_header X-Sni \"$ssl_server_name\" always;\n\
-                 add_header X-Client \"$ssl_client_verify\" always;\n   add_header X-Alpn \"$ssl_alpn_protocol\" always;\n  }}\n }}\n}}\n",
-                d = d.display(),
-                crt = cert.0.display(),
-                key = cert.1.display(),
-            ),
-        );
-        let mut cmd = Command::new("/usr/sbin/nginx");
-        cmd.arg("-c").arg(&conf).arg("-p").arg(&d);
-        let proc = Proc::spawn("nginx", cmd, &d);
-        assert!(
-            wait_for_port(addr, T),
-            "nginx did not start\n{}",
-            proc.logs()
-        );
-        Nginx { proc, addr }
-    }
-}
-
-/// An origin answering with the method and the body it got.
-fn echo() -> Origin {
-    Origin::start(|r| Response::ok(format!("{} {}", r.method, String::from_utf8_lossy(&r.body))))
-}
-
-/// A proxy (one worker, a stats listener) whose default group is `nginx` with `group_extra`.
-fn start_proxy(setup: Setup, nginx: &Nginx, group_extra: &str) -> (Proxy, SocketAddr, SocketAddr) {
-    let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let conf = setup.config(
-        nginx.addr,
-        group_extra,
-        &format!("worker_threads 1;\nstats_listen {stats};"),
-    );
-    let http = setup.http;
-    (setup.start(&conf), http, stats)
-}
-
-/// A response's status, head (lower-cased) and body.
-struct Answer {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        let name = format!("{}:", name.to_ascii_lowercase());
-        let line = self.head.lines().find(|l| l.starts_with(&name))?;
-        Some(line[name.len()..].trim())
-    }
-}
-
-fn exchange(http: SocketAddr, method: &str, body: &str) -> Answer {
-    let req = format!(
-        "{method} /x HTTP/1.1\r\nHost: site.test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let raw = raw_exchange(http, req.as_bytes(), T).expect("exchange with the proxy");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    Answer {
-        status: head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0),
-        head: head.to_ascii_lowercase(),
-        body: body.to_string(),
-    }
-}
-
-fn handshakes(stats: SocketAddr, result: &str) -> u64 {
-    metric_sum(
-        stats,
-        &format!("ktls_proxy_upstream_tls_handshakes_total{{result=\"{result}\"}}"),
-    )
-}
-
-/// Waits (bounded) until the proxy's log says `needle` (case-insensitive).
-fn logged(proxy: &Proxy, needle: &str) -> bool {
-    let deadline = Instant::now() + T;
-    let needle = needle.to_ascii_lowercase();
-    while Instant::now() < deadline {
-        if proxy.proc.logs().to_ascii_lowercase().contains(&needle) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
-}
+use e2e::proxy::Setup;
+use e2e::{free_port, metric_sum, wait_for_port, write_file, Proc, TempDir};
+use upstream_tls_common::*;
 
 #[test]
 fn get_and_post_go_over_tls_on_one_kept_alive_connection() {
@@ -419,18 +189,6 @@ fn a_client_certificate_is_sent_to_an_origin_that_asks() {
     assert_eq!(with.header("x-client"), Some("success"));
 }
 
-/// Waits (bounded by `T` twice over) until `metric` reads `want`.
-fn wait_metric(stats: SocketAddr, metric: &str, want: u64) -> bool {
-    let deadline = Instant::now() + 2 * T;
-    while Instant::now() < deadline {
-        if metric_sum(stats, metric) == want {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    false
-}
-
 /// Health checks connect with the handshake: a server whose certificate is refused is out
 /// (though its port accepts), the trusted one is in, without any client traffic; a reload
 /// turning verification off brings the refused one back.
@@ -567,5 +325,46 @@ fn large_bodies_cross_many_records_both_ways() {
     assert!(
         got.body == format!("POST {body}"),
         "the body came back altered"
+    );
+}
+
+/// A WebSocket tunnel through a TLS upstream connection (nginx passing `/ws/` on to a
+/// WebSocket origin): the 101, then frames both ways, a large one across many records.
+#[test]
+fn a_websocket_tunnel_runs_over_a_tls_upstream() {
+    use e2e::websocket::{connect, frame, open, read_frame, WsOrigin, OP_BINARY, OP_TEXT};
+    let dir = TempDir::new("up-tls-ws-pki");
+    let pki = Pki::new(dir.path());
+    let origin = echo();
+    let ws = WsOrigin::start("ws-behind-nginx");
+    let pass = format!(
+        "location /ws/ {{ proxy_pass http://{}; proxy_http_version 1.1;\n\
+         proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection upgrade; }}",
+        ws.addr()
+    );
+    let nginx = Nginx::start(dir.path(), &pki.server, &pass, origin.addr());
+    let ca = pki.ca.display().to_string();
+    let tls = format!("server_tls on; server_tls_ca {ca};");
+    let (proxy, http, _) = start_proxy(Setup::new("up-tls-ws"), &nginx, &tls);
+    let mut s = connect(http, false);
+    let head = open(&mut *s, "/ws/chat");
+    assert!(
+        head.starts_with("HTTP/1.1 101"),
+        "{head}\n{}",
+        proxy.proc.logs()
+    );
+    let mask = Some([1, 2, 3, 4]);
+    s.write_all(&frame(OP_TEXT, b"hello", mask)).expect("send");
+    assert_eq!(
+        read_frame(&mut s).expect("echo"),
+        (OP_TEXT, b"hello".to_vec())
+    );
+    let big = e2e::origin::pattern(1 << 20);
+    s.write_all(&frame(OP_BINARY, &big, mask))
+        .expect("send large");
+    let (op, echoed) = read_frame(&mut s).expect("large echo");
+    assert!(
+        op == OP_BINARY && echoed == big,
+        "the 1 MiB frame came back altered"
     );
 }
