@@ -51,44 +51,34 @@ fn get_and_post_go_over_tls_on_one_kept_alive_connection() {
     assert_eq!(origin.total_requests(), 2);
 }
 
+/// The second connection to a server resumes its session: a TLS 1.3 ticket (which arrives
+/// after the handshake), or a TLS 1.2 session.
 #[test]
 fn a_new_connection_resumes_the_servers_session() {
     let dir = TempDir::new("up-tls-resume-pki");
     let pki = Pki::new(dir.path());
-    let setup = Setup::new("up-tls-resume");
     let origin = echo();
-    // nginx closes each connection after one response: the second request needs another.
-    let nginx = Nginx::start(
-        dir.path(),
-        &pki.server,
-        "keepalive_requests 1;",
-        origin.addr(),
-    );
     let ca = pki.ca.display().to_string();
-    let (proxy, http, stats) = start_proxy(
-        setup,
-        &nginx,
-        &format!("server_tls on; server_tls_ca {ca};"),
-    );
-    let first = exchange(http, "GET", "");
-    let second = exchange(http, "GET", "");
-    assert_eq!(
-        (first.status, second.status),
-        (200, 200),
-        "{}",
-        proxy.proc.logs()
-    );
-    assert_ne!(first.header("x-conn"), second.header("x-conn"));
-    assert_eq!(
-        first.header("x-reused"),
-        Some("."),
-        "a full handshake first"
-    );
-    assert_eq!(second.header("x-reused"), Some("r"), "then resumed");
-    assert_eq!(
-        (handshakes(stats, "full"), handshakes(stats, "resumed")),
-        (1, 1)
-    );
+    for version in ["TLSv1.3", "TLSv1.2"] {
+        // nginx closes each connection after one response: the second request needs another.
+        let once = format!("keepalive_requests 1; ssl_protocols {version};");
+        let nginx = Nginx::start(dir.path(), &pki.server, &once, origin.addr());
+        let tls = format!("server_tls on; server_tls_ca {ca};");
+        let (proxy, http, stats) = start_proxy(Setup::new("up-tls-resume"), &nginx, &tls);
+        let first = exchange(http, "GET", "");
+        let second = exchange(http, "GET", "");
+        let logs = proxy.proc.logs();
+        assert_eq!((first.status, second.status), (200, 200), "{logs}");
+        assert_ne!(first.header("x-conn"), second.header("x-conn"));
+        assert_eq!(first.header("x-reused"), Some("."), "{version}: full first");
+        assert_eq!(
+            second.header("x-reused"),
+            Some("r"),
+            "{version}: then resumed"
+        );
+        let counts = (handshakes(stats, "full"), handshakes(stats, "resumed"));
+        assert_eq!(counts, (1, 1), "{version}");
+    }
 }
 
 #[test]
