@@ -22,7 +22,8 @@ enum Kind {
 }
 
 /// Checks every `tls_certificate` and `tls_certificate_key` at top level
-/// and in vhosts (elsewhere they are refused by validation already).
+/// and in vhosts (elsewhere they are refused by validation already), and the
+/// files of `server_tls_ca` and `server_tls_cert` at top level and in groups.
 pub fn check_tls_files(nodes: &[Node], base_dir: &Path, sink: &mut Sink) {
     for node in nodes {
         let Node::Directive(d) = node else { continue };
@@ -32,7 +33,17 @@ pub fn check_tls_files(nodes: &[Node], base_dir: &Path, sink: &mut Sink) {
             "tls_certificate" => check(d, Kind::Certificate, base_dir, sink),
             "tls_certificate_key" => check(d, Kind::Key, base_dir, sink),
             "tls_tickets" => check_ticket_keys(d, base_dir, sink),
-            "vhost" => check_tls_files(d.children.as_deref().unwrap_or(&[]), base_dir, sink),
+            "vhost" | "srv_group" => {
+                check_tls_files(d.children.as_deref().unwrap_or(&[]), base_dir, sink)
+            }
+            // TLS to the servers (an extension): the CA bundle, the client certificate.
+            "server_tls_ca" => check(d, Kind::Certificate, base_dir, sink),
+            "server_tls_cert" => {
+                if let [crt, key] = d.args.as_slice() {
+                    check_one(d, (crt, &crt.pos), Kind::Certificate, base_dir, sink);
+                    check_one(d, (key, &key.pos), Kind::Key, base_dir, sink);
+                }
+            }
             _ => {}
         }
     }
@@ -41,6 +52,17 @@ pub fn check_tls_files(nodes: &[Node], base_dir: &Path, sink: &mut Sink) {
 fn check(d: &Directive, kind: Kind, base_dir: &Path, sink: &mut Sink) {
     // A directive of the wrong shape is validation's to report.
     let [arg] = d.args.as_slice() else { return };
+    check_one(d, (arg, &d.pos), kind, base_dir, sink);
+}
+
+/// Checks the file `arg` of directive `d` names.
+fn check_one(
+    d: &Directive,
+    (arg, pos): (&crate::tree::Value, &crate::diag::Pos),
+    kind: Kind,
+    base_dir: &Path,
+    sink: &mut Sink,
+) {
     let named = Path::new(&arg.text);
     let path = base_dir.join(named);
     let Some(problem) = problem(&path, kind) else {
@@ -59,7 +81,7 @@ fn check(d: &Directive, kind: Kind, base_dir: &Path, sink: &mut Sink) {
         format!("give `{}` the path of a PEM {what} file", d.name)
     };
     sink.error_hint(
-        &d.pos,
+        pos,
         format!("{what} file {}: {problem}", path.display()),
         hint,
     );

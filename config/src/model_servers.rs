@@ -2,6 +2,7 @@
 //! `health`), as validation resolved them.
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,37 @@ pub struct ServerGroup {
     pub health: Option<String>,
     /// `sticky_sessions [allow_failover]` / `learn name=C` in the group.
     pub sticky: Option<GroupSticky>,
+    /// Extension `server_tls on;` and its options: TLS to the group's servers (None:
+    /// cleartext HTTP/1.1).
+    pub tls: Option<ServerTls>,
+}
+
+/// TLS to a group's servers (an extension: Tempesta has no TLS to origins).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerTls {
+    /// `server_tls_ca FILE`: the certificates that sign the servers' (None: the system's
+    /// store).
+    pub ca: Option<PathBuf>,
+    /// `server_tls_verify on|off` (default on): the server's certificate must chain to `ca`
+    /// and name `sni` (or the server's IP address when `sni` is unset).
+    pub verify: bool,
+    /// `server_tls_sni NAME`: the name sent as SNI and checked in the certificate (None: no
+    /// SNI, the certificate must name the server's IP address).
+    pub sni: Option<String>,
+    /// `server_tls_cert CERT KEY`: the proxy's client certificate and key (mutual TLS).
+    pub cert: Option<(PathBuf, PathBuf)>,
+}
+
+impl Default for ServerTls {
+    fn default() -> Self {
+        ServerTls {
+            ca: None,
+            verify: true,
+            sni: None,
+            cert: None,
+        }
+    }
 }
 
 impl Default for ServerGroup {
@@ -46,6 +78,7 @@ impl Default for ServerGroup {
             retry_nonidempotent: false,
             health: None,
             sticky: None,
+            tls: None,
         }
     }
 }

@@ -44,6 +44,7 @@ pub mod timers;
 pub mod tls_names;
 pub mod tls_setup;
 pub mod transport;
+pub mod upstream_tls;
 pub mod worker;
 
 use std::path::Path;

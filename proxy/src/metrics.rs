@@ -116,6 +116,7 @@ pub struct Metrics {
     pub tunnels: crate::metrics_tunnel::TunnelMetrics,
     pub sticky: crate::sticky::metrics::StickyMetrics,
     pub upstream: crate::metrics_upstream::UpstreamMetrics,
+    pub upstream_tls: crate::metrics_upstream::UpstreamTlsCounts,
 }
 
 impl Metrics {
@@ -277,6 +278,17 @@ impl Metrics {
                     "{kind=\"interim_flood\"}",
                     get(&self.upstream_interim_floods),
                 ),
+            ],
+        );
+        let tls = &self.upstream_tls;
+        text.counter(
+            "ktls_proxy_upstream_tls_handshakes_total",
+            "TLS handshakes with servers (server_tls) by result: full, resumed (the server's last session), verify_failed (its certificate refused), failed (any other reason; both failures also count as connect errors).",
+            [
+                ("{result=\"full\"}", get(&tls.full)),
+                ("{result=\"resumed\"}", get(&tls.resumed)),
+                ("{result=\"verify_failed\"}", get(&tls.verify_failed)),
+                ("{result=\"failed\"}", get(&tls.failed)),
             ],
         );
         text.counter(

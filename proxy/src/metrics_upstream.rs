@@ -14,6 +14,21 @@ use std::time::Duration;
 use crate::histogram::{self, Histogram};
 use crate::runtime::Runtime;
 
+/// TLS handshakes with servers (`server_tls`): by outcome, a failure also counted as a
+/// connect error (`ktls_proxy_upstream_errors_total{kind="connect"}`).
+#[derive(Default)]
+pub struct UpstreamTlsCounts {
+    /// A full handshake.
+    pub full: std::sync::atomic::AtomicU64,
+    /// The server's last session resumed.
+    pub resumed: std::sync::atomic::AtomicU64,
+    /// The server's certificate refused (untrusted, expired, another name).
+    pub verify_failed: std::sync::atomic::AtomicU64,
+    /// Any other failure (an alert from the server, e.g. a client certificate it wanted; the
+    /// connection closed).
+    pub failed: std::sync::atomic::AtomicU64,
+}
+
 /// A server by its group's name and its address, as the metrics label it.
 pub type ServerKey = (String, String);
 

@@ -139,6 +139,8 @@ pub struct GroupRt {
     /// The `health` monitor of the group: servers are checked with its request every
     /// `timeout` and suspended while its answer is wrong.
     pub health: Option<Arc<crate::health_monitor::HealthMonitor>>,
+    /// `server_tls on` (an extension): the client context its connections start from.
+    pub tls: Option<Arc<crate::upstream_tls::UpstreamTls>>,
 }
 
 pub struct ServerRt {
@@ -176,6 +178,11 @@ pub enum RuntimeError {
     ErrorPage(crate::error_pages::PageError),
     /// `tf_blocklist`: the file could not be read or a line is not a fingerprint.
     Fingerprint(String),
+    /// `server_tls`: the group's TLS context could not be built.
+    UpstreamTls {
+        group: String,
+        reason: String,
+    },
 }
 
 impl fmt::Display for RuntimeError {
@@ -197,6 +204,12 @@ impl fmt::Display for RuntimeError {
             RuntimeError::Sticky(e) => write!(f, "error: {e}"),
             RuntimeError::ErrorPage(e) => write!(f, "error: {e}"),
             RuntimeError::Fingerprint(e) => write!(f, "error: {e}"),
+            RuntimeError::UpstreamTls { group, reason } => {
+                write!(
+                    f,
+                    "error: srv_group `{group}`: TLS to its servers: {reason}"
+                )
+            }
             RuntimeError::Cache { vhost, reason } => {
                 write!(f, "error: vhost `{vhost}`: cache settings: {reason}")
             }
@@ -226,7 +239,7 @@ impl Runtime {
         }
         let router = Router::new(&config).map_err(RuntimeError::Regex)?;
         let vhosts = vhosts(&config)?;
-        let mut groups = groups(&config);
+        let mut groups = groups(&config)?;
         let cluster = config.cluster.as_ref();
         let tier = cluster
             .and_then(|c| Some((c.tier()?, c.peer_probe())))
@@ -336,7 +349,7 @@ fn vhosts(config: &Config) -> Result<Vec<VhostRt>, RuntimeError> {
 
 /// Every server group with its servers and its health monitor (one per monitor name, shared
 /// by the groups that name it).
-fn groups(config: &Config) -> Vec<GroupRt> {
+fn groups(config: &Config) -> Result<Vec<GroupRt>, RuntimeError> {
     use crate::health_monitor::HealthMonitor;
     let mut monitors: Vec<Arc<HealthMonitor>> = Vec::new();
     let mut monitor = |name: &str| {
@@ -353,31 +366,46 @@ fn groups(config: &Config) -> Vec<GroupRt> {
         monitors.push(m.clone());
         m
     };
+    let tls = |g: &config::ServerGroup| -> Result<_, RuntimeError> {
+        let Some(t) = g.tls.as_ref() else {
+            return Ok(None);
+        };
+        let built = crate::upstream_tls::UpstreamTls::build(g, t);
+        built
+            .map(|t| Some(Arc::new(t)))
+            .map_err(|reason| RuntimeError::UpstreamTls {
+                group: g.name.clone(),
+                reason,
+            })
+    };
     config
         .server_groups
         .iter()
-        .map(|g| GroupRt {
-            name: g.name.clone(),
-            servers: g
-                .servers
-                .iter()
-                .map(|s| ServerRt {
-                    addr: s.addr,
-                    weight: s.weight.max(1),
-                    conns_n: s.conns_n.max(1) as usize,
-                    backup: s.backup,
-                    failover: g.health.as_ref().and_then(|_| {
-                        crate::health_monitor::Failover::new(&config.server_failover_http)
-                    }),
-                })
-                .collect(),
-            hash: matches!(g.sched, Scheduler::Hash),
-            forward_timeout: g.forward_timeout,
-            forward_retries: g.forward_retries,
-            connect_retries: g.connect_retries,
-            queue_limit: (g.queue_size as usize)
-                .saturating_mul(g.servers.iter().map(|s| s.conns_n.max(1) as usize).sum()),
-            health: g.health.as_deref().map(&mut monitor),
+        .map(|g| -> Result<GroupRt, RuntimeError> {
+            Ok(GroupRt {
+                tls: tls(g)?,
+                name: g.name.clone(),
+                servers: g
+                    .servers
+                    .iter()
+                    .map(|s| ServerRt {
+                        addr: s.addr,
+                        weight: s.weight.max(1),
+                        conns_n: s.conns_n.max(1) as usize,
+                        backup: s.backup,
+                        failover: g.health.as_ref().and_then(|_| {
+                            crate::health_monitor::Failover::new(&config.server_failover_http)
+                        }),
+                    })
+                    .collect(),
+                hash: matches!(g.sched, Scheduler::Hash),
+                forward_timeout: g.forward_timeout,
+                forward_retries: g.forward_retries,
+                connect_retries: g.connect_retries,
+                queue_limit: (g.queue_size as usize)
+                    .saturating_mul(g.servers.iter().map(|s| s.conns_n.max(1) as usize).sum()),
+                health: g.health.as_deref().map(&mut monitor),
+            })
         })
         .collect()
 }

@@ -17,6 +17,7 @@ mod global_log;
 mod inherit;
 pub mod once;
 mod resolver;
+mod server_tls;
 mod servers;
 mod stale;
 mod sticky;
@@ -405,6 +406,8 @@ fn server_groups(
     for g in groups {
         cfg.server_groups.push(g.resolve(top_group));
     }
+    let group_tls: Vec<_> = groups.iter().map(|g| &g.tls).collect();
+    server_tls::check(c, &top_group.tls, &group_tls);
     let health_names: HashSet<&str> = cfg
         .health_checks
         .iter()

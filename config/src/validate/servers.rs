@@ -28,6 +28,8 @@ pub struct GroupDraft {
     pub retry_nonidempotent: Option<bool>,
     pub health: Option<(String, Pos)>,
     pub sticky: Option<GroupSticky>,
+    /// `server_tls` and its options (`server_tls.rs`).
+    pub tls: super::server_tls::TlsDraft,
     /// Single-valued group settings seen so far.
     pub seen: Seen,
     /// Where each `resolve` flag is: each needs a `resolver` (checked once all is read).
@@ -65,6 +67,7 @@ impl GroupDraft {
                 .or(top.health.as_ref())
                 .map(|(n, _)| n.clone()),
             sticky: self.sticky.clone().or_else(|| top.sticky.clone()),
+            tls: self.tls.resolve(&top.tls),
         }
     }
 }
@@ -127,7 +130,7 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) -> bool {
                 g.sticky.get_or_insert_with(GroupSticky::default).learn = Some(name);
             }
         }
-        _ => return false,
+        _ => return super::server_tls::apply(c, d, &mut g.tls),
     }
     true
 }

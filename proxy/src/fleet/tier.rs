@@ -130,6 +130,7 @@ fn peer_group(addr: SocketAddr, check: &config::HealthCheck) -> GroupRt {
             check.clone(),
             false,
         ))),
+        tls: None,
     }
 }
 

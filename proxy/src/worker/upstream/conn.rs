@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use mio::Interest;
 
 use super::groups::{self, GroupState};
+use super::tls::{self, Stage, UpTls};
 use super::{reusable, ConnFacts, UpPhase, Upstream, UpstreamEnd, UpstreamId, Upstreams};
 use crate::buf::BufPool;
 use crate::metrics::{bump, Metrics};
@@ -73,12 +74,20 @@ pub(in crate::worker) fn connect(
         .filter(|t| t.is_peer_group(group))
         .map(|t| t.me.ip());
     let mut sock = open.connector.connect(addr, from)?;
+    // `server_tls`: the session is made now, its handshake driven once the connect completes.
+    let tls = match &g.tls {
+        Some(t) => Some(tls::start(t, (server, addr), &sock).map_err(|reason| {
+            crate::error!("upstream {addr} TLS: {reason}");
+            io::Error::other(reason)
+        })?),
+        None => None,
+    };
     let ui = c.upstreams.next_id();
     let interest = Interest::READABLE | Interest::WRITABLE;
     open.registry
         .register(&mut sock, upstream_token(ui), interest)?;
     c.upstreams.insert(fresh(
-        sock,
+        (sock, tls),
         (group, server, addr),
         phase,
         forward_timeout,
@@ -92,7 +101,7 @@ pub(in crate::worker) fn connect(
 }
 
 fn fresh(
-    sock: Socket,
+    (sock, tls): (Socket, Option<Box<UpTls>>),
     (group, server, addr): (usize, usize, std::net::SocketAddr),
     phase: UpPhase,
     forward_timeout: Duration,
@@ -118,6 +127,7 @@ fn fresh(
         forward_timeout,
         retire_at: None,
         health_body: None,
+        tls,
     }
 }
 
@@ -215,50 +225,85 @@ pub(in crate::worker) enum Settled {
     },
 }
 
-/// A connecting connection `ui` became ready: the connect either completed or failed. A
-/// completed probe of a group without a monitor ends at once (the server is up); a
-/// completed connection for an exchange becomes `Busy`; a failed one closes.
+/// A connecting connection `ui` became ready: the connect (and its TLS handshake, with
+/// `server_tls`) either completed or failed. A completed probe of a group without a monitor
+/// ends at once (the server is up); a completed connection for an exchange becomes `Busy`; a
+/// failed one closes.
 pub(in crate::worker) fn settle(c: &mut Conns, rt: &Runtime, ui: UpstreamId) -> Settled {
     let Some(u) = c.upstreams.get_mut(ui) else {
         return Settled::Pending;
     };
-    let (group, server, probe) = (u.group, u.server, u.phase == UpPhase::Probe);
+    let probe = u.phase == UpPhase::Probe;
     // A removed server's indices name an older configuration: its state is not this one's.
-    let this = (!u.removed).then_some((group, server));
-    match connect_result(&u.sock) {
-        None => Settled::Pending,
-        Some(Ok(())) => {
-            let monitored = rt.groups.get(group).is_some_and(|g| g.health.is_some());
-            let mut freed = Freed(None);
-            if probe && !monitored {
-                freed = end(c, ui, UpstreamEnd::UNUSED);
-            } else if !probe {
-                u.phase = UpPhase::Busy;
-                let timeout = u.forward_timeout;
-                arm_timer(c.upstreams, c.timers, ui, timeout);
-            }
-            Settled::Up {
-                // A monitored probe's server is judged by the monitor's answer instead.
-                server: this.filter(|_| !(probe && monitored)),
-                carrying: !probe,
-                monitored: probe && monitored,
-                freed,
-            }
-        }
-        Some(Err(_)) => {
-            let exchange = u.exchange;
-            let freed = if probe {
-                end_probe(c, ui).1
-            } else {
-                bump(&c.metrics.upstream_connect_errors);
-                close(c, ui)
-            };
-            Settled::Failed {
-                server: this,
-                exchange,
-                freed,
-            }
-        }
+    let this = (!u.removed).then_some((u.group, u.server));
+    let connected = match &u.tls {
+        Some(t) if t.connected() => Some(Ok(())),
+        _ => connect_result(&u.sock),
+    };
+    let up = match connected {
+        None => return Settled::Pending,
+        Some(Err(_)) => false,
+        Some(Ok(())) => match u.tls.as_deref_mut() {
+            None => true,
+            Some(t) => match tls::advance(t, &u.sock, u.addr, c.metrics) {
+                Stage::Ready => true,
+                Stage::Pending => return Settled::Pending,
+                Stage::Failed => false,
+            },
+        },
+    };
+    if up {
+        settle_up(c, rt, ui, (this, probe))
+    } else {
+        settle_failed(c, ui, (this, probe))
+    }
+}
+
+/// [`settle`]: connection `ui` is connected (and its TLS open).
+fn settle_up(
+    c: &mut Conns,
+    rt: &Runtime,
+    ui: UpstreamId,
+    (this, probe): (Option<(usize, usize)>, bool),
+) -> Settled {
+    let Some(u) = c.upstreams.get_mut(ui) else {
+        return Settled::Pending;
+    };
+    let monitored = rt.groups.get(u.group).is_some_and(|g| g.health.is_some());
+    let mut freed = Freed(None);
+    if probe && !monitored {
+        freed = end(c, ui, UpstreamEnd::UNUSED);
+    } else if !probe {
+        u.phase = UpPhase::Busy;
+        let timeout = u.forward_timeout;
+        arm_timer(c.upstreams, c.timers, ui, timeout);
+    }
+    Settled::Up {
+        // A monitored probe's server is judged by the monitor's answer instead.
+        server: this.filter(|_| !(probe && monitored)),
+        carrying: !probe,
+        monitored: probe && monitored,
+        freed,
+    }
+}
+
+/// [`settle`]: connection `ui`'s connect or handshake failed; it closes.
+fn settle_failed(
+    c: &mut Conns,
+    ui: UpstreamId,
+    (this, probe): (Option<(usize, usize)>, bool),
+) -> Settled {
+    let exchange = c.upstreams.get(ui).and_then(|u| u.exchange);
+    let freed = if probe {
+        end_probe(c, ui).1
+    } else {
+        bump(&c.metrics.upstream_connect_errors);
+        close(c, ui)
+    };
+    Settled::Failed {
+        server: this,
+        exchange,
+        freed,
     }
 }
 
@@ -317,6 +362,9 @@ pub(in crate::worker) fn close(c: &mut Conns, ui: UpstreamId) -> Freed {
     let Some(mut u) = c.upstreams.remove(ui) else {
         return Freed(None);
     };
+    if let Some(t) = u.tls.as_deref_mut().filter(|_| !u.peer_failed) {
+        tls::shutdown(t, &u.sock);
+    }
     // No epoll_ctl(DEL): closing the socket (it is never duplicated) takes it out of the
     // poll set, one syscall per connection less.
     if let Some(buf) = u.rbuf.take() {

@@ -287,6 +287,7 @@ mod tests {
             connect_retries: 0,
             queue_limit: 0,
             health: None,
+            tls: None,
         };
         (g, state)
     }

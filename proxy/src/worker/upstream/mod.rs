@@ -14,12 +14,14 @@ mod conn;
 pub mod groups;
 pub mod reuse;
 mod table;
+mod tls;
 
 pub(super) use conn::{arm_timer, close, connect, end, end_of, end_probe, settle, timer_due};
 pub(super) use conn::{Conns, Freed, Opener, Settled, TimerDue};
 
 pub use reuse::{reusable, ConnFacts, UpstreamEnd};
 pub use table::{UpstreamId, Upstreams};
+pub use tls::{Alpn, UpTls};
 
 use super::client::ClientId;
 use crate::buf::{Buf, BufPool};
@@ -82,12 +84,19 @@ pub struct Upstream {
     pub retire_at: Option<Instant>,
     /// A health answer's body read so far (`Checking`, once its head was judged).
     pub health_body: Option<Box<super::health::HealthBody>>,
+    /// `server_tls`: the connection's TLS (None: cleartext).
+    pub tls: Option<Box<UpTls>>,
 }
 
 impl Upstream {
     /// How the server's side of this connection ended, if it did.
     pub fn peer_end(&self) -> super::lifecycle::PeerEnd {
         super::lifecycle::PeerEnd::of(self.peer_closed, self.peer_failed)
+    }
+
+    /// The server's ALPN answer on a TLS connection (None: cleartext).
+    pub fn alpn(&self) -> Option<Alpn> {
+        self.tls.as_ref().map(|t| t.alpn)
     }
 }
 
@@ -122,8 +131,13 @@ pub(super) fn flush(u: &mut Upstream) -> Flushed {
     {
         return Flushed::Nothing;
     }
-    let mut plain = crate::transport::Transport::Plain(Default::default());
-    match plain.write(&mut u.sock, &mut u.out) {
+    let status = match u.tls.as_deref_mut() {
+        None => {
+            crate::transport::Transport::Plain(Default::default()).write(&mut u.sock, &mut u.out)
+        }
+        Some(t) => tls::write(t, &mut u.sock, &mut u.out),
+    };
+    match status {
         IoStatus::Done(n) if n > 0 => {
             u.last_progress = Instant::now();
             Flushed::Wrote
@@ -165,6 +179,9 @@ pub(super) fn read(u: &mut Upstream, bufs: &mut BufPool) -> bool {
     if u.peer_closed || u.phase == UpPhase::Connecting {
         return false;
     }
+    if u.tls.is_some() {
+        return read_tls(u, bufs);
+    }
     let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
     let mut got = false;
     while !rbuf.is_full() {
@@ -179,6 +196,37 @@ pub(super) fn read(u: &mut Upstream, bufs: &mut BufPool) -> bool {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => {
                 // ECONNRESET is not the end of a close-delimited body (RFC 9112 §8).
+                u.peer_closed = true;
+                u.peer_failed = true;
+                got = true;
+                break;
+            }
+        }
+    }
+    bufs.release_if_empty(&mut u.rbuf);
+    if got {
+        u.last_progress = Instant::now();
+    }
+    got
+}
+
+/// [`read`] on a TLS connection: its decrypted bytes, while there is room.
+fn read_tls(u: &mut Upstream, bufs: &mut BufPool) -> bool {
+    let Some(t) = u.tls.as_deref_mut() else {
+        return false;
+    };
+    let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
+    let mut got = false;
+    while !rbuf.is_full() {
+        match tls::read(t, (&mut u.sock, u.addr), rbuf) {
+            tls::Read::Bytes => got = true,
+            tls::Read::Wait => break,
+            tls::Read::Closed => {
+                u.peer_closed = true;
+                got = true;
+                break;
+            }
+            tls::Read::Failed => {
                 u.peer_closed = true;
                 u.peer_failed = true;
                 got = true;
