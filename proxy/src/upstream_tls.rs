@@ -40,6 +40,9 @@ const SYSTEM_CA_FILES: &[&str] = &[
 pub struct UpstreamTls {
     ctx: SslContext,
     sni: Option<String>,
+    /// The DNS name each server was given by, by server index (`server NAME`): the name
+    /// sent and checked when `server_tls_sni` does not set one.
+    names: Vec<Option<String>>,
     verify: bool,
     /// The last session each server gave, by server index in the group.
     sessions: Arc<[Mutex<Option<ClientSession>>]>,
@@ -99,6 +102,11 @@ impl UpstreamTls {
         Ok(UpstreamTls {
             ctx: b.build(),
             sni: tls.sni.clone(),
+            names: group
+                .servers
+                .iter()
+                .map(|s| s.name.as_ref().map(|n| n.host.clone()))
+                .collect(),
             verify: tls.verify,
             sessions,
         })
@@ -117,13 +125,18 @@ impl UpstreamTls {
         if let Some(index) = server_index() {
             ssl.set_ex_data(index, server);
         }
-        if let Some(name) = &self.sni {
+        // A server given by name is that name's, as a browser's connection to it would be.
+        let sni = self
+            .sni
+            .as_deref()
+            .or_else(|| self.names.get(server)?.as_deref());
+        if let Some(name) = sni {
             ssl.set_hostname(name).map_err(|e| first_reason(&e))?;
         }
         if self.verify {
             let param = ssl.param_mut();
             param.set_hostflags(X509CheckFlags::NO_PARTIAL_WILDCARDS);
-            match &self.sni {
+            match sni {
                 Some(name) => param.set_host(name),
                 None => param.set_ip(addr.ip()),
             }

@@ -132,6 +132,36 @@ fn the_name_checked_is_the_sni_and_a_wrong_one_is_refused() {
     assert_eq!(got.header("x-sni"), Some("origin.test"));
 }
 
+/// A server given by name (`server localhost:PORT`, looked up by the system) is sent and
+/// checked as that name when `server_tls_sni` sets none: its certificate need not carry the
+/// address.
+#[test]
+fn a_server_given_by_name_is_checked_as_that_name() {
+    let dir = TempDir::new("up-tls-name-pki");
+    let pki = Pki::new(dir.path());
+    let by_name = make_leaf(dir.path(), ("by-name", "ca"), "DNS:localhost", "serverAuth");
+    let setup = Setup::new("up-tls-name");
+    let origin = echo();
+    let nginx = Nginx::start(dir.path(), &by_name, "", origin.addr());
+    let ca = pki.ca.display().to_string();
+    let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = setup
+        .config(
+            nginx.addr,
+            &format!("server_tls on; server_tls_ca {ca};"),
+            &format!("worker_threads 1;\nstats_listen {stats};"),
+        )
+        .replace(
+            &format!("server {};", nginx.addr),
+            &format!("server localhost:{};", nginx.addr.port()),
+        );
+    let http = setup.http;
+    let proxy = setup.start(&conf);
+    let got = exchange(http, "GET", "");
+    assert_eq!(got.status, 200, "{}", proxy.proc.logs());
+    assert_eq!(got.header("x-sni"), Some("localhost"));
+}
+
 #[test]
 fn verify_off_accepts_an_untrusted_certificate() {
     let dir = TempDir::new("up-tls-noverify-pki");
