@@ -37,6 +37,7 @@ pub const EXTENSIONS: &[&str] = &[
     "cluster",
     "acme",
     "tf_blocklist",
+    "h3_alt_svc",
 ];
 
 /// Directives allowed at top level only (besides the vhost-level ones,
@@ -87,6 +88,7 @@ pub const TOP_LEVEL: &[&str] = &[
     "h2_stall_timeout",
     "http_allow_empty_body_content_type",
     "tls_match_any_server_name",
+    "h3_alt_svc",
     "grace_shutdown_time",
     "client_ws_timeout",
 ];
