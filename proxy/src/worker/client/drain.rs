@@ -25,6 +25,9 @@ impl Clients {
                 h2.conn.go_away();
                 h2.flush_into(out);
                 dirty.push_back(client_token(ci));
+            } else if let Codec::H3(h3) = &mut c.codec {
+                h3.h3.send_goaway();
+                dirty.push_back(client_token(ci));
             }
         }
     }
