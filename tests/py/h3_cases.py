@@ -133,6 +133,12 @@ async def case(client, name):
         print(f"no_path: status {a.status}, reset {a.reset}", flush=True)
         b = await client.request("GET", "/small")
         check(b.status == 200, "the connection serves on after the refused stream", b)
+    elif name == "hold":
+        # An idle connection the server closes (the test stops the proxy meanwhile).
+        a = await client.request("GET", "/small")
+        check(a.status == 200, "GET before the stop", a)
+        print("ok hold_request", flush=True)
+        await asyncio.wait_for(client.wait_closed(), 15)
     else:
         raise AssertionError(f"unknown case {name}")
 

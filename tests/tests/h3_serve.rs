@@ -6,11 +6,11 @@
 
 use std::net::SocketAddr;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
-use e2e::{free_port, wait_for_port};
+use e2e::{free_port, wait_for_port, Proc};
 
 fn origin() -> Origin {
     Origin::start(|r| {
@@ -32,9 +32,11 @@ fn origin() -> Origin {
 fn start(origin: &Origin, tag: &str, protos: &str, extra: &str) -> (Proxy, SocketAddr) {
     let setup = Setup::new(tag);
     let both = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let log = setup.dir.join("access.log");
     let conf = format!(
         "listen {http};\n\
          listen {both} proto=\"{protos}\";\n\
+         access_log_file {log};\n\
          srv_group default {{ server {origin}; }}\n\
          tls_match_any_server_name;\n\
          cache 1;\ncache_fulfill eq /cached;\n\
@@ -43,6 +45,7 @@ fn start(origin: &Origin, tag: &str, protos: &str, extra: &str) -> (Proxy, Socke
          vhost site {{ tls_certificate {cert}; tls_certificate_key {key}; proxy_pass default; }}\n\
          http_chain {{ -> site; }}\n",
         http = setup.http,
+        log = log.display(),
         origin = origin.addr(),
         cert = setup.cert.display(),
         key = setup.key.display(),
@@ -55,8 +58,10 @@ fn start(origin: &Origin, tag: &str, protos: &str, extra: &str) -> (Proxy, Socke
     (proxy, both)
 }
 
-/// Runs `cases` of tests/py/h3_cases.py against UDP `port`; fails loudly without aioquic.
-fn h3_cases(port: u16, cases: &[&str], proxy: &Proxy) -> String {
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/py/h3_cases.py");
+
+/// Fails loudly, with the install hint, without aioquic.
+fn need_aioquic() {
     let probe = Command::new("python3")
         .args(["-c", "import aioquic"])
         .status();
@@ -64,7 +69,12 @@ fn h3_cases(port: u16, cases: &[&str], proxy: &Proxy) -> String {
         probe.is_ok_and(|s| s.success()),
         "aioquic is missing: python3 -m pip install aioquic (tests/run.sh does)"
     );
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/h3_cases.py");
+}
+
+/// Runs `cases` of tests/py/h3_cases.py against UDP `port`.
+fn h3_cases(port: u16, cases: &[&str], proxy: &Proxy) -> String {
+    need_aioquic();
+    let script = SCRIPT;
     let out = Command::new("timeout")
         .args(["90", "python3", script, &port.to_string()])
         .args(cases)
@@ -114,6 +124,13 @@ fn h3_requests_are_served_through_the_exchange_pipeline() {
     h3_cases(both.port(), &cases, &proxy);
     // The cache answered the second /cached: the origin saw it once.
     assert_eq!(origin.hits("/cached"), 1, "{}", proxy.proc.logs());
+    // Each request has its access log line, named HTTP/3.
+    let log = std::fs::read_to_string(proxy.dir.join("access.log")).unwrap_or_default();
+    assert!(
+        log.contains("\"POST /echo HTTP/3.0\" 200 50000")
+            && log.contains("\"GET /pattern/100000 HTTP/3.0\" 200 100000"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -147,4 +164,35 @@ fn alt_svc_advertises_the_h3_listener_only_when_there_is_one() {
         "{head}"
     );
     drop(proxy);
+}
+
+/// A graceful stop: the idle HTTP/3 connection gets GOAWAY, then CONNECTION_CLOSE once the
+/// last call is over, and does not hold the stop (which waits at most 10 s for work in
+/// flight).
+#[test]
+fn a_graceful_stop_closes_an_idle_h3_connection() {
+    need_aioquic();
+    let origin = origin();
+    let (mut proxy, both) = start(&origin, "h3-stop", "h2,h3", "");
+    let mut cmd = Command::new("timeout");
+    cmd.args(["30", "python3", SCRIPT, &both.port().to_string(), "hold"]);
+    let mut client = Proc::spawn("h3-client", cmd, proxy.dir.path());
+    assert!(
+        client.wait_for_output("ok hold_request", Duration::from_secs(10)),
+        "{}\n{}",
+        client.logs(),
+        proxy.proc.logs()
+    );
+    let stop = Instant::now();
+    proxy.proc.signal(15);
+    let exited = proxy.proc.wait_exit(Duration::from_secs(12));
+    let took = stop.elapsed();
+    assert!(exited.is_some(), "{}", proxy.proc.logs());
+    eprintln!("stopped in {took:?}");
+    assert!(took < Duration::from_secs(3), "stopped in {took:?}");
+    assert!(
+        client.wait_for_output("ok hold\n", Duration::from_secs(10)),
+        "the client saw the connection closed: {}",
+        client.logs()
+    );
 }

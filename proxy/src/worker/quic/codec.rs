@@ -86,7 +86,7 @@ impl H3Codec {
         limits: &http1::Limits,
     ) -> Result<Request, crate::worker::h2::Unservable> {
         let (head, bytes) = crate::worker::h2::neutral_head(req, end_stream, limits)?;
-        Ok(Request::from_h2(head, bytes, Scheme::Https))
+        Ok(Request::from_h3(head, bytes, Scheme::Https))
     }
 
     pub fn exchange_of(&self, stream: u32) -> Option<ExchangeId> {
