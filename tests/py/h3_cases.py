@@ -133,6 +133,33 @@ async def case(client, name):
         print(f"no_path: status {a.status}, reset {a.reset}", flush=True)
         b = await client.request("GET", "/small")
         check(b.status == 200, "the connection serves on after the refused stream", b)
+    elif name == "bad_method":
+        a = await client.request("GE T", "/small")
+        check(a.status == 400, "a method with a space: the proxy's 400 on the stream", a)
+        b = await client.request("GET", "/small")
+        check(b.status == 200, "the connection serves on after the 400", b)
+    elif name == "cancel":
+        # STOP_SENDING while the origin has not answered yet, then in the middle of a 3 MB
+        # answer: the proxy resets the stream and drops the exchange; the connection serves on.
+        for path, wait_data in ((b"/slow", False), (b"/pattern/3000000", True)):
+            sid = client._quic.get_next_available_stream_id()
+            answer, done = Answer(), asyncio.get_event_loop().create_future()
+            client.waiting[sid] = (answer, done)
+            client.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                         (b":authority", b"site.test"), (b":path", path)],
+                                   end_stream=True)
+            client.transmit()
+            for _ in range(1000):
+                if (len(answer.body) > 0) == wait_data and not done.done():
+                    break
+                await asyncio.sleep(0.001)
+            check(not done.done(), "the answer is still coming when the client stops it", answer)
+            client._quic.stop_stream(sid, 0x10C)
+            client.transmit()
+            a = await asyncio.wait_for(done, TIMEOUT)
+            check(a.reset is not None and len(a.body) < 3000000, "the stream was reset", a)
+            b = await client.request("GET", "/small")
+            check(b.status == 200, "the connection serves on after the cancel", b)
     elif name == "hold":
         # An idle connection the server closes (the test stops the proxy meanwhile).
         a = await client.request("GET", "/small")

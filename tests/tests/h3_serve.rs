@@ -1,8 +1,9 @@
 //! HTTP/3 to clients through the real proxy (issue 33), with aioquic as the client
-//! (tests/py/h3_cases.py): GETs of a small and a 100 KB body from the test origin, POSTs
-//! with and without a length, a cache hit, two concurrent streams, a request without
-//! `:path` refused on its stream; and `Alt-Svc` on the TCP listener's responses exactly when
-//! an h3 listener exists.
+//! (tests/py/h3_cases.py): GETs of 2 B, 100 KB and 3 MB from the test origin, POSTs with
+//! and without a length, a cache hit, two concurrent streams, a request without `:path`
+//! reset on its stream, a malformed method answered 400, streams the client stops before and
+//! during the answer, the access log; a graceful stop with an idle connection; and `Alt-Svc`
+//! on the TCP listener's responses exactly when an h3 listener exists.
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -120,10 +121,14 @@ fn h3_requests_are_served_through_the_exchange_pipeline() {
         "cache_hit",
         "concurrent",
         "no_path",
+        "bad_method",
+        "cancel",
     ];
     h3_cases(both.port(), &cases, &proxy);
     // The cache answered the second /cached: the origin saw it once.
     assert_eq!(origin.hits("/cached"), 1, "{}", proxy.proc.logs());
+    let logs = proxy.proc.logs();
+    assert!(!logs.contains("panic"), "{logs}");
     // Each request has its access log line, named HTTP/3.
     let log = std::fs::read_to_string(proxy.dir.join("access.log")).unwrap_or_default();
     assert!(
