@@ -5,6 +5,7 @@ Usage: h3_cases.py PORT CASE...   prints "ok CASE" for each case that passed; ex
 first failure with what was seen. Every request is bounded by a timeout.
 """
 import asyncio
+import os
 import ssl
 import sys
 
@@ -20,6 +21,10 @@ except ImportError:
     sys.exit(2)
 
 TIMEOUT = 10
+# The server name of the handshake, and the authority of the requests (H3_SNI, default
+# site.test); H3_CROSS: another vhost's name, for a request whose authority differs.
+SNI = os.environ.get("H3_SNI", "site.test")
+CROSS = os.environ.get("H3_CROSS", "")
 
 
 def pattern(n):
@@ -69,10 +74,10 @@ class Client(QuicConnectionProtocol):
         headers = [
             (b":method", method.encode()),
             (b":scheme", b"https"),
-            (b":authority", b"site.test"),
+            (b":authority", SNI.encode()),
             (b":path", path.encode()),
-        ] + list(extra)
-        headers = [h for h in headers if h[0] not in drop]
+        ]
+        headers = [h for h in headers if h[0] not in drop] + list(extra)
         done = asyncio.get_event_loop().create_future()
         self.waiting[sid] = (Answer(), done)
         self.h3.send_headers(sid, headers, end_stream=not body)
@@ -160,6 +165,14 @@ async def case(client, name):
             check(a.reset is not None and len(a.body) < 3000000, "the stream was reset", a)
             b = await client.request("GET", "/small")
             check(b.status == 200, "the connection serves on after the cancel", b)
+    elif name == "sni_control":
+        a = await client.request("GET", "/x")
+        check(a.status == 200 and bytes(a.body) == b"A/x", "the vhost SNI chose serves", a)
+    elif name == "sni_cross":
+        a = await client.request("GET", "/cross", drop=(b":authority",),
+                                 extra=[(b":authority", CROSS.encode())])
+        check(a.reset is not None or a.status in (400, 403, 421),
+              "a request for another vhost than SNI chose is refused", a)
     elif name == "hold":
         # An idle connection the server closes (the test stops the proxy meanwhile).
         a = await client.request("GET", "/small")
@@ -171,7 +184,7 @@ async def case(client, name):
 
 
 async def main(port, cases):
-    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="site.test")
+    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=SNI)
     config.verify_mode = ssl.CERT_NONE
     async with connect("127.0.0.1", port, configuration=config, create_protocol=Client) as client:
         for name in cases:

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
 use e2e::{free_port, wait_for_port, Proc};
+use e2e::{gen_cert, KeyKind};
 
 fn origin() -> Origin {
     Origin::start(|r| {
@@ -200,4 +201,49 @@ fn a_graceful_stop_closes_an_idle_h3_connection() {
         "the client saw the connection closed: {}",
         client.logs()
     );
+}
+
+/// Strict host checking over HTTP/3 as over TLS on TCP (tests/security_rules.rs item 9):
+/// the vhost the QUIC handshake's server name chose must be the one the request's
+/// authority routes to; a request for the other vhost is refused and reaches neither origin.
+#[test]
+fn h3_host_must_select_the_vhost_sni_chose() {
+    need_aioquic();
+    let a = Origin::start(|r| Response::ok(format!("A{}", r.path())));
+    let b = Origin::start(|r| Response::ok(format!("B{}", r.path())));
+    let setup = Setup::new("h3-sni");
+    let (a_crt, a_key) = gen_cert(setup.dir.path(), "a", KeyKind::EcdsaP256, &["a.test"]);
+    let (b_crt, b_key) = gen_cert(setup.dir.path(), "b", KeyKind::EcdsaP256, &["b.test"]);
+    let udp = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = format!(
+        "listen {http};\nlisten {udp} proto=h3;\n\
+         srv_group ga {{ server {a}; }}\nsrv_group gb {{ server {b}; }}\n\
+         block_action attack reply;\nblock_action error reply;\n\
+         vhost a.test {{ tls_certificate {ac}; tls_certificate_key {ak}; proxy_pass ga; }}\n\
+         vhost b.test {{ tls_certificate {bc}; tls_certificate_key {bk}; proxy_pass gb; }}\n\
+         http_chain {{ host == \"a.test\" -> a.test; host == \"b.test\" -> b.test; }}\n",
+        http = setup.http,
+        a = a.addr(),
+        b = b.addr(),
+        ac = a_crt.display(),
+        ak = a_key.display(),
+        bc = b_crt.display(),
+        bk = b_key.display(),
+    );
+    let proxy = setup.start(&conf);
+    let script = SCRIPT;
+    let out = Command::new("timeout")
+        .args(["60", "python3", script, &udp.port().to_string()])
+        .args(["sni_control", "sni_cross"])
+        .env("H3_SNI", "a.test")
+        .env("H3_CROSS", "b.test")
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && stdout.contains("ok sni_cross\n"),
+        "{stdout}\n{}",
+        proxy.proc.logs()
+    );
+    assert_eq!((a.total_requests(), b.total_requests()), (1, 0));
 }

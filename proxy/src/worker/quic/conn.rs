@@ -88,12 +88,16 @@ pub fn timeout(clients: &mut Clients, ci: ClientId, now: Instant) {
 /// (through the `h3` crate), and returns the requests, body data and ends for the loop.
 pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> {
     let mut work = Vec::new();
+    let mut sni = None;
     let Some(h3) = codec(clients, ci) else {
         return work;
     };
     endpoint_events(quic, h3, &mut work);
     while let Some(event) = h3.quic.poll() {
         match event {
+            // The name the client asked for: strict host checking compares the vhost it
+            // chose with the one each request's authority routes to, as on TCP.
+            Event::Connected => sni = server_name(h3),
             Event::Stream(StreamEvent::Opened { dir }) => {
                 while let Some(id) = h3.quic.streams().accept(dir) {
                     read_stream(h3, id);
@@ -126,7 +130,19 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
     if h3.quic.is_drained() {
         work.push(Work::Gone);
     }
+    if let (Some(name), Some(cl)) = (sni, clients.get_mut(ci)) {
+        cl.sni = Some(crate::server_name::ServerName::new(&name));
+    }
     work
+}
+
+/// The server name of the connection's handshake (SNI), if the client sent one.
+fn server_name(h3: &H3Codec) -> Option<String> {
+    let data = h3.quic.crypto_session().handshake_data()?;
+    let data = data
+        .downcast::<quinn_proto::crypto::rustls::HandshakeData>()
+        .ok()?;
+    data.server_name
 }
 
 /// The endpoint's share of the connection's events (connection IDs, the end).
