@@ -186,6 +186,16 @@ async def case(client, name):
 async def main(port, cases):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=SNI)
     config.verify_mode = ssl.CERT_NONE
+    if cases == ["refused"]:
+        # A server name no vhost has, without tls_match_any_server_name: no handshake.
+        try:
+            async with connect("127.0.0.1", port, configuration=config,
+                               create_protocol=Client, wait_connected=True) as client:
+                await client.request("GET", "/")
+        except (ConnectionError, asyncio.TimeoutError) as e:
+            print(f"ok refused ({type(e).__name__}: {e})", flush=True)
+            return
+        raise AssertionError("the handshake for an unknown name succeeded")
     async with connect("127.0.0.1", port, configuration=config, create_protocol=Client) as client:
         for name in cases:
             await case(client, name)

@@ -246,4 +246,17 @@ fn h3_host_must_select_the_vhost_sni_chose() {
         proxy.proc.logs()
     );
     assert_eq!((a.total_requests(), b.total_requests()), (1, 0));
+    // A name no vhost has (no tls_match_any_server_name): the handshake is refused.
+    let out = Command::new("timeout")
+        .args(["60", "python3", script, &udp.port().to_string(), "refused"])
+        .env("H3_SNI", "c.test")
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        stdout.contains("ok refused"),
+        "{stdout}\n{}",
+        proxy.proc.logs()
+    );
+    eprintln!("{stdout}");
 }
