@@ -173,6 +173,24 @@ async def case(client, name):
                                  extra=[(b":authority", CROSS.encode())])
         check(a.reset is not None or a.status in (400, 403, 421),
               "a request for another vhost than SNI chose is refused", a)
+    elif name == "post_blocked":
+        a = await client.request("POST", "/echo", b"x", [(b"content-length", b"1")])
+        check(a.status == 403, "a method frang does not allow: 403 (block_action attack reply)", a)
+    elif name == "abandon":
+        # Another connection starts a 3 MB answer and closes in its middle; this one serves on.
+        config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=SNI)
+        config.verify_mode = ssl.CERT_NONE
+        async with connect("127.0.0.1", PORT, configuration=config, create_protocol=Client) as other:
+            fut = asyncio.ensure_future(other.request("GET", "/pattern/3000000"))
+            for _ in range(1000):
+                entry = next(iter(other.waiting.values()), None)
+                if entry is not None and len(entry[0].body) > 0:
+                    break
+                await asyncio.sleep(0.001)
+            other.close()
+            fut.cancel()
+        b = await client.request("GET", "/pattern/100000")
+        check(b.status == 200 and bytes(b.body) == pattern(100000), "served on after", b)
     elif name == "hold":
         # An idle connection the server closes (the test stops the proxy meanwhile).
         a = await client.request("GET", "/small")
@@ -202,7 +220,10 @@ async def main(port, cases):
             print(f"ok {name}", flush=True)
 
 
+PORT = 0
+
 if __name__ == "__main__":
+    PORT = int(sys.argv[1])
     try:
         asyncio.run(asyncio.wait_for(main(int(sys.argv[1]), sys.argv[2:]), 60))
     except Exception as e:  # every failure says what was expected

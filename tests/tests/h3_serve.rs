@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
-use e2e::{free_port, wait_for_port, Proc};
+use e2e::{free_port, metric_sum, wait_for_port, Proc};
 use e2e::{gen_cert, KeyKind};
 
 fn origin() -> Origin {
@@ -124,6 +124,7 @@ fn h3_requests_are_served_through_the_exchange_pipeline() {
         "no_path",
         "bad_method",
         "cancel",
+        "abandon",
     ];
     h3_cases(both.port(), &cases, &proxy);
     // The cache answered the second /cached: the origin saw it once.
@@ -259,4 +260,37 @@ fn h3_host_must_select_the_vhost_sni_chose() {
         proxy.proc.logs()
     );
     eprintln!("{stdout}");
+}
+
+/// frang judges HTTP/3 requests (a method it does not allow: 403 with `block_action attack
+/// reply`), and they count in the metrics as requests and connections.
+#[test]
+fn h3_requests_meet_frang_and_count_in_the_metrics() {
+    let origin = origin();
+    let stats = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let extra = format!(
+        "stats_listen {stats};\nblock_action attack reply;\n\
+         frang_limits {{ http_methods get head; }}\n"
+    );
+    let setup = Setup::new("h3-frang");
+    let udp = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = format!(
+        "listen {http};\nlisten {udp} proto=h3;\n\
+         srv_group default {{ server {origin}; }}\n\
+         tls_match_any_server_name;\n{extra}\
+         vhost site {{ tls_certificate {cert}; tls_certificate_key {key}; proxy_pass default; }}\n\
+         http_chain {{ -> site; }}\n",
+        http = setup.http,
+        origin = origin.addr(),
+        cert = setup.cert.display(),
+        key = setup.key.display(),
+    );
+    let proxy = setup.start(&conf);
+    assert!(wait_for_port(stats, Duration::from_secs(10)));
+    let before = metric_sum(stats, "ktls_proxy_requests_total");
+    h3_cases(udp.port(), &["get_small", "post_blocked"], &proxy);
+    assert_eq!(origin.hits("/echo"), 0);
+    assert_eq!(metric_sum(stats, "ktls_proxy_requests_total") - before, 2);
+    assert!(metric_sum(stats, "ktls_proxy_connections_accepted_total") >= 1);
+    assert!(metric_sum(stats, "ktls_proxy_blocks_total") >= 1);
 }
