@@ -37,6 +37,7 @@ class Answer:
         self.headers = {}
         self.body = bytearray()
         self.reset = None
+        self.trailers = {}
 
 
 class Client(QuicConnectionProtocol):
@@ -56,7 +57,9 @@ class Client(QuicConnectionProtocol):
             if entry is None:
                 continue
             answer, done = entry
-            if isinstance(ev, HeadersReceived):
+            if isinstance(ev, HeadersReceived) and answer.status is not None and answer.status >= 200:
+                answer.trailers.update((n.decode(), v.decode()) for n, v in ev.headers)
+            elif isinstance(ev, HeadersReceived):
                 for name, value in ev.headers:
                     if name == b":status":
                         if answer.status is None or answer.status < 200:
@@ -191,6 +194,11 @@ async def case(client, name):
             fut.cancel()
         b = await client.request("GET", "/pattern/100000")
         check(b.status == 200 and bytes(b.body) == pattern(100000), "served on after", b)
+    elif name == "trailers":
+        a = await client.request("GET", "/trailers")
+        check(a.status == 200 and bytes(a.body) == b"hello world", "chunked body", a)
+        check(a.trailers == {"x-checksum": "abc123", "grpc-status": "0"},
+              f"the end-to-end trailer fields only: {a.trailers}", a)
     elif name == "hold":
         # An idle connection the server closes (the test stops the proxy meanwhile).
         a = await client.request("GET", "/small")

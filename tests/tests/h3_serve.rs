@@ -294,3 +294,38 @@ fn h3_requests_meet_frang_and_count_in_the_metrics() {
     assert!(metric_sum(stats, "ktls_proxy_connections_accepted_total") >= 1);
     assert!(metric_sum(stats, "ktls_proxy_blocks_total") >= 1);
 }
+
+/// A chunked origin response's trailer section goes to the HTTP/3 client as trailing
+/// HEADERS after the body: its end-to-end fields only (RFC 9110 §6.5: no framing,
+/// connection-specific, response control or cookie fields).
+#[test]
+fn h3_response_trailers_follow_the_body() {
+    let origin = e2e::evil_origin::EvilOrigin::start(|conn| {
+        conn.serve(|conn, seen| {
+            if seen.target != "/trailers" {
+                return false;
+            }
+            conn.write(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n\
+                  b\r\nhello world\r\n0\r\nX-Checksum: abc123\r\nGrpc-Status: 0\r\n\
+                  Content-Type: text/evil\r\nSet-Cookie: s=1\r\nConnection: close\r\n\
+                  Content-Length: 99\r\n\r\n",
+            )
+        })
+    });
+    let setup = Setup::new("h3-trailers");
+    let udp = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let conf = format!(
+        "listen {http};\nlisten {udp} proto=h3;\n\
+         srv_group default {{ server {origin}; }}\n\
+         tls_match_any_server_name;\n\
+         vhost site {{ tls_certificate {cert}; tls_certificate_key {key}; proxy_pass default; }}\n\
+         http_chain {{ -> site; }}\n",
+        http = setup.http,
+        origin = origin.addr(),
+        cert = setup.cert.display(),
+        key = setup.key.display(),
+    );
+    let proxy = setup.start(&conf);
+    h3_cases(udp.port(), &["trailers"], &proxy);
+}
