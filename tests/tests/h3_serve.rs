@@ -20,6 +20,9 @@ fn origin() -> Origin {
         if let Some(n) = path.strip_prefix("/pattern/") {
             return Response::pattern(n.parse().unwrap_or(0));
         }
+        if let Some(n) = path.strip_prefix("/text/") {
+            return Response::ok("a".repeat(n.parse().unwrap_or(0)));
+        }
         match path.as_str() {
             "/echo" => Response::ok(r.body.clone()),
             "/slow" => Response::ok("slow").delay(Duration::from_millis(1500)),
@@ -328,4 +331,75 @@ fn h3_response_trailers_follow_the_body() {
     );
     let proxy = setup.start(&conf);
     h3_cases(udp.port(), &["trailers"], &proxy);
+}
+
+/// Chromium as the HTTP/3 client (`--origin-to-force-quic-on`, the test certificate's key
+/// pinned): a page of 2 bytes and one of 100 KB, each logged as an HTTP/3 request of
+/// HeadlessChrome. Ignored by default: it needs `chromium-headless-shell` (Debian's package),
+/// which CI does not install; run it with
+/// `cargo test --release -p e2e --test h3_serve -- --ignored chromium`.
+#[test]
+#[ignore = "needs chromium-headless-shell (apt-get install chromium-headless-shell)"]
+fn chromium_fetches_over_h3() {
+    let found = Command::new("chromium-headless-shell")
+        .arg("--version")
+        .output();
+    assert!(
+        found.is_ok_and(|o| o.status.success()),
+        "chromium-headless-shell is missing: apt-get install chromium-headless-shell"
+    );
+    let origin = origin();
+    let (proxy, both) = start(&origin, "h3-chromium", "h2,h3", "");
+    // Setup's certificate, for site.test.
+    let cert = proxy.dir.join("site.crt");
+    let spki = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl x509 -in {} -pubkey -noout | openssl pkey -pubin -outform der \
+             | openssl dgst -sha256 -binary | base64",
+            cert.display()
+        ))
+        .output()
+        .expect("openssl");
+    let spki = String::from_utf8_lossy(&spki.stdout).trim().to_string();
+    let origin_arg = format!("--origin-to-force-quic-on=site.test:{}", both.port());
+    let profile = proxy.dir.join("chrome-profile");
+    for (path, want) in [
+        ("/small", "ok".to_string()),
+        ("/text/100000", "a".repeat(100_000)),
+    ] {
+        let url = format!("https://site.test:{}{path}", both.port());
+        let out = Command::new("timeout")
+            .args([
+                "60",
+                "chromium-headless-shell",
+                "--no-sandbox",
+                "--disable-gpu",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(&origin_arg)
+            .arg("--host-resolver-rules=MAP site.test 127.0.0.1")
+            .arg(format!("--ignore-certificate-errors-spki-list={spki}"))
+            .args(["--dump-dom", &url])
+            .output()
+            .expect("chromium");
+        let dom = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            dom.contains(&format!(">{want}</pre>")),
+            "{path}: {}\n{}",
+            &dom[..dom.len().min(300)],
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let log = std::fs::read_to_string(proxy.dir.join("access.log")).unwrap_or_default();
+    for line in [
+        "\"GET /small HTTP/3.0\" 200 2",
+        "\"GET /text/100000 HTTP/3.0\" 200 100000",
+    ] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains(line) && l.contains("HeadlessChrome")),
+            "{line}: {log}"
+        );
+    }
 }
