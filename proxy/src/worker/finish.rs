@@ -439,7 +439,7 @@ impl Worker {
         }
         if let Codec::H3(h3) = &mut c.codec {
             h3.h3.send_goaway();
-            return;
+            return self.dirty.push_back(client_token(ci));
         }
         c.end.close_after_flush();
         if action.reply {
