@@ -102,6 +102,7 @@ async def case(client, name):
     if name == "get_small":
         a = await client.request("GET", "/small")
         check(a.status == 200 and bytes(a.body) == b"ok", "GET /small: 200 ok", a)
+        check("alt-svc" not in a.headers, "no Alt-Svc over HTTP/3 itself", a)
     elif name == "get_large":
         a = await client.request("GET", "/pattern/100000")
         check(a.status == 200 and bytes(a.body) == pattern(100000), "100 KB body byte-exact", a)

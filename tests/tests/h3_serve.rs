@@ -27,6 +27,7 @@ fn origin() -> Origin {
             "/echo" => Response::ok(r.body.clone()),
             "/slow" => Response::ok("slow").delay(Duration::from_millis(1500)),
             "/cached" => Response::ok("cached body").header("Cache-Control", "max-age=600"),
+            "/origin-alt" => Response::ok("alt").header("Alt-Svc", "h2=\":9999\""),
             _ => Response::ok("ok"),
         }
     })
@@ -150,6 +151,9 @@ fn alt_svc_advertises_the_h3_listener_only_when_there_is_one() {
     let head = tcp_head(both, "/");
     let expected = format!("alt-svc: h3=\":{}\"; ma=86400", both.port());
     assert!(head.contains(&expected), "{head}\n{}", proxy.proc.logs());
+    // The origin's own Alt-Svc names its services, not the proxy's: replaced.
+    let head = tcp_head(both, "/origin-alt");
+    assert!(head.contains(&expected) && !head.contains("9999"), "{head}");
     // A stored response keeps it: the second /cached is a hit (Age), with the field.
     tcp_head(both, "/cached");
     let head = tcp_head(both, "/cached");
