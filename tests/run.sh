@@ -23,6 +23,8 @@ python3 -c 'import h2.connection' 2>/dev/null || python3 -m pip install --quiet 
 # The h3 crate's QPACK is checked both ways against pylsqpack (aioquic's QPACK): required in CI.
 python3 -c 'import pylsqpack' 2>/dev/null || python3 -m pip install --quiet pylsqpack
 export KTLS_PROXY_REQUIRE_PYLSQPACK=1
+# HTTP/3 through the proxy (tests/tests/h3_serve.rs) uses aioquic as the client: required.
+python3 -c 'import aioquic' 2>/dev/null || python3 -m pip install --quiet aioquic
 # httpwg-cli's RFC 9113 cases (107, under a second) run against the h2 crate's example server
 # and through the proxy (tests/tests/h2_proxy.rs). Installed when missing, unoptimized and
 # without debug info: the cheapest build of it (about 80-95 CPU-seconds against 136 for the

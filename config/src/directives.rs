@@ -43,6 +43,7 @@ pub const EXTENSIONS: &[&str] = &[
     "server_tls_verify",
     "server_tls_sni",
     "server_tls_cert",
+    "h3_alt_svc",
 ];
 
 /// Directives allowed at top level only (besides the vhost-level ones,
@@ -98,6 +99,7 @@ pub const TOP_LEVEL: &[&str] = &[
     "h2_stall_timeout",
     "http_allow_empty_body_content_type",
     "tls_match_any_server_name",
+    "h3_alt_svc",
     "grace_shutdown_time",
     "client_ws_timeout",
     "resolver",

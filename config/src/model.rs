@@ -114,6 +114,9 @@ pub struct Config {
     pub tf_blocklist: Option<std::path::PathBuf>,
     /// Extension `resolver ...;`: the DNS servers of the `resolve` servers.
     pub resolver: Option<Resolver>,
+    /// Extension `h3_alt_svc off | max_age=SECONDS`: the `Alt-Svc: h3=":PORT"; ma=N` field
+    /// TCP listeners' responses carry when an `h3` listener exists. `None`: off. 86400.
+    pub h3_alt_svc: Option<u32>,
 }
 
 impl Default for Config {
@@ -151,6 +154,7 @@ impl Default for Config {
             client_ws_timeout: Some(Duration::from_secs(3600)),
             cluster: None,
             acme: None,
+            h3_alt_svc: Some(86_400),
             tft: None,
             tfh: None,
             tf_blocklist: None,
@@ -200,11 +204,21 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// True when connections on this listener start with a TLS handshake.
+    /// True when connections on this listener start with a TLS handshake (QUIC's, for h3).
     pub fn is_tls(&self) -> bool {
         self.protos
             .iter()
-            .any(|p| matches!(p, Proto::Https | Proto::H2))
+            .any(|p| matches!(p, Proto::Https | Proto::H2 | Proto::H3))
+    }
+
+    /// True when the listener accepts TCP connections (every protocol but `h3`).
+    pub fn is_tcp(&self) -> bool {
+        self.protos.iter().any(|p| *p != Proto::H3)
+    }
+
+    /// True when the listener also serves HTTP/3 on the same address over UDP.
+    pub fn is_h3(&self) -> bool {
+        self.protos.contains(&Proto::H3)
     }
 }
 
@@ -219,6 +233,10 @@ pub enum Proto {
     H2,
     /// HTTP/2 over TCP by prior knowledge (an extension: Tempesta has no cleartext HTTP/2).
     H2c,
+    /// HTTP/3 over QUIC on the same address's UDP port (an extension: Tempesta has no
+    /// HTTP/3). Alone (`proto=h3`) the listener is UDP only; beside `https` or `h2` it serves
+    /// both.
+    H3,
 }
 
 // ---------------------------------------------------------------- vhosts

@@ -42,6 +42,28 @@ fn listen_forms() {
     assert!(!c.listeners[0].is_tls() && c.listeners[3].is_tls());
 }
 
+/// HTTP/3 listeners (an extension): UDP only, or beside TCP h2/https on one address; the
+/// Alt-Svc advertisement's age, or none.
+#[test]
+fn h3_listen_forms_and_alt_svc() {
+    let c = load(
+        "listen 443 proto=h3;\n\
+         listen 8443 proto=\"h2,h3\";\n\
+         listen 9443 proto=\"https,h3\";\n\
+         tls_certificate a.crt;\n\
+         tls_certificate_key a.key;\n",
+    );
+    let l = &c.listeners;
+    assert_eq!(l[0].protos, vec![Proto::H3]);
+    assert!(l[0].is_h3() && !l[0].is_tcp() && l[0].is_tls());
+    assert_eq!(l[1].protos, vec![Proto::H2, Proto::H3]);
+    assert!(l[1].is_h3() && l[1].is_tcp());
+    assert_eq!(l[2].protos, vec![Proto::Https, Proto::H3]);
+    assert_eq!(c.h3_alt_svc, Some(86_400));
+    assert_eq!(load("h3_alt_svc off;\n").h3_alt_svc, None);
+    assert_eq!(load("h3_alt_svc max_age=60;\n").h3_alt_svc, Some(60));
+}
+
 #[test]
 fn defaults_follow_tempesta() {
     let c = load("server 127.0.0.1;\n");

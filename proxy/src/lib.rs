@@ -42,6 +42,7 @@ pub mod sticky;
 pub mod ticket_files;
 pub mod timers;
 pub mod tls_names;
+pub mod tls_quic;
 pub mod tls_setup;
 pub mod transport;
 pub mod upstream_tls;

@@ -21,6 +21,8 @@ pub static REPLACING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 pub struct Runtime {
     pub config: Config,
     pub tls: Option<TlsContexts>,
+    /// QUIC's server configuration (rustls, `tls_quic.rs`), when an `h3` listener exists.
+    pub quic: Option<Arc<quinn_proto::ServerConfig>>,
     pub router: Router,
     /// Index 0 is the default vhost, then `config.vhosts` in order.
     pub vhosts: Vec<VhostRt>,
@@ -237,6 +239,11 @@ impl Runtime {
         if needs_tls && tls.is_none() {
             return Err(RuntimeError::Tls(vec![TlsSetupError::NoCertificate]));
         }
+        let quic = match config.effective_listeners().iter().any(|l| l.is_h3()) {
+            true => crate::tls_quic::build(&config)
+                .map_err(|reason| RuntimeError::Tls(vec![TlsSetupError::Quic(reason)]))?,
+            false => None,
+        };
         let router = Router::new(&config).map_err(RuntimeError::Regex)?;
         let vhosts = vhosts(&config)?;
         let mut groups = groups(&config)?;
@@ -282,6 +289,7 @@ impl Runtime {
             error_pages,
             config,
             tls,
+            quic,
             router,
             vhosts,
             groups,
@@ -305,8 +313,17 @@ fn vhosts(config: &Config) -> Result<Vec<VhostRt>, RuntimeError> {
         })
     };
     let mut vhosts = Vec::with_capacity(config.vhosts.len() + 1);
+    let alt_svc = alt_svc(config);
     for v in std::iter::once(&config.default_vhost).chain(config.vhosts.iter()) {
-        let edits = |rules: &[HeaderRule]| header_edits(&v.name, rules);
+        let edits = |rules: &[HeaderRule]| {
+            let mut edits = header_edits(&v.name, rules)?;
+            if let Some(value) = &alt_svc {
+                // A valid field (built here); an origin's own Alt-Svc names its services,
+                // not this proxy's.
+                let _ = edits.set(b"alt-svc", value.as_bytes());
+            }
+            Ok(edits)
+        };
         let vhost_cache = cache_rt(config, &v.name, &v.cache)?;
         let mut locations = Vec::with_capacity(v.locations.len());
         for l in &v.locations {
@@ -408,6 +425,20 @@ fn groups(config: &Config) -> Result<Vec<GroupRt>, RuntimeError> {
             })
         })
         .collect()
+}
+
+/// The `Alt-Svc` value advertising the `h3` listeners' ports (`h3_alt_svc`), if any.
+fn alt_svc(config: &Config) -> Option<String> {
+    let max_age = config.h3_alt_svc?;
+    let mut ports: Vec<u16> = (config.listeners.iter())
+        .filter(|l| l.is_h3())
+        .map(|l| l.addr.port())
+        .collect();
+    ports.dedup();
+    let alternatives: Vec<String> = (ports.iter())
+        .map(|port| format!("h3=\":{port}\"; ma={max_age}"))
+        .collect();
+    (!alternatives.is_empty()).then(|| alternatives.join(", "))
 }
 
 fn header_edits(vhost: &str, rules: &[HeaderRule]) -> Result<HeaderEdits, RuntimeError> {

@@ -140,12 +140,25 @@ pub fn serve(
 
 /// Every listener once per worker thread (SO_REUSEPORT). Everything is bound before anything
 /// is served: a port in use fails the start, not a worker.
-fn bind_all(runtime: &Runtime, threads: usize) -> Result<Vec<Vec<WorkerListener>>, ServeError> {
+type PerWorker = (Vec<WorkerListener>, Vec<crate::worker::QuicBound>);
+
+fn bind_all(runtime: &Runtime, threads: usize) -> Result<Vec<PerWorker>, ServeError> {
     let listeners = runtime.config.effective_listeners();
-    let mut per_worker: Vec<Vec<WorkerListener>> = Vec::with_capacity(threads);
+    let mut per_worker: Vec<PerWorker> = Vec::with_capacity(threads);
     for _ in 0..threads {
         let mut set = Vec::with_capacity(listeners.len());
-        for l in &listeners {
+        let mut quic = Vec::new();
+        for l in listeners.iter().filter(|l| l.is_h3()) {
+            let socket = crate::worker::bind_quic(l.addr).map_err(|e| ServeError::Bind {
+                addr: l.addr,
+                reason: e,
+            })?;
+            quic.push(crate::worker::QuicBound {
+                socket,
+                addr: l.addr,
+            });
+        }
+        for l in listeners.iter().filter(|l| l.is_tcp()) {
             let std_listener = bind(l.addr, l.is_tls())?;
             set.push(WorkerListener {
                 socket: mio::net::TcpListener::from_std(std_listener),
@@ -154,7 +167,7 @@ fn bind_all(runtime: &Runtime, threads: usize) -> Result<Vec<Vec<WorkerListener>
                 protos: l.protos.clone(),
             });
         }
-        per_worker.push(set);
+        per_worker.push((set, quic));
     }
     for l in &listeners {
         crate::info!("listening on {} {}", l.addr, describe_listener(l));
@@ -165,9 +178,16 @@ fn bind_all(runtime: &Runtime, threads: usize) -> Result<Vec<Vec<WorkerListener>
 /// What a listener serves, for its startup line: the ALPN protocols a TLS listener really
 /// offers, or the cleartext protocol.
 fn describe_listener(l: &config::Listener) -> String {
-    if l.is_tls() {
+    if !l.is_tcp() {
+        "h3 (HTTP/3 over QUIC, UDP)".to_string()
+    } else if l.is_tls() {
         let alpn = crate::alpn::Alpn::of(&l.protos);
-        format!("https (TLS 1.2/1.3, ALPN {})", alpn.offered())
+        let h3 = if l.is_h3() {
+            ", and h3 over QUIC on UDP"
+        } else {
+            ""
+        };
+        format!("https (TLS 1.2/1.3, ALPN {}){h3}", alpn.offered())
     } else if l.protos.contains(&config::Proto::H2c) {
         "h2c (HTTP/2 by prior knowledge)".to_string()
     } else {

@@ -16,6 +16,10 @@ use mio::{Interest, Registry, Token};
 /// A connected (or connecting) non-blocking stream.
 pub enum Socket {
     Tcp(TcpStream),
+    /// An HTTP/3 connection's entry: the worker's UDP socket its datagrams come in on,
+    /// shared with the QUIC owner (`worker/quic/`), which alone reads and writes it. Not
+    /// readable or writable as a stream, and never registered for the connection.
+    Quic(std::sync::Arc<mio::net::UdpSocket>),
     /// One end of a socketpair (worker tests).
     #[cfg(test)]
     Pair(mio::net::UnixStream),
@@ -26,6 +30,7 @@ impl Socket {
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         match self {
             Socket::Tcp(s) => s.take_error(),
+            Socket::Quic(s) => s.take_error(),
             #[cfg(test)]
             Socket::Pair(s) => s.take_error(),
         }
@@ -37,6 +42,7 @@ impl Socket {
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         match self {
             Socket::Tcp(s) => s.local_addr(),
+            Socket::Quic(s) => s.local_addr(),
             #[cfg(test)]
             Socket::Pair(_) => Err(io::ErrorKind::Unsupported.into()),
         }
@@ -45,6 +51,7 @@ impl Socket {
     pub fn connected(&self) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.peer_addr().map(drop),
+            Socket::Quic(_) => Ok(()),
             #[cfg(test)]
             Socket::Pair(s) => s.peer_addr().map(drop),
         }
@@ -55,6 +62,7 @@ impl Read for Socket {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.read(buf),
+            Socket::Quic(_) => Err(io::ErrorKind::Unsupported.into()),
             #[cfg(test)]
             Socket::Pair(s) => s.read(buf),
         }
@@ -65,6 +73,7 @@ impl Write for Socket {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.write(buf),
+            Socket::Quic(_) => Err(io::ErrorKind::Unsupported.into()),
             #[cfg(test)]
             Socket::Pair(s) => s.write(buf),
         }
@@ -73,6 +82,7 @@ impl Write for Socket {
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self {
             Socket::Tcp(s) => s.write_vectored(bufs),
+            Socket::Quic(_) => Err(io::ErrorKind::Unsupported.into()),
             #[cfg(test)]
             Socket::Pair(s) => s.write_vectored(bufs),
         }
@@ -87,6 +97,7 @@ impl AsFd for Socket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self {
             Socket::Tcp(s) => s.as_fd(),
+            Socket::Quic(s) => s.as_fd(),
             #[cfg(test)]
             Socket::Pair(s) => s.as_fd(),
         }
@@ -102,6 +113,7 @@ impl Source for Socket {
     ) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.register(registry, token, interests),
+            Socket::Quic(_) => Ok(()),
             #[cfg(test)]
             Socket::Pair(s) => s.register(registry, token, interests),
         }
@@ -115,6 +127,7 @@ impl Source for Socket {
     ) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.reregister(registry, token, interests),
+            Socket::Quic(_) => Ok(()),
             #[cfg(test)]
             Socket::Pair(s) => s.reregister(registry, token, interests),
         }
@@ -123,6 +136,7 @@ impl Source for Socket {
     fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.deregister(registry),
+            Socket::Quic(_) => Ok(()),
             #[cfg(test)]
             Socket::Pair(s) => s.deregister(registry),
         }

@@ -55,6 +55,8 @@ pub enum TlsSetupError {
     },
     /// A TLS listener exists but no vhost has a certificate.
     NoCertificate,
+    /// QUIC's TLS configuration (`tls_quic.rs`) could not be built: the reason in words.
+    Quic(String),
 }
 
 impl fmt::Display for TlsSetupError {
@@ -89,6 +91,7 @@ impl fmt::Display for TlsSetupError {
                 path.display()
             ),
             TlsSetupError::OpenSsl { vhost, reason } => write!(f, "vhost `{vhost}`: OpenSSL refused the TLS settings: {reason}"),
+            TlsSetupError::Quic(reason) => write!(f, "HTTP/3 (listen ... proto=h3): {reason}"),
             TlsSetupError::NoCertificate => f.write_str(
                 "a `listen ... proto=https` listener needs a certificate: add tls_certificate and tls_certificate_key at top level or in a vhost",
             ),

@@ -40,6 +40,7 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
                 cfg.tls.match_any_server_name = true;
             }
         }
+        "h3_alt_svc" => h3_alt_svc(c, d, cfg),
         "tls_ktls" => {
             if let Some(v) = c.single(d, "tls_ktls auto|on|user|off") {
                 match v.text.as_str() {
@@ -72,7 +73,7 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
 }
 
 fn listen(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
-    let usage = "listen PORT | IPADDR[:PORT] [proto=http|https|h2|\"h2,https\"|h2c]";
+    let usage = "listen PORT | IPADDR[:PORT] [proto=http|https|h2|\"h2,https\"|h2c|h3|\"h2,h3\"]";
     if !(c.no_block(d) & c.attrs_only(d, &["proto"])) {
         return;
     }
@@ -91,11 +92,12 @@ fn listen(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
                 "https" => protos.push(Proto::Https),
                 "h2" => protos.push(Proto::H2),
                 "h2c" => protos.push(Proto::H2c),
+                "h3" => protos.push(Proto::H3),
                 _ => {
                     c.error(
                         &a.value.pos,
                         format!("unknown protocol `{p}`"),
-                        "expected http, https, h2, \"h2,https\" or h2c",
+                        "expected http, https, h2, \"h2,https\", h2c, h3 or \"h2,h3\"",
                     );
                     return;
                 }
@@ -106,6 +108,14 @@ fn listen(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
     }
     protos.sort();
     protos.dedup();
+    if protos.contains(&Proto::H3) && protos.iter().any(|p| matches!(p, Proto::Http | Proto::H2c)) {
+        c.error(
+            &d.pos,
+            "`h3` (HTTP/3, always over TLS) cannot share a listener with cleartext `http` or `h2c`",
+            "serve h3 alone (proto=h3) or beside https/h2 (proto=\"h2,h3\")",
+        );
+        return;
+    }
     if protos.contains(&Proto::H2c) && protos.len() > 1 {
         c.error(
             &d.pos,
@@ -131,6 +141,27 @@ fn listen(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
         return;
     }
     cfg.listeners.push(Listener { addr, protos });
+}
+
+/// `h3_alt_svc off | max_age=SECONDS` (an extension, as HTTP/3 is).
+fn h3_alt_svc(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {
+    let usage = "h3_alt_svc off | max_age=SECONDS (0-2147483647)";
+    if !(c.no_block(d) & c.attrs_only(d, &["max_age"])) {
+        return;
+    }
+    match (d.args.as_slice(), c.attr(d, "max_age")) {
+        ([off], None) if off.text == "off" => cfg.h3_alt_svc = None,
+        ([], Some(a)) => {
+            if let Some(n) = c.u32_in(&a.value, "max_age", 0, i32::MAX as u32) {
+                cfg.h3_alt_svc = Some(n);
+            }
+        }
+        _ => c.error(
+            &d.pos,
+            "`h3_alt_svc` takes `off` or `max_age=SECONDS`",
+            usage,
+        ),
+    }
 }
 
 fn block_action(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) {

@@ -65,6 +65,7 @@ pub const TOP: &[&str] = &[
     "keepalive_timeout",
     "max_concurrent_streams",
     "tls_match_any_server_name",
+    "h3_alt_svc",
     "tls_ktls",
     "tls_tickets",
     "worker_processes",

@@ -21,7 +21,7 @@ pub(super) fn tfh_of(request: &Request) -> Tfh {
     Tfh::of(RequestShape {
         method: request.method_bytes(),
         // The protocol the request came in (the neutral head does not say it otherwise).
-        h2: request.version_label() == "HTTP/2.0",
+        h2: matches!(request.version_label(), "HTTP/2.0" | "HTTP/3.0"),
         fields: request.fields(),
     })
 }

@@ -141,6 +141,10 @@ impl Worker {
             },
             Due::Drain => self.close_client(ci, CloseReason::Error),
             Due::H2 => self.h2_timer(ci, now),
+            Due::H3 => {
+                super::quic::timeout(&mut self.clients, ci, now);
+                self.drive_client(ci);
+            }
             Due::Tunnel => {
                 let parts = (&mut self.clients, &mut self.timers);
                 let timeout = self.rt.config.client_ws_timeout;
@@ -208,6 +212,7 @@ impl Worker {
     /// Closes client connection `ci` (client/conn.rs `close`), then its tunnel's upstream and
     /// the exchanges it carried.
     fn end_client(&mut self, ci: ClientId, why: CloseReason, orderly: bool) {
+        super::quic::closing(&mut self.quic, &mut self.clients, ci, self.now);
         let conns = &mut self.client_conns().0;
         let Some(closed) = super::client::close(conns, ci, why, orderly) else {
             return;
@@ -306,6 +311,7 @@ impl Worker {
                 self.dirty.push_back(client_token(ci));
                 return;
             }
+            Codec::H3(h3) => return h3.exchange_done(ex.stream, (&mut self.dirty, ci)),
         }
         self.clients
             .extend_timer(&mut self.timers, ci, self.now + idle);
@@ -431,6 +437,10 @@ impl Worker {
             h2.flush_into(&mut c.out);
             return;
         }
+        if let Codec::H3(h3) = &mut c.codec {
+            h3.h3.send_goaway();
+            return self.dirty.push_back(client_token(ci));
+        }
         c.end.close_after_flush();
         if action.reply {
             let to = ReplyTo {
@@ -466,15 +476,17 @@ impl Worker {
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
+        let page = Reply::status_page(status, &rt.error_pages);
+        if let Codec::H3(_) = &c.codec {
+            super::client::codec::reply(c, stream, &page, ReplyTo::default(), &date, false);
+            self.worker_metrics().count_status(status);
+            self.dirty.push_back(client_token(ci));
+            return;
+        }
         let Codec::H2(h2) = &mut c.codec else {
             return;
         };
-        h2.reply(
-            stream,
-            &Reply::status_page(status, &rt.error_pages),
-            &date,
-            false,
-        );
+        h2.reply(stream, &page, &date, false);
         if kind == Refusal::Attack {
             h2.conn.go_away();
         }

@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 use http1::{BodyDecoder, ConnectionOption, Forwarding, HeaderEdits};
 
 use super::caching::Fill;
+use super::client::ClientId;
 use super::exchange::{ExchangeId, Facts, Forward, Receiving, Sending, Stage, TierFallback};
 use super::finish::Refusal;
 use super::h1::Reply;
 use super::token::{client_token, upstream_token};
 use super::upstream::groups::{self, request_key, Pick};
-use super::upstream::{self, Flushed, Settled, UpPhase, UpstreamId};
+use super::upstream::{self, Flushed, Settled, UpPhase, UpstreamEnd, UpstreamId};
 use super::Worker;
 use crate::metrics::bump;
 
@@ -509,6 +510,46 @@ impl Worker {
             }
             upstream::TimerDue::Close => self.close_upstream(ui),
         }
+    }
+
+    /// Upstream `ui` of a tunnel became ready: its client drives the tunnel (tunnel.rs), or
+    /// it closes if that client is gone.
+    pub(super) fn drive_tunnel_upstream(
+        &mut self,
+        ui: UpstreamId,
+        (client, unique): (ClientId, u64),
+    ) {
+        match self.clients.current(client, unique) {
+            Some(ci) => self.drive_client(ci),
+            None => self.close_upstream(ui),
+        }
+    }
+
+    /// A group's pool changed: its first waiting exchange may go now.
+    pub(super) fn serve_freed(&mut self, freed: upstream::Freed) {
+        if let upstream::Freed(Some(group)) = freed {
+            self.serve_queue(group);
+        }
+    }
+
+    pub(super) fn close_upstream(&mut self, ui: UpstreamId) {
+        let freed = upstream::close(&mut self.conns().0, ui);
+        self.serve_freed(freed);
+    }
+
+    /// Exchange `id` (or none: `of` None) is done with upstream `ui`: pooled or closed.
+    pub(super) fn end_upstream(
+        &mut self,
+        of: Option<ExchangeId>,
+        ui: UpstreamId,
+        end: UpstreamEnd,
+    ) {
+        let conns = &mut self.conns().0;
+        let freed = match of {
+            Some(id) => upstream::end_of(conns, (id, ui), end),
+            None => upstream::end(conns, ui, end),
+        };
+        self.serve_freed(freed);
     }
 }
 

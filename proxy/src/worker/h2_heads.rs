@@ -133,6 +133,10 @@ impl http1::FieldSink for RelayedFields {
 }
 
 impl RelayedFields {
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
     /// The fields an HTTP/2 client gets: without the connection-specific ones and those a
     /// `Connection` field names.
     pub fn relayable(&self) -> Vec<(&[u8], &[u8])> {

@@ -192,7 +192,7 @@ impl Worker {
     fn h2_codec(&mut self, ci: ClientId) -> Option<&mut H2Codec> {
         match &mut self.clients.get_mut(ci)?.codec {
             Codec::H2(h2) => Some(h2),
-            Codec::H1(_) => None,
+            Codec::H1(_) | Codec::H3(_) => None,
         }
     }
 

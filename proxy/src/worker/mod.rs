@@ -20,6 +20,8 @@ mod h2_heads;
 mod h2_serve;
 mod health;
 mod ip_block;
+mod quic;
+pub use quic::{bind as bind_quic, Bound as QuicBound};
 pub mod lifecycle;
 mod limits;
 mod listener;
@@ -60,7 +62,7 @@ use crate::timers::{Timers, ACCEPT_RETRY};
 use client::{ClientId, Clients};
 use exchange::{ExchangeId, Exchanges, TimerDue};
 use upstream::groups::GroupState;
-use upstream::{UpPhase, UpstreamEnd, UpstreamId};
+use upstream::{UpPhase, UpstreamId};
 
 use token::{client_token, upstream_token};
 use token::{kind, Kind, LISTENER_BASE, WAKER};
@@ -101,12 +103,14 @@ pub struct Worker {
     now: Instant,
     /// Opens upstream connections (TCP; socketpairs in the worker's tests).
     connector: crate::socket::Connector,
+    /// The QUIC sockets and endpoints of the `h3` listeners (HTTP/3 connections are clients).
+    quic: quic::Quic,
 }
 
 impl Worker {
     pub fn new(
         id: usize,
-        listeners: Vec<WorkerListener>,
+        (listeners, quic): (Vec<WorkerListener>, Vec<quic::Bound>),
         shared: Arc<Shared>,
     ) -> io::Result<(Worker, Arc<Waker>)> {
         let poll = Poll::new()?;
@@ -139,7 +143,9 @@ impl Worker {
             inbox: caching::Inbox::default(),
             now: Instant::now(),
             connector: crate::socket::Connector::default(),
+            quic: quic::Quic::default(),
         };
+        worker.quic = quic::Quic::new(quic, worker.poll.registry(), worker.rt.quic.clone())?;
         worker.groups = upstream::groups::group_states(&worker.rt);
         worker.checks().health().schedule_checks();
         listener::register_all(worker.poll.registry(), &mut worker.listeners)?;
@@ -202,6 +208,7 @@ impl Worker {
                     self.dirty.push_back(event.token());
                 }
                 Kind::Upstream(_) => self.dirty.push_back(event.token()),
+                Kind::Quic(i) => self.quic_readable(i),
                 Kind::Probe(_) | Kind::Exchange(_) | Kind::Grace => {}
             }
         }
@@ -230,6 +237,15 @@ impl Worker {
             }
         }
         true
+    }
+
+    /// QUIC socket `i` has datagrams (quic/mod.rs `recv`): the connections they are for
+    /// are driven.
+    fn quic_readable(&mut self, i: usize) {
+        let mut q = std::mem::take(&mut self.quic);
+        let ready = quic::recv(&mut q, &mut self.client_conns().0, i);
+        self.quic = q;
+        self.dirty.extend(ready.into_iter().map(client_token));
     }
 
     fn drain_dirty(&mut self) {
@@ -441,6 +457,9 @@ impl Worker {
         let Some(c) = self.clients.get(ci) else {
             return;
         };
+        if let client::codec::Codec::H3(_) = c.codec {
+            return self.drive_h3(ci);
+        }
         if c.codec.h1().is_some_and(|h1| h1.tunnel().is_some()) {
             let io = tunnel::TunnelIo {
                 clients: &mut self.clients,
@@ -555,37 +574,6 @@ impl Worker {
         // Still moving after a full round: let other connections run, then come back (with
         // edge-triggered readiness no new event would arrive for bytes already waiting).
         self.dirty.push_back(upstream_token(ui));
-    }
-
-    /// Upstream `ui` of a tunnel became ready: its client drives the tunnel (tunnel.rs), or
-    /// it closes if that client is gone.
-    fn drive_tunnel_upstream(&mut self, ui: UpstreamId, (client, unique): (ClientId, u64)) {
-        match self.clients.current(client, unique) {
-            Some(ci) => self.drive_client(ci),
-            None => self.close_upstream(ui),
-        }
-    }
-
-    /// A group's pool changed: its first waiting exchange may go now.
-    fn serve_freed(&mut self, freed: upstream::Freed) {
-        if let upstream::Freed(Some(group)) = freed {
-            self.serve_queue(group);
-        }
-    }
-
-    fn close_upstream(&mut self, ui: UpstreamId) {
-        let freed = upstream::close(&mut self.conns().0, ui);
-        self.serve_freed(freed);
-    }
-
-    /// Exchange `id` (or none: `of` None) is done with upstream `ui`: pooled or closed.
-    fn end_upstream(&mut self, of: Option<ExchangeId>, ui: UpstreamId, end: UpstreamEnd) {
-        let conns = &mut self.conns().0;
-        let freed = match of {
-            Some(id) => upstream::end_of(conns, (id, ui), end),
-            None => upstream::end(conns, ui, end),
-        };
-        self.serve_freed(freed);
     }
 
     fn metrics(&self) -> &Metrics {

@@ -33,8 +33,10 @@ pub struct Request {
     head: RequestHead,
     bytes: Box<[u8]>,
     scheme: Scheme,
-    /// The client spoke HTTP/2 (the head was built from its header block).
+    /// The client spoke HTTP/2 or HTTP/3 (the head was built from its header block).
     h2: bool,
+    /// The client spoke HTTP/3.
+    h3: bool,
 }
 
 impl Request {
@@ -46,6 +48,7 @@ impl Request {
             head,
             scheme,
             h2: false,
+            h3: false,
         }
     }
 
@@ -57,6 +60,7 @@ impl Request {
             bytes: bytes.into_boxed_slice(),
             scheme,
             h2: false,
+            h3: false,
         }
     }
 
@@ -69,9 +73,19 @@ impl Request {
         }
     }
 
+    /// A head built from an HTTP/3 field section (the HTTP/2 mapping).
+    #[inline]
+    pub fn from_h3(head: RequestHead, bytes: Vec<u8>, scheme: Scheme) -> Request {
+        Request {
+            h3: true,
+            ..Request::from_h2(head, bytes, scheme)
+        }
+    }
+
     /// The protocol as the access log names it.
     pub fn version_label(&self) -> &'static str {
         match (self.h2, self.head.version()) {
+            (true, _) if self.h3 => "HTTP/3.0",
             (true, _) => "HTTP/2.0",
             (false, Version::Http10) => "HTTP/1.0",
             (false, _) => "HTTP/1.1",

@@ -31,12 +31,15 @@ pub(super) enum Kind {
     Exchange(usize),
     /// The `grace_shutdown_time` deadline of a reload.
     Grace,
+    /// A QUIC socket (`quic::QUIC_BASE` + index).
+    Quic(usize),
 }
 
 pub(super) fn kind(token: Token) -> Kind {
     match token.0 {
         0 => Kind::Waker,
         grace::GRACE_TIMER => Kind::Grace,
+        n if n >= super::quic::QUIC_BASE => Kind::Quic(n - super::quic::QUIC_BASE),
         n if n >= EXCHANGE_TIMER_BASE => Kind::Exchange(n - EXCHANGE_TIMER_BASE),
         n if n >= PROBE_BASE => Kind::Probe(n),
         n if n >= UPSTREAM_BASE => Kind::Upstream(UpstreamId::from_index(n - UPSTREAM_BASE)),

@@ -193,7 +193,7 @@ pub(super) fn drive(io: TunnelIo<'_>, ci: ClientId) -> Option<TunnelEnd> {
 fn tunnel_mut(c: &mut client::Client) -> Option<&mut Tunnel> {
     match &mut c.codec {
         Codec::H1(h1) => h1.tunnel_mut(),
-        Codec::H2(_) => None,
+        Codec::H2(_) | Codec::H3(_) => None,
     }
 }
 

@@ -11,10 +11,13 @@ use crate::worker::exchange::ExchangeId;
 use crate::worker::h1::{self, BodyPlan, H1Codec, Reply, ReplyTo};
 use crate::worker::h2::H2Codec;
 use crate::worker::h2_heads::RelayedFields;
+use crate::worker::quic::{reply as h3_reply, H3Codec};
 
 pub enum Codec {
     H1(H1Codec),
     H2(Box<H2Codec>),
+    /// An HTTP/3 connection (`worker/quic/`): the client entry has no socket of its own.
+    H3(Box<H3Codec>),
 }
 
 impl Codec {
@@ -23,13 +26,14 @@ impl Codec {
         match self {
             Codec::H1(h1) => h1.is_idle(),
             Codec::H2(h2) => h2.is_idle(),
+            Codec::H3(h3) => h3.is_idle(),
         }
     }
 
     pub fn h1(&self) -> Option<&H1Codec> {
         match self {
             Codec::H1(h1) => Some(h1),
-            Codec::H2(_) => None,
+            Codec::H2(_) | Codec::H3(_) => None,
         }
     }
 
@@ -38,6 +42,7 @@ impl Codec {
         match self {
             Codec::H1(h1) => h1.reset().into_iter().collect(),
             Codec::H2(h2) => h2.reset_all(),
+            Codec::H3(h3) => h3.reset_all(),
         }
     }
 }
@@ -61,6 +66,7 @@ pub fn reply(
             h2.flush_into(&mut c.out);
             bytes
         }
+        Codec::H3(h3) => h3_reply::reply(h3, stream, reply, date, head_only),
     }
 }
 
@@ -83,6 +89,7 @@ pub fn interim(
             h2.flush_into(&mut c.out);
             sent
         }
+        Codec::H3(h3) => h3_reply::interim(h3, stream, head, input),
     }
 }
 
@@ -99,6 +106,7 @@ pub fn continue_100(c: &mut Client, stream: u32) -> bool {
             h2.flush_into(&mut c.out);
             sent
         }
+        Codec::H3(h3) => h3_reply::continue_100(h3, stream),
     }
 }
 
@@ -106,8 +114,10 @@ pub fn continue_100(c: &mut Client, stream: u32) -> bool {
 /// client got it already, inside the chunked bytes relayed as they came; an HTTP/2 client
 /// gets its end-to-end fields as the final HEADERS.
 pub fn trailers(c: &mut Client, stream: u32, section: &[u8]) {
-    if let Codec::H2(h2) = &mut c.codec {
-        h2.relay_trailers(stream, section);
+    match &mut c.codec {
+        Codec::H2(h2) => h2.relay_trailers(stream, section),
+        Codec::H3(h3) => h3_reply::trailers(h3, stream, section),
+        Codec::H1(_) => {}
     }
 }
 
@@ -163,6 +173,22 @@ pub fn response_head(
                 close_delimited: false,
             })
         }
+        Codec::H3(h3) => {
+            let mut fields = RelayedFields::default();
+            let sinks = (&mut fields, store);
+            h1::relayed_head_fields(
+                sinks,
+                parsed,
+                relayed.edits,
+                relayed.limits,
+                Default::default(),
+            )?;
+            h3_reply::relayed_head(h3, stream, &fields)?;
+            Ok(BodyPlan {
+                dechunk: true,
+                close_delimited: false,
+            })
+        }
     }
 }
 
@@ -183,6 +209,10 @@ pub fn body(
             h2.flush_into(&mut c.out);
             data.len() as u64
         }
+        Codec::H3(h3) => {
+            h3_reply::data(h3, stream, data);
+            data.len() as u64
+        }
     }
 }
 
@@ -192,5 +222,6 @@ pub fn has_room(c: &Client, stream: u32) -> bool {
         && match &c.codec {
             Codec::H1(_) => true,
             Codec::H2(h2) => h2.has_room(stream),
+            Codec::H3(h3) => h3.has_room(stream),
         }
 }

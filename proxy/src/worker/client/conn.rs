@@ -105,6 +105,23 @@ pub(in crate::worker) fn open(
     Some(ci)
 }
 
+/// Takes in a connection that has no socket of its own (an HTTP/3 connection of the QUIC
+/// owner, `worker/quic/`, already counted by frang): a client entry with `codec`, no
+/// timer until its codec arms one.
+pub(in crate::worker) fn adopt(
+    c: &mut Conns,
+    sock: Socket,
+    peer: SocketAddr,
+    codec: Codec,
+) -> ClientId {
+    let unique = c.clients.next_unique();
+    let mut client = fresh((sock, peer, Stage::Gone), unique, c.rt);
+    client.codec = codec;
+    WorkerMetrics::bump(&c.worker.0.connections_accepted);
+    WorkerMetrics::bump(&c.worker.0.connections_open);
+    c.clients.insert(client)
+}
+
 fn fresh((sock, peer, stage): (Socket, SocketAddr, Stage), id: u64, rt: &Runtime) -> Client {
     Client {
         sock,
@@ -304,7 +321,7 @@ pub(in crate::worker) fn close(
     }
     let tunnel = match &mut cl.codec {
         Codec::H1(h1) => h1.take_tunnel().map(|t| (t, cl.id)),
-        Codec::H2(_) => None,
+        Codec::H2(_) | Codec::H3(_) => None,
     };
     let exchanges = cl.codec.reset();
     if let Stage::Open(transport) = &mut cl.stage {

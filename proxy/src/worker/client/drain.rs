@@ -25,14 +25,18 @@ impl Clients {
                 h2.conn.go_away();
                 h2.flush_into(out);
                 dirty.push_back(client_token(ci));
+            } else if let Codec::H3(h3) = &mut c.codec {
+                h3.h3.send_goaway();
+                dirty.push_back(client_token(ci));
             }
         }
     }
 
-    /// The idle HTTP/1 connections (a graceful stop's last call closes them).
+    /// The idle HTTP/1 and HTTP/3 connections (a graceful stop's last call closes them;
+    /// an HTTP/3 one with CONNECTION_CLOSE after its GOAWAY).
     pub fn idle_h1(&self) -> Vec<ClientId> {
         self.iter()
-            .filter(|(_, c)| c.is_idle() && c.codec.h1().is_some())
+            .filter(|(_, c)| c.is_idle() && !matches!(c.codec, Codec::H2(_)))
             .map(|(i, _)| i)
             .collect()
     }

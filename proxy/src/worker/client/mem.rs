@@ -17,6 +17,7 @@ impl Client {
         let read = self.rbuf.as_ref().map_or(0, |b| b.len());
         let codec = match &self.codec {
             Codec::H2(h2) => h2.held_bytes(),
+            Codec::H3(h3) => h3.held_bytes(),
             Codec::H1(_) => 0,
         };
         (read + self.out.owned_len() + codec) as u64

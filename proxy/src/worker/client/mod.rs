@@ -29,7 +29,7 @@ use crate::outbox::Outbox;
 use crate::socket::Socket;
 use crate::transport::Transport;
 use codec::Codec;
-pub(super) use conn::{close, handshake, open, readable, settle, write};
+pub(super) use conn::{adopt, close, handshake, open, readable, settle, write};
 pub(super) use conn::{Accepted, Conns, Handshake, Wrote};
 pub use end::End;
 pub use table::{ClientId, Clients};

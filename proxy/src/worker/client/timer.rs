@@ -22,6 +22,8 @@ pub enum Due {
     /// The rest of a body being discarded stopped arriving.
     Drain,
     H2,
+    /// An HTTP/3 connection's QUIC deadline (`quic/conn.rs` `timeout`).
+    H3,
     Tunnel,
 }
 
@@ -97,6 +99,7 @@ impl Clients {
         match (&c.stage, &c.codec) {
             (Stage::Handshake(_), _) => Some(Due::Handshake),
             (_, Codec::H2(_)) => Some(Due::H2),
+            (_, Codec::H3(_)) => Some(Due::H3),
             (_, Codec::H1(h1)) => match h1.state() {
                 ConnState::Idle => Some(Due::Head),
                 ConnState::Drain(_) => Some(Due::Drain),

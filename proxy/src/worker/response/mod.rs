@@ -310,6 +310,10 @@ impl Worker {
                 h2.flush_into(&mut c.out);
                 self.dirty.push_back(super::token::client_token(ci));
             }
+            Codec::H3(h3) => {
+                h3.cancel(u64::from(stream), 0x102);
+                self.dirty.push_back(super::token::client_token(ci));
+            }
         }
     }
 
@@ -356,5 +360,118 @@ impl Worker {
                 true
             }
         }
+    }
+
+    /// HTTP/3 (`worker/quic/`): one turn of client `ci`'s QUIC connection. What arrived
+    /// becomes exchange work here (requests through `h3_request`, body bytes, dropped
+    /// streams), request bodies move upstream, then responses and datagrams go out and the
+    /// streams with room again wake their upstreams.
+    pub(super) fn drive_h3(&mut self, ci: ClientId) {
+        let work = super::quic::drive(&mut self.quic, &mut self.clients, ci);
+        for w in work {
+            match w {
+                super::quic::Work::Request {
+                    stream,
+                    request,
+                    end_stream,
+                } => self.h3_request(ci, stream, &request, end_stream),
+                super::quic::Work::Data {
+                    stream,
+                    data,
+                    end_stream,
+                } => self.h3_data(ci, stream, data, end_stream),
+                super::quic::Work::Refuse { stream, status } => {
+                    let at = super::finish::RefuseAt::Stream(stream);
+                    self.refuse_at(ci, at, status, super::finish::Refusal::Error);
+                }
+                super::quic::Work::Drop(id) => self.drop_exchange(id),
+                super::quic::Work::Gone => return self.close_client(ci, CloseReason::Client),
+            }
+        }
+        let parts = (&mut self.clients, &mut self.exchanges, &mut self.upstreams);
+        super::quic::pump_bodies(parts, &mut self.dirty, ci);
+        let parts = (&mut self.clients, &mut self.timers);
+        let woken = super::quic::flush(&mut self.quic, parts, ci, Instant::now());
+        self.wake_upstreams(woken);
+        // An idle connection closes once a graceful stop's last call is over.
+        self.settle_client(ci);
+    }
+
+    /// A request on an HTTP/3 stream: its exchange, made and routed as an HTTP/2 stream's
+    /// is (frang's request rate, the body deadline, the rules, the cache, the upstreams).
+    fn h3_request(&mut self, ci: ClientId, stream: u32, req: &h2::Request, end_stream: bool) {
+        let (rt, now) = (self.rt.clone(), self.now);
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        let (peer, client_id) = (c.peer, c.id);
+        let Codec::H3(h3) = &mut c.codec else {
+            return;
+        };
+        crate::metrics::WorkerMetrics::bump(&self.shared.metrics.workers[self.id].requests);
+        let request = match super::quic::H3Codec::request(req, end_stream, &rt.limits) {
+            Ok(request) => request,
+            // Counted by frang's request rate first, as on HTTP/2; then answered as an
+            // HTTP/2 stream's unservable request is, on its stream.
+            Err(refused) => {
+                let at = super::finish::RefuseAt::Stream(stream);
+                if let Err(v) = rt.frang.on_request(peer.ip(), now) {
+                    return self.frang_violation(ci, at, &v);
+                }
+                return match refused {
+                    super::h2::Unservable::NotProxied(status) => {
+                        self.refuse_at(ci, at, status, super::finish::Refusal::Error)
+                    }
+                    super::h2::Unservable::Invalid(e) => self.parse_refused(ci, at, &e),
+                };
+            }
+        };
+        let has_body = request.has_body();
+        let log = (rt.config.access_log.enabled())
+            .then(|| super::route::access_record(peer, (None, None), &request));
+        let id = self.exchanges.insert(super::exchange::NewExchange {
+            client: ci,
+            client_id,
+            stream,
+            limits: crate::frang::RequestLimits::new(&rt.config.frang, has_body, now),
+            request,
+            keep_alive: true,
+            log,
+        });
+        h3.stream_mut(stream).exchange = Some(id);
+        if let Err(v) = rt.frang.on_request(peer.ip(), now) {
+            return self.frang_violation(ci, super::finish::RefuseAt::Exchange(id), &v);
+        }
+        if has_body {
+            self.exchanges.arm_body_deadline(&mut self.timers, id, now);
+        }
+        self.route(id);
+    }
+
+    /// Request body bytes on an HTTP/3 stream: counted by frang, kept for the exchange.
+    fn h3_data(&mut self, ci: ClientId, stream: u32, data: Vec<u8>, end_stream: bool) {
+        let Some(Codec::H3(h3)) = self.clients.get_mut(ci).map(|c| &mut c.codec) else {
+            return;
+        };
+        let Some(id) = h3.exchange_of(stream) else {
+            return;
+        };
+        let (rt, now) = (self.rt.clone(), self.now);
+        let Some(ex) = self.exchanges.get_mut(id) else {
+            return;
+        };
+        let limits = super::limits::vhost_frang(&rt.config, ex.vhost.unwrap_or(0), ex.location);
+        let chunk = ex.limits.on_body_chunk(now).and_then(|()| {
+            limits.map_or(Ok(()), |l| ex.limits.on_body_bytes(data.len() as u64, l))
+        });
+        if let Err(v) = chunk {
+            return self.frang_violation(ci, super::finish::RefuseAt::Exchange(id), &v);
+        }
+        if let Some(Codec::H3(h3)) = self.clients.get_mut(ci).map(|c| &mut c.codec) {
+            let body = &mut h3.stream_mut(stream).body;
+            body.data.extend_from_slice(&data);
+            body.end |= end_stream;
+        }
+        self.exchanges.arm_body_deadline(&mut self.timers, id, now);
     }
 }

@@ -56,7 +56,8 @@ impl Harness {
              http_chain {{ -> site; }}\n"
         );
         let shared = Arc::new(Shared::new(runtime(&text), Metrics::new(1)));
-        let (mut worker, _waker) = Worker::new(0, Vec::new(), shared).expect("worker");
+        let (mut worker, _waker) =
+            Worker::new(0, (Vec::new(), Vec::new()), shared).expect("worker");
         let (to_test, dialled) = channel();
         worker.connector = Connector::Pairs(to_test);
         Harness {

@@ -1,0 +1,158 @@
+//! The HTTP/3 codec of one QUIC connection (the client entry's `Codec::H3`): the QUIC
+//! connection itself (quinn-proto), its HTTP/3 state (the `h3` crate), and per request
+//! stream the exchange it carries, the request body until the exchange takes it, and the
+//! response bytes (HEADERS and DATA frames) until the stream's credit takes them. What a
+//! stream holds back is bounded by [`STREAM_OUT_MAX`]: over it the exchange stops relaying
+//! (its upstream is not read), as HTTP/2's windows do.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use quinn_proto::{ConnectionHandle, StreamId};
+
+use crate::worker::client::ClientId;
+use crate::worker::exchange::ExchangeId;
+use crate::worker::h2::InBody;
+use crate::worker::request::{Request, Scheme};
+
+/// Response bytes a stream may hold before its exchange stops relaying.
+pub const STREAM_OUT_MAX: usize = 64 * 1024;
+
+/// Request body bytes a stream may hold before it is no longer read (QUIC's stream credit
+/// then stops the client).
+pub const STREAM_IN_MAX: usize = 64 * 1024;
+
+/// One request stream.
+#[derive(Default)]
+pub struct Stream {
+    pub exchange: Option<ExchangeId>,
+    pub body: InBody,
+    /// Response bytes not yet taken by the QUIC stream, from `sent` on.
+    pub out: Vec<u8>,
+    pub sent: usize,
+    /// The response is complete: finish the stream once `out` is written.
+    pub fin: bool,
+    /// Reading stopped with body bytes held (`STREAM_IN_MAX`): read again once passed on.
+    pub paused: bool,
+}
+
+impl Stream {
+    pub fn pending(&self) -> usize {
+        self.out.len() - self.sent
+    }
+}
+
+pub struct H3Codec {
+    pub quic: quinn_proto::Connection,
+    pub handle: ConnectionHandle,
+    /// Which of the worker's QUIC sockets the connection came in on.
+    pub endpoint: usize,
+    pub h3: h3::Connection,
+    pub streams: HashMap<u64, Stream>,
+    /// Our control, QPACK encoder and decoder streams, opened once the handshake is done,
+    /// and what waits to go on each.
+    pub uni: [(Option<StreamId>, Vec<u8>); 3],
+    /// The deadline the client timer was last armed for.
+    pub armed_at: Option<Instant>,
+}
+
+impl H3Codec {
+    pub fn new(
+        quic: quinn_proto::Connection,
+        (handle, endpoint): (ConnectionHandle, usize),
+        limits: h3::Limits,
+    ) -> Result<H3Codec, &'static str> {
+        Ok(H3Codec {
+            quic,
+            handle,
+            endpoint,
+            h3: h3::Connection::new(limits)?,
+            streams: HashMap::new(),
+            uni: Default::default(),
+            armed_at: None,
+        })
+    }
+
+    /// No exchange in progress and nothing waiting to be sent.
+    pub fn is_idle(&self) -> bool {
+        self.streams.is_empty()
+    }
+
+    /// The request of a stream as the exchange core takes it (the HTTP/2 mapping: the
+    /// same neutral request and checks).
+    pub fn request(
+        req: &h2::Request,
+        end_stream: bool,
+        limits: &http1::Limits,
+    ) -> Result<Request, crate::worker::h2::Unservable> {
+        let (head, bytes) = crate::worker::h2::neutral_head(req, end_stream, limits)?;
+        Ok(Request::from_h3(head, bytes, Scheme::Https))
+    }
+
+    pub fn exchange_of(&self, stream: u32) -> Option<ExchangeId> {
+        self.streams.get(&u64::from(stream))?.exchange
+    }
+
+    pub fn stream_mut(&mut self, stream: u32) -> &mut Stream {
+        self.streams.entry(u64::from(stream)).or_default()
+    }
+
+    /// Bytes for `stream`'s response (a frame or frames).
+    pub fn push(&mut self, stream: u32, bytes: &[u8]) {
+        self.stream_mut(stream).out.extend_from_slice(bytes);
+    }
+
+    /// The response on `stream` is complete.
+    pub fn end(&mut self, stream: u32) {
+        self.stream_mut(stream).fin = true;
+    }
+
+    pub fn has_room(&self, stream: u32) -> bool {
+        self.streams
+            .get(&u64::from(stream))
+            .is_none_or(|s| s.pending() < STREAM_OUT_MAX)
+    }
+
+    /// The exchange on `stream` is done: the stream is forgotten once its response is out
+    /// (the connection is queued to drive it).
+    pub fn exchange_done(
+        &mut self,
+        stream: u32,
+        (dirty, ci): (&mut std::collections::VecDeque<mio::Token>, ClientId),
+    ) {
+        if let Some(s) = self.streams.get_mut(&u64::from(stream)) {
+            s.exchange = None;
+            s.fin = true;
+        }
+        dirty.push_back(crate::worker::token::client_token(ci));
+    }
+
+    /// Stops `stream` now (its response cannot be completed): RESET_STREAM and
+    /// STOP_SENDING with H3_INTERNAL_ERROR, or `code`. Its exchange, if any, is returned.
+    pub fn cancel(&mut self, stream: u64, code: u64) -> Option<ExchangeId> {
+        let s = self.streams.remove(&stream);
+        let id = StreamId::from(quinn_proto::VarInt::from_u64(stream).ok()?);
+        let code =
+            quinn_proto::VarInt::from_u64(code).unwrap_or(quinn_proto::VarInt::from_u32(0x102));
+        let _ = self.quic.send_stream(id).reset(code);
+        let _ = self.quic.recv_stream(id).stop(code);
+        self.h3.stream_done(stream);
+        s.and_then(|s| s.exchange)
+    }
+
+    /// Every exchange in progress (the connection is gone).
+    pub fn reset_all(&mut self) -> Vec<ExchangeId> {
+        self.streams
+            .drain()
+            .filter_map(|(_, s)| s.exchange)
+            .collect()
+    }
+
+    /// Bytes this connection holds for its streams.
+    pub fn held_bytes(&self) -> usize {
+        self.streams
+            .values()
+            .map(|s| s.pending() + s.body.data.len())
+            .sum()
+    }
+}

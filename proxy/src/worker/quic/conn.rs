@@ -1,0 +1,394 @@
+//! One QUIC connection's turn: what arrived (endpoint events, stream data into the `h3`
+//! crate, its events) returned as [`Work`] for the loop; then what is to go out (our
+//! unidirectional streams, responses by stream credit, datagrams) and the next deadline on
+//! the client entry's timer.
+
+use std::time::Instant;
+
+use quinn_proto::{Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
+
+use super::codec::{H3Codec, STREAM_IN_MAX, STREAM_OUT_MAX};
+use super::{send_to, Quic};
+use crate::timers::Timers;
+use crate::worker::client::codec::Codec;
+use crate::worker::client::{ClientId, Clients};
+use crate::worker::exchange::ExchangeId;
+
+/// Datagrams sent per flush at most (the connection's congestion window bounds them too).
+const SEND_BATCH: usize = 256;
+
+/// What a connection's turn leaves for the loop (the exchange pipeline) to do.
+pub enum Work {
+    /// A request stream's request: make its exchange.
+    Request {
+        stream: u32,
+        request: h2::Request,
+        end_stream: bool,
+    },
+    /// Request body bytes for `stream`'s exchange.
+    Data {
+        stream: u32,
+        data: Vec<u8>,
+        end_stream: bool,
+    },
+    /// A request over the field section limits: answer `status` (431) on the stream.
+    Refuse { stream: u32, status: u16 },
+    /// An exchange whose stream was reset or broke a rule: drop it.
+    Drop(ExchangeId),
+    /// The connection is over (closed, lost, drained): close the client entry.
+    Gone,
+}
+
+fn codec(clients: &mut Clients, ci: ClientId) -> Option<&mut H3Codec> {
+    match &mut clients.get_mut(ci)?.codec {
+        Codec::H3(h3) => Some(h3),
+        _ => None,
+    }
+}
+
+/// Client entry `ci` is being closed (by the loop: its connection drained, a graceful
+/// stop's last call, a block, a panic): an HTTP/3 connection not over yet is closed now
+/// (CONNECTION_CLOSE with H3_NO_ERROR, sent once, no draining period kept) and its endpoint
+/// forgets it. Nothing for the other codecs.
+pub fn closing(quic: &mut Quic, clients: &mut Clients, ci: ClientId, now: Instant) {
+    let Some(h3) = codec(clients, ci) else {
+        return;
+    };
+    if !quic.conns.contains_key(&(h3.endpoint, h3.handle)) {
+        return;
+    }
+    if !h3.quic.is_closed() {
+        h3.quic
+            .close(now, VarInt::from_u32(0x100), bytes::Bytes::new());
+    }
+    if let Some(ep) = quic.endpoints.get_mut(h3.endpoint) {
+        quic.send.clear();
+        if let Some(t) = h3.quic.poll_transmit(now, 1, &mut quic.send) {
+            send_to(
+                &ep.socket,
+                quic.send.get(..t.size).unwrap_or_default(),
+                t.destination,
+            );
+        }
+        let drained = quinn_proto::EndpointEvent::drained();
+        let _ = ep.endpoint.handle_event(h3.handle, drained);
+    }
+    quic.forget(h3.endpoint, h3.handle);
+}
+
+/// The connection's deadline came due.
+pub fn timeout(clients: &mut Clients, ci: ClientId, now: Instant) {
+    if let Some(h3) = codec(clients, ci) {
+        h3.armed_at = None;
+        h3.quic.handle_timeout(now);
+    }
+}
+
+/// Takes in what the connection received: its endpoint's bookkeeping, its streams' bytes
+/// (through the `h3` crate), and returns the requests, body data and ends for the loop.
+pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> {
+    let mut work = Vec::new();
+    let mut sni = None;
+    let Some(h3) = codec(clients, ci) else {
+        return work;
+    };
+    endpoint_events(quic, h3, &mut work);
+    while let Some(event) = h3.quic.poll() {
+        match event {
+            // The name the client asked for: strict host checking compares the vhost it
+            // chose with the one each request's authority routes to, as on TCP.
+            Event::Connected => sni = server_name(h3),
+            Event::Stream(StreamEvent::Opened { dir }) => {
+                while let Some(id) = h3.quic.streams().accept(dir) {
+                    read_stream(h3, id);
+                }
+            }
+            Event::Stream(StreamEvent::Readable { id }) => read_stream(h3, id),
+            Event::Stream(StreamEvent::Stopped { id, .. }) => {
+                // The client wants no more of the response.
+                if let Some(ex) = h3.cancel(VarInt::from(id).into_inner(), 0x10c) {
+                    work.push(Work::Drop(ex));
+                }
+            }
+            Event::ConnectionLost { .. } => {
+                work.extend(h3.reset_all().into_iter().map(Work::Drop));
+            }
+            _ => {}
+        }
+    }
+    // Streams whose reading paused for their body's sake, if it moved on since.
+    let paused: Vec<u64> = (h3.streams.iter())
+        .filter(|(_, s)| s.paused && s.body.data.len() < STREAM_IN_MAX)
+        .map(|(&id, _)| id)
+        .collect();
+    for id in paused {
+        if let Ok(v) = VarInt::from_u64(id) {
+            read_stream(h3, StreamId::from(v));
+        }
+    }
+    h3_events(h3, &mut work);
+    if h3.quic.is_drained() {
+        work.push(Work::Gone);
+    }
+    if let (Some(name), Some(cl)) = (sni, clients.get_mut(ci)) {
+        cl.sni = Some(crate::server_name::ServerName::new(&name));
+    }
+    work
+}
+
+/// The server name of the connection's handshake (SNI), if the client sent one.
+fn server_name(h3: &H3Codec) -> Option<String> {
+    let data = h3.quic.crypto_session().handshake_data()?;
+    let data = data
+        .downcast::<quinn_proto::crypto::rustls::HandshakeData>()
+        .ok()?;
+    data.server_name
+}
+
+/// The endpoint's share of the connection's events (connection IDs, the end).
+fn endpoint_events(quic: &mut Quic, h3: &mut H3Codec, work: &mut Vec<Work>) {
+    while let Some(event) = h3.quic.poll_endpoint_events() {
+        let drained = event.is_drained();
+        let Some(ep) = quic.endpoints.get_mut(h3.endpoint) else {
+            continue;
+        };
+        if let Some(back) = ep.endpoint.handle_event(h3.handle, event) {
+            h3.quic.handle_event(back);
+        }
+        if drained {
+            quic.forget(h3.endpoint, h3.handle);
+            work.push(Work::Gone);
+        }
+    }
+}
+
+/// Reads what stream `id` holds into the `h3` connection (a request stream: while its
+/// body held here stays under `STREAM_IN_MAX`; QUIC's credit holds the rest back).
+fn read_stream(h3: &mut H3Codec, id: StreamId) {
+    let raw = VarInt::from(id).into_inner();
+    let request = id.dir() == Dir::Bi;
+    let held = match request {
+        true => h3.streams.get(&raw).map_or(0, |s| s.body.data.len()),
+        false => 0,
+    };
+    let H3Codec {
+        quic,
+        h3: conn,
+        streams,
+        ..
+    } = h3;
+    let mut recv = quic.recv_stream(id);
+    let Ok(mut chunks) = recv.read(true) else {
+        return;
+    };
+    let mut got = held;
+    let mut paused = false;
+    loop {
+        if request && got >= STREAM_IN_MAX {
+            paused = true;
+            break;
+        }
+        match chunks.next(16 * 1024) {
+            Ok(Some(chunk)) => {
+                got += chunk.bytes.len();
+                conn.recv(raw, &chunk.bytes, false);
+            }
+            Ok(None) => {
+                conn.recv(raw, &[], true);
+                break;
+            }
+            Err(ReadError::Blocked) => break,
+            Err(ReadError::Reset(_)) => {
+                conn.stream_reset(raw);
+                break;
+            }
+        }
+    }
+    let _ = chunks.finalize();
+    if let Some(s) = streams.get_mut(&raw) {
+        s.paused = paused;
+    } else if paused {
+        streams.entry(raw).or_default().paused = true;
+    }
+}
+
+/// The `h3` connection's events: bytes for our streams kept until they open, the rest
+/// for the loop.
+fn h3_events(h3: &mut H3Codec, work: &mut Vec<Work>) {
+    while let Some(event) = h3.h3.poll_event() {
+        let stream_of = |id: u64| u32::try_from(id).ok();
+        match event {
+            h3::Event::Send { on, bytes } => {
+                let at = match on {
+                    h3::LocalStream::Control => 0,
+                    h3::LocalStream::Encoder => 1,
+                    h3::LocalStream::Decoder => 2,
+                };
+                h3.uni[at].1.extend_from_slice(&bytes);
+            }
+            h3::Event::Request {
+                stream,
+                request,
+                end_stream,
+            } => match stream_of(stream) {
+                Some(stream) => work.push(Work::Request {
+                    stream,
+                    request,
+                    end_stream,
+                }),
+                None => {
+                    h3.cancel(stream, 0x10b);
+                }
+            },
+            h3::Event::Data {
+                stream,
+                data,
+                end_stream,
+            } => {
+                if let Some(stream) = stream_of(stream) {
+                    work.push(Work::Data {
+                        stream,
+                        data,
+                        end_stream,
+                    });
+                }
+            }
+            h3::Event::Trailers { stream, fields } => {
+                if let Some(s) = h3.streams.get_mut(&stream) {
+                    s.body.trailers = fields;
+                    s.body.end = true;
+                }
+            }
+            h3::Event::Refuse { stream, status } => {
+                if let Some(stream) = stream_of(stream) {
+                    work.push(Work::Refuse { stream, status });
+                }
+            }
+            h3::Event::StreamError { stream, code, .. } => {
+                if let Some(ex) = h3.cancel(stream, code.code()) {
+                    work.push(Work::Drop(ex));
+                }
+            }
+            h3::Event::GoAway { .. } => {}
+            h3::Event::Closed { error } => {
+                let code = VarInt::from_u64(error.code.code()).unwrap_or(VarInt::from_u32(0x102));
+                let reason = bytes::Bytes::from_static(error.reason.as_bytes());
+                h3.quic.close(Instant::now(), code, reason);
+                work.extend(h3.reset_all().into_iter().map(Work::Drop));
+            }
+        }
+    }
+}
+
+/// Sends what the connection has: our streams' bytes, responses by stream credit, then
+/// datagrams; arms the client timer at the connection's next deadline. Returns the
+/// exchanges whose stream has room again (their upstreams may relay more).
+pub fn flush(
+    quic: &mut Quic,
+    (clients, timers): (&mut Clients, &mut Timers),
+    ci: ClientId,
+    now: Instant,
+) -> Vec<ExchangeId> {
+    let Some(h3) = codec(clients, ci) else {
+        return Vec::new();
+    };
+    open_uni(h3);
+    let woken = write_streams(h3);
+    let mut work = Vec::new();
+    endpoint_events(quic, h3, &mut work);
+    if let Some(ep) = quic.endpoints.get(h3.endpoint) {
+        for _ in 0..SEND_BATCH {
+            quic.send.clear();
+            let Some(t) = h3.quic.poll_transmit(now, 1, &mut quic.send) else {
+                break;
+            };
+            send_to(
+                &ep.socket,
+                quic.send.get(..t.size).unwrap_or_default(),
+                t.destination,
+            );
+        }
+    }
+    let next = h3.quic.poll_timeout();
+    if next.is_some() && next != h3.armed_at {
+        h3.armed_at = next;
+        if let Some(at) = next {
+            clients.arm_timer(timers, ci, at);
+        }
+    }
+    woken
+}
+
+/// Our control, encoder and decoder streams: opened once QUIC lets us (after the
+/// handshake), their bytes written as credit allows.
+fn open_uni(h3: &mut H3Codec) {
+    for (id, bytes) in h3.uni.iter_mut() {
+        if bytes.is_empty() {
+            continue;
+        }
+        if id.is_none() {
+            *id = h3.quic.streams().open(Dir::Uni);
+        }
+        let Some(id) = *id else {
+            continue;
+        };
+        if let Ok(n) = h3.quic.send_stream(id).write(bytes) {
+            bytes.drain(..n);
+        }
+    }
+}
+
+/// Writes each request stream's response bytes as its credit allows; finishes a stream
+/// whose response is complete and written.
+fn write_streams(h3: &mut H3Codec) -> Vec<ExchangeId> {
+    let mut woken = Vec::new();
+    let mut done = Vec::new();
+    for (&raw, s) in h3.streams.iter_mut() {
+        let Ok(v) = VarInt::from_u64(raw) else {
+            continue;
+        };
+        let id = StreamId::from(v);
+        let full = s.pending() >= STREAM_OUT_MAX;
+        if s.pending() > 0 {
+            match h3
+                .quic
+                .send_stream(id)
+                .write(s.out.get(s.sent..).unwrap_or_default())
+            {
+                Ok(n) => s.sent += n,
+                Err(quinn_proto::WriteError::Blocked) => {}
+                Err(_) => {
+                    // Stopped or closed by the peer: nothing more goes out on it.
+                    s.out.clear();
+                    s.sent = 0;
+                }
+            }
+            if s.sent == s.out.len() {
+                s.out.clear();
+                s.sent = 0;
+            }
+        }
+        if full && s.pending() < STREAM_OUT_MAX {
+            woken.extend(s.exchange);
+        }
+        if s.fin && s.pending() == 0 {
+            let _ = h3.quic.send_stream(id).finish();
+            done.push(raw);
+        }
+    }
+    for raw in done {
+        if h3.streams.get(&raw).is_some_and(|s| s.exchange.is_none()) {
+            h3.streams.remove(&raw);
+            h3.h3.stream_done(raw);
+            // Whatever the client still sends on it is not read (`stream_done`): STOP_SENDING
+            // with H3_NO_ERROR unless it had finished.
+            if let Ok(v) = VarInt::from_u64(raw) {
+                let _ = h3
+                    .quic
+                    .recv_stream(StreamId::from(v))
+                    .stop(VarInt::from_u32(0x100));
+            }
+        }
+    }
+    woken
+}

@@ -1,0 +1,245 @@
+//! HTTP/3 to clients (issue 33): the owner of the worker's QUIC side. It owns one UDP
+//! socket per `h3` listener (bound with SO_REUSEPORT by `server.rs`, one per worker) and
+//! its `quinn_proto::Endpoint`, reads datagrams in bounded rounds and hands them to the
+//! endpoint, which names the connection they are for. Each QUIC connection is a client
+//! entry (`client::Client`, codec [`H3Codec`], socket `Socket::Quic`), so that its requests
+//! become exchanges through the same pipeline as HTTP/1.1 and HTTP/2 ones (`client_token`,
+//! `ClientId`, frang's per-address counts, the panic guard). `conn.rs` drives one
+//! connection (datagrams in, streams read into the `h3` crate, its events returned as
+//! [`Work`] for the loop, stream bytes out, datagrams sent, the timer armed), `body.rs`
+//! passes request bodies upstream; nothing here calls into the exchange pipeline.
+
+mod body;
+pub mod codec;
+mod conn;
+pub mod reply;
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mio::{Interest, Registry, Token};
+use quinn_proto::{ConnectionHandle, DatagramEvent, EndpointConfig};
+
+use super::client::codec::Codec;
+use super::client::{self, ClientId};
+pub use body::pump as pump_bodies;
+pub use codec::H3Codec;
+pub use conn::{closing, drive, flush, timeout, Work};
+
+/// Poll tokens of the QUIC sockets: QUIC_BASE + index.
+pub const QUIC_BASE: usize = 6 << 32;
+
+/// Datagrams read per readiness event at most. The poll is edge-triggered: what a full
+/// round leaves waits for the next datagram's event (a QUIC peer with data in flight always
+/// sends another: acknowledgements, retransmissions).
+const RECV_BATCH: usize = 256;
+
+/// The largest UDP payload read (QUIC's own maximum is 65527; clients send up to ~1500).
+const MAX_DATAGRAM: usize = 65_535;
+
+/// A UDP socket bound for one `h3` listener, before its worker takes it.
+pub struct Bound {
+    pub socket: std::net::UdpSocket,
+    pub addr: SocketAddr,
+}
+
+/// Binds `addr` for QUIC: non-blocking, SO_REUSEPORT (each worker binds its own).
+pub fn bind(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+struct Endpoint {
+    socket: Arc<mio::net::UdpSocket>,
+    endpoint: quinn_proto::Endpoint,
+    /// The server configuration the endpoint accepts with (a reload may bring another).
+    config: Option<Arc<quinn_proto::ServerConfig>>,
+}
+
+/// The worker's QUIC side.
+#[derive(Default)]
+pub struct Quic {
+    endpoints: Vec<Endpoint>,
+    /// Which client entry each connection is.
+    conns: HashMap<(usize, ConnectionHandle), ClientId>,
+    /// Datagrams read and written.
+    recv: Vec<u8>,
+    send: Vec<u8>,
+}
+
+impl Quic {
+    /// Takes this worker's bound sockets and registers them with its poll.
+    pub fn new(
+        bound: Vec<Bound>,
+        registry: &Registry,
+        config: Option<Arc<quinn_proto::ServerConfig>>,
+    ) -> io::Result<Quic> {
+        let mut endpoints = Vec::with_capacity(bound.len());
+        for (i, b) in bound.into_iter().enumerate() {
+            let mut socket = mio::net::UdpSocket::from_std(b.socket);
+            registry.register(&mut socket, Token(QUIC_BASE + i), Interest::READABLE)?;
+            let endpoint = quinn_proto::Endpoint::new(
+                Arc::new(EndpointConfig::default()),
+                config.clone(),
+                false,
+                None,
+            );
+            endpoints.push(Endpoint {
+                socket: Arc::new(socket),
+                endpoint,
+                config: config.clone(),
+            });
+        }
+        Ok(Quic {
+            endpoints,
+            conns: HashMap::new(),
+            recv: vec![0; MAX_DATAGRAM],
+            send: Vec::with_capacity(MAX_DATAGRAM),
+        })
+    }
+
+    /// The connection (client entry) `handle` on socket `i` is gone.
+    fn forget(&mut self, i: usize, handle: ConnectionHandle) {
+        self.conns.remove(&(i, handle));
+    }
+}
+
+/// Sends one datagram; a full socket buffer drops it (QUIC's loss recovery sends again).
+fn send_to(socket: &mio::net::UdpSocket, bytes: &[u8], to: SocketAddr) {
+    let _ = socket.send_to(bytes, to);
+}
+
+/// Reads what QUIC socket `i` has (a bounded round) into its endpoint: new connections
+/// become client entries, datagrams of known ones go to them. Returns the client entries
+/// to drive.
+pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Vec<ClientId> {
+    let mut touched = Vec::new();
+    let Quic {
+        endpoints,
+        conns,
+        recv,
+        send,
+    } = quic;
+    let Some(ep) = endpoints.get_mut(i) else {
+        return touched;
+    };
+    if !same_config(&ep.config, &c.rt.quic) {
+        ep.config = c.rt.quic.clone();
+        ep.endpoint.set_server_config(ep.config.clone());
+    }
+    for _ in 0..RECV_BATCH {
+        let (n, from) = match ep.socket.recv_from(recv) {
+            Ok(got) => got,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return touched,
+            // An ICMP error of an earlier send, say: the datagrams behind it still wait.
+            Err(_) => continue,
+        };
+        let data = bytes::BytesMut::from(recv.get(..n).unwrap_or_default());
+        send.clear();
+        match ep
+            .endpoint
+            .handle(Instant::now(), from, None, None, data, send)
+        {
+            Some(DatagramEvent::ConnectionEvent(handle, event)) => {
+                let Some(&ci) = conns.get(&(i, handle)) else {
+                    continue;
+                };
+                // The entry is this connection's (a slot of a closed one may be reused).
+                if let Some(Codec::H3(h3)) = c.clients.get_mut(ci).map(|cl| &mut cl.codec) {
+                    if (h3.endpoint, h3.handle) == (i, handle) {
+                        h3.quic.handle_event(event);
+                        touched.push(ci);
+                    }
+                }
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                if let Some(ci) = accept(ep, (c, send), incoming, i) {
+                    conns.insert((i, handle_of(c, ci)), ci);
+                    touched.push(ci);
+                }
+            }
+            Some(DatagramEvent::Response(t)) => send_to(
+                &ep.socket,
+                send.get(..t.size).unwrap_or_default(),
+                t.destination,
+            ),
+            None => {}
+        }
+    }
+    touched
+}
+
+fn handle_of(c: &client::Conns, ci: ClientId) -> ConnectionHandle {
+    match c.clients.get(ci).map(|cl| &cl.codec) {
+        Some(Codec::H3(h3)) => h3.handle,
+        _ => ConnectionHandle(usize::MAX),
+    }
+}
+
+fn same_config(
+    a: &Option<Arc<quinn_proto::ServerConfig>>,
+    b: &Option<Arc<quinn_proto::ServerConfig>>,
+) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// A new QUIC connection: counted by frang (a refusal answers CONNECTION_REFUSED), then
+/// a client entry with its HTTP/3 codec.
+fn accept(
+    ep: &mut Endpoint,
+    (c, send): (&mut client::Conns, &mut Vec<u8>),
+    incoming: quinn_proto::Incoming,
+    i: usize,
+) -> Option<ClientId> {
+    let peer = incoming.remote_address();
+    if c.rt.frang.on_connect(peer.ip(), Instant::now()).is_err() {
+        c.metrics
+            .count_close(crate::close_reason::CloseReason::Frang);
+        let t = ep.endpoint.refuse(incoming, send);
+        send_to(
+            &ep.socket,
+            send.get(..t.size).unwrap_or_default(),
+            t.destination,
+        );
+        return None;
+    }
+    let accepted = ep.endpoint.accept(incoming, Instant::now(), send, None);
+    let (handle, conn) = match accepted {
+        Ok(pair) => pair,
+        Err(e) => {
+            c.rt.frang.on_close(peer.ip());
+            if let Some(t) = e.response {
+                send_to(
+                    &ep.socket,
+                    send.get(..t.size).unwrap_or_default(),
+                    t.destination,
+                );
+            }
+            return None;
+        }
+    };
+    let codec = match H3Codec::new(conn, (handle, i), h3::Limits::default()) {
+        Ok(codec) => codec,
+        Err(_) => {
+            c.rt.frang.on_close(peer.ip());
+            return None;
+        }
+    };
+    let sock = crate::socket::Socket::Quic(ep.socket.clone());
+    Some(client::adopt(c, sock, peer, Codec::H3(Box::new(codec))))
+}
