@@ -155,27 +155,21 @@ pub(crate) fn set_fd(ssl: &mut SslRef, fd: BorrowedFd<'_>) -> Result<(), ErrorSt
     }
 }
 
-/// On AWS-LC the descriptor gets a file-descriptor BIO, not the socket BIO `SSL_set_fd`
-/// makes: AWS-LC's socket BIO asks the kernel for the socket's pending error
-/// (`getsockopt(SO_ERROR)`) before every read and write, one system call more for each
-/// record read or written (6 a proxied request on a TLS upstream, measured with strace);
-/// the fd BIO does the same `read`/`write` on the descriptor without it, and tells a retry
-/// from an error by errno the same way.
+/// On AWS-LC a file-descriptor BIO, not the socket BIO of `SSL_set_fd`, which calls
+/// `getsockopt(SO_ERROR)` before every read and write (10 of a handshake's 24 system calls).
 #[cfg(feature = "aws-lc")]
 pub(crate) fn set_fd(ssl: &mut SslRef, fd: BorrowedFd<'_>) -> Result<(), ErrorStack> {
     const BIO_NOCLOSE: c_int = 0;
-    // SAFETY: BIO_new_fd allocates a BIO that stores the number `fd` (BIO_NOCLOSE: freeing
-    // the BIO never closes it); `fd` is open for the call (borrowed). The BIO uses the number
-    // again only inside TlsSession's calls, each of which borrows the same descriptor
-    // (checked by `AttachedFd`).
+    // SAFETY: BIO_new_fd stores the number `fd` (BIO_NOCLOSE: never closed by the BIO); `fd`
+    // is open for the call, and the BIO uses it again only inside TlsSession's calls, each of
+    // which borrows the same descriptor (checked by `AttachedFd`).
     let bio = unsafe { ffi::BIO_new_fd(fd.as_raw_fd(), BIO_NOCLOSE) };
     if bio.is_null() {
         return Err(ErrorStack::get());
     }
-    // SAFETY: `ssl` is a live SSL object borrowed mutably and `bio` the live BIO made above,
-    // whose one reference we own. With the same BIO for reading and writing, SSL_set_bio takes
-    // that one reference (AWS-LC's documented rule), so the BIO is freed with the SSL object
-    // and nothing else holds it.
+    // SAFETY: `ssl` is live (borrowed mutably), `bio` the live BIO above, whose one reference
+    // we own; given as both, SSL_set_bio takes that one reference (AWS-LC's rule): it is
+    // freed with the SSL object.
     unsafe { ffi::SSL_set_bio(ssl.as_ptr(), bio, bio) };
     Ok(())
 }

@@ -14,6 +14,7 @@ use super::exchange::{ExchangeId, NewExchange};
 use super::finish::{Refusal, RefuseAt};
 use super::h1::Reply;
 use super::h2::{H2Codec, Unservable};
+use super::head_chunks::head_chunks;
 use super::limits::vhost_frang;
 use super::request::Scheme;
 use super::request_body::{push_chunk, push_last_chunk};
@@ -159,7 +160,14 @@ impl Worker {
                 stream,
                 request,
                 end_stream,
-            } => self.h2_request(ci, stream, &request, end_stream, now),
+            } => {
+                let codec = self.clients.get_mut(ci).map(|c| &mut c.codec);
+                let Some(Codec::H2(h2)) = codec else {
+                    return;
+                };
+                let converted = h2.request(&request, end_stream, &self.rt.limits);
+                self.stream_request(ci, stream, converted, now);
+            }
             Event::Data {
                 stream,
                 data,
@@ -196,28 +204,26 @@ impl Worker {
         }
     }
 
-    /// A stream opened with a request: make its exchange and route it.
-    fn h2_request(
+    /// A stream opened with a request, on HTTP/2 or HTTP/3 (`drive_h3`), as its codec
+    /// converted it: the one entry of the streams' requests. It makes the exchange and
+    /// routes it, or answers on the stream what cannot become one.
+    pub(super) fn stream_request(
         &mut self,
         ci: ClientId,
         stream: u32,
-        req: &h2::Request,
-        end_stream: bool,
+        converted: Result<crate::worker::request::Request, Unservable>,
         now: Instant,
     ) {
         let rt = self.rt.clone();
+        WorkerMetrics::bump(&self.shared.metrics.workers[self.id].requests);
+        let request = match converted {
+            Ok(request) => request,
+            Err(refused) => return self.stream_unservable(ci, stream, refused, now),
+        };
         let Some(c) = self.clients.get_mut(ci) else {
             return;
         };
         let (peer, client_id, tls) = (c.peer, c.id, (c.tft, c.ja4));
-        let Codec::H2(h2) = &mut c.codec else {
-            return;
-        };
-        WorkerMetrics::bump(&self.shared.metrics.workers[self.id].requests);
-        let request = match h2.request(req, end_stream, &rt.limits) {
-            Ok(request) => request,
-            Err(refused) => return self.h2_unservable(ci, stream, refused, now),
-        };
         let has_body = request.has_body();
         let log = rt
             .config
@@ -234,7 +240,11 @@ impl Worker {
             keep_alive: true,
             log,
         });
-        h2.begin(stream, id);
+        match &mut c.codec {
+            Codec::H2(h2) => h2.begin(stream, id),
+            Codec::H3(h3) => h3.stream_mut(stream).exchange = Some(id),
+            Codec::H1(_) => {}
+        }
         // Every stream counts against frang's request rate, as a request on HTTP/1.1 does.
         if let Err(v) = rt.frang.on_request(peer.ip(), now) {
             self.frang_violation(ci, RefuseAt::Exchange(id), &v);
@@ -250,7 +260,7 @@ impl Worker {
     /// A stream whose request cannot become an exchange. It still counts against frang's
     /// request rate first: a connection cannot send malformed requests without limit (on
     /// HTTP/1.1 each costs a connection).
-    fn h2_unservable(&mut self, ci: ClientId, stream: u32, refused: Unservable, now: Instant) {
+    fn stream_unservable(&mut self, ci: ClientId, stream: u32, refused: Unservable, now: Instant) {
         let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
             return;
         };
@@ -264,11 +274,10 @@ impl Worker {
                 let page = Reply::status_page(status, &self.rt.error_pages);
                 let date = self.date.now();
                 if let Some(c) = self.clients.get_mut(ci) {
-                    if let Codec::H2(h2) = &mut c.codec {
-                        h2.reply(stream, &page, date, false);
-                        h2.flush_into(&mut c.out);
-                    }
+                    let to = super::h1::ReplyTo::default();
+                    super::client::codec::reply(c, stream, &page, to, date, false);
                 }
+                self.dirty.push_back(super::token::client_token(ci));
                 self.shared.metrics.workers[self.id].count_status(status);
             }
             // Judged as an HTTP/1.1 head is: a frang limit is a block, the rest a 4xx.
@@ -527,74 +536,5 @@ impl Worker {
         };
         h2.armed_at = Some(at);
         self.clients.arm_timer(&mut self.timers, ci, at);
-    }
-}
-
-/// Counts the pieces of heads one read pass carried (`http_header_chunk_cnt`,
-/// `client_header_timeout`), as an HTTP/1.1 read is counted: a head spread over several
-/// reads counts one chunk per read that carried part of it, and a head whole in one read
-/// none. A pass may finish one head (`completed`: it produced a request or trailers) and
-/// begin the next (`head_after`): the finished head's count ends with it, and the new one
-/// starts its own, so counts never run on from one head into the next.
-fn head_chunks(
-    limits: &mut crate::frang::ConnLimits,
-    now: Instant,
-    head_before: bool,
-    completed: bool,
-    head_after: bool,
-) -> Result<(), crate::frang::Violation> {
-    let mut verdict = Ok(());
-    if head_before {
-        verdict = limits.on_head_chunk(now);
-    }
-    if completed || !head_after {
-        limits.head_complete();
-    }
-    if head_after && (completed || !head_before) && verdict.is_ok() {
-        verdict = limits.on_head_chunk(now);
-    }
-    verdict
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn limits(chunks: u32) -> crate::frang::ConnLimits {
-        let global = config::FrangGlobal {
-            http_header_chunk_cnt: Some(chunks),
-            ..Default::default()
-        };
-        crate::frang::ConnLimits::new(&global)
-    }
-
-    /// Back-to-back HEADERS cut by the reads mid-frame: each pass finishes one head and
-    /// begins the next. Every head is in two pieces, so a limit of 3 never trips, however
-    /// many heads follow (before, the count ran on across heads: blocked at the fourth read).
-    #[test]
-    fn head_chunks_start_again_with_each_head() {
-        let mut l = limits(3);
-        let now = Instant::now();
-        assert!(head_chunks(&mut l, now, false, false, true).is_ok());
-        for _ in 0..20 {
-            assert!(head_chunks(&mut l, now, true, true, true).is_ok());
-        }
-        assert!(head_chunks(&mut l, now, true, true, false).is_ok());
-    }
-
-    /// One head in four reads is four chunks: over a limit of 3.
-    #[test]
-    fn a_head_in_more_reads_than_the_limit_is_refused() {
-        let mut l = limits(3);
-        let now = Instant::now();
-        assert!(head_chunks(&mut l, now, false, false, true).is_ok());
-        assert!(head_chunks(&mut l, now, true, false, true).is_ok());
-        assert!(head_chunks(&mut l, now, true, false, true).is_ok());
-        assert!(head_chunks(&mut l, now, true, true, false).is_err());
-        // A head whole in one read counts nothing.
-        let mut l = limits(1);
-        for _ in 0..10 {
-            assert!(head_chunks(&mut l, now, false, true, false).is_ok());
-        }
     }
 }

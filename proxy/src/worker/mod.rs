@@ -18,6 +18,7 @@ mod h2;
 mod h2_floods;
 mod h2_heads;
 mod h2_serve;
+mod head_chunks;
 mod health;
 mod ip_block;
 mod quic;

@@ -363,7 +363,7 @@ impl Worker {
     }
 
     /// HTTP/3 (`worker/quic/`): one turn of client `ci`'s QUIC connection. What arrived
-    /// becomes exchange work here (requests through `h3_request`, body bytes, dropped
+    /// becomes exchange work here (requests through `stream_request`, body bytes, dropped
     /// streams), request bodies move upstream, then responses and datagrams go out and the
     /// streams with room again wake their upstreams.
     pub(super) fn drive_h3(&mut self, ci: ClientId) {
@@ -374,7 +374,11 @@ impl Worker {
                     stream,
                     request,
                     end_stream,
-                } => self.h3_request(ci, stream, &request, end_stream),
+                } => {
+                    let limits = &self.rt.limits;
+                    let converted = super::quic::H3Codec::request(&request, end_stream, limits);
+                    self.stream_request(ci, stream, converted, self.now);
+                }
                 super::quic::Work::Data {
                     stream,
                     data,
@@ -395,57 +399,6 @@ impl Worker {
         self.wake_upstreams(woken);
         // An idle connection closes once a graceful stop's last call is over.
         self.settle_client(ci);
-    }
-
-    /// A request on an HTTP/3 stream: its exchange, made and routed as an HTTP/2 stream's
-    /// is (frang's request rate, the body deadline, the rules, the cache, the upstreams).
-    fn h3_request(&mut self, ci: ClientId, stream: u32, req: &h2::Request, end_stream: bool) {
-        let (rt, now) = (self.rt.clone(), self.now);
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        let (peer, client_id) = (c.peer, c.id);
-        let Codec::H3(h3) = &mut c.codec else {
-            return;
-        };
-        crate::metrics::WorkerMetrics::bump(&self.shared.metrics.workers[self.id].requests);
-        let request = match super::quic::H3Codec::request(req, end_stream, &rt.limits) {
-            Ok(request) => request,
-            // Counted by frang's request rate first, as on HTTP/2; then answered as an
-            // HTTP/2 stream's unservable request is, on its stream.
-            Err(refused) => {
-                let at = super::finish::RefuseAt::Stream(stream);
-                if let Err(v) = rt.frang.on_request(peer.ip(), now) {
-                    return self.frang_violation(ci, at, &v);
-                }
-                return match refused {
-                    super::h2::Unservable::NotProxied(status) => {
-                        self.refuse_at(ci, at, status, super::finish::Refusal::Error)
-                    }
-                    super::h2::Unservable::Invalid(e) => self.parse_refused(ci, at, &e),
-                };
-            }
-        };
-        let has_body = request.has_body();
-        let log = (rt.config.access_log.enabled())
-            .then(|| super::route::access_record(peer, (None, None), &request));
-        let id = self.exchanges.insert(super::exchange::NewExchange {
-            client: ci,
-            client_id,
-            stream,
-            limits: crate::frang::RequestLimits::new(&rt.config.frang, has_body, now),
-            request,
-            keep_alive: true,
-            log,
-        });
-        h3.stream_mut(stream).exchange = Some(id);
-        if let Err(v) = rt.frang.on_request(peer.ip(), now) {
-            return self.frang_violation(ci, super::finish::RefuseAt::Exchange(id), &v);
-        }
-        if has_body {
-            self.exchanges.arm_body_deadline(&mut self.timers, id, now);
-        }
-        self.route(id);
     }
 
     /// Request body bytes on an HTTP/3 stream: counted by frang, kept for the exchange.
