@@ -21,14 +21,20 @@
 # Rows: keepalive_10b (`/`, 10 bytes), keepalive_26k (`/bytes/26624`), both
 # `http-perf -t 1`, 100 connections as benches/ab/run.sh (RC_CG_CONNS [10] under valgrind);
 # h2_10b (`/` over HTTP/2 with ALPN h2, `h2load -t 1 -m 10`, the same connection counts;
-# not in the default rows, for the proxies). Each measurement: start the server (one worker,
+# not in the default rows, for the proxies). Proxied rows (not in the default rows; servers
+# proxy, proxy_LABEL and nginx_proxy, nginx as a reverse proxy without its cache): the same
+# keep-alive requests for `/` with the caches off, so every request goes to the origin over
+# a kept-alive upstream connection: proxied_10b to the plain origin, proxied_tls_10b to an
+# origin over TLS (nginx serving the 10-byte file with the same certificate, on core 0;
+# the proxy with `server_tls on`, nginx with `proxy_pass https://`, both verifying the
+# certificate and its name, both resuming sessions). Each measurement: start the server (one worker,
 # pinned to core 1; client and origin on core 0), 10 s of warm-up under valgrind (fills the
 # proxy's cache), then a run whose steady state is counted: after RC_SETTLE [8] s (its
 # handshakes done) the counters are zeroed, RC_SECS [10] s later dumped, and the requests in
 # between are the calls of a function the server makes once per request. Then the same
 # without valgrind for RC_SYS_SECS [5] s with the syscall counters. RC_PORT [24643] moves
-# the ports (the server's, +1, and the origin's, +2) off another run's. Output: a Markdown
-# table on stdout, the per-function detail (the largest functions of each part, "other"
+# the ports (the server's, +1, the origin's, +2, and the TLS origin's, +3) off another
+# run's. Output: a Markdown table on stdout, the per-function detail (the largest functions of each part, "other"
 # included) in a temporary directory it names. Everything it starts is stopped by pid on
 # exit.
 set -euo pipefail
@@ -48,6 +54,7 @@ CG_CONNS=${RC_CG_CONNS:-10}
 SYS_SECS=${RC_SYS_SECS:-5}
 PORT=${RC_PORT:-24643}
 ORIGIN_PORT=$((PORT + 2))
+TLS_ORIGIN_PORT=$((PORT + 3))
 HOST=tempesta-tech.com
 BIG=26624
 ROWS=(keepalive_10b keepalive_26k)
@@ -57,7 +64,7 @@ while [[ $# -gt 0 ]]; do
     case $1 in
         --rows) shift; ROWS=(); while [[ $# -gt 0 && $1 != --* ]]; do ROWS+=("$1"); shift; done; continue ;;
         --servers) shift; SERVERS=(); while [[ $# -gt 0 && $1 != --* ]]; do SERVERS+=("$1"); shift; done; continue ;;
-        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument '$1'" ;;
     esac
 done
@@ -78,7 +85,11 @@ WORK=$(mktemp -d /tmp/reqcost.XXXXXX)
 chmod 755 "$WORK"
 SERVER_PID=
 ORIGIN_PID=
-cleanup() { stop_pids ${SERVER_PID:+"$SERVER_PID"} ${ORIGIN_PID:+"$ORIGIN_PID"}; }
+TLS_ORIGIN_PID=
+cleanup() {
+    stop_pids ${SERVER_PID:+"$SERVER_PID"} ${ORIGIN_PID:+"$ORIGIN_PID"} \
+        ${TLS_ORIGIN_PID:+"$TLS_ORIGIN_PID"}
+}
 trap cleanup EXIT
 
 openssl req -x509 -nodes -days 2 -subj "/CN=$HOST" -addext "subjectAltName=DNS:$HOST" \
@@ -105,6 +116,30 @@ getent group nogroup >/dev/null || NGINX_USER=nobody
 sed -e "s|@WORKERS@|1|g" -e "s|@PREFIX@|$WORK/nginx|g" -e "s|@ADDR@|127.0.0.1:$PORT|g" \
     -e "s|@ROOT@|$WORK/www|g" -e "s|@CERT@|$WORK/cert.pem|g" -e "s|@KEY@|$WORK/key.pem|g" \
     -e "s|@USER@|$NGINX_USER|g" "$ROOT/etc/nginx-static.conf" >"$WORK/nginx/nginx.conf"
+# The proxied rows' configurations: the caches off; the origin plain or over TLS.
+sed -e "s|^cache 1;|cache 0;|" "$WORK/proxy.conf" >"$WORK/proxy-plain.conf"
+grep -q "^cache 0;" "$WORK/proxy-plain.conf" || die "etc/tempesta.conf changed shape (cache 1)"
+sed -e "s|server 127\.0\.0\.1:$ORIGIN_PORT;|server 127.0.0.1:$TLS_ORIGIN_PORT;\nserver_tls on;\nserver_tls_ca $WORK/cert.pem;\nserver_tls_sni $HOST;|" \
+    "$WORK/proxy-plain.conf" >"$WORK/proxy-tls.conf"
+for kind in plain tls; do
+    mkdir -p "$WORK/nginx-proxy-$kind/tmp"
+    sed -e "s|@WORKERS@|1|g" -e "s|@PREFIX@|$WORK/nginx-proxy-$kind|g" \
+        -e "s|@ADDR@|127.0.0.1:$PORT|g" -e "s|@CERT@|$WORK/cert.pem|g" -e "s|@KEY@|$WORK/key.pem|g" \
+        -e "s|@USER@|$NGINX_USER|g" -e "s|@ORIGIN@|127.0.0.1:$ORIGIN_PORT|g" \
+        -e "/proxy_cache_path/,/inactive=1h/d" -e "/proxy_cache ab;/d" \
+        -e "/proxy_cache_valid/d" -e "/proxy_cache_lock/d" \
+        "$ROOT/etc/nginx-cache.conf" >"$WORK/nginx-proxy-$kind/nginx.conf"
+done
+grep -q "^ *proxy_cache" "$WORK/nginx-proxy-plain/nginx.conf" && die "etc/nginx-cache.conf changed shape"
+sed -i -e "s|server 127\.0\.0\.1:$ORIGIN_PORT;|server 127.0.0.1:$TLS_ORIGIN_PORT;|" \
+    -e "s|proxy_pass http://origin;|proxy_pass https://origin;\n            proxy_ssl_verify on;\n            proxy_ssl_trusted_certificate $WORK/cert.pem;\n            proxy_ssl_name $HOST;\n            proxy_ssl_server_name on;\n            proxy_ssl_session_reuse on;|" \
+    "$WORK/nginx-proxy-tls/nginx.conf"
+grep -q "proxy_pass https://origin;" "$WORK/nginx-proxy-tls/nginx.conf" || die "etc/nginx-cache.conf changed shape (proxy_pass)"
+# The TLS origin: nginx serving the files, with the same certificate (nginx-static.conf).
+mkdir -p "$WORK/tls-origin/tmp"
+sed -e "s|@WORKERS@|1|g" -e "s|@PREFIX@|$WORK/tls-origin|g" -e "s|@ADDR@|127.0.0.1:$TLS_ORIGIN_PORT|g" \
+    -e "s|@ROOT@|$WORK/www|g" -e "s|@CERT@|$WORK/cert.pem|g" -e "s|@KEY@|$WORK/key.pem|g" \
+    -e "s|@USER@|$NGINX_USER|g" "$ROOT/etc/nginx-static.conf" >"$WORK/tls-origin/nginx.conf"
 
 answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 wait_port() {   # pid port log
@@ -121,19 +156,42 @@ taskset -c 0 "$BIN_DIR/origin" --listen "127.0.0.1:$ORIGIN_PORT" --size 10 \
     --cache-control "public, max-age=3600" -t 1 >"$WORK/origin.log" 2>&1 &
 ORIGIN_PID=$!
 wait_port "$ORIGIN_PID" "$ORIGIN_PORT" "$WORK/origin.log"
+if [[ " ${ROWS[*]} " == *" proxied_tls_10b "* ]]; then
+    ! answers "$TLS_ORIGIN_PORT" || die "127.0.0.1:$TLS_ORIGIN_PORT already answers"
+    taskset -c 0 nginx -p "$WORK/tls-origin/" -c "$WORK/tls-origin/nginx.conf" \
+        -e "$WORK/tls-origin/error.log" -g "master_process off;" >"$WORK/tls-origin.log" 2>&1 &
+    TLS_ORIGIN_PID=$!
+    wait_port "$TLS_ORIGIN_PID" "$TLS_ORIGIN_PORT" "$WORK/tls-origin.log"
+fi
 
-# $1: server, rest: the command prefix (valgrind or nothing). Sets SERVER_PID.
+# The configuration of server $1 for row $2 (the proxies': a file; nginx's: its prefix).
+conf_of() {
+    case $1:$2 in
+        proxy*:proxied_10b) echo "$WORK/proxy-plain.conf" ;;
+        proxy*:proxied_tls_10b) echo "$WORK/proxy-tls.conf" ;;
+        proxy*:*) echo "$WORK/proxy.conf" ;;
+        nginx_proxy:proxied_10b) echo "$WORK/nginx-proxy-plain" ;;
+        nginx_proxy:proxied_tls_10b) echo "$WORK/nginx-proxy-tls" ;;
+        nginx_static:proxied_*) die "nginx_static serves files: the proxied rows are for nginx_proxy" ;;
+        nginx_static:*) echo "$WORK/nginx" ;;
+        nginx_proxy:*) die "nginx_proxy has no cache: it runs the proxied rows only" ;;
+        *) die "unknown server '$1' (proxy, proxy_LABEL, nginx_static, nginx_proxy)" ;;
+    esac
+}
+
+# $1: server, $2: row, rest: the command prefix (valgrind or nothing). Sets SERVER_PID.
 start() {
-    local s=$1; shift
+    local s=$1 conf
+    conf=$(conf_of "$1" "$2")
+    shift 2
     # Another process on the port (SO_REUSEPORT) would take a share of the requests.
     ! answers "$PORT" || die "127.0.0.1:$PORT already answers"
     case $s in
-        proxy) taskset -c 1 "$@" "$PROXY_BIN" -c "$WORK/proxy.conf" >"$WORK/$s.log" 2>&1 & ;;
-        proxy_*) taskset -c 1 "$@" "$(other_proxy "$s")" -c "$WORK/proxy.conf" >"$WORK/$s.log" 2>&1 & ;;
+        proxy) taskset -c 1 "$@" "$PROXY_BIN" -c "$conf" >"$WORK/$s.log" 2>&1 & ;;
+        proxy_*) taskset -c 1 "$@" "$(other_proxy "$s")" -c "$conf" >"$WORK/$s.log" 2>&1 & ;;
         # One process (no master) so that the tools see the worker itself.
-        nginx_static) taskset -c 1 "$@" nginx -p "$WORK/nginx/" -c "$WORK/nginx/nginx.conf" \
-                          -e "$WORK/nginx/error.log" -g "master_process off;" >"$WORK/$s.log" 2>&1 & ;;
-        *) die "unknown server '$s' (proxy, proxy_LABEL, nginx_static)" ;;
+        nginx_*) taskset -c 1 "$@" nginx -p "$conf/" -c "$conf/nginx.conf" \
+                     -e "$conf/error.log" -g "master_process off;" >"$WORK/$s.log" 2>&1 & ;;
     esac
     SERVER_PID=$!
     wait_port "$SERVER_PID" "$PORT" "$WORK/$s.log"
@@ -143,7 +201,7 @@ stop() { stop_pids "$SERVER_PID"; SERVER_PID=; }
 client() {
     local path
     case $1 in
-        keepalive_10b) path=/ ;;
+        keepalive_10b | proxied_10b | proxied_tls_10b) path=/ ;;
         keepalive_26k) path=/bytes/$BIG ;;
         h2_10b)
             timeout -s KILL $(($2 + 60)) taskset -c 0 h2load -t 1 -c "${4:-100}" -m 10 \
@@ -151,7 +209,7 @@ client() {
                 { cat "$3.txt" >&2; die "h2load failed"; }
             python3 "$HERE/request_parts.py" h2load "$3.txt" "$3" || die "the $1 run had errors: $3.txt"
             return ;;
-        *) die "unknown row '$1' (keepalive_10b keepalive_26k h2_10b)" ;;
+        *) die "unknown row '$1' (keepalive_10b keepalive_26k h2_10b proxied_10b proxied_tls_10b)" ;;
     esac
     timeout -s KILL $(($2 + 60)) taskset -c 0 "$BIN_DIR/http-perf" -c "${4:-100}" -t 1 -d "${2}s" \
         --timeout 60s --json --connect "127.0.0.1:$PORT" "https://$HOST$path" >"$3" 2>"$3.err" ||
@@ -168,7 +226,7 @@ for row in "${ROWS[@]}"; do
         # dumped while it still runs. The requests in that window are the calls of a
         # function the server calls once per request (request_parts.py: MARKERS).
         out="$WORK/callgrind-$s-$row.out"
-        start "$s" valgrind --tool=callgrind --callgrind-out-file="$out" --dump-instr=no
+        start "$s" "$row" valgrind --tool=callgrind --callgrind-out-file="$out" --dump-instr=no
         client "$row" 10 "$WORK/warm-$s-$row.json" "$CG_CONNS"
         client "$row" $((SETTLE + SECS + 5)) "$WORK/cg-$s-$row.json" "$CG_CONNS" &
         cpid=$!
@@ -183,7 +241,7 @@ for row in "${ROWS[@]}"; do
         mv "$dump" "$WORK/profile-$s-$row.callgrind"
         stop
 
-        start "$s"
+        start "$s" "$row"
         client "$row" 2 "$WORK/warm2-$s-$row.json"
         read -r ut0 st0 < <(awk '{ print $14, $15 }' "/proc/$SERVER_PID/stat")
         perf stat -x, -e raw_syscalls:sys_enter -p "$SERVER_PID" -o "$WORK/sys-$s-$row.csv" \
