@@ -39,19 +39,23 @@
 //! ack that is overwritten instead of queued. Every flood defence is a
 //! field of [`Limits`] and every trip is counted in [`Counters`].
 
+mod client;
 mod conn;
 mod counters;
 mod error;
 mod event;
 pub mod frame;
+mod guards;
 mod hpack;
 mod limits;
 mod rate;
 mod request;
+mod response;
 mod settings;
 mod stream;
 pub mod write;
 
+pub use client::{ClientConnection, ClientEvent};
 pub use conn::Connection;
 pub use counters::{Counters, Flood};
 pub use error::{ConnError, ErrorCode, H2Error, SendError, StreamError};
@@ -59,4 +63,5 @@ pub use event::Event;
 pub use hpack::{huffman_decode, DecodeError, Field, HpackDecoder, HpackEncoder, HuffmanError};
 pub use limits::Limits;
 pub use request::{check_trailers, request_from_fields, Request};
+pub use response::{response_from_fields, Response};
 pub use settings::{PeerSettings, SettingId};

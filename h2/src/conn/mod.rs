@@ -15,9 +15,9 @@ use crate::counters::Counters;
 use crate::error::{ConnError, ErrorCode, H2Error};
 use crate::event::Event;
 use crate::frame::{FrameHeader, HEADER_LEN, PREFACE};
+use crate::guards::Guards;
 use crate::hpack::{HpackDecoder, HpackEncoder};
 use crate::limits::Limits;
-use crate::rate::{Budget, PerSecond};
 use crate::settings::{PeerSettings, SettingId};
 use crate::stream::{ClosedStreams, Stream};
 use crate::write;
@@ -40,24 +40,6 @@ struct PendingBlock {
     block: Vec<u8>,
     end_stream: bool,
     continuations: u32,
-}
-
-/// Flood accounting of one connection.
-struct Guards {
-    pings: PerSecond,
-    settings: PerSecond,
-    control: PerSecond,
-    window_updates: PerSecond,
-    empty_data: PerSecond,
-    resets: Budget,
-    provoked: Budget,
-    new_streams_this_read: u32,
-    control_bytes: u64,
-    payload_bytes: u64,
-    /// WINDOW_UPDATE frames that answer DATA we sent (one per 4 KiB of it, at most 1024
-    /// banked): a client acknowledging every frame of a fast download is not flooding, so
-    /// these do not count against the WINDOW_UPDATE rate.
-    answered_updates: u64,
 }
 
 /// One server connection.
@@ -99,19 +81,7 @@ impl Connection {
     pub fn new(limits: Limits, now: Instant) -> Result<Connection, &'static str> {
         limits.validate()?;
         let ring = (limits.max_concurrent_streams as usize * 2).clamp(32, 4096);
-        let guards = Guards {
-            pings: PerSecond::new(),
-            settings: PerSecond::new(),
-            control: PerSecond::new(),
-            window_updates: PerSecond::new(),
-            empty_data: PerSecond::new(),
-            resets: Budget::new(limits.reset_budget.max(1)),
-            provoked: Budget::new(limits.provoked_reset_budget.max(1)),
-            new_streams_this_read: 0,
-            control_bytes: 0,
-            payload_bytes: 0,
-            answered_updates: 0,
-        };
+        let guards = Guards::new(&limits);
         let mut conn = Connection {
             decoder: HpackDecoder::new(limits.header_table_size),
             encoder: HpackEncoder::default(),

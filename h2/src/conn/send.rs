@@ -224,9 +224,7 @@ impl Connection {
         self.send_window -= n as i64;
         // Response payload counts for the overhead ratio: the WINDOW_UPDATE
         // frames a downloading client sends are its answer to it.
-        self.guards.payload_bytes += n as u64;
-        self.guards.answered_updates =
-            (self.guards.answered_updates + (n as u64).div_ceil(4096)).min(1024);
+        self.guards.sent_payload(n);
         let end = n == len && end_stream;
         if n == 0 && !end {
             return Ok(None);
