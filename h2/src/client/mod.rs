@@ -305,7 +305,9 @@ impl ClientConnection {
     /// How many more streams may be opened now: the origin's
     /// MAX_CONCURRENT_STREAMS (and ours, `Limits::max_concurrent_streams`)
     /// minus those open; 0 after a GOAWAY either way, or when stream ids
-    /// ran out. Requests beyond it wait for a stream to end.
+    /// ran out. Requests beyond it wait for a stream to end. Until the
+    /// origin's SETTINGS arrive one stream is allowed: its limit may be
+    /// lower than what we would open (nginx refuses streams above it).
     pub fn available_streams(&self) -> usize {
         if self.closed_conn || self.goaway_sent || self.goaway_received.is_some() {
             return 0;
@@ -313,10 +315,11 @@ impl ClientConnection {
         if self.next_stream > 0x7fff_ffff {
             return 0;
         }
-        let cap = self
-            .peer_max_streams
-            .unwrap_or(u32::MAX)
-            .min(self.limits.max_concurrent_streams) as usize;
+        let peer = match (self.settings_seen, self.peer_max_streams) {
+            (false, _) => 1,
+            (true, max) => max.unwrap_or(u32::MAX),
+        };
+        let cap = peer.min(self.limits.max_concurrent_streams) as usize;
         cap.saturating_sub(self.streams.len())
     }
 
@@ -333,6 +336,11 @@ impl ClientConnection {
     /// The origin's settings as they stand.
     pub fn peer_settings(&self) -> PeerSettings {
         self.peer
+    }
+
+    /// The origin's first SETTINGS frame arrived.
+    pub fn settings_received(&self) -> bool {
+        self.settings_seen
     }
 
     /// The origin's SETTINGS_MAX_CONCURRENT_STREAMS, if it sent one.
