@@ -10,8 +10,9 @@
 //!   [--print-bodies]`
 //!
 //! Output: `response I METHOD PATH status S bytes N fnv HASH [interim A,B] [body TEXT]`,
-//! `trailer I NAME: VALUE`, then `summary responses R failed F max_open M
-//! peer_max_streams P window_updates W retried T`. Exit status 1 when any request failed.
+//! `header I NAME: VALUE` (the head's `grpc-*` fields), `trailer I NAME: VALUE`, then
+//! `summary responses R failed F max_open M peer_max_streams P window_updates W retried T`.
+//! Exit status 1 when any request failed.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
@@ -37,6 +38,8 @@ struct Exchange {
     fnv: u64,
     body: Vec<u8>,
     trailers: Vec<Field>,
+    /// `grpc-*` fields of the head (a trailers-only gRPC answer has its status there).
+    grpc_head: Vec<Field>,
     sent: usize,
     done: bool,
     failed: Option<String>,
@@ -244,6 +247,11 @@ impl Run {
                 ..
             } => {
                 x.status = Some(response.status);
+                let grpc = response
+                    .fields
+                    .into_iter()
+                    .filter(|f| f.name.starts_with(b"grpc-"));
+                x.grpc_head = grpc.collect();
                 end_stream
             }
             ClientEvent::Data {
@@ -360,12 +368,12 @@ fn report(r: &Run) -> bool {
             line += &format!(" body {}", String::from_utf8_lossy(&x.body).trim_end());
         }
         println!("{line}");
-        for t in &x.trailers {
-            let (n, v) = (
-                String::from_utf8_lossy(&t.name),
-                String::from_utf8_lossy(&t.value),
-            );
-            println!("trailer {i} {n}: {v}");
+        for (what, list) in [("header", &x.grpc_head), ("trailer", &x.trailers)] {
+            for t in list {
+                let n = String::from_utf8_lossy(&t.name);
+                let v = String::from_utf8_lossy(&t.value);
+                println!("{what} {i} {n}: {v}");
+            }
         }
         ok &= x.done && x.failed.is_none();
     }

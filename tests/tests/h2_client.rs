@@ -224,3 +224,87 @@ fn the_crates_own_h2c_server_answers_the_client() {
     let want = format!("bytes 1000000 fnv {}", fnv(&post_body(1_000_000)));
     assert!(responses(&out)[20].contains(&want), "{out}");
 }
+
+/// A gRPC server (Python `grpcio`, raw bytes, no protobuf): `pkg.Echo/Call` answers
+/// `echo:` + the message with `x-trailer: t1` in its trailing metadata, and the message
+/// `fail` with NOT_FOUND.
+const GRPC_SERVER: &str = r#"
+import sys, grpc
+from concurrent import futures
+def call(req, ctx):
+    if req == b"fail":
+        ctx.abort(grpc.StatusCode.NOT_FOUND, "no such thing")
+    ctx.set_trailing_metadata((("x-trailer", "t1"),))
+    return b"echo:" + req
+h = grpc.method_handlers_generic_handler(
+    "pkg.Echo", {"Call": grpc.unary_unary_rpc_method_handler(call)})
+s = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+s.add_generic_rpc_handlers((h,))
+port = s.add_insecure_port("127.0.0.1:0")
+s.start()
+print("listening on 127.0.0.1:%d" % port, flush=True)
+s.wait_for_termination(timeout=60)
+"#;
+
+/// gRPC's length-prefixed message (uncompressed), as hex.
+fn grpc_message_hex(msg: &[u8]) -> String {
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    framed.extend_from_slice(msg);
+    framed.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn grpcio_unary_calls_end_with_grpc_status() {
+    let has_grpc = Command::new("python3")
+        .args(["-c", "import grpc"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_grpc {
+        assert!(
+            std::env::var_os("KTLS_PROXY_REQUIRE_GRPC").is_none(),
+            "python3 grpcio missing"
+        );
+        eprintln!("skipped: python3 has no grpcio (pip install grpcio)");
+        return;
+    }
+    let dir = TempDir::new("h2client-grpc");
+    let mut cmd = Command::new("timeout");
+    cmd.args(["70", "python3", "-c", GRPC_SERVER]);
+    let server = Proc::spawn("grpc_server", cmd, dir.path());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let addr: SocketAddr = loop {
+        let out = server.stdout();
+        if let Some(a) = out.lines().find_map(|l| l.strip_prefix("listening on ")) {
+            break a.parse().expect("grpc server address");
+        }
+        assert!(Instant::now() < deadline, "grpc server: {}", server.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (hello, fail) = (grpc_message_hex(b"hello"), grpc_message_hex(b"fail"));
+    let args = [
+        "--header",
+        "content-type:application/grpc",
+        "--header",
+        "te:trailers",
+        "--post-hex",
+        "/pkg.Echo/Call",
+        &hello,
+        "--post-hex",
+        "/pkg.Echo/Call",
+        &fail,
+    ];
+    let out = client(addr, &args, dir.path());
+    let want = format!(
+        "bytes 15 fnv {}",
+        fnv(&[&[0, 0, 0, 0, 10][..], b"echo:hello"].concat())
+    );
+    assert!(responses(&out)[0].contains(&want), "{out}");
+    assert!(out.contains("trailer 0 grpc-status: 0\n"), "{out}");
+    assert!(out.contains("trailer 0 x-trailer: t1\n"), "{out}");
+    // NOT_FOUND is 5, in the trailers or in a trailers-only head.
+    assert!(
+        out.contains("trailer 1 grpc-status: 5\n") || out.contains("header 1 grpc-status: 5\n"),
+        "{out}"
+    );
+}

@@ -112,6 +112,12 @@ impl ClientConnection {
             Some((ErrorCode::STREAM_CLOSED, "DATA after END_STREAM"))
         } else if cs.head != Head::Body {
             Some((ErrorCode::PROTOCOL_ERROR, "DATA before the response head"))
+        } else if cs.bodiless && !data.is_empty() {
+            // HEAD, 204, 304 (RFC 9110 §6.4.1): no content whatever the fields say.
+            Some((
+                ErrorCode::PROTOCOL_ERROR,
+                "content in a response that has none",
+            ))
         } else if flow > cs.s.recv_window + slack {
             Some((
                 ErrorCode::FLOW_CONTROL_ERROR,

@@ -22,13 +22,16 @@ fn check_request_field(f: &Field) -> Result<(), SendError> {
     check_regular(f).map_err(SendError::InvalidRequest)
 }
 
+/// A field to encode: name and value.
+type Pair<'a> = (&'a [u8], &'a [u8]);
+
 /// The pseudo-headers of `r` (§8.3.1), checked.
-fn pseudo(r: &Request) -> Result<Vec<(&'static [u8], &[u8])>, SendError> {
+fn pseudo(r: &Request) -> Result<Vec<Pair<'_>>, SendError> {
     let bad = SendError::InvalidRequest;
     if r.method.is_empty() {
         return Err(bad("empty :method"));
     }
-    let mut p: Vec<(&'static [u8], &[u8])> = vec![(b":method", &r.method)];
+    let mut p: Vec<Pair<'_>> = vec![(b":method", &r.method)];
     if r.method == b"CONNECT" {
         let a = r
             .authority

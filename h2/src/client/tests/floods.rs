@@ -120,8 +120,10 @@ fn frame_over_max_frame_size() {
 
 #[test]
 fn hpack_table_update_above_ours_is_a_compression_error() {
-    let mut limits = Limits::default();
-    limits.header_table_size = 256;
+    let limits = Limits {
+        header_table_size: 256,
+        ..Limits::default()
+    };
     let mut o = Origin::with(limits, &[]);
     let id = o.open_get();
     // Dynamic table size update to 4096 (0x3f 0xe1 0x1f), then :status 200.
@@ -153,8 +155,10 @@ fn header_list_over_the_limit_resets_only_its_stream() {
 
 #[test]
 fn provoked_resets_are_bounded() {
-    let mut limits = Limits::default();
-    limits.provoked_reset_budget = 3;
+    let limits = Limits {
+        provoked_reset_budget: 3,
+        ..Limits::default()
+    };
     let mut o = Origin::with(limits, &[]);
     for _ in 0..3 {
         let id = o.open_get();

@@ -393,6 +393,11 @@ fn content_length_checked_against_data_except_head_and_304() {
     o.headers(id, &[(":status", "304"), ("content-length", "9")], true);
     o.events();
     assert_eq!(o.rst(head).or(o.rst(id)), None);
+    // Content in a response that has none.
+    let head = o.c.open(&request("HEAD", "/", &[]), true).unwrap();
+    o.headers(head, &[(":status", "200"), ("content-length", "1")], false);
+    o.data(head, b"x", true);
+    assert_eq!(o.rst(head), Some(ErrorCode::PROTOCOL_ERROR));
     // DATA before the final head.
     let id = o.open_get();
     o.headers(id, &[(":status", "100")], false);
@@ -524,8 +529,10 @@ fn split_at_every_byte_gives_the_same_events() {
         write::goaway(&mut b, 3, ErrorCode::NO_ERROR, b"");
         b
     };
-    let mut limits = Limits::default();
-    limits.max_header_list_size = 64 * 1024;
+    let limits = Limits {
+        max_header_list_size: 64 * 1024,
+        ..Limits::default()
+    };
     let run = |split: usize| {
         let now = Instant::now();
         let mut o = Origin {
