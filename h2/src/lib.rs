@@ -1,5 +1,7 @@
 #![forbid(unsafe_code)]
-//! HTTP/2 (RFC 9113) for the server side of a reverse proxy, without I/O.
+//! HTTP/2 (RFC 9113) for both sides of a reverse proxy, without I/O: the
+//! server role ([`Connection`], below) and the client role towards origins
+//! ([`ClientConnection`], the same parts and limits mirrored).
 //!
 //! The event loop owns the socket and the clock; a [`Connection`] only
 //! sees bytes and instants: [`Connection::recv`] takes what was read,

@@ -563,3 +563,25 @@ fn split_at_every_byte_gives_the_same_events() {
         assert_eq!(run(split), (whole.clone(), out.clone()), "split {split}");
     }
 }
+
+#[test]
+fn request_trailers_end_the_request_and_eof_resets_the_rest() {
+    let mut o = Origin::new();
+    let id =
+        o.c.open(&request("POST", "/", &[("te", "trailers")]), false)
+            .unwrap();
+    assert_eq!(o.c.send_data(id, b"abc", false), Ok(3));
+    o.c.send_trailers(id, &[Field::new(b"x-sum", b"1")])
+        .unwrap();
+    let f = o.frames();
+    let last = f.last().unwrap();
+    assert_eq!(last.h.kind, kind::HEADERS);
+    assert!(last.h.has(flags::END_STREAM) && last.h.has(flags::END_HEADERS));
+    assert_eq!(
+        o.c.send_data(id, b"more", true),
+        Err(SendError::StreamNotWritable(id))
+    );
+    o.c.peer_closed();
+    assert_eq!(reset_of(&o.events(), id), Some((ErrorCode::CANCEL, false)));
+    assert!(o.c.is_done() && !o.c.can_open());
+}
