@@ -50,6 +50,7 @@ pub mod frame;
 mod guards;
 mod hpack;
 mod limits;
+mod outq;
 mod rate;
 mod request;
 mod response;

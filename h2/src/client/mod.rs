@@ -24,6 +24,7 @@ use crate::frame::{kind, FrameHeader, HEADER_LEN};
 use crate::guards::Guards;
 use crate::hpack::{HpackDecoder, HpackEncoder};
 use crate::limits::Limits;
+use crate::outq::OutQueue;
 use crate::settings::{PeerSettings, SettingId};
 use crate::stream::{ClosedStreams, Stream};
 use crate::write;
@@ -64,10 +65,7 @@ pub struct ClientConnection {
     /// The origin's SETTINGS_MAX_CONCURRENT_STREAMS (none: unlimited).
     peer_max_streams: Option<u32>,
     input: Vec<u8>,
-    output: Vec<u8>,
-    output_start: usize,
-    ping_ack_at: Option<usize>,
-    output_stall_since: Option<Instant>,
+    output: OutQueue,
     events: VecDeque<ClientEvent>,
     streams: BTreeMap<u32, ClientStream>,
     closed: ClosedStreams,
@@ -102,10 +100,7 @@ impl ClientConnection {
             peer: PeerSettings::default(),
             peer_max_streams: None,
             input: Vec::new(),
-            output: Vec::with_capacity(256),
-            output_start: 0,
-            ping_ack_at: None,
-            output_stall_since: None,
+            output: OutQueue::new(),
             events: VecDeque::new(),
             streams: BTreeMap::new(),
             closed: ClosedStreams::new(ring),
@@ -129,7 +124,7 @@ impl ClientConnection {
 
     fn write_preface(&mut self) {
         let l = &self.limits;
-        write::client_preface(&mut self.output);
+        write::client_preface(&mut self.output.buf);
         let mut params = vec![
             (SettingId::EnablePush, 0),
             (SettingId::InitialWindowSize, l.initial_window_size),
@@ -139,10 +134,10 @@ impl ClientConnection {
         if l.header_table_size != 4096 {
             params.push((SettingId::HeaderTableSize, l.header_table_size));
         }
-        write::settings(&mut self.output, &params);
+        write::settings(&mut self.output.buf, &params);
         let extra = l.connection_window_size.saturating_sub(65_535);
         if extra > 0 {
-            write::window_update(&mut self.output, 0, extra);
+            write::window_update(&mut self.output.buf, 0, extra);
         }
     }
 
@@ -218,7 +213,7 @@ impl ClientConnection {
             return;
         }
         self.drop_all_streams(e.code);
-        write::goaway(&mut self.output, 0, e.code, e.reason.as_bytes());
+        write::goaway(&mut self.output.buf, 0, e.code, e.reason.as_bytes());
         self.counters.goaways_sent += 1;
         self.closed_conn = true;
         self.pending_block = None;
@@ -254,38 +249,25 @@ impl ClientConnection {
 
     /// Bytes to write to the origin.
     pub fn output(&self) -> &[u8] {
-        &self.output[self.output_start..]
+        self.output.pending()
     }
 
     /// `n` bytes of [`ClientConnection::output`] were written.
     pub fn advance_output(&mut self, n: usize) {
-        self.output_start = (self.output_start + n).min(self.output.len());
-        if matches!(self.ping_ack_at, Some(at) if at < self.output_start) {
-            self.ping_ack_at = None;
-        }
-        if n > 0 {
-            self.output_stall_since = None;
-        }
-        if self.output_start == self.output.len() {
-            self.output.clear();
-            self.output_start = 0;
-            self.ping_ack_at = None;
-        } else if self.output_start > 64 * 1024 && self.output_start * 2 > self.output.len() {
-            self.output.drain(..self.output_start);
-            self.ping_ack_at = self.ping_ack_at.map(|at| at - self.output_start);
-            self.output_start = 0;
-        }
-        self.note_output();
+        self.output.advance(n, self.now);
+    }
+
+    /// Takes every byte of [`ClientConnection::output`] at once, by value.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        self.output.take()
     }
 
     fn output_len(&self) -> usize {
-        self.output.len() - self.output_start
+        self.output.len()
     }
 
     fn note_output(&mut self) {
-        if self.output_len() > 0 && self.output_stall_since.is_none() {
-            self.output_stall_since = Some(self.now);
-        }
+        self.output.note(self.now);
     }
 
     /// False when the caller should stop reading: the connection is over,

@@ -291,7 +291,7 @@ impl ClientConnection {
                 self.announce_open_windows(None);
             }
         }
-        write::settings_ack(&mut self.output);
+        write::settings_ack(&mut self.output.buf);
         Ok(())
     }
 
@@ -302,12 +302,7 @@ impl ClientConnection {
         let ctx = (&self.limits, &mut self.counters);
         self.guards.ping(ctx, self.now)?;
         // One ack at most is queued: a newer PING overwrites an unsent one.
-        if let Some(at) = self.ping_ack_at {
-            self.output[at + 9..at + 17].copy_from_slice(&payload);
-            return Ok(());
-        }
-        self.ping_ack_at = Some(self.output.len());
-        write::ping(&mut self.output, true, payload);
+        self.output.ping_ack(payload);
         Ok(())
     }
 

@@ -133,7 +133,7 @@ impl ClientConnection {
 
     /// Writes RST_STREAM and forgets the stream; true if it was open.
     pub(super) fn send_reset(&mut self, stream: u32, code: ErrorCode) -> bool {
-        write::rst_stream(&mut self.output, stream, code);
+        write::rst_stream(&mut self.output.buf, stream, code);
         self.counters.reset_sent(code);
         self.closed.push(stream, Closed::ResetByUs);
         let Some(cs) = self.streams.remove(&stream) else {
@@ -164,7 +164,7 @@ impl ClientConnection {
         self.recv_unacked = self.recv_unacked.saturating_add(n);
         if self.recv_unacked >= self.limits.connection_window_size / 2 {
             let inc = self.recv_unacked;
-            write::window_update(&mut self.output, 0, inc);
+            write::window_update(&mut self.output.buf, 0, inc);
             self.recv_window += i64::from(inc);
             self.recv_unacked = 0;
         }
@@ -184,7 +184,7 @@ impl ClientConnection {
             let inc = s.recv_unacked;
             s.recv_window += i64::from(inc);
             s.recv_unacked = 0;
-            write::window_update(&mut self.output, id, inc);
+            write::window_update(&mut self.output.buf, id, inc);
         }
     }
 

@@ -111,7 +111,7 @@ impl ClientConnection {
         let mut block = Vec::new();
         self.encoder.encode(fields.iter().copied(), &mut block);
         let frame = self.peer.max_frame_size as usize;
-        write::headers(&mut self.output, stream, &block, end, frame);
+        write::headers(&mut self.output.buf, stream, &block, end, frame);
         self.guards.sent_payload(block.len());
         self.note_output();
     }
@@ -166,11 +166,11 @@ impl ClientConnection {
         }
         let mut chunks = data[..n].chunks(frame.max(1)).peekable();
         if chunks.peek().is_none() {
-            write::data(&mut self.output, stream, &[], end);
+            write::data(&mut self.output.buf, stream, &[], end);
         }
         while let Some(chunk) = chunks.next() {
             let last = chunks.peek().is_none();
-            write::data(&mut self.output, stream, chunk, end && last);
+            write::data(&mut self.output.buf, stream, chunk, end && last);
         }
         if end {
             self.close_if_finished(stream);
@@ -211,7 +211,7 @@ impl ClientConnection {
         if self.closed_conn || self.goaway_sent {
             return;
         }
-        write::goaway(&mut self.output, 0, ErrorCode::NO_ERROR, b"");
+        write::goaway(&mut self.output.buf, 0, ErrorCode::NO_ERROR, b"");
         self.counters.goaways_sent += 1;
         self.goaway_sent = true;
         self.note_output();
@@ -234,7 +234,7 @@ impl ClientConnection {
         let settings = self
             .settings_unacked_since
             .map(|t| t + l.settings_ack_timeout);
-        let output = self.output_stall_since.map(|t| t + l.output_stall_timeout);
+        let output = self.output.stall_since.map(|t| t + l.output_stall_timeout);
         let stream = self
             .streams
             .values()
@@ -254,7 +254,7 @@ impl ClientConnection {
             return;
         }
         let l = self.limits.clone();
-        let fail = if matches!(self.output_stall_since, Some(t) if now >= t + l.output_stall_timeout)
+        let fail = if matches!(self.output.stall_since, Some(t) if now >= t + l.output_stall_timeout)
         {
             Some((
                 Flood::OutputStall,

@@ -77,7 +77,7 @@ impl Connection {
 
     /// Writes RST_STREAM and forgets the stream.
     pub(super) fn send_reset(&mut self, stream: u32, code: ErrorCode) {
-        write::rst_stream(&mut self.output, stream, code);
+        write::rst_stream(&mut self.output.buf, stream, code);
         self.counters.reset_sent(code);
         self.closed.push(stream, Closed::ResetByUs);
         if let Some(s) = self.streams.remove(&stream) {
@@ -98,7 +98,7 @@ impl Connection {
         let settings = self
             .settings_unacked_since
             .map(|t| t + l.settings_ack_timeout);
-        let output = self.output_stall_since.map(|t| t + l.output_stall_timeout);
+        let output = self.output.stall_since.map(|t| t + l.output_stall_timeout);
         let stream = self
             .streams
             .values()
@@ -115,7 +115,7 @@ impl Connection {
             return;
         }
         let l = self.limits.clone();
-        if matches!(self.output_stall_since, Some(t) if now >= t + l.output_stall_timeout) {
+        if matches!(self.output.stall_since, Some(t) if now >= t + l.output_stall_timeout) {
             self.counters.flood(Flood::OutputStall);
             self.fail(ConnError {
                 code: ErrorCode::ENHANCE_YOUR_CALM,

@@ -145,7 +145,7 @@ impl Connection {
         self.encoder
             .encode([(&b":status"[..], &b"431"[..])], &mut block);
         write::headers(
-            &mut self.output,
+            &mut self.output.buf,
             id,
             &block,
             true,
@@ -184,7 +184,7 @@ impl Connection {
         self.recv_unacked = self.recv_unacked.saturating_add(n);
         if self.recv_unacked >= self.limits.connection_window_size / 2 {
             let inc = self.recv_unacked;
-            write::window_update(&mut self.output, 0, inc);
+            write::window_update(&mut self.output.buf, 0, inc);
             self.recv_window += i64::from(inc);
             self.recv_unacked = 0;
         }
@@ -203,7 +203,7 @@ impl Connection {
             let inc = s.recv_unacked;
             s.recv_window += i64::from(inc);
             s.recv_unacked = 0;
-            write::window_update(&mut self.output, id, inc);
+            write::window_update(&mut self.output.buf, id, inc);
         }
     }
 

@@ -104,7 +104,7 @@ impl Connection {
         let mut block = Vec::new();
         self.encoder.encode(fields, &mut block);
         write::headers(
-            &mut self.output,
+            &mut self.output.buf,
             stream,
             &block,
             end,
@@ -142,14 +142,15 @@ impl Connection {
         // One allocation for every frame of this call, not a doubling chain of them: the
         // caller often takes the output away after each response, leaving an empty buffer.
         self.output
+            .buf
             .reserve(n + n.div_ceil(frame.max(1)).max(1) * HEADER_LEN);
         let mut chunks = data[..n].chunks(frame).peekable();
         if chunks.peek().is_none() {
-            write::data(&mut self.output, stream, &[], end);
+            write::data(&mut self.output.buf, stream, &[], end);
         }
         while let Some(chunk) = chunks.next() {
             write::data(
-                &mut self.output,
+                &mut self.output.buf,
                 stream,
                 chunk,
                 end && chunks.peek().is_none(),
@@ -280,7 +281,7 @@ impl Connection {
             return;
         }
         let last = self.highest_stream;
-        write::goaway(&mut self.output, last, ErrorCode::NO_ERROR, b"");
+        write::goaway(&mut self.output.buf, last, ErrorCode::NO_ERROR, b"");
         self.counters.goaways_sent += 1;
         self.goaway_sent = Some(last);
         self.note_output();
