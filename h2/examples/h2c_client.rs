@@ -7,11 +7,12 @@
 //!
 //! `h2c_client ADDR [--authority HOST] [--header NAME:VALUE]...
 //!   [--get PATH]... [--gets N PATH] [--post PATH SIZE] [--post-hex PATH HEX]
-//!   [--print-bodies]`
+//!   [--print-bodies] [--hold-ms N]`
 //!
 //! Output: `response I METHOD PATH status S bytes N fnv HASH [interim A,B] [body TEXT]`,
 //! `header I NAME: VALUE` (the head's `grpc-*` fields), `trailer I NAME: VALUE`, then
-//! `summary responses R failed F max_open M peer_max_streams P window_updates W retried T`.
+//! `summary responses R failed F max_open M peer_max_streams P window_updates W retried T
+//! held_peak H` (H: the most body bytes received but not yet consumed, with `--hold-ms`).
 //! Exit status 1 when any request failed.
 
 use std::collections::{HashMap, VecDeque};
@@ -51,6 +52,10 @@ struct Options {
     headers: Vec<Field>,
     jobs: Vec<Job>,
     print_bodies: bool,
+    /// Milliseconds during which received body bytes are not reported
+    /// consumed (a slow reader downstream): the origin must stop at our
+    /// windows.
+    hold_ms: u64,
 }
 
 fn usage(why: &str) -> ! {
@@ -67,6 +72,7 @@ fn parse_args() -> Options {
         headers: Vec::new(),
         jobs: Vec::new(),
         print_bodies: false,
+        hold_ms: 0,
     };
     while let Some(flag) = args.next() {
         let mut next = |what: &str| args.next().unwrap_or_else(|| usage(what));
@@ -99,6 +105,7 @@ fn parse_args() -> Options {
                 o.jobs.push(job("POST", path, body));
             }
             "--print-bodies" => o.print_bodies = true,
+            "--hold-ms" => o.hold_ms = next("--hold-ms N").parse().unwrap_or_else(|_| usage("N")),
             other => usage(&format!("unknown argument {other}")),
         }
     }
@@ -132,6 +139,10 @@ struct Run {
     waiting: VecDeque<usize>,
     by_stream: HashMap<u32, usize>,
     max_open: usize,
+    /// Body bytes received and not yet reported consumed, per stream, until `hold_until`.
+    held: Vec<(u32, usize)>,
+    held_peak: usize,
+    hold_until: Instant,
     window_updates: u64,
     retried: u64,
     /// Bytes of our output already parsed for frame counting.
@@ -262,7 +273,13 @@ impl Run {
                 if self.opts.print_bodies {
                     x.body.extend_from_slice(&data);
                 }
-                self.conn.consumed(stream, data.len());
+                if Instant::now() < self.hold_until {
+                    self.held.push((stream, data.len()));
+                    let total = self.held.iter().map(|(_, n)| n).sum();
+                    self.held_peak = self.held_peak.max(total);
+                } else {
+                    self.conn.consumed(stream, data.len());
+                }
                 end_stream
             }
             ClientEvent::Trailers { fields, .. } => {
@@ -310,6 +327,7 @@ fn run(opts: Options) -> std::io::Result<Run> {
     let conn = ClientConnection::new(Limits::default(), Instant::now())
         .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, e))?;
     let n = opts.jobs.len();
+    let hold_ms = opts.hold_ms;
     let mut r = Run {
         conn,
         sock,
@@ -318,6 +336,9 @@ fn run(opts: Options) -> std::io::Result<Run> {
         by_stream: HashMap::new(),
         opts,
         max_open: 0,
+        held: Vec::new(),
+        held_peak: 0,
+        hold_until: Instant::now() + Duration::from_millis(hold_ms),
         window_updates: 0,
         retried: 0,
         out_scan: Vec::new(),
@@ -342,6 +363,11 @@ fn run(opts: Options) -> std::io::Result<Run> {
         }
         while let Some(ev) = r.conn.poll_event() {
             r.on_event(ev);
+        }
+        if Instant::now() >= r.hold_until {
+            for (stream, n) in std::mem::take(&mut r.held) {
+                r.conn.consumed(stream, n);
+            }
         }
     }
     r.conn.close();
@@ -387,11 +413,12 @@ fn report(r: &Run) -> bool {
         .peer_max_concurrent_streams()
         .map_or("none".into(), |p| p.to_string());
     println!(
-        "summary responses {} failed {failed} max_open {} peer_max_streams {peer} window_updates {} retried {}",
+        "summary responses {} failed {failed} max_open {} peer_max_streams {peer} window_updates {} retried {} held_peak {}",
         r.exchanges.len() - failed,
         r.max_open,
         r.window_updates,
-        r.retried
+        r.retried,
+        r.held_peak
     );
     ok
 }

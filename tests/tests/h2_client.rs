@@ -7,7 +7,8 @@
 //! What is shown: responses and bodies arrive intact (FNV-1a of each body compared), a POST
 //! body goes up under the origin's flow control, more requests than nginx's
 //! `http2_max_concurrent_streams` wait for a stream instead of being refused, and a 2 MiB
-//! response flows only as the client gives its windows back (WINDOW_UPDATE frames counted).
+//! response flows only as the client gives its windows back (WINDOW_UPDATE frames counted),
+//! and while the client reports nothing consumed nginx sends no more than the stream window.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -204,6 +205,24 @@ fn large_response_flows_with_window_updates() {
     // window is given back every 32 KiB consumed, the connection's every 512 KiB.
     let updates = summary(&out, "window_updates");
     assert!(updates >= 60, "{updates} WINDOW_UPDATEs for 2 MiB: {out}");
+}
+
+#[test]
+fn a_reader_that_consumes_nothing_stops_nginx_at_the_stream_window() {
+    let dir = TempDir::new("h2client-hold");
+    let origin = echo_origin();
+    let big: Vec<u8> = (0..1u32 << 20).map(|i| (i % 253) as u8).collect();
+    let n = nginx(dir.path(), 128, &big, origin.addr());
+    // For 700 ms nothing received is reported consumed: nginx may send what our 64 KiB
+    // stream window allows and no more; then the rest flows.
+    let out = client(n.addr, &["--get", "/big", "--hold-ms", "700"], dir.path());
+    let held = summary(&out, "held_peak");
+    assert!(
+        (32_768..=65_536).contains(&held),
+        "held {held} bytes: {out}"
+    );
+    let want = format!("bytes {} fnv {}", big.len(), fnv(&big));
+    assert!(responses(&out)[0].contains(&want), "{out}");
 }
 
 #[test]
