@@ -7,6 +7,37 @@
 //! [`ClientEvent`]s. The same [`Limits`] that bound a client of the
 //! server bound a misbehaving origin here, counted in the same
 //! [`Counters`].
+//!
+//! ```
+//! use std::time::Instant;
+//! use h2::{write, ClientConnection, ClientEvent, Limits, Request};
+//!
+//! let now = Instant::now();
+//! let mut conn = ClientConnection::new(Limits::default(), now).unwrap();
+//! let get = Request {
+//!     method: b"GET".to_vec(),
+//!     scheme: Some(b"http".to_vec()),
+//!     authority: Some(b"origin.test".to_vec()),
+//!     path: Some(b"/".to_vec()),
+//!     fields: Vec::new(),
+//!     content_length: None,
+//!     field_count: 0,
+//! };
+//! let stream = conn.open(&get, true).unwrap();
+//! let n = conn.output().len(); // preface, SETTINGS, WINDOW_UPDATE, HEADERS
+//! conn.advance_output(n);
+//! // The origin: SETTINGS, then `:status 200` (HPACK static index 8) and a body.
+//! let mut origin = Vec::new();
+//! write::settings(&mut origin, &[]);
+//! write::headers(&mut origin, stream, &[0x88], false, 16_384);
+//! write::data(&mut origin, stream, b"hi", true);
+//! conn.recv(&origin, now);
+//! let Some(ClientEvent::Response { response, .. }) = conn.poll_event() else { panic!() };
+//! assert_eq!(response.status, 200);
+//! let Some(ClientEvent::Data { data, end_stream: true, .. }) = conn.poll_event() else { panic!() };
+//! conn.consumed(stream, data.len()); // lets the origin send that much more
+//! assert!(conn.can_open());
+//! ```
 
 mod event;
 mod recv;
