@@ -115,3 +115,46 @@ fn connection_window_given_back_past_half() {
         .sum();
     assert!(conn_updates >= 540_000, "{conn_updates}");
 }
+
+/// gRPC bidirectional streaming: request and response bodies interleave on
+/// one stream, neither waits for the other to end.
+#[test]
+fn request_and_response_bodies_interleave() {
+    let mut o = Origin::new();
+    let r = request("POST", "/pkg.Chat/Talk", &[("te", "trailers")]);
+    let id = o.c.open(&r, false).unwrap();
+    assert_eq!(o.c.send_data(id, b"ping1", false), Ok(5));
+    o.headers(id, &[(":status", "200")], false);
+    o.data(id, b"pong1", false);
+    assert_eq!(o.c.send_data(id, b"ping2", false), Ok(5));
+    o.data(id, b"pong2", false);
+    assert_eq!(o.c.send_data(id, b"", true), Ok(0));
+    let sent: Vec<(u8, Vec<u8>)> = o
+        .frames()
+        .into_iter()
+        .filter(|f| f.h.kind == kind::DATA)
+        .map(|f| (f.h.flags, f.p))
+        .collect();
+    let want = [(0, &b"ping1"[..]), (0, b"ping2"), (flags::END_STREAM, b"")];
+    assert_eq!(sent, want.map(|(f, p)| (f, p.to_vec())));
+    assert_eq!(o.c.open_streams(), 1, "the response goes on");
+    let mut b = Vec::new();
+    let t = {
+        let mut blk = Vec::new();
+        o.enc.encode([(&b"grpc-status"[..], &b"0"[..])], &mut blk);
+        blk
+    };
+    write::headers(&mut b, id, &t, true, 16384);
+    o.send(&b);
+    let ev = o.events();
+    let data: Vec<&[u8]> = ev
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Data { data, .. } => Some(&data[..]),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(data, [&b"pong1"[..], b"pong2"]);
+    assert!(matches!(ev.last(), Some(ClientEvent::Trailers { .. })));
+    assert_eq!(o.c.open_streams(), 0);
+}
