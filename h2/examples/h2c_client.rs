@@ -7,7 +7,7 @@
 //!
 //! `h2c_client ADDR [--authority HOST] [--header NAME:VALUE]...
 //!   [--get PATH]... [--gets N PATH] [--post PATH SIZE] [--post-hex PATH HEX]
-//!   [--print-bodies] [--hold-ms N]`
+//!   [--grpc-pingpong PATH N] [--print-bodies] [--hold-ms N]`
 //!
 //! Output: `response I METHOD PATH status S bytes N fnv HASH [interim A,B] [body TEXT]`,
 //! `header I NAME: VALUE` (the head's `grpc-*` fields), `trailer I NAME: VALUE`, then
@@ -28,6 +28,9 @@ struct Job {
     method: &'static str,
     path: String,
     body: Vec<u8>,
+    /// gRPC ping-pong: this many messages, each sent only once the answer
+    /// to the previous one came (a bidirectional stream); 0: a plain body.
+    turns: usize,
 }
 
 /// What came back for one job.
@@ -42,6 +45,9 @@ struct Exchange {
     /// `grpc-*` fields of the head (a trailers-only gRPC answer has its status there).
     grpc_head: Vec<Field>,
     sent: usize,
+    /// Ping-pong: messages sent, and the bytes of a message not yet whole.
+    turns_sent: usize,
+    rx: Vec<u8>,
     done: bool,
     failed: Option<String>,
 }
@@ -104,6 +110,14 @@ fn parse_args() -> Options {
                 let body = hex(&next("HEX")).unwrap_or_else(|| usage("HEX"));
                 o.jobs.push(job("POST", path, body));
             }
+            "--grpc-pingpong" => {
+                let path = next("--grpc-pingpong PATH N");
+                let n: usize = next("N").parse().unwrap_or_else(|_| usage("N"));
+                o.jobs.push(Job {
+                    turns: n.max(1),
+                    ..job("POST", path, Vec::new())
+                });
+            }
             "--print-bodies" => o.print_bodies = true,
             "--hold-ms" => o.hold_ms = next("--hold-ms N").parse().unwrap_or_else(|_| usage("N")),
             other => usage(&format!("unknown argument {other}")),
@@ -113,7 +127,21 @@ fn parse_args() -> Options {
 }
 
 fn job(method: &'static str, path: String, body: Vec<u8>) -> Job {
-    Job { method, path, body }
+    let turns = 0;
+    Job {
+        method,
+        path,
+        body,
+        turns,
+    }
+}
+
+/// gRPC's length-prefixed (uncompressed) message.
+fn grpc_message(msg: &[u8]) -> Vec<u8> {
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    framed.extend_from_slice(msg);
+    framed
 }
 
 fn hex(s: &str) -> Option<Vec<u8>> {
@@ -177,7 +205,7 @@ impl Run {
             let Some(i) = self.waiting.pop_front() else {
                 break;
             };
-            let has_body = !self.opts.jobs[i].body.is_empty();
+            let has_body = !self.opts.jobs[i].body.is_empty() || self.opts.jobs[i].turns > 0;
             match self.conn.open(&self.request(i), !has_body) {
                 Ok(stream) => {
                     self.by_stream.insert(stream, i);
@@ -185,6 +213,9 @@ impl Run {
                         fnv: FNV_START,
                         ..Exchange::default()
                     };
+                    if self.opts.jobs[i].turns > 0 {
+                        self.next_turn(stream, i);
+                    }
                 }
                 Err(e) => self.exchanges[i].failed = Some(e.to_string()),
             }
@@ -199,6 +230,59 @@ impl Run {
             }
             if let Ok(n) = self.conn.send_data(stream, &body[sent..], true) {
                 self.exchanges[i].sent += n;
+            }
+        }
+    }
+
+    /// Ping-pong: the next message, or the end of the request after the last.
+    fn next_turn(&mut self, stream: u32, i: usize) {
+        let x = &mut self.exchanges[i];
+        let msg = if x.turns_sent < self.opts.jobs[i].turns {
+            grpc_message(format!("msg{}", x.turns_sent).as_bytes())
+        } else {
+            Vec::new()
+        };
+        // Small messages: the windows always take them whole.
+        let _ = self.conn.send_data(stream, &msg, msg.is_empty());
+        x.turns_sent += 1;
+    }
+
+    fn on_data(&mut self, stream: u32, i: usize, data: &[u8]) {
+        let x = &mut self.exchanges[i];
+        x.bytes += data.len() as u64;
+        x.fnv = fnv(x.fnv, data);
+        if self.opts.print_bodies {
+            x.body.extend_from_slice(data);
+        }
+        if Instant::now() < self.hold_until {
+            self.held.push((stream, data.len()));
+            let total = self.held.iter().map(|(_, n)| n).sum();
+            self.held_peak = self.held_peak.max(total);
+        } else {
+            self.conn.consumed(stream, data.len());
+        }
+        if self.opts.jobs[i].turns > 0 {
+            self.on_pingpong_data(stream, i, data);
+        }
+    }
+
+    /// Ping-pong: each whole message received answers one sent.
+    fn on_pingpong_data(&mut self, stream: u32, i: usize, data: &[u8]) {
+        self.exchanges[i].rx.extend_from_slice(data);
+        loop {
+            let rx = &mut self.exchanges[i].rx;
+            let Some(len) = rx
+                .get(1..5)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+            else {
+                return;
+            };
+            if rx.len() < 5 + len as usize {
+                return;
+            }
+            rx.drain(..5 + len as usize);
+            if self.exchanges[i].turns_sent <= self.opts.jobs[i].turns {
+                self.next_turn(stream, i);
             }
         }
     }
@@ -268,18 +352,7 @@ impl Run {
             ClientEvent::Data {
                 data, end_stream, ..
             } => {
-                x.bytes += data.len() as u64;
-                x.fnv = fnv(x.fnv, &data);
-                if self.opts.print_bodies {
-                    x.body.extend_from_slice(&data);
-                }
-                if Instant::now() < self.hold_until {
-                    self.held.push((stream, data.len()));
-                    let total = self.held.iter().map(|(_, n)| n).sum();
-                    self.held_peak = self.held_peak.max(total);
-                } else {
-                    self.conn.consumed(stream, data.len());
-                }
+                self.on_data(stream, i, &data);
                 end_stream
             }
             ClientEvent::Trailers { fields, .. } => {

@@ -246,7 +246,8 @@ fn the_crates_own_h2c_server_answers_the_client() {
 
 /// A gRPC server (Python `grpcio`, raw bytes, no protobuf): `pkg.Echo/Call` answers
 /// `echo:` + the message with `x-trailer: t1` in its trailing metadata, and the message
-/// `fail` with NOT_FOUND.
+/// `fail` with NOT_FOUND; `pkg.Chat/Talk`, a bidirectional stream, answers each message as
+/// it comes.
 const GRPC_SERVER: &str = r#"
 import sys, grpc
 from concurrent import futures
@@ -255,26 +256,39 @@ def call(req, ctx):
         ctx.abort(grpc.StatusCode.NOT_FOUND, "no such thing")
     ctx.set_trailing_metadata((("x-trailer", "t1"),))
     return b"echo:" + req
+def talk(it, ctx):
+    for m in it:
+        yield b"echo:" + m
+    ctx.set_trailing_metadata((("x-turns", "done"),))
 h = grpc.method_handlers_generic_handler(
     "pkg.Echo", {"Call": grpc.unary_unary_rpc_method_handler(call)})
+chat = grpc.method_handlers_generic_handler(
+    "pkg.Chat", {"Talk": grpc.stream_stream_rpc_method_handler(talk)})
 s = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-s.add_generic_rpc_handlers((h,))
+s.add_generic_rpc_handlers((h, chat))
 port = s.add_insecure_port("127.0.0.1:0")
 s.start()
 print("listening on 127.0.0.1:%d" % port, flush=True)
 s.wait_for_termination(timeout=60)
 "#;
 
-/// gRPC's length-prefixed message (uncompressed), as hex.
-fn grpc_message_hex(msg: &[u8]) -> String {
+/// gRPC's length-prefixed message (uncompressed).
+fn grpc_message(msg: &[u8]) -> Vec<u8> {
     let mut framed = vec![0u8];
     framed.extend_from_slice(&(msg.len() as u32).to_be_bytes());
     framed.extend_from_slice(msg);
-    framed.iter().map(|b| format!("{b:02x}")).collect()
+    framed
+}
+
+fn grpc_message_hex(msg: &[u8]) -> String {
+    grpc_message(msg)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[test]
-fn grpcio_unary_calls_end_with_grpc_status() {
+fn grpcio_unary_calls_and_a_bidirectional_stream() {
     let has_grpc = Command::new("python3")
         .args(["-c", "import grpc"])
         .status()
@@ -326,4 +340,15 @@ fn grpcio_unary_calls_end_with_grpc_status() {
         out.contains("trailer 1 grpc-status: 5\n") || out.contains("header 1 grpc-status: 5\n"),
         "{out}"
     );
+    // Bidirectional streaming: each of 5 messages goes only once the answer to the previous
+    // one came back on the same stream (neither side waits for the other's end).
+    let ping = ["--grpc-pingpong", "/pkg.Chat/Talk", "5"];
+    let out = client(addr, &[&args[..4], &ping[..]].concat(), dir.path());
+    let answers: Vec<u8> = (0..5)
+        .flat_map(|k| grpc_message(format!("echo:msg{k}").as_bytes()))
+        .collect();
+    let want = format!("bytes 70 fnv {}", fnv(&answers));
+    assert!(responses(&out)[0].contains(&want), "{out}");
+    assert!(out.contains("trailer 0 grpc-status: 0\n"), "{out}");
+    assert!(out.contains("trailer 0 x-turns: done\n"), "{out}");
 }
