@@ -8,7 +8,7 @@ use crate::error::{ConnError, ErrorCode, H2Error};
 use crate::hpack::{DecodeError, Field};
 use crate::request::check_trailers;
 use crate::response::response_from_fields;
-use crate::stream::Closed;
+use crate::stream::{owe, Closed};
 use crate::write;
 
 impl ClientConnection {
@@ -161,12 +161,9 @@ impl ClientConnection {
             return;
         }
         let n = n.min(u64::from(u32::MAX)) as u32;
-        self.recv_unacked = self.recv_unacked.saturating_add(n);
-        if self.recv_unacked >= self.limits.connection_window_size / 2 {
-            let inc = self.recv_unacked;
+        let half = self.limits.connection_window_size / 2;
+        if let Some(inc) = owe(&mut self.recv_window, &mut self.recv_unacked, n, half) {
             write::window_update(&mut self.output.buf, 0, inc);
-            self.recv_window += i64::from(inc);
-            self.recv_unacked = 0;
         }
     }
 
@@ -179,11 +176,7 @@ impl ClientConnection {
         if !s.recv_open || n == 0 {
             return;
         }
-        s.recv_unacked = s.recv_unacked.saturating_add(n);
-        if s.recv_unacked >= threshold {
-            let inc = s.recv_unacked;
-            s.recv_window += i64::from(inc);
-            s.recv_unacked = 0;
+        if let Some(inc) = owe(&mut s.recv_window, &mut s.recv_unacked, n, threshold) {
             write::window_update(&mut self.output.buf, id, inc);
         }
     }
