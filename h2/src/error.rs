@@ -117,6 +117,15 @@ pub enum SendError {
     /// A status outside 100..=999, or a field name that is not lowercase
     /// token characters, or a connection-specific field.
     InvalidResponse(&'static str),
+    /// Client role: no stream may be opened now (the origin's
+    /// MAX_CONCURRENT_STREAMS is reached, a GOAWAY came or went, or the
+    /// stream ids ran out). Wait for a stream to end or use another
+    /// connection.
+    NoStreamAvailable,
+    /// Client role: a request the protocol cannot carry (missing
+    /// pseudo-headers, a connection-specific field, a header list over the
+    /// origin's SETTINGS_MAX_HEADER_LIST_SIZE...).
+    InvalidRequest(&'static str),
 }
 
 impl fmt::Display for SendError {
@@ -136,6 +145,8 @@ impl fmt::Display for SendError {
             }
             SendError::ConnectionClosed => write!(f, "the connection is closed"),
             SendError::InvalidResponse(why) => write!(f, "invalid response: {why}"),
+            SendError::NoStreamAvailable => write!(f, "no stream may be opened now"),
+            SendError::InvalidRequest(why) => write!(f, "invalid request: {why}"),
         }
     }
 }

@@ -1,5 +1,7 @@
 #![forbid(unsafe_code)]
-//! HTTP/2 (RFC 9113) for the server side of a reverse proxy, without I/O.
+//! HTTP/2 (RFC 9113) for both sides of a reverse proxy, without I/O: the
+//! server role ([`Connection`], below) and the client role towards origins
+//! ([`ClientConnection`], the same parts and limits mirrored).
 //!
 //! The event loop owns the socket and the clock; a [`Connection`] only
 //! sees bytes and instants: [`Connection::recv`] takes what was read,
@@ -39,19 +41,24 @@
 //! ack that is overwritten instead of queued. Every flood defence is a
 //! field of [`Limits`] and every trip is counted in [`Counters`].
 
+mod client;
 mod conn;
 mod counters;
 mod error;
 mod event;
 pub mod frame;
+mod guards;
 mod hpack;
 mod limits;
+mod outq;
 mod rate;
 mod request;
+mod response;
 mod settings;
 mod stream;
 pub mod write;
 
+pub use client::{ClientConnection, ClientEvent};
 pub use conn::Connection;
 pub use counters::{Counters, Flood};
 pub use error::{ConnError, ErrorCode, H2Error, SendError, StreamError};
@@ -59,4 +66,5 @@ pub use event::Event;
 pub use hpack::{huffman_decode, DecodeError, Field, HpackDecoder, HpackEncoder, HuffmanError};
 pub use limits::Limits;
 pub use request::{check_trailers, request_from_fields, Request};
+pub use response::{response_from_fields, Response};
 pub use settings::{PeerSettings, SettingId};

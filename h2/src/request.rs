@@ -84,7 +84,7 @@ pub fn check_field(f: &Field) -> Result<(), Malformed> {
 
 /// Fields HTTP/2 forbids (§8.2.2): connection-specific ones, and TE
 /// with anything but `trailers`.
-fn check_regular(f: &Field) -> Result<(), Malformed> {
+pub(crate) fn check_regular(f: &Field) -> Result<(), Malformed> {
     match &f.name[..] {
         b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade" => {
             Err("connection-specific field")
@@ -94,7 +94,7 @@ fn check_regular(f: &Field) -> Result<(), Malformed> {
     }
 }
 
-fn parse_content_length(v: &[u8], seen: Option<u64>) -> Result<u64, Malformed> {
+pub(crate) fn parse_content_length(v: &[u8], seen: Option<u64>) -> Result<u64, Malformed> {
     if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
         return Err("content-length is not a number");
     }

@@ -105,3 +105,17 @@ impl ClosedStreams {
             .map(|(_, how)| *how)
     }
 }
+
+/// Receive-window credit owed to the peer (a connection's or a stream's):
+/// `n` more bytes were passed on. Once at least `threshold` are owed the
+/// whole debt is repaid: the window grows by it and the increment to
+/// announce in a WINDOW_UPDATE is returned.
+pub fn owe(window: &mut i64, unacked: &mut u32, n: u32, threshold: u32) -> Option<u32> {
+    *unacked = unacked.saturating_add(n);
+    if *unacked < threshold.max(1) {
+        return None;
+    }
+    let inc = std::mem::take(unacked);
+    *window += i64::from(inc);
+    Some(inc)
+}

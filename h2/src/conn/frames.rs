@@ -280,7 +280,7 @@ impl Connection {
                 self.announce_open_windows(None);
             }
         }
-        write::settings_ack(&mut self.output);
+        write::settings_ack(&mut self.output.buf);
         Ok(())
     }
 
@@ -291,12 +291,7 @@ impl Connection {
         self.check_ping_rate()?;
         // Only one ack is ever queued: a newer PING overwrites the payload
         // of an ack the peer has not read yet (it only needs the latest).
-        if let Some(at) = self.ping_ack_at {
-            self.output[at + 9..at + 17].copy_from_slice(&payload);
-            return Ok(());
-        }
-        self.ping_ack_at = Some(self.output.len());
-        write::ping(&mut self.output, true, payload);
+        self.output.ping_ack(payload);
         Ok(())
     }
 

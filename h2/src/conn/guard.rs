@@ -7,19 +7,14 @@ use super::{Connection, Phase};
 use crate::counters::Flood;
 use crate::error::{ConnError, ErrorCode, H2Error};
 use crate::event::Event;
-use crate::frame::kind;
+use crate::guards;
 use crate::stream::Closed;
 use crate::write;
-
-fn calm(reason: &'static str) -> H2Error {
-    H2Error::conn(ErrorCode::ENHANCE_YOUR_CALM, reason)
-}
 
 impl Connection {
     /// Trips `kind`: counted, answered with GOAWAY ENHANCE_YOUR_CALM.
     pub(super) fn trip(&mut self, kind: Flood, reason: &'static str) -> H2Error {
-        self.counters.flood(kind);
-        calm(reason)
+        guards::trip(&mut self.counters, kind, reason)
     }
 
     /// Byte and rate accounting done for every frame before it is handled.
@@ -29,81 +24,28 @@ impl Connection {
         length: u32,
         now: Instant,
     ) -> Result<(), H2Error> {
-        let wire = 9 + u64::from(length);
-        let limit = self
-            .limits
-            .max_concurrent_streams
-            .saturating_mul(self.limits.ctrl_frame_rate_multiplier)
-            .max(100);
-        match frame_kind {
-            kind::DATA | kind::HEADERS | kind::CONTINUATION if length > 0 => {
-                self.guards.payload_bytes += u64::from(length);
-            }
-            kind::HEADERS | kind::CONTINUATION => {}
-            _ => {
-                self.guards.control_bytes += wire;
-                if !self.guards.control.allow(now, limit) {
-                    return Err(self.trip(Flood::ControlFrames, "control frame rate"));
-                }
-            }
-        }
-        let g = &self.guards;
-        let allowed = g
-            .payload_bytes
-            .saturating_add(self.limits.overhead_allowance);
-        if g.control_bytes > allowed.saturating_mul(u64::from(self.limits.max_overhead_ratio)) {
-            return Err(self.trip(Flood::Overhead, "control frames dwarf payload"));
-        }
-        Ok(())
+        let ctx = (&self.limits, &mut self.counters);
+        self.guards.account(ctx, frame_kind, length, now)
     }
 
     pub(super) fn check_ping_rate(&mut self) -> Result<(), H2Error> {
-        if !self
-            .guards
-            .pings
-            .allow(self.now, self.limits.max_pings_per_sec)
-        {
-            return Err(self.trip(Flood::Ping, "PING rate"));
-        }
-        Ok(())
+        let ctx = (&self.limits, &mut self.counters);
+        self.guards.ping(ctx, self.now)
     }
 
     pub(super) fn check_settings_rate(&mut self) -> Result<(), H2Error> {
-        if !self
-            .guards
-            .settings
-            .allow(self.now, self.limits.max_settings_per_sec)
-        {
-            return Err(self.trip(Flood::Settings, "SETTINGS rate"));
-        }
-        Ok(())
+        let ctx = (&self.limits, &mut self.counters);
+        self.guards.settings(ctx, self.now)
     }
 
     pub(super) fn check_window_update_rate(&mut self) -> Result<(), H2Error> {
-        if self.guards.answered_updates > 0 {
-            self.guards.answered_updates -= 1;
-            return Ok(());
-        }
-        let limit = self
-            .limits
-            .max_concurrent_streams
-            .saturating_mul(self.limits.window_update_frame_rate_multiplier)
-            .max(100);
-        if !self.guards.window_updates.allow(self.now, limit) {
-            return Err(self.trip(Flood::WindowUpdate, "WINDOW_UPDATE rate"));
-        }
-        Ok(())
+        let ctx = (&self.limits, &mut self.counters);
+        self.guards.window_update(ctx, self.now)
     }
 
     pub(super) fn check_empty_data_rate(&mut self) -> Result<(), H2Error> {
-        if !self
-            .guards
-            .empty_data
-            .allow(self.now, self.limits.max_empty_data_per_sec)
-        {
-            return Err(self.trip(Flood::EmptyData, "empty DATA frames"));
-        }
-        Ok(())
+        let ctx = (&self.limits, &mut self.counters);
+        self.guards.empty_data(ctx, self.now)
     }
 
     /// The peer reset a stream we had not finished: rapid reset budget.
@@ -135,7 +77,7 @@ impl Connection {
 
     /// Writes RST_STREAM and forgets the stream.
     pub(super) fn send_reset(&mut self, stream: u32, code: ErrorCode) {
-        write::rst_stream(&mut self.output, stream, code);
+        write::rst_stream(&mut self.output.buf, stream, code);
         self.counters.reset_sent(code);
         self.closed.push(stream, Closed::ResetByUs);
         if let Some(s) = self.streams.remove(&stream) {
@@ -156,7 +98,7 @@ impl Connection {
         let settings = self
             .settings_unacked_since
             .map(|t| t + l.settings_ack_timeout);
-        let output = self.output_stall_since.map(|t| t + l.output_stall_timeout);
+        let output = self.output.stall_since.map(|t| t + l.output_stall_timeout);
         let stream = self
             .streams
             .values()
@@ -173,7 +115,7 @@ impl Connection {
             return;
         }
         let l = self.limits.clone();
-        if matches!(self.output_stall_since, Some(t) if now >= t + l.output_stall_timeout) {
+        if matches!(self.output.stall_since, Some(t) if now >= t + l.output_stall_timeout) {
             self.counters.flood(Flood::OutputStall);
             self.fail(ConnError {
                 code: ErrorCode::ENHANCE_YOUR_CALM,

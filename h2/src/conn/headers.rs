@@ -7,7 +7,7 @@ use crate::error::{ErrorCode, H2Error};
 use crate::event::Event;
 use crate::hpack::{DecodeError, Field};
 use crate::request::{check_trailers, request_from_fields};
-use crate::stream::{Closed, SendState, Stream};
+use crate::stream::{owe, Closed, SendState, Stream};
 use crate::write;
 
 impl Connection {
@@ -145,7 +145,7 @@ impl Connection {
         self.encoder
             .encode([(&b":status"[..], &b"431"[..])], &mut block);
         write::headers(
-            &mut self.output,
+            &mut self.output.buf,
             id,
             &block,
             true,
@@ -181,12 +181,9 @@ impl Connection {
             return;
         }
         let n = n.min(u64::from(u32::MAX)) as u32;
-        self.recv_unacked = self.recv_unacked.saturating_add(n);
-        if self.recv_unacked >= self.limits.connection_window_size / 2 {
-            let inc = self.recv_unacked;
-            write::window_update(&mut self.output, 0, inc);
-            self.recv_window += i64::from(inc);
-            self.recv_unacked = 0;
+        let half = self.limits.connection_window_size / 2;
+        if let Some(inc) = owe(&mut self.recv_window, &mut self.recv_unacked, n, half) {
+            write::window_update(&mut self.output.buf, 0, inc);
         }
     }
 
@@ -198,12 +195,8 @@ impl Connection {
         if !s.recv_open {
             return;
         }
-        s.recv_unacked = s.recv_unacked.saturating_add(n);
-        if s.recv_unacked >= threshold {
-            let inc = s.recv_unacked;
-            s.recv_window += i64::from(inc);
-            s.recv_unacked = 0;
-            write::window_update(&mut self.output, id, inc);
+        if let Some(inc) = owe(&mut s.recv_window, &mut s.recv_unacked, n, threshold) {
+            write::window_update(&mut self.output.buf, id, inc);
         }
     }
 

@@ -15,9 +15,10 @@ use crate::counters::Counters;
 use crate::error::{ConnError, ErrorCode, H2Error};
 use crate::event::Event;
 use crate::frame::{FrameHeader, HEADER_LEN, PREFACE};
+use crate::guards::Guards;
 use crate::hpack::{HpackDecoder, HpackEncoder};
 use crate::limits::Limits;
-use crate::rate::{Budget, PerSecond};
+use crate::outq::OutQueue;
 use crate::settings::{PeerSettings, SettingId};
 use crate::stream::{ClosedStreams, Stream};
 use crate::write;
@@ -42,37 +43,13 @@ struct PendingBlock {
     continuations: u32,
 }
 
-/// Flood accounting of one connection.
-struct Guards {
-    pings: PerSecond,
-    settings: PerSecond,
-    control: PerSecond,
-    window_updates: PerSecond,
-    empty_data: PerSecond,
-    resets: Budget,
-    provoked: Budget,
-    new_streams_this_read: u32,
-    control_bytes: u64,
-    payload_bytes: u64,
-    /// WINDOW_UPDATE frames that answer DATA we sent (one per 4 KiB of it, at most 1024
-    /// banked): a client acknowledging every frame of a fast download is not flooding, so
-    /// these do not count against the WINDOW_UPDATE rate.
-    answered_updates: u64,
-}
-
 /// One server connection.
 pub struct Connection {
     limits: Limits,
     phase: Phase,
     peer: PeerSettings,
     input: Vec<u8>,
-    output: Vec<u8>,
-    /// Start of the unsent part of `output`.
-    output_start: usize,
-    /// Index in `output` of a queued, wholly unsent PING ack.
-    ping_ack_at: Option<usize>,
-    /// Since when output has waited without the caller taking any.
-    output_stall_since: Option<Instant>,
+    output: OutQueue,
     events: VecDeque<Event>,
     streams: BTreeMap<u32, Stream>,
     closed: ClosedStreams,
@@ -99,29 +76,14 @@ impl Connection {
     pub fn new(limits: Limits, now: Instant) -> Result<Connection, &'static str> {
         limits.validate()?;
         let ring = (limits.max_concurrent_streams as usize * 2).clamp(32, 4096);
-        let guards = Guards {
-            pings: PerSecond::new(),
-            settings: PerSecond::new(),
-            control: PerSecond::new(),
-            window_updates: PerSecond::new(),
-            empty_data: PerSecond::new(),
-            resets: Budget::new(limits.reset_budget.max(1)),
-            provoked: Budget::new(limits.provoked_reset_budget.max(1)),
-            new_streams_this_read: 0,
-            control_bytes: 0,
-            payload_bytes: 0,
-            answered_updates: 0,
-        };
+        let guards = Guards::new(&limits);
         let mut conn = Connection {
             decoder: HpackDecoder::new(limits.header_table_size),
             encoder: HpackEncoder::default(),
             phase: Phase::Preface,
             peer: PeerSettings::default(),
             input: Vec::new(),
-            output: Vec::with_capacity(256),
-            output_start: 0,
-            ping_ack_at: None,
-            output_stall_since: None,
+            output: OutQueue::new(),
             events: VecDeque::new(),
             streams: BTreeMap::new(),
             closed: ClosedStreams::new(ring),
@@ -153,10 +115,10 @@ impl Connection {
         if l.header_table_size != 4096 {
             params.push((SettingId::HeaderTableSize, l.header_table_size));
         }
-        write::settings(&mut self.output, &params);
+        write::settings(&mut self.output.buf, &params);
         let extra = l.connection_window_size.saturating_sub(65_535);
         if extra > 0 {
-            write::window_update(&mut self.output, 0, extra);
+            write::window_update(&mut self.output.buf, 0, extra);
         }
     }
 
@@ -251,7 +213,7 @@ impl Connection {
             return;
         }
         let last = self.highest_stream;
-        write::goaway(&mut self.output, last, e.code, e.reason.as_bytes());
+        write::goaway(&mut self.output.buf, last, e.code, e.reason.as_bytes());
         self.counters.goaways_sent += 1;
         self.phase = Phase::Closed;
         self.pending_block = None;
@@ -277,56 +239,26 @@ impl Connection {
 
     /// Bytes to write to the peer.
     pub fn output(&self) -> &[u8] {
-        &self.output[self.output_start..]
+        self.output.pending()
     }
 
     /// `n` bytes of [`Connection::output`] were written.
     pub fn advance_output(&mut self, n: usize) {
-        self.output_start = (self.output_start + n).min(self.output.len());
-        if matches!(self.ping_ack_at, Some(at) if at < self.output_start) {
-            self.ping_ack_at = None;
-        }
-        if n > 0 {
-            self.output_stall_since = None;
-        }
-        if self.output_start == self.output.len() {
-            self.output.clear();
-            self.output_start = 0;
-            self.ping_ack_at = None;
-        } else if self.output_start > 64 * 1024 && self.output_start * 2 > self.output.len() {
-            self.output.drain(..self.output_start);
-            self.ping_ack_at = self.ping_ack_at.map(|at| at - self.output_start);
-            self.output_start = 0;
-        }
-        self.note_output();
+        self.output.advance(n, self.now);
     }
 
     /// Takes every byte of [`Connection::output`] at once, by value (the caller queues the
     /// buffer itself instead of copying it).
     pub fn take_output(&mut self) -> Vec<u8> {
-        let out = if self.output_start == 0 {
-            std::mem::take(&mut self.output)
-        } else {
-            let rest = self.output.split_off(self.output_start);
-            self.output.clear();
-            rest
-        };
-        self.output_start = 0;
-        self.ping_ack_at = None;
-        if !out.is_empty() {
-            self.output_stall_since = None;
-        }
-        out
+        self.output.take()
     }
 
     fn output_len(&self) -> usize {
-        self.output.len() - self.output_start
+        self.output.len()
     }
 
     fn note_output(&mut self) {
-        if self.output_len() > 0 && self.output_stall_since.is_none() {
-            self.output_stall_since = Some(self.now);
-        }
+        self.output.note(self.now);
     }
 
     /// False when the caller should stop reading: the connection is closed

@@ -104,7 +104,7 @@ impl Connection {
         let mut block = Vec::new();
         self.encoder.encode(fields, &mut block);
         write::headers(
-            &mut self.output,
+            &mut self.output.buf,
             stream,
             &block,
             end,
@@ -142,14 +142,15 @@ impl Connection {
         // One allocation for every frame of this call, not a doubling chain of them: the
         // caller often takes the output away after each response, leaving an empty buffer.
         self.output
+            .buf
             .reserve(n + n.div_ceil(frame.max(1)).max(1) * HEADER_LEN);
         let mut chunks = data[..n].chunks(frame).peekable();
         if chunks.peek().is_none() {
-            write::data(&mut self.output, stream, &[], end);
+            write::data(&mut self.output.buf, stream, &[], end);
         }
         while let Some(chunk) = chunks.next() {
             write::data(
-                &mut self.output,
+                &mut self.output.buf,
                 stream,
                 chunk,
                 end && chunks.peek().is_none(),
@@ -224,9 +225,7 @@ impl Connection {
         self.send_window -= n as i64;
         // Response payload counts for the overhead ratio: the WINDOW_UPDATE
         // frames a downloading client sends are its answer to it.
-        self.guards.payload_bytes += n as u64;
-        self.guards.answered_updates =
-            (self.guards.answered_updates + (n as u64).div_ceil(4096)).min(1024);
+        self.guards.sent_payload(n);
         let end = n == len && end_stream;
         if n == 0 && !end {
             return Ok(None);
@@ -282,7 +281,7 @@ impl Connection {
             return;
         }
         let last = self.highest_stream;
-        write::goaway(&mut self.output, last, ErrorCode::NO_ERROR, b"");
+        write::goaway(&mut self.output.buf, last, ErrorCode::NO_ERROR, b"");
         self.counters.goaways_sent += 1;
         self.goaway_sent = Some(last);
         self.note_output();
