@@ -51,6 +51,11 @@ pub struct Args {
     /// per request, at most --pipeline streams per connection.
     #[arg(long)]
     pub h2: bool,
+    /// HTTP/3 load over QUIC (https URLs; UDP to the URL's or --connect's port): one
+    /// stream per request, at most --pipeline streams per connection; the certificate is
+    /// not verified, as in the TCP modes.
+    #[arg(long, conflicts_with_all = ["h2", "h2_flood", "tickets"])]
+    pub h3: bool,
     /// Resume TLS sessions (tickets) when reconnecting.
     #[arg(long)]
     pub tickets: bool,
