@@ -51,6 +51,7 @@ ROW_UNITS = {
     "h3_10b_rps": "req/s",
     "h3_26k_rps": "req/s",
     "idle_tls_conn_bytes": "bytes/conn",
+    "h3_idle_conn_bytes": "bytes/conn",
 }
 ROW_UNITS.update({name: latency.UNIT for name in latency.ROWS})
 

@@ -49,7 +49,9 @@
 #       so in the output and shown as – in the table), idle_tls_conn_bytes
 #       (http-perf --hold 10000 --server-pid, on a freshly started server: the server's
 #       RSS growth over http-perf's baseline, sampled every 0.2 s by abstat.py and taken
-#       while the server is idle with every connection open, divided by the connections).
+#       while the server is idle with every connection open, divided by the connections),
+#       h3_idle_conn_bytes (the same with http-perf --hold --h3: idle QUIC connections, each
+#       from its own UDP socket; the h3 servers only, as the h3_* rows above).
 # Latency rows (with --latency, or named in --only): latency_keepalive_10b_at50/_at80 and
 #       latency_h2_10b_at50/_at80: http-perf --rate at 50 % / 80 % of nginx's median maximum
 #       in keepalive_10b_rps / h2_10b_rps of this run (measured first on nginx_static if the
@@ -97,7 +99,8 @@ source "$HERE/peers.sh"
 BIN_DIR=${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
 BASE_ROWS=(handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
            keepalive_10b_rps keepalive_26k_rps close_10b_rps close_26k_rps
-           h2_10b_rps h2_26k_rps h2_1024c_rps h3_10b_rps h3_26k_rps idle_tls_conn_bytes)
+           h2_10b_rps h2_26k_rps h2_1024c_rps h3_10b_rps h3_26k_rps idle_tls_conn_bytes
+           h3_idle_conn_bytes)
 # --latency: at 50 % and 80 % of nginx's maximum in keepalive_10b_rps / h2_10b_rps.
 LATENCY_ROWS=(latency_keepalive_10b_at50 latency_keepalive_10b_at80
               latency_h2_10b_at50 latency_h2_10b_at80)
@@ -230,7 +233,7 @@ cleanup() {
     [[ -n $SERVER_PID ]] && stop_pids "$SERVER_PID"
     [[ ${#PIDS[@]} -gt 0 ]] && stop_pids "${PIDS[@]}"
     # Keep the server logs with the raw results.
-    for f in "$WORK"/*.log "$WORK"/*/error.log "$WORK"/proxy.conf "$WORK"/*/nginx.conf \
+    for f in "$WORK"/*.log "$WORK"/*/error.log "$WORK"/proxy.conf "$WORK"/proxy_h3.conf "$WORK"/*/nginx.conf \
              "$WORK"/haproxy/haproxy.cfg "$WORK"/caddy*/Caddyfile; do
         [[ -f $f ]] && cp "$f" "$OUT/$(basename "$(dirname "$f")")-$(basename "$f")" 2>/dev/null
     done
@@ -544,10 +547,12 @@ run_row() {   # server row rep
     local s=$1 row=$2 rep=$3
     ROW=$row
     start_server "$s"
-    if [[ $row == idle_tls_conn_bytes ]]; then
+    if [[ $row == idle_tls_conn_bytes || $row == h3_idle_conn_bytes ]]; then
+        local quic=()
+        [[ $row == h3_* ]] && quic=(--h3)
         # The baseline is the fresh server, before the ramp (http-perf measures it).
         measure "$s" "$row" "$rep" hold 0 "" -- \
-            timeout -s KILL 400 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json \
+            timeout -s KILL 400 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json "${quic[@]}" \
             --hold "$HOLD" --hold-secs 5 --rounds 1 -t 1 --ramp-limit 240s \
             --connect "127.0.0.1:$PORT" --server-pid "$SERVER_PID" "$URL_10B" || return 1
     else

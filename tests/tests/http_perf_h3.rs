@@ -1,7 +1,8 @@
 //! `http-perf --h3` (its own QUIC client: quinn-proto, rustls, its own HTTP/3 framing and
 //! QPACK) against the real proxy's HTTP/3 listener in front of the suite's origin,
 //! cross-checked with aioquic: every response of the load is a 200 with the whole page,
-//! and aioquic fetches the same page byte for byte; `--rate` holds its rate. A UDP port where nothing listens, a
+//! and aioquic fetches the same page byte for byte; `--rate` holds its rate; `--hold`
+//! keeps 300 idle QUIC connections and runs rounds of requests on them. A UDP port where nothing listens, a
 //! QUIC server without `h3`, and a silent UDP socket each give a clear error quickly.
 
 use std::net::{SocketAddr, UdpSocket};
@@ -202,6 +203,52 @@ fn h3_rate_mode_holds_the_rate() {
     assert_eq!(rep["rate_target"].as_f64(), Some(300.0), "{rep}");
     assert_eq!(rep["errors"]["timeout"], 0, "{rep}");
     assert_eq!(rep["body_bytes"].as_u64(), Some(requests * 2), "{rep}");
+}
+
+#[test]
+fn h3_hold_keeps_idle_quic_connections_and_measures_the_server() {
+    let origin = origin();
+    let (proxy, both, _) = start(&origin);
+    let url = format!("https://site.test:{}/", both.port());
+    let (connect, pid) = (both.to_string(), proxy.proc.pid().to_string());
+    let out = http_perf(
+        &[
+            "--h3",
+            "--json",
+            "--hold",
+            "300",
+            "--hold-secs",
+            "2",
+            "--rounds",
+            "2",
+            "-t",
+            "1",
+            "--handshakes",
+            "64",
+            "--connect",
+            &connect,
+            "--server-pid",
+            &pid,
+            &url,
+        ],
+        Duration::from_secs(60),
+    );
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}\n{}", text(&out), proxy.proc.logs()));
+    assert_eq!(rep["pass"], true, "{rep}");
+    assert_eq!(rep["established"], 300, "{rep}");
+    assert_eq!(rep["dropped"], 0, "{rep}");
+    for round in rep["rounds"].as_array().expect("rounds") {
+        assert_eq!(round["answered"], 300, "{rep}");
+    }
+    // The proxy holds some memory for each QUIC connection.
+    let per = rep["server"]["bytes_per_connection"].as_u64().unwrap_or(0);
+    assert!(per > 0, "{rep}");
+    assert!(
+        !proxy.proc.logs().contains("panic"),
+        "{}",
+        proxy.proc.logs()
+    );
 }
 
 /// aioquic (tests/py/h3_fetch.py) GETs `path` from the proxy's h3 listener: 200, `want`.

@@ -12,7 +12,7 @@ use clap::Parser;
     name = "http-perf",
     version,
     disable_version_flag = true,
-    about = "HTTP/1.1 load generator with wrk's command line and report, a C10K/C100K hold mode, and HTTP/2 floods",
+    about = "HTTP/1.1 (and HTTP/2, HTTP/3) load generator with wrk's command line and report, a C10K/C100K hold mode, and HTTP/2 floods",
     after_help = "Ctrl-C (SIGINT) ends the run early and prints the report of what was measured; a second one kills it.\n\nExamples:\n  http-perf -c 100 -t 2 -d 10s --latency https://127.0.0.1:8443/\n  http-perf -c 1k -d 30s --progress http://127.0.0.1:8080/\n  http-perf -c 1000 -t 2 -d 30 -H \"Connection: close\" --connect 127.0.0.1:8443 https://tempesta-tech.com/\n  http-perf --hold 10000 --hold-secs 5 --rounds 2 --addrs 127.0.0.1,127.0.0.2 --server-pid PID https://127.0.0.1:8443/\n  http-perf --h2-flood ping -c 10 -d 30 --server-pid PID --json https://127.0.0.1:8443/"
 )]
 pub struct Args {

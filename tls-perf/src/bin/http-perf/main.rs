@@ -76,6 +76,7 @@ fn main() -> ExitCode {
         ("http-perf -c 100 -t 2 -d 10s --latency https://127.0.0.1:8443/", "100 keep-alive connections over 2 threads for 10 seconds, with the latency distribution, as wrk would."),
         ("http-perf -c 1k -d 30s --progress http://127.0.0.1:8080/", "1000 connections for 30 seconds, a progress line every second; Ctrl-C prints the report so far."),
         ("http-perf -c 1000 -t 2 -d 30 -H \"Connection: close\" --connect 127.0.0.1:8443 https://example.com/", "A new connection (and TLS handshake) for every request, to a server on this host named example.com."),
+        ("http-perf --h3 -c 10 -t 1 --pipeline 100 -d 10s --connect 127.0.0.1:8443 https://example.com/", "HTTP/3 over QUIC: 10 connections of up to 100 request streams each, to a server on this host named example.com."),
         ("http-perf --hold 10000 --hold-secs 5 --rounds 2 --server-pid PID https://127.0.0.1:8443/", "Hold 10,000 idle TLS connections, then send a request on each twice; report the server's memory per connection."),
     ];
     let command = <Args as clap::CommandFactory>::command;
@@ -89,10 +90,6 @@ fn main() -> ExitCode {
         hold_group::run_child(&args)
     } else if let Some(kind) = args.h2_flood {
         flood::run(&args, kind)
-    } else if args.hold.is_some() && args.h3 {
-        Err(PerfError::Usage(
-            "--hold has no HTTP/3 form yet: hold TCP connections without --h3".into(),
-        ))
     } else if args.hold.is_some() {
         hold::run(&args)
     } else {
@@ -191,7 +188,7 @@ fn protocol_plans(
         return Ok((h2, None));
     }
     let idle = args.timeout.max(MIN_QUIC_IDLE);
-    let plan = h3::H3Plan::new(setup, &args.headers, idle).map_err(PerfError::Usage)?;
+    let plan = h3::H3Plan::new(setup, &args.headers, idle, None).map_err(PerfError::Usage)?;
     h3::probe(setup.addr, &plan, args.timeout).map_err(PerfError::H3)?;
     Ok((h2, Some(Arc::new(plan))))
 }

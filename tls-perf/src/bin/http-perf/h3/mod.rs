@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod frame;
+pub mod hold;
 pub mod load;
 pub mod qpack;
 pub mod tls;
@@ -29,8 +30,13 @@ pub struct H3Plan {
 
 impl H3Plan {
     /// The plan for `setup`'s URL with the -H fields (lower-cased names; the fields HTTP/3
-    /// forbids left out).
-    pub fn new(setup: &Setup, headers: &[String], idle: Duration) -> Result<H3Plan, String> {
+    /// forbids left out), `idle` the QUIC idle timeout and `keep_alive` the PING interval.
+    pub fn new(
+        setup: &Setup,
+        headers: &[String],
+        idle: Duration,
+        keep_alive: Option<Duration>,
+    ) -> Result<H3Plan, String> {
         if !setup.url.tls {
             return Err("--h3 needs an https:// URL (HTTP/3 is always over TLS)".into());
         }
@@ -55,7 +61,7 @@ impl H3Plan {
             _ => setup.url.host.clone(),
         };
         Ok(H3Plan {
-            config: tls::client_config(idle)?,
+            config: tls::client_config(idle, keep_alive)?,
             server_name,
             frame: frame::headers_frame(&section),
         })

@@ -54,8 +54,11 @@ impl ServerCertVerifier for AnyCertificate {
 
 /// The QUIC client configuration every `--h3` connection uses: ALPN `h3`, up to 16
 /// server-opened unidirectional streams (HTTP/3 needs 3), no server-opened bidirectional
-/// ones, and `idle` as the idle timeout.
-pub fn client_config(idle: std::time::Duration) -> Result<quinn_proto::ClientConfig, String> {
+/// ones, `idle` as the idle timeout, and a PING every `keep_alive` when given.
+pub fn client_config(
+    idle: std::time::Duration,
+    keep_alive: Option<std::time::Duration>,
+) -> Result<quinn_proto::ClientConfig, String> {
     let provider: Arc<CryptoProvider> = Arc::new(aws_lc_rs::default_provider());
     let verifier = AnyCertificate {
         algorithms: provider.signature_verification_algorithms,
@@ -76,6 +79,7 @@ pub fn client_config(idle: std::time::Duration) -> Result<quinn_proto::ClientCon
     transport.max_concurrent_bidi_streams(0u32.into());
     transport.max_concurrent_uni_streams(16u32.into());
     transport.max_idle_timeout(idle.try_into().ok());
+    transport.keep_alive_interval(keep_alive);
     config.transport_config(Arc::new(transport));
     Ok(config)
 }
