@@ -20,6 +20,8 @@ use super::frame::{self, FrameError, ResponseReader};
 
 /// The largest datagram read.
 const MAX_DATAGRAM: usize = 65_535;
+/// The receive buffer asked for each connection's socket.
+const RECV_BUFFER: usize = 4 << 20;
 /// HTTP/3 error codes (RFC 9114 §8.1, RFC 9204 §6).
 const H3_NO_ERROR: u32 = 0x100;
 const H3_FRAME_UNEXPECTED: u32 = 0x105;
@@ -77,6 +79,10 @@ impl H3Conn {
             SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
         };
         let socket = UdpSocket::bind(local)?;
+        // Room for a burst of responses: at the default (208 KiB here) a 26 KiB page on 100
+        // streams overflowed it, and every dropped datagram waits for QUIC's loss recovery.
+        // The kernel caps this at net.core.rmem_max (and doubles it for its bookkeeping).
+        let _ = socket2::SockRef::from(&socket).set_recv_buffer_size(RECV_BUFFER);
         // Connected: the kernel drops other senders' datagrams, and an ICMP "port
         // unreachable" becomes ECONNREFUSED on the next read.
         socket.connect(peer)?;

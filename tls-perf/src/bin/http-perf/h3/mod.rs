@@ -41,21 +41,26 @@ impl H3Plan {
             return Err("--h3 needs an https:// URL (HTTP/3 is always over TLS)".into());
         }
         let mut extra = Vec::new();
+        let mut authority = setup.url.host_header();
         for h in headers {
             let Some((name, value)) = h.split_once(':') else {
                 continue;
             };
             let name = name.trim().to_ascii_lowercase();
+            if name == "host" {
+                // As in the TCP modes, a Host header replaces the URL's: here :authority.
+                authority = value.trim().to_string();
+                continue;
+            }
             if matches!(
                 name.as_str(),
-                "connection" | "host" | "keep-alive" | "te" | "upgrade" | "transfer-encoding"
+                "connection" | "keep-alive" | "te" | "upgrade" | "transfer-encoding"
             ) {
                 continue;
             }
             extra.push((name, value.trim().to_string()));
         }
-        let section =
-            qpack::request_section(true, &setup.url.host_header(), &setup.url.path, &extra);
+        let section = qpack::request_section(true, &authority, &setup.url.path, &extra);
         let server_name = match &setup.tls {
             Some((Some(sni), _)) => sni.clone(),
             _ => setup.url.host.clone(),
