@@ -1,5 +1,5 @@
 //! The command line: wrk's options (`-c -t -d -H --latency --timeout -v URL`, counts with
-//! wrk's `k`/`M`/`G` suffixes), the extras (`--pipeline --rate --h2 --tickets --json --progress
+//! wrk's `k`/`M`/`G` suffixes), the extras (`--pipeline --rate --h2 --h3 --tickets --json --progress
 //! --server-pid --sni --connect`) and hold mode.
 
 use std::net::SocketAddr;
@@ -41,8 +41,8 @@ pub struct Args {
     /// Connect to this address instead of resolving the URL's host.
     #[arg(long)]
     pub connect: Option<SocketAddr>,
-    /// Requests in flight per connection.
-    #[arg(long, default_value_t = 1)]
+    /// Requests in flight per connection (with --h2 and --h3: request streams).
+    #[arg(long, visible_alias = "streams", default_value_t = 1)]
     pub pipeline: usize,
     /// Constant total request rate (requests/s); latency counts from the intended send time.
     #[arg(long)]
@@ -85,7 +85,7 @@ pub struct Args {
     /// comma-separated; default the URL's or --connect address).
     #[arg(long)]
     pub addrs: Option<String>,
-    /// Hold mode: TCP+TLS handshakes in flight per thread during the ramp.
+    /// Hold mode: TCP+TLS (or, with --h3, QUIC) handshakes in flight per thread during the ramp.
     #[arg(long = "handshakes", default_value_t = 512)]
     pub handshakes: usize,
     /// Hold mode: the ramp must finish within this time (PASS criterion).
