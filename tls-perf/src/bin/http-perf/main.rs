@@ -168,13 +168,12 @@ pub fn probe(addr: SocketAddr, timeout: std::time::Duration) -> Result<(), PerfE
         .map_err(|e| PerfError::Unreachable(addr, e))
 }
 
+/// `--h2`'s header block, `--h3`'s plan.
+type ProtocolPlans = (Option<Arc<Vec<u8>>>, Option<Arc<h3::H3Plan>>);
+
 /// `--h2`'s header block or `--h3`'s plan, once the server has answered the probe (a TCP
 /// connect, or a QUIC handshake that agreed to h3).
-#[allow(clippy::type_complexity)]
-fn protocol_plans(
-    args: &Args,
-    setup: &Setup,
-) -> Result<(Option<Arc<Vec<u8>>>, Option<Arc<h3::H3Plan>>), PerfError> {
+fn protocol_plans(args: &Args, setup: &Setup) -> Result<ProtocolPlans, PerfError> {
     let h2 = args
         .h2
         .then(|| Arc::new(h2_request_block(setup, &args.headers)));
