@@ -48,7 +48,10 @@ ROW_UNITS = {
     "h2_10b_rps": "req/s",
     "h2_26k_rps": "req/s",
     "h2_1024c_rps": "req/s",
+    "h3_10b_rps": "req/s",
+    "h3_26k_rps": "req/s",
     "idle_tls_conn_bytes": "bytes/conn",
+    "h3_idle_conn_bytes": "bytes/conn",
 }
 ROW_UNITS.update({name: latency.UNIT for name in latency.ROWS})
 
@@ -190,6 +193,11 @@ def _check(meta, rep, wall):
             problems.append(f"http-perf non-2xx/3xx responses: {rep['non_2xx_3xx']}")
         if ops == 0:
             problems.append("http-perf completed no request")
+        elif meta.get("h3"):
+            # http-perf --h3 counts the DATA payloads: exactly the page per response.
+            if rep.get("body_bytes") != ops * meta.get("body_bytes", 0):
+                problems.append(f"{rep.get('body_bytes')} body bytes in {ops} h3 responses, "
+                                f"the page is {meta.get('body_bytes')}")
         elif meta.get("h2"):
             # HTTP/2 frames and HPACK: at least the whole page per response.
             if rep["bytes"] / ops < meta.get("body_bytes", 0):

@@ -39,10 +39,19 @@
 #       close_10b_rps close_26k_rps (http-perf -c 100 -t 1), h2_10b_rps h2_26k_rps
 #       (h2load -c 10 -m 100 -t 1 over TLS with ALPN h2, as tempesta-test runs it;
 #       nginx listens with `http2`), h2_1024c_rps (h2load -c 1024 -m 1 -t 1 -n DUR*10000:
-#       the seed write-up's many-connection shape, 10 B page, handshakes included), idle_tls_conn_bytes
+#       the seed write-up's many-connection shape, 10 B page, handshakes included),
+#       h3_10b_rps h3_26k_rps (http-perf --h3 -c 10 --pipeline 100 -t 1: h2_10b_rps's
+#       shape over QUIC; only for the servers that speak HTTP/3 here: proxy, with a copy of
+#       its config whose TLS listener adds h3 (`proto="h2,https,h3"`, for these rows only, so
+#       that the other rows' responses carry no Alt-Svc), caddy and caddy_proxy (their
+#       Caddyfile serves h3 on UDP in every row); Debian's nginx 1.22 (no http_v3 module),
+#       HAProxy 2.6 (built -QUIC) and Traffic Server 9.2 (TS_USE_QUIC 0) skip them, said
+#       so in the output and shown as – in the table), idle_tls_conn_bytes
 #       (http-perf --hold 10000 --server-pid, on a freshly started server: the server's
 #       RSS growth over http-perf's baseline, sampled every 0.2 s by abstat.py and taken
-#       while the server is idle with every connection open, divided by the connections).
+#       while the server is idle with every connection open, divided by the connections),
+#       h3_idle_conn_bytes (the same with http-perf --hold --h3: idle QUIC connections, each
+#       from its own UDP socket; the h3 servers only, as the h3_* rows above).
 # Latency rows (with --latency, or named in --only): latency_keepalive_10b_at50/_at80 and
 #       latency_h2_10b_at50/_at80: http-perf --rate at 50 % / 80 % of nginx's median maximum
 #       in keepalive_10b_rps / h2_10b_rps of this run (measured first on nginx_static if the
@@ -90,11 +99,14 @@ source "$HERE/peers.sh"
 BIN_DIR=${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}
 BASE_ROWS=(handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
            keepalive_10b_rps keepalive_26k_rps close_10b_rps close_26k_rps
-           h2_10b_rps h2_26k_rps h2_1024c_rps idle_tls_conn_bytes)
+           h2_10b_rps h2_26k_rps h2_1024c_rps h3_10b_rps h3_26k_rps idle_tls_conn_bytes
+           h3_idle_conn_bytes)
 # --latency: at 50 % and 80 % of nginx's maximum in keepalive_10b_rps / h2_10b_rps.
 LATENCY_ROWS=(latency_keepalive_10b_at50 latency_keepalive_10b_at80
               latency_h2_10b_at50 latency_h2_10b_at80)
 ALL_ROWS=("${BASE_ROWS[@]}" "${LATENCY_ROWS[@]}")
+# The servers that serve HTTP/3 (the h3_* rows); the others skip those rows.
+H3_SERVERS=(proxy caddy caddy_proxy)
 KNOWN_SERVERS=(proxy nginx_static nginx_cache haproxy trafficserver caddy caddy_proxy proxy_openssl)
 # caddy_proxy (Caddy proxying every request to the origin: it has no cache) only on request.
 SERVERS=(proxy nginx_static nginx_cache haproxy trafficserver caddy)
@@ -166,7 +178,7 @@ if [[ $BIN_DIR == "$ROOT/target/release" ]]; then
 fi
 for b in proxy tls-perf http-perf origin; do [[ -x $BIN_DIR/$b ]] || die "no $BIN_DIR/$b"; done
 HTTP_PERF_HELP=$("$BIN_DIR/http-perf" --help) || die "$BIN_DIR/http-perf --help failed"
-for opt in --connect --hold --server-pid --json --rate --h2; do
+for opt in --connect --hold --server-pid --json --rate --h2 --h3; do
     [[ $HTTP_PERF_HELP == *"$opt"* ]] || die "http-perf has no $opt"
 done
 
@@ -221,7 +233,7 @@ cleanup() {
     [[ -n $SERVER_PID ]] && stop_pids "$SERVER_PID"
     [[ ${#PIDS[@]} -gt 0 ]] && stop_pids "${PIDS[@]}"
     # Keep the server logs with the raw results.
-    for f in "$WORK"/*.log "$WORK"/*/error.log "$WORK"/proxy.conf "$WORK"/*/nginx.conf \
+    for f in "$WORK"/*.log "$WORK"/*/error.log "$WORK"/proxy.conf "$WORK"/proxy_h3.conf "$WORK"/*/nginx.conf \
              "$WORK"/haproxy/haproxy.cfg "$WORK"/caddy*/Caddyfile; do
         [[ -f $f ]] && cp "$f" "$OUT/$(basename "$(dirname "$f")")-$(basename "$f")" 2>/dev/null
     done
@@ -307,6 +319,13 @@ for want in "keepalive_timeout 600;" "listen 127.0.0.1:$PORT proto=" "listen 127
 done
 { cat "$WORK/proxy.conf"; printf '\n# the OpenSSL record layer comparison\ntls_ktls off;\n'; } \
     >"$WORK/proxy_openssl.conf"
+# The h3_* rows: the same config with QUIC (HTTP/3) on the TLS listener's address too.
+sed -e "s|^listen 127\.0\.0\.1:$PORT proto=\"\(.*\)\";|listen 127.0.0.1:$PORT proto=\"\1,h3\";|" \
+    "$WORK/proxy.conf" >"$WORK/proxy_h3.conf"
+grep -qE "^listen 127\.0\.0\.1:$PORT proto=\".*,h3\";" "$WORK/proxy_h3.conf" ||
+    die "etc/tempesta.conf changed shape: could not add h3 to the TLS listener (proto=\"...\")"
+"$BIN_DIR/proxy" -t -c "$WORK/proxy_h3.conf" >"$WORK/proxy-check.log" 2>&1 ||
+    { cat "$WORK/proxy-check.log" >&2; die "the bench proxy config with h3 does not load"; }
 "$BIN_DIR/proxy" -t -c "$WORK/proxy.conf" >"$WORK/proxy-check.log" 2>&1 ||
     { cat "$WORK/proxy-check.log" >&2; die "the bench proxy config does not load"; }
 
@@ -343,7 +362,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 MACHINE=$(python3 "$HERE/abstat.py" machine --root "$ROOT" --load "$LOAD_START" \
     --mode "$MODE, ${DUR}s per run" --runs "$RUNS" --command "$COMMAND" \
     --placement "client tools and origin pinned to core $CLIENT_CPU; each server pinned to core $SERVER_CPU with $WORKERS worker (one core: nginx worker_processes 1, proxy worker_threads auto = 1 under taskset, haproxy nbthread 1, traffic_server exec_thread.limit 1, caddy GOMAXPROCS=1); servers: ${SERVERS[*]}" \
-    --client "tls-perf -l 100 -t 1 -T $DUR; http-perf -c 100 -t 1 -d ${DUR}s; http-perf --hold $HOLD -t 1")
+    --client "tls-perf -l 100 -t 1 -T $DUR; http-perf -c 100 -t 1 -d ${DUR}s; http-perf --h3 -c 10 --pipeline 100 -t 1 -d ${DUR}s; http-perf --hold $HOLD -t 1")
 echo "$MACHINE" >"$OUT/machine.json"
 echo "ab: $MODE run, $RUNS run(s) per row, rows: ${ROWS[*]}" >&2
 echo "ab: load average at start: $LOAD_START (2 cores; above ~0.5 the numbers are disturbed by other work)" >&2
@@ -354,7 +373,9 @@ start_server() {
     local s=$1
     case $s in
         proxy|proxy_openssl)
-            taskset -c "$SERVER_CPU" "$BIN_DIR/proxy" -c "$WORK/$s.conf" >"$WORK/$s.log" 2>&1 &
+            local conf="$WORK/$s.conf"
+            [[ $ROW == h3_* ]] && conf="$WORK/${s}_h3.conf"
+            taskset -c "$SERVER_CPU" "$BIN_DIR/proxy" -c "$conf" >"$WORK/$s.log" 2>&1 &
             SERVER_PID=$!
             wait_listening "$SERVER_PID" "$PORT" "$s" "$WORK/$s.log" ;;
         nginx_*)
@@ -458,6 +479,15 @@ latency_row() {   # server row rep rate
         -t 1 -d "${DUR}s" --timeout 5s --rate "$rate" --connect "127.0.0.1:$PORT" \
         --server-pid "$SERVER_PID" "${shape[@]}" "$URL_10B"
 }
+# The HTTP/3 rows: http-perf's own QUIC client, h2_10b_rps's shape (10 connections of up to
+# 100 streams); abstat.py checks that every response's body was the whole page.
+h3_row() {    # server row rep body url
+    local server=$1 row=$2 rep=$3 body=$4 url=$5
+    measure "$server" "$row" "$rep" http-perf "$body" ',"h3":true' -- \
+        timeout -s KILL $((DUR + 40)) taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json --h3 \
+        -c 10 --pipeline 100 -t 1 -d "${DUR}s" --timeout 5s --connect "127.0.0.1:$PORT" \
+        --server-pid "$SERVER_PID" "$url"
+}
 # latency_rate ROW: sets RATE for a latency row, once per run: its share of nginx's median
 # maximum in this run's base row; measured first (a run of the base row on nginx_static,
 # recorded as rep 0) if no nginx has run it yet.
@@ -488,6 +518,14 @@ warm_up() {   # fills the caches, then checks each page once: status 200, whole 
         die "$1 does not serve the 10-byte page on $URL_10B"
     RESP_BIG=$(python3 "$HERE/abstat.py" probe --addr "127.0.0.1:$PORT" --host "$HOST" --path "/bytes/$BIG" --body "$BIG") ||
         die "$1 does not serve the $BIG-byte page on $URL_BIG"
+    if [[ $ROW == h3_* ]]; then
+        # The same pages over HTTP/3: the server's UDP side answers with the whole body.
+        for url in "$URL_10B" "$URL_BIG"; do
+            timeout -s KILL 30 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json --h3 -c 1 \
+                -t 1 -d 1s --connect "127.0.0.1:$PORT" "$url" >"$WORK/warm.json" 2>"$WORK/warm.err" ||
+                { cat "$WORK/warm.err" >&2; die "HTTP/3 warm-up of $1 on $url failed"; }
+        done
+    fi
     if peer_is_cache "$1"; then
         # Both pages must now come from the peer's cache: a second later their Age is 1 s
         # or more (HAProxy sends no Age on a miss, Traffic Server sends Age 0).
@@ -504,13 +542,17 @@ warm_up() {   # fills the caches, then checks each page once: status 200, whole 
 # the same state whatever ran before it (and see docs/PERFORMANCE.md on stale
 # timers in the proxy, which made rows after a connection-heavy row drop
 # connections).
+ROW=
 run_row() {   # server row rep
     local s=$1 row=$2 rep=$3
+    ROW=$row
     start_server "$s"
-    if [[ $row == idle_tls_conn_bytes ]]; then
+    if [[ $row == idle_tls_conn_bytes || $row == h3_idle_conn_bytes ]]; then
+        local quic=()
+        [[ $row == h3_* ]] && quic=(--h3)
         # The baseline is the fresh server, before the ramp (http-perf measures it).
         measure "$s" "$row" "$rep" hold 0 "" -- \
-            timeout -s KILL 400 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json \
+            timeout -s KILL 400 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json "${quic[@]}" \
             --hold "$HOLD" --hold-secs 5 --rounds 1 -t 1 --ramp-limit 240s \
             --connect "127.0.0.1:$PORT" --server-pid "$SERVER_PID" "$URL_10B" || return 1
     else
@@ -528,6 +570,8 @@ run_row() {   # server row rep
             # The seed's shape: a number of requests over 1024 connections, one stream each;
             # the time includes the 1024 handshakes, as h2load -n reports it.
             h2_1024c_rps)      h2_row "$s" "$row" "$rep" 10 "$URL_10B" -c 1024 -m 1 -n $((DUR * 10000)) ;;
+            h3_10b_rps)        h3_row "$s" "$row" "$rep" 10 "$URL_10B" ;;
+            h3_26k_rps)        h3_row "$s" "$row" "$rep" "$BIG" "$URL_BIG" ;;
             latency_*)         latency_row "$s" "$row" "$rep" "$RATE" ;;
         esac || return 1
     fi
@@ -535,6 +579,7 @@ run_row() {   # server row rep
 }
 
 T0=$(date +%s)
+NO_H3=()
 for rep in $(seq 1 "$RUNS"); do
     for row in "${ROWS[@]}"; do
         # The servers back to back for each row, in an order that rotates
@@ -544,6 +589,11 @@ for rep in $(seq 1 "$RUNS"); do
         if [[ $row == latency_* ]]; then latency_rate "$row" || exit 1; fi
         for i in "${!SERVERS[@]}"; do
             s=${SERVERS[$(((i + k) % ${#SERVERS[@]}))]}
+            if [[ $row == h3_* && " ${H3_SERVERS[*]} " != *" $s "* ]]; then
+                echo "ab: run $rep/$RUNS: $row: $s skipped: it does not serve HTTP/3 here" >&2
+                [[ " ${NO_H3[*]} " == *" $s "* ]] || NO_H3+=("$s")
+                continue
+            fi
             echo "ab: run $rep/$RUNS: $row: $s (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
             if ! run_row "$s" "$row" "$rep"; then
                 echo "ab: FAIL: $s stopped serving (above); partial results in $OUT" >&2
@@ -571,10 +621,15 @@ else
     WROTE="$OUT/report.json and report.svg (an --only or --servers run does not replace latest.*)"
 fi
 [[ ${#SKIPPED[@]} -gt 0 ]] && echo "ab: skipped (not installed): ${SKIPPED[*]}" >&2
+[[ ${#NO_H3[@]} -gt 0 ]] && echo "ab: h3_* rows not run on (no HTTP/3 in the installed build): ${NO_H3[*]}" >&2
 echo
 echo "Load average: $LOAD_START at the start, $LOAD_END at the end ($MODE run, $(( $(date +%s) - T0 )) s)."
 echo
 cat "$OUT/table.md"
+if [[ ${#NO_H3[@]} -gt 0 ]]; then
+    echo
+    echo "h3_* rows: – for ${NO_H3[*]}: no HTTP/3 in the installed build (nginx 1.22 without http_v3, HAProxy 2.6 -QUIC, Traffic Server 9.2 TS_USE_QUIC 0)."
+fi
 if [[ ${AB_SYSCALLS:-0} == 1 ]]; then
     echo
     python3 "$HERE/abstat.py" syscalls --results "$RESULTS" --dir "$OUT"

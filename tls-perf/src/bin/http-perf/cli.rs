@@ -1,5 +1,5 @@
 //! The command line: wrk's options (`-c -t -d -H --latency --timeout -v URL`, counts with
-//! wrk's `k`/`M`/`G` suffixes), the extras (`--pipeline --rate --h2 --tickets --json --progress
+//! wrk's `k`/`M`/`G` suffixes), the extras (`--pipeline --rate --h2 --h3 --tickets --json --progress
 //! --server-pid --sni --connect`) and hold mode.
 
 use std::net::SocketAddr;
@@ -12,7 +12,7 @@ use clap::Parser;
     name = "http-perf",
     version,
     disable_version_flag = true,
-    about = "HTTP/1.1 load generator with wrk's command line and report, a C10K/C100K hold mode, and HTTP/2 floods",
+    about = "HTTP/1.1 (and HTTP/2, HTTP/3) load generator with wrk's command line and report, a C10K/C100K hold mode, and HTTP/2 floods",
     after_help = "Ctrl-C (SIGINT) ends the run early and prints the report of what was measured; a second one kills it.\n\nExamples:\n  http-perf -c 100 -t 2 -d 10s --latency https://127.0.0.1:8443/\n  http-perf -c 1k -d 30s --progress http://127.0.0.1:8080/\n  http-perf -c 1000 -t 2 -d 30 -H \"Connection: close\" --connect 127.0.0.1:8443 https://tempesta-tech.com/\n  http-perf --hold 10000 --hold-secs 5 --rounds 2 --addrs 127.0.0.1,127.0.0.2 --server-pid PID https://127.0.0.1:8443/\n  http-perf --h2-flood ping -c 10 -d 30 --server-pid PID --json https://127.0.0.1:8443/"
 )]
 pub struct Args {
@@ -41,8 +41,8 @@ pub struct Args {
     /// Connect to this address instead of resolving the URL's host.
     #[arg(long)]
     pub connect: Option<SocketAddr>,
-    /// Requests in flight per connection.
-    #[arg(long, default_value_t = 1)]
+    /// Requests in flight per connection (with --h2 and --h3: request streams).
+    #[arg(long, visible_alias = "streams", default_value_t = 1)]
     pub pipeline: usize,
     /// Constant total request rate (requests/s); latency counts from the intended send time.
     #[arg(long)]
@@ -51,6 +51,11 @@ pub struct Args {
     /// per request, at most --pipeline streams per connection.
     #[arg(long)]
     pub h2: bool,
+    /// HTTP/3 load over QUIC (https URLs; UDP to the URL's or --connect's port): one
+    /// stream per request, at most --pipeline streams per connection; the certificate is
+    /// not verified, as in the TCP modes.
+    #[arg(long, conflicts_with_all = ["h2", "h2_flood", "tickets"])]
+    pub h3: bool,
     /// Resume TLS sessions (tickets) when reconnecting.
     #[arg(long)]
     pub tickets: bool,
@@ -80,7 +85,7 @@ pub struct Args {
     /// comma-separated; default the URL's or --connect address).
     #[arg(long)]
     pub addrs: Option<String>,
-    /// Hold mode: TCP+TLS handshakes in flight per thread during the ramp.
+    /// Hold mode: TCP+TLS (or, with --h3, QUIC) handshakes in flight per thread during the ramp.
     #[arg(long = "handshakes", default_value_t = 512)]
     pub handshakes: usize,
     /// Hold mode: the ramp must finish within this time (PASS criterion).

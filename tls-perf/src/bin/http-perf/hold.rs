@@ -100,8 +100,12 @@ pub fn run(args: &Args) -> Result<bool, PerfError> {
     }
     let setup = Setup::from_args(args)?;
     let addrs = destinations(args, &setup)?;
+    let h3 = hold_group::hold_h3_plan(args, &setup)?;
     for a in &addrs {
-        probe(*a, args.timeout)?;
+        match &h3 {
+            Some(plan) => crate::h3::probe(*a, plan, args.timeout).map_err(PerfError::H3)?,
+            None => probe(*a, args.timeout)?,
+        }
     }
     let memory = |pid| tls_perf::procstat::memory_bytes(pid).unwrap_or(0);
     let baseline = args.server_pid.map(|pid| (pid, memory(pid)));

@@ -32,6 +32,8 @@ pub struct HoldPlan {
     pub idle: Duration,
     pub rounds: usize,
     pub round_timeout: Duration,
+    /// `--h3`: QUIC connections (`h3::hold`) instead of TCP ones.
+    pub h3: Option<Arc<crate::h3::H3Plan>>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]

@@ -41,6 +41,7 @@ pub fn run_group(
     let go = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let ramp_deadline = Instant::now() + args.ramp_limit;
+    let h3 = hold_h3_plan(args, setup)?.map(Arc::new);
     let handles: Vec<_> = (0..threads)
         .map(|i| {
             let plan = HoldPlan {
@@ -54,9 +55,13 @@ pub fn run_group(
                 idle: Duration::from_secs(args.hold_secs),
                 rounds: args.rounds,
                 round_timeout: args.round_timeout,
+                h3: h3.clone(),
             };
             let (tx, go) = (tx.clone(), Arc::clone(&go));
-            std::thread::spawn(move || hold_conn::run(&plan, tx, &go))
+            std::thread::spawn(move || match plan.h3.clone() {
+                Some(h3) => crate::h3::hold::run(&plan, &h3, tx, &go),
+                None => hold_conn::run(&plan, tx, &go),
+            })
         })
         .collect();
     drop(tx);
@@ -83,6 +88,27 @@ pub fn run_group(
         merge_rounds(&mut total.rounds, &report.rounds);
     }
     Ok(total)
+}
+
+/// `--hold --h3`: the interval of QUIC PINGs on held connections.
+const HOLD_QUIC_PING: Duration = Duration::from_secs(10);
+
+/// `--hold --h3`: the QUIC plan, its idle timeout longer than the whole hold (the ramp's
+/// limit, the idle time and every round), so that only the server ends a connection, and a
+/// QUIC PING every `HOLD_QUIC_PING`: idle at the HTTP level, but alive for a server whose
+/// QUIC idle timeout is shorter than the hold (Caddy 2.6 closed every connection of a 40 s
+/// hold without them: quic-go's default idle timeout is 30 s).
+pub fn hold_h3_plan(args: &Args, setup: &Setup) -> Result<Option<crate::h3::H3Plan>, PerfError> {
+    if !args.h3 {
+        return Ok(None);
+    }
+    let idle = args.ramp_limit
+        + Duration::from_secs(args.hold_secs)
+        + args.round_timeout * args.rounds as u32
+        + Duration::from_secs(60);
+    crate::h3::H3Plan::new(setup, &args.headers, idle, Some(HOLD_QUIC_PING))
+        .map(Some)
+        .map_err(PerfError::Usage)
 }
 
 /// Adds the rounds of one thread or process to the totals.

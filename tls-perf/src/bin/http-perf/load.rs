@@ -40,6 +40,8 @@ pub struct LoadPlan {
     /// HTTP/2 (`--h2`): this header block as one stream per request; `pipeline` streams
     /// per connection at most.
     pub h2: Option<Arc<Vec<u8>>>,
+    /// HTTP/3 (`--h3`): run by `h3::load` instead, with `pipeline` streams per connection.
+    pub h3: Option<Arc<crate::h3::H3Plan>>,
     pub connections: usize,
     pub pipeline: usize,
     /// Requests per second for this thread (`--rate` divided among threads).
@@ -64,6 +66,28 @@ pub struct ThreadResult {
     /// Rate mode: requests due by the end that got no response (never sent, for want of a
     /// free connection, or still in flight): the tail the latency figures cannot include.
     pub unfinished: u64,
+    /// `--h3`: the response bodies' bytes (DATA payloads), for the check that every
+    /// response was the whole page.
+    pub body_bytes: Option<u64>,
+    /// `--h3`: the first error's cause, in words, for the report's stderr line.
+    pub first_error: Option<String>,
+}
+
+impl ThreadResult {
+    pub fn new(latency: Histogram<u64>) -> ThreadResult {
+        ThreadResult {
+            latency,
+            rate_samples: Vec::new(),
+            requests: 0,
+            bytes: 0,
+            errors: Errors::default(),
+            non_2xx_3xx: 0,
+            elapsed: Duration::ZERO,
+            unfinished: 0,
+            body_bytes: None,
+            first_error: None,
+        }
+    }
 }
 
 pub fn run(plan: &LoadPlan) -> io::Result<ThreadResult> {
@@ -110,16 +134,7 @@ impl<'a> Thread<'a> {
             conns: Vec::new(),
             batch: plan.request.repeat(plan.pipeline.max(1)),
             start: now,
-            result: ThreadResult {
-                latency,
-                rate_samples: Vec::new(),
-                requests: 0,
-                bytes: 0,
-                errors: Errors::default(),
-                non_2xx_3xx: 0,
-                elapsed: Duration::ZERO,
-                unfinished: 0,
-            },
+            result: ThreadResult::new(latency),
             free: VecDeque::new(),
             next_due: Duration::ZERO,
             pacer: None,

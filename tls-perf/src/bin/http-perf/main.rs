@@ -1,5 +1,6 @@
 //! `http-perf`: an HTTP/1.1 load generator with wrk's command line and report, HDR latency,
 //! pipelining, constant-rate mode (coordinated omission corrected), HTTP/2 load (`--h2`),
+//! HTTP/3 load over QUIC (`--h3`),
 //! TLS with optional resumption, JSON output, a hold mode for C10K/C100K gates, and HTTP/2
 //! flood attacks (`--h2-flood`). See docs/HTTP-PERF.md.
 
@@ -9,6 +10,7 @@ mod chunked;
 mod cli;
 mod flood;
 mod h2_session;
+mod h3;
 mod hold;
 mod hold_conn;
 mod hold_group;
@@ -43,6 +45,8 @@ pub enum PerfError {
     Unreachable(SocketAddr, std::io::Error),
     Thread(String),
     Child(String),
+    /// `--h3`: the probe connection found no HTTP/3 server, in words.
+    H3(String),
 }
 
 impl fmt::Display for PerfError {
@@ -56,6 +60,7 @@ impl fmt::Display for PerfError {
             ),
             PerfError::Thread(e) => write!(f, "a load thread failed: {e}"),
             PerfError::Child(e) => write!(f, "a hold child process failed: {e}"),
+            PerfError::H3(e) => write!(f, "{e}"),
         }
     }
 }
@@ -71,6 +76,7 @@ fn main() -> ExitCode {
         ("http-perf -c 100 -t 2 -d 10s --latency https://127.0.0.1:8443/", "100 keep-alive connections over 2 threads for 10 seconds, with the latency distribution, as wrk would."),
         ("http-perf -c 1k -d 30s --progress http://127.0.0.1:8080/", "1000 connections for 30 seconds, a progress line every second; Ctrl-C prints the report so far."),
         ("http-perf -c 1000 -t 2 -d 30 -H \"Connection: close\" --connect 127.0.0.1:8443 https://example.com/", "A new connection (and TLS handshake) for every request, to a server on this host named example.com."),
+        ("http-perf --h3 -c 10 -t 1 --pipeline 100 -d 10s --connect 127.0.0.1:8443 https://example.com/", "HTTP/3 over QUIC: 10 connections of up to 100 request streams each, to a server on this host named example.com."),
         ("http-perf --hold 10000 --hold-secs 5 --rounds 2 --server-pid PID https://127.0.0.1:8443/", "Hold 10,000 idle TLS connections, then send a request on each twice; report the server's memory per connection."),
     ];
     let command = <Args as clap::CommandFactory>::command;
@@ -152,11 +158,38 @@ fn h2_request_block(setup: &Setup, headers: &[String]) -> Vec<u8> {
     block
 }
 
+/// `--h3`: the QUIC idle timeout at least (a run's --timeout may be shorter).
+const MIN_QUIC_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Fails fast, as wrk does, when nothing listens at `addr`.
 pub fn probe(addr: SocketAddr, timeout: std::time::Duration) -> Result<(), PerfError> {
     std::net::TcpStream::connect_timeout(&addr, timeout)
         .map(drop)
         .map_err(|e| PerfError::Unreachable(addr, e))
+}
+
+/// `--h2`'s header block, `--h3`'s plan.
+type ProtocolPlans = (Option<Arc<Vec<u8>>>, Option<Arc<h3::H3Plan>>);
+
+/// `--h2`'s header block or `--h3`'s plan, once the server has answered the probe (a TCP
+/// connect, or a QUIC handshake that agreed to h3).
+fn protocol_plans(args: &Args, setup: &Setup) -> Result<ProtocolPlans, PerfError> {
+    let h2 = args
+        .h2
+        .then(|| Arc::new(h2_request_block(setup, &args.headers)));
+    if (h2.is_some() || args.h3) && (setup.close_each || args.tickets) {
+        return Err(PerfError::Usage(
+            "--h2 and --h3 keep their connections: no \"Connection: close\" nor --tickets".into(),
+        ));
+    }
+    if !args.h3 {
+        probe(setup.addr, args.timeout)?;
+        return Ok((h2, None));
+    }
+    let idle = args.timeout.max(MIN_QUIC_IDLE);
+    let plan = h3::H3Plan::new(setup, &args.headers, idle, None).map_err(PerfError::Usage)?;
+    h3::probe(setup.addr, &plan, args.timeout).map_err(PerfError::H3)?;
+    Ok((h2, Some(Arc::new(plan))))
 }
 
 fn run_load(args: &Args) -> Result<(), PerfError> {
@@ -171,15 +204,7 @@ fn run_load(args: &Args) -> Result<(), PerfError> {
             "--pipeline and --rate must be above 0".into(),
         ));
     }
-    let h2 = args
-        .h2
-        .then(|| Arc::new(h2_request_block(&setup, &args.headers)));
-    if h2.is_some() && (setup.close_each || args.tickets) {
-        return Err(PerfError::Usage(
-            "--h2 keeps its connections: no \"Connection: close\" nor --tickets".into(),
-        ));
-    }
-    probe(setup.addr, args.timeout)?;
+    let (h2, h3) = protocol_plans(args, &setup)?;
     let live = Arc::new(progress::Live::default());
     live.stop_on_sigint()
         .map_err(|e| PerfError::Thread(format!("cannot handle SIGINT: {e}")))?;
@@ -195,6 +220,7 @@ fn run_load(args: &Args) -> Result<(), PerfError> {
                 request: Arc::clone(&setup.request),
                 close_each: setup.close_each,
                 h2: h2.clone(),
+                h3: h3.clone(),
                 connections: args.connections / args.threads
                     + usize::from(i < args.connections % args.threads),
                 pipeline: args.pipeline,
@@ -203,7 +229,10 @@ fn run_load(args: &Args) -> Result<(), PerfError> {
                 timeout: args.timeout,
                 live: Arc::clone(&live),
             };
-            std::thread::spawn(move || load::run(&plan))
+            std::thread::spawn(move || match plan.h3.clone() {
+                Some(h3) => h3::load::run(&plan, &h3),
+                None => load::run(&plan),
+            })
         })
         .collect();
     let show = args.progress || std::io::stderr().is_terminal();
@@ -228,6 +257,9 @@ fn run_load(args: &Args) -> Result<(), PerfError> {
     if let (Some(pid), Some(before)) = (args.server_pid, cpu_before) {
         let after = tls_perf::procstat::cpu_seconds(pid).unwrap_or(before);
         summary.server_cpu = Some((pid, after - before));
+    }
+    if let Some(why) = &summary.first_error {
+        eprintln!("http-perf: first error: {why}");
     }
     if args.json {
         println!("{}", summary.json());

@@ -53,6 +53,10 @@ pub struct Summary {
     pub rate_target: Option<f64>,
     /// `--rate`: requests due by the end without a response (see `ThreadResult`).
     pub unfinished: u64,
+    /// `--h3`: response body bytes in all.
+    pub body_bytes: Option<u64>,
+    /// `--h3`: the first error a thread met, in words.
+    pub first_error: Option<String>,
 }
 
 impl Summary {
@@ -77,6 +81,8 @@ impl Summary {
             server_cpu: None,
             rate_target: None,
             unfinished: 0,
+            body_bytes: None,
+            first_error: None,
         };
         for r in results {
             let _ = s.latency.add(&r.latency);
@@ -87,6 +93,12 @@ impl Summary {
             s.non_2xx_3xx += r.non_2xx_3xx;
             s.elapsed = s.elapsed.max(r.elapsed);
             s.unfinished += r.unfinished;
+            if let Some(b) = r.body_bytes {
+                *s.body_bytes.get_or_insert(0) += b;
+            }
+            if s.first_error.is_none() {
+                s.first_error = r.first_error;
+            }
         }
         Ok(s)
     }
@@ -253,6 +265,7 @@ impl Summary {
             duration_secs: self.elapsed.as_secs_f64(),
             requests: self.requests,
             bytes: self.bytes,
+            body_bytes: self.body_bytes,
             requests_per_sec: self.requests as f64 / self.secs(),
             bytes_per_sec: self.bytes as f64 / self.secs(),
             errors: self.errors,
@@ -323,6 +336,9 @@ struct JsonReport<'a> {
     duration_secs: f64,
     requests: u64,
     bytes: u64,
+    /// `--h3` only: the response bodies' bytes (`bytes` counts the UDP payloads received).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body_bytes: Option<u64>,
     requests_per_sec: f64,
     bytes_per_sec: f64,
     errors: Errors,
