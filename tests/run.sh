@@ -38,42 +38,43 @@ if [ -z "${KTLS_PROXY_SKIP_HTTPWG:-}" ]; then
     # cargo install puts it there, which a distribution's cargo does not put on PATH.
     export PATH="$PATH:${CARGO_HOME:-$HOME/.cargo}/bin"
     if ! command -v httpwg >/dev/null; then
-        echo "== cargo install httpwg-cli (unoptimized)"
+        echo "== [${SECONDS} s] cargo install httpwg-cli (unoptimized)"
         CARGO_PROFILE_DEV_DEBUG=0 CARGO_INCREMENTAL=0 \
             cargo install --quiet --locked --debug httpwg-cli --version 0.2.5
     fi
     export H2_CONFORMANCE=1 KTLS_PROXY_REQUIRE_HTTPWG=1
 fi
 
-echo "== cargo fmt --check"
+echo "== [${SECONDS} s] cargo fmt --check"
 cargo fmt --all -- --check
 # Every crate; the items not under the rule yet are listed, with their sizes, in
 # etc/size-known.txt, a ratchet that may only shrink (issue 31).
 SIZE_CHECKED="proxy http1 h2 h3 ktls tls-perf tests cache config fuzz/fuzz_targets"
-echo "== size rule (functions <= 80 lines, files <= 600) in $SIZE_CHECKED"
+echo "== [${SECONDS} s] size rule (functions <= 80 lines, files <= 600) in $SIZE_CHECKED"
 python3 etc/size-report.py $SIZE_CHECKED --known etc/size-known.txt
-echo "== layering (issue 31's rules as a ratchet: no count above etc/layer-baseline.txt)"
+echo "== [${SECONDS} s] layering (issue 31's rules as a ratchet: no count above etc/layer-baseline.txt)"
 python3 etc/layer-check.py
-echo "== cargo clippy"
+echo "== [${SECONDS} s] cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-echo "== cargo build --release"
+echo "== [${SECONDS} s] cargo build --release"
 cargo build --release --workspace --bins --quiet
 # The default build is on AWS-LC (issue 32); tests/system-openssl.sh checks the other.
 target/release/proxy --version | grep -q '^TLS library: AWS-LC ' ||
     { echo "target/release/proxy is not on AWS-LC: $(target/release/proxy --version)" >&2; exit 1; }
-echo "== cargo test (unit and end-to-end, release build)"
+echo "== [${SECONDS} s] cargo test (unit and end-to-end, release build)"
 KTLS_PROXY_BIN_DIR="$PWD/target/release" cargo test --workspace --release --quiet
-echo "== system-OpenSSL build (--no-default-features): lints, ktls and the TLS end-to-end tests"
+echo "== [${SECONDS} s] system-OpenSSL build (--no-default-features): lints, ktls and the TLS end-to-end tests"
 tests/system-openssl.sh
-echo "== Debian package (cargo deb, dpkg -x, the packaged binary and config; dpkg -i in CI)"
+echo "== [${SECONDS} s] Debian package (cargo deb, dpkg -x, the packaged binary and config; dpkg -i in CI)"
 tests/deb.sh
 # 20 s per target (eleven targets since dns_answer and h2_client_frames: 220 s, as nine of
 # 25 s and eight of 30 s were) keeps CI under its 30-minute aim on a cold machine; the long
 # run before a release is FUZZ_SECONDS=900 (fuzz/run-short.sh).
 export FUZZ_SECONDS=${FUZZ_SECONDS:-20}
-echo "== fuzz targets ($FUZZ_SECONDS s each)"
+echo "== [${SECONDS} s] fuzz targets ($FUZZ_SECONDS s each)"
 fuzz/run-short.sh
 if [ -x tests/ktls-vm/run.sh ]; then
-    echo "== kTLS in a Linux guest"
+    echo "== [${SECONDS} s] kTLS in a Linux guest"
     tests/ktls-vm/run.sh
 fi
+echo "== [${SECONDS} s] every step passed"
