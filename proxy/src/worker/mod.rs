@@ -241,12 +241,15 @@ impl Worker {
     }
 
     /// QUIC socket `i` has datagrams (quic/mod.rs `recv`): the connections they are for
-    /// are driven.
+    /// are driven, and after them, if the round was full, another round.
     fn quic_readable(&mut self, i: usize) {
         let mut q = std::mem::take(&mut self.quic);
-        let ready = quic::recv(&mut q, &mut self.client_conns().0, i);
+        let got = quic::recv(&mut q, &mut self.client_conns().0, i);
         self.quic = q;
-        self.dirty.extend(ready.into_iter().map(client_token));
+        self.dirty.extend(got.touched.into_iter().map(client_token));
+        if got.more {
+            self.dirty.push_back(Token(quic::QUIC_BASE + i));
+        }
     }
 
     fn drain_dirty(&mut self) {
@@ -266,6 +269,7 @@ impl Worker {
                 Kind::Client(ci) if self.fair.admit(ci, token) => {
                     self.guarded(ci, |w| w.drive_client(ci))
                 }
+                Kind::Quic(i) => self.quic_readable(i),
                 Kind::Upstream(ui) => {
                     let owner = (self.upstreams.get(ui))
                         .and_then(|u| self.exchanges.client_of_upstream(u, &self.clients));

@@ -282,24 +282,29 @@ fn h3_events(h3: &mut H3Codec, work: &mut Vec<Work>) {
 
 /// Sends what the connection has: our streams' bytes, responses by stream credit, then
 /// datagrams; arms the client timer at the connection's next deadline. Returns the
-/// exchanges whose stream has room again (their upstreams may relay more).
+/// exchanges whose stream has room again (their upstreams may relay more), and whether the
+/// round of datagrams was full (QUIC may have more to send now: drive the connection again,
+/// rather than leave it to its next timer).
 pub fn flush(
     quic: &mut Quic,
     (clients, timers): (&mut Clients, &mut Timers),
     ci: ClientId,
     now: Instant,
-) -> Vec<ExchangeId> {
+) -> (Vec<ExchangeId>, bool) {
     let Some(h3) = codec(clients, ci) else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
+    let mut full = false;
     open_uni(h3);
     let woken = write_streams(h3);
     let mut work = Vec::new();
     endpoint_events(quic, h3, &mut work);
     if let Some(ep) = quic.endpoints.get(h3.endpoint) {
+        full = true;
         for _ in 0..SEND_BATCH {
             quic.send.clear();
             let Some(t) = h3.quic.poll_transmit(now, 1, &mut quic.send) else {
+                full = false;
                 break;
             };
             send_to(
@@ -316,7 +321,7 @@ pub fn flush(
             clients.arm_timer(timers, ci, at);
         }
     }
-    woken
+    (woken, full)
 }
 
 /// Our control, encoder and decoder streams: opened once QUIC lets us (after the

@@ -32,10 +32,17 @@ pub use conn::{closing, drive, flush, timeout, Work};
 /// Poll tokens of the QUIC sockets: QUIC_BASE + index.
 pub const QUIC_BASE: usize = 6 << 32;
 
-/// Datagrams read per readiness event at most. The poll is edge-triggered: what a full
-/// round leaves waits for the next datagram's event (a QUIC peer with data in flight always
-/// sends another: acknowledgements, retransmissions).
+/// Datagrams read per round at most. The poll is edge-triggered: a full round is followed by
+/// another one in the same turn, after the connections it touched were driven
+/// (`Worker::quic_readable`); waiting for the next datagram's edge instead left what the
+/// round did not read until a peer's retransmission timer sent one (seconds, backing off:
+/// `h3_26k_rps` stalled 7 of 10 connections for 5 s that way).
 const RECV_BATCH: usize = 256;
+
+/// Kernel buffers of a QUIC socket each way (capped by net.core.rmem_max/wmem_max): at the
+/// default ~208 KiB, one burst of a few connections' acknowledgements and requests overflows
+/// it while the worker is busy, and each drop costs a retransmission.
+const SOCKET_BUFFER: usize = 4 << 20;
 
 /// The largest UDP payload read (QUIC's own maximum is 65527; clients send up to ~1500).
 const MAX_DATAGRAM: usize = 65_535;
@@ -56,6 +63,9 @@ pub fn bind(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
         socket.set_only_v6(true)?;
     }
     socket.set_nonblocking(true)?;
+    // Best effort: a smaller buffer than asked is still a working socket.
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
     socket.bind(&addr.into())?;
     Ok(socket.into())
 }
@@ -120,11 +130,22 @@ fn send_to(socket: &mio::net::UdpSocket, bytes: &[u8], to: SocketAddr) {
     let _ = socket.send_to(bytes, to);
 }
 
+/// What one round of [`recv`] did.
+pub struct Received {
+    /// The client entries to drive.
+    pub touched: Vec<ClientId>,
+    /// The round was full: the socket may hold more, for which no edge will come.
+    pub more: bool,
+}
+
 /// Reads what QUIC socket `i` has (a bounded round) into its endpoint: new connections
-/// become client entries, datagrams of known ones go to them. Returns the client entries
-/// to drive.
-pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Vec<ClientId> {
-    let mut touched = Vec::new();
+/// become client entries, datagrams of known ones go to them.
+pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Received {
+    let mut got = Received {
+        touched: Vec::new(),
+        more: false,
+    };
+    let touched = &mut got.touched;
     let Quic {
         endpoints,
         conns,
@@ -132,7 +153,7 @@ pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Vec<ClientId> {
         send,
     } = quic;
     let Some(ep) = endpoints.get_mut(i) else {
-        return touched;
+        return got;
     };
     if !same_config(&ep.config, &c.rt.quic) {
         ep.config = c.rt.quic.clone();
@@ -141,7 +162,7 @@ pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Vec<ClientId> {
     for _ in 0..RECV_BATCH {
         let (n, from) = match ep.socket.recv_from(recv) {
             Ok(got) => got,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return touched,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return got,
             // An ICMP error of an earlier send, say: the datagrams behind it still wait.
             Err(_) => continue,
         };
@@ -177,7 +198,8 @@ pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Vec<ClientId> {
             None => {}
         }
     }
-    touched
+    got.more = true;
+    got
 }
 
 fn handle_of(c: &client::Conns, ci: ClientId) -> ConnectionHandle {

@@ -395,8 +395,11 @@ impl Worker {
         let parts = (&mut self.clients, &mut self.exchanges, &mut self.upstreams);
         super::quic::pump_bodies(parts, &mut self.dirty, ci);
         let parts = (&mut self.clients, &mut self.timers);
-        let woken = super::quic::flush(&mut self.quic, parts, ci, Instant::now());
+        let (woken, more) = super::quic::flush(&mut self.quic, parts, ci, Instant::now());
         self.wake_upstreams(woken);
+        if more {
+            self.dirty.push_back(super::token::client_token(ci));
+        }
         // An idle connection closes once a graceful stop's last call is over.
         self.settle_client(ci);
     }
