@@ -71,6 +71,14 @@ impl FairTurns {
         self.deferred.append(rest);
     }
 
+    /// `token` is due next turn (once, however often this turn asks): a source with more to
+    /// read than one round, whose edge-triggered readiness will not come again.
+    pub fn defer(&mut self, token: Token) {
+        if !self.deferred.contains(&token) {
+            self.deferred.push_back(token);
+        }
+    }
+
     /// Something is due without waiting for an event: the next poll must not sleep.
     pub fn has_deferred(&self) -> bool {
         !self.deferred.is_empty()

@@ -241,14 +241,15 @@ impl Worker {
     }
 
     /// QUIC socket `i` has datagrams (quic/mod.rs `recv`): the connections they are for
-    /// are driven, and after them, if the round was full, another round.
+    /// are driven; a full round reads again next turn, which polls without waiting, so that
+    /// a datagram flood cannot keep the other connections' events from being collected.
     fn quic_readable(&mut self, i: usize) {
         let mut q = std::mem::take(&mut self.quic);
         let got = quic::recv(&mut q, &mut self.client_conns().0, i);
         self.quic = q;
         self.dirty.extend(got.touched.into_iter().map(client_token));
         if got.more {
-            self.dirty.push_back(Token(quic::QUIC_BASE + i));
+            self.fair.defer(Token(quic::QUIC_BASE + i));
         }
     }
 
