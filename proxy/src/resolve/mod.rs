@@ -71,6 +71,11 @@ impl Resolved {
     }
 }
 
+/// The most servers one `resolve` name stands for: an answer decides how many servers (and
+/// connection pools) a group gets, and that is the configuration's to bound, not the DNS
+/// server's. A 4 KiB answer can carry ~250 addresses.
+const MAX_TARGETS: usize = 64;
+
 static QUERIES_OK: AtomicU64 = AtomicU64::new(0);
 static QUERIES_FAILED: AtomicU64 = AtomicU64::new(0);
 static CHANGES: AtomicU64 = AtomicU64::new(0);
@@ -176,6 +181,14 @@ fn ask(
     let (mut targets, ttl) = answer?;
     targets.sort();
     targets.dedup();
+    if targets.len() > MAX_TARGETS {
+        crate::warn!(
+            "server name `{}` stands for {} servers; the first {MAX_TARGETS} are used",
+            name.question(),
+            targets.len()
+        );
+        targets.truncate(MAX_TARGETS);
+    }
     let hold = r.valid.unwrap_or(ttl).max(Duration::from_secs(1));
     Ok((targets, hold))
 }
@@ -191,7 +204,9 @@ fn srv_targets(
     let first = answer.records.iter().map(|x| x.priority).min().unwrap_or(0);
     let mut ttl = answer.ttl;
     let mut targets = Vec::new();
-    for record in &answer.records {
+    // Each target without a carried address costs a question of its own (blocking, up to the
+    // timeout): as many as the servers kept.
+    for record in answer.records.iter().take(MAX_TARGETS) {
         let mut ips: Vec<IpAddr> = answer
             .carried
             .iter()
