@@ -25,7 +25,7 @@ export RUSTC_BOOTSTRAP=1
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "== installing cargo-fuzz (once per machine)"
-    cargo install cargo-fuzz --locked --quiet
+    CARGO_PROFILE_DEV_DEBUG=0 cargo install cargo-fuzz --locked --quiet --debug
 fi
 
 all_targets() {

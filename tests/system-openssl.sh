@@ -15,8 +15,8 @@ cd "$(dirname "$0")/.."
 
 etc/need-packages.sh libssl-dev pkg-config
 
-echo "== system OpenSSL: cargo clippy --workspace --no-default-features"
-cargo clippy --workspace --all-targets --no-default-features --quiet -- -D warnings
+echo "== system OpenSSL: cargo clippy --release --workspace --no-default-features"
+cargo clippy --release --workspace --all-targets --no-default-features --quiet -- -D warnings
 echo "== system OpenSSL: cargo build --release -p proxy -p tls-perf"
 cargo build --release -p proxy -p tls-perf --bins --no-default-features \
     --features proxy/system-openssl --quiet

@@ -1,8 +1,8 @@
 //! TLS to origins (`server_tls`, issue 34) through the real binary, with nginx as the TLS
 //! origin in front of a plain echo origin: requests with and without a body, a kept-alive
-//! connection, a resumed session, certificates refused (another CA, another name), a client
-//! certificate the origin asks for, verification off, health checks over TLS and a reload
-//! that changes the TLS settings. Certificates are made here with the `openssl` tool.
+//! connection, a resumed session, certificates refused (another CA, another name, expired),
+//! a client certificate the origin asks for, verification off, health checks over TLS and a
+//! reload that changes the TLS settings. Certificates are made here with the `openssl` tool.
 
 mod upstream_tls_common;
 
@@ -104,6 +104,37 @@ fn a_certificate_from_another_ca_is_a_502_with_its_reason() {
         origin.total_requests(),
         0,
         "nothing was sent to an unverified server"
+    );
+}
+
+/// An origin whose certificate expired: 502, and the log line says so (issue 34).
+#[test]
+fn an_expired_certificate_is_a_502_with_its_reason() {
+    let dir = TempDir::new("up-tls-expired-pki");
+    let pki = Pki::new(dir.path());
+    let expired = make_expired_leaf(
+        dir.path(),
+        ("expired", "ca"),
+        "DNS:origin.test,IP:127.0.0.1",
+    );
+    let setup = Setup::new("up-tls-expired");
+    let origin = echo();
+    let nginx = Nginx::start(dir.path(), &expired, "", origin.addr());
+    let ca = pki.ca.display().to_string();
+    let extra = format!("server_tls on; server_tls_ca {ca}; server_connect_retries 1;");
+    let (proxy, http, stats) = start_proxy(setup, &nginx, &extra);
+    let got = exchange(http, "GET", "");
+    assert_eq!(got.status, 502, "{}", got.head);
+    let line = format!(
+        "upstream {} TLS: certificate verify failed: certificate has expired",
+        nginx.addr
+    );
+    assert!(logged(&proxy, &line), "no {line:?}\n{}", proxy.proc.logs());
+    assert!(handshakes(stats, "verify_failed") >= 1);
+    assert_eq!(
+        origin.total_requests(),
+        0,
+        "nothing was sent to an expired server"
     );
 }
 

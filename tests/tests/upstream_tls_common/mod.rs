@@ -121,6 +121,72 @@ pub fn make_leaf(
     (dir.join(crt), dir.join(key))
 }
 
+/// A certificate `stem` signed by CA `ca` for `san` whose validity ended in 2020: `openssl
+/// x509` cannot date a certificate in the past (before OpenSSL 3.4), `openssl ca` can.
+pub fn make_expired_leaf(dir: &Path, (stem, ca): (&str, &str), san: &str) -> (PathBuf, PathBuf) {
+    let (crt, key, csr) = (
+        format!("{stem}.crt"),
+        format!("{stem}.key"),
+        format!("{stem}.csr"),
+    );
+    openssl(
+        &[
+            "req",
+            "-new",
+            "-nodes",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-subj",
+            &format!("/CN={stem}"),
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+        ],
+        dir,
+    );
+    let db = format!("{stem}-ca");
+    std::fs::create_dir_all(dir.join(&db)).expect("ca database dir");
+    write_file(&dir.join(&db).join("index.txt"), "");
+    write_file(&dir.join(&db).join("serial"), "01\n");
+    let cnf = format!("{stem}-ca.cnf");
+    write_file(
+        &dir.join(&cnf),
+        &format!(
+            "[ca]\ndefault_ca=d\n[d]\ndatabase={db}/index.txt\nnew_certs_dir={db}\n\
+             serial={db}/serial\ndefault_md=sha256\npolicy=p\n[p]\ncommonName=supplied\n\
+             [leaf]\nsubjectAltName={san}\nextendedKeyUsage=serverAuth\n"
+        ),
+    );
+    openssl(
+        &[
+            "ca",
+            "-batch",
+            "-notext",
+            "-config",
+            &cnf,
+            "-cert",
+            &format!("{ca}.crt"),
+            "-keyfile",
+            &format!("{ca}.key"),
+            "-in",
+            &csr,
+            "-out",
+            &crt,
+            "-startdate",
+            "20200101000000Z",
+            "-enddate",
+            "20200201000000Z",
+            "-extensions",
+            "leaf",
+        ],
+        dir,
+    );
+    (dir.join(crt), dir.join(key))
+}
+
 impl Pki {
     pub fn new(dir: &Path) -> Pki {
         make_ca(dir, "ca");
