@@ -81,3 +81,43 @@ fn te_trailers_is_told_to_the_sink_and_not_written_as_http1() {
     let text = String::from_utf8_lossy(&out).to_ascii_lowercase();
     assert!(!text.contains("\r\nte:"), "{text}");
 }
+
+/// A head too large as HTTP/1.1 text gets the same verdict from its measure (what an HTTP/2
+/// rendering is judged by) as from the written text.
+#[test]
+fn the_measure_gives_the_texts_verdict() {
+    let raw = b"GET /p HTTP/1.1\r\nHost: h\r\nX-A: 0123456789\r\nX-B: 0123456789\r\n\r\n";
+    let parse_limits = Limits::default();
+    let (head, _) = parse_request(raw, &parse_limits)
+        .expect("valid")
+        .expect("complete");
+    let edits = HeaderEdits::new();
+    for (max_headers, max_field_bytes, max_head_bytes) in
+        [(3, 4096, 4096), (10, 20, 4096), (10, 4096, 60)]
+    {
+        let tight = Limits {
+            max_headers,
+            max_field_bytes,
+            max_head_bytes,
+            ..Limits::default()
+        };
+        let fwd = Forwarding {
+            forwarded_for: Some(b"192.0.2.7"),
+            forwarded_proto: None,
+            via: Some(b"p"),
+            edits: &edits,
+            framing: head.framing(),
+            connection: ConnectionOption::Default,
+            limits: &tight,
+        };
+        let written = http1::write_request_head(&mut Vec::new(), &head, raw, &fwd);
+        let mut measure = RequestMeasure::default();
+        forward_request_fields(&mut measure, &head, raw, &fwd);
+        assert_eq!(
+            measure.measure.check(&tight),
+            written,
+            "{max_headers} {max_field_bytes} {max_head_bytes}"
+        );
+        assert!(written.is_err());
+    }
+}
