@@ -19,7 +19,7 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, slot: &mut Option<(ServerProto,
         return true;
     };
     let proto = match v.text.to_ascii_lowercase().as_str() {
-        "http1" | "http/1.1" => ServerProto::Http1,
+        "http1" => ServerProto::Http1,
         "h2" => ServerProto::H2,
         _ => {
             c.error(
