@@ -43,6 +43,7 @@ pub const EXTENSIONS: &[&str] = &[
     "server_tls_verify",
     "server_tls_sni",
     "server_tls_cert",
+    "server_proto",
     "h3_alt_svc",
 ];
 
@@ -66,6 +67,7 @@ pub const TOP_LEVEL: &[&str] = &[
     "server_tls_verify",
     "server_tls_sni",
     "server_tls_cert",
+    "server_proto",
     "health",
     "vhost",
     "http_chain",
@@ -161,6 +163,7 @@ pub const SRV_GROUP_LEVEL: &[&str] = &[
     "server_tls_verify",
     "server_tls_sni",
     "server_tls_cert",
+    "server_proto",
     "health",
     "sticky_sessions",
     "learn",

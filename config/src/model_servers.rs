@@ -35,6 +35,23 @@ pub struct ServerGroup {
     /// Extension `server_tls on;` and its options: TLS to the group's servers (None:
     /// cleartext HTTP/1.1).
     pub tls: Option<ServerTls>,
+    /// Extension `server_proto http1|h2` (default http1): the HTTP version spoken to the
+    /// group's servers.
+    pub proto: ServerProto,
+}
+
+/// Extension `server_proto`: which HTTP the proxy speaks to a group's servers. Named after
+/// the `proto=` of Tempesta's `listen` (whose `h2` token it shares): what the listener
+/// speaks to clients, this speaks to servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerProto {
+    /// HTTP/1.1 (with `server_tls on`, ALPN offers `http/1.1` only).
+    #[default]
+    Http1,
+    /// HTTP/2: with `server_tls on`, ALPN offers `h2,http/1.1` and the connection speaks
+    /// what the server chose; without TLS, h2c with prior knowledge (RFC 9113 §3.3).
+    H2,
 }
 
 /// TLS to a group's servers (an extension: Tempesta has no TLS to origins).
@@ -79,6 +96,7 @@ impl Default for ServerGroup {
             health: None,
             sticky: None,
             tls: None,
+            proto: ServerProto::Http1,
         }
     }
 }

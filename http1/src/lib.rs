@@ -72,11 +72,15 @@
 //!   decoded (an HTTP/2 header block) is assembled by [`RequestBuilder`]
 //!   without HTTP/1 text, each piece checked with the byte classes the
 //!   parser applies to it and the whole by the same rules and limits
-//!   (sizes counted as the HTTP/1.1 lines would be).
+//!   (sizes counted as the HTTP/1.1 lines would be); an HTTP/2 origin's response head is
+//!   assembled the same way by [`ResponseBuilder`]. The other way, the upstream request head
+//!   is decided once as pieces ([`forward_request_fields`] to a [`RequestSink`]) that the
+//!   HTTP/1.1 writer ([`RequestText`]) and an HTTP/2 encoder render.
 
 #![forbid(unsafe_code)]
 
 mod assemble;
+mod assemble_response;
 mod body;
 mod byteset;
 mod canned;
@@ -89,6 +93,7 @@ mod forwarded_for;
 mod limits;
 mod message;
 mod request;
+mod request_sink;
 mod response;
 mod sink;
 mod span;
@@ -96,6 +101,7 @@ mod strict;
 mod write;
 
 pub use assemble::RequestBuilder;
+pub use assemble_response::ResponseBuilder;
 pub use body::{BodyDecoder, LengthDecoder};
 pub use byteset::ByteSet;
 pub use canned::{error_body_is_empty, error_response, reason_phrase};
@@ -107,6 +113,9 @@ pub use forwarded_for::client_address as forwarded_for_address;
 pub use limits::Limits;
 pub use message::{BodyFraming, Method, Version};
 pub use request::{parse_request, RequestHead, TargetForm};
+pub use request_sink::{
+    decimal_len, forward_request_fields, RequestMeasure, RequestSink, RequestText,
+};
 pub use response::{parse_response, ResponseHead};
 pub use sink::{forward_response_fields, FieldSink, HeadMeasure, HeadText, ResponseFields};
 pub use span::{FieldSpan, HeaderSpans, Span};

@@ -106,6 +106,25 @@ impl ResponseHead {
     pub(crate) fn connection_names_fields(&self) -> bool {
         self.facts.connection_names_fields
     }
+
+    /// A head assembled from another codec's pieces (`assemble_response.rs`).
+    pub(crate) fn assembled(
+        (version, status, reason): (Version, u16, Span),
+        fields: HeaderSpans,
+        facts: FieldFacts,
+        framing: BodyFraming,
+        head_len: usize,
+    ) -> ResponseHead {
+        ResponseHead {
+            version,
+            status,
+            reason,
+            fields,
+            facts,
+            framing,
+            head_len,
+        }
+    }
 }
 
 /// Parses a response head at the start of `buf`. `request_is_head`: the

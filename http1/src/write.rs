@@ -20,7 +20,8 @@ use crate::fields::list_elements;
 use crate::fit::{check_written_head, OversizedHead};
 use crate::limits::Limits;
 use crate::message::BodyFraming;
-use crate::request::{RequestHead, TargetForm};
+use crate::request::RequestHead;
+use crate::request_sink::{forward_request_fields, RequestText};
 use crate::response::ResponseHead;
 use crate::sink::{forward_response_fields, HeadText};
 use crate::span::HeaderSpans;
@@ -113,12 +114,6 @@ impl HeaderEdits {
             || self.remove.iter().any(|n| n.eq_ignore_ascii_case(name))
     }
 
-    fn write(&self, out: &mut Vec<u8>) {
-        for (name, value) in self.fields() {
-            write_field(out, name, value);
-        }
-    }
-
     /// The fields the edits write, in order: the `set` ones, then the `add` ones.
     pub(crate) fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
         self.set
@@ -197,40 +192,7 @@ pub fn write_request_head(
 ) -> Result<(), OversizedHead> {
     let start = out.len();
     out.reserve(head.head_len() + 128);
-    out.extend_from_slice(head.method_bytes(buf));
-    out.push(b' ');
-    match head.target_form() {
-        TargetForm::Asterisk => out.push(b'*'),
-        TargetForm::Origin | TargetForm::Absolute => out.extend_from_slice(head.path(buf)),
-    }
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    let host_from_target = head.host_from_target();
-    // HTTP/1.1 requires Host: from an absolute-form target it replaces the
-    // received field; an HTTP/1.0 request without any gets an empty one
-    // (RFC 9112 §3.2: the authority is unknown).
-    if host_from_target || head.host(buf).is_none() {
-        write_field(out, b"Host", head.host(buf).unwrap_or(&[]));
-    }
-    let copy = CopyRules {
-        connection_names_fields: head.connection_names_fields(),
-        drop_host: host_from_target,
-        forwarded_for: forwarding.forwarded_for.is_some(),
-        forwarded_proto: forwarding.forwarded_proto.is_some(),
-        via: forwarding.via.is_some(),
-    };
-    let held = copy_fields(out, buf, head.headers(), &copy, forwarding.edits);
-    if let Some(client) = forwarding.forwarded_for {
-        let earlier = held.forwarded_for.then_some(head.headers());
-        write_appended(out, buf, earlier, b"X-Forwarded-For", b"", client);
-    }
-    if let Some(scheme) = forwarding.forwarded_proto {
-        write_field(out, b"X-Forwarded-Proto", scheme);
-    }
-    write_via(out, buf, held.via.then_some(head.headers()), forwarding.via);
-    forwarding.edits.write(out);
-    write_framing(out, forwarding.framing);
-    write_connection(out, forwarding.connection);
-    out.extend_from_slice(b"\r\n");
+    forward_request_fields(&mut RequestText { out: &mut *out }, head, buf, forwarding);
     keep_if_fits(out, start, forwarding, head.headers().len())
 }
 
@@ -351,17 +313,6 @@ pub fn write_framing(out: &mut Vec<u8>, framing: BodyFraming) {
     }
 }
 
-fn write_connection(out: &mut Vec<u8>, connection: ConnectionOption) {
-    match connection {
-        ConnectionOption::Default => {}
-        ConnectionOption::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
-        ConnectionOption::Close => out.extend_from_slice(b"Connection: close\r\n"),
-        ConnectionOption::UpgradeWebSocket => {
-            out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: websocket\r\n")
-        }
-    }
-}
-
 pub(crate) fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
     // Digits are produced backwards into a stack buffer: u64::MAX has 20.
     let mut digits = [0u8; 20];
@@ -377,55 +328,6 @@ pub(crate) fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
         }
     }
     out.extend_from_slice(digits.get(start..).unwrap_or(&[]));
-}
-
-/// Which received fields are not copied as they are.
-struct CopyRules {
-    connection_names_fields: bool,
-    drop_host: bool,
-    forwarded_for: bool,
-    /// The received X-Forwarded-Proto is dropped: the writer sets its own.
-    forwarded_proto: bool,
-    via: bool,
-}
-
-/// Which merged fields were held back by [`copy_fields`].
-#[derive(Default)]
-struct HeldBack {
-    forwarded_for: bool,
-    via: bool,
-}
-
-fn copy_fields(
-    out: &mut Vec<u8>,
-    buf: &[u8],
-    fields: &HeaderSpans,
-    rules: &CopyRules,
-    edits: &HeaderEdits,
-) -> HeldBack {
-    let mut held = HeldBack::default();
-    for (name, value) in fields.fields(buf) {
-        if rules.forwarded_for && name.eq_ignore_ascii_case(b"x-forwarded-for") {
-            held.forwarded_for = true;
-            continue;
-        }
-        if rules.via && name.eq_ignore_ascii_case(b"via") {
-            held.via = true;
-            continue;
-        }
-        let skip = is_managed(name)
-            || (rules.forwarded_proto && name.eq_ignore_ascii_case(b"x-forwarded-proto"))
-            || (rules.drop_host && name.eq_ignore_ascii_case(b"host"))
-            || (rules.connection_names_fields && named_by_connection(buf, fields, name))
-            || (!edits.is_empty() && edits.replaces(name));
-        if !skip {
-            out.extend_from_slice(name);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
-        }
-    }
-    held
 }
 
 /// Whether [`write_request_head`] copies the received field `name` of `head` to the
@@ -472,38 +374,4 @@ pub(crate) fn named_by_connection(buf: &[u8], fields: &HeaderSpans, name: &[u8])
         .get_all(buf, "connection")
         .flat_map(list_elements)
         .any(|option| option.eq_ignore_ascii_case(name))
-}
-
-fn write_via(out: &mut Vec<u8>, buf: &[u8], earlier: Option<&HeaderSpans>, via: Option<&[u8]>) {
-    if let Some(pseudonym) = via {
-        write_appended(out, buf, earlier, b"Via", b"1.1 ", pseudonym);
-    }
-}
-
-/// One field holding every received value of `name` (when `earlier`
-/// holds some), comma-joined, then `prefix` + `own`.
-fn write_appended(
-    out: &mut Vec<u8>,
-    buf: &[u8],
-    earlier: Option<&HeaderSpans>,
-    name: &[u8],
-    prefix: &[u8],
-    own: &[u8],
-) {
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    if let Some(fields) = earlier {
-        let name_str = std::str::from_utf8(name).unwrap_or("");
-        for value in fields.get_all(buf, name_str) {
-            if !value.is_empty() {
-                out.extend_from_slice(value);
-                out.extend_from_slice(b", ");
-            }
-        }
-    }
-    out.extend_from_slice(prefix);
-    if FIELD_VALUE.contains_all(own) {
-        out.extend_from_slice(own);
-    }
-    out.extend_from_slice(b"\r\n");
 }

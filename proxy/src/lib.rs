@@ -45,6 +45,7 @@ pub mod tls_names;
 pub mod tls_quic;
 pub mod tls_setup;
 pub mod transport;
+pub mod upstream_h2;
 pub mod upstream_tls;
 pub mod worker;
 

@@ -185,6 +185,10 @@ pub enum RuntimeError {
         group: String,
         reason: String,
     },
+    /// `server_proto h2`: HTTP/2 to servers, which the worker does not speak yet.
+    UpstreamH2 {
+        group: String,
+    },
 }
 
 impl fmt::Display for RuntimeError {
@@ -212,6 +216,11 @@ impl fmt::Display for RuntimeError {
                     "error: srv_group `{group}`: TLS to its servers: {reason}"
                 )
             }
+            RuntimeError::UpstreamH2 { group } => write!(
+                f,
+                "error: srv_group `{group}`: `server_proto h2` is not implemented by this build \
+                 (its workers speak HTTP/1.1 to servers): write `server_proto http1;` or leave it out"
+            ),
             RuntimeError::Cache { vhost, reason } => {
                 write!(f, "error: vhost `{vhost}`: cache settings: {reason}")
             }
@@ -399,6 +408,10 @@ fn groups(config: &Config) -> Result<Vec<GroupRt>, RuntimeError> {
         .server_groups
         .iter()
         .map(|g| -> Result<GroupRt, RuntimeError> {
+            if g.proto == config::ServerProto::H2 {
+                let group = g.name.clone();
+                return Err(RuntimeError::UpstreamH2 { group });
+            }
             Ok(GroupRt {
                 tls: tls(g)?,
                 name: g.name.clone(),

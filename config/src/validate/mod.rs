@@ -17,6 +17,7 @@ mod global_log;
 mod inherit;
 pub mod once;
 mod resolver;
+mod server_proto;
 mod server_tls;
 mod servers;
 mod stale;

@@ -44,6 +44,7 @@ pub const GROUP: &[&str] = &[
     "server_tls_verify",
     "server_tls_sni",
     "server_tls_cert",
+    "server_proto",
     "health",
     "sticky_sessions",
     "learn",

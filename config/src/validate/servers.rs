@@ -30,6 +30,8 @@ pub struct GroupDraft {
     pub sticky: Option<GroupSticky>,
     /// `server_tls` and its options (`server_tls.rs`).
     pub tls: super::server_tls::TlsDraft,
+    /// `server_proto` and where (`server_proto.rs`).
+    pub proto: Option<(crate::model::ServerProto, Pos)>,
     /// Single-valued group settings seen so far.
     pub seen: Seen,
     /// Where each `resolve` flag is: each needs a `resolver` (checked once all is read).
@@ -68,6 +70,7 @@ impl GroupDraft {
                 .map(|(n, _)| n.clone()),
             sticky: self.sticky.clone().or_else(|| top.sticky.clone()),
             tls: self.tls.resolve(&top.tls),
+            proto: super::server_proto::resolve(&self.proto, &top.proto),
         }
     }
 }
@@ -130,7 +133,10 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, g: &mut GroupDraft) -> bool {
                 g.sticky.get_or_insert_with(GroupSticky::default).learn = Some(name);
             }
         }
-        _ => return super::server_tls::apply(c, d, &mut g.tls),
+        _ => {
+            return super::server_tls::apply(c, d, &mut g.tls)
+                || super::server_proto::apply(c, d, &mut g.proto)
+        }
     }
     true
 }

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""A misbehaving cleartext HTTP/2 origin (prior knowledge) for the tests of the HTTP/2 client
+role: one connection at a time on 127.0.0.1:PORT, in one of these modes.
+
+  refuse N     RST_STREAM REFUSED_STREAM to the first N requests, then 200 "ok" to the rest
+               (python h2); prints "refused N" at each refusal.
+  ping_flood   after the SETTINGS exchange, PING frames without end (raw frames); prints
+               "goaway code C" when the client's GOAWAY arrives, then stops.
+
+Usage: h2_bad_origin.py PORT MODE [N]. Runs until killed (the test kills it by pid)."""
+
+import socket
+import struct
+import sys
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def frame(kind, flags, stream, payload):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def refuse(sock, n):
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding=None))
+    c.initiate_connection()
+    sock.sendall(c.data_to_send())
+    refused = 0
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            return
+        for ev in c.receive_data(data):
+            if not isinstance(ev, h2.events.RequestReceived):
+                continue
+            if refused < n:
+                refused += 1
+                c.reset_stream(ev.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+                print("refused %d" % refused, flush=True)
+            else:
+                c.send_headers(ev.stream_id, [(b":status", b"200"), (b"content-length", b"2")])
+                c.send_data(ev.stream_id, b"ok", end_stream=True)
+        sock.sendall(c.data_to_send())
+
+
+def goaway_code(buf):
+    """The error code of the first GOAWAY in `buf` (frames after the client's preface)."""
+    at = 0
+    while at + 9 <= len(buf):
+        length = int.from_bytes(buf[at:at + 3], "big")
+        if buf[at + 3] == 7 and at + 9 + 8 <= len(buf):
+            return int.from_bytes(buf[at + 13:at + 17], "big")
+        at += 9 + length
+    return None
+
+
+def drain(sock, got):
+    """Reads what is there (the client's GOAWAY may sit behind its PING ACKs); False at the
+    end of the connection."""
+    while True:
+        try:
+            more = sock.recv(65536)
+        except BlockingIOError:
+            return got, True
+        except OSError:
+            return got, False
+        if not more:
+            return got, False
+        got += more
+
+
+def ping_flood(sock):
+    got = b""
+    while len(got) < len(PREFACE):
+        more = sock.recv(65536)
+        if not more:
+            return
+        got += more
+    got = got[len(PREFACE):]
+    sock.sendall(frame(4, 0, 0, b""))  # SETTINGS
+    ping = frame(6, 0, 0, b"12345678") * 512
+    sock.setblocking(False)
+    open_ = True
+    while open_ and goaway_code(got) is None:
+        got, open_ = drain(sock, got)
+        try:
+            sock.send(ping)
+        except BlockingIOError:
+            pass
+        except OSError:
+            got, open_ = drain(sock, got)
+            break
+    print("goaway code %s" % goaway_code(got), flush=True)
+
+
+def main():
+    port, mode = int(sys.argv[1]), sys.argv[2]
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(8)
+    while True:
+        sock, _ = listener.accept()
+        try:
+            if mode == "refuse":
+                refuse(sock, int(sys.argv[3]))
+            elif mode == "ping_flood":
+                ping_flood(sock)
+            else:
+                sys.exit("unknown mode " + mode)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            sock.close()
+
+
+if __name__ == "__main__":
+    main()
