@@ -208,7 +208,13 @@ impl Worker {
                     }
                     self.dirty.push_back(event.token());
                 }
-                Kind::Upstream(_) => self.dirty.push_back(event.token()),
+                Kind::Upstream(ui) => {
+                    if event.is_readable() || event.is_read_closed() || event.is_error() {
+                        let closed = event.is_read_closed() || event.is_error();
+                        upstream::readable(&mut self.upstreams, ui, closed);
+                    }
+                    self.dirty.push_back(event.token());
+                }
                 Kind::Quic(i) => self.quic_readable(i),
                 Kind::Probe(_) | Kind::Exchange(_) | Kind::Grace => {}
             }

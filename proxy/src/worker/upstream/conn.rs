@@ -128,6 +128,7 @@ fn fresh(
         retire_at: None,
         health_body: None,
         tls,
+        readiness: Default::default(),
     }
 }
 

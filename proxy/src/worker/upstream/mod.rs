@@ -8,6 +8,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
+use ktls::readiness::ReadReadiness;
 use ktls::IoStatus;
 
 mod conn;
@@ -86,6 +87,10 @@ pub struct Upstream {
     pub health_body: Option<Box<super::health::HealthBody>>,
     /// `server_tls`: the connection's TLS (None: cleartext).
     pub tls: Option<Box<UpTls>>,
+    /// Whether the socket may have bytes before its next readiness event (cleartext
+    /// connections): a read that emptied the receive queue is not followed by one that only
+    /// says `EAGAIN`, as the clients' reads are not (`ktls::readiness`).
+    pub readiness: ReadReadiness,
 }
 
 impl Upstream {
@@ -166,6 +171,15 @@ pub(super) fn flush_at(
     }
 }
 
+/// A readiness event for connection `ui`'s socket: its reads, skipped while the socket is
+/// known to be empty, may find bytes (or, with `read_closed`, the end) again.
+#[inline]
+pub(super) fn readable(upstreams: &mut Upstreams, ui: UpstreamId, read_closed: bool) {
+    if let Some(u) = upstreams.get_mut(ui) {
+        u.readiness.on_event(read_closed);
+    }
+}
+
 /// Reads what connection `ui`'s socket has ([`read`]). True if anything came.
 #[inline]
 pub(super) fn read_at(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId) -> bool {
@@ -184,8 +198,14 @@ pub(super) fn read(u: &mut Upstream, bufs: &mut BufPool) -> bool {
     }
     let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
     let mut got = false;
-    while !rbuf.is_full() {
-        match rbuf.read_from(&mut u.sock) {
+    while u.readiness.may_read() {
+        let asked = rbuf.spare();
+        if asked == 0 {
+            break;
+        }
+        let result = rbuf.read_from(&mut u.sock);
+        u.readiness.after_read(asked, &result);
+        match result {
             Ok(0) => {
                 u.peer_closed = true;
                 got = true;
