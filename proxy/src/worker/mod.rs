@@ -146,7 +146,8 @@ impl Worker {
             connector: crate::socket::Connector::default(),
             quic: quic::Quic::default(),
         };
-        worker.quic = quic::Quic::new(quic, worker.poll.registry(), worker.rt.quic.clone())?;
+        let (registry, metrics) = (worker.poll.registry(), worker.shared.metrics.clone());
+        worker.quic = quic::Quic::new(quic, registry, worker.rt.quic.clone(), metrics)?;
         worker.groups = upstream::groups::group_states(&worker.rt);
         worker.checks().health().schedule_checks();
         listener::register_all(worker.poll.registry(), &mut worker.listeners)?;

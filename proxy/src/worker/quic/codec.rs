@@ -54,6 +54,8 @@ pub struct H3Codec {
     pub uni: [(Option<StreamId>, Vec<u8>); 3],
     /// The deadline the client timer was last armed for.
     pub armed_at: Option<Instant>,
+    /// The `h3` crate's flood trips already added to the metrics, by `h3::Flood::ALL`.
+    pub floods_counted: [u64; h3::Flood::ALL.len()],
 }
 
 impl H3Codec {
@@ -70,6 +72,7 @@ impl H3Codec {
             streams: HashMap::new(),
             uni: Default::default(),
             armed_at: None,
+            floods_counted: [0; h3::Flood::ALL.len()],
         })
     }
 

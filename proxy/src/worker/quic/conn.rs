@@ -9,6 +9,7 @@ use quinn_proto::{Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
 
 use super::codec::{H3Codec, STREAM_IN_MAX, STREAM_OUT_MAX};
 use super::{send_to, Quic};
+use crate::metrics_quic::QuicMetrics;
 use crate::timers::Timers;
 use crate::worker::client::codec::Codec;
 use crate::worker::client::{ClientId, Clients};
@@ -58,6 +59,7 @@ pub fn closing(quic: &mut Quic, clients: &mut Clients, ci: ClientId, now: Instan
         return;
     }
     if !h3.quic.is_closed() {
+        quic.metrics.quic.count_close("proxy", Some(0x100));
         h3.quic
             .close(now, VarInt::from_u32(0x100), bytes::Bytes::new());
     }
@@ -97,7 +99,11 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
         match event {
             // The name the client asked for: strict host checking compares the vhost it
             // chose with the one each request's authority routes to, as on TCP.
-            Event::Connected => sni = server_name(h3),
+            Event::Connected => {
+                sni = server_name(h3);
+                quic.handshake_over(h3.endpoint, h3.handle);
+                crate::metrics::bump(&quic.metrics.quic.handshakes_done);
+            }
             Event::Stream(StreamEvent::Opened { dir }) => {
                 while let Some(id) = h3.quic.streams().accept(dir) {
                     read_stream(h3, id);
@@ -110,7 +116,9 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
                     work.push(Work::Drop(ex));
                 }
             }
-            Event::ConnectionLost { .. } => {
+            Event::ConnectionLost { reason } => {
+                let (why, code) = lost(&reason);
+                quic.metrics.quic.count_close(why, code);
                 work.extend(h3.reset_all().into_iter().map(Work::Drop));
             }
             _ => {}
@@ -126,7 +134,8 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
             read_stream(h3, StreamId::from(v));
         }
     }
-    h3_events(h3, &mut work);
+    h3_events(h3, &mut work, &quic.metrics.quic);
+    count_floods(h3, &quic.metrics.quic);
     if h3.quic.is_drained() {
         work.push(Work::Gone);
     }
@@ -134,6 +143,34 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
         cl.sni = Some(crate::server_name::ServerName::new(&name));
     }
     work
+}
+
+/// The `reason` label (and error code) of a connection QUIC ended.
+fn lost(reason: &quinn_proto::ConnectionError) -> (&'static str, Option<u64>) {
+    use quinn_proto::ConnectionError as E;
+    match reason {
+        E::VersionMismatch => ("version_mismatch", None),
+        // A protocol violation of the peer's that we detected.
+        E::TransportError(e) => ("transport_error", Some(u64::from(e.code))),
+        E::ConnectionClosed(c) => ("peer_transport", Some(u64::from(c.error_code))),
+        E::ApplicationClosed(c) => ("peer_application", Some(c.error_code.into_inner())),
+        E::Reset => ("stateless_reset_received", None),
+        E::TimedOut => ("idle_timeout", None),
+        E::LocallyClosed => ("proxy", None),
+        E::CidsExhausted => ("cids_exhausted", None),
+    }
+}
+
+/// Adds the `h3` connection's flood trips since the last turn to the metrics.
+fn count_floods(h3: &mut H3Codec, m: &QuicMetrics) {
+    let counters = h3.h3.counters();
+    for (kind, counted) in h3::Flood::ALL.iter().zip(h3.floods_counted.iter_mut()) {
+        let now = counters.flood(*kind);
+        if now > *counted {
+            m.add_floods(*kind, now - *counted);
+            *counted = now;
+        }
+    }
 }
 
 /// The server name of the connection's handshake (SNI), if the client sent one.
@@ -214,7 +251,7 @@ fn read_stream(h3: &mut H3Codec, id: StreamId) {
 
 /// The `h3` connection's events: bytes for our streams kept until they open, the rest
 /// for the loop.
-fn h3_events(h3: &mut H3Codec, work: &mut Vec<Work>) {
+fn h3_events(h3: &mut H3Codec, work: &mut Vec<Work>, m: &QuicMetrics) {
     while let Some(event) = h3.h3.poll_event() {
         let stream_of = |id: u64| u32::try_from(id).ok();
         match event {
@@ -271,6 +308,7 @@ fn h3_events(h3: &mut H3Codec, work: &mut Vec<Work>) {
             }
             h3::Event::GoAway { .. } => {}
             h3::Event::Closed { error } => {
+                m.count_close("h3_error", Some(error.code.code()));
                 let code = VarInt::from_u64(error.code.code()).unwrap_or(VarInt::from_u32(0x102));
                 let reason = bytes::Bytes::from_static(error.reason.as_bytes());
                 h3.quic.close(Instant::now(), code, reason);

@@ -9,22 +9,24 @@
 //! [`Work`] for the loop, stream bytes out, datagrams sent, the timer armed), `body.rs`
 //! passes request bodies upstream; nothing here calls into the exchange pipeline.
 
+mod admit;
 mod body;
 pub mod codec;
 mod conn;
 pub mod reply;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use mio::{Interest, Registry, Token};
-use quinn_proto::{ConnectionHandle, DatagramEvent, EndpointConfig};
+use quinn_proto::{ConnectionHandle, DatagramEvent};
 
 use super::client::codec::Codec;
 use super::client::{self, ClientId};
+use crate::metrics::Metrics;
 pub use body::pump as pump_bodies;
 pub use codec::H3Codec;
 pub use conn::{closing, drive, flush, timeout, Work};
@@ -82,6 +84,10 @@ pub struct Quic {
     endpoints: Vec<Endpoint>,
     /// Which client entry each connection is.
     conns: HashMap<(usize, ConnectionHandle), ClientId>,
+    /// The connections whose handshake is in progress (`h3_max_handshakes`,
+    /// `h3_retry_above` count them, all the worker's endpoints together).
+    handshaking: HashSet<(usize, ConnectionHandle)>,
+    metrics: Arc<Metrics>,
     /// Datagrams read and written.
     recv: Vec<u8>,
     send: Vec<u8>,
@@ -93,13 +99,14 @@ impl Quic {
         bound: Vec<Bound>,
         registry: &Registry,
         config: Option<Arc<quinn_proto::ServerConfig>>,
+        metrics: Arc<Metrics>,
     ) -> io::Result<Quic> {
         let mut endpoints = Vec::with_capacity(bound.len());
         for (i, b) in bound.into_iter().enumerate() {
             let mut socket = mio::net::UdpSocket::from_std(b.socket);
             registry.register(&mut socket, Token(QUIC_BASE + i), Interest::READABLE)?;
             let endpoint = quinn_proto::Endpoint::new(
-                Arc::new(EndpointConfig::default()),
+                Arc::new(crate::tls_quic::endpoint_config()),
                 config.clone(),
                 false,
                 None,
@@ -113,6 +120,8 @@ impl Quic {
         Ok(Quic {
             endpoints,
             conns: HashMap::new(),
+            handshaking: HashSet::new(),
+            metrics,
             recv: vec![0; MAX_DATAGRAM],
             send: Vec::with_capacity(MAX_DATAGRAM),
         })
@@ -121,6 +130,14 @@ impl Quic {
     /// The connection (client entry) `handle` on socket `i` is gone.
     fn forget(&mut self, i: usize, handle: ConnectionHandle) {
         self.conns.remove(&(i, handle));
+        self.handshake_over(i, handle);
+    }
+
+    /// The handshake of `handle` on socket `i` completed or failed (once counted).
+    fn handshake_over(&mut self, i: usize, handle: ConnectionHandle) {
+        if self.handshaking.remove(&(i, handle)) {
+            (self.metrics.quic.handshaking).fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
@@ -148,6 +165,8 @@ pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Received {
     let Quic {
         endpoints,
         conns,
+        handshaking,
+        metrics,
         recv,
         send,
     } = quic;
@@ -184,16 +203,26 @@ pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Received {
                 }
             }
             Some(DatagramEvent::NewConnection(incoming)) => {
-                if let Some(ci) = accept(ep, (c, send), incoming, i) {
-                    conns.insert((i, handle_of(c, ci)), ci);
+                let busy = (handshaking.len(), &metrics.quic);
+                if let Some(ci) = admit::admit(ep, (c, send), incoming, (i, busy)) {
+                    let key = (i, handle_of(c, ci));
+                    conns.insert(key, ci);
+                    handshaking.insert(key);
                     touched.push(ci);
                 }
             }
-            Some(DatagramEvent::Response(t)) => send_to(
-                &ep.socket,
-                send.get(..t.size).unwrap_or_default(),
-                t.destination,
-            ),
+            Some(DatagramEvent::Response(t)) => {
+                // The one answer quinn-proto makes to a short-header datagram (first bit 0)
+                // of a connection it does not hold is a stateless reset.
+                if recv.first().is_some_and(|b| b & 0x80 == 0) {
+                    crate::metrics::bump(&metrics.quic.stateless_resets);
+                }
+                send_to(
+                    &ep.socket,
+                    send.get(..t.size).unwrap_or_default(),
+                    t.destination,
+                );
+            }
             None => {}
         }
     }
@@ -217,50 +246,4 @@ fn same_config(
         (None, None) => true,
         _ => false,
     }
-}
-
-/// A new QUIC connection: counted by frang (a refusal answers CONNECTION_REFUSED), then
-/// a client entry with its HTTP/3 codec.
-fn accept(
-    ep: &mut Endpoint,
-    (c, send): (&mut client::Conns, &mut Vec<u8>),
-    incoming: quinn_proto::Incoming,
-    i: usize,
-) -> Option<ClientId> {
-    let peer = incoming.remote_address();
-    if c.rt.frang.on_connect(peer.ip(), Instant::now()).is_err() {
-        c.metrics
-            .count_close(crate::close_reason::CloseReason::Frang);
-        let t = ep.endpoint.refuse(incoming, send);
-        send_to(
-            &ep.socket,
-            send.get(..t.size).unwrap_or_default(),
-            t.destination,
-        );
-        return None;
-    }
-    let accepted = ep.endpoint.accept(incoming, Instant::now(), send, None);
-    let (handle, conn) = match accepted {
-        Ok(pair) => pair,
-        Err(e) => {
-            c.rt.frang.on_close(peer.ip());
-            if let Some(t) = e.response {
-                send_to(
-                    &ep.socket,
-                    send.get(..t.size).unwrap_or_default(),
-                    t.destination,
-                );
-            }
-            return None;
-        }
-    };
-    let codec = match H3Codec::new(conn, (handle, i), h3::Limits::default()) {
-        Ok(codec) => codec,
-        Err(_) => {
-            c.rt.frang.on_close(peer.ip());
-            return None;
-        }
-    };
-    let sock = crate::socket::Socket::Quic(ep.socket.clone());
-    Some(client::adopt(c, sock, peer, Codec::H3(Box::new(codec))))
 }
