@@ -51,6 +51,8 @@ pub struct QuicMetrics {
     /// Connection ends by reason and error code (a bounded label set: see `count_close`).
     closes: Mutex<BTreeMap<(&'static str, String), u64>>,
     floods: [AtomicU64; Flood::ALL.len()],
+    /// Connections closed for stopping exchanges faster than they complete (rapid reset).
+    pub reset_floods: AtomicU64,
 }
 
 impl QuicMetrics {
@@ -163,18 +165,21 @@ impl QuicMetrics {
             closes.collect(),
         );
         let floods = Flood::ALL.iter().zip(&self.floods);
+        let mut floods: Vec<_> = floods
+            .map(|(k, n)| {
+                (
+                    format!("{{kind=\"{}\"}}", k.name()),
+                    n.load(Ordering::Relaxed),
+                )
+            })
+            .collect();
+        let resets = self.reset_floods.load(Ordering::Relaxed);
+        floods.push(("{kind=\"stream_resets\"}".into(), resets));
         family(
             "ktls_proxy_quic_floods_total",
             "counter",
-            "HTTP/3 and QPACK flood defences that tripped, by kind.",
-            floods
-                .map(|(k, n)| {
-                    (
-                        format!("{{kind=\"{}\"}}", k.name()),
-                        n.load(Ordering::Relaxed),
-                    )
-                })
-                .collect(),
+            "HTTP/3 and QPACK flood defences that tripped (the h3 crate's kinds, and rapid reset), by kind.",
+            floods,
         );
     }
 }

@@ -26,7 +26,10 @@ struct Site {
 }
 
 fn origin() -> Origin {
-    Origin::start(|_| Response::ok("ok"))
+    Origin::start(|r| match r.path() {
+        "/slow" => Response::ok("slow").delay(Duration::from_millis(1500)),
+        _ => Response::ok("ok"),
+    })
 }
 
 fn start(origin: &Origin, tag: &str, extra: &str) -> Site {
@@ -47,6 +50,11 @@ fn start(origin: &Origin, tag: &str, extra: &str) -> Site {
 
 /// `http-perf --h3-flood KIND -c CONNS -d SECS --json` against the site; its report.
 fn flood(site: &Site, kind: &str, conns: u32, secs: u32) -> serde_json::Value {
+    flood_path(site, (kind, "/"), conns, secs)
+}
+
+/// The same, its requests for `path`.
+fn flood_path(site: &Site, (kind, path): (&str, &str), conns: u32, secs: u32) -> serde_json::Value {
     let out = Command::new("timeout")
         .arg((secs + 30).to_string())
         .arg(bin_path("http-perf"))
@@ -54,7 +62,7 @@ fn flood(site: &Site, kind: &str, conns: u32, secs: u32) -> serde_json::Value {
         .args(["-c", &conns.to_string(), "-d", &secs.to_string()])
         .args(["--server-pid", &site.proxy.proc.pid().to_string()])
         .args(["--connect", &site.h3.to_string()])
-        .arg("https://site.test/")
+        .arg(format!("https://site.test{path}"))
         .output()
         .expect("run http-perf");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -199,12 +207,22 @@ fn h3_held_streams_are_bounded_by_the_stream_credit() {
     no_panic(&site);
 }
 
+/// Rapid reset: requests the origin takes 1.5 s to answer, each stopped right after it
+/// was sent: the reset budget (200) runs out and the connection is closed with
+/// H3_EXCESSIVE_LOAD; an aioquic client is served.
 #[test]
-fn h3_rapid_reset_is_bounded_and_others_are_served() {
+fn h3_rapid_reset_spends_the_budget_and_closes() {
     let origin = origin();
     let site = start(&origin, "h3-flood-reset", "");
-    let report = flood(&site, "reset", 2, 2);
-    assert!(report["resets"].as_u64() > Some(0), "{report}");
+    let report = flood_path(&site, ("reset", "/slow"), 2, 3);
+    assert!(report["resets"].as_u64() >= Some(200), "{report}");
+    let ends = report["ends"].to_string();
+    assert!(ends.contains("0x107"), "H3_EXCESSIVE_LOAD: {ends}");
+    let trips = metric(
+        &site,
+        "ktls_proxy_quic_floods_total{kind=\"stream_resets\"}",
+    );
+    assert_eq!(trips, 2);
     served(&site);
     no_panic(&site);
 }

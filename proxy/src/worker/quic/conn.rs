@@ -7,13 +7,16 @@ use std::time::Instant;
 
 use quinn_proto::{Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
 
-use super::codec::{H3Codec, STREAM_IN_MAX, STREAM_OUT_MAX};
+use super::codec::{H3Codec, RESET_BUDGET, STREAM_IN_MAX, STREAM_OUT_MAX};
 use super::{send_to, Quic};
 use crate::metrics_quic::QuicMetrics;
 use crate::timers::Timers;
 use crate::worker::client::codec::Codec;
 use crate::worker::client::{ClientId, Clients};
 use crate::worker::exchange::ExchangeId;
+
+/// H3_EXCESSIVE_LOAD (RFC 9114 §8.1).
+const H3_EXCESSIVE_LOAD: u64 = 0x107;
 
 /// Datagrams sent per flush at most (the connection's congestion window bounds them too).
 const SEND_BATCH: usize = 256;
@@ -90,7 +93,7 @@ pub fn timeout(clients: &mut Clients, ci: ClientId, now: Instant) {
 /// (through the `h3` crate), and returns the requests, body data and ends for the loop.
 pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> {
     let mut work = Vec::new();
-    let mut sni = None;
+    let (mut sni, mut stopped) = (None, 0u32);
     let Some(h3) = codec(clients, ci) else {
         return work;
     };
@@ -114,6 +117,7 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
                 // The client wants no more of the response.
                 if let Some(ex) = h3.cancel(VarInt::from(id).into_inner(), 0x10c) {
                     work.push(Work::Drop(ex));
+                    stopped += 1;
                 }
             }
             Event::ConnectionLost { reason } => {
@@ -134,6 +138,7 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
             read_stream(h3, StreamId::from(v));
         }
     }
+    spend_resets(h3, stopped, (&mut work, &quic.metrics.quic));
     h3_events(h3, &mut work, &quic.metrics.quic);
     count_floods(h3, &quic.metrics.quic);
     if h3.quic.is_drained() {
@@ -159,6 +164,24 @@ fn lost(reason: &quinn_proto::ConnectionError) -> (&'static str, Option<u64>) {
         E::LocallyClosed => ("proxy", None),
         E::CidsExhausted => ("cids_exhausted", None),
     }
+}
+
+/// `stopped` exchanges were stopped by the client: they spend its [`RESET_BUDGET`]; the
+/// connection is closed (H3_EXCESSIVE_LOAD) and its exchanges dropped when it runs out.
+fn spend_resets(h3: &mut H3Codec, stopped: u32, (work, m): (&mut Vec<Work>, &QuicMetrics)) {
+    if stopped == 0 {
+        return;
+    }
+    h3.resets_left = h3.resets_left.saturating_sub(stopped);
+    if h3.resets_left > 0 || h3.quic.is_closed() {
+        return;
+    }
+    crate::metrics::bump(&m.reset_floods);
+    m.count_close("h3_error", Some(H3_EXCESSIVE_LOAD));
+    let reason = bytes::Bytes::from_static(b"streams stopped faster than they complete");
+    let code = VarInt::from_u32(H3_EXCESSIVE_LOAD as u32);
+    h3.quic.close(Instant::now(), code, reason);
+    work.extend(h3.reset_all().into_iter().map(Work::Drop));
 }
 
 /// Adds the `h3` connection's flood trips since the last turn to the metrics.
@@ -417,6 +440,7 @@ fn write_streams(h3: &mut H3Codec) -> Vec<ExchangeId> {
         if s.fin && s.pending() == 0 {
             let _ = h3.quic.send_stream(id).finish();
             done.push(raw);
+            h3.resets_left = (h3.resets_left + 1).min(RESET_BUDGET);
         }
     }
     for raw in done {
