@@ -48,6 +48,10 @@ pub struct QuicMetrics {
     refused: [AtomicU64; Refusal::ALL.len()],
     /// Stateless resets sent for datagrams of connections no worker knows.
     pub stateless_resets: AtomicU64,
+    /// Datagrams another worker got for a connection it does not own, moved to the owner
+    /// (the client's address changed), and those dropped because the owner's queue was full.
+    pub moved: AtomicU64,
+    pub moved_dropped: AtomicU64,
     /// Connection ends by reason and error code (a bounded label set: see `count_close`).
     closes: Mutex<BTreeMap<(&'static str, String), u64>>,
     floods: [AtomicU64; Flood::ALL.len()],
@@ -150,6 +154,15 @@ impl QuicMetrics {
             "counter",
             "Stateless resets sent for datagrams of unknown connections.",
             one(&self.stateless_resets),
+        );
+        family(
+            "ktls_proxy_quic_datagrams_moved_total",
+            "counter",
+            "Datagrams routed by connection ID to the worker that owns the connection (moved), or dropped for a full queue.",
+            vec![
+                ("{result=\"moved\"}".into(), self.moved.load(Ordering::Relaxed)),
+                ("{result=\"dropped\"}".into(), self.moved_dropped.load(Ordering::Relaxed)),
+            ],
         );
         let closes = self.closes.lock().unwrap_or_else(|e| e.into_inner());
         let closes = closes

@@ -22,29 +22,29 @@ const INCOMING_BUFFER: u64 = 16 * 1024;
 /// The same for all new connections of an endpoint together.
 const INCOMING_BUFFER_TOTAL: u64 = 1 << 20;
 
-/// The endpoint settings every worker of the process shares: the stateless reset key, and
-/// the key connection IDs are signed with (quinn-proto's `HashedConnectionIdGenerator`). A
-/// worker that gets a datagram of a connection it does not hold answers with a stateless
-/// reset only for a connection ID it recognises as the process's, and the client believes
-/// the reset only if its token is the one the owning worker derived from the same key. Made
-/// once, kept for the process's life (reloads too).
+/// The endpoint settings every worker of the process shares, chief among them the stateless
+/// reset key: a worker that gets a datagram of a connection no worker holds answers with a
+/// reset the client believes only if its token is the one the owning worker derived from
+/// the same key. Made once, kept for the process's life (reloads too). Each worker adds its
+/// connection ID generator (`worker/quic/route.rs`, signed with [`cid_key`]).
 pub fn endpoint_config() -> quinn_proto::EndpointConfig {
     static SHARED: OnceLock<quinn_proto::EndpointConfig> = OnceLock::new();
     SHARED
-        .get_or_init(|| {
-            let mut config = quinn_proto::EndpointConfig::default();
-            let mut key = [0u8; 8];
-            // Without randomness (it does not fail on Linux) each endpoint keeps a key of its
-            // own: another worker then drops such a datagram instead of resetting.
-            if openssl::rand::rand_bytes(&mut key).is_ok() {
-                let key = u64::from_le_bytes(key);
-                config.cid_generator(move || {
-                    Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(key))
-                });
-            }
-            config
-        })
+        .get_or_init(quinn_proto::EndpointConfig::default)
         .clone()
+}
+
+/// The key the process's connection IDs are signed with: a datagram is routed to the worker
+/// its ID names, or answered with a stateless reset, only if the ID is the process's. Made
+/// once per process. Without randomness (it does not fail on Linux) the key is 0: IDs are
+/// then guessable, which costs a datagram moved between workers, no more.
+pub fn cid_key() -> u64 {
+    static KEY: OnceLock<u64> = OnceLock::new();
+    *KEY.get_or_init(|| {
+        let mut key = [0u8; 8];
+        let _ = openssl::rand::rand_bytes(&mut key);
+        u64::from_le_bytes(key)
+    })
 }
 
 /// A server configuration carrying the process's Retry token key, with `crypto` in it.
@@ -116,10 +116,10 @@ pub fn build(config: &Config) -> Result<Option<Arc<quinn_proto::ServerConfig>>, 
     let crypto = QuicServerConfig::try_from(tls)
         .map_err(|e| format!("QUIC cannot use the TLS settings: {e}"))?;
     let mut server = with_process_token_key(Arc::new(crypto));
-    // A client that moves to another address would reach another worker's socket
-    // (SO_REUSEPORT hashes the address), which does not know its connection: it is asked
-    // not to (disable_active_migration).
-    server.migration(false);
+    // A client that moves to another address (NAT rebinding, migration) may reach another
+    // worker's socket (SO_REUSEPORT hashes the address): that worker moves its datagrams to
+    // the connection's owner by the connection ID (`worker/quic/route.rs`).
+    server.migration(true);
     let h3 = &config.h3;
     server.max_incoming(h3.max_handshakes as usize);
     server.incoming_buffer_size(INCOMING_BUFFER);
