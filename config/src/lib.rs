@@ -24,6 +24,7 @@ mod model_cluster;
 mod model_fingerprint;
 mod model_frang;
 mod model_global;
+mod model_h3;
 mod model_resolver;
 mod model_serde;
 mod model_servers;

@@ -23,6 +23,7 @@ pub use crate::model_cluster::*;
 pub use crate::model_fingerprint::*;
 pub use crate::model_frang::*;
 pub use crate::model_global::*;
+pub use crate::model_h3::*;
 pub use crate::model_resolver::*;
 use crate::model_serde::{opt_secs, secs};
 pub use crate::model_servers::*;
@@ -117,6 +118,8 @@ pub struct Config {
     /// Extension `h3_alt_svc off | max_age=SECONDS`: the `Alt-Svc: h3=":PORT"; ma=N` field
     /// TCP listeners' responses carry when an `h3` listener exists. `None`: off. 86400.
     pub h3_alt_svc: Option<u32>,
+    /// Extension `h3_*` bounds of the QUIC side (handshakes, windows, QPACK).
+    pub h3: H3Limits,
 }
 
 impl Default for Config {
@@ -155,6 +158,7 @@ impl Default for Config {
             cluster: None,
             acme: None,
             h3_alt_svc: Some(86_400),
+            h3: H3Limits::default(),
             tft: None,
             tfh: None,
             tf_blocklist: None,

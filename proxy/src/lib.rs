@@ -23,6 +23,7 @@ pub mod log;
 pub mod lru;
 pub mod metrics;
 pub mod metrics_h2;
+pub mod metrics_quic;
 pub mod metrics_tunnel;
 pub mod metrics_upstream;
 pub mod outbox;

@@ -113,6 +113,7 @@ pub struct Metrics {
     pub connections_closed: [AtomicU64; CloseReason::ALL.len()],
     pub workers: Vec<WorkerMetrics>,
     pub h2: crate::metrics_h2::H2Metrics,
+    pub quic: crate::metrics_quic::QuicMetrics,
     pub tunnels: crate::metrics_tunnel::TunnelMetrics,
     pub sticky: crate::sticky::metrics::StickyMetrics,
     pub upstream: crate::metrics_upstream::UpstreamMetrics,
@@ -177,6 +178,7 @@ impl Metrics {
         let mut out = text.0;
         self.render_request_duration(&mut out);
         self.h2.render(&mut out);
+        self.quic.render(&mut out);
         self.tunnels.render(&mut out);
         self.sticky.render(&mut out);
         if let Some(cache) = cache {

@@ -6,21 +6,60 @@
 //! no session tickets: every QUIC handshake is a full one).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use config::{Config, Vhost};
+use quinn_proto::crypto::rustls::QuicServerConfig;
 use rustls::crypto::aws_lc_rs;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// Request bytes a stream may have in flight to us (its QUIC credit).
-pub const STREAM_RECEIVE_WINDOW: u32 = 256 * 1024;
-/// Request bytes a connection may have in flight to us, all streams together.
-pub const RECEIVE_WINDOW: u32 = 2 * 1024 * 1024;
-/// Response bytes a connection keeps written but not yet acknowledged.
-pub const SEND_WINDOW: u32 = 2 * 1024 * 1024;
+/// Bytes quinn-proto may buffer for one new connection before we decide on it. We decide
+/// in the same call that hands it to us (`quic::accept`), so little is ever held.
+const INCOMING_BUFFER: u64 = 16 * 1024;
+/// The same for all new connections of an endpoint together.
+const INCOMING_BUFFER_TOTAL: u64 = 1 << 20;
+
+/// The endpoint settings every worker of the process shares, chief among them the stateless
+/// reset key: a worker that gets a datagram of a connection no worker holds answers with a
+/// reset the client believes only if its token is the one the owning worker derived from
+/// the same key. Made once, kept for the process's life (reloads too). Each worker adds its
+/// connection ID generator (`worker/quic/route.rs`, signed with [`cid_key`]).
+pub fn endpoint_config() -> quinn_proto::EndpointConfig {
+    static SHARED: OnceLock<quinn_proto::EndpointConfig> = OnceLock::new();
+    SHARED
+        .get_or_init(quinn_proto::EndpointConfig::default)
+        .clone()
+}
+
+/// The key the process's connection IDs are signed with: a datagram is routed to the worker
+/// its ID names, or answered with a stateless reset, only if the ID is the process's. Made
+/// once per process. Without randomness (it does not fail on Linux) the key is 0: IDs are
+/// then guessable, which costs a datagram moved between workers, no more.
+pub fn cid_key() -> u64 {
+    static KEY: OnceLock<u64> = OnceLock::new();
+    *KEY.get_or_init(|| {
+        let mut key = [0u8; 8];
+        let _ = openssl::rand::rand_bytes(&mut key);
+        u64::from_le_bytes(key)
+    })
+}
+
+/// A server configuration carrying the process's Retry token key, with `crypto` in it.
+/// The key must be the same in every worker (a client's Initial with the token may reach
+/// another worker than the one that sent the Retry) and across reloads (a Retry sent just
+/// before one is answered after it): the first configuration made holds it, later ones are
+/// its copies with their own TLS settings.
+fn with_process_token_key(crypto: Arc<QuicServerConfig>) -> quinn_proto::ServerConfig {
+    static FIRST: OnceLock<quinn_proto::ServerConfig> = OnceLock::new();
+    let mut server = FIRST
+        .get_or_init(|| quinn_proto::ServerConfig::with_crypto(crypto.clone()))
+        .clone();
+    server.crypto = crypto;
+    server
+}
 
 /// The certificates of each vhost, chosen by the client's server name.
 #[derive(Debug)]
@@ -74,29 +113,41 @@ pub fn build(config: &Config) -> Result<Option<Arc<quinn_proto::ServerConfig>>, 
     tls.alpn_protocols = vec![b"h3".to_vec()];
     tls.max_early_data_size = 0;
     tls.send_tls13_tickets = 0;
-    let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls)
+    let crypto = QuicServerConfig::try_from(tls)
         .map_err(|e| format!("QUIC cannot use the TLS settings: {e}"))?;
-    let mut server = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
-    // A client that moves to another address would reach another worker's socket
-    // (SO_REUSEPORT hashes the address), which does not know its connection: it is asked
-    // not to (disable_active_migration).
-    server.migration(false);
+    let mut server = with_process_token_key(Arc::new(crypto));
+    // A client that moves to another address (NAT rebinding, migration) may reach another
+    // worker's socket (SO_REUSEPORT hashes the address): that worker moves its datagrams to
+    // the connection's owner by the connection ID (`worker/quic/route.rs`).
+    server.migration(true);
+    let h3 = &config.h3;
+    server.max_incoming(h3.max_handshakes as usize);
+    server.incoming_buffer_size(INCOMING_BUFFER);
+    server.incoming_buffer_size_total(INCOMING_BUFFER_TOTAL);
+    server.transport_config(Arc::new(transport(config)));
+    Ok(Some(Arc::new(server)))
+}
+
+/// What quinn-proto may hold per connection, by configuration (`h3_*`, docs/HTTP3.md
+/// "Limits"): request bytes received and not yet read (per stream, and in all), response
+/// bytes written and not yet acknowledged, CRYPTO data out of order. quinn-proto's defaults
+/// are 1.25 MB per stream, unbounded in all, 10 MB, 16 KiB.
+fn transport(config: &Config) -> quinn_proto::TransportConfig {
+    let h3 = &config.h3;
     let mut transport = quinn_proto::TransportConfig::default();
     transport.max_concurrent_uni_streams(8u32.into());
     transport.max_concurrent_bidi_streams(config.max_concurrent_streams.into());
-    // What quinn-proto may hold per connection, by configuration: request bytes received
-    // and not yet read (per stream, and in all), response bytes written and not yet
-    // acknowledged. quinn-proto's defaults are 1.25 MB per stream, unbounded in all, 10 MB.
-    transport.stream_receive_window(STREAM_RECEIVE_WINDOW.into());
-    transport.receive_window(RECEIVE_WINDOW.into());
-    transport.send_window(SEND_WINDOW.into());
-    // An idle connection ends after `keepalive_timeout`, as a TCP one does.
+    transport.stream_receive_window(h3.stream_window.into());
+    transport.receive_window(h3.connection_window.into());
+    transport.send_window(h3.send_window.into());
+    transport.crypto_buffer_size(h3.crypto_buffer as usize);
+    // An idle connection ends after `keepalive_timeout`, as a TCP one does; a handshake
+    // that stalls, too (QUIC's idle timer runs from the first packet).
     let idle = config
         .keepalive_timeout
         .max(std::time::Duration::from_secs(1));
     transport.max_idle_timeout(idle.try_into().ok());
-    server.transport_config(Arc::new(transport));
-    Ok(Some(Arc::new(server)))
+    transport
 }
 
 /// Each certificate pair of `vhost` as rustls keeps it.

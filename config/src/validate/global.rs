@@ -6,7 +6,9 @@ use crate::model::{BlockAction, Config, KtlsMode, Listener, Proto, ResponseBody,
 use crate::tree::Directive;
 use crate::validate::once::unique_args;
 use crate::validate::values::Checker;
-use crate::validate::{global_cache, global_health, global_limits, global_log, resolver};
+use crate::validate::{
+    global_cache, global_h3, global_health, global_limits, global_log, resolver,
+};
 
 /// Handles `d` if it is one of this module's directives.
 pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
@@ -14,6 +16,7 @@ pub fn apply(c: &mut Checker<'_>, d: &Directive, cfg: &mut Config) -> bool {
         || global_log::apply(c, d, cfg)
         || global_health::apply(c, d, cfg)
         || global_limits::apply(c, d, cfg)
+        || global_h3::apply(c, d, cfg)
         || resolver::apply(c, d, cfg)
     {
         return true;

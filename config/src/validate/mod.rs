@@ -11,6 +11,7 @@ mod fingerprint;
 mod frang;
 mod global;
 mod global_cache;
+mod global_h3;
 mod global_health;
 mod global_limits;
 mod global_log;

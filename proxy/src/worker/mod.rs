@@ -146,7 +146,8 @@ impl Worker {
             connector: crate::socket::Connector::default(),
             quic: quic::Quic::default(),
         };
-        worker.quic = quic::Quic::new(quic, worker.poll.registry(), worker.rt.quic.clone())?;
+        let (registry, shared) = (worker.poll.registry(), (id, &*worker.shared, waker.clone()));
+        worker.quic = quic::Quic::new(quic, registry, worker.rt.quic.clone(), shared)?;
         worker.groups = upstream::groups::group_states(&worker.rt);
         worker.checks().health().schedule_checks();
         listener::register_all(worker.poll.registry(), &mut worker.listeners)?;
@@ -199,23 +200,16 @@ impl Worker {
         self.fair.begin_turn(&mut self.dirty);
         for event in events.iter() {
             match kind(event.token()) {
-                Kind::Waker => self.drain_inbox(),
+                Kind::Waker => {
+                    self.drain_inbox();
+                    self.quic_readable(None);
+                }
                 Kind::Listener(i) => self.accept(i),
-                Kind::Client(ci) => {
-                    if event.is_readable() || event.is_read_closed() || event.is_error() {
-                        let closed = event.is_read_closed() || event.is_error();
-                        client::readable(&mut self.clients, ci, closed);
-                    }
+                Kind::Client(_) | Kind::Upstream(_) => {
+                    token::note_readiness(event, &mut self.clients, &mut self.upstreams);
                     self.dirty.push_back(event.token());
                 }
-                Kind::Upstream(ui) => {
-                    if event.is_readable() || event.is_read_closed() || event.is_error() {
-                        let closed = event.is_read_closed() || event.is_error();
-                        upstream::readable(&mut self.upstreams, ui, closed);
-                    }
-                    self.dirty.push_back(event.token());
-                }
-                Kind::Quic(i) => self.quic_readable(i),
+                Kind::Quic(i) => self.quic_readable(Some(i)),
                 Kind::Probe(_) | Kind::Exchange(_) | Kind::Grace => {}
             }
         }
@@ -246,15 +240,18 @@ impl Worker {
         true
     }
 
-    /// QUIC socket `i` has datagrams (quic/mod.rs `recv`): the connections they are for
-    /// are driven; a full round reads again next turn, which polls without waiting, so that
-    /// a datagram flood cannot keep the other connections' events from being collected.
-    fn quic_readable(&mut self, i: usize) {
+    /// QUIC socket `i` has datagrams (quic/mod.rs `recv`), or other workers moved some here
+    /// (None: `recv_moved`): their connections are driven; a full round reads again next turn
+    /// (polled without waiting), so that a datagram flood cannot hold up the loop.
+    fn quic_readable(&mut self, i: Option<usize>) {
         let mut q = std::mem::take(&mut self.quic);
-        let got = quic::recv(&mut q, &mut self.client_conns().0, i);
+        let got = match i {
+            Some(i) => quic::recv(&mut q, &mut self.client_conns().0, i),
+            None => quic::recv_moved(&mut q, &mut self.client_conns().0),
+        };
         self.quic = q;
         self.dirty.extend(got.touched.into_iter().map(client_token));
-        if got.more {
+        if let (true, Some(i)) = (got.more, i) {
             self.fair.defer(Token(quic::QUIC_BASE + i));
         }
     }
@@ -276,7 +273,7 @@ impl Worker {
                 Kind::Client(ci) if self.fair.admit(ci, token) => {
                     self.guarded(ci, |w| w.drive_client(ci))
                 }
-                Kind::Quic(i) => self.quic_readable(i),
+                Kind::Quic(i) => self.quic_readable(Some(i)),
                 Kind::Upstream(ui) => {
                     let owner = (self.upstreams.get(ui))
                         .and_then(|u| self.exchanges.client_of_upstream(u, &self.clients));

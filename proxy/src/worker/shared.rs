@@ -18,6 +18,8 @@ pub struct Shared {
     pub cache: cache::Cache,
     /// Every worker's waker, for `ip_block`'s resets (ip_block.rs).
     pub(super) block_wake: super::ip_block::BlockWake,
+    /// QUIC datagrams moved to the worker that owns their connection (quic/route.rs).
+    pub(super) quic_moves: Arc<super::quic::route::Moves>,
 }
 
 impl Shared {
@@ -39,6 +41,7 @@ impl Shared {
             metrics,
             cache: cache::Cache::new(limits),
             block_wake: super::ip_block::BlockWake::default(),
+            quic_moves: Arc::default(),
         }
     }
 

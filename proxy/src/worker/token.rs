@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
+use mio::event::Event;
 use mio::Token;
 
 use crate::metrics::WorkerMetrics;
@@ -45,6 +46,21 @@ pub(super) fn kind(token: Token) -> Kind {
         n if n >= UPSTREAM_BASE => Kind::Upstream(UpstreamId::from_index(n - UPSTREAM_BASE)),
         n if n >= CLIENT_BASE => Kind::Client(ClientId::from_index(n - CLIENT_BASE)),
         n => Kind::Listener(n - LISTENER_BASE),
+    }
+}
+
+/// Tells a connection's owner what readiness `event` reports for its socket: reads skipped
+/// while the socket was known to be empty may find bytes (or the end) again.
+#[inline]
+pub(super) fn note_readiness(event: &Event, clients: &mut Clients, upstreams: &mut Upstreams) {
+    if !(event.is_readable() || event.is_read_closed() || event.is_error()) {
+        return;
+    }
+    let closed = event.is_read_closed() || event.is_error();
+    match kind(event.token()) {
+        Kind::Client(ci) => super::client::readable(clients, ci, closed),
+        Kind::Upstream(ui) => super::upstream::readable(upstreams, ui, closed),
+        _ => {}
     }
 }
 

@@ -22,6 +22,13 @@ pub const STREAM_OUT_MAX: usize = 64 * 1024;
 /// then stops the client).
 pub const STREAM_IN_MAX: usize = 64 * 1024;
 
+/// Rapid reset over QUIC (CVE-2023-44487's shape), the scheme of the h2 crate's
+/// `reset_budget` (h2o's): every exchange the client stops (STOP_SENDING) before its
+/// response is complete spends one unit, every response completed gives one back, up to this
+/// cap; at zero the connection is closed with H3_EXCESSIVE_LOAD. Twice the default stream
+/// limit, as HTTP/2's.
+pub const RESET_BUDGET: u32 = 200;
+
 /// One request stream.
 #[derive(Default)]
 pub struct Stream {
@@ -54,6 +61,10 @@ pub struct H3Codec {
     pub uni: [(Option<StreamId>, Vec<u8>); 3],
     /// The deadline the client timer was last armed for.
     pub armed_at: Option<Instant>,
+    /// The `h3` crate's flood trips already added to the metrics, by `h3::Flood::ALL`.
+    pub floods_counted: [u64; h3::Flood::ALL.len()],
+    /// What is left of [`RESET_BUDGET`].
+    pub resets_left: u32,
 }
 
 impl H3Codec {
@@ -70,6 +81,8 @@ impl H3Codec {
             streams: HashMap::new(),
             uni: Default::default(),
             armed_at: None,
+            floods_counted: [0; h3::Flood::ALL.len()],
+            resets_left: RESET_BUDGET,
         })
     }
 

@@ -7,12 +7,16 @@ use std::time::Instant;
 
 use quinn_proto::{Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
 
-use super::codec::{H3Codec, STREAM_IN_MAX, STREAM_OUT_MAX};
+use super::codec::{H3Codec, RESET_BUDGET, STREAM_IN_MAX, STREAM_OUT_MAX};
 use super::{send_to, Quic};
+use crate::metrics_quic::QuicMetrics;
 use crate::timers::Timers;
 use crate::worker::client::codec::Codec;
 use crate::worker::client::{ClientId, Clients};
 use crate::worker::exchange::ExchangeId;
+
+/// H3_EXCESSIVE_LOAD (RFC 9114 §8.1).
+const H3_EXCESSIVE_LOAD: u64 = 0x107;
 
 /// Datagrams sent per flush at most (the connection's congestion window bounds them too).
 const SEND_BATCH: usize = 256;
@@ -58,6 +62,7 @@ pub fn closing(quic: &mut Quic, clients: &mut Clients, ci: ClientId, now: Instan
         return;
     }
     if !h3.quic.is_closed() {
+        quic.metrics.quic.count_close("proxy", Some(0x100));
         h3.quic
             .close(now, VarInt::from_u32(0x100), bytes::Bytes::new());
     }
@@ -88,7 +93,7 @@ pub fn timeout(clients: &mut Clients, ci: ClientId, now: Instant) {
 /// (through the `h3` crate), and returns the requests, body data and ends for the loop.
 pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> {
     let mut work = Vec::new();
-    let mut sni = None;
+    let (mut sni, mut stopped) = (None, 0u32);
     let Some(h3) = codec(clients, ci) else {
         return work;
     };
@@ -97,7 +102,11 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
         match event {
             // The name the client asked for: strict host checking compares the vhost it
             // chose with the one each request's authority routes to, as on TCP.
-            Event::Connected => sni = server_name(h3),
+            Event::Connected => {
+                sni = server_name(h3);
+                quic.handshake_over(h3.endpoint, h3.handle);
+                crate::metrics::bump(&quic.metrics.quic.handshakes_done);
+            }
             Event::Stream(StreamEvent::Opened { dir }) => {
                 while let Some(id) = h3.quic.streams().accept(dir) {
                     read_stream(h3, id);
@@ -108,9 +117,12 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
                 // The client wants no more of the response.
                 if let Some(ex) = h3.cancel(VarInt::from(id).into_inner(), 0x10c) {
                     work.push(Work::Drop(ex));
+                    stopped += 1;
                 }
             }
-            Event::ConnectionLost { .. } => {
+            Event::ConnectionLost { reason } => {
+                let (why, code) = lost(&reason);
+                quic.metrics.quic.count_close(why, code);
                 work.extend(h3.reset_all().into_iter().map(Work::Drop));
             }
             _ => {}
@@ -126,7 +138,9 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
             read_stream(h3, StreamId::from(v));
         }
     }
-    h3_events(h3, &mut work);
+    spend_resets(h3, stopped, (&mut work, &quic.metrics.quic));
+    h3_events(h3, &mut work, &quic.metrics.quic);
+    count_floods(h3, &quic.metrics.quic);
     if h3.quic.is_drained() {
         work.push(Work::Gone);
     }
@@ -134,6 +148,52 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
         cl.sni = Some(crate::server_name::ServerName::new(&name));
     }
     work
+}
+
+/// The `reason` label (and error code) of a connection QUIC ended.
+fn lost(reason: &quinn_proto::ConnectionError) -> (&'static str, Option<u64>) {
+    use quinn_proto::ConnectionError as E;
+    match reason {
+        E::VersionMismatch => ("version_mismatch", None),
+        // A protocol violation of the peer's that we detected.
+        E::TransportError(e) => ("transport_error", Some(u64::from(e.code))),
+        E::ConnectionClosed(c) => ("peer_transport", Some(u64::from(c.error_code))),
+        E::ApplicationClosed(c) => ("peer_application", Some(c.error_code.into_inner())),
+        E::Reset => ("stateless_reset_received", None),
+        E::TimedOut => ("idle_timeout", None),
+        E::LocallyClosed => ("proxy", None),
+        E::CidsExhausted => ("cids_exhausted", None),
+    }
+}
+
+/// `stopped` exchanges were stopped by the client: they spend its [`RESET_BUDGET`]; the
+/// connection is closed (H3_EXCESSIVE_LOAD) and its exchanges dropped when it runs out.
+fn spend_resets(h3: &mut H3Codec, stopped: u32, (work, m): (&mut Vec<Work>, &QuicMetrics)) {
+    if stopped == 0 {
+        return;
+    }
+    h3.resets_left = h3.resets_left.saturating_sub(stopped);
+    if h3.resets_left > 0 || h3.quic.is_closed() {
+        return;
+    }
+    crate::metrics::bump(&m.reset_floods);
+    m.count_close("h3_error", Some(H3_EXCESSIVE_LOAD));
+    let reason = bytes::Bytes::from_static(b"streams stopped faster than they complete");
+    let code = VarInt::from_u32(H3_EXCESSIVE_LOAD as u32);
+    h3.quic.close(Instant::now(), code, reason);
+    work.extend(h3.reset_all().into_iter().map(Work::Drop));
+}
+
+/// Adds the `h3` connection's flood trips since the last turn to the metrics.
+fn count_floods(h3: &mut H3Codec, m: &QuicMetrics) {
+    let counters = h3.h3.counters();
+    for (kind, counted) in h3::Flood::ALL.iter().zip(h3.floods_counted.iter_mut()) {
+        let now = counters.flood(*kind);
+        if now > *counted {
+            m.add_floods(*kind, now - *counted);
+            *counted = now;
+        }
+    }
 }
 
 /// The server name of the connection's handshake (SNI), if the client sent one.
@@ -214,7 +274,7 @@ fn read_stream(h3: &mut H3Codec, id: StreamId) {
 
 /// The `h3` connection's events: bytes for our streams kept until they open, the rest
 /// for the loop.
-fn h3_events(h3: &mut H3Codec, work: &mut Vec<Work>) {
+fn h3_events(h3: &mut H3Codec, work: &mut Vec<Work>, m: &QuicMetrics) {
     while let Some(event) = h3.h3.poll_event() {
         let stream_of = |id: u64| u32::try_from(id).ok();
         match event {
@@ -271,6 +331,7 @@ fn h3_events(h3: &mut H3Codec, work: &mut Vec<Work>) {
             }
             h3::Event::GoAway { .. } => {}
             h3::Event::Closed { error } => {
+                m.count_close("h3_error", Some(error.code.code()));
                 let code = VarInt::from_u64(error.code.code()).unwrap_or(VarInt::from_u32(0x102));
                 let reason = bytes::Bytes::from_static(error.reason.as_bytes());
                 h3.quic.close(Instant::now(), code, reason);
@@ -379,6 +440,7 @@ fn write_streams(h3: &mut H3Codec) -> Vec<ExchangeId> {
         if s.fin && s.pending() == 0 {
             let _ = h3.quic.send_stream(id).finish();
             done.push(raw);
+            h3.resets_left = (h3.resets_left + 1).min(RESET_BUDGET);
         }
     }
     for raw in done {

@@ -9,22 +9,25 @@
 //! [`Work`] for the loop, stream bytes out, datagrams sent, the timer armed), `body.rs`
 //! passes request bodies upstream; nothing here calls into the exchange pipeline.
 
+mod admit;
 mod body;
 pub mod codec;
 mod conn;
 pub mod reply;
+pub mod route;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use mio::{Interest, Registry, Token};
-use quinn_proto::{ConnectionHandle, DatagramEvent, EndpointConfig};
+use mio::{Interest, Registry, Token, Waker};
+use quinn_proto::{ConnectionHandle, DatagramEvent};
 
 use super::client::codec::Codec;
 use super::client::{self, ClientId};
+use crate::metrics::Metrics;
 pub use body::pump as pump_bodies;
 pub use codec::H3Codec;
 pub use conn::{closing, drive, flush, timeout, Work};
@@ -82,6 +85,15 @@ pub struct Quic {
     endpoints: Vec<Endpoint>,
     /// Which client entry each connection is.
     conns: HashMap<(usize, ConnectionHandle), ClientId>,
+    /// The connections whose handshake is in progress (`h3_max_handshakes`,
+    /// `h3_retry_above` count them, all the worker's endpoints together).
+    handshaking: HashSet<(usize, ConnectionHandle)>,
+    metrics: Arc<Metrics>,
+    /// This worker's index (the one its connection IDs carry), the process's key they are
+    /// signed with, and the workers' queues of moved datagrams (`route.rs`).
+    worker: usize,
+    cid_key: u64,
+    moves: Arc<route::Moves>,
     /// Datagrams read and written.
     recv: Vec<u8>,
     send: Vec<u8>,
@@ -93,17 +105,25 @@ impl Quic {
         bound: Vec<Bound>,
         registry: &Registry,
         config: Option<Arc<quinn_proto::ServerConfig>>,
+        (worker, shared, waker): (usize, &super::shared::Shared, Arc<Waker>),
     ) -> io::Result<Quic> {
+        let (metrics, moves) = (shared.metrics.clone(), shared.quic_moves.clone());
+        moves.register(worker, waker);
+        let cid_key = crate::tls_quic::cid_key();
+        let mut endpoint_config = crate::tls_quic::endpoint_config();
+        endpoint_config.cid_generator(move || {
+            Box::new(route::WorkerCids {
+                key: cid_key,
+                worker,
+            })
+        });
+        let endpoint_config = Arc::new(endpoint_config);
         let mut endpoints = Vec::with_capacity(bound.len());
         for (i, b) in bound.into_iter().enumerate() {
             let mut socket = mio::net::UdpSocket::from_std(b.socket);
             registry.register(&mut socket, Token(QUIC_BASE + i), Interest::READABLE)?;
-            let endpoint = quinn_proto::Endpoint::new(
-                Arc::new(EndpointConfig::default()),
-                config.clone(),
-                false,
-                None,
-            );
+            let endpoint =
+                quinn_proto::Endpoint::new(endpoint_config.clone(), config.clone(), false, None);
             endpoints.push(Endpoint {
                 socket: Arc::new(socket),
                 endpoint,
@@ -113,6 +133,11 @@ impl Quic {
         Ok(Quic {
             endpoints,
             conns: HashMap::new(),
+            handshaking: HashSet::new(),
+            metrics,
+            worker,
+            cid_key,
+            moves,
             recv: vec![0; MAX_DATAGRAM],
             send: Vec::with_capacity(MAX_DATAGRAM),
         })
@@ -121,6 +146,14 @@ impl Quic {
     /// The connection (client entry) `handle` on socket `i` is gone.
     fn forget(&mut self, i: usize, handle: ConnectionHandle) {
         self.conns.remove(&(i, handle));
+        self.handshake_over(i, handle);
+    }
+
+    /// The handshake of `handle` on socket `i` completed or failed (once counted).
+    fn handshake_over(&mut self, i: usize, handle: ConnectionHandle) {
+        if self.handshaking.remove(&(i, handle)) {
+            (self.metrics.quic.handshaking).fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
@@ -138,20 +171,14 @@ pub struct Received {
 }
 
 /// Reads what QUIC socket `i` has (a bounded round) into its endpoint: new connections
-/// become client entries, datagrams of known ones go to them.
+/// become client entries, datagrams of known ones go to them; a datagram whose connection ID
+/// names another worker is moved to it (`route.rs`).
 pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Received {
     let mut got = Received {
         touched: Vec::new(),
         more: false,
     };
-    let touched = &mut got.touched;
-    let Quic {
-        endpoints,
-        conns,
-        recv,
-        send,
-    } = quic;
-    let Some(ep) = endpoints.get_mut(i) else {
+    let Some(ep) = quic.endpoints.get_mut(i) else {
         return got;
     };
     if !same_config(&ep.config, &c.rt.quic) {
@@ -159,46 +186,113 @@ pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Received {
         ep.endpoint.set_server_config(ep.config.clone());
     }
     for _ in 0..RECV_BATCH {
-        let (n, from) = match ep.socket.recv_from(recv) {
+        let Some(ep) = quic.endpoints.get(i) else {
+            return got;
+        };
+        let (n, from) = match ep.socket.recv_from(&mut quic.recv) {
             Ok(got) => got,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return got,
             // An ICMP error of an earlier send, say: the datagrams behind it still wait.
             Err(_) => continue,
         };
-        let data = bytes::BytesMut::from(recv.get(..n).unwrap_or_default());
-        send.clear();
-        match ep
-            .endpoint
-            .handle(Instant::now(), from, None, None, data, send)
-        {
-            Some(DatagramEvent::ConnectionEvent(handle, event)) => {
-                let Some(&ci) = conns.get(&(i, handle)) else {
-                    continue;
-                };
-                // The entry is this connection's (a slot of a closed one may be reused).
-                if let Some(Codec::H3(h3)) = c.clients.get_mut(ci).map(|cl| &mut cl.codec) {
-                    if (h3.endpoint, h3.handle) == (i, handle) {
-                        h3.quic.handle_event(event);
-                        touched.push(ci);
-                    }
-                }
-            }
-            Some(DatagramEvent::NewConnection(incoming)) => {
-                if let Some(ci) = accept(ep, (c, send), incoming, i) {
-                    conns.insert((i, handle_of(c, ci)), ci);
-                    touched.push(ci);
-                }
-            }
-            Some(DatagramEvent::Response(t)) => send_to(
-                &ep.socket,
-                send.get(..t.size).unwrap_or_default(),
-                t.destination,
+        let data = bytes::BytesMut::from(quic.recv.get(..n).unwrap_or_default());
+        match route::owner(quic.cid_key, &data).filter(|&w| w != quic.worker) {
+            Some(owner) => move_to(
+                quic,
+                owner,
+                route::Moved {
+                    socket: i,
+                    from,
+                    data,
+                },
             ),
-            None => {}
+            None => take_in(quic, c, (i, from, data), &mut got.touched),
         }
     }
     got.more = true;
     got
+}
+
+/// The datagrams other workers moved here (this worker owns their connections).
+pub fn recv_moved(quic: &mut Quic, c: &mut client::Conns) -> Received {
+    let mut touched = Vec::new();
+    for m in quic.moves.take(quic.worker) {
+        take_in(quic, c, (m.socket, m.from, m.data), &mut touched);
+    }
+    Received {
+        touched,
+        more: false,
+    }
+}
+
+/// Hands `moved` to worker `owner`'s queue; counted, or dropped when the queue is full.
+fn move_to(quic: &Quic, owner: usize, moved: route::Moved) {
+    let m = &quic.metrics.quic;
+    match quic.moves.send(owner, moved) {
+        true => crate::metrics::bump(&m.moved),
+        false => crate::metrics::bump(&m.moved_dropped),
+    }
+}
+
+/// One datagram of socket `i` into its endpoint.
+fn take_in(
+    quic: &mut Quic,
+    c: &mut client::Conns,
+    (i, from, data): (usize, SocketAddr, bytes::BytesMut),
+    touched: &mut Vec<ClientId>,
+) {
+    let Quic {
+        endpoints,
+        conns,
+        handshaking,
+        metrics,
+        send,
+        ..
+    } = quic;
+    let Some(ep) = endpoints.get_mut(i) else {
+        return;
+    };
+    // The one answer quinn-proto makes to a short-header datagram (first bit 0) of a
+    // connection it does not hold is a stateless reset.
+    let short = data.first().is_some_and(|b| b & 0x80 == 0);
+    send.clear();
+    match ep
+        .endpoint
+        .handle(Instant::now(), from, None, None, data, send)
+    {
+        Some(DatagramEvent::ConnectionEvent(handle, event)) => {
+            let Some(&ci) = conns.get(&(i, handle)) else {
+                return;
+            };
+            // The entry is this connection's (a slot of a closed one may be reused).
+            if let Some(Codec::H3(h3)) = c.clients.get_mut(ci).map(|cl| &mut cl.codec) {
+                if (h3.endpoint, h3.handle) == (i, handle) {
+                    h3.quic.handle_event(event);
+                    touched.push(ci);
+                }
+            }
+        }
+        Some(DatagramEvent::NewConnection(incoming)) => {
+            let busy = (handshaking.len(), &metrics.quic);
+            if let Some(ci) = admit::admit(ep, (c, send), incoming, (i, busy)) {
+                let key = (i, handle_of(c, ci));
+                conns.insert(key, ci);
+                handshaking.insert(key);
+                touched.push(ci);
+            }
+        }
+        Some(DatagramEvent::Response(t)) => {
+            if short {
+                crate::metrics::bump(&metrics.quic.stateless_resets);
+            }
+            send_to(
+                &ep.socket,
+                send.get(..t.size).unwrap_or_default(),
+                t.destination,
+            );
+        }
+        None => {}
+    }
 }
 
 fn handle_of(c: &client::Conns, ci: ClientId) -> ConnectionHandle {
@@ -217,50 +311,4 @@ fn same_config(
         (None, None) => true,
         _ => false,
     }
-}
-
-/// A new QUIC connection: counted by frang (a refusal answers CONNECTION_REFUSED), then
-/// a client entry with its HTTP/3 codec.
-fn accept(
-    ep: &mut Endpoint,
-    (c, send): (&mut client::Conns, &mut Vec<u8>),
-    incoming: quinn_proto::Incoming,
-    i: usize,
-) -> Option<ClientId> {
-    let peer = incoming.remote_address();
-    if c.rt.frang.on_connect(peer.ip(), Instant::now()).is_err() {
-        c.metrics
-            .count_close(crate::close_reason::CloseReason::Frang);
-        let t = ep.endpoint.refuse(incoming, send);
-        send_to(
-            &ep.socket,
-            send.get(..t.size).unwrap_or_default(),
-            t.destination,
-        );
-        return None;
-    }
-    let accepted = ep.endpoint.accept(incoming, Instant::now(), send, None);
-    let (handle, conn) = match accepted {
-        Ok(pair) => pair,
-        Err(e) => {
-            c.rt.frang.on_close(peer.ip());
-            if let Some(t) = e.response {
-                send_to(
-                    &ep.socket,
-                    send.get(..t.size).unwrap_or_default(),
-                    t.destination,
-                );
-            }
-            return None;
-        }
-    };
-    let codec = match H3Codec::new(conn, (handle, i), h3::Limits::default()) {
-        Ok(codec) => codec,
-        Err(_) => {
-            c.rt.frang.on_close(peer.ip());
-            return None;
-        }
-    };
-    let sock = crate::socket::Socket::Quic(ep.socket.clone());
-    Some(client::adopt(c, sock, peer, Codec::H3(Box::new(codec))))
 }

@@ -174,7 +174,7 @@ pub(super) fn flush_at(
 /// A readiness event for connection `ui`'s socket: its reads, skipped while the socket is
 /// known to be empty, may find bytes (or, with `read_closed`, the end) again.
 #[inline]
-pub(super) fn readable(upstreams: &mut Upstreams, ui: UpstreamId, read_closed: bool) {
+pub(in crate::worker) fn readable(upstreams: &mut Upstreams, ui: UpstreamId, read_closed: bool) {
     if let Some(u) = upstreams.get_mut(ui) {
         u.readiness.on_event(read_closed);
     }

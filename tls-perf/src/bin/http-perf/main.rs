@@ -11,6 +11,7 @@ mod cli;
 mod flood;
 mod h2_session;
 mod h3;
+mod h3flood;
 mod hold;
 mod hold_conn;
 mod hold_group;
@@ -90,6 +91,8 @@ fn main() -> ExitCode {
         hold_group::run_child(&args)
     } else if let Some(kind) = args.h2_flood {
         flood::run(&args, kind)
+    } else if let Some(kind) = args.h3_flood {
+        h3flood::run(&args, kind)
     } else if args.hold.is_some() {
         hold::run(&args)
     } else {

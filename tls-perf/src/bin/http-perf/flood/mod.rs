@@ -6,7 +6,7 @@ mod attack;
 mod conn;
 mod reader;
 mod report;
-mod rss;
+pub(crate) mod rss;
 pub(crate) mod wire;
 
 use std::time::Duration;

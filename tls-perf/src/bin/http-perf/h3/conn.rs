@@ -112,6 +112,11 @@ impl H3Conn {
         self.pending.len() + self.streams.len()
     }
 
+    /// The QUIC connection itself (`--h3-flood` writes its own streams on it).
+    pub fn quic(&mut self) -> &mut quinn_proto::Connection {
+        &mut self.conn
+    }
+
     /// Queues a request intended to start at `start_ns`.
     pub fn request(&mut self, start_ns: u64) {
         if self.outstanding() == 0 {
@@ -368,6 +373,11 @@ pub fn lost(reason: &ConnectionError) -> String {
             "the server refused ALPN h3 (TLS alert no_application_protocol): it speaks QUIC but not HTTP/3".into()
         }
         ConnectionError::TimedOut => "no answer from the server (QUIC idle timeout)".into(),
+        ConnectionError::ApplicationClosed(c) => format!(
+            "the server closed the connection: application error 0x{:x} ({})",
+            c.error_code.into_inner(),
+            String::from_utf8_lossy(&c.reason)
+        ),
         other => format!("QUIC connection lost: {other}"),
     }
 }
