@@ -92,3 +92,49 @@ fn an_h2_stream_over_the_rate_is_refused_before_its_exchange() {
     assert!(lines[0].contains("/first"), "access log: {lines:?}");
     let _ = std::fs::remove_file(&log);
 }
+
+/// A stream the codec cannot turn into a request is counted at the same point as one it
+/// can: after a malformed stream (400 on the stream) the next stream is over the rate and
+/// is refused; neither reached an upstream, and neither left an exchange.
+#[test]
+fn an_unservable_stream_counts_at_the_same_point_as_a_request() {
+    let (mut h, log) = rate_limited("h2-unservable");
+    let mut client = h.h2_client();
+    client.request(1, "GET", "/ctl", &[("x-note", "a\u{1}b")], true);
+    assert_eq!(h.h2_response(&mut client, 1, "the 400").status(), 400);
+    client.get(3, "/next");
+    let refusal = h.h2_response(&mut client, 3, "the refusal on the stream");
+    assert_eq!(refusal.status(), 403, "{refusal:?}");
+    assert_eq!(h.blocks("request_rate"), 1);
+    assert_eq!(h.requests_counted(), 2);
+    assert_eq!(h.exchanges_open(), 0);
+    h.idle(Duration::from_millis(30));
+    assert_eq!(h.dialled(), 0);
+    assert!(logged(&log).is_empty(), "access log: {:?}", logged(&log));
+    let _ = std::fs::remove_file(&log);
+}
+
+/// With `block_action attack drop` the stream over the rate gets nothing: the connection is
+/// reset, and no exchange is left behind.
+#[test]
+fn an_h2_stream_over_the_rate_with_drop_resets_the_connection() {
+    let top = "frang_limits { request_rate 1; }\nblock_action attack drop;";
+    let mut h = Harness::new(top, "");
+    let mut client = h.h2_client();
+    client.get(1, "/first");
+    let mut up = h.upstream();
+    h.message(&mut up, "the first stream's request upstream");
+    up.send(&response(200, "", "one"));
+    assert_eq!(
+        h.h2_response(&mut client, 1, "the first answer").status(),
+        200
+    );
+    client.get(3, "/second");
+    h.closed(&mut client.peer, "the dropped connection");
+    assert!(
+        client.take_response(3).is_none(),
+        "the dropped stream was answered"
+    );
+    assert_eq!(h.blocks("request_rate"), 1);
+    assert_eq!(h.exchanges_open(), 0);
+}
