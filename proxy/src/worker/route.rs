@@ -102,7 +102,19 @@ impl Worker {
             parsed => parsed,
         };
         match parsed {
-            Parsed::Request(request) => self.handle_request(ci, request),
+            // A complete head: whether the connection stays open after it is decided here
+            // (the request, `keepalive_timeout`, a graceful stop answers the requests of its
+            // last call with `Connection: close`); a request frang refuses has no exchange:
+            // the connection is refused (it carries one request at a time). The rest is every
+            // protocol's `enter_request`, called from here: the request is not copied once
+            // more on its way.
+            Parsed::Request(request) => {
+                c.limits.head_complete();
+                let keep_alive = request.keep_alive()
+                    && !rt.config.keepalive_timeout.is_zero()
+                    && self.draining.is_none();
+                self.enter_request(ci, (0, keep_alive, RefuseAt::Connection), request);
+            }
             Parsed::Partial => return false,
             Parsed::TooLarge => self.refuse(ci, 431, Refusal::Error),
             Parsed::Invalid(e) => self.parse_refused(ci, RefuseAt::Connection, &e),
@@ -160,22 +172,6 @@ impl Worker {
         }
     }
 
-    /// A complete HTTP/1.1 request head from client `ci`: its head is done, and whether the
-    /// connection stays open after it is decided here (the request, `keepalive_timeout`, a
-    /// graceful stop answers the requests of its last call with `Connection: close`); the
-    /// rest is every protocol's [`Worker::enter_request`].
-    fn handle_request(&mut self, ci: ClientId, request: Request) {
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        c.limits.head_complete();
-        let keep_alive = request.keep_alive()
-            && !self.rt.config.keepalive_timeout.is_zero()
-            && self.draining.is_none();
-        // No exchange: the connection is refused (it carries one request at a time).
-        self.enter_request(ci, (0, keep_alive, RefuseAt::Connection), request);
-    }
-
     /// The one entry of a request on every protocol (`exchange::admit`): frang counts it,
     /// then it becomes an exchange on `stream` of client `ci` (the codec begins it) and is
     /// routed, or it is refused at `unadmitted`, where its protocol refuses a request that
@@ -195,7 +191,11 @@ impl Worker {
             client_id: c.id,
             peer: c.peer,
             tls: (c.tft, c.ja4),
-            from_peer: from_peer(self.rt.tier.as_ref(), (c.peer.ip(), &c.sock)),
+            // Asked only with a tier and of a request carrying the hop field: a request's
+            // fields are scanned for it, and the connection's address costs a getsockname.
+            from_peer: self.rt.tier.is_some()
+                && request.header(HOP_FIELD).is_some()
+                && from_peer(self.rt.tier.as_ref(), (c.peer.ip(), &c.sock)),
             stream,
             keep_alive,
         };

@@ -15,11 +15,15 @@ use super::request::{Request, Scheme};
 /// anywhere else is ignored (and removed before any origin sees it, `forward.rs`). A peer's
 /// probe (the field's value `probe`) is a peer's request too, answered in `route.rs` `route`.
 pub(super) fn honour_hop(from_peer: bool, request: &mut Request) -> bool {
+    // Without a peer, no field scan: this runs for every request.
+    if !from_peer {
+        return false;
+    }
     let Some(value) = request.header(HOP_FIELD) else {
         return false;
     };
     let scheme = hop_scheme(value);
-    if (scheme.is_none() && value != PROBE) || !from_peer {
+    if scheme.is_none() && value != PROBE {
         return false;
     }
     match scheme {

@@ -32,7 +32,8 @@ pub struct Arrival {
     pub peer: SocketAddr,
     /// The connection's TLS fingerprints, for the access log.
     pub tls: (Option<Tft>, Option<Ja4>),
-    /// The connection is a cache tier peer's (`tier_hop::from_peer`).
+    /// The request carries the cache tier's hop field and its connection is a tier peer's
+    /// (`tier_hop::from_peer`).
     pub from_peer: bool,
     /// The stream the request came on (HTTP/1.1: 0, its connection carries one at a time).
     pub stream: u32,
@@ -45,7 +46,9 @@ pub struct Arrival {
 /// Admits `request` as an exchange, or refuses it for frang's request count (the caller
 /// refuses it where a request without an exchange is refused on its protocol). On
 /// admission the codec's `begin` learns the exchange and the body's deadline is armed; the
-/// caller routes it.
+/// caller routes it. Inlined into its one caller: the request moves by value, and each call
+/// it crosses is a copy of it (`benches/ab/request_cost.sh`, "copies").
+#[inline]
 pub fn admit(
     (rt, exchanges, timers): (&Runtime, &mut Exchanges, &mut Timers),
     arrival: Arrival,
