@@ -18,8 +18,10 @@ use crate::access_log::RequestRecord as AccessRecord;
 use crate::frang::RequestLimits;
 use crate::timers::Timers;
 
+mod entry;
 mod stages;
 
+pub use entry::{admit, Arrival};
 pub use stages::{Facts, Receiving, Sending};
 
 /// Timer keys of exchanges: EXCHANGE_TIMER_BASE + slab index (not a mio token).

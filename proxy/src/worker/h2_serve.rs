@@ -10,7 +10,7 @@ use h2::Event;
 
 use super::client::codec::Codec;
 use super::client::ClientId;
-use super::exchange::{ExchangeId, NewExchange};
+use super::exchange::ExchangeId;
 use super::finish::{Refusal, RefuseAt};
 use super::h1::Reply;
 use super::h2::{H2Codec, Unservable};
@@ -18,10 +18,9 @@ use super::head_chunks::head_chunks;
 use super::limits::vhost_frang;
 use super::request::Scheme;
 use super::request_body::{push_chunk, push_last_chunk};
-use super::route::access_record;
 use super::token::{client_token, upstream_token};
 use super::Worker;
-use crate::frang::{check_trailers, RequestLimits};
+use crate::frang::check_trailers;
 use crate::metrics::{bump, WorkerMetrics};
 
 /// Longest an HTTP/2 connection with streams in flight goes without its timer.
@@ -205,8 +204,8 @@ impl Worker {
     }
 
     /// A stream opened with a request, on HTTP/2 or HTTP/3 (`drive_h3`), as its codec
-    /// converted it: the one entry of the streams' requests. It makes the exchange and
-    /// routes it, or answers on the stream what cannot become one.
+    /// converted it: it enters as every request does (`enter_request`), or is answered on
+    /// the stream when it cannot become a request the rules can see.
     pub(super) fn stream_request(
         &mut self,
         ci: ClientId,
@@ -214,53 +213,21 @@ impl Worker {
         converted: Result<crate::worker::request::Request, Unservable>,
         now: Instant,
     ) {
-        let rt = self.rt.clone();
-        WorkerMetrics::bump(&self.shared.metrics.workers[self.id].requests);
-        let request = match converted {
-            Ok(request) => request,
-            Err(refused) => return self.stream_unservable(ci, stream, refused, now),
-        };
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        let (peer, client_id, tls) = (c.peer, c.id, (c.tft, c.ja4));
-        let has_body = request.has_body();
-        let log = rt
-            .config
-            .access_log
-            .enabled()
-            .then(|| access_record(peer, tls, &request));
-        let id = self.exchanges.insert(NewExchange {
-            client: ci,
-            client_id,
-            stream,
-            limits: RequestLimits::new(&rt.config.frang, has_body, now),
-            request,
-            // The connection outlives its streams; closing is the codec's (GOAWAY).
-            keep_alive: true,
-            log,
-        });
-        match &mut c.codec {
-            Codec::H2(h2) => h2.begin(stream, id),
-            Codec::H3(h3) => h3.stream_mut(stream).exchange = Some(id),
-            Codec::H1(_) => {}
+        match converted {
+            // The connection outlives its streams; closing is the codec's (GOAWAY). A
+            // request frang refuses has no exchange: refused on its stream.
+            Ok(request) => {
+                self.enter_request(ci, (stream, true, RefuseAt::Stream(stream)), request)
+            }
+            Err(refused) => self.stream_unservable(ci, stream, refused, now),
         }
-        // Every stream counts against frang's request rate, as a request on HTTP/1.1 does.
-        if let Err(v) = rt.frang.on_request(peer.ip(), now) {
-            self.frang_violation(ci, RefuseAt::Exchange(id), &v);
-            return;
-        }
-        if has_body {
-            self.exchanges
-                .arm_body_deadline(&mut self.timers, id, self.now);
-        }
-        self.route(id);
     }
 
     /// A stream whose request cannot become an exchange. It still counts against frang's
     /// request rate first: a connection cannot send malformed requests without limit (on
     /// HTTP/1.1 each costs a connection).
     fn stream_unservable(&mut self, ci: ClientId, stream: u32, refused: Unservable, now: Instant) {
+        WorkerMetrics::bump(&self.worker_metrics().requests);
         let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
             return;
         };

@@ -10,20 +10,18 @@ use super::caching::CacheStep;
 use super::client::codec::Codec;
 use super::client::ClientId;
 use super::client::Stage as ConnStage;
-use super::exchange::{ExchangeId, NewExchange, TierFallback};
+use super::exchange::{Arrival, ExchangeId, TierFallback};
 use super::finish::{Refusal, RefuseAt};
 use super::h1::{ConnState, Parsed, Reply};
 use super::limits;
 use super::request::{Request, Scheme};
 use super::request_body::{self, Pumped};
-use super::tier_hop::{from_peer, honour_hop, tier_owner};
+use super::tier_hop::{from_peer, tier_owner};
 use super::token::client_token;
 use super::websocket::Upgrade;
 use super::Worker;
-use crate::access_log::RequestRecord as AccessRecord;
 use crate::close_reason::CloseReason;
 use crate::fleet::tier::{HOP_FIELD, PROBE};
-use crate::frang::RequestLimits;
 use crate::metrics::{bump, WorkerMetrics};
 use crate::router::{CacheOverride, RequestView, Route};
 use crate::transport::Transport;
@@ -104,7 +102,19 @@ impl Worker {
             parsed => parsed,
         };
         match parsed {
-            Parsed::Request(request) => self.handle_request(ci, request),
+            // A complete head: whether the connection stays open after it is decided here
+            // (the request, `keepalive_timeout`, a graceful stop answers the requests of its
+            // last call with `Connection: close`); a request frang refuses has no exchange:
+            // the connection is refused (it carries one request at a time). The rest is every
+            // protocol's `enter_request`, called from here: the request is not copied once
+            // more on its way.
+            Parsed::Request(request) => {
+                c.limits.head_complete();
+                let keep_alive = request.keep_alive()
+                    && !rt.config.keepalive_timeout.is_zero()
+                    && self.draining.is_none();
+                self.enter_request(ci, (0, keep_alive, RefuseAt::Connection), request);
+            }
             Parsed::Partial => return false,
             Parsed::TooLarge => self.refuse(ci, 431, Refusal::Error),
             Parsed::Invalid(e) => self.parse_refused(ci, RefuseAt::Connection, &e),
@@ -162,62 +172,44 @@ impl Worker {
         }
     }
 
-    /// A complete request head from client `ci`: count it, make its exchange, route it.
-    fn handle_request(&mut self, ci: ClientId, mut request: Request) {
+    /// The one entry of a request on every protocol (`exchange::admit`): frang counts it,
+    /// then it becomes an exchange on `stream` of client `ci` (the codec begins it) and is
+    /// routed, or it is refused at `unadmitted`, where its protocol refuses a request that
+    /// has no exchange (HTTP/1.1: the connection; HTTP/2 and HTTP/3: the stream).
+    pub(super) fn enter_request(
+        &mut self,
+        ci: ClientId,
+        (stream, keep_alive, unadmitted): (u32, bool, RefuseAt),
+        request: Request,
+    ) {
         WorkerMetrics::bump(&self.worker_metrics().requests);
-        let now = self.now;
-        let rt = self.rt.clone();
-        let Some(c) = self.clients.get_mut(ci) else {
+        let Some(c) = self.clients.get(ci) else {
             return;
         };
-        c.limits.head_complete();
-        let (peer, client_id, tls) = (c.peer, c.id, (c.tft, c.ja4));
-        // A cache tier peer's request was counted by the node its client reached; counted
-        // again here, every peer's misses would add up to one client's rate.
-        let hop = rt
-            .tier
-            .as_ref()
-            .is_some_and(|tier| honour_hop(tier, (&c.sock, peer.ip()), &mut request));
-        let counted = if hop {
-            Ok(())
-        } else {
-            rt.frang.on_request(peer.ip(), now)
-        };
-        if let Err(v) = counted {
-            self.frang_violation(ci, RefuseAt::Connection, &v);
-            return;
-        }
-        // A graceful stop answers the requests of its last call with `Connection: close`.
-        let keep_alive = request.keep_alive()
-            && !rt.config.keepalive_timeout.is_zero()
-            && self.draining.is_none();
-        let log = rt
-            .config
-            .access_log
-            .enabled()
-            .then(|| access_record(peer, tls, &request));
-        let has_body = request.has_body();
-        let id = self.exchanges.insert(NewExchange {
+        let arrival = Arrival {
             client: ci,
-            client_id,
-            stream: 0,
-            limits: RequestLimits::new(&rt.config.frang, has_body, now),
-            request,
+            client_id: c.id,
+            peer: c.peer,
+            tls: (c.tft, c.ja4),
+            // Asked only with a tier and of a request carrying the hop field: a request's
+            // fields are scanned for it, and the connection's address costs a getsockname.
+            from_peer: self.rt.tier.is_some()
+                && request.header(HOP_FIELD).is_some()
+                && from_peer(self.rt.tier.as_ref(), (c.peer.ip(), &c.sock)),
+            stream,
             keep_alive,
-            log,
-        });
-        if let Some(ex) = self.exchanges.get_mut(id).filter(|_| hop) {
-            ex.tier_hop = true;
+        };
+        let parts = (&*self.rt, &mut self.exchanges, &mut self.timers);
+        let clients = &mut self.clients;
+        let begin = |id| {
+            if let Some(c) = clients.get_mut(ci) {
+                c.codec.begin(stream, id);
+            }
+        };
+        match super::exchange::admit(parts, arrival, request, self.now, begin) {
+            Ok(id) => self.route(id),
+            Err(v) => self.frang_violation(ci, unadmitted, &v),
         }
-        if let Some(Codec::H1(h1)) = self.clients.get_mut(ci).map(|c| &mut c.codec) {
-            h1.begin(id);
-        }
-        // The body's first piece may never come: its deadline runs from now.
-        if has_body {
-            self.exchanges
-                .arm_body_deadline(&mut self.timers, id, self.now);
-        }
-        self.route(id);
     }
 
     /// Applies `http_chain` to exchange `id`.
@@ -527,30 +519,4 @@ fn forwarded_for_is_address(request: &Request) -> bool {
         .head()
         .forwarded_for(request.bytes())
         .is_none_or(|value| http1::forwarded_for_address(value).is_some())
-}
-
-/// What the access log needs of a request, taken while its head is at hand.
-pub(super) fn access_record(
-    peer: std::net::SocketAddr,
-    (tft, ja4): (
-        Option<crate::fingerprint::Tft>,
-        Option<crate::fingerprint::Ja4>,
-    ),
-    request: &Request,
-) -> Box<AccessRecord> {
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    Box::new(AccessRecord {
-        client: peer.ip(),
-        tft,
-        ja4,
-        tfh: super::fingerprint_hook::tfh_of(request),
-        method: text(request.method_bytes()),
-        uri: text(request.target()),
-        version: request.version_label(),
-        referer: request.header("referer").map(text),
-        user_agent: request.header("user-agent").map(text),
-        started: std::time::Instant::now(),
-        upstream: None,
-        cache: None,
-    })
 }

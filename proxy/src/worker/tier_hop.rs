@@ -9,23 +9,21 @@ use crate::fleet::tier::{hop_scheme, Tier, HOP_FIELD, PROBE};
 use super::request::{Request, Scheme};
 
 /// Whether a request that carries the cache tier's hop field came from a peer: it did when
-/// it arrived on this node's `self` listener from another peer's address (the peers connect
-/// from their own `self` address, `upstream/conn.rs` `connect`). Its scheme
-/// is then the one the field names (what the client used at the first node). A hop field
+/// it arrived on this node's `self` listener from another peer's address (`from_peer`: the
+/// peers connect from their own `self` address, `upstream/conn.rs` `connect`), whatever
+/// protocol carried it. Its scheme is then the one the field names (what the client used at the first node). A hop field
 /// anywhere else is ignored (and removed before any origin sees it, `forward.rs`). A peer's
 /// probe (the field's value `probe`) is a peer's request too, answered in `route.rs` `route`.
-pub(super) fn honour_hop(
-    tier: &Tier,
-    (sock, from): (&crate::socket::Socket, std::net::IpAddr),
-    request: &mut Request,
-) -> bool {
+pub(super) fn honour_hop(from_peer: bool, request: &mut Request) -> bool {
+    // Without a peer, no field scan: this runs for every request.
+    if !from_peer {
+        return false;
+    }
     let Some(value) = request.header(HOP_FIELD) else {
         return false;
     };
     let scheme = hop_scheme(value);
-    if (scheme.is_none() && value != PROBE)
-        || !tier.is_peer_connection(from, sock.local_addr().ok())
-    {
+    if scheme.is_none() && value != PROBE {
         return false;
     }
     match scheme {

@@ -37,6 +37,16 @@ impl Codec {
         }
     }
 
+    /// Exchange `id` is the request on `stream` (HTTP/1.1: the connection's current one;
+    /// its stream is 0).
+    pub fn begin(&mut self, stream: u32, id: ExchangeId) {
+        match self {
+            Codec::H1(h1) => h1.begin(id),
+            Codec::H2(h2) => h2.begin(stream, id),
+            Codec::H3(h3) => h3.stream_mut(stream).exchange = Some(id),
+        }
+    }
+
     /// The exchanges in progress, handed back when the client is gone.
     pub fn reset(&mut self) -> Vec<ExchangeId> {
         match self {

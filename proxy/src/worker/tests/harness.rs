@@ -183,6 +183,30 @@ impl Harness {
     pub fn metrics(&self) -> &Metrics {
         &self.worker.shared.metrics
     }
+
+    /// Exchanges the worker holds: every request that became one and has not finished.
+    pub fn exchanges_open(&self) -> usize {
+        self.worker.exchanges.len()
+    }
+
+    /// Requests the worker counted (`requests` of its worker metrics).
+    pub fn requests_counted(&self) -> u64 {
+        let requests = &self.metrics().workers[0].requests;
+        requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Blocks counted for frang limit `limit` (`blocks_total{limit}`).
+    pub fn blocks(&self, limit: &str) -> u64 {
+        let blocks = self
+            .metrics()
+            .blocks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        blocks
+            .iter()
+            .find(|(l, _)| *l == limit)
+            .map_or(0, |(_, n)| *n)
+    }
 }
 
 /// The test's end of a client or upstream connection.

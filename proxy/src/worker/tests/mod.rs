@@ -17,5 +17,6 @@ mod h2_requests;
 mod h2_responses;
 mod refusals;
 mod request_bodies;
+mod request_entry;
 mod tunnel_flow;
 mod upstream_flow;
