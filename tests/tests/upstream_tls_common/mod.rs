@@ -63,18 +63,8 @@ pub fn make_ca(dir: &Path, stem: &str) {
     );
 }
 
-/// A certificate `stem` signed by CA `ca`, with `san` (e.g. `DNS:a,IP:127.0.0.1`).
-pub fn make_leaf(
-    dir: &Path,
-    (stem, ca): (&str, &str),
-    san: &str,
-    usage: &str,
-) -> (PathBuf, PathBuf) {
-    let (crt, key, csr) = (
-        format!("{stem}.crt"),
-        format!("{stem}.key"),
-        format!("{stem}.csr"),
-    );
+/// A P-256 key `key` and a request `csr` for the name `stem`, in `dir`.
+fn new_key_and_csr(dir: &Path, stem: &str, (key, csr): (&str, &str)) {
     openssl(
         &[
             "req",
@@ -87,12 +77,27 @@ pub fn make_leaf(
             "-subj",
             &format!("/CN={stem}"),
             "-keyout",
-            &key,
+            key,
             "-out",
-            &csr,
+            csr,
         ],
         dir,
     );
+}
+
+/// A certificate `stem` signed by CA `ca`, with `san` (e.g. `DNS:a,IP:127.0.0.1`).
+pub fn make_leaf(
+    dir: &Path,
+    (stem, ca): (&str, &str),
+    san: &str,
+    usage: &str,
+) -> (PathBuf, PathBuf) {
+    let (crt, key, csr) = (
+        format!("{stem}.crt"),
+        format!("{stem}.key"),
+        format!("{stem}.csr"),
+    );
+    new_key_and_csr(dir, stem, (&key, &csr));
     let ext = format!("{stem}.ext");
     write_file(
         &dir.join(&ext),
@@ -129,24 +134,7 @@ pub fn make_expired_leaf(dir: &Path, (stem, ca): (&str, &str), san: &str) -> (Pa
         format!("{stem}.key"),
         format!("{stem}.csr"),
     );
-    openssl(
-        &[
-            "req",
-            "-new",
-            "-nodes",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-subj",
-            &format!("/CN={stem}"),
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-        ],
-        dir,
-    );
+    new_key_and_csr(dir, stem, (&key, &csr));
     let db = format!("{stem}-ca");
     std::fs::create_dir_all(dir.join(&db)).expect("ca database dir");
     write_file(&dir.join(&db).join("index.txt"), "");
