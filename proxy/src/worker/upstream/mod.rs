@@ -87,9 +87,10 @@ pub struct Upstream {
     pub health_body: Option<Box<super::health::HealthBody>>,
     /// `server_tls`: the connection's TLS (None: cleartext).
     pub tls: Option<Box<UpTls>>,
-    /// Whether the socket may have bytes before its next readiness event (cleartext
-    /// connections): a read that emptied the receive queue is not followed by one that only
-    /// says `EAGAIN`, as the clients' reads are not (`ktls::readiness`).
+    /// Whether the socket may have bytes before its next readiness event: a read that
+    /// emptied the receive queue (for TLS: one the session found the socket empty for) is not
+    /// followed by one that only says `EAGAIN`, as the clients' reads are not
+    /// (`ktls::readiness`).
     pub readiness: ReadReadiness,
 }
 
@@ -235,12 +236,23 @@ fn read_tls(u: &mut Upstream, bufs: &mut BufPool) -> bool {
     let Some(t) = u.tls.as_deref_mut() else {
         return false;
     };
+    // Unlike a cleartext read, a short one says nothing here (the session reads records, not
+    // the socket's queue): only a read the session found the socket empty for skips the
+    // next ones until an event.
+    if !u.readiness.may_read() {
+        return false;
+    }
     let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
     let mut got = false;
     while !rbuf.is_full() {
         match tls::read(t, (&mut u.sock, u.addr), rbuf) {
             tls::Read::Bytes => got = true,
             tls::Read::Wait => break,
+            tls::Read::Empty => {
+                u.readiness
+                    .after_read(0, &Err(io::ErrorKind::WouldBlock.into()));
+                break;
+            }
             tls::Read::Closed => {
                 u.peer_closed = true;
                 got = true;

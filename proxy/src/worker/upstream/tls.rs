@@ -128,6 +128,9 @@ pub(super) enum Read {
     Bytes,
     /// Nothing now.
     Wait,
+    /// Nothing now, and the session found the socket empty (`SSL_read` wanted to read): any
+    /// record it holds in part needs more bytes from the socket, whose arrival is an event.
+    Empty,
     /// close_notify, or the end of the stream.
     Closed,
     /// The connection failed (a reset, a bad record, the end without close_notify).
@@ -153,7 +156,8 @@ pub(super) fn read(
         Ok(0) => Read::Wait,
         Ok(_) => Read::Bytes,
         Err(IoStatus::Closed) => Read::Closed,
-        Err(IoStatus::WantRead | IoStatus::WantWrite | IoStatus::Done(_)) => Read::Wait,
+        Err(IoStatus::WantRead) => Read::Empty,
+        Err(IoStatus::WantWrite | IoStatus::Done(_)) => Read::Wait,
         Err(IoStatus::Error(e)) => {
             if let Some(session) = tls.session() {
                 let (_, reason) = upstream_tls::failure(session.ssl(), &e);
