@@ -7,6 +7,8 @@
 # Usage: fuzz/run-short.sh                      (CI: tests/run.sh calls it)
 #        FUZZ_SECONDS=900 nice -n 19 fuzz/run-short.sh   (the long run before a release)
 #        FUZZ_TARGETS="http1_parse" fuzz/run-short.sh    (some targets only)
+#        fuzz/run-short.sh --build-only                  (install and build, run nothing:
+#                                                        tests/run.sh builds them early)
 #
 # cargo-fuzz needs nightly flags; RUSTC_BOOTSTRAP=1 lets the stable toolchain accept them.
 # Targets are built without a sanitizer: the crates under test forbid `unsafe`, so AddressSanitizer
@@ -18,6 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 seconds="${FUZZ_SECONDS:-60}"
+build_only=""
+[ "${1:-}" = "--build-only" ] && build_only=1
 export RUSTC_BOOTSTRAP=1
 
 # libfuzzer-sys compiles libFuzzer (C++).
@@ -64,6 +68,7 @@ for target in $targets; do
     fi
 done
 echo "   built in $(( $(date +%s) - start )) s"
+[ -z "$build_only" ] || exit 0
 
 for target in $targets; do
     echo "== fuzz $target for $seconds s"

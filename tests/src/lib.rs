@@ -95,24 +95,52 @@ pub fn bin_path(name: &str) -> PathBuf {
     panic!("binary `{name}` not found in {dirs:?}: run `cargo build --release` first (tests/run.sh does)");
 }
 
-/// A loopback port that was free a moment ago, and never handed out before in this process.
-/// Tests bind it right away. The kernel may give a port just released to the next bind(0):
-/// two calls in a row once returned the same port, and a proxy refused its own config
-/// ("duplicate listener"); the set makes that impossible within one test binary.
+/// A loopback port that was free a moment ago (for TCP and UDP), and never handed out before in
+/// this process. Tests bind it right away.
+///
+/// Ports come from below the kernel's ephemeral range (`ip_local_port_range`), so that no
+/// connection's source port and no `bind(0)` (a client, an origin a test starts on port 0)
+/// can take one between this call and the bind: CI once failed with "Address already in
+/// use" on a port handed out here. Each process starts at its own offset in that range, so
+/// test binaries running side by side (two worktrees on one machine) rarely meet, and a
+/// port found bound is skipped. The set makes a repeat within one test binary impossible
+/// (the kernel once gave a just-released port to the next `bind(0)`, and a proxy refused
+/// its own config with "duplicate listener").
 pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    static GIVEN: std::sync::Mutex<(Vec<u16>, u32)> = std::sync::Mutex::new((Vec::new(), 0));
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    // A refused port stays bound until one is found, so the kernel cannot offer it again.
-    let mut refused = Vec::new();
-    loop {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port");
-        let port = listener.local_addr().expect("local addr").port();
-        if !given.contains(&port) {
-            given.push(port);
+    let (low, high) = ports_below_ephemeral();
+    let span = u32::from(high - low) + 1;
+    let start = std::process::id().wrapping_mul(2_654_435_761) % span;
+    for _ in 0..span {
+        let port = low + ((start + given.1) % span) as u16;
+        given.1 += 1;
+        if !given.0.contains(&port) && port_is_free(port) {
+            given.0.push(port);
             return port;
         }
-        refused.push(listener);
     }
+    panic!("no free loopback port in {low}..={high}");
+}
+
+/// The ports `free_port` hands out: from 10000 to the one below the ephemeral range (32767 on
+/// Linux's default 32768-60999).
+fn ports_below_ephemeral() -> (u16, u16) {
+    let first_ephemeral = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    assert!(
+        first_ephemeral > 12000,
+        "ip_local_port_range starts at {first_ephemeral}: the tests need ports 10000-11999 outside it"
+    );
+    (10000, first_ephemeral - 1)
+}
+
+/// Whether nothing holds `port` on 127.0.0.1, for TCP or for UDP (the HTTP/3 listeners).
+fn port_is_free(port: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", port)).is_ok()
+        && std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok()
 }
 
 /// Waits until something accepts TCP connections on `addr`.
