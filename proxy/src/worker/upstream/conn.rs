@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use mio::Interest;
 
 use super::groups::{self, GroupState};
+use super::h2_conn::{self, H2Link};
 use super::tls::{self, Stage, UpTls};
 use super::{reusable, ConnFacts, UpPhase, Upstream, UpstreamEnd, UpstreamId, Upstreams};
 use crate::buf::BufPool;
@@ -129,6 +130,7 @@ fn fresh(
         health_body: None,
         tls,
         readiness: Default::default(),
+        h2: None,
     }
 }
 
@@ -274,6 +276,10 @@ fn settle_up(
     let mut freed = Freed(None);
     if probe && !monitored {
         freed = end(c, ui, UpstreamEnd::UNUSED);
+    } else if !probe && h2_conn::is_conn(u) {
+        // Its exchanges are timed on their stream entries; the connection has no timer.
+        u.phase = UpPhase::Busy;
+        u.timer_gen = 0;
     } else if !probe {
         u.phase = UpPhase::Busy;
         let timeout = u.forward_timeout;
@@ -329,6 +335,10 @@ pub(in crate::worker) fn end(c: &mut Conns, ui: UpstreamId, how: UpstreamEnd) ->
     let Some(u) = c.upstreams.get(ui) else {
         return Freed(None);
     };
+    // An HTTP/2 stream entry is the exchange's alone: it ends with it.
+    if h2_conn::is_stream(u) {
+        return close(c, ui);
+    }
     if reusable(how, ConnFacts::of(u, c.rt_gen)) {
         pool(c, ui)
     } else {
@@ -363,6 +373,21 @@ pub(in crate::worker) fn close(c: &mut Conns, ui: UpstreamId) -> Freed {
     let Some(mut u) = c.upstreams.remove(ui) else {
         return Freed(None);
     };
+    match u.h2.take() {
+        Some(H2Link::Stream(s)) => {
+            // Not a connection: it never counted in its server's `conns_n`.
+            h2_conn::forget_stream(c.upstreams, ui, &s);
+            if let Some(buf) = u.rbuf.take() {
+                c.bufs.give(buf);
+            }
+            return Freed((u.rt_gen == c.rt_gen).then_some(u.group));
+        }
+        Some(H2Link::Conn(conn)) => {
+            let woken = h2_conn::orphan_streams(c.upstreams, &conn.streams);
+            c.upstreams.h2_woken.extend(woken);
+        }
+        None => {}
+    }
     if let Some(t) = u.tls.as_deref_mut().filter(|_| !u.peer_failed) {
         tls::shutdown(t, &u.sock);
     }

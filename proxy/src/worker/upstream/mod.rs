@@ -13,6 +13,8 @@ use ktls::IoStatus;
 
 mod conn;
 pub mod groups;
+pub mod h2_conn;
+mod h2_render;
 pub mod reuse;
 mod table;
 mod tls;
@@ -92,6 +94,8 @@ pub struct Upstream {
     /// followed by one that only says `EAGAIN`, as the clients' reads are not
     /// (`ktls::readiness`).
     pub readiness: ReadReadiness,
+    /// `server_proto h2`: the HTTP/2 connection, or one stream of one (`h2_conn.rs`).
+    pub h2: Option<h2_conn::H2Link>,
 }
 
 impl Upstream {
@@ -111,6 +115,8 @@ pub(super) fn unclaimed(upstreams: &Upstreams) -> Vec<UpstreamId> {
     upstreams
         .iter()
         .filter(|(_, u)| u.exchange.is_none() && !matches!(u.phase, UpPhase::Tunnel { .. }))
+        // An HTTP/2 connection with streams serves exchanges through them.
+        .filter(|(_, u)| !matches!(&u.h2, Some(h2_conn::H2Link::Conn(c)) if !c.streams.is_empty()))
         .map(|(ui, _)| ui)
         .collect()
 }
@@ -134,6 +140,7 @@ pub(super) fn flush(u: &mut Upstream) -> Flushed {
             u.phase,
             UpPhase::Busy | UpPhase::Checking | UpPhase::Tunnel { .. }
         )
+        || h2_conn::is_stream(u)
     {
         return Flushed::Nothing;
     }
@@ -184,7 +191,11 @@ pub(in crate::worker) fn readable(upstreams: &mut Upstreams, ui: UpstreamId, rea
 /// Reads what connection `ui`'s socket has ([`read`]). True if anything came.
 #[inline]
 pub(super) fn read_at(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId) -> bool {
-    upstreams.get_mut(ui).is_some_and(|u| read(u, bufs))
+    match upstreams.get_mut(ui) {
+        Some(u) if u.h2.is_some() => h2_conn::refill(upstreams, bufs, ui),
+        Some(u) => read(u, bufs),
+        None => false,
+    }
 }
 
 /// Reads what upstream `u`'s socket has, while there is room. True if anything came (bytes,

@@ -1,0 +1,185 @@
+//! HTTP/2 to origins (`server_proto h2`, `upstream/h2_conn.rs`), the parts between the loop
+//! and the connections: an exchange placed on a stream of a connection (its request head
+//! rendered for HTTP/2 from the HTTP/1.1 head `forward.rs` wrote, the same pieces through
+//! `http1::RequestSink`), and the turns of connections and stream entries. The worker's
+//! steps that call these are in `response/mod.rs` (`attach_h2`, `drive_h2`).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use http1::{BodyDecoder, ConnectionOption, Forwarding, HeaderEdits};
+use mio::Token;
+
+use super::client::Clients;
+use super::exchange::{ExchangeId, Exchanges, Forward};
+use super::token::{client_token, upstream_token};
+use super::upstream::h2_conn::{self, NewStream};
+use super::upstream::{self, UpPhase, UpstreamId, Upstreams};
+use crate::buf::BufPool;
+use crate::runtime::Runtime;
+use crate::timers::Timers;
+
+/// Whether group `group` speaks HTTP/2 to its servers.
+pub(super) fn is_h2(rt: &Runtime, group: usize) -> bool {
+    rt.groups.get(group).is_some_and(|g| g.h2)
+}
+
+/// Connection `ui` (new, or pooled unused: nothing was sent on it) speaks HTTP/2 from now
+/// on. False if it cannot.
+pub(super) fn start_conn(upstreams: &mut Upstreams, ui: UpstreamId) -> bool {
+    let Some(u) = upstreams.get_mut(ui) else {
+        return false;
+    };
+    if h2_conn::is_conn(u) {
+        return true;
+    }
+    if h2_conn::start_conn(u, h2::Limits::default(), Instant::now()).is_err() {
+        return false;
+    }
+    if u.phase == UpPhase::Idle {
+        u.phase = UpPhase::Busy;
+    }
+    true
+}
+
+/// The parts placing an exchange on a stream touches.
+pub(super) struct Parts<'a> {
+    pub rt: &'a Runtime,
+    pub upstreams: &'a mut Upstreams,
+    pub exchanges: &'a mut Exchanges,
+    pub clients: &'a Clients,
+    pub timers: &'a mut Timers,
+    pub dirty: &'a mut VecDeque<Token>,
+}
+
+/// What became of an exchange sent to an HTTP/2 connection ([`attach`]).
+pub(super) enum Placed {
+    Sent,
+    /// Its client left meanwhile: the exchange is dropped.
+    ClientGone,
+    /// No stream could carry it: 502.
+    Failed(Box<Forward>),
+}
+
+/// Sends `forward` (exchange `id`'s) on a new stream of HTTP/2 connection `conn`.
+pub(super) fn attach(
+    p: Parts<'_>,
+    (id, conn): (ExchangeId, UpstreamId),
+    mut forward: Box<Forward>,
+) -> Placed {
+    let ci = p.exchanges.client_of(id, p.clients);
+    if ci.is_none() && p.exchanges.get(id).is_none_or(|ex| ex.has_client()) {
+        return Placed::ClientGone;
+    }
+    let Some(new) = request(p.rt, &forward.head) else {
+        return Placed::Failed(forward);
+    };
+    let Ok(si) = h2_conn::open_stream(p.upstreams, conn, id, new) else {
+        return Placed::Failed(forward);
+    };
+    let server = p.upstreams.get(si).map(|u| u.addr);
+    if !forward.facts.replayable() {
+        forward.head = Vec::new();
+    }
+    forward.up = si;
+    forward.sending.resend();
+    forward.upstream_time = None;
+    let timeout =
+        (p.rt.groups.get(forward.group)).map_or(Duration::from_secs(60), |g| g.forward_timeout);
+    if let Some(ex) = p.exchanges.get_mut(id) {
+        if let Some(log) = ex.log.as_mut() {
+            log.upstream = server;
+        }
+        ex.send(forward);
+    }
+    // The exchange's own `server_forward_timeout`, on its stream entry.
+    upstream::arm_timer(p.upstreams, p.timers, si, timeout);
+    p.dirty.push_back(upstream_token(conn));
+    if let Some(ci) = ci {
+        p.dirty.push_back(client_token(ci));
+    }
+    Placed::Sent
+}
+
+/// The HTTP/2 request for an upstream head written as HTTP/1.1 by `forward.rs`: its fields
+/// are final (the proxy's own added, hop-by-hop ones gone), so nothing is added.
+fn request(rt: &Runtime, head_text: &[u8]) -> Option<NewStream> {
+    let limits = &rt.forward_limits;
+    let (head, _) = http1::parse_request(head_text, limits).ok()??;
+    let none = HeaderEdits::new();
+    let mut sink = crate::upstream_h2::H2Head::new(b"http");
+    let framing = head.framing();
+    let forwarding = Forwarding {
+        forwarded_for: None,
+        forwarded_proto: None,
+        via: None,
+        edits: &none,
+        framing,
+        connection: ConnectionOption::Default,
+        limits,
+    };
+    http1::forward_request_fields(&mut sink, &head, head_text, &forwarding);
+    let head_request = head.method_bytes(head_text) == b"HEAD";
+    let body = h2_conn::has_body(framing).then(|| BodyDecoder::new(framing, &rt.limits));
+    let mut request = sink.into_request();
+    // TE is hop-by-hop: on this hop the proxy is the recipient, and it takes trailers (it
+    // relays them to an HTTP/2 or HTTP/3 client). gRPC servers want it said.
+    if request.field(b"te").is_none() {
+        request.fields.push(h2::Field::new(b"te", b"trailers"));
+        request.field_count += 1;
+    }
+    Some(NewStream {
+        request,
+        body,
+        head_request,
+    })
+}
+
+/// A turn of stream entry `ui` before it goes on as any exchange's connection: its
+/// connection is woken when it has request bytes for it; a request sent whole starts the
+/// exchange's sending time, one still sending lets its client pass more body.
+pub(super) fn stream_turn(
+    (upstreams, exchanges, clients): (&Upstreams, &mut Exchanges, &Clients),
+    dirty: &mut VecDeque<Token>,
+    ui: UpstreamId,
+) {
+    let Some(u) = upstreams.get(ui) else {
+        return;
+    };
+    let Some((conn, sent)) = h2_conn::stream_state(u) else {
+        return;
+    };
+    let unsent = !u.out.is_empty();
+    if unsent || !sent {
+        dirty.push_back(upstream_token(conn));
+    }
+    let Some(id) = u.exchange else {
+        return;
+    };
+    if sent && !unsent {
+        if let Some(fwd) = exchanges.get_mut(id).and_then(|ex| ex.forward_mut()) {
+            fwd.sending.flushed(Instant::now());
+        }
+    } else if let Some(ci) = exchanges.client_of(id, clients) {
+        dirty.push_back(client_token(ci));
+    }
+}
+
+/// A turn of HTTP/2 connection `ui` (connected): the stream entries it woke are driven
+/// next. True when the connection is over and closes.
+pub(super) fn conn_turn(
+    upstreams: &mut Upstreams,
+    bufs: &mut BufPool,
+    dirty: &mut VecDeque<Token>,
+    ui: UpstreamId,
+) -> bool {
+    let turn = h2_conn::turn(upstreams, bufs, ui, Instant::now());
+    dirty.extend(turn.woken.into_iter().map(upstream_token));
+    turn.done
+}
+
+/// Stream entries whose connection closed, and connections with a reset or a window update
+/// to write: driven next.
+pub(super) fn wake(upstreams: &mut Upstreams, dirty: &mut VecDeque<Token>) {
+    dirty.extend(upstreams.h2_woken.drain(..).map(upstream_token));
+}
