@@ -143,7 +143,7 @@ pub struct GroupRt {
     pub health: Option<Arc<crate::health_monitor::HealthMonitor>>,
     /// `server_tls on` (an extension): the client context its connections start from.
     pub tls: Option<Arc<crate::upstream_tls::UpstreamTls>>,
-    /// `server_proto h2` (an extension): h2c to its servers (`worker/upstream/h2_conn.rs`).
+    /// `server_proto h2` (an extension): HTTP/2 to its servers (`worker/upstream/h2_conn.rs`).
     pub h2: bool,
 }
 
@@ -187,10 +187,6 @@ pub enum RuntimeError {
         group: String,
         reason: String,
     },
-    /// `server_proto h2` with `server_tls`: HTTP/2 over TLS (ALPN), not spoken yet (h2c is).
-    UpstreamH2 {
-        group: String,
-    },
 }
 
 impl fmt::Display for RuntimeError {
@@ -218,11 +214,6 @@ impl fmt::Display for RuntimeError {
                     "error: srv_group `{group}`: TLS to its servers: {reason}"
                 )
             }
-            RuntimeError::UpstreamH2 { group } => write!(
-                f,
-                "error: srv_group `{group}`: `server_proto h2` with `server_tls` is not implemented \
-                 by this build (h2c only): drop `server_tls` or write `server_proto http1;`"
-            ),
             RuntimeError::Cache { vhost, reason } => {
                 write!(f, "error: vhost `{vhost}`: cache settings: {reason}")
             }
@@ -410,10 +401,6 @@ fn groups(config: &Config) -> Result<Vec<GroupRt>, RuntimeError> {
         .server_groups
         .iter()
         .map(|g| -> Result<GroupRt, RuntimeError> {
-            if g.proto == config::ServerProto::H2 && g.tls.is_some() {
-                let group = g.name.clone();
-                return Err(RuntimeError::UpstreamH2 { group });
-            }
             Ok(GroupRt {
                 h2: g.proto == config::ServerProto::H2,
                 tls: tls(g)?,

@@ -42,6 +42,27 @@ pub(super) fn start_conn(upstreams: &mut Upstreams, ui: UpstreamId) -> bool {
     true
 }
 
+/// Whether connection `ui`, just connected, may speak HTTP/2: cleartext (h2c by prior
+/// knowledge), or TLS whose server chose `h2` by ALPN (the only protocol offered to an `h2`
+/// group). A server that chose nothing is logged: its connection closes before any request
+/// goes, and the exchanges waiting for it are retried or answered 502.
+pub(super) fn alpn_agreed(upstreams: &Upstreams, ui: UpstreamId) -> bool {
+    let Some(u) = upstreams.get(ui) else {
+        return false;
+    };
+    match u.alpn() {
+        None | Some(upstream::Alpn::H2) => true,
+        Some(other) => {
+            crate::error!(
+                "upstream {}: `server_proto h2`, but the server did not choose h2 by ALPN \
+                 ({other:?}): check that it serves HTTP/2 over TLS",
+                u.addr
+            );
+            false
+        }
+    }
+}
+
 /// The parts placing an exchange on a stream touches.
 pub(super) struct Parts<'a> {
     pub rt: &'a Runtime,

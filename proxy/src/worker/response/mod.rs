@@ -376,8 +376,14 @@ impl Worker {
             super::h2_origin::stream_turn(parts, &mut self.dirty, ui);
             return false;
         }
-        if u.phase == super::upstream::UpPhase::Connecting && !self.settle_connect(ui) {
-            return true;
+        if u.phase == super::upstream::UpPhase::Connecting {
+            if !self.settle_connect(ui) {
+                return true;
+            }
+            if !super::h2_origin::alpn_agreed(&self.upstreams, ui) {
+                self.close_upstream(ui);
+                return true;
+            }
         }
         if super::h2_origin::conn_turn(&mut self.upstreams, &mut self.bufs, &mut self.dirty, ui) {
             self.close_upstream(ui);
