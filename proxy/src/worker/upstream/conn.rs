@@ -109,7 +109,7 @@ fn fresh(
     rt_gen: u64,
 ) -> Upstream {
     Upstream {
-        sock,
+        sock: Some(sock),
         group,
         server,
         addr,
@@ -239,16 +239,19 @@ pub(in crate::worker) fn settle(c: &mut Conns, rt: &Runtime, ui: UpstreamId) -> 
     let probe = u.phase == UpPhase::Probe;
     // A removed server's indices name an older configuration: its state is not this one's.
     let this = (!u.removed).then_some((u.group, u.server));
+    let Some(sock) = u.sock.as_ref() else {
+        return Settled::Pending;
+    };
     let connected = match &u.tls {
         Some(t) if t.connected() => Some(Ok(())),
-        _ => connect_result(&u.sock),
+        _ => connect_result(sock),
     };
     let up = match connected {
         None => return Settled::Pending,
         Some(Err(_)) => false,
         Some(Ok(())) => match u.tls.as_deref_mut() {
             None => true,
-            Some(t) => match tls::advance(t, &u.sock, u.addr, c.metrics) {
+            Some(t) => match tls::advance(t, sock, u.addr, c.metrics) {
                 Stage::Ready => true,
                 Stage::Pending => return Settled::Pending,
                 Stage::Failed => false,
@@ -388,8 +391,8 @@ pub(in crate::worker) fn close(c: &mut Conns, ui: UpstreamId) -> Freed {
         }
         None => {}
     }
-    if let Some(t) = u.tls.as_deref_mut().filter(|_| !u.peer_failed) {
-        tls::shutdown(t, &u.sock);
+    if let (Some(t), Some(sock)) = (u.tls.as_deref_mut().filter(|_| !u.peer_failed), &u.sock) {
+        tls::shutdown(t, sock);
     }
     // No epoll_ctl(DEL): closing the socket (it is never duplicated) takes it out of the
     // poll set, one syscall per connection less.

@@ -7,8 +7,7 @@
 //! within the origin's windows; its `rbuf` receives the response rendered as HTTP/1.1 (a
 //! status line, the fields, the body raw under a Content-Length or else chunked with the
 //! trailers after the last chunk), which the one response relay reads as it reads any
-//! server's. A stream entry has a duplicate of the connection's descriptor only so that it
-//! is an `Upstream`; it is never registered, read or written. Its own timer is the
+//! server's. A stream entry has no socket (the connection's entry has it). Its own timer is the
 //! exchange's `server_forward_timeout`. Closing it resets its stream (CANCEL) if the stream
 //! is still open; it never goes to a pool and never counts against `conns_n`.
 
@@ -19,7 +18,6 @@ use http1::{BodyDecoder, BodyFraming};
 use super::{flush, read, Flushed, UpPhase, Upstream, UpstreamId, Upstreams};
 use crate::buf::BufPool;
 use crate::outbox::Outbox;
-use crate::socket::Socket;
 
 /// What an entry is to HTTP/2.
 pub enum H2Link {
@@ -133,22 +131,6 @@ pub fn find_conn(
         .map(|(ui, _)| ui)
 }
 
-/// A twin of `sock` for a stream entry: the same connection, never registered or used.
-fn twin(sock: &Socket) -> std::io::Result<Socket> {
-    use std::os::fd::AsFd;
-    let fd = sock.as_fd().try_clone_to_owned()?;
-    match sock {
-        Socket::Tcp(_) => Ok(Socket::Tcp(mio::net::TcpStream::from_std(
-            std::net::TcpStream::from(fd),
-        ))),
-        #[cfg(test)]
-        Socket::Pair(_) => Ok(Socket::Pair(mio::net::UnixStream::from_std(
-            std::os::unix::net::UnixStream::from(fd),
-        ))),
-        Socket::Quic(_) => Err(std::io::ErrorKind::Unsupported.into()),
-    }
-}
-
 /// What a new stream carries: its request, the request body's decoder, whether it is HEAD.
 pub struct NewStream {
     pub request: h2::Request,
@@ -165,7 +147,6 @@ pub fn open_stream(
     new: NewStream,
 ) -> std::io::Result<UpstreamId> {
     let c = upstreams.get(conn).ok_or(std::io::ErrorKind::NotFound)?;
-    let sock = twin(&c.sock)?;
     let stream = H2Stream {
         conn,
         id: None,
@@ -180,7 +161,7 @@ pub fn open_stream(
         chunked: false,
     };
     let entry = Upstream {
-        sock,
+        sock: None,
         group: c.group,
         server: c.server,
         addr: c.addr,

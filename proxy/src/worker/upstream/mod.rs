@@ -51,7 +51,8 @@ pub enum UpPhase {
 }
 
 pub struct Upstream {
-    pub sock: Socket,
+    /// None for an HTTP/2 stream entry (`h2_conn.rs`): its connection's entry has the socket.
+    pub sock: Option<Socket>,
     pub group: usize,
     pub server: usize,
     /// The server's address (the access log's `upstream`).
@@ -140,15 +141,15 @@ pub(super) fn flush(u: &mut Upstream) -> Flushed {
             u.phase,
             UpPhase::Busy | UpPhase::Checking | UpPhase::Tunnel { .. }
         )
-        || h2_conn::is_stream(u)
     {
         return Flushed::Nothing;
     }
+    let Some(sock) = u.sock.as_mut() else {
+        return Flushed::Nothing;
+    };
     let status = match u.tls.as_deref_mut() {
-        None => {
-            crate::transport::Transport::Plain(Default::default()).write(&mut u.sock, &mut u.out)
-        }
-        Some(t) => tls::write(t, &mut u.sock, &mut u.out),
+        None => crate::transport::Transport::Plain(Default::default()).write(sock, &mut u.out),
+        Some(t) => tls::write(t, sock, &mut u.out),
     };
     match status {
         IoStatus::Done(n) if n > 0 => {
@@ -208,6 +209,9 @@ pub(super) fn read(u: &mut Upstream, bufs: &mut BufPool) -> bool {
     if u.tls.is_some() {
         return read_tls(u, bufs);
     }
+    let Some(sock) = u.sock.as_mut() else {
+        return false;
+    };
     let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
     let mut got = false;
     while u.readiness.may_read() {
@@ -215,7 +219,7 @@ pub(super) fn read(u: &mut Upstream, bufs: &mut BufPool) -> bool {
         if asked == 0 {
             break;
         }
-        let result = rbuf.read_from(&mut u.sock);
+        let result = rbuf.read_from(sock);
         u.readiness.after_read(asked, &result);
         match result {
             Ok(0) => {
@@ -244,7 +248,7 @@ pub(super) fn read(u: &mut Upstream, bufs: &mut BufPool) -> bool {
 
 /// [`read`] on a TLS connection: its decrypted bytes, while there is room.
 fn read_tls(u: &mut Upstream, bufs: &mut BufPool) -> bool {
-    let Some(t) = u.tls.as_deref_mut() else {
+    let (Some(t), Some(sock)) = (u.tls.as_deref_mut(), u.sock.as_mut()) else {
         return false;
     };
     // Unlike a cleartext read, a short one says nothing here (the session reads records, not
@@ -256,7 +260,7 @@ fn read_tls(u: &mut Upstream, bufs: &mut BufPool) -> bool {
     let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
     let mut got = false;
     while !rbuf.is_full() {
-        match tls::read(t, (&mut u.sock, u.addr), rbuf) {
+        match tls::read(t, (sock, u.addr), rbuf) {
             tls::Read::Bytes => got = true,
             tls::Read::Wait => break,
             tls::Read::Empty => {
