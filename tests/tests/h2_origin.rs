@@ -253,7 +253,7 @@ fn a_ping_flood_from_the_origin_is_cut_and_answered_502() {
 }
 
 #[test]
-fn server_proto_h2_is_accepted_over_tls_and_cleartext() {
+fn server_proto_h2_is_accepted_over_tls_and_cleartext_not_with_a_health_monitor() {
     let dir = TempDir::new("h2-origin-check");
     let conf = dir.join("proxy.conf");
     for tls in ["", " server_tls on;"] {
@@ -267,4 +267,19 @@ fn server_proto_h2_is_accepted_over_tls_and_cleartext() {
         let out = proxy_cmd(&conf, &["-t"]);
         assert!(out.status.success(), "{tls}: {}", output_text(&out));
     }
+    // A health monitor would send HTTP/1.1 to the h2 server and mark it down: refused.
+    write_file(
+        &conf,
+        "listen 127.0.0.1:9;\nhealth_check h { request \"GET / HTTP/1.1\\r\\nHost: o\\r\\n\\r\\n\"; \
+         resp_code 200; timeout 1; }\n\
+         srv_group up { server 127.0.0.1:9; server_proto h2; health h; }\nvhost a { proxy_pass up; }\n",
+    );
+    let out = proxy_cmd(&conf, &["-t"]);
+    let text = output_text(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("srv_group `up`")
+            && text.contains("a `health` monitor with `server_proto h2`"),
+        "{text}"
+    );
 }
