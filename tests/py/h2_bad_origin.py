@@ -6,6 +6,8 @@ role: one connection at a time on 127.0.0.1:PORT, in one of these modes.
                (python h2); prints "refused N" at each refusal.
   ping_flood   after the SETTINGS exchange, PING frames without end (raw frames); prints
                "goaway code C" when the client's GOAWAY arrives, then stops.
+  silent       sends its SETTINGS, then never acknowledges the client's nor answers; prints
+               "goaway code C" when the client's GOAWAY arrives, then stops.
 
 Usage: h2_bad_origin.py PORT MODE [N]. Runs until killed (the test kills it by pid)."""
 
@@ -97,6 +99,17 @@ def ping_flood(sock):
     print("goaway code %s" % goaway_code(got), flush=True)
 
 
+def silent(sock):
+    got = b""
+    sock.sendall(frame(4, 0, 0, b""))  # SETTINGS, and nothing after
+    while goaway_code(got[len(PREFACE):]) is None:
+        more = sock.recv(65536)
+        if not more:
+            break
+        got += more
+    print("goaway code %s" % goaway_code(got[len(PREFACE):]), flush=True)
+
+
 def main():
     port, mode = int(sys.argv[1]), sys.argv[2]
     listener = socket.socket()
@@ -110,6 +123,8 @@ def main():
                 refuse(sock, int(sys.argv[3]))
             elif mode == "ping_flood":
                 ping_flood(sock)
+            elif mode == "silent":
+                silent(sock)
             else:
                 sys.exit("unknown mode " + mode)
         except (ConnectionError, OSError):

@@ -252,6 +252,33 @@ fn a_ping_flood_from_the_origin_is_cut_and_answered_502() {
     );
 }
 
+/// An origin that never acknowledges the proxy's SETTINGS (nor answers) loses the connection
+/// at the codec's SETTINGS deadline (5 s), GOAWAY SETTINGS_TIMEOUT (4): the request gets
+/// 502 then, not at `server_forward_timeout` (60 s).
+#[test]
+fn an_origin_that_never_acknowledges_settings_is_cut_at_the_deadline() {
+    let dir = TempDir::new("h2-origin-silent");
+    let (mut origin, addr) = bad_origin(&dir, &["silent"]);
+    let (proxy, http, _) = proxy("h2-origin-silent", addr, "");
+    let started = std::time::Instant::now();
+    let answer = get(http, "/");
+    let took = started.elapsed();
+    assert!(
+        answer.starts_with("HTTP/1.1 502"),
+        "{answer}\n{}",
+        proxy.proc.logs()
+    );
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(12),
+        "{took:?}"
+    );
+    assert!(
+        origin.wait_for_output("goaway code 4", T),
+        "no GOAWAY SETTINGS_TIMEOUT\n{}",
+        origin.logs()
+    );
+}
+
 #[test]
 fn server_proto_h2_is_accepted_over_tls_and_cleartext_not_with_a_health_monitor() {
     let dir = TempDir::new("h2-origin-check");

@@ -529,6 +529,7 @@ impl Worker {
                 let freed = self.checks().probe_timed_out(ui);
                 self.serve_freed(freed);
             }
+            upstream::TimerDue::H2 => self.h2_deadline(ui, now),
             upstream::TimerDue::Close => self.close_upstream(ui),
         }
     }

@@ -189,13 +189,15 @@ pub(super) fn stream_turn(
 /// A turn of HTTP/2 connection `ui` (connected): the stream entries it woke are driven
 /// next. True when the connection is over and closes.
 pub(super) fn conn_turn(
-    upstreams: &mut Upstreams,
-    bufs: &mut BufPool,
+    (upstreams, bufs, timers): (&mut Upstreams, &mut BufPool, &mut Timers),
     dirty: &mut VecDeque<Token>,
     ui: UpstreamId,
 ) -> bool {
     let turn = h2_conn::turn(upstreams, bufs, ui, Instant::now());
     dirty.extend(turn.woken.into_iter().map(upstream_token));
+    if !turn.done {
+        h2_conn::arm_deadline(upstreams, timers, ui);
+    }
     turn.done
 }
 

@@ -385,10 +385,18 @@ impl Worker {
                 return true;
             }
         }
-        if super::h2_origin::conn_turn(&mut self.upstreams, &mut self.bufs, &mut self.dirty, ui) {
+        let parts = (&mut self.upstreams, &mut self.bufs, &mut self.timers);
+        if super::h2_origin::conn_turn(parts, &mut self.dirty, ui) {
             self.close_upstream(ui);
         }
         true
+    }
+
+    /// HTTP/2 connection `ui`'s codec deadline came (h2_conn.rs `arm_deadline`): what it
+    /// does (a connection failed, a stream reset) is delivered by a turn now.
+    pub(super) fn h2_deadline(&mut self, ui: UpstreamId, now: Instant) {
+        super::upstream::h2_conn::on_deadline(&mut self.upstreams, ui, now);
+        self.drive_upstream(ui);
     }
 
     /// Writes client `ci`'s queued bytes (client/conn.rs `write`). True if any went out.

@@ -164,6 +164,8 @@ pub(in crate::worker) enum TimerDue {
     Check,
     /// A probe's connect did not finish in time.
     Probe,
+    /// An HTTP/2 connection's codec has a deadline (`h2_conn::arm_deadline`).
+    H2,
     /// Anything else (an idle pooled connection): it closes.
     Close,
 }
@@ -182,6 +184,8 @@ pub(in crate::worker) fn timer_due(
     if u.timer_gen != gen {
         return None;
     }
+    // An HTTP/2 connection's timer is its codec's deadline, not a quiet period.
+    let quiet_limit = quiet_limit.filter(|_| !h2_conn::is_conn(u));
     if let (UpPhase::Busy, Some(limit)) = (u.phase, quiet_limit) {
         // Progress since the timer was armed: wait for the rest of the quiet period.
         if now.saturating_duration_since(u.last_progress) < limit {
@@ -192,6 +196,7 @@ pub(in crate::worker) fn timer_due(
         }
     }
     Some(match (u.phase, u.exchange) {
+        (UpPhase::Busy, None) if h2_conn::is_conn(u) => TimerDue::H2,
         (UpPhase::Connecting, Some(id)) => TimerDue::Connect {
             id,
             group: u.group,

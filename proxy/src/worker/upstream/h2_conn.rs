@@ -30,6 +30,8 @@ pub struct H2Conn {
     pub client: h2::ClientConnection,
     /// Its stream entries, opened or waiting for a stream.
     pub streams: Vec<UpstreamId>,
+    /// The codec's deadline the connection's timer is armed for.
+    armed: Option<Instant>,
 }
 
 /// One exchange on an HTTP/2 connection.
@@ -86,6 +88,7 @@ pub fn start_conn(u: &mut Upstream, limits: h2::Limits, now: Instant) -> Result<
     u.h2 = Some(H2Link::Conn(Box::new(H2Conn {
         client,
         streams: Vec::new(),
+        armed: None,
     })));
     Ok(())
 }
@@ -223,6 +226,11 @@ pub fn orphan_streams(upstreams: &mut Upstreams, streams: &[UpstreamId]) -> Vec<
         let Some(u) = upstreams.get_mut(si) else {
             continue;
         };
+        // One reset already (its event came first) keeps that verdict.
+        if u.peer_closed {
+            woken.push(si);
+            continue;
+        }
         let Some(s) = stream_mut(u) else {
             continue;
         };
@@ -283,6 +291,38 @@ pub fn turn(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId, now: 
         u.peer_closed || (finished && u.out.is_empty())
     });
     Turn { woken, done }
+}
+
+/// Arms connection `ui`'s timer for its codec's next deadline (our SETTINGS unacknowledged,
+/// output the origin does not read, a request body stalled by a window that never opens),
+/// unless it is armed for it already.
+pub fn arm_deadline(upstreams: &mut Upstreams, timers: &mut crate::timers::Timers, ui: UpstreamId) {
+    let Some(u) = upstreams.get_mut(ui) else {
+        return;
+    };
+    let Upstream { h2, timer_gen, .. } = u;
+    let Some(H2Link::Conn(c)) = h2.as_mut() else {
+        return;
+    };
+    let deadline = c.client.next_deadline();
+    if deadline == c.armed {
+        return;
+    }
+    c.armed = deadline;
+    *timer_gen = 0;
+    if let Some(at) = deadline {
+        *timer_gen = timers.next_gen();
+        timers.schedule(at, super::super::token::upstream_token(ui).0, *timer_gen);
+    }
+}
+
+/// Connection `ui`'s codec deadline came: it acts on it (a connection failed, a stream
+/// reset), which its next turn delivers.
+pub fn on_deadline(upstreams: &mut Upstreams, ui: UpstreamId, now: Instant) {
+    if let Some(c) = upstreams.get_mut(ui).and_then(conn_mut) {
+        c.armed = None;
+        c.client.on_timeout(now);
+    }
 }
 
 /// Feeds what `u` read to its HTTP/2 connection and takes the events that follow.
