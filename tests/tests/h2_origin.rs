@@ -185,6 +185,34 @@ fn many_exchanges_share_one_h2c_connection_to_nginx() {
     assert_eq!(conns.len(), 1, "one upstream connection expected: {log:?}");
 }
 
+/// A request's `grpc-timeout` shorter than `server_forward_timeout` is its quiet limit: a
+/// slow answer (2 s, nginx passing `/slow` to a delaying origin) is cut at 0.5 s with 504;
+/// the same request without it waits for the answer.
+#[test]
+fn grpc_timeout_bounds_the_wait_for_the_origin() {
+    let dir = TempDir::new("h2-origin-grpc-timeout");
+    let origin =
+        Origin::start(|r| Response::ok(format!("late {}", r.path())).delay(Duration::from_secs(2)));
+    let ng = nginx(dir.path(), 8, b"", origin.addr());
+    let (proxy, http, _) = proxy("h2-origin-grpc-timeout", ng.addr, "");
+    let url = format!("http://{http}/slow");
+    let started = std::time::Instant::now();
+    let cut = curl(&[
+        "-H",
+        "Host: site.test",
+        "-H",
+        "grpc-timeout: 500m",
+        "-w",
+        "%{http_code}",
+        &url,
+    ]);
+    let took = started.elapsed();
+    assert!(cut.ends_with("504"), "{cut}\n{}", proxy.proc.logs());
+    assert!(took < Duration::from_millis(1800), "{took:?}");
+    let waited = curl(&["-H", "Host: site.test", "-w", " %{http_code}", &url]);
+    assert_eq!(waited, "late /slow 200", "{}", proxy.proc.logs());
+}
+
 /// The misbehaving origin in `mode`.
 fn bad_origin(dir: &TempDir, mode: &[&str]) -> (Proc, SocketAddr) {
     let port = free_port();

@@ -98,23 +98,25 @@ pub(super) fn attach(
     let Ok(si) = h2_conn::open_stream(p.upstreams, conn, id, new) else {
         return Placed::Failed(forward);
     };
-    let server = p.upstreams.get(si).map(|u| u.addr);
+    let (server, quiet) = match p.upstreams.get(si) {
+        Some(u) => (Some(u.addr), u.forward_timeout),
+        None => (None, Duration::from_secs(60)),
+    };
     if !forward.facts.replayable() {
         forward.head = Vec::new();
     }
     forward.up = si;
     forward.sending.resend();
     forward.upstream_time = None;
-    let timeout =
-        (p.rt.groups.get(forward.group)).map_or(Duration::from_secs(60), |g| g.forward_timeout);
     if let Some(ex) = p.exchanges.get_mut(id) {
         if let Some(log) = ex.log.as_mut() {
             log.upstream = server;
         }
         ex.send(forward);
     }
-    // The exchange's own `server_forward_timeout`, on its stream entry.
-    upstream::arm_timer(p.upstreams, p.timers, si, timeout);
+    // The exchange's own `server_forward_timeout` (or shorter `grpc-timeout`), on its stream
+    // entry.
+    upstream::arm_timer(p.upstreams, p.timers, si, quiet);
     p.dirty.push_back(upstream_token(conn));
     if let Some(ci) = ci {
         p.dirty.push_back(client_token(ci));
@@ -149,10 +151,32 @@ fn request(rt: &Runtime, head_text: &[u8]) -> Option<NewStream> {
         request.fields.push(h2::Field::new(b"te", b"trailers"));
         request.field_count += 1;
     }
+    let quiet = request.field(b"grpc-timeout").and_then(grpc_timeout);
     Some(NewStream {
         request,
         body,
         head_request,
+        quiet,
+    })
+}
+
+/// A `grpc-timeout` value (1 to 8 digits and a unit: H, M, S, m, u, n), None if malformed.
+fn grpc_timeout(value: &[u8]) -> Option<Duration> {
+    let (&unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
     })
 }
 
@@ -205,4 +229,24 @@ pub(super) fn conn_turn(
 /// to write: driven next.
 pub(super) fn wake(upstreams: &mut Upstreams, dirty: &mut VecDeque<Token>) {
     dirty.extend(upstreams.h2_woken.drain(..).map(upstream_token));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grpc_timeout;
+    use std::time::Duration;
+
+    #[test]
+    fn grpc_timeouts_are_read_by_their_unit_and_bad_ones_ignored() {
+        assert_eq!(grpc_timeout(b"5S"), Some(Duration::from_secs(5)));
+        assert_eq!(grpc_timeout(b"250m"), Some(Duration::from_millis(250)));
+        assert_eq!(grpc_timeout(b"2H"), Some(Duration::from_secs(7200)));
+        assert_eq!(
+            grpc_timeout(b"99999999n"),
+            Some(Duration::from_nanos(99_999_999))
+        );
+        for bad in [&b""[..], b"S", b"123456789S", b"5s", b"-5S", b"5 S"] {
+            assert_eq!(grpc_timeout(bad), None, "{}", bad.escape_ascii());
+        }
+    }
 }

@@ -139,6 +139,9 @@ pub struct NewStream {
     pub request: h2::Request,
     pub body: Option<BodyDecoder>,
     pub head_request: bool,
+    /// The exchange's quiet limit when shorter than the group's `server_forward_timeout`
+    /// (a gRPC call's `grpc-timeout`).
+    pub quiet: Option<std::time::Duration>,
 }
 
 /// A stream entry on connection `conn` for exchange `id`; its stream opens on the
@@ -150,6 +153,9 @@ pub fn open_stream(
     new: NewStream,
 ) -> std::io::Result<UpstreamId> {
     let c = upstreams.get(conn).ok_or(std::io::ErrorKind::NotFound)?;
+    let forward_timeout = new
+        .quiet
+        .map_or(c.forward_timeout, |q| q.min(c.forward_timeout));
     let stream = H2Stream {
         conn,
         id: None,
@@ -180,7 +186,7 @@ pub fn open_stream(
         last_progress: Instant::now(),
         rt_gen: c.rt_gen,
         removed: c.removed,
-        forward_timeout: c.forward_timeout,
+        forward_timeout,
         retire_at: None,
         health_body: None,
         tls: None,
