@@ -307,6 +307,55 @@ fn an_origin_that_never_acknowledges_settings_is_cut_at_the_deadline() {
     );
 }
 
+/// Flow control to the origin follows the client: while a client reads nothing, the origin
+/// of a 16 MiB answer is held by the windows the proxy does not give back (what it got out
+/// stays below half the body: the socket buffers to the client, 3 MB here, and a stream
+/// window), and once the client reads, the whole body arrives byte-exact.
+#[test]
+fn a_client_that_does_not_read_holds_the_origin_back() {
+    use std::io::{Read, Write};
+    const SIZE: usize = 16 << 20;
+    let dir = TempDir::new("h2-origin-backpressure");
+    let (origin, addr) = bad_origin(&dir, &["big", &SIZE.to_string()]);
+    let (proxy, http, _) = proxy("h2-origin-backpressure", addr, "");
+    let mut conn = std::net::TcpStream::connect(http).expect("connect");
+    conn.set_read_timeout(Some(T)).expect("timeout");
+    conn.write_all(b"GET /big HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n")
+        .expect("send");
+    let mut first = [0u8; 1024];
+    let n = conn.read(&mut first).expect("the head");
+    assert!(
+        first[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        proxy.proc.logs()
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let sent: Vec<usize> = origin
+        .stdout()
+        .lines()
+        .filter_map(|l| l.strip_prefix("sent ")?.parse().ok())
+        .collect();
+    let held = sent.iter().max().copied().unwrap_or(0);
+    eprintln!("held at {held} of {SIZE}");
+    assert!(
+        !origin.stdout().contains("done") && held < SIZE / 2,
+        "the origin got {held} of {SIZE} bytes out to a client that reads nothing"
+    );
+    let mut rest = Vec::with_capacity(SIZE + 1024);
+    rest.extend_from_slice(&first[..n]);
+    conn.read_to_end(&mut rest).expect("the rest");
+    let body_at = rest
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(0, |p| p + 4);
+    let body = &rest[body_at..];
+    assert_eq!(body.len(), SIZE, "{}", proxy.proc.logs());
+    assert!(
+        body.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8),
+        "body differs"
+    );
+}
+
 #[test]
 fn server_proto_h2_is_accepted_over_tls_and_cleartext_not_with_a_health_monitor() {
     let dir = TempDir::new("h2-origin-check");
