@@ -151,7 +151,10 @@ fn request(rt: &Runtime, head_text: &[u8]) -> Option<NewStream> {
         request.fields.push(h2::Field::new(b"te", b"trailers"));
         request.field_count += 1;
     }
-    let quiet = request.field(b"grpc-timeout").and_then(grpc_timeout);
+    // A second past the call's deadline: the ends act on it first (the client sees
+    // DEADLINE_EXCEEDED); the proxy cuts only an origin that ignores it.
+    let quiet = (request.field(b"grpc-timeout").and_then(grpc_timeout))
+        .map(|deadline| deadline.saturating_add(GRPC_DEADLINE_GRACE));
     Some(NewStream {
         request,
         body,
@@ -159,6 +162,9 @@ fn request(rt: &Runtime, head_text: &[u8]) -> Option<NewStream> {
         quiet,
     })
 }
+
+/// How long past a gRPC call's deadline the proxy waits before it cuts the call itself.
+const GRPC_DEADLINE_GRACE: Duration = Duration::from_secs(1);
 
 /// A `grpc-timeout` value (1 to 8 digits and a unit: H, M, S, m, u, n), None if malformed.
 fn grpc_timeout(value: &[u8]) -> Option<Duration> {
@@ -221,6 +227,9 @@ pub(super) fn conn_turn(
     dirty.extend(turn.woken.into_iter().map(upstream_token));
     if !turn.done {
         h2_conn::arm_deadline(upstreams, timers, ui);
+    }
+    if turn.again && !turn.done {
+        dirty.push_back(upstream_token(ui));
     }
     turn.done
 }

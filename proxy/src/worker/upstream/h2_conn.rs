@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use http1::{BodyDecoder, BodyFraming};
 
+use super::h2_render::RenderTo;
 use super::{flush, read, Flushed, UpPhase, Upstream, UpstreamId, Upstreams};
 use crate::buf::BufPool;
 use crate::outbox::Outbox;
@@ -256,6 +257,9 @@ pub struct Turn {
     pub woken: Vec<UpstreamId>,
     /// The connection is over: close it.
     pub done: bool,
+    /// Still moving after a full round: drive it again after the others (with edge-triggered
+    /// readiness no event would come for bytes already waiting).
+    pub again: bool,
 }
 
 /// One turn of HTTP/2 connection `ui`: waiting streams opened, request bodies passed on
@@ -263,16 +267,26 @@ pub struct Turn {
 /// entries.
 pub fn turn(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId, now: Instant) -> Turn {
     let mut woken = Vec::new();
+    let mut again = true;
+    let over = |woken| Turn {
+        woken,
+        done: true,
+        again: false,
+    };
     for _ in 0..64 {
         let mut progressed = send_streams(upstreams, ui, &mut woken);
         let Some(u) = upstreams.get_mut(ui) else {
-            return Turn { woken, done: true };
+            return over(woken);
         };
         if u.phase == UpPhase::Connecting {
-            return Turn { woken, done: false };
+            return Turn {
+                woken,
+                done: false,
+                again: false,
+            };
         }
         let Some(c) = conn_mut(u) else {
-            return Turn { woken, done: true };
+            return over(woken);
         };
         if !c.client.output().is_empty() {
             let bytes = c.client.take_output();
@@ -288,6 +302,7 @@ pub fn turn(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId, now: 
             deliver(upstreams, ui, ev, &mut woken);
         }
         if !progressed {
+            again = false;
             break;
         }
     }
@@ -296,7 +311,7 @@ pub fn turn(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId, now: 
             conn_mut(u).is_none_or(|c| c.client.is_done() && c.client.output().is_empty());
         u.peer_closed || (finished && u.out.is_empty())
     });
-    Turn { woken, done }
+    Turn { woken, done, again }
 }
 
 /// Arms connection `ui`'s timer for its codec's next deadline (our SETTINGS unacknowledged,
@@ -566,14 +581,6 @@ pub fn refill(upstreams: &mut Upstreams, bufs: &mut BufPool, si: UpstreamId) -> 
         }
     }
     moved
-}
-
-/// The pieces [`super::h2_render`] writes into.
-pub(super) struct RenderTo<'a> {
-    pub overflow: &'a mut Vec<u8>,
-    pub owed: &'a mut usize,
-    pub head_request: bool,
-    pub chunked: &'a mut bool,
 }
 
 impl H2Stream {

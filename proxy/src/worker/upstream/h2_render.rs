@@ -8,7 +8,15 @@
 
 use h2::ClientEvent;
 
-use super::h2_conn::RenderTo;
+/// A stream's pieces a rendering writes into (`H2Stream::render_to`): its response bytes not
+/// yet in the read buffer, the window owed for its body bytes, whether the request was HEAD,
+/// whether its body is rendered chunked.
+pub(super) struct RenderTo<'a> {
+    pub overflow: &'a mut Vec<u8>,
+    pub owed: &'a mut usize,
+    pub head_request: bool,
+    pub chunked: &'a mut bool,
+}
 
 /// Renders `ev` (any event but a reset, window or connection one) into a stream's response
 /// bytes.
