@@ -111,6 +111,7 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
                 while let Some(id) = h3.quic.streams().accept(dir) {
                     read_stream(h3, id);
                 }
+                h3.widen_streams();
             }
             Event::Stream(StreamEvent::Readable { id }) => read_stream(h3, id),
             Event::Stream(StreamEvent::Stopped { id, .. }) => {
@@ -375,6 +376,7 @@ pub fn flush(
             );
         }
     }
+    h3.release_idle();
     let next = h3.quic.poll_timeout();
     if next.is_some() && next != h3.armed_at {
         h3.armed_at = next;
