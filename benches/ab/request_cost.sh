@@ -27,14 +27,18 @@
 # a kept-alive upstream connection: proxied_10b to the plain origin, proxied_tls_10b to an
 # origin over TLS (nginx serving the 10-byte file with the same certificate, on core 0;
 # the proxy with `server_tls on`, nginx with `proxy_pass https://`, both verifying the
-# certificate and its name, both resuming sessions). Each measurement: start the server (one worker,
+# certificate and its name, both resuming sessions), proxied_h2_10b to an origin speaking
+# HTTP/2 in cleartext (nginx serving the 10-byte file with `listen ... http2`, on core 0;
+# the proxy with `server_proto h2`, nginx with `grpc_pass grpc://`, the only way Debian's
+# nginx 1.22 speaks HTTP/2 to an upstream: its grpc module carries any request on a kept
+# connection's streams). Each measurement: start the server (one worker,
 # pinned to core 1; client and origin on core 0), 10 s of warm-up under valgrind (fills the
 # proxy's cache), then a run whose steady state is counted: after RC_SETTLE [8] s (its
 # handshakes done) the counters are zeroed, RC_SECS [10] s later dumped, and the requests in
 # between are the calls of a function the server makes once per request. Then the same
 # without valgrind for RC_SYS_SECS [5] s with the syscall counters. RC_PORT [24643] moves
-# the ports (the server's, +1, the origin's, +2, and the TLS origin's, +3) off another
-# run's. Output: a Markdown table on stdout, the per-function detail (the largest functions of each part, "other"
+# the ports (the server's, +1, the origin's, +2, the TLS origin's, +3, the h2c origin's,
+# +4) off another run's. Output: a Markdown table on stdout, the per-function detail (the largest functions of each part, "other"
 # included) in a temporary directory it names. Everything it starts is stopped by pid on
 # exit.
 set -euo pipefail
@@ -55,6 +59,7 @@ SYS_SECS=${RC_SYS_SECS:-5}
 PORT=${RC_PORT:-24643}
 ORIGIN_PORT=$((PORT + 2))
 TLS_ORIGIN_PORT=$((PORT + 3))
+H2_ORIGIN_PORT=$((PORT + 4))
 HOST=tempesta-tech.com
 BIG=26624
 ROWS=(keepalive_10b keepalive_26k)
@@ -64,7 +69,7 @@ while [[ $# -gt 0 ]]; do
     case $1 in
         --rows) shift; ROWS=(); while [[ $# -gt 0 && $1 != --* ]]; do ROWS+=("$1"); shift; done; continue ;;
         --servers) shift; SERVERS=(); while [[ $# -gt 0 && $1 != --* ]]; do SERVERS+=("$1"); shift; done; continue ;;
-        -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument '$1'" ;;
     esac
 done
@@ -86,9 +91,10 @@ chmod 755 "$WORK"
 SERVER_PID=
 ORIGIN_PID=
 TLS_ORIGIN_PID=
+H2_ORIGIN_PID=
 cleanup() {
     stop_pids ${SERVER_PID:+"$SERVER_PID"} ${ORIGIN_PID:+"$ORIGIN_PID"} \
-        ${TLS_ORIGIN_PID:+"$TLS_ORIGIN_PID"}
+        ${TLS_ORIGIN_PID:+"$TLS_ORIGIN_PID"} ${H2_ORIGIN_PID:+"$H2_ORIGIN_PID"}
 }
 trap cleanup EXIT
 
@@ -121,7 +127,9 @@ sed -e "s|^cache 1;|cache 0;|" "$WORK/proxy.conf" >"$WORK/proxy-plain.conf"
 grep -q "^cache 0;" "$WORK/proxy-plain.conf" || die "etc/tempesta.conf changed shape (cache 1)"
 sed -e "s|server 127\.0\.0\.1:$ORIGIN_PORT;|server 127.0.0.1:$TLS_ORIGIN_PORT;\nserver_tls on;\nserver_tls_ca $WORK/cert.pem;\nserver_tls_sni $HOST;|" \
     "$WORK/proxy-plain.conf" >"$WORK/proxy-tls.conf"
-for kind in plain tls; do
+sed -e "s|server 127\.0\.0\.1:$ORIGIN_PORT;|server 127.0.0.1:$H2_ORIGIN_PORT;\nserver_proto h2;|" \
+    "$WORK/proxy-plain.conf" >"$WORK/proxy-h2.conf"
+for kind in plain tls h2; do
     mkdir -p "$WORK/nginx-proxy-$kind/tmp"
     sed -e "s|@WORKERS@|1|g" -e "s|@PREFIX@|$WORK/nginx-proxy-$kind|g" \
         -e "s|@ADDR@|127.0.0.1:$PORT|g" -e "s|@CERT@|$WORK/cert.pem|g" -e "s|@KEY@|$WORK/key.pem|g" \
@@ -135,11 +143,23 @@ sed -i -e "s|server 127\.0\.0\.1:$ORIGIN_PORT;|server 127.0.0.1:$TLS_ORIGIN_PORT
     -e "s|proxy_pass http://origin;|proxy_pass https://origin;\n            proxy_ssl_verify on;\n            proxy_ssl_trusted_certificate $WORK/cert.pem;\n            proxy_ssl_name $HOST;\n            proxy_ssl_server_name on;\n            proxy_ssl_session_reuse on;|" \
     "$WORK/nginx-proxy-tls/nginx.conf"
 grep -q "proxy_pass https://origin;" "$WORK/nginx-proxy-tls/nginx.conf" || die "etc/nginx-cache.conf changed shape (proxy_pass)"
+sed -i -e "s|server 127\.0\.0\.1:$ORIGIN_PORT;|server 127.0.0.1:$H2_ORIGIN_PORT;|" \
+    -e "s|proxy_pass http://origin;|grpc_pass grpc://origin;|" -e "/proxy_http_version 1.1;/d" \
+    -e "/proxy_set_header Connection/d" -e "s|proxy_set_header Host|grpc_set_header Host|" \
+    "$WORK/nginx-proxy-h2/nginx.conf"
+grep -q "grpc_pass grpc://origin;" "$WORK/nginx-proxy-h2/nginx.conf" || die "etc/nginx-cache.conf changed shape (grpc_pass)"
 # The TLS origin: nginx serving the files, with the same certificate (nginx-static.conf).
 mkdir -p "$WORK/tls-origin/tmp"
 sed -e "s|@WORKERS@|1|g" -e "s|@PREFIX@|$WORK/tls-origin|g" -e "s|@ADDR@|127.0.0.1:$TLS_ORIGIN_PORT|g" \
     -e "s|@ROOT@|$WORK/www|g" -e "s|@CERT@|$WORK/cert.pem|g" -e "s|@KEY@|$WORK/key.pem|g" \
     -e "s|@USER@|$NGINX_USER|g" "$ROOT/etc/nginx-static.conf" >"$WORK/tls-origin/nginx.conf"
+# The h2c origin: the same, listening for HTTP/2 in cleartext (prior knowledge).
+mkdir -p "$WORK/h2-origin/tmp"
+sed -e "s|@WORKERS@|1|g" -e "s|@PREFIX@|$WORK/h2-origin|g" -e "s|@ADDR@|127.0.0.1:$H2_ORIGIN_PORT|g" \
+    -e "s|@ROOT@|$WORK/www|g" -e "s|@CERT@|$WORK/cert.pem|g" -e "s|@KEY@|$WORK/key.pem|g" \
+    -e "s|@USER@|$NGINX_USER|g" -e "s| ssl http2 | http2 |" \
+    "$ROOT/etc/nginx-static.conf" >"$WORK/h2-origin/nginx.conf"
+grep -q "listen 127.0.0.1:$H2_ORIGIN_PORT http2" "$WORK/h2-origin/nginx.conf" || die "etc/nginx-static.conf changed shape (listen)"
 
 answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 wait_port() {   # pid port log
@@ -163,15 +183,24 @@ if [[ " ${ROWS[*]} " == *" proxied_tls_10b "* ]]; then
     TLS_ORIGIN_PID=$!
     wait_port "$TLS_ORIGIN_PID" "$TLS_ORIGIN_PORT" "$WORK/tls-origin.log"
 fi
+if [[ " ${ROWS[*]} " == *" proxied_h2_10b "* ]]; then
+    ! answers "$H2_ORIGIN_PORT" || die "127.0.0.1:$H2_ORIGIN_PORT already answers"
+    taskset -c 0 nginx -p "$WORK/h2-origin/" -c "$WORK/h2-origin/nginx.conf" \
+        -e "$WORK/h2-origin/error.log" -g "master_process off;" >"$WORK/h2-origin.log" 2>&1 &
+    H2_ORIGIN_PID=$!
+    wait_port "$H2_ORIGIN_PID" "$H2_ORIGIN_PORT" "$WORK/h2-origin.log"
+fi
 
 # The configuration of server $1 for row $2 (the proxies': a file; nginx's: its prefix).
 conf_of() {
     case $1:$2 in
         proxy*:proxied_10b) echo "$WORK/proxy-plain.conf" ;;
         proxy*:proxied_tls_10b) echo "$WORK/proxy-tls.conf" ;;
+        proxy*:proxied_h2_10b) echo "$WORK/proxy-h2.conf" ;;
         proxy*:*) echo "$WORK/proxy.conf" ;;
         nginx_proxy:proxied_10b) echo "$WORK/nginx-proxy-plain" ;;
         nginx_proxy:proxied_tls_10b) echo "$WORK/nginx-proxy-tls" ;;
+        nginx_proxy:proxied_h2_10b) echo "$WORK/nginx-proxy-h2" ;;
         nginx_static:proxied_*) die "nginx_static serves files: the proxied rows are for nginx_proxy" ;;
         nginx_static:*) echo "$WORK/nginx" ;;
         nginx_proxy:*) die "nginx_proxy has no cache: it runs the proxied rows only" ;;
@@ -201,7 +230,7 @@ stop() { stop_pids "$SERVER_PID"; SERVER_PID=; }
 client() {
     local path
     case $1 in
-        keepalive_10b | proxied_10b | proxied_tls_10b) path=/ ;;
+        keepalive_10b | proxied_10b | proxied_tls_10b | proxied_h2_10b) path=/ ;;
         keepalive_26k) path=/bytes/$BIG ;;
         h2_10b)
             timeout -s KILL $(($2 + 60)) taskset -c 0 h2load -t 1 -c "${4:-100}" -m 10 \
@@ -209,7 +238,7 @@ client() {
                 { cat "$3.txt" >&2; die "h2load failed"; }
             python3 "$HERE/request_parts.py" h2load "$3.txt" "$3" || die "the $1 run had errors: $3.txt"
             return ;;
-        *) die "unknown row '$1' (keepalive_10b keepalive_26k h2_10b proxied_10b proxied_tls_10b)" ;;
+        *) die "unknown row '$1' (keepalive_10b keepalive_26k h2_10b proxied_10b proxied_tls_10b proxied_h2_10b)" ;;
     esac
     timeout -s KILL $(($2 + 60)) taskset -c 0 "$BIN_DIR/http-perf" -c "${4:-100}" -t 1 -d "${2}s" \
         --timeout 60s --json --connect "127.0.0.1:$PORT" "https://$HOST$path" >"$3" 2>"$3.err" ||

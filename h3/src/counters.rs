@@ -94,12 +94,20 @@ impl Flood {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     floods: [u64; Flood::ALL.len()],
-    stream_errors: [u64; ErrorCode::ALL.len()],
-    conn_errors: [u64; ErrorCode::ALL.len()],
+    /// Allocated at the first error: most connections have none, and the counts by code
+    /// are most of the connection's size (issue 33's idle connection bytes).
+    errors: Option<Box<ErrorCounts>>,
     /// Requests handed to the application.
     pub requests: u64,
     /// Frames of unknown or reserved type skipped (within the limit).
     pub skipped_frames: u64,
+}
+
+/// Stream and connection errors by code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ErrorCounts {
+    stream: [u64; ErrorCode::ALL.len()],
+    conn: [u64; ErrorCode::ALL.len()],
 }
 
 impl Counters {
@@ -108,11 +116,11 @@ impl Counters {
     }
 
     pub fn stream_errors(&self, code: ErrorCode) -> u64 {
-        self.stream_errors[code.index()]
+        self.errors.as_ref().map_or(0, |e| e.stream[code.index()])
     }
 
     pub fn conn_errors(&self, code: ErrorCode) -> u64 {
-        self.conn_errors[code.index()]
+        self.errors.as_ref().map_or(0, |e| e.conn[code.index()])
     }
 
     pub(crate) fn trip(&mut self, kind: Flood) {
@@ -120,10 +128,39 @@ impl Counters {
     }
 
     pub(crate) fn stream_error(&mut self, code: ErrorCode) {
-        self.stream_errors[code.index()] += 1;
+        self.errors_mut().stream[code.index()] += 1;
     }
 
     pub(crate) fn conn_error(&mut self, code: ErrorCode) {
-        self.conn_errors[code.index()] += 1;
+        self.errors_mut().conn[code.index()] += 1;
+    }
+
+    fn errors_mut(&mut self) -> &mut ErrorCounts {
+        self.errors.get_or_insert_with(|| {
+            Box::new(ErrorCounts {
+                stream: [0; ErrorCode::ALL.len()],
+                conn: [0; ErrorCode::ALL.len()],
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counts by code start at zero without their table and count each code apart.
+    #[test]
+    fn error_counts_are_kept_by_code_once_there_is_one() {
+        let mut c = Counters::default();
+        assert_eq!(c.conn_errors(ErrorCode::FrameError), 0);
+        assert!(c.errors.is_none());
+        c.conn_error(ErrorCode::FrameError);
+        c.stream_error(ErrorCode::MessageError);
+        c.stream_error(ErrorCode::MessageError);
+        assert_eq!(c.conn_errors(ErrorCode::FrameError), 1);
+        assert_eq!(c.stream_errors(ErrorCode::MessageError), 2);
+        assert_eq!(c.stream_errors(ErrorCode::FrameError), 0);
+        assert_eq!(c.conn_errors(ErrorCode::MessageError), 0);
     }
 }

@@ -143,6 +143,8 @@ pub struct GroupRt {
     pub health: Option<Arc<crate::health_monitor::HealthMonitor>>,
     /// `server_tls on` (an extension): the client context its connections start from.
     pub tls: Option<Arc<crate::upstream_tls::UpstreamTls>>,
+    /// `server_proto h2` (an extension): HTTP/2 to its servers (`worker/upstream/h2_conn.rs`).
+    pub h2: bool,
 }
 
 pub struct ServerRt {
@@ -185,8 +187,8 @@ pub enum RuntimeError {
         group: String,
         reason: String,
     },
-    /// `server_proto h2`: HTTP/2 to servers, which the worker does not speak yet.
-    UpstreamH2 {
+    /// `server_proto h2` with a `health` monitor, whose request goes as HTTP/1.1 today.
+    UpstreamH2Health {
         group: String,
     },
 }
@@ -216,10 +218,10 @@ impl fmt::Display for RuntimeError {
                     "error: srv_group `{group}`: TLS to its servers: {reason}"
                 )
             }
-            RuntimeError::UpstreamH2 { group } => write!(
+            RuntimeError::UpstreamH2Health { group } => write!(
                 f,
-                "error: srv_group `{group}`: `server_proto h2` is not implemented by this build \
-                 (its workers speak HTTP/1.1 to servers): write `server_proto http1;` or leave it out"
+                "error: srv_group `{group}`: a `health` monitor with `server_proto h2` is not \
+                 implemented (its request goes as HTTP/1.1 and marks an h2 server down)"
             ),
             RuntimeError::Cache { vhost, reason } => {
                 write!(f, "error: vhost `{vhost}`: cache settings: {reason}")
@@ -408,11 +410,12 @@ fn groups(config: &Config) -> Result<Vec<GroupRt>, RuntimeError> {
         .server_groups
         .iter()
         .map(|g| -> Result<GroupRt, RuntimeError> {
-            if g.proto == config::ServerProto::H2 {
+            if g.proto == config::ServerProto::H2 && g.health.is_some() {
                 let group = g.name.clone();
-                return Err(RuntimeError::UpstreamH2 { group });
+                return Err(RuntimeError::UpstreamH2Health { group });
             }
             Ok(GroupRt {
+                h2: g.proto == config::ServerProto::H2,
                 tls: tls(g)?,
                 name: g.name.clone(),
                 servers: g

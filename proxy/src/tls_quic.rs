@@ -22,6 +22,12 @@ const INCOMING_BUFFER: u64 = 16 * 1024;
 /// The same for all new connections of an endpoint together.
 const INCOMING_BUFFER_TOTAL: u64 = 1 << 20;
 
+/// Request streams a new connection may open at once, before it is widened toward
+/// `max_concurrent_streams` (see [`transport`]): with the 8 unidirectional ones, 28 entries,
+/// what quinn-proto's two stream tables hold at 32 buckets (1.4 KB, against 5.4 KB for
+/// 100), and more than a browser's first burst and than `h3_qpack_blocked_streams`' default.
+pub const INITIAL_STREAMS: u32 = 20;
+
 /// The endpoint settings every worker of the process shares, chief among them the stateless
 /// reset key: a worker that gets a datagram of a connection no worker holds answers with a
 /// reset the client believes only if its token is the one the owning worker derived from
@@ -131,16 +137,24 @@ pub fn build(config: &Config) -> Result<Option<Arc<quinn_proto::ServerConfig>>, 
 /// What quinn-proto may hold per connection, by configuration (`h3_*`, docs/HTTP3.md
 /// "Limits"): request bytes received and not yet read (per stream, and in all), response
 /// bytes written and not yet acknowledged, CRYPTO data out of order. quinn-proto's defaults
-/// are 1.25 MB per stream, unbounded in all, 10 MB, 16 KiB.
+/// are 1.25 MB per stream, unbounded in all, 10 MB, 16 KiB; and no DATAGRAM frames.
 fn transport(config: &Config) -> quinn_proto::TransportConfig {
     let h3 = &config.h3;
     let mut transport = quinn_proto::TransportConfig::default();
     transport.max_concurrent_uni_streams(8u32.into());
-    transport.max_concurrent_bidi_streams(config.max_concurrent_streams.into());
+    // quinn-proto keeps a table entry for every stream the client may open: a connection
+    // starts with a few and is widened toward `max_concurrent_streams` as it uses them
+    // (`quic/codec.rs` `widen_streams`), so that an idle one does not pay for 100.
+    let first = config.max_concurrent_streams.min(INITIAL_STREAMS);
+    transport.max_concurrent_bidi_streams(first.into());
     transport.stream_receive_window(h3.stream_window.into());
     transport.receive_window(h3.connection_window.into());
     transport.send_window(h3.send_window.into());
     transport.crypto_buffer_size(h3.crypto_buffer as usize);
+    // No DATAGRAM frames (RFC 9221): nothing here reads them, so a client that sent them
+    // would fill quinn-proto's buffer for them (1.25 MB per connection by default). Without
+    // the transport parameter, a DATAGRAM frame is a protocol violation.
+    transport.datagram_receive_buffer_size(None);
     // An idle connection ends after `keepalive_timeout`, as a TCP one does; a handshake
     // that stalls, too (QUIC's idle timer runs from the first packet).
     let idle = config

@@ -7,9 +7,9 @@
 //! Transfer-Encoding); TE only as `trailers`; `content-length` only for a known length (the
 //! body's end is END_STREAM).
 //!
-//! Not called by the worker yet: its upstream connections speak HTTP/1.1 only (`server_proto
-//! h2` is refused at load, `runtime.rs`). This is the request half of that codec's glue, kept
-//! beside `upstream_tls.rs` until the worker's HTTP/2 upstream connections use it.
+//! Called by the worker for `server_proto h2` groups (`worker/h2_origin.rs`, h2c). The
+//! response half, [`response_head`], is not: the worker renders an HTTP/2 origin's response
+//! as HTTP/1.1 for its one relay (`worker/upstream/h2_render.rs`).
 
 use http1::{BodyFraming, ConnectionOption, RequestSink};
 

@@ -1,7 +1,7 @@
 //! TLS to a group's servers (`server_tls`, an extension): the client context each group with
 //! TLS gets when a configuration loads, the session each new connection starts from (SNI,
 //! the certificate check against the CA and the server's name or IP address, the client
-//! certificate, ALPN `http/1.1`, the server's last session offered for resumption), and a
+//! certificate, ALPN `http/1.1` (`h2` for `server_proto h2`), the server's last session offered for resumption), and a
 //! failed handshake's reason in words.
 //!
 //! Sessions are kept per server of the group, the last one each server gave (TLS 1.3
@@ -25,9 +25,12 @@ use openssl::ssl::{
 use openssl::x509::verify::X509CheckFlags;
 use openssl::x509::X509VerifyResult;
 
-/// The protocol offered: HTTP/1.1 only, for now (an h2 codec would add `h2` and read the
-/// answer, `Handshaken::alpn`).
+/// The protocol offered to an HTTP/1.1 group: HTTP/1.1 only.
 const ALPN: &[u8] = b"\x08http/1.1";
+/// The protocol offered to a `server_proto h2` group: h2 only. Its connections speak
+/// HTTP/2 from their first byte; a server that does not choose `h2` gets no request
+/// (`worker/h2_origin.rs` `alpn_agreed`).
+const ALPN_H2: &[u8] = b"\x02h2";
 
 /// Where the system's trust store usually is, when `server_tls_ca` is not given (Debian and
 /// its kind; Fedora and its kind).
@@ -69,7 +72,11 @@ impl UpstreamTls {
         // WantWrite offers the same bytes from wherever the outbox holds them now
         // (`transport::write_tls`), as on the client side (`ktls::ossl`).
         b.set_mode(SslMode::RELEASE_BUFFERS | SslMode::ACCEPT_MOVING_WRITE_BUFFER);
-        b.set_alpn_protos(ALPN).map_err(|e| named("ALPN", e))?;
+        let alpn = match group.proto {
+            config::ServerProto::H2 => ALPN_H2,
+            config::ServerProto::Http1 => ALPN,
+        };
+        b.set_alpn_protos(alpn).map_err(|e| named("ALPN", e))?;
         if tls.verify {
             b.set_verify(SslVerifyMode::PEER);
             trust(&mut b, tls.ca.as_deref())?;
@@ -186,7 +193,9 @@ pub enum Failure {
 /// to the socket.
 pub fn failure(ssl: &SslRef, err: &TlsError) -> (Failure, String) {
     let verdict = ssl.verify_result();
-    if verdict != X509VerifyResult::OK {
+    // Without the server's certificate the verdict is only "not verified" (the handshake
+    // broke off before: an alert, such as no ALPN protocol in common): the reason is there.
+    if verdict != X509VerifyResult::OK && ssl.peer_certificate().is_some() {
         let text = format!("certificate verify failed: {}", verdict.error_string());
         return (Failure::Verify, text);
     }

@@ -6,6 +6,11 @@ role: one connection at a time on 127.0.0.1:PORT, in one of these modes.
                (python h2); prints "refused N" at each refusal.
   ping_flood   after the SETTINGS exchange, PING frames without end (raw frames); prints
                "goaway code C" when the client's GOAWAY arrives, then stops.
+  big N        answers every request with N bytes (byte i is i % 251) as fast as the
+               client's windows allow (python h2); prints "sent TOTAL" each time the window
+               stops it, and "done" at the end.
+  silent       sends its SETTINGS, then never acknowledges the client's nor answers; prints
+               "goaway code C" when the client's GOAWAY arrives, then stops.
 
 Usage: h2_bad_origin.py PORT MODE [N]. Runs until killed (the test kills it by pid)."""
 
@@ -97,6 +102,48 @@ def ping_flood(sock):
     print("goaway code %s" % goaway_code(got), flush=True)
 
 
+def big(sock, n):
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding=None))
+    c.initiate_connection()
+    sock.sendall(c.data_to_send())
+    body = bytes(i % 251 for i in range(251)) * (n // 251 + 1)
+    streams = {}
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            return
+        for ev in c.receive_data(data):
+            if isinstance(ev, h2.events.RequestReceived):
+                c.send_headers(ev.stream_id, [(b":status", b"200"), (b"content-length", str(n).encode())])
+                streams[ev.stream_id] = 0
+        for sid in list(streams):
+            sent = streams[sid]
+            while sent < n:
+                room = min(c.local_flow_control_window(sid), c.max_outbound_frame_size, n - sent)
+                if room <= 0:
+                    print("sent %d" % sent, flush=True)
+                    break
+                c.send_data(sid, body[sent:sent + room], end_stream=sent + room == n)
+                sent += room
+                sock.sendall(c.data_to_send())
+            streams[sid] = sent
+            if sent == n:
+                print("done", flush=True)
+                del streams[sid]
+        sock.sendall(c.data_to_send())
+
+
+def silent(sock):
+    got = b""
+    sock.sendall(frame(4, 0, 0, b""))  # SETTINGS, and nothing after
+    while goaway_code(got[len(PREFACE):]) is None:
+        more = sock.recv(65536)
+        if not more:
+            break
+        got += more
+    print("goaway code %s" % goaway_code(got[len(PREFACE):]), flush=True)
+
+
 def main():
     port, mode = int(sys.argv[1]), sys.argv[2]
     listener = socket.socket()
@@ -110,6 +157,10 @@ def main():
                 refuse(sock, int(sys.argv[3]))
             elif mode == "ping_flood":
                 ping_flood(sock)
+            elif mode == "big":
+                big(sock, int(sys.argv[3]))
+            elif mode == "silent":
+                silent(sock)
             else:
                 sys.exit("unknown mode " + mode)
         except (ConnectionError, OSError):

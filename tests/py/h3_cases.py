@@ -206,6 +206,13 @@ async def case(client, name):
         check(a.status == 200, "GET before the stop", a)
         print("ok hold_request", flush=True)
         await asyncio.wait_for(client.wait_closed(), 15)
+    elif name == "no_datagrams":
+        # The client offers DATAGRAM frames (main sets max_datagram_frame_size); the server
+        # must not: nothing of it reads them.
+        a = await client.request("GET", "/small")
+        check(a.status == 200, "GET /small", a)
+        remote = client._quic._remote_max_datagram_frame_size
+        check(remote is None, f"the server offers no DATAGRAM frames (it said {remote})")
     else:
         raise AssertionError(f"unknown case {name}")
 
@@ -213,6 +220,8 @@ async def case(client, name):
 async def main(port, cases):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=SNI)
     config.verify_mode = ssl.CERT_NONE
+    if "no_datagrams" in cases:
+        config.max_datagram_frame_size = 65536
     if cases == ["refused"]:
         # A server name no vhost has, without tls_match_any_server_name: no handshake.
         try:

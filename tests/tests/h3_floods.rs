@@ -207,6 +207,21 @@ fn h3_held_streams_are_bounded_by_the_stream_credit() {
     no_panic(&site);
 }
 
+/// A connection starts with 20 request streams (quinn-proto keeps a table entry per stream
+/// the limit allows: an idle connection does not pay for 100) and is widened as it uses
+/// them: a client holding every stream it may open reaches `max_concurrent_streams` (100
+/// by default), no more.
+#[test]
+fn h3_stream_limit_widens_to_max_concurrent_streams() {
+    let origin = origin();
+    let site = start(&origin, "h3-widen-streams", "");
+    let report = flood(&site, "streams", 2, 2);
+    assert_eq!(report["established"], 2, "{report}");
+    assert_eq!(report["most_open"], 100, "{report}");
+    served(&site);
+    no_panic(&site);
+}
+
 /// Rapid reset: requests the origin takes 1.5 s to answer, each stopped right after it
 /// was sent: the reset budget (200) runs out and the connection is closed with
 /// H3_EXCESSIVE_LOAD; an aioquic client is served.

@@ -129,6 +129,7 @@ fn h3_requests_are_served_through_the_exchange_pipeline() {
         "bad_method",
         "cancel",
         "abandon",
+        "no_datagrams",
     ];
     h3_cases(both.port(), &cases, &proxy);
     // The cache answered the second /cached: the origin saw it once.

@@ -150,6 +150,19 @@ impl Connection {
         }
     }
 
+    /// Gives back the capacity of what is empty now: the event queue, the request table,
+    /// the QPACK decoder's buffers. For a connection going idle (no request stream): a
+    /// queue or table grown by its last requests is allocated again when next used.
+    pub fn release_idle(&mut self) {
+        if self.events.is_empty() {
+            self.events.shrink_to_fit();
+        }
+        if self.requests.is_empty() {
+            self.requests.shrink_to_fit();
+        }
+        self.qpack.release_idle();
+    }
+
     /// The next event, in order.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()

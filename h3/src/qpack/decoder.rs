@@ -66,6 +66,19 @@ impl Decoder {
         }
     }
 
+    /// Gives back the capacity of the buffers that are empty (see
+    /// `Connection::release_idle`); the dynamic table keeps its entries.
+    pub fn release_idle(&mut self) {
+        for buf in [&mut self.encoder_buf, &mut self.instructions] {
+            if buf.is_empty() {
+                buf.shrink_to_fit();
+            }
+        }
+        if self.blocked.is_empty() {
+            self.blocked.shrink_to_fit();
+        }
+    }
+
     /// Decodes the field section of a HEADERS frame on `stream`, or holds it while it is
     /// blocked. A stream has at most one section held: its caller reads nothing more of
     /// the stream until it is decoded.

@@ -131,6 +131,7 @@ fn peer_group(addr: SocketAddr, check: &config::HealthCheck) -> GroupRt {
             false,
         ))),
         tls: None,
+        h2: false,
     }
 }
 

@@ -12,8 +12,10 @@ use super::client::ClientId;
 use super::exchange::{ExchangeId, Facts, Forward, Receiving, Sending, Stage, TierFallback};
 use super::finish::Refusal;
 use super::h1::Reply;
+use super::h2_origin;
 use super::token::{client_token, upstream_token};
 use super::upstream::groups::{self, request_key, Pick};
+use super::upstream::h2_conn::find_conn;
 use super::upstream::{self, Flushed, Settled, UpPhase, UpstreamEnd, UpstreamId};
 use super::Worker;
 use crate::metrics::bump;
@@ -176,6 +178,10 @@ impl Worker {
     pub(super) fn dispatch(&mut self, id: ExchangeId, mut forward: Box<Forward>) {
         let mut avoid = None;
         loop {
+            // `server_proto h2`: exchanges share connections, each on a stream; a WebSocket
+            // handshake has no HTTP/2 form here and goes as HTTP/1.1.
+            let group = forward.group;
+            let h2 = h2_origin::is_h2(&self.rt, group) && !forward.facts.websocket();
             match self.scheduling().pick(
                 id,
                 forward.group,
@@ -183,11 +189,22 @@ impl Worker {
                 avoid,
                 forward.facts.websocket(),
             ) {
+                Pick::Pooled(ui) if h2 && h2_origin::start_conn(&mut self.upstreams, ui) => {
+                    return self.attach_h2(id, ui, forward)
+                }
                 Pick::Pooled(ui) => return self.attach(id, ui, forward),
                 Pick::Connect(server) => {
+                    let shared =
+                        h2.then(|| find_conn(&self.upstreams, (group, Some(server)), self.rt_gen));
+                    if let Some(conn) = shared.flatten() {
+                        return self.attach_h2(id, conn, forward);
+                    }
                     let (mut conns, open) = self.conns();
                     let to = (forward.group, server, UpPhase::Connecting);
                     match upstream::connect(&mut conns, open, to) {
+                        Ok(ui) if h2 && h2_origin::start_conn(&mut self.upstreams, ui) => {
+                            return self.attach_h2(id, ui, forward)
+                        }
                         Ok(ui) => return self.attach(id, ui, forward),
                         Err(_) => {
                             bump(&self.metrics().upstream_connect_errors);
@@ -210,6 +227,10 @@ impl Worker {
                     }
                 }
                 Pick::Full => {
+                    let shared = h2.then(|| find_conn(&self.upstreams, (group, None), self.rt_gen));
+                    if let Some(conn) = shared.flatten() {
+                        return self.attach_h2(id, conn, forward);
+                    }
                     if let Err(forward) = self.enqueue(id, forward) {
                         self.fail_exchange(id, forward, 503);
                     }
@@ -508,6 +529,7 @@ impl Worker {
                 let freed = self.checks().probe_timed_out(ui);
                 self.serve_freed(freed);
             }
+            upstream::TimerDue::H2 => self.h2_deadline(ui, now),
             upstream::TimerDue::Close => self.close_upstream(ui),
         }
     }
@@ -527,6 +549,9 @@ impl Worker {
 
     /// A group's pool changed: its first waiting exchange may go now.
     pub(super) fn serve_freed(&mut self, freed: upstream::Freed) {
+        if !self.upstreams.h2_woken.is_empty() {
+            super::h2_origin::wake(&mut self.upstreams, &mut self.dirty);
+        }
         if let upstream::Freed(Some(group)) = freed {
             self.serve_queue(group);
         }

@@ -17,6 +17,7 @@ mod h1;
 mod h2;
 mod h2_floods;
 mod h2_heads;
+mod h2_origin;
 mod h2_serve;
 mod head_chunks;
 mod health;
@@ -194,8 +195,7 @@ impl Worker {
             }
         }
         self.now = Instant::now();
-        // A reload applies to the next request of every connection, not only to new
-        // connections.
+        // A reload applies to the next request of every connection, not only to new ones.
         self.refresh_runtime();
         self.fair.begin_turn(&mut self.dirty);
         for event in events.iter() {
@@ -541,7 +541,11 @@ impl Worker {
         if let UpPhase::Tunnel { client, client_id } = u.phase {
             return self.drive_tunnel_upstream(ui, (client, client_id));
         }
-        if matches!(u.phase, UpPhase::Connecting | UpPhase::Probe) && !self.settle_connect(ui) {
+        let connecting = matches!(u.phase, UpPhase::Connecting | UpPhase::Probe);
+        if u.h2.is_some() && self.drive_h2(ui) {
+            return;
+        }
+        if connecting && !self.settle_connect(ui) {
             return;
         }
         if (self.upstreams.get(ui)).is_some_and(|u| u.phase == UpPhase::Checking) {

@@ -387,3 +387,26 @@ fn rfc9114_4_2_2_responses_respect_the_peer_limit() {
     }
     assert_eq!(n, 3);
 }
+
+/// An idle connection that gave back its queues and tables serves the next request as the
+/// first: a request split over two reads (the request table used again), a body.
+#[test]
+fn release_idle_keeps_the_connection_working() {
+    let (mut c, ev) = request_events(&headers(&GET), true);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    c.stream_done(0);
+    c.release_idle();
+    let b = concat(&[headers(&post("5")), data(b"hello")]);
+    let (first, rest) = b.split_at(3);
+    c.recv(4, first, false);
+    c.release_idle();
+    c.recv(4, rest, true);
+    let ev = events(&mut c);
+    assert!(
+        matches!(&ev[0], Event::Request { stream: 4, request, .. } if request.method == b"POST"),
+        "{ev:?}"
+    );
+    assert!(matches!(&ev[1], Event::Data { data, end_stream: true, .. } if data == b"hello"));
+    assert_eq!(c.counters().requests, 2);
+    assert!(!c.is_closed());
+}

@@ -81,7 +81,8 @@ pub fn admit(
         qpack_blocked_streams: u64::from(limits.qpack_blocked_streams),
         ..h3::Limits::default()
     };
-    let Ok(codec) = H3Codec::new(conn, (handle, i), h3_limits) else {
+    let most = c.rt.config.max_concurrent_streams;
+    let Ok(codec) = H3Codec::new(conn, (handle, i, most), h3_limits) else {
         c.rt.frang.on_close(peer.ip());
         return None;
     };

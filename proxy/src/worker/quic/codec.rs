@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use quinn_proto::{ConnectionHandle, StreamId};
+use quinn_proto::{ConnectionHandle, Dir, StreamId};
 
 use crate::worker::client::ClientId;
 use crate::worker::exchange::ExchangeId;
@@ -65,12 +65,15 @@ pub struct H3Codec {
     pub floods_counted: [u64; h3::Flood::ALL.len()],
     /// What is left of [`RESET_BUDGET`].
     pub resets_left: u32,
+    /// `max_concurrent_streams` when the connection came: the most its request stream
+    /// limit is widened to.
+    pub max_streams: u64,
 }
 
 impl H3Codec {
     pub fn new(
         quic: quinn_proto::Connection,
-        (handle, endpoint): (ConnectionHandle, usize),
+        (handle, endpoint, max_streams): (ConnectionHandle, usize, u32),
         limits: h3::Limits,
     ) -> Result<H3Codec, &'static str> {
         Ok(H3Codec {
@@ -83,7 +86,40 @@ impl H3Codec {
             armed_at: None,
             floods_counted: [0; h3::Flood::ALL.len()],
             resets_left: RESET_BUDGET,
+            max_streams: u64::from(max_streams),
         })
+    }
+
+    /// The client has opened request streams: once half of the limit it may open at once
+    /// is in use, the limit is doubled (MAX_STREAMS), up to `max_concurrent_streams`.
+    /// quinn-proto holds a table entry per stream the limit allows, so a connection pays
+    /// for the concurrency it used, not for the most it may use.
+    pub fn widen_streams(&mut self) {
+        let limit = self.quic.max_concurrent_streams(Dir::Bi);
+        let open = self.quic.streams().remote_open_streams(Dir::Bi);
+        if limit >= self.max_streams || open * 2 < limit {
+            return;
+        }
+        let wider = (limit * 2).min(self.max_streams);
+        if let Ok(wider) = quinn_proto::VarInt::from_u64(wider) {
+            self.quic.set_max_concurrent_streams(Dir::Bi, wider);
+        }
+    }
+
+    /// Gives back what an idle connection (no request stream) keeps allocated from its
+    /// last requests and from its start: the stream table, our unidirectional streams'
+    /// buffers once written, the `h3` connection's emptied queues and tables.
+    pub fn release_idle(&mut self) {
+        if !self.streams.is_empty() {
+            return;
+        }
+        self.streams.shrink_to_fit();
+        for (_, waiting) in self.uni.iter_mut() {
+            if waiting.is_empty() {
+                waiting.shrink_to_fit();
+            }
+        }
+        self.h3.release_idle();
     }
 
     /// No exchange in progress and nothing waiting to be sent.

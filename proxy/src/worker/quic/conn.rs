@@ -8,7 +8,7 @@ use std::time::Instant;
 use quinn_proto::{Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
 
 use super::codec::{H3Codec, RESET_BUDGET, STREAM_IN_MAX, STREAM_OUT_MAX};
-use super::{send_to, Quic};
+use super::{gso, send_to, Endpoint, Quic};
 use crate::metrics_quic::QuicMetrics;
 use crate::timers::Timers;
 use crate::worker::client::codec::Codec;
@@ -111,6 +111,7 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
                 while let Some(id) = h3.quic.streams().accept(dir) {
                     read_stream(h3, id);
                 }
+                h3.widen_streams();
             }
             Event::Stream(StreamEvent::Readable { id }) => read_stream(h3, id),
             Event::Stream(StreamEvent::Stopped { id, .. }) => {
@@ -360,21 +361,10 @@ pub fn flush(
     let woken = write_streams(h3);
     let mut work = Vec::new();
     endpoint_events(quic, h3, &mut work);
-    if let Some(ep) = quic.endpoints.get(h3.endpoint) {
-        full = true;
-        for _ in 0..SEND_BATCH {
-            quic.send.clear();
-            let Some(t) = h3.quic.poll_transmit(now, 1, &mut quic.send) else {
-                full = false;
-                break;
-            };
-            send_to(
-                &ep.socket,
-                quic.send.get(..t.size).unwrap_or_default(),
-                t.destination,
-            );
-        }
+    if let Some(ep) = quic.endpoints.get_mut(h3.endpoint) {
+        full = send_round(h3, (ep, &mut quic.send), now);
     }
+    h3.release_idle();
     let next = h3.quic.poll_timeout();
     if next.is_some() && next != h3.armed_at {
         h3.armed_at = next;
@@ -383,6 +373,28 @@ pub fn flush(
         }
     }
     (woken, full)
+}
+
+/// Sends up to [`SEND_BATCH`] of the connection's datagrams, several in one system call
+/// where the socket segments them (`gso.rs`). Returns whether the round was full.
+fn send_round(h3: &mut H3Codec, (ep, buf): (&mut Endpoint, &mut Vec<u8>), now: Instant) -> bool {
+    let mut sent = 0;
+    while sent < SEND_BATCH {
+        buf.clear();
+        let most = if ep.gso { gso::SEGMENTS } else { 1 };
+        let Some(t) = h3.quic.poll_transmit(now, most, buf) else {
+            return false;
+        };
+        let bytes = buf.get(..t.size).unwrap_or_default();
+        let segment = t.segment_size.unwrap_or(t.size).max(1);
+        sent += t.size.div_ceil(segment);
+        if segment >= t.size {
+            send_to(&ep.socket, bytes, t.destination);
+        } else if gso::send(&ep.socket, bytes, segment, t.destination) == gso::Sent::Refused {
+            ep.gso = false;
+        }
+    }
+    true
 }
 
 /// Our control, encoder and decoder streams: opened once QUIC lets us (after the

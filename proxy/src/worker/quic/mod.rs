@@ -13,6 +13,7 @@ mod admit;
 mod body;
 pub mod codec;
 mod conn;
+mod gso;
 pub mod reply;
 pub mod route;
 
@@ -77,6 +78,8 @@ struct Endpoint {
     endpoint: quinn_proto::Endpoint,
     /// The server configuration the endpoint accepts with (a reload may bring another).
     config: Option<Arc<quinn_proto::ServerConfig>>,
+    /// Datagrams are sent several per system call (`gso.rs`) until the kernel refuses.
+    gso: bool,
 }
 
 /// The worker's QUIC side.
@@ -128,6 +131,7 @@ impl Quic {
                 socket: Arc::new(socket),
                 endpoint,
                 config: config.clone(),
+                gso: true,
             });
         }
         Ok(Quic {

@@ -14,7 +14,7 @@ use std::time::Instant;
 use super::background::Revalidation;
 use super::client::codec::Codec;
 use super::client::{ClientId, Wrote};
-use super::exchange::ExchangeId;
+use super::exchange::{ExchangeId, Forward};
 use super::finish::Outcome;
 use super::upstream::UpstreamId;
 use super::Worker;
@@ -77,6 +77,10 @@ impl Worker {
     /// anything moved.
     pub(super) fn relay_response(&mut self, id: ExchangeId, ui: UpstreamId) -> bool {
         let mut moved = false;
+        // HTTP/2 connections owed a turn (a window given back as the response moved).
+        if !self.upstreams.h2_woken.is_empty() {
+            super::h2_origin::wake(&mut self.upstreams, &mut self.dirty);
+        }
         loop {
             match self.relay_step(id, ui) {
                 Step::Wait => return moved,
@@ -340,6 +344,59 @@ impl Worker {
         if !super::tunnel::open(parts, &self.shared.metrics.tunnels, (start.client, ui), ws) {
             self.close_upstream(ui);
         }
+    }
+
+    /// `server_proto h2`: sends `forward` on a new stream of connection `conn`
+    /// (h2_origin.rs).
+    pub(super) fn attach_h2(&mut self, id: ExchangeId, conn: UpstreamId, forward: Box<Forward>) {
+        let parts = super::h2_origin::Parts {
+            rt: &self.rt,
+            upstreams: &mut self.upstreams,
+            exchanges: &mut self.exchanges,
+            clients: &self.clients,
+            timers: &mut self.timers,
+            dirty: &mut self.dirty,
+        };
+        match super::h2_origin::attach(parts, (id, conn), forward) {
+            super::h2_origin::Placed::Sent => {}
+            super::h2_origin::Placed::ClientGone => self.drop_exchange(id),
+            super::h2_origin::Placed::Failed(forward) => self.fail_exchange(id, forward, 502),
+        }
+    }
+
+    /// The loop's hook for an HTTP/2 entry (h2_origin.rs). A connection is driven here whole
+    /// (True); a stream entry wakes its connection if it has request bytes for it, then goes
+    /// on as any exchange's connection (False).
+    pub(super) fn drive_h2(&mut self, ui: UpstreamId) -> bool {
+        let Some(u) = self.upstreams.get(ui) else {
+            return false;
+        };
+        if super::upstream::h2_conn::is_stream(u) {
+            let parts = (&self.upstreams, &mut self.exchanges, &self.clients);
+            super::h2_origin::stream_turn(parts, &mut self.dirty, ui);
+            return false;
+        }
+        if u.phase == super::upstream::UpPhase::Connecting {
+            if !self.settle_connect(ui) {
+                return true;
+            }
+            if !super::h2_origin::alpn_agreed(&self.upstreams, ui) {
+                self.close_upstream(ui);
+                return true;
+            }
+        }
+        let parts = (&mut self.upstreams, &mut self.bufs, &mut self.timers);
+        if super::h2_origin::conn_turn(parts, &mut self.dirty, ui) {
+            self.close_upstream(ui);
+        }
+        true
+    }
+
+    /// HTTP/2 connection `ui`'s codec deadline came (h2_conn.rs `arm_deadline`): what it
+    /// does (a connection failed, a stream reset) is delivered by a turn now.
+    pub(super) fn h2_deadline(&mut self, ui: UpstreamId, now: Instant) {
+        super::upstream::h2_conn::on_deadline(&mut self.upstreams, ui, now);
+        self.drive_upstream(ui);
     }
 
     /// Writes client `ci`'s queued bytes (client/conn.rs `write`). True if any went out.

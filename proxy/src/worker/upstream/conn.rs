@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use mio::Interest;
 
 use super::groups::{self, GroupState};
+use super::h2_conn::{self, H2Link};
 use super::tls::{self, Stage, UpTls};
 use super::{reusable, ConnFacts, UpPhase, Upstream, UpstreamEnd, UpstreamId, Upstreams};
 use crate::buf::BufPool;
@@ -108,7 +109,7 @@ fn fresh(
     rt_gen: u64,
 ) -> Upstream {
     Upstream {
-        sock,
+        sock: Some(sock),
         group,
         server,
         addr,
@@ -129,6 +130,7 @@ fn fresh(
         health_body: None,
         tls,
         readiness: Default::default(),
+        h2: None,
     }
 }
 
@@ -162,6 +164,8 @@ pub(in crate::worker) enum TimerDue {
     Check,
     /// A probe's connect did not finish in time.
     Probe,
+    /// An HTTP/2 connection's codec has a deadline (`h2_conn::arm_deadline`).
+    H2,
     /// Anything else (an idle pooled connection): it closes.
     Close,
 }
@@ -180,6 +184,8 @@ pub(in crate::worker) fn timer_due(
     if u.timer_gen != gen {
         return None;
     }
+    // An HTTP/2 connection's timer is its codec's deadline, not a quiet period.
+    let quiet_limit = quiet_limit.filter(|_| !h2_conn::is_conn(u));
     if let (UpPhase::Busy, Some(limit)) = (u.phase, quiet_limit) {
         // Progress since the timer was armed: wait for the rest of the quiet period.
         if now.saturating_duration_since(u.last_progress) < limit {
@@ -190,6 +196,7 @@ pub(in crate::worker) fn timer_due(
         }
     }
     Some(match (u.phase, u.exchange) {
+        (UpPhase::Busy, None) if h2_conn::is_conn(u) => TimerDue::H2,
         (UpPhase::Connecting, Some(id)) => TimerDue::Connect {
             id,
             group: u.group,
@@ -237,16 +244,19 @@ pub(in crate::worker) fn settle(c: &mut Conns, rt: &Runtime, ui: UpstreamId) -> 
     let probe = u.phase == UpPhase::Probe;
     // A removed server's indices name an older configuration: its state is not this one's.
     let this = (!u.removed).then_some((u.group, u.server));
+    let Some(sock) = u.sock.as_ref() else {
+        return Settled::Pending;
+    };
     let connected = match &u.tls {
         Some(t) if t.connected() => Some(Ok(())),
-        _ => connect_result(&u.sock),
+        _ => connect_result(sock),
     };
     let up = match connected {
         None => return Settled::Pending,
         Some(Err(_)) => false,
         Some(Ok(())) => match u.tls.as_deref_mut() {
             None => true,
-            Some(t) => match tls::advance(t, &u.sock, u.addr, c.metrics) {
+            Some(t) => match tls::advance(t, sock, u.addr, c.metrics) {
                 Stage::Ready => true,
                 Stage::Pending => return Settled::Pending,
                 Stage::Failed => false,
@@ -274,6 +284,10 @@ fn settle_up(
     let mut freed = Freed(None);
     if probe && !monitored {
         freed = end(c, ui, UpstreamEnd::UNUSED);
+    } else if !probe && h2_conn::is_conn(u) {
+        // Its exchanges are timed on their stream entries; the connection has no timer.
+        u.phase = UpPhase::Busy;
+        u.timer_gen = 0;
     } else if !probe {
         u.phase = UpPhase::Busy;
         let timeout = u.forward_timeout;
@@ -329,6 +343,10 @@ pub(in crate::worker) fn end(c: &mut Conns, ui: UpstreamId, how: UpstreamEnd) ->
     let Some(u) = c.upstreams.get(ui) else {
         return Freed(None);
     };
+    // An HTTP/2 stream entry is the exchange's alone: it ends with it.
+    if h2_conn::is_stream(u) {
+        return close(c, ui);
+    }
     if reusable(how, ConnFacts::of(u, c.rt_gen)) {
         pool(c, ui)
     } else {
@@ -363,8 +381,23 @@ pub(in crate::worker) fn close(c: &mut Conns, ui: UpstreamId) -> Freed {
     let Some(mut u) = c.upstreams.remove(ui) else {
         return Freed(None);
     };
-    if let Some(t) = u.tls.as_deref_mut().filter(|_| !u.peer_failed) {
-        tls::shutdown(t, &u.sock);
+    match u.h2.take() {
+        Some(H2Link::Stream(s)) => {
+            // Not a connection: it never counted in its server's `conns_n`.
+            h2_conn::forget_stream(c.upstreams, ui, &s);
+            if let Some(buf) = u.rbuf.take() {
+                c.bufs.give(buf);
+            }
+            return Freed((u.rt_gen == c.rt_gen).then_some(u.group));
+        }
+        Some(H2Link::Conn(conn)) => {
+            let woken = h2_conn::orphan_streams(c.upstreams, &conn.streams);
+            c.upstreams.h2_woken.extend(woken);
+        }
+        None => {}
+    }
+    if let (Some(t), Some(sock)) = (u.tls.as_deref_mut().filter(|_| !u.peer_failed), &u.sock) {
+        tls::shutdown(t, sock);
     }
     // No epoll_ctl(DEL): closing the socket (it is never duplicated) takes it out of the
     // poll set, one syscall per connection less.

@@ -288,6 +288,7 @@ mod tests {
             queue_limit: 0,
             health: None,
             tls: None,
+            h2: false,
         };
         (g, state)
     }

@@ -13,6 +13,8 @@ use ktls::IoStatus;
 
 mod conn;
 pub mod groups;
+pub mod h2_conn;
+mod h2_render;
 pub mod reuse;
 mod table;
 mod tls;
@@ -49,7 +51,8 @@ pub enum UpPhase {
 }
 
 pub struct Upstream {
-    pub sock: Socket,
+    /// None for an HTTP/2 stream entry (`h2_conn.rs`): its connection's entry has the socket.
+    pub sock: Option<Socket>,
     pub group: usize,
     pub server: usize,
     /// The server's address (the access log's `upstream`).
@@ -92,6 +95,8 @@ pub struct Upstream {
     /// followed by one that only says `EAGAIN`, as the clients' reads are not
     /// (`ktls::readiness`).
     pub readiness: ReadReadiness,
+    /// `server_proto h2`: the HTTP/2 connection, or one stream of one (`h2_conn.rs`).
+    pub h2: Option<h2_conn::H2Link>,
 }
 
 impl Upstream {
@@ -111,6 +116,8 @@ pub(super) fn unclaimed(upstreams: &Upstreams) -> Vec<UpstreamId> {
     upstreams
         .iter()
         .filter(|(_, u)| u.exchange.is_none() && !matches!(u.phase, UpPhase::Tunnel { .. }))
+        // An HTTP/2 connection with streams serves exchanges through them.
+        .filter(|(_, u)| !matches!(&u.h2, Some(h2_conn::H2Link::Conn(c)) if !c.streams.is_empty()))
         .map(|(ui, _)| ui)
         .collect()
 }
@@ -137,11 +144,12 @@ pub(super) fn flush(u: &mut Upstream) -> Flushed {
     {
         return Flushed::Nothing;
     }
+    let Some(sock) = u.sock.as_mut() else {
+        return Flushed::Nothing;
+    };
     let status = match u.tls.as_deref_mut() {
-        None => {
-            crate::transport::Transport::Plain(Default::default()).write(&mut u.sock, &mut u.out)
-        }
-        Some(t) => tls::write(t, &mut u.sock, &mut u.out),
+        None => crate::transport::Transport::Plain(Default::default()).write(sock, &mut u.out),
+        Some(t) => tls::write(t, sock, &mut u.out),
     };
     match status {
         IoStatus::Done(n) if n > 0 => {
@@ -184,7 +192,11 @@ pub(in crate::worker) fn readable(upstreams: &mut Upstreams, ui: UpstreamId, rea
 /// Reads what connection `ui`'s socket has ([`read`]). True if anything came.
 #[inline]
 pub(super) fn read_at(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId) -> bool {
-    upstreams.get_mut(ui).is_some_and(|u| read(u, bufs))
+    match upstreams.get_mut(ui) {
+        Some(u) if u.h2.is_some() => h2_conn::refill(upstreams, bufs, ui),
+        Some(u) => read(u, bufs),
+        None => false,
+    }
 }
 
 /// Reads what upstream `u`'s socket has, while there is room. True if anything came (bytes,
@@ -197,6 +209,9 @@ pub(super) fn read(u: &mut Upstream, bufs: &mut BufPool) -> bool {
     if u.tls.is_some() {
         return read_tls(u, bufs);
     }
+    let Some(sock) = u.sock.as_mut() else {
+        return false;
+    };
     let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
     let mut got = false;
     while u.readiness.may_read() {
@@ -204,7 +219,7 @@ pub(super) fn read(u: &mut Upstream, bufs: &mut BufPool) -> bool {
         if asked == 0 {
             break;
         }
-        let result = rbuf.read_from(&mut u.sock);
+        let result = rbuf.read_from(sock);
         u.readiness.after_read(asked, &result);
         match result {
             Ok(0) => {
@@ -233,7 +248,7 @@ pub(super) fn read(u: &mut Upstream, bufs: &mut BufPool) -> bool {
 
 /// [`read`] on a TLS connection: its decrypted bytes, while there is room.
 fn read_tls(u: &mut Upstream, bufs: &mut BufPool) -> bool {
-    let Some(t) = u.tls.as_deref_mut() else {
+    let (Some(t), Some(sock)) = (u.tls.as_deref_mut(), u.sock.as_mut()) else {
         return false;
     };
     // Unlike a cleartext read, a short one says nothing here (the session reads records, not
@@ -245,7 +260,7 @@ fn read_tls(u: &mut Upstream, bufs: &mut BufPool) -> bool {
     let rbuf = u.rbuf.get_or_insert_with(|| bufs.take());
     let mut got = false;
     while !rbuf.is_full() {
-        match tls::read(t, (&mut u.sock, u.addr), rbuf) {
+        match tls::read(t, (sock, u.addr), rbuf) {
             tls::Read::Bytes => got = true,
             tls::Read::Wait => break,
             tls::Read::Empty => {

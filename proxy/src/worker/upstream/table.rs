@@ -31,6 +31,9 @@ impl UpstreamId {
 #[derive(Default)]
 pub struct Upstreams {
     slab: Slab<Upstream>,
+    /// HTTP/2 stream entries that lost their connection as it closed: the loop drives them
+    /// next (`Worker::serve_freed`), so their exchanges fail or retry at once.
+    pub h2_woken: Vec<UpstreamId>,
 }
 
 impl Upstreams {

@@ -32,13 +32,14 @@ pub struct UpTls {
     pub alpn: Alpn,
 }
 
-/// The server's ALPN answer. Only `http/1.1` is offered today; an h2 codec would offer
-/// `h2` too and choose by this.
+/// The server's ALPN answer (`http/1.1` is offered to HTTP/1.1 groups, `h2` to
+/// `server_proto h2` ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Alpn {
     /// No answer (the server does not do ALPN): HTTP/1.1 is assumed.
     None,
     Http11,
+    H2,
 }
 
 /// Where a connection's TLS stage stands after a readiness event.
@@ -99,6 +100,7 @@ pub(super) fn advance(
             let resumed = ssl.session_reused();
             let alpn = match ssl.selected_alpn_protocol() {
                 Some(b"http/1.1") => Alpn::Http11,
+                Some(b"h2") => Alpn::H2,
                 _ => Alpn::None,
             };
             bump(if resumed {

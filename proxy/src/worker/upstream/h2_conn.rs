@@ -1,0 +1,600 @@
+//! HTTP/2 to a group's servers (`server_proto h2`): one connection carries many exchanges.
+//! The connection is an entry of the table like any other (its socket, its TLS, its
+//! outbox), driving an [`h2::ClientConnection`]. Each exchange on it gets an entry of its
+//! own, a stream entry: it is what the exchange's `Forward::up` names, so the rest of the
+//! pipeline works on it unchanged. Its `out` receives the request body as the client's
+//! side queues it (HTTP/1 framed: raw, or chunked), which the connection turns into DATA
+//! within the origin's windows; its `rbuf` receives the response rendered as HTTP/1.1 (a
+//! status line, the fields, the body raw under a Content-Length or else chunked with the
+//! trailers after the last chunk), which the one response relay reads as it reads any
+//! server's. A stream entry has no socket (the connection's entry has it). Its own timer is the
+//! exchange's `server_forward_timeout`. Closing it resets its stream (CANCEL) if the stream
+//! is still open; it never goes to a pool and never counts against `conns_n`.
+
+use std::time::Instant;
+
+use http1::{BodyDecoder, BodyFraming};
+
+use super::h2_render::RenderTo;
+use super::{flush, read, Flushed, UpPhase, Upstream, UpstreamId, Upstreams};
+use crate::buf::BufPool;
+use crate::outbox::Outbox;
+
+/// What an entry is to HTTP/2.
+pub enum H2Link {
+    Conn(Box<H2Conn>),
+    Stream(Box<H2Stream>),
+}
+
+/// A connection speaking HTTP/2 to its server.
+pub struct H2Conn {
+    pub client: h2::ClientConnection,
+    /// Its stream entries, opened or waiting for a stream.
+    pub streams: Vec<UpstreamId>,
+    /// The codec's deadline the connection's timer is armed for.
+    armed: Option<Instant>,
+}
+
+/// One exchange on an HTTP/2 connection.
+pub struct H2Stream {
+    pub conn: UpstreamId,
+    /// The stream, once opened.
+    pub id: Option<u32>,
+    /// The request until its stream opens.
+    pub request: Option<h2::Request>,
+    /// Decodes the request body queued in the entry's `out` (None: no body).
+    pub body: Option<BodyDecoder>,
+    /// Body data decoded but not yet taken by the origin's windows.
+    pending: Vec<u8>,
+    /// The body's end was decoded (END_STREAM goes with the last of `pending`).
+    body_end: bool,
+    /// The request went out whole (head, body and END_STREAM).
+    pub sent: bool,
+    /// The response as HTTP/1.1 that did not fit in `rbuf` yet.
+    overflow: Vec<u8>,
+    /// Response body bytes passed to `rbuf` whose window is not yet returned.
+    owed: usize,
+    /// The request was HEAD: the response has no body whatever it says.
+    head_request: bool,
+    /// The response body is rendered chunked (no Content-Length).
+    chunked: bool,
+}
+
+/// The HTTP/2 connection state of `u`, if it is a connection entry.
+pub fn conn_mut(u: &mut Upstream) -> Option<&mut H2Conn> {
+    match u.h2.as_mut() {
+        Some(H2Link::Conn(c)) => Some(c),
+        _ => None,
+    }
+}
+
+fn stream_mut(u: &mut Upstream) -> Option<&mut H2Stream> {
+    match u.h2.as_mut() {
+        Some(H2Link::Stream(s)) => Some(s),
+        _ => None,
+    }
+}
+
+pub fn is_conn(u: &Upstream) -> bool {
+    matches!(u.h2, Some(H2Link::Conn(_)))
+}
+
+pub fn is_stream(u: &Upstream) -> bool {
+    matches!(u.h2, Some(H2Link::Stream(_)))
+}
+
+/// Makes a just-opened connection `u` speak HTTP/2 (its preface and SETTINGS queued).
+pub fn start_conn(u: &mut Upstream, limits: h2::Limits, now: Instant) -> Result<(), &'static str> {
+    let client = h2::ClientConnection::new(limits, now)?;
+    u.h2 = Some(H2Link::Conn(Box::new(H2Conn {
+        client,
+        streams: Vec::new(),
+        armed: None,
+    })));
+    Ok(())
+}
+
+/// Streams connection `c` can still take: what the origin allows less those waiting.
+fn room(c: &H2Conn, upstreams: &Upstreams) -> usize {
+    let waiting = c
+        .streams
+        .iter()
+        .filter(|&&s| {
+            upstreams
+                .get(s)
+                .and_then(|u| match u.h2.as_ref() {
+                    Some(H2Link::Stream(st)) => Some(st.id.is_none()),
+                    _ => None,
+                })
+                .unwrap_or(false)
+        })
+        .count();
+    c.client.available_streams().saturating_sub(waiting)
+}
+
+/// A connection of `group` (to `server` if given) of configuration `rt_gen` that can take
+/// another stream now.
+pub fn find_conn(
+    upstreams: &Upstreams,
+    (group, server): (usize, Option<usize>),
+    rt_gen: u64,
+) -> Option<UpstreamId> {
+    upstreams
+        .iter()
+        .filter(|(_, u)| {
+            u.group == group
+                && server.is_none_or(|s| s == u.server)
+                && u.rt_gen == rt_gen
+                && !u.removed
+                && !u.peer_closed
+        })
+        .find(|(_, u)| match u.h2.as_ref() {
+            Some(H2Link::Conn(c)) => room(c, upstreams) > 0,
+            _ => false,
+        })
+        .map(|(ui, _)| ui)
+}
+
+/// What a new stream carries: its request, the request body's decoder, whether it is HEAD.
+pub struct NewStream {
+    pub request: h2::Request,
+    pub body: Option<BodyDecoder>,
+    pub head_request: bool,
+    /// The exchange's quiet limit when shorter than the group's `server_forward_timeout`
+    /// (a gRPC call's `grpc-timeout`).
+    pub quiet: Option<std::time::Duration>,
+}
+
+/// A stream entry on connection `conn` for exchange `id`; its stream opens on the
+/// connection's next turn.
+pub fn open_stream(
+    upstreams: &mut Upstreams,
+    conn: UpstreamId,
+    id: super::super::exchange::ExchangeId,
+    new: NewStream,
+) -> std::io::Result<UpstreamId> {
+    let c = upstreams.get(conn).ok_or(std::io::ErrorKind::NotFound)?;
+    let forward_timeout = new
+        .quiet
+        .map_or(c.forward_timeout, |q| q.min(c.forward_timeout));
+    let stream = H2Stream {
+        conn,
+        id: None,
+        request: Some(new.request),
+        body: new.body,
+        pending: Vec::new(),
+        body_end: false,
+        sent: false,
+        overflow: Vec::new(),
+        owed: 0,
+        head_request: new.head_request,
+        chunked: false,
+    };
+    let entry = Upstream {
+        sock: None,
+        group: c.group,
+        server: c.server,
+        addr: c.addr,
+        phase: UpPhase::Busy,
+        exchange: Some(id),
+        rbuf: None,
+        out: Outbox::default(),
+        reused: false,
+        peer_closed: false,
+        peer_failed: false,
+        keep_alive: false,
+        timer_gen: 0,
+        last_progress: Instant::now(),
+        rt_gen: c.rt_gen,
+        removed: c.removed,
+        forward_timeout,
+        retire_at: None,
+        health_body: None,
+        tls: None,
+        readiness: Default::default(),
+        h2: Some(H2Link::Stream(Box::new(stream))),
+    };
+    let si = upstreams.insert(entry);
+    if let Some(c) = upstreams.get_mut(conn).and_then(conn_mut) {
+        c.streams.push(si);
+    }
+    Ok(si)
+}
+
+/// Stream entry `si` closes: its stream is reset if still open, and it leaves its
+/// connection's list.
+pub fn forget_stream(upstreams: &mut Upstreams, si: UpstreamId, stream: &H2Stream) {
+    let Some(c) = upstreams.get_mut(stream.conn).and_then(conn_mut) else {
+        return;
+    };
+    c.streams.retain(|&s| s != si);
+    if let Some(id) = stream.id {
+        c.client.reset(id, h2::ErrorCode::CANCEL);
+    }
+    // A reset to write: the connection's next turn writes it.
+    if !c.client.output().is_empty() {
+        upstreams.h2_woken.push(stream.conn);
+    }
+}
+
+/// Of stream entry `u`: its connection, and whether its request went out whole.
+pub fn stream_state(u: &Upstream) -> Option<(UpstreamId, bool)> {
+    match u.h2.as_ref() {
+        Some(H2Link::Stream(s)) => Some((s.conn, s.sent)),
+        _ => None,
+    }
+}
+
+/// Connection `ui` closes: its stream entries lose it (as a reset; `retryable` when no
+/// response can have begun: the connection never got up). Returns them, to be driven.
+pub fn orphan_streams(upstreams: &mut Upstreams, streams: &[UpstreamId]) -> Vec<UpstreamId> {
+    let mut woken = Vec::new();
+    for &si in streams {
+        let Some(u) = upstreams.get_mut(si) else {
+            continue;
+        };
+        // One reset already (its event came first) keeps that verdict.
+        if u.peer_closed {
+            woken.push(si);
+            continue;
+        }
+        let Some(s) = stream_mut(u) else {
+            continue;
+        };
+        let unsent = s.id.is_none();
+        u.peer_closed = true;
+        u.peer_failed = true;
+        // A stream never opened was not processed by the origin: a retry is safe.
+        u.reused |= unsent;
+        woken.push(si);
+    }
+    woken
+}
+
+/// What a turn of a connection did.
+pub struct Turn {
+    /// Stream entries with something new (response bytes, an end, window for the body).
+    pub woken: Vec<UpstreamId>,
+    /// The connection is over: close it.
+    pub done: bool,
+    /// Still moving after a full round: drive it again after the others (with edge-triggered
+    /// readiness no event would come for bytes already waiting).
+    pub again: bool,
+}
+
+/// One turn of HTTP/2 connection `ui`: waiting streams opened, request bodies passed on
+/// within the windows, output written, input read and its events delivered to the stream
+/// entries.
+pub fn turn(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId, now: Instant) -> Turn {
+    let mut woken = Vec::new();
+    let mut again = true;
+    let over = |woken| Turn {
+        woken,
+        done: true,
+        again: false,
+    };
+    for _ in 0..64 {
+        let mut progressed = send_streams(upstreams, ui, &mut woken);
+        let Some(u) = upstreams.get_mut(ui) else {
+            return over(woken);
+        };
+        if u.phase == UpPhase::Connecting {
+            return Turn {
+                woken,
+                done: false,
+                again: false,
+            };
+        }
+        let Some(c) = conn_mut(u) else {
+            return over(woken);
+        };
+        if !c.client.output().is_empty() {
+            let bytes = c.client.take_output();
+            u.out.push_vec(bytes);
+        }
+        progressed |= matches!(flush(u), Flushed::Wrote | Flushed::Failed);
+        if conn_mut(u).is_some_and(|c| c.client.wants_read()) {
+            progressed |= read(u, bufs);
+        }
+        let events = take_events(u, bufs, now);
+        progressed |= !events.is_empty();
+        for ev in events {
+            deliver(upstreams, ui, ev, &mut woken);
+        }
+        if !progressed {
+            again = false;
+            break;
+        }
+    }
+    let done = upstreams.get_mut(ui).is_none_or(|u| {
+        let finished =
+            conn_mut(u).is_none_or(|c| c.client.is_done() && c.client.output().is_empty());
+        u.peer_closed || (finished && u.out.is_empty())
+    });
+    Turn { woken, done, again }
+}
+
+/// Arms connection `ui`'s timer for its codec's next deadline (our SETTINGS unacknowledged,
+/// output the origin does not read, a request body stalled by a window that never opens),
+/// unless it is armed for it already.
+pub fn arm_deadline(upstreams: &mut Upstreams, timers: &mut crate::timers::Timers, ui: UpstreamId) {
+    let Some(u) = upstreams.get_mut(ui) else {
+        return;
+    };
+    let Upstream { h2, timer_gen, .. } = u;
+    let Some(H2Link::Conn(c)) = h2.as_mut() else {
+        return;
+    };
+    let deadline = c.client.next_deadline();
+    if deadline == c.armed {
+        return;
+    }
+    c.armed = deadline;
+    *timer_gen = 0;
+    if let Some(at) = deadline {
+        *timer_gen = timers.next_gen();
+        timers.schedule(at, super::super::token::upstream_token(ui).0, *timer_gen);
+    }
+}
+
+/// Connection `ui`'s codec deadline came: it acts on it (a connection failed, a stream
+/// reset), which its next turn delivers.
+pub fn on_deadline(upstreams: &mut Upstreams, ui: UpstreamId, now: Instant) {
+    if let Some(c) = upstreams.get_mut(ui).and_then(conn_mut) {
+        c.armed = None;
+        c.client.on_timeout(now);
+    }
+}
+
+/// Feeds what `u` read to its HTTP/2 connection and takes the events that follow.
+fn take_events(u: &mut Upstream, bufs: &mut BufPool, now: Instant) -> Vec<h2::ClientEvent> {
+    let peer_closed = u.peer_closed;
+    let Upstream { rbuf, h2, .. } = u;
+    let Some(H2Link::Conn(c)) = h2.as_mut() else {
+        return Vec::new();
+    };
+    if let Some(b) = rbuf.as_mut() {
+        let n = b.len();
+        if n > 0 {
+            c.client.recv(b.bytes(), now);
+            b.consume(n);
+        }
+    }
+    bufs.release_if_empty(rbuf);
+    if peer_closed {
+        c.client.peer_closed();
+    }
+    std::iter::from_fn(|| c.client.poll_event()).collect()
+}
+
+/// Opens the waiting streams of connection `ui` the origin has room for, and passes their
+/// request bodies on within the windows. True if anything moved.
+fn send_streams(upstreams: &mut Upstreams, ui: UpstreamId, woken: &mut Vec<UpstreamId>) -> bool {
+    let Some(streams) = upstreams
+        .get_mut(ui)
+        .and_then(conn_mut)
+        .map(|c| c.streams.clone())
+    else {
+        return false;
+    };
+    let mut moved = false;
+    for si in streams {
+        // The stream and the connection are two entries of one table: the stream's part is
+        // taken out for the call and put back.
+        let Some(mut link) = upstreams.get_mut(si).and_then(|u| u.h2.take()) else {
+            continue;
+        };
+        if let (H2Link::Stream(s), Some(u)) = (&mut link, upstreams.get_mut(si)) {
+            let out = std::mem::take(&mut u.out);
+            let (rest, step) = match upstreams.get_mut(ui).and_then(conn_mut) {
+                Some(c) => send_one(c, s, out),
+                None => (out, false),
+            };
+            if let Some(u) = upstreams.get_mut(si) {
+                u.out = rest;
+                if s.id.is_none() && s.request.is_none() {
+                    // Its request could not be sent: a reset nobody retries.
+                    u.peer_closed = true;
+                    u.peer_failed = true;
+                }
+                if step {
+                    u.last_progress = Instant::now();
+                    woken.push(si);
+                }
+            }
+            moved |= step;
+        }
+        if let Some(u) = upstreams.get_mut(si) {
+            u.h2 = Some(link);
+        }
+    }
+    moved
+}
+
+/// [`send_streams`] for one stream: its HEADERS if it is waiting, then its body from `out`.
+fn send_one(c: &mut H2Conn, s: &mut H2Stream, mut out: Outbox) -> (Outbox, bool) {
+    let mut moved = false;
+    if s.id.is_none() {
+        if !c.client.can_open() {
+            return (out, false);
+        }
+        let Some(request) = s.request.take() else {
+            return (out, false);
+        };
+        let end = s.body.is_none();
+        match c.client.open(&request, end) {
+            Ok(id) => {
+                s.id = Some(id);
+                s.sent = end;
+                moved = true;
+            }
+            Err(_) => {
+                // Not expressible as HTTP/2 (or the connection is over): the stream entry
+                // learns it as a reset nobody can retry.
+                s.request = None;
+                s.sent = true;
+                return (out, true);
+            }
+        }
+    }
+    let Some(id) = s.id else {
+        return (out, moved);
+    };
+    while !s.sent {
+        if s.pending.is_empty() && !s.body_end {
+            let mut input = Vec::new();
+            out.copy_front(out.len(), &mut input);
+            let Some(decoder) = s.body.as_mut() else {
+                break;
+            };
+            let Ok(step) = decoder.decode(&input) else {
+                c.client.reset(id, h2::ErrorCode::CANCEL);
+                s.sent = true;
+                return (out, true);
+            };
+            if step.consumed == 0 && !step.done {
+                break;
+            }
+            s.pending
+                .extend_from_slice(input.get(step.data.clone()).unwrap_or(&[]));
+            out.advance(step.consumed);
+            s.body_end = step.done;
+            moved = true;
+        }
+        let end = s.body_end;
+        match c.client.send_data(id, &s.pending, end) {
+            Ok(n) => {
+                let all = n == s.pending.len();
+                s.pending.drain(..n);
+                moved |= n > 0;
+                if all && end {
+                    s.sent = true;
+                } else if !all {
+                    break;
+                }
+            }
+            Err(_) => {
+                s.sent = true;
+                break;
+            }
+        }
+    }
+    (out, moved)
+}
+
+/// Hands one event of connection `ui` to the stream entry it concerns.
+fn deliver(
+    upstreams: &mut Upstreams,
+    ui: UpstreamId,
+    ev: h2::ClientEvent,
+    woken: &mut Vec<UpstreamId>,
+) {
+    use h2::ClientEvent as E;
+    let stream = match &ev {
+        E::Interim { stream, .. }
+        | E::Response { stream, .. }
+        | E::Data { stream, .. }
+        | E::Trailers { stream, .. }
+        | E::Reset { stream, .. }
+        | E::WindowOpened { stream } => *stream,
+        E::GoAway { code, debug, .. } => {
+            crate::warn!(
+                "upstream HTTP/2 GOAWAY {code:?}: {}",
+                String::from_utf8_lossy(debug)
+            );
+            return;
+        }
+        E::Closed { error } => {
+            crate::warn!("upstream HTTP/2 connection failed: {}", error.reason);
+            return;
+        }
+    };
+    let Some(streams) = upstreams
+        .get_mut(ui)
+        .and_then(conn_mut)
+        .map(|c| c.streams.clone())
+    else {
+        return;
+    };
+    let found = streams.into_iter().find(|&si| {
+        upstreams
+            .get_mut(si)
+            .and_then(stream_mut)
+            .is_some_and(|s| s.id == Some(stream))
+    });
+    let Some(si) = found else {
+        // A stream the exchange already gave up: its credit goes back at once.
+        if let (E::Data { data, .. }, Some(c)) = (&ev, upstreams.get_mut(ui).and_then(conn_mut)) {
+            c.client.consumed(stream, data.len());
+        }
+        return;
+    };
+    let Some(u) = upstreams.get_mut(si) else {
+        return;
+    };
+    if let E::Reset { retryable, .. } = ev {
+        u.peer_closed = true;
+        u.peer_failed = true;
+        u.reused |= retryable;
+        if let Some(s) = stream_mut(u) {
+            s.id = None;
+            s.sent = true;
+        }
+    } else if let Some(s) = stream_mut(u) {
+        super::h2_render::render(s.render_to(), ev);
+    }
+    u.last_progress = Instant::now();
+    woken.push(si);
+}
+
+/// Moves what stream entry `si`'s response left over into its read buffer, and returns the
+/// window for the body bytes passed so (the origin may send that much more). True if
+/// anything moved.
+pub fn refill(upstreams: &mut Upstreams, bufs: &mut BufPool, si: UpstreamId) -> bool {
+    let Some(u) = upstreams.get_mut(si) else {
+        return false;
+    };
+    let Upstream { rbuf, h2, .. } = u;
+    let Some(H2Link::Stream(s)) = h2.as_mut() else {
+        return false;
+    };
+    let mut moved = false;
+    if !s.overflow.is_empty() {
+        let b = rbuf.get_or_insert_with(|| bufs.take());
+        let n = b.push(&s.overflow);
+        s.overflow.drain(..n);
+        moved = n > 0;
+    }
+    let owed = if s.overflow.is_empty() {
+        std::mem::take(&mut s.owed)
+    } else {
+        0
+    };
+    let (conn, id) = (s.conn, s.id);
+    if owed > 0 {
+        if let (Some(id), Some(c)) = (id, upstreams.get_mut(conn).and_then(conn_mut)) {
+            c.client.consumed(id, owed);
+            // A WINDOW_UPDATE to write: the connection's next turn writes it.
+            if !c.client.output().is_empty() {
+                upstreams.h2_woken.push(conn);
+            }
+        }
+    }
+    moved
+}
+
+impl H2Stream {
+    pub(super) fn render_to(&mut self) -> RenderTo<'_> {
+        RenderTo {
+            overflow: &mut self.overflow,
+            owed: &mut self.owed,
+            head_request: self.head_request,
+            chunked: &mut self.chunked,
+        }
+    }
+}
+
+/// Whether a body framing means a request body follows its head.
+pub fn has_body(framing: BodyFraming) -> bool {
+    !matches!(framing, BodyFraming::None | BodyFraming::Length(0))
+}
