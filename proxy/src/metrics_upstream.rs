@@ -1,5 +1,6 @@
-//! Upstream metrics: which servers are up (`ktls_proxy_upstream_server_up`) and how long
-//! each server group takes to answer (`ktls_proxy_upstream_response_seconds`).
+//! Upstream metrics: which servers are up (`ktls_proxy_upstream_server_up`), how long
+//! each server group takes to answer (`ktls_proxy_upstream_response_seconds`), and what
+//! HTTP/2 origins did to the proxy's client role (`ktls_proxy_upstream_h2_*`).
 //!
 //! Health is each worker's own view (its scheduler takes a failing server out): every worker
 //! publishes the servers it has out, and a server is up when no worker has it out. The
@@ -29,6 +30,79 @@ pub struct UpstreamTlsCounts {
     pub failed: std::sync::atomic::AtomicU64,
 }
 
+/// What the HTTP/2 connections to origins (`server_proto h2`) met in one turn, counted by
+/// the worker that drove them ([`H2ClientCounters::add`]).
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct H2ClientSeen {
+    /// Connections cut for a flood (GOAWAY ENHANCE_YOUR_CALM: PING, SETTINGS, ...).
+    pub floods: u64,
+    /// Streams the origin refused (RST_STREAM REFUSED_STREAM), retried when they may be.
+    pub refused: u64,
+    /// GOAWAY frames received.
+    pub goaways: u64,
+    /// Other streams reset before their response ended (by the origin, or as their
+    /// connection failed).
+    pub resets: u64,
+}
+
+/// [`H2ClientSeen`] summed over the workers (added once per connection turn that saw
+/// something, never per frame).
+#[derive(Default)]
+pub struct H2ClientCounters {
+    floods: std::sync::atomic::AtomicU64,
+    refused: std::sync::atomic::AtomicU64,
+    goaways: std::sync::atomic::AtomicU64,
+    resets: std::sync::atomic::AtomicU64,
+}
+
+impl H2ClientCounters {
+    pub fn add(&self, seen: &H2ClientSeen) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (counter, n) in [
+            (&self.floods, seen.floods),
+            (&self.refused, seen.refused),
+            (&self.goaways, seen.goaways),
+            (&self.resets, seen.resets),
+        ] {
+            if n > 0 {
+                counter.fetch_add(n, Relaxed);
+            }
+        }
+    }
+
+    fn render(&self, out: &mut String) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (name, help, counter) in [
+            (
+                "floods",
+                "HTTP/2 connections to origins cut for a flood (GOAWAY ENHANCE_YOUR_CALM).",
+                &self.floods,
+            ),
+            (
+                "refused_streams",
+                "Streams HTTP/2 origins refused (RST_STREAM REFUSED_STREAM).",
+                &self.refused,
+            ),
+            (
+                "goaways_received",
+                "GOAWAY frames received from HTTP/2 origins.",
+                &self.goaways,
+            ),
+            (
+                "resets",
+                "Other streams to HTTP/2 origins reset before their response ended.",
+                &self.resets,
+            ),
+        ] {
+            let name = format!("ktls_proxy_upstream_h2_{name}_total");
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}\n",
+                counter.load(Relaxed)
+            ));
+        }
+    }
+}
+
 /// A server by its group's name and its address, as the metrics label it.
 pub type ServerKey = (String, String);
 
@@ -38,6 +112,8 @@ pub struct UpstreamMetrics {
     down: Vec<Mutex<Vec<ServerKey>>>,
     /// Response times by worker index, then by server group name.
     response_time: Vec<WorkerTimes>,
+    /// The HTTP/2 client role's events (`server_proto h2`).
+    pub h2_client: H2ClientCounters,
 }
 
 /// One worker's response-time histograms by server group name; a group appears at its
@@ -52,6 +128,7 @@ impl UpstreamMetrics {
         UpstreamMetrics {
             down: (0..workers).map(|_| Mutex::default()).collect(),
             response_time: (0..workers).map(|_| WorkerTimes::default()).collect(),
+            h2_client: H2ClientCounters::default(),
         }
     }
 
@@ -123,6 +200,7 @@ impl UpstreamMetrics {
         for (group, sum) in &sums {
             sum.render(out, name, &format!("group=\"{group}\""));
         }
+        self.h2_client.render(out);
     }
 }
 

@@ -187,10 +187,6 @@ pub enum RuntimeError {
         group: String,
         reason: String,
     },
-    /// `server_proto h2` with a `health` monitor, whose request goes as HTTP/1.1 today.
-    UpstreamH2Health {
-        group: String,
-    },
 }
 
 impl fmt::Display for RuntimeError {
@@ -218,11 +214,6 @@ impl fmt::Display for RuntimeError {
                     "error: srv_group `{group}`: TLS to its servers: {reason}"
                 )
             }
-            RuntimeError::UpstreamH2Health { group } => write!(
-                f,
-                "error: srv_group `{group}`: a `health` monitor with `server_proto h2` is not \
-                 implemented (its request goes as HTTP/1.1 and marks an h2 server down)"
-            ),
             RuntimeError::Cache { vhost, reason } => {
                 write!(f, "error: vhost `{vhost}`: cache settings: {reason}")
             }
@@ -410,10 +401,6 @@ fn groups(config: &Config) -> Result<Vec<GroupRt>, RuntimeError> {
         .server_groups
         .iter()
         .map(|g| -> Result<GroupRt, RuntimeError> {
-            if g.proto == config::ServerProto::H2 && g.health.is_some() {
-                let group = g.name.clone();
-                return Err(RuntimeError::UpstreamH2Health { group });
-            }
             Ok(GroupRt {
                 h2: g.proto == config::ServerProto::H2,
                 tls: tls(g)?,

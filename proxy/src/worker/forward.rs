@@ -189,7 +189,7 @@ impl Worker {
                 avoid,
                 forward.facts.websocket(),
             ) {
-                Pick::Pooled(ui) if h2 && h2_origin::start_conn(&mut self.upstreams, ui) => {
+                Pick::Pooled(ui) if h2 && h2_origin::start(&mut self.upstreams, &self.rt, ui) => {
                     return self.attach_h2(id, ui, forward)
                 }
                 Pick::Pooled(ui) => return self.attach(id, ui, forward),
@@ -202,7 +202,7 @@ impl Worker {
                     let (mut conns, open) = self.conns();
                     let to = (forward.group, server, UpPhase::Connecting);
                     match upstream::connect(&mut conns, open, to) {
-                        Ok(ui) if h2 && h2_origin::start_conn(&mut self.upstreams, ui) => {
+                        Ok(ui) if h2 && h2_origin::start(&mut self.upstreams, &self.rt, ui) => {
                             return self.attach_h2(id, ui, forward)
                         }
                         Ok(ui) => return self.attach(id, ui, forward),

@@ -16,6 +16,7 @@ use super::token::{client_token, upstream_token};
 use super::upstream::h2_conn::{self, NewStream};
 use super::upstream::{self, UpPhase, UpstreamId, Upstreams};
 use crate::buf::BufPool;
+use crate::metrics_upstream::{H2ClientSeen, UpstreamMetrics};
 use crate::runtime::Runtime;
 use crate::timers::Timers;
 
@@ -26,20 +27,64 @@ pub(super) fn is_h2(rt: &Runtime, group: usize) -> bool {
 
 /// Connection `ui` (new, or pooled unused: nothing was sent on it) speaks HTTP/2 from now
 /// on. False if it cannot.
-pub(super) fn start_conn(upstreams: &mut Upstreams, ui: UpstreamId) -> bool {
+pub(super) fn start(upstreams: &mut Upstreams, rt: &Runtime, ui: UpstreamId) -> bool {
     let Some(u) = upstreams.get_mut(ui) else {
         return false;
     };
     if h2_conn::is_conn(u) {
         return true;
     }
-    if h2_conn::start_conn(u, h2::Limits::default(), Instant::now()).is_err() {
+    if h2_conn::start_conn(u, origin_limits(rt), Instant::now()).is_err() {
         return false;
     }
     if u.phase == UpPhase::Idle {
         u.phase = UpPhase::Busy;
     }
     true
+}
+
+/// The `h2` crate's limits for a connection to an origin: the directives that bound the
+/// proxy's HTTP/2 clients bound its origins the same way where they mean the same for the
+/// client role (the header list it decodes, the control and WINDOW_UPDATE frame rates, the
+/// stall of a window or of output the peer does not read); the rest are the crate's.
+fn origin_limits(rt: &Runtime) -> h2::Limits {
+    let config = &rt.config;
+    let defaults = h2::Limits::default();
+    h2::Limits {
+        max_header_list_size: config
+            .http_max_header_list_size
+            .unwrap_or(defaults.max_header_list_size),
+        ctrl_frame_rate_multiplier: config.ctrl_frame_rate_multiplier,
+        window_update_frame_rate_multiplier: config.window_update_frame_rate_multiplier,
+        send_window_timeout: config.h2_stall_timeout,
+        output_stall_timeout: config.h2_stall_timeout,
+        ..defaults
+    }
+}
+
+/// A health monitor's connection `ui` (just connected) carries the monitor's `request`
+/// (HTTP/1.1 text) as the one stream of an HTTP/2 connection: the stream entry, whose
+/// response is rendered as HTTP/1.1 for `worker/health.rs` to judge as it judges any
+/// server's answer. A TLS server that did not choose h2 gets nothing: the connection ends at
+/// its first turn and the check fails. None if the request cannot go as HTTP/2.
+pub(super) fn start_check(
+    (upstreams, rt): (&mut Upstreams, &Runtime),
+    ui: UpstreamId,
+    request_text: &[u8],
+) -> Option<UpstreamId> {
+    let agreed = alpn_agreed(upstreams, ui);
+    let new = request(rt, request_text)?;
+    let u = upstreams.get_mut(ui)?;
+    h2_conn::start_conn(u, origin_limits(rt), Instant::now()).ok()?;
+    u.phase = UpPhase::Busy;
+    if !agreed {
+        u.peer_closed = true;
+        u.peer_failed = true;
+    }
+    if let Some(c) = h2_conn::conn_mut(u) {
+        c.probe = true;
+    }
+    h2_conn::open_stream(upstreams, ui, None, new).ok()
 }
 
 /// Whether connection `ui`, just connected, may speak HTTP/2: cleartext (h2c by prior
@@ -95,7 +140,7 @@ pub(super) fn attach(
     let Some(new) = request(p.rt, &forward.head) else {
         return Placed::Failed(forward);
     };
-    let Ok(si) = h2_conn::open_stream(p.upstreams, conn, id, new) else {
+    let Ok(si) = h2_conn::open_stream(p.upstreams, conn, Some(id), new) else {
         return Placed::Failed(forward);
     };
     let (server, quiet) = match p.upstreams.get(si) {
@@ -220,10 +265,13 @@ pub(super) fn stream_turn(
 /// next. True when the connection is over and closes.
 pub(super) fn conn_turn(
     (upstreams, bufs, timers): (&mut Upstreams, &mut BufPool, &mut Timers),
-    dirty: &mut VecDeque<Token>,
+    (dirty, metrics): (&mut VecDeque<Token>, &UpstreamMetrics),
     ui: UpstreamId,
 ) -> bool {
     let turn = h2_conn::turn(upstreams, bufs, ui, Instant::now());
+    if turn.seen != H2ClientSeen::default() {
+        metrics.h2_client.add(&turn.seen);
+    }
     dirty.extend(turn.woken.into_iter().map(upstream_token));
     if !turn.done {
         h2_conn::arm_deadline(upstreams, timers, ui);

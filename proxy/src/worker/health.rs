@@ -1,8 +1,10 @@
 //! Health monitors (`health_check NAME { ... }`, `health NAME` in a server group): every
 //! `timeout` each server of the group gets the monitor's request; a status outside
 //! `resp_code`, a body whose CRC32 differs from `resp_crc32`, a timeout or a refused connect
-//! suspends the server, and the same check brings it back. Groups without a monitor are
-//! probed back with a plain connect.
+//! suspends the server, and the same check brings it back. In a `server_proto h2` group the
+//! request goes as an HTTP/2 stream on a connection of its own (`h2_origin::start_check`),
+//! whose answer is judged the same way. Groups without a monitor are probed back with a
+//! plain connect.
 
 use std::time::{Duration, Instant};
 
@@ -209,11 +211,46 @@ impl Checks<'_> {
     /// A probe's connection `ui` is up: the monitor's request goes out on it. True: drive
     /// the connection now.
     pub fn start(&mut self, ui: UpstreamId) -> bool {
+        let group = self.conns.upstreams.get(ui).map(|u| u.group);
+        if group.is_some_and(|g| super::h2_origin::is_h2(self.open.rt, g)) {
+            return self.start_h2(ui);
+        }
         let Some(timeout) = send_request(self.conns.upstreams, self.open.rt, ui) else {
             return false;
         };
         upstream::arm_timer(self.conns.upstreams, self.conns.timers, ui, timeout);
         true
+    }
+
+    /// [`Checks::start`] in a `server_proto h2` group: the monitor's request goes as the one
+    /// stream of an HTTP/2 connection (h2c, or TLS with ALPN h2); the stream entry is the
+    /// check, its answer rendered as HTTP/1.1 and judged by the same [`Checks::drive`], its
+    /// timer the monitor's timeout. True: drive the connection now.
+    fn start_h2(&mut self, ui: UpstreamId) -> bool {
+        let rt = self.open.rt;
+        let check = (self.conns.upstreams.get(ui))
+            .and_then(|u| rt.groups.get(u.group))
+            .and_then(|g| g.health.as_ref());
+        let Some(check) = check else {
+            return false;
+        };
+        let upstreams = &mut *self.conns.upstreams;
+        match super::h2_origin::start_check((upstreams, rt), ui, check.request.as_bytes()) {
+            Some(si) => {
+                upstream::arm_timer(upstreams, self.conns.timers, si, check_timeout(check));
+                true
+            }
+            None => {
+                crate::error!(
+                    "health monitor `{}`: its request cannot be sent as HTTP/2 (check its \
+                     method, URI and Host)",
+                    check.name
+                );
+                // The freed place is served by the next event of the group.
+                let _ = self.judge(ui, false);
+                false
+            }
+        }
     }
 
     /// Moves check `ui` along: write the request, read the answer, judge it. A body larger
@@ -235,7 +272,16 @@ impl Checks<'_> {
     /// Ends check `ui`: its connection closes, its server is judged `ok` or not (a timeout
     /// is a failed check).
     pub fn judge(&mut self, ui: UpstreamId, ok: bool) -> upstream::Freed {
-        let (server, freed) = upstream::end_probe(&mut self.conns, ui);
+        // An HTTP/2 check is a stream entry: its connection was the monitor's alone.
+        let h2_conn = (self.conns.upstreams.get(ui))
+            .and_then(upstream::h2_conn::stream_state)
+            .map(|(conn, _)| conn);
+        let (server, mut freed) = upstream::end_probe(&mut self.conns, ui);
+        if let Some(conn) = h2_conn {
+            if let upstream::Freed(Some(group)) = upstream::close(&mut self.conns, conn) {
+                freed = upstream::Freed(Some(group));
+            }
+        }
         if let Some((group, server)) = server {
             self.health().verdict(group, server, ok);
         }
@@ -259,11 +305,14 @@ fn send_request(upstreams: &mut Upstreams, rt: &Runtime, ui: UpstreamId) -> Opti
     let check = rt.groups.get(u.group).and_then(|g| g.health.as_ref())?;
     u.out.push(check.request.as_bytes());
     u.phase = UpPhase::Checking;
-    Some(
-        check
-            .timeout
-            .clamp(Duration::from_secs(1), Duration::from_secs(10)),
-    )
+    Some(check_timeout(check))
+}
+
+/// How long a check waits for its answer: the monitor's `timeout`, within 1 to 10 s.
+fn check_timeout(check: &HealthMonitor) -> Duration {
+    check
+        .timeout
+        .clamp(Duration::from_secs(1), Duration::from_secs(10))
 }
 
 /// Where a health check on upstream `ui` stands after a read.

@@ -386,7 +386,8 @@ impl Worker {
             }
         }
         let parts = (&mut self.upstreams, &mut self.bufs, &mut self.timers);
-        if super::h2_origin::conn_turn(parts, &mut self.dirty, ui) {
+        let metrics = &self.shared.metrics.upstream;
+        if super::h2_origin::conn_turn(parts, (&mut self.dirty, metrics), ui) {
             self.close_upstream(ui);
         }
         true

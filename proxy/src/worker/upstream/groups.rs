@@ -31,6 +31,9 @@ pub struct ServerState {
     /// Smooth weighted round robin state.
     current: i64,
     pub probing: bool,
+    /// Out after a failure in a monitored group: it stays out until its monitor finds it
+    /// alive (as Tempesta suspends it), not only for the backoff.
+    held: bool,
 }
 
 impl ServerState {
@@ -42,6 +45,7 @@ impl ServerState {
             failures: 0,
             current: 0,
             probing: false,
+            held: false,
         }
     }
 
@@ -71,6 +75,7 @@ impl ServerState {
             Duration::from_millis(250u64 << self.failures.min(6)).min(MAX_BACKOFF)
         });
         self.down_until = Some(now + backoff);
+        self.held = monitor.is_some();
         (!self.probing).then_some(now + backoff)
     }
 
@@ -80,6 +85,7 @@ impl ServerState {
         self.failures = 0;
         self.down_until = None;
         self.probing = false;
+        self.held = false;
         was_down
     }
 
@@ -99,11 +105,12 @@ impl ServerState {
         self.open = self.open.saturating_sub(1);
     }
 
-    /// Whether the server takes requests at `now`: not out, or its backoff over and no
-    /// probe under way. A periodic health check of a server that is in does not take it out
-    /// while it runs.
+    /// Whether the server takes requests at `now`: not out, or its backoff over, no probe
+    /// under way and no monitor holding it out. A periodic health check of a server that is
+    /// in does not take it out while it runs.
     pub fn is_up(&self, now: Instant) -> bool {
-        self.down_until.is_none_or(|t| now >= t && !self.probing)
+        self.down_until
+            .is_none_or(|t| now >= t && !self.probing && !self.held)
     }
 }
 
@@ -384,6 +391,9 @@ mod tests {
         assert_eq!(st.fail(short, now), Some(now + Duration::from_secs(1)));
         let long = Some(Duration::from_secs(3));
         assert_eq!(st.fail(long, now), Some(now + Duration::from_secs(3)));
+        // ... and stays out past it until a check finds it alive (between the backoff's end
+        // and the next check's start no request reaches it).
+        assert!(!st.is_up(now + Duration::from_secs(60)));
         assert!(st.probe_due(false) && st.recover() && !st.probe_due(false) && st.probe_due(true));
     }
 

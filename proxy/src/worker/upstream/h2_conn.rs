@@ -18,6 +18,7 @@ use http1::{BodyDecoder, BodyFraming};
 use super::h2_render::RenderTo;
 use super::{flush, read, Flushed, UpPhase, Upstream, UpstreamId, Upstreams};
 use crate::buf::BufPool;
+use crate::metrics_upstream::H2ClientSeen;
 use crate::outbox::Outbox;
 
 /// What an entry is to HTTP/2.
@@ -33,6 +34,9 @@ pub struct H2Conn {
     pub streams: Vec<UpstreamId>,
     /// The codec's deadline the connection's timer is armed for.
     armed: Option<Instant>,
+    /// A health monitor's connection (`worker/health.rs`): it carries the monitor's stream
+    /// only, and closes when that stream is over.
+    pub probe: bool,
 }
 
 /// One exchange on an HTTP/2 connection.
@@ -45,9 +49,9 @@ pub struct H2Stream {
     /// Decodes the request body queued in the entry's `out` (None: no body).
     pub body: Option<BodyDecoder>,
     /// Body data decoded but not yet taken by the origin's windows.
-    pending: Vec<u8>,
+    pub(super) pending: Vec<u8>,
     /// The body's end was decoded (END_STREAM goes with the last of `pending`).
-    body_end: bool,
+    pub(super) body_end: bool,
     /// The request went out whole (head, body and END_STREAM).
     pub sent: bool,
     /// The response as HTTP/1.1 that did not fit in `rbuf` yet.
@@ -90,6 +94,7 @@ pub fn start_conn(u: &mut Upstream, limits: h2::Limits, now: Instant) -> Result<
         client,
         streams: Vec::new(),
         armed: None,
+        probe: false,
     })));
     Ok(())
 }
@@ -129,7 +134,7 @@ pub fn find_conn(
                 && !u.peer_closed
         })
         .find(|(_, u)| match u.h2.as_ref() {
-            Some(H2Link::Conn(c)) => room(c, upstreams) > 0,
+            Some(H2Link::Conn(c)) => !c.probe && room(c, upstreams) > 0,
             _ => false,
         })
         .map(|(ui, _)| ui)
@@ -145,12 +150,12 @@ pub struct NewStream {
     pub quiet: Option<std::time::Duration>,
 }
 
-/// A stream entry on connection `conn` for exchange `id`; its stream opens on the
-/// connection's next turn.
+/// A stream entry on connection `conn` for exchange `id` (None: a health monitor's request,
+/// judged by `worker/health.rs`); its stream opens on the connection's next turn.
 pub fn open_stream(
     upstreams: &mut Upstreams,
     conn: UpstreamId,
-    id: super::super::exchange::ExchangeId,
+    id: Option<super::super::exchange::ExchangeId>,
     new: NewStream,
 ) -> std::io::Result<UpstreamId> {
     let c = upstreams.get(conn).ok_or(std::io::ErrorKind::NotFound)?;
@@ -175,8 +180,12 @@ pub fn open_stream(
         group: c.group,
         server: c.server,
         addr: c.addr,
-        phase: UpPhase::Busy,
-        exchange: Some(id),
+        phase: if id.is_some() {
+            UpPhase::Busy
+        } else {
+            UpPhase::Checking
+        },
+        exchange: id,
         rbuf: None,
         out: Outbox::default(),
         reused: false,
@@ -260,6 +269,8 @@ pub struct Turn {
     /// Still moving after a full round: drive it again after the others (with edge-triggered
     /// readiness no event would come for bytes already waiting).
     pub again: bool,
+    /// Floods, refusals, GOAWAYs and resets met, for the metrics.
+    pub seen: H2ClientSeen,
 }
 
 /// One turn of HTTP/2 connection `ui`: waiting streams opened, request bodies passed on
@@ -268,25 +279,28 @@ pub struct Turn {
 pub fn turn(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId, now: Instant) -> Turn {
     let mut woken = Vec::new();
     let mut again = true;
-    let over = |woken| Turn {
+    let mut seen = H2ClientSeen::default();
+    let over = |woken, seen| Turn {
         woken,
         done: true,
         again: false,
+        seen,
     };
     for _ in 0..64 {
-        let mut progressed = send_streams(upstreams, ui, &mut woken);
+        let mut progressed = super::h2_send::send_streams(upstreams, ui, &mut woken);
         let Some(u) = upstreams.get_mut(ui) else {
-            return over(woken);
+            return over(woken, seen);
         };
         if u.phase == UpPhase::Connecting {
             return Turn {
                 woken,
                 done: false,
                 again: false,
+                seen,
             };
         }
         let Some(c) = conn_mut(u) else {
-            return over(woken);
+            return over(woken, seen);
         };
         if !c.client.output().is_empty() {
             let bytes = c.client.take_output();
@@ -299,7 +313,7 @@ pub fn turn(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId, now: 
         let events = take_events(u, bufs, now);
         progressed |= !events.is_empty();
         for ev in events {
-            deliver(upstreams, ui, ev, &mut woken);
+            deliver(upstreams, ui, ev, (&mut woken, &mut seen));
         }
         if !progressed {
             again = false;
@@ -309,9 +323,16 @@ pub fn turn(upstreams: &mut Upstreams, bufs: &mut BufPool, ui: UpstreamId, now: 
     let done = upstreams.get_mut(ui).is_none_or(|u| {
         let finished =
             conn_mut(u).is_none_or(|c| c.client.is_done() && c.client.output().is_empty());
-        u.peer_closed || (finished && u.out.is_empty())
+        // A monitor's connection whose stream is over has nothing more to do.
+        let probe_over = conn_mut(u).is_some_and(|c| c.probe && c.streams.is_empty());
+        u.peer_closed || (finished && u.out.is_empty()) || probe_over
     });
-    Turn { woken, done, again }
+    Turn {
+        woken,
+        done,
+        again,
+        seen,
+    }
 }
 
 /// Arms connection `ui`'s timer for its codec's next deadline (our SETTINGS unacknowledged,
@@ -367,129 +388,15 @@ fn take_events(u: &mut Upstream, bufs: &mut BufPool, now: Instant) -> Vec<h2::Cl
     std::iter::from_fn(|| c.client.poll_event()).collect()
 }
 
-/// Opens the waiting streams of connection `ui` the origin has room for, and passes their
-/// request bodies on within the windows. True if anything moved.
-fn send_streams(upstreams: &mut Upstreams, ui: UpstreamId, woken: &mut Vec<UpstreamId>) -> bool {
-    let Some(streams) = upstreams
-        .get_mut(ui)
-        .and_then(conn_mut)
-        .map(|c| c.streams.clone())
-    else {
-        return false;
-    };
-    let mut moved = false;
-    for si in streams {
-        // The stream and the connection are two entries of one table: the stream's part is
-        // taken out for the call and put back.
-        let Some(mut link) = upstreams.get_mut(si).and_then(|u| u.h2.take()) else {
-            continue;
-        };
-        if let (H2Link::Stream(s), Some(u)) = (&mut link, upstreams.get_mut(si)) {
-            let out = std::mem::take(&mut u.out);
-            let (rest, step) = match upstreams.get_mut(ui).and_then(conn_mut) {
-                Some(c) => send_one(c, s, out),
-                None => (out, false),
-            };
-            if let Some(u) = upstreams.get_mut(si) {
-                u.out = rest;
-                if s.id.is_none() && s.request.is_none() {
-                    // Its request could not be sent: a reset nobody retries.
-                    u.peer_closed = true;
-                    u.peer_failed = true;
-                }
-                if step {
-                    u.last_progress = Instant::now();
-                    woken.push(si);
-                }
-            }
-            moved |= step;
-        }
-        if let Some(u) = upstreams.get_mut(si) {
-            u.h2 = Some(link);
-        }
-    }
-    moved
-}
-
-/// [`send_streams`] for one stream: its HEADERS if it is waiting, then its body from `out`.
-fn send_one(c: &mut H2Conn, s: &mut H2Stream, mut out: Outbox) -> (Outbox, bool) {
-    let mut moved = false;
-    if s.id.is_none() {
-        if !c.client.can_open() {
-            return (out, false);
-        }
-        let Some(request) = s.request.take() else {
-            return (out, false);
-        };
-        let end = s.body.is_none();
-        match c.client.open(&request, end) {
-            Ok(id) => {
-                s.id = Some(id);
-                s.sent = end;
-                moved = true;
-            }
-            Err(_) => {
-                // Not expressible as HTTP/2 (or the connection is over): the stream entry
-                // learns it as a reset nobody can retry.
-                s.request = None;
-                s.sent = true;
-                return (out, true);
-            }
-        }
-    }
-    let Some(id) = s.id else {
-        return (out, moved);
-    };
-    while !s.sent {
-        if s.pending.is_empty() && !s.body_end {
-            let mut input = Vec::new();
-            out.copy_front(out.len(), &mut input);
-            let Some(decoder) = s.body.as_mut() else {
-                break;
-            };
-            let Ok(step) = decoder.decode(&input) else {
-                c.client.reset(id, h2::ErrorCode::CANCEL);
-                s.sent = true;
-                return (out, true);
-            };
-            if step.consumed == 0 && !step.done {
-                break;
-            }
-            s.pending
-                .extend_from_slice(input.get(step.data.clone()).unwrap_or(&[]));
-            out.advance(step.consumed);
-            s.body_end = step.done;
-            moved = true;
-        }
-        let end = s.body_end;
-        match c.client.send_data(id, &s.pending, end) {
-            Ok(n) => {
-                let all = n == s.pending.len();
-                s.pending.drain(..n);
-                moved |= n > 0;
-                if all && end {
-                    s.sent = true;
-                } else if !all {
-                    break;
-                }
-            }
-            Err(_) => {
-                s.sent = true;
-                break;
-            }
-        }
-    }
-    (out, moved)
-}
-
 /// Hands one event of connection `ui` to the stream entry it concerns.
 fn deliver(
     upstreams: &mut Upstreams,
     ui: UpstreamId,
     ev: h2::ClientEvent,
-    woken: &mut Vec<UpstreamId>,
+    (woken, seen): (&mut Vec<UpstreamId>, &mut H2ClientSeen),
 ) {
     use h2::ClientEvent as E;
+    count(&ev, seen);
     let stream = match &ev {
         E::Interim { stream, .. }
         | E::Response { stream, .. }
@@ -545,6 +452,18 @@ fn deliver(
     }
     u.last_progress = Instant::now();
     woken.push(si);
+}
+
+/// What event `ev` adds to the client role's counters.
+fn count(ev: &h2::ClientEvent, seen: &mut H2ClientSeen) {
+    use h2::ClientEvent as E;
+    match ev {
+        E::Reset { code, .. } if *code == h2::ErrorCode::REFUSED_STREAM => seen.refused += 1,
+        E::Reset { .. } => seen.resets += 1,
+        E::GoAway { .. } => seen.goaways += 1,
+        E::Closed { error } if error.code == h2::ErrorCode::ENHANCE_YOUR_CALM => seen.floods += 1,
+        _ => {}
+    }
 }
 
 /// Moves what stream entry `si`'s response left over into its read buffer, and returns the

@@ -15,6 +15,7 @@ mod conn;
 pub mod groups;
 pub mod h2_conn;
 mod h2_render;
+mod h2_send;
 pub mod reuse;
 mod table;
 mod tls;
