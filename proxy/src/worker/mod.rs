@@ -229,9 +229,10 @@ impl Worker {
         if let Some(since) = self.draining {
             if !self.drain_idle_closed && drain::last_call_over(self.draining) {
                 self.drain_idle_closed = true;
-                for ci in self.clients.idle_h1() {
+                for ci in drain::idle_to_close(&mut self.clients, &mut self.bufs, &mut self.dirty) {
                     self.close_client(ci, CloseReason::Shutdown);
                 }
+                self.drain_dirty();
             }
             if self.clients.is_empty() || since.elapsed() > drain::DRAIN_TIMEOUT {
                 return false;
@@ -409,15 +410,9 @@ impl Worker {
 
     fn start_drain(&mut self) {
         self.draining = Some(Instant::now());
-        for l in &mut self.listeners {
-            let _ = self.poll.registry().deregister(&mut l.socket);
-        }
-        self.listeners.clear();
-        // Every HTTP/1 response from now on says `Connection: close` (`route` does the same
-        // for requests that arrive during the last call).
-        for ex in self.exchanges.iter_mut() {
-            ex.keep_alive = false;
-        }
+        let queued = drain::close_listeners(&mut self.listeners, self.poll.registry());
+        drain::each_accepted(queued, |new| self.new_client(new));
+        drain::answer_with_close(&mut self.exchanges);
         // A tunnel has no request to finish: it would only hold the stop for its timeout.
         for ci in tunnel::clients(&self.clients) {
             self.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::Shutdown);
