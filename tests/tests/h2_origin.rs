@@ -39,7 +39,7 @@ struct Nginx {
     log: std::path::PathBuf,
 }
 
-fn nginx(dir: &Path, max_streams: u32, big: &[u8], origin: SocketAddr) -> Nginx {
+fn nginx(dir: &Path, directives: &str, big: &[u8], origin: SocketAddr) -> Nginx {
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let d = dir.join(format!("nginx-{}", addr.port()));
     std::fs::create_dir_all(d.join("www")).expect("nginx dir");
@@ -54,7 +54,7 @@ fn nginx(dir: &Path, max_streams: u32, big: &[u8], origin: SocketAddr) -> Nginx 
              access_log {log} conn;\n\
              client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
              fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
-             server {{\n  listen {addr} http2;\n  http2_max_concurrent_streams {max_streams};\n\
+             server {{\n  listen {addr} http2;\n  {directives}\n\
              location = /small {{ return 200 \"small $request_uri\\n\"; }}\n\
              location = /big {{ root {d}/www; }}\n\
              location / {{ proxy_pass http://{origin}; proxy_http_version 1.1; \
@@ -117,6 +117,9 @@ fn proxy_with(
     (proxy, http, h2c)
 }
 
+/// nginx's server directives of most cases: at most 8 streams per connection.
+const STREAMS_8: &str = "http2_max_concurrent_streams 8;";
+
 /// curl with `args`: (status lines, stdout).
 fn curl(args: &[&str]) -> String {
     let out = Command::new("curl")
@@ -137,12 +140,53 @@ fn access_log(n: &Nginx) -> Vec<(String, String, String, String)> {
         .collect()
 }
 
+/// nginx ends an HTTP/2 connection after `keepalive_requests` with GOAWAY (NO_ERROR): the
+/// streams it did not take are retried and later exchanges open new connections, every
+/// request is answered, and the routine GOAWAY is no warning in the proxy's log.
+#[test]
+fn an_origin_going_away_every_three_requests_loses_none() {
+    let dir = TempDir::new("h2-origin-goaway");
+    let origin = Origin::start(|_| Response::ok("x"));
+    let ng = nginx(dir.path(), "keepalive_requests 3;", b"", origin.addr());
+    let (proxy, http, _) = proxy("h2-origin-goaway", ng.addr, "");
+    let urls: Vec<String> = (0..40)
+        .map(|i| format!("http://{http}/small?n={i}"))
+        .collect();
+    let mut args = vec![
+        "--parallel",
+        "--parallel-max",
+        "10",
+        "-H",
+        "Host: site.test",
+    ];
+    args.extend(urls.iter().map(String::as_str));
+    let out = curl(&args);
+    for i in 0..40 {
+        assert!(
+            out.contains(&format!("small /small?n={i}\n")),
+            "request {i} missing:\n{out}\n{}",
+            proxy.proc.logs()
+        );
+    }
+    let connections: std::collections::HashSet<String> =
+        access_log(&ng).into_iter().map(|(c, ..)| c).collect();
+    assert!(
+        connections.len() >= 14,
+        "40 requests, 3 per connection: {connections:?}"
+    );
+    assert!(
+        !proxy.proc.logs().contains("GOAWAY"),
+        "{}",
+        proxy.proc.logs()
+    );
+}
+
 #[test]
 fn many_exchanges_share_one_h2c_connection_to_nginx() {
     let dir = TempDir::new("h2-origin-nginx");
     let big: Vec<u8> = (0..2 << 20).map(|i: u32| (i % 251) as u8).collect();
     let origin = Origin::start(|r| Response::ok(format!("{} {}", r.body.len(), fnv(&r.body))));
-    let ng = nginx(dir.path(), 8, &big, origin.addr());
+    let ng = nginx(dir.path(), STREAMS_8, &big, origin.addr());
     let (proxy, http, h2c) = proxy("h2-origin-nginx", ng.addr, "");
     // 40 requests over 20 client connections at once: more than nginx's 8 streams.
     let urls: Vec<String> = (0..40)
@@ -217,7 +261,7 @@ fn grpc_timeout_bounds_the_wait_for_the_origin() {
     let dir = TempDir::new("h2-origin-grpc-timeout");
     let origin =
         Origin::start(|r| Response::ok(format!("late {}", r.path())).delay(Duration::from_secs(3)));
-    let ng = nginx(dir.path(), 8, b"", origin.addr());
+    let ng = nginx(dir.path(), STREAMS_8, b"", origin.addr());
     let (proxy, http, _) = proxy("h2-origin-grpc-timeout", ng.addr, "");
     let url = format!("http://{http}/slow");
     let started = std::time::Instant::now();

@@ -404,11 +404,16 @@ fn deliver(
         | E::Trailers { stream, .. }
         | E::Reset { stream, .. }
         | E::WindowOpened { stream } => *stream,
+        // NO_ERROR is an origin closing in order (nginx after `keepalive_requests`, a
+        // reload): routine, counted (`ktls_proxy_upstream_h2_goaways_received_total`), not a
+        // warning. New exchanges go to another connection.
         E::GoAway { code, debug, .. } => {
-            crate::warn!(
-                "upstream HTTP/2 GOAWAY {code:?}: {}",
-                String::from_utf8_lossy(debug)
-            );
+            if *code != h2::ErrorCode::NO_ERROR {
+                crate::warn!(
+                    "upstream HTTP/2 GOAWAY {code:?}: {}",
+                    String::from_utf8_lossy(debug)
+                );
+            }
             return;
         }
         E::Closed { error } => {
