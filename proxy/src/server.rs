@@ -20,7 +20,7 @@ use crate::runtime::Runtime;
 use crate::worker::{Shared, Worker, WorkerListener};
 
 /// Pending connections per listening socket.
-const BACKLOG: i32 = 4096;
+pub(crate) const BACKLOG: i32 = 4096;
 
 #[derive(Debug)]
 pub enum ServeError {

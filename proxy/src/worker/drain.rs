@@ -69,8 +69,15 @@ pub(super) fn close_listeners(
     // gives still holds.
     let _one_at_a_time = LISTENER_CLOSE.lock().unwrap_or_else(|e| e.into_inner());
     let mut queued = Vec::new();
+    // At most a full queue's worth per listener: connections still arriving while it is
+    // taken (a flood during the stop) must not hold this worker, and the others waiting on
+    // the lock, for as long as they come.
+    let queue_len = crate::server::BACKLOG.unsigned_abs() as usize;
     for li in 0..listeners.len() {
-        while let Accepted::Conn(sock, peer, tls, protos) = listener::accept(listeners, li) {
+        for _ in 0..queue_len {
+            let Accepted::Conn(sock, peer, tls, protos) = listener::accept(listeners, li) else {
+                break;
+            };
             queued.push((sock, peer, tls, protos));
         }
     }
