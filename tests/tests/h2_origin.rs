@@ -140,24 +140,20 @@ fn access_log(n: &Nginx) -> Vec<(String, String, String, String)> {
         .collect()
 }
 
-/// nginx ends an HTTP/2 connection after `keepalive_requests` with GOAWAY (NO_ERROR): the
-/// streams it did not take are retried and later exchanges open new connections, every
-/// request is answered, and the routine GOAWAY is no warning in the proxy's log.
-#[test]
-fn an_origin_going_away_every_three_requests_loses_none() {
-    let dir = TempDir::new("h2-origin-goaway");
-    let origin = Origin::start(|_| Response::ok("x"));
-    let ng = nginx(dir.path(), "keepalive_requests 3;", b"", origin.addr());
-    let (proxy, http, _) = proxy("h2-origin-goaway", ng.addr, "");
+/// 40 GETs of `/small?n=I` through the proxy's `http` listener, `parallel` at once (curl
+/// `--parallel`): each answered 200 with its own body.
+fn small_in_parallel(proxy: &Proxy, http: SocketAddr, parallel: &str) {
     let urls: Vec<String> = (0..40)
         .map(|i| format!("http://{http}/small?n={i}"))
         .collect();
     let mut args = vec![
         "--parallel",
         "--parallel-max",
-        "10",
+        parallel,
         "-H",
         "Host: site.test",
+        "-w",
+        "%{http_code}\\n",
     ];
     args.extend(urls.iter().map(String::as_str));
     let out = curl(&args);
@@ -168,6 +164,19 @@ fn an_origin_going_away_every_three_requests_loses_none() {
             proxy.proc.logs()
         );
     }
+    assert_eq!(out.matches("200\n").count(), 40, "{out}");
+}
+
+/// nginx ends an HTTP/2 connection after `keepalive_requests` with GOAWAY (NO_ERROR): the
+/// streams it did not take are retried and later exchanges open new connections, every
+/// request is answered, and the routine GOAWAY is no warning in the proxy's log.
+#[test]
+fn an_origin_going_away_every_three_requests_loses_none() {
+    let dir = TempDir::new("h2-origin-goaway");
+    let origin = Origin::start(|_| Response::ok("x"));
+    let ng = nginx(dir.path(), "keepalive_requests 3;", b"", origin.addr());
+    let (proxy, http, _) = proxy("h2-origin-goaway", ng.addr, "");
+    small_in_parallel(&proxy, http, "10");
     let connections: std::collections::HashSet<String> =
         access_log(&ng).into_iter().map(|(c, ..)| c).collect();
     assert!(
@@ -189,28 +198,7 @@ fn many_exchanges_share_one_h2c_connection_to_nginx() {
     let ng = nginx(dir.path(), STREAMS_8, &big, origin.addr());
     let (proxy, http, h2c) = proxy("h2-origin-nginx", ng.addr, "");
     // 40 requests over 20 client connections at once: more than nginx's 8 streams.
-    let urls: Vec<String> = (0..40)
-        .map(|i| format!("http://{http}/small?n={i}"))
-        .collect();
-    let mut args = vec![
-        "--parallel",
-        "--parallel-max",
-        "20",
-        "-H",
-        "Host: site.test",
-        "-w",
-        "%{http_code}\\n",
-    ];
-    args.extend(urls.iter().map(String::as_str));
-    let out = curl(&args);
-    for i in 0..40 {
-        assert!(
-            out.contains(&format!("small /small?n={i}\n")),
-            "request {i} missing:\n{out}\n{}",
-            proxy.proc.logs()
-        );
-    }
-    assert_eq!(out.matches("200\n").count(), 40, "{out}");
+    small_in_parallel(&proxy, http, "20");
     // A 2 MiB body down, a 1 MiB body up (nginx passes it to the HTTP/1.1 origin).
     let down = Command::new("curl")
         .args(["-s", "--max-time", "20", "-H", "Host: site.test"])
