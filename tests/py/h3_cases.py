@@ -127,6 +127,22 @@ async def case(client, name):
         check(first.status == 200 and bytes(first.body) == b"cached body", "first /cached", first)
         check(second.status == 200 and bytes(second.body) == b"cached body", "second /cached", second)
         check("age" in second.headers, "the second answer comes from the cache (Age)", second)
+    elif name == "cache_hit_shared":
+        # A stored 1 MB body goes out shared with the cache (no copy): whole, and in ranges.
+        body = pattern(1000000)
+        first = await client.request("GET", "/cached-big")
+        check(first.status == 200 and bytes(first.body) == body, "first /cached-big", first)
+        second = await client.request("GET", "/cached-big")
+        check(second.status == 200 and bytes(second.body) == body, "stored 1 MB byte-exact", second)
+        check("age" in second.headers, "the second answer comes from the cache (Age)", second)
+        one = await client.request("GET", "/cached-big", extra=[(b"range", b"bytes=1000-1999")])
+        check(one.status == 206 and bytes(one.body) == body[1000:2000], "one range of the stored body", one)
+        two = await client.request("GET", "/cached-big",
+                                   extra=[(b"range", b"bytes=0-9,500000-500009")])
+        check(two.status == 206 and "multipart/byteranges" in two.headers.get("content-type", ""),
+              "two ranges: multipart", two)
+        check(body[0:10] in two.body and body[500000:500010] in two.body,
+              "both ranges of the stored body", two)
     elif name == "concurrent":
         slow = asyncio.ensure_future(client.request("GET", "/slow"))
         await asyncio.sleep(0.1)

@@ -27,6 +27,7 @@ fn origin() -> Origin {
             "/echo" => Response::ok(r.body.clone()),
             "/slow" => Response::ok("slow").delay(Duration::from_millis(1500)),
             "/cached" => Response::ok("cached body").header("Cache-Control", "max-age=600"),
+            "/cached-big" => Response::pattern(1_000_000).header("Cache-Control", "max-age=600"),
             "/origin-alt" => Response::ok("alt").header("Alt-Svc", "h2=\":9999\""),
             _ => Response::ok("ok"),
         }
@@ -45,7 +46,7 @@ fn start(origin: &Origin, tag: &str, protos: &str, extra: &str) -> (Proxy, Socke
          access_log_file {log};\n\
          srv_group default {{ server {origin}; }}\n\
          tls_match_any_server_name;\n\
-         cache 1;\ncache_fulfill eq /cached;\n\
+         cache 1;\ncache_fulfill prefix /cached;\n\
          frang_limits {{ http_methods get head post; }}\n\
          {extra}\n\
          vhost site {{ tls_certificate {cert}; tls_certificate_key {key}; proxy_pass default; }}\n\
@@ -124,6 +125,7 @@ fn h3_requests_are_served_through_the_exchange_pipeline() {
         "post_chunked",
         "get_huge",
         "cache_hit",
+        "cache_hit_shared",
         "concurrent",
         "no_path",
         "bad_method",
@@ -134,6 +136,7 @@ fn h3_requests_are_served_through_the_exchange_pipeline() {
     h3_cases(both.port(), &cases, &proxy);
     // The cache answered the second /cached: the origin saw it once.
     assert_eq!(origin.hits("/cached"), 1, "{}", proxy.proc.logs());
+    assert_eq!(origin.hits("/cached-big"), 1, "{}", proxy.proc.logs());
     let logs = proxy.proc.logs();
     assert!(!logs.contains("panic"), "{logs}");
     // Each request has its access log line, named HTTP/3.

@@ -3,11 +3,14 @@
 //! stream the exchange it carries, the request body until the exchange takes it, and the
 //! response bytes (HEADERS and DATA frames) until the stream's credit takes them. What a
 //! stream holds back is bounded by [`STREAM_OUT_MAX`]: over it the exchange stops relaying
-//! (its upstream is not read), as HTTP/2's windows do.
+//! (its upstream is not read), as HTTP/2's windows do. A stored body goes to QUIC as the
+//! cache holds it (a `Bytes` over the entry's body): quinn-proto keeps the chunks it is given
+//! until they are acknowledged, so the body is neither copied here nor into its send buffer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
+use bytes::Bytes;
 use quinn_proto::{ConnectionHandle, Dir, StreamId};
 
 use crate::worker::client::ClientId;
@@ -34,9 +37,9 @@ pub const RESET_BUDGET: u32 = 200;
 pub struct Stream {
     pub exchange: Option<ExchangeId>,
     pub body: InBody,
-    /// Response bytes not yet taken by the QUIC stream, from `sent` on.
-    pub out: Vec<u8>,
-    pub sent: usize,
+    /// Response bytes not yet taken by the QUIC stream, in order: frames of our own and
+    /// stored bodies shared with the cache.
+    pub out: Outgoing,
     /// The response is complete: finish the stream once `out` is written.
     pub fin: bool,
     /// Reading stopped with body bytes held (`STREAM_IN_MAX`): read again once passed on.
@@ -45,7 +48,46 @@ pub struct Stream {
 
 impl Stream {
     pub fn pending(&self) -> usize {
-        self.out.len() - self.sent
+        self.out.len
+    }
+}
+
+/// A stream's response bytes waiting for its credit. `shared` says, chunk by chunk, which
+/// are a stored body's (the cache's memory, not this connection's: `client_mem` does not
+/// count them, as on HTTP/2).
+#[derive(Default)]
+pub struct Outgoing {
+    pub chunks: VecDeque<Bytes>,
+    shared: VecDeque<bool>,
+    len: usize,
+}
+
+impl Outgoing {
+    fn push(&mut self, bytes: Bytes, shared: bool) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.len += bytes.len();
+        self.chunks.push_back(bytes);
+        self.shared.push_back(shared);
+    }
+
+    /// The first `chunks` chunks and `bytes` bytes in all were written (the chunk after
+    /// them, if partly written, was advanced in place by quinn-proto).
+    pub fn written(&mut self, chunks: usize, bytes: usize) {
+        self.chunks.drain(..chunks.min(self.chunks.len()));
+        self.shared.drain(..chunks.min(self.shared.len()));
+        self.len = self.len.saturating_sub(bytes);
+    }
+
+    pub fn clear(&mut self) {
+        *self = Outgoing::default();
+    }
+
+    /// Bytes of this connection's own (frames, relayed bodies), not a stored body's.
+    fn owned(&self) -> usize {
+        let chunks = self.chunks.iter().zip(&self.shared);
+        chunks.filter(|(_, &s)| !s).map(|(c, _)| c.len()).sum()
     }
 }
 
@@ -146,9 +188,14 @@ impl H3Codec {
         self.streams.entry(u64::from(stream)).or_default()
     }
 
-    /// Bytes for `stream`'s response (a frame or frames).
-    pub fn push(&mut self, stream: u32, bytes: &[u8]) {
-        self.stream_mut(stream).out.extend_from_slice(bytes);
+    /// Bytes for `stream`'s response (a frame or frames), taken without a copy.
+    pub fn push(&mut self, stream: u32, bytes: Vec<u8>) {
+        self.stream_mut(stream).out.push(Bytes::from(bytes), false);
+    }
+
+    /// A stored body's bytes for `stream`'s response (after their DATA frame's head).
+    pub fn push_shared(&mut self, stream: u32, bytes: Bytes) {
+        self.stream_mut(stream).out.push(bytes, true);
     }
 
     /// The response on `stream` is complete.
@@ -197,11 +244,12 @@ impl H3Codec {
             .collect()
     }
 
-    /// Bytes this connection holds for its streams.
+    /// Bytes this connection holds for its streams (a stored body shared from the cache is
+    /// the cache's, not counted).
     pub fn held_bytes(&self) -> usize {
         self.streams
             .values()
-            .map(|s| s.pending() + s.body.data.len())
+            .map(|s| s.out.owned() + s.body.data.len())
             .sum()
     }
 }

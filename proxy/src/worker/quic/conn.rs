@@ -428,22 +428,13 @@ fn write_streams(h3: &mut H3Codec) -> Vec<ExchangeId> {
         let id = StreamId::from(v);
         let full = s.pending() >= STREAM_OUT_MAX;
         if s.pending() > 0 {
-            match h3
-                .quic
-                .send_stream(id)
-                .write(s.out.get(s.sent..).unwrap_or_default())
-            {
-                Ok(n) => s.sent += n,
+            // The chunks move into quinn-proto's send buffer as they are (no copy).
+            let chunks = s.out.chunks.make_contiguous();
+            match h3.quic.send_stream(id).write_chunks(chunks) {
+                Ok(w) => s.out.written(w.chunks, w.bytes),
                 Err(quinn_proto::WriteError::Blocked) => {}
-                Err(_) => {
-                    // Stopped or closed by the peer: nothing more goes out on it.
-                    s.out.clear();
-                    s.sent = 0;
-                }
-            }
-            if s.sent == s.out.len() {
-                s.out.clear();
-                s.sent = 0;
+                // Stopped or closed by the peer: nothing more goes out on it.
+                Err(_) => s.out.clear(),
             }
         }
         if full && s.pending() < STREAM_OUT_MAX {

@@ -2,9 +2,14 @@
 //! client's codec (`client/codec.rs`, `Codec::H3`): the proxy's own replies (status pages,
 //! redirects, local pages, stored responses whole or composed), relayed heads, interim
 //! heads, body bytes and trailers, each QPACK-encoded or framed into the stream's bytes.
-//! A stored body is copied into DATA frames (HTTP/2 shares it; not done here yet).
+//! A stored body is not copied: its DATA frame's head is ours, its payload the cache's bytes
+//! (`H3Codec::push_shared`), as HTTP/2 shares it.
 
+use std::ops::Range;
+use std::sync::Arc;
 use std::time::SystemTime;
+
+use bytes::Bytes;
 
 use super::codec::H3Codec;
 use crate::worker::h1::{LocalPage, Reply};
@@ -25,7 +30,7 @@ fn head(c: &mut H3Codec, stream: u32, status: u16, fields: &[(&[u8], &[u8])]) ->
     if c.h3.send_headers(&mut out, status, &kept).is_err() {
         return false;
     }
-    c.push(stream, &out);
+    c.push(stream, out);
     true
 }
 
@@ -36,7 +41,19 @@ pub fn data(c: &mut H3Codec, stream: u32, bytes: &[u8]) {
     }
     let mut out = Vec::with_capacity(bytes.len() + 9);
     h3::write::data(&mut out, bytes);
-    c.push(stream, &out);
+    c.push(stream, out);
+}
+
+/// `range` of a stored body on `stream` as one DATA frame, the payload shared with the
+/// cache entry (held by quinn-proto until the client acknowledges it).
+fn shared_data(c: &mut H3Codec, stream: u32, body: &Arc<[u8]>, range: Range<usize>) {
+    if range.is_empty() || body.get(range.clone()).is_none() {
+        return;
+    }
+    let mut head = Vec::with_capacity(9);
+    h3::write::data_head(&mut head, range.len() as u64);
+    c.push(stream, head);
+    c.push_shared(stream, Bytes::from_owner(body.clone()).slice(range));
 }
 
 /// A reply of the proxy's own on `stream`; returns the body bytes.
@@ -110,14 +127,16 @@ fn stored(
     match entry.reply(answer) {
         cache::Reply::Stored(kind) => {
             let (_, body) = entry.reply_parts(kind);
+            let body_len = body.len();
             let mut fields = lower(&mut entry.reply_fields(kind));
             fields.push((b"age".to_vec(), age));
             let pairs: Pairs = fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
             if !head(c, stream, entry.reply_status(kind), &pairs) {
                 return 0;
             }
-            data(c, stream, body);
-            body.len() as u64
+            // The body of a full reply is the entry's whole body (`reply_parts`).
+            shared_data(c, stream, entry.body(), 0..body_len);
+            body_len as u64
         }
         cache::Reply::Composed(composed) => {
             let mut fields = lower(&mut composed.fields());
@@ -128,11 +147,9 @@ fn stored(
             }
             for part in composed.body_parts() {
                 match part {
-                    cache::BodyPart::Stored(range) => data(
-                        c,
-                        stream,
-                        entry.body().get(range.clone()).unwrap_or_default(),
-                    ),
+                    cache::BodyPart::Stored(range) => {
+                        shared_data(c, stream, entry.body(), range.clone())
+                    }
                     cache::BodyPart::Owned(bytes) => data(c, stream, bytes),
                 }
             }
@@ -168,7 +185,7 @@ pub fn trailers(c: &mut H3Codec, stream: u32, section: &[u8]) {
     let pairs: Pairs = fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
     let mut out = Vec::new();
     if c.h3.send_trailers(&mut out, &pairs).is_ok() {
-        c.push(stream, &out);
+        c.push(stream, out);
     }
 }
 
