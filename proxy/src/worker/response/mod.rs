@@ -346,6 +346,18 @@ impl Worker {
         }
     }
 
+    /// `server_proto h2`: connection `ui` speaks HTTP/2 from now on (h2_origin.rs `start`).
+    pub(super) fn start_h2_origin(&mut self, ui: UpstreamId) -> bool {
+        super::h2_origin::start((&mut self.upstreams, &mut self.groups), &self.rt, ui)
+    }
+
+    /// `server_proto h2`: a connection of `group` (to `server` if given) with a free stream
+    /// (h2_conn.rs `find_conn`).
+    pub(super) fn shared_h2(&self, group: usize, server: Option<usize>) -> Option<UpstreamId> {
+        let parts = (&self.upstreams, &self.groups[..]);
+        super::upstream::h2_conn::find_conn(parts, (group, server), self.rt_gen)
+    }
+
     /// `server_proto h2`: sends `forward` on a new stream of connection `conn`
     /// (h2_origin.rs).
     pub(super) fn attach_h2(&mut self, id: ExchangeId, conn: UpstreamId, forward: Box<Forward>) {

@@ -25,6 +25,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 pub struct ServerState {
     idle: Vec<UpstreamId>,
+    /// Its HTTP/2 connections carrying exchanges (`server_proto h2`), in the order they
+    /// opened: where a request looks for a free stream (`h2_conn.rs` `find_conn`) without
+    /// going through the whole upstream table.
+    h2: Vec<UpstreamId>,
     open: usize,
     down_until: Option<Instant>,
     failures: u32,
@@ -40,6 +44,7 @@ impl ServerState {
     fn new() -> ServerState {
         ServerState {
             idle: Vec::new(),
+            h2: Vec::new(),
             open: 0,
             down_until: None,
             failures: 0,
@@ -59,10 +64,23 @@ impl ServerState {
         self.idle.push(ui);
     }
 
-    /// Connection `ui` closed: it leaves the count and the pool.
+    /// Connection `ui` closed: it leaves the count, the pool and the HTTP/2 list.
     pub fn closed(&mut self, ui: UpstreamId) {
         self.open = self.open.saturating_sub(1);
         self.idle.retain(|&i| i != ui);
+        if let Some(at) = self.h2.iter().position(|&i| i == ui) {
+            self.h2.remove(at);
+        }
+    }
+
+    /// Connection `ui` speaks HTTP/2 from now on: exchanges may share it.
+    pub fn h2_started(&mut self, ui: UpstreamId) {
+        self.h2.push(ui);
+    }
+
+    /// Its HTTP/2 connections carrying exchanges, oldest first.
+    pub fn h2_conns(&self) -> &[UpstreamId] {
+        &self.h2
     }
 
     /// The server failed (connect refused or timed out, a failed health check): it is out

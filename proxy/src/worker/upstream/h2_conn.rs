@@ -11,10 +11,12 @@
 //! exchange's `server_forward_timeout`. Closing it resets its stream (CANCEL) if the stream
 //! is still open; it never goes to a pool and never counts against `conns_n`.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use http1::{BodyDecoder, BodyFraming};
 
+use super::groups::GroupState;
 use super::h2_render::RenderTo;
 use super::{flush, read, Flushed, UpPhase, Upstream, UpstreamId, Upstreams};
 use crate::buf::BufPool;
@@ -32,6 +34,14 @@ pub struct H2Conn {
     pub client: h2::ClientConnection,
     /// Its stream entries, opened or waiting for a stream.
     pub streams: Vec<UpstreamId>,
+    /// The stream entries by their stream's id, once opened: an event finds its entry here.
+    by_id: HashMap<u32, UpstreamId>,
+    /// The stream entries whose request is not out whole yet (waiting for a stream, or
+    /// their body for the origin's windows), in the order they came: a turn sends theirs.
+    pub(super) sending: Vec<UpstreamId>,
+    /// Stream entries still holding their request (no stream opened for it yet): what the
+    /// origin's stream limit must leave room for.
+    pub(super) waiting: usize,
     /// The codec's deadline the connection's timer is armed for.
     armed: Option<Instant>,
     /// A health monitor's connection (`worker/health.rs`): it carries the monitor's stream
@@ -64,6 +74,13 @@ pub struct H2Stream {
     chunked: bool,
 }
 
+impl H2Conn {
+    /// Stream `id` was opened for stream entry `si`: its events go there.
+    pub(super) fn learn(&mut self, id: u32, si: UpstreamId) {
+        self.by_id.insert(id, si);
+    }
+}
+
 /// The HTTP/2 connection state of `u`, if it is a connection entry.
 pub fn conn_mut(u: &mut Upstream) -> Option<&mut H2Conn> {
     match u.h2.as_mut() {
@@ -93,6 +110,9 @@ pub fn start_conn(u: &mut Upstream, limits: h2::Limits, now: Instant) -> Result<
     u.h2 = Some(H2Link::Conn(Box::new(H2Conn {
         client,
         streams: Vec::new(),
+        by_id: HashMap::new(),
+        sending: Vec::new(),
+        waiting: 0,
         armed: None,
         probe: false,
     })));
@@ -100,44 +120,33 @@ pub fn start_conn(u: &mut Upstream, limits: h2::Limits, now: Instant) -> Result<
 }
 
 /// Streams connection `c` can still take: what the origin allows less those waiting.
-fn room(c: &H2Conn, upstreams: &Upstreams) -> usize {
-    let waiting = c
-        .streams
-        .iter()
-        .filter(|&&s| {
-            upstreams
-                .get(s)
-                .and_then(|u| match u.h2.as_ref() {
-                    Some(H2Link::Stream(st)) => Some(st.id.is_none()),
-                    _ => None,
-                })
-                .unwrap_or(false)
-        })
-        .count();
-    c.client.available_streams().saturating_sub(waiting)
+fn room(c: &H2Conn) -> usize {
+    c.client.available_streams().saturating_sub(c.waiting)
 }
 
 /// A connection of `group` (to `server` if given) of configuration `rt_gen` that can take
-/// another stream now.
+/// another stream now: the oldest with room, from the servers' lists of their HTTP/2
+/// connections (`groups.rs` `ServerState::h2_conns`), never the whole upstream table.
 pub fn find_conn(
-    upstreams: &Upstreams,
+    (upstreams, groups): (&Upstreams, &[GroupState]),
     (group, server): (usize, Option<usize>),
     rt_gen: u64,
 ) -> Option<UpstreamId> {
-    upstreams
+    let servers = &groups.get(group)?.servers;
+    let servers = match server {
+        Some(s) => servers.get(s..=s)?,
+        None => &servers[..],
+    };
+    let usable = |u: &Upstream| u.rt_gen == rt_gen && !u.removed && !u.peer_closed;
+    servers
         .iter()
-        .filter(|(_, u)| {
-            u.group == group
-                && server.is_none_or(|s| s == u.server)
-                && u.rt_gen == rt_gen
-                && !u.removed
-                && !u.peer_closed
+        .flat_map(|st| st.h2_conns().iter().copied())
+        .find(|&ui| {
+            upstreams.get(ui).is_some_and(|u| {
+                usable(u)
+                    && matches!(u.h2.as_ref(), Some(H2Link::Conn(c)) if !c.probe && room(c) > 0)
+            })
         })
-        .find(|(_, u)| match u.h2.as_ref() {
-            Some(H2Link::Conn(c)) => !c.probe && room(c, upstreams) > 0,
-            _ => false,
-        })
-        .map(|(ui, _)| ui)
 }
 
 /// What a new stream carries: its request, the request body's decoder, whether it is HEAD.
@@ -206,6 +215,8 @@ pub fn open_stream(
     let si = upstreams.insert(entry);
     if let Some(c) = upstreams.get_mut(conn).and_then(conn_mut) {
         c.streams.push(si);
+        c.sending.push(si);
+        c.waiting += 1;
     }
     Ok(si)
 }
@@ -217,7 +228,12 @@ pub fn forget_stream(upstreams: &mut Upstreams, si: UpstreamId, stream: &H2Strea
         return;
     };
     c.streams.retain(|&s| s != si);
+    c.sending.retain(|&s| s != si);
+    if stream.request.is_some() {
+        c.waiting = c.waiting.saturating_sub(1);
+    }
     if let Some(id) = stream.id {
+        c.by_id.remove(&id);
         c.client.reset(id, h2::ErrorCode::CANCEL);
     }
     // A reset to write: the connection's next turn writes it.
@@ -251,6 +267,10 @@ pub fn orphan_streams(upstreams: &mut Upstreams, streams: &[UpstreamId]) -> Vec<
             continue;
         };
         let unsent = s.id.is_none();
+        // Its stream and request went with the connection: nothing of it is left for a
+        // connection that takes the slot next to reset or count.
+        s.id = None;
+        s.request = None;
         u.peer_closed = true;
         u.peer_failed = true;
         // A stream never opened was not processed by the origin: a retry is safe.
@@ -421,19 +441,15 @@ fn deliver(
             return;
         }
     };
-    let Some(streams) = upstreams
-        .get_mut(ui)
-        .and_then(conn_mut)
-        .map(|c| c.streams.clone())
-    else {
+    let Some(c) = upstreams.get_mut(ui).and_then(conn_mut) else {
         return;
     };
-    let found = streams.into_iter().find(|&si| {
-        upstreams
-            .get_mut(si)
-            .and_then(stream_mut)
-            .is_some_and(|s| s.id == Some(stream))
-    });
+    // A reset ends the stream: its entry learns it once, and its id names nothing after.
+    let found = if matches!(ev, E::Reset { .. }) {
+        c.by_id.remove(&stream)
+    } else {
+        c.by_id.get(&stream).copied()
+    };
     let Some(si) = found else {
         // A stream the exchange already gave up: its credit goes back at once.
         if let (E::Data { data, .. }, Some(c)) = (&ev, upstreams.get_mut(ui).and_then(conn_mut)) {
@@ -471,9 +487,8 @@ fn count(ev: &h2::ClientEvent, seen: &mut H2ClientSeen) {
     }
 }
 
-/// Moves what stream entry `si`'s response left over into its read buffer, and returns the
-/// window for the body bytes passed so (the origin may send that much more). True if
-/// anything moved.
+/// Moves what stream entry `si`'s response left over into its read buffer, and gives the
+/// window back for the body bytes passed so ([`give_back`]). True if anything moved.
 pub fn refill(upstreams: &mut Upstreams, bufs: &mut BufPool, si: UpstreamId) -> bool {
     let Some(u) = upstreams.get_mut(si) else {
         return false;
@@ -489,22 +504,28 @@ pub fn refill(upstreams: &mut Upstreams, bufs: &mut BufPool, si: UpstreamId) -> 
         s.overflow.drain(..n);
         moved = n > 0;
     }
-    let owed = if s.overflow.is_empty() {
-        std::mem::take(&mut s.owed)
-    } else {
-        0
+    give_back(upstreams, si);
+    moved
+}
+
+/// Returns to the origin the window of stream entry `si`'s body bytes passed to its read
+/// buffer (the origin may send that much more).
+pub fn give_back(upstreams: &mut Upstreams, si: UpstreamId) {
+    let Some(H2Link::Stream(s)) = upstreams.get_mut(si).and_then(|u| u.h2.as_mut()) else {
+        return;
     };
+    if s.owed == 0 || !s.overflow.is_empty() {
+        return;
+    }
+    let owed = std::mem::take(&mut s.owed);
     let (conn, id) = (s.conn, s.id);
-    if owed > 0 {
-        if let (Some(id), Some(c)) = (id, upstreams.get_mut(conn).and_then(conn_mut)) {
-            c.client.consumed(id, owed);
-            // A WINDOW_UPDATE to write: the connection's next turn writes it.
-            if !c.client.output().is_empty() {
-                upstreams.h2_woken.push(conn);
-            }
+    if let (Some(id), Some(c)) = (id, upstreams.get_mut(conn).and_then(conn_mut)) {
+        c.client.consumed(id, owed);
+        // A WINDOW_UPDATE to write: the connection's next turn writes it.
+        if !c.client.output().is_empty() {
+            upstreams.h2_woken.push(conn);
         }
     }
-    moved
 }
 
 impl H2Stream {
