@@ -83,11 +83,18 @@ impl Worker {
         }
         loop {
             match self.relay_step(id, ui) {
-                Step::Wait => return moved,
+                Step::Wait => break,
                 Step::Moved => moved = true,
                 end => return self.end_relay(id, ui, end),
             }
         }
+        // An HTTP/2 origin's stream: the window of the body passed on goes back now, so that
+        // the origin sends on while this exchange waits (h2_conn.rs `give_back`).
+        super::upstream::h2_conn::give_back(&mut self.upstreams, ui);
+        if !self.upstreams.h2_woken.is_empty() {
+            super::h2_origin::wake(&mut self.upstreams, &mut self.dirty);
+        }
+        moved
     }
 
     /// One step of relaying exchange `id`'s response from upstream `ui`: its head, or as
@@ -125,6 +132,7 @@ impl Worker {
             return Step::Bad { count: false };
         };
         let step = match to {
+            None if u.h2.is_some() => body::step_decoded(&mut sink, u, fwd),
             None => body::step(&mut sink, u, fwd),
             Some(to) => {
                 let writer = HeadWriter {

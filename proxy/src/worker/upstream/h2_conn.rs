@@ -4,19 +4,20 @@
 //! own, a stream entry: it is what the exchange's `Forward::up` names, so the rest of the
 //! pipeline works on it unchanged. Its `out` receives the request body as the client's
 //! side queues it (HTTP/1 framed: raw, or chunked), which the connection turns into DATA
-//! within the origin's windows; its `rbuf` receives the response rendered as HTTP/1.1 (a
-//! status line, the fields, the body raw under a Content-Length or else chunked with the
-//! trailers after the last chunk), which the one response relay reads as it reads any
-//! server's. A stream entry has no socket (the connection's entry has it). Its own timer is the
+//! within the origin's windows; its response is queued on it as decoded pieces (head, data,
+//! end with trailers: `h2_pieces.rs`), which the one response relay takes instead of reading
+//! the entry's `rbuf` (a health monitor's stream gets its answer rendered as HTTP/1.1 in its
+//! `rbuf` instead, `h2_render.rs`, for `worker/health.rs`). A stream entry has no socket (the connection's entry has it). Its own timer is the
 //! exchange's `server_forward_timeout`. Closing it resets its stream (CANCEL) if the stream
 //! is still open; it never goes to a pool and never counts against `conns_n`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use http1::{BodyDecoder, BodyFraming};
 
 use super::groups::GroupState;
+use super::h2_pieces::Piece;
 use super::h2_render::RenderTo;
 use super::{flush, read, Flushed, UpPhase, Upstream, UpstreamId, Upstreams};
 use crate::buf::BufPool;
@@ -64,10 +65,13 @@ pub struct H2Stream {
     pub(super) body_end: bool,
     /// The request went out whole (head, body and END_STREAM).
     pub sent: bool,
-    /// The response as HTTP/1.1 that did not fit in `rbuf` yet.
+    /// The response's pieces not yet taken by the relay (an exchange's stream).
+    pub(super) pieces: VecDeque<Piece>,
+    /// A health monitor's stream: the response as HTTP/1.1 that did not fit in `rbuf` yet.
     overflow: Vec<u8>,
-    /// Response body bytes passed to `rbuf` whose window is not yet returned.
-    owed: usize,
+    /// Response body bytes passed on (taken by the relay, or to `rbuf`) whose window is not
+    /// yet returned.
+    pub(super) owed: usize,
     /// The request was HEAD: the response has no body whatever it says.
     head_request: bool,
     /// The response body is rendered chunked (no Content-Length).
@@ -179,6 +183,7 @@ pub fn open_stream(
         pending: Vec::new(),
         body_end: false,
         sent: false,
+        pieces: VecDeque::new(),
         overflow: Vec::new(),
         owed: 0,
         head_request: new.head_request,
@@ -468,8 +473,16 @@ fn deliver(
             s.id = None;
             s.sent = true;
         }
-    } else if let Some(s) = stream_mut(u) {
-        super::h2_render::render(s.render_to(), ev);
+    } else {
+        // An exchange's response goes to the relay as pieces; a monitor's as HTTP/1.1.
+        let exchange = u.exchange.is_some();
+        if let Some(s) = stream_mut(u) {
+            if exchange {
+                super::h2_pieces::queue(&mut s.pieces, ev, s.head_request);
+            } else {
+                super::h2_render::render(s.render_to(), ev);
+            }
+        }
     }
     u.last_progress = Instant::now();
     woken.push(si);
@@ -487,8 +500,9 @@ fn count(ev: &h2::ClientEvent, seen: &mut H2ClientSeen) {
     }
 }
 
-/// Moves what stream entry `si`'s response left over into its read buffer, and gives the
-/// window back for the body bytes passed so ([`give_back`]). True if anything moved.
+/// Moves what a health monitor's stream entry `si` has of its answer into its read buffer,
+/// and gives the window back for the body bytes passed on ([`give_back`]). True if anything
+/// moved.
 pub fn refill(upstreams: &mut Upstreams, bufs: &mut BufPool, si: UpstreamId) -> bool {
     let Some(u) = upstreams.get_mut(si) else {
         return false;
@@ -508,8 +522,9 @@ pub fn refill(upstreams: &mut Upstreams, bufs: &mut BufPool, si: UpstreamId) -> 
     moved
 }
 
-/// Returns to the origin the window of stream entry `si`'s body bytes passed to its read
-/// buffer (the origin may send that much more).
+/// Returns to the origin the window of stream entry `si`'s body bytes passed on (the origin
+/// may send that much more): what the relay took of its pieces, or what went into a
+/// monitor's read buffer.
 pub fn give_back(upstreams: &mut Upstreams, si: UpstreamId) {
     let Some(H2Link::Stream(s)) = upstreams.get_mut(si).and_then(|u| u.h2.as_mut()) else {
         return;
