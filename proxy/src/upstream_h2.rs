@@ -8,8 +8,8 @@
 //! body's end is END_STREAM).
 //!
 //! Called by the worker for `server_proto h2` groups (`worker/h2_origin.rs`, h2c). The
-//! response half, [`response_head`], is not: the worker renders an HTTP/2 origin's response
-//! as HTTP/1.1 for its one relay (`worker/upstream/h2_render.rs`).
+//! response half, [`response_head`], gives the one relay an HTTP/2 origin's heads
+//! (`worker/response/head.rs`, from `worker/upstream/h2_pieces.rs`).
 
 use http1::{BodyFraming, ConnectionOption, RequestSink};
 

@@ -11,6 +11,10 @@ role: one connection at a time on 127.0.0.1:PORT, in one of these modes.
                stops it, and "done" at the end.
   silent       sends its SETTINGS, then never acknowledges the client's nor answers; prints
                "goaway code C" when the client's GOAWAY arrives, then stops.
+  shapes       answers by path (python h2): /interim a 103 with a Link field, then 200
+               without content-length, "hello " and "world" as two DATA frames, and the
+               trailer x-checksum: abc; /empty a 200 without content-length ended with its
+               HEADERS; anything else 404 with its HEADERS.
 
 Usage: h2_bad_origin.py PORT MODE [N]. Runs until killed (the test kills it by pid)."""
 
@@ -133,6 +137,31 @@ def big(sock, n):
         sock.sendall(c.data_to_send())
 
 
+def shapes(sock):
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding=None))
+    c.initiate_connection()
+    sock.sendall(c.data_to_send())
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            return
+        for ev in c.receive_data(data):
+            if not isinstance(ev, h2.events.RequestReceived):
+                continue
+            sid, path = ev.stream_id, dict(ev.headers).get(b":path")
+            if path == b"/interim":
+                c.send_headers(sid, [(b":status", b"103"), (b"link", b"</a.css>; rel=preload")])
+                c.send_headers(sid, [(b":status", b"200"), (b"content-type", b"text/plain")])
+                c.send_data(sid, b"hello ")
+                c.send_data(sid, b"world")
+                c.send_headers(sid, [(b"x-checksum", b"abc")], end_stream=True)
+            elif path == b"/empty":
+                c.send_headers(sid, [(b":status", b"200"), (b"x-empty", b"1")], end_stream=True)
+            else:
+                c.send_headers(sid, [(b":status", b"404")], end_stream=True)
+        sock.sendall(c.data_to_send())
+
+
 def silent(sock):
     got = b""
     sock.sendall(frame(4, 0, 0, b""))  # SETTINGS, and nothing after
@@ -161,6 +190,8 @@ def main():
                 big(sock, int(sys.argv[3]))
             elif mode == "silent":
                 silent(sock)
+            elif mode == "shapes":
+                shapes(sock)
             else:
                 sys.exit("unknown mode " + mode)
         except (ConnectionError, OSError):

@@ -295,6 +295,41 @@ fn get(http: SocketAddr, path: &str) -> String {
     String::from_utf8_lossy(&raw).into_owned()
 }
 
+/// An HTTP/1.1 client of an HTTP/2 origin gets the response in HTTP/1.1's form: the
+/// origin's interim 103 before the final head; a body without a Content-Length as chunks,
+/// its trailers as the chunked trailer section; an empty one ended by HEADERS with a
+/// `content-length: 0`.
+#[test]
+fn an_http1_client_gets_interim_heads_chunks_trailers_and_empty_bodies_in_its_form() {
+    let dir = TempDir::new("h2-origin-shapes");
+    let (origin, addr) = bad_origin(&dir, &["shapes"]);
+    let (proxy, http, _) = proxy_with_stats("h2-origin-shapes", addr, "");
+    let logs = || format!("{}\n{}", proxy.proc.logs(), origin.logs());
+    let answer = get(http, "/interim").to_ascii_lowercase();
+    let (interim, last) = answer
+        .split_once("\r\n\r\nhttp/1.1 200")
+        .unwrap_or_default();
+    assert!(interim.starts_with("http/1.1 103"), "{answer}\n{}", logs());
+    assert!(
+        interim.contains("\r\nlink: </a.css>; rel=preload"),
+        "{answer}"
+    );
+    let (head, body) = last.split_once("\r\n\r\n").unwrap_or_default();
+    assert!(head.contains("\r\ntransfer-encoding: chunked"), "{answer}");
+    assert!(!head.contains("content-length"), "{answer}");
+    assert_eq!(
+        body, "6\r\nhello \r\n5\r\nworld\r\n0\r\nx-checksum: abc\r\n\r\n",
+        "{answer}"
+    );
+    let empty = get(http, "/empty").to_ascii_lowercase();
+    let (head, body) = empty.split_once("\r\n\r\n").unwrap_or_default();
+    assert!(head.starts_with("http/1.1 200"), "{empty}\n{}", logs());
+    assert!(head.contains("\r\nx-empty: 1\r\n"), "{empty}");
+    assert!(head.contains("\r\ncontent-length: 0\r\n"), "{empty}");
+    assert!(!head.contains("transfer-encoding"), "{empty}");
+    assert_eq!(body, "", "{empty}");
+}
+
 #[test]
 fn streams_refused_by_the_origin_are_retried() {
     let dir = TempDir::new("h2-origin-refused");

@@ -15,7 +15,6 @@ use super::h1::Reply;
 use super::h2_origin;
 use super::token::{client_token, upstream_token};
 use super::upstream::groups::{self, request_key, Pick};
-use super::upstream::h2_conn::find_conn;
 use super::upstream::{self, Flushed, Settled, UpPhase, UpstreamEnd, UpstreamId};
 use super::Worker;
 use crate::metrics::bump;
@@ -189,20 +188,19 @@ impl Worker {
                 avoid,
                 forward.facts.websocket(),
             ) {
-                Pick::Pooled(ui) if h2 && h2_origin::start(&mut self.upstreams, &self.rt, ui) => {
+                Pick::Pooled(ui) if h2 && self.start_h2_origin(ui) => {
                     return self.attach_h2(id, ui, forward)
                 }
                 Pick::Pooled(ui) => return self.attach(id, ui, forward),
                 Pick::Connect(server) => {
-                    let shared =
-                        h2.then(|| find_conn(&self.upstreams, (group, Some(server)), self.rt_gen));
+                    let shared = h2.then(|| self.shared_h2(group, Some(server)));
                     if let Some(conn) = shared.flatten() {
                         return self.attach_h2(id, conn, forward);
                     }
                     let (mut conns, open) = self.conns();
                     let to = (forward.group, server, UpPhase::Connecting);
                     match upstream::connect(&mut conns, open, to) {
-                        Ok(ui) if h2 && h2_origin::start(&mut self.upstreams, &self.rt, ui) => {
+                        Ok(ui) if h2 && self.start_h2_origin(ui) => {
                             return self.attach_h2(id, ui, forward)
                         }
                         Ok(ui) => return self.attach(id, ui, forward),
@@ -227,7 +225,7 @@ impl Worker {
                     }
                 }
                 Pick::Full => {
-                    let shared = h2.then(|| find_conn(&self.upstreams, (group, None), self.rt_gen));
+                    let shared = h2.then(|| self.shared_h2(group, None));
                     if let Some(conn) = shared.flatten() {
                         return self.attach_h2(id, conn, forward);
                     }

@@ -386,6 +386,18 @@ pub fn write_interim(out: &mut Outbox, raw_head: &[u8]) {
     out.push(raw_head);
 }
 
+/// An interim head another codec decoded (an HTTP/2 origin's 1xx), over `input`: its status
+/// line (the reason left empty) and its fields, as the origin gave them.
+pub fn write_interim_head(out: &mut Outbox, head: &http1::ResponseHead, input: &[u8]) {
+    let mut text = Vec::with_capacity(64);
+    http1::write_status_line(&mut text, head.status(), b"");
+    for (name, value) in head.headers().fields(input) {
+        http1::write_field(&mut text, name, value);
+    }
+    text.extend_from_slice(http1::TRAILER_END);
+    out.push(&text);
+}
+
 /// The origin's `101 Switching Protocols` to a WebSocket handshake, rewritten for the
 /// client like any relayed head (hop-by-hop fields dropped, the vhost's response edits), with
 /// the proxy's own `Connection: upgrade` and `Upgrade: websocket`. Err when it would not fit
@@ -481,6 +493,37 @@ pub fn write_body(out: &mut Outbox, raw: &[u8], data: &[u8], chunked: bool, dech
     let forwarded = if chunked && !dechunk { raw } else { data };
     out.push(forwarded);
     forwarded.len() as u64
+}
+
+/// Body data another codec decoded (an HTTP/2 origin's DATA): as a chunk when the client
+/// reads the body chunked (`framed`; nothing for no data: an empty chunk would end it), else
+/// as it is. Returns the bytes sent.
+pub fn write_decoded_body(out: &mut Outbox, data: &[u8], framed: bool) -> u64 {
+    if !framed {
+        out.push(data);
+        return data.len() as u64;
+    }
+    if data.is_empty() {
+        return 0;
+    }
+    let size = http1::ChunkSize::new(data.len());
+    out.push(size.as_bytes());
+    out.push(data);
+    out.push(http1::CHUNK_END);
+    (size.as_bytes().len() + data.len() + http1::CHUNK_END.len()) as u64
+}
+
+/// The end of a chunked body another codec decoded: the last chunk and the trailer section
+/// (`trailers`, none: empty). Returns the bytes sent.
+pub fn write_last_chunk(out: &mut Outbox, trailers: &[h2::Field]) -> u64 {
+    let mut text = Vec::with_capacity(16);
+    text.extend_from_slice(http1::LAST_CHUNK);
+    for f in trailers {
+        http1::write_field(&mut text, &f.name, &f.value);
+    }
+    text.extend_from_slice(http1::TRAILER_END);
+    out.push(&text);
+    text.len() as u64
 }
 
 /// Whether this client reads HTTP/1.0.

@@ -171,6 +171,16 @@ pub fn trailer_fields(section: &[u8]) -> FieldList {
         .collect()
 }
 
+/// The trailers another codec decoded (an HTTP/2 origin's: lowercase names, checked
+/// values) that an HTTP/2 or HTTP/3 client gets, as [`trailer_fields`] gives a section's.
+pub fn decoded_trailer_fields(fields: &[h2::Field]) -> FieldList {
+    fields
+        .iter()
+        .filter(|f| trailer_relayed(&f.name))
+        .map(|f| (f.name.clone(), f.value.clone()))
+        .collect()
+}
+
 /// The fields an HTTP/2 client gets of a head given as fields: the lowercase names end to
 /// end in `names`, each kept field as its name's range there and its value;
 /// connection-specific fields left out.

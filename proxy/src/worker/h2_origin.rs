@@ -13,6 +13,7 @@ use mio::Token;
 use super::client::Clients;
 use super::exchange::{ExchangeId, Exchanges, Forward};
 use super::token::{client_token, upstream_token};
+use super::upstream::groups::{self, GroupState};
 use super::upstream::h2_conn::{self, NewStream};
 use super::upstream::{self, UpPhase, UpstreamId, Upstreams};
 use crate::buf::BufPool;
@@ -26,8 +27,13 @@ pub(super) fn is_h2(rt: &Runtime, group: usize) -> bool {
 }
 
 /// Connection `ui` (new, or pooled unused: nothing was sent on it) speaks HTTP/2 from now
-/// on. False if it cannot.
-pub(super) fn start(upstreams: &mut Upstreams, rt: &Runtime, ui: UpstreamId) -> bool {
+/// on, listed with its server's HTTP/2 connections for the requests that follow to share.
+/// False if it cannot.
+pub(super) fn start(
+    (upstreams, groups): (&mut Upstreams, &mut [GroupState]),
+    rt: &Runtime,
+    ui: UpstreamId,
+) -> bool {
     let Some(u) = upstreams.get_mut(ui) else {
         return false;
     };
@@ -39,6 +45,9 @@ pub(super) fn start(upstreams: &mut Upstreams, rt: &Runtime, ui: UpstreamId) -> 
     }
     if u.phase == UpPhase::Idle {
         u.phase = UpPhase::Busy;
+    }
+    if let Some(st) = groups::server_mut(groups, u.group, u.server) {
+        st.h2_started(ui);
     }
     true
 }

@@ -83,15 +83,20 @@ pub fn reply(
 /// An upstream's interim (1xx, not 101) head: relayed to an HTTP/1.1 client as it came, to
 /// an HTTP/2 client as HEADERS without END_STREAM (RFC 9110 §15.2: a proxy forwards the
 /// interim responses it did not ask for). True if the client got it.
-/// `head` is the upstream reader's parse of `input`'s first `len` bytes.
+/// `head` is the upstream reader's parse of `input`'s first `len` bytes, or (None) a head
+/// over `input` that an HTTP/2 origin's stream decoded, which an HTTP/1.1 client gets
+/// written from its pieces.
 pub fn interim(
     c: &mut Client,
     stream: u32,
-    (head, input, len): (&http1::ResponseHead, &[u8], usize),
+    (head, input, len): (&http1::ResponseHead, &[u8], Option<usize>),
 ) -> bool {
     match &mut c.codec {
         Codec::H1(_) => {
-            h1::write_interim(&mut c.out, input.get(..len).unwrap_or(&[]));
+            match len {
+                Some(len) => h1::write_interim(&mut c.out, input.get(..len).unwrap_or(&[])),
+                None => h1::write_interim_head(&mut c.out, head, input),
+            }
             true
         }
         Codec::H2(h2) => {
@@ -128,6 +133,42 @@ pub fn trailers(c: &mut Client, stream: u32, section: &[u8]) {
         Codec::H2(h2) => h2.relay_trailers(stream, section),
         Codec::H3(h3) => h3_reply::trailers(h3, stream, section),
         Codec::H1(_) => {}
+    }
+}
+
+/// Body data another codec decoded (an HTTP/2 origin's DATA); `framed`: an HTTP/1.1 client
+/// reads it chunked, and gets it as a chunk. Returns the body bytes sent.
+pub fn decoded_body(c: &mut Client, stream: u32, data: &[u8], framed: bool) -> u64 {
+    if matches!(c.codec, Codec::H1(_)) {
+        return h1::write_decoded_body(&mut c.out, data, framed);
+    }
+    body(c, stream, data, data, false, false)
+}
+
+/// The end of a body another codec decoded, with its trailers (none: empty): an HTTP/1.1
+/// client reading it chunked (`framed`) gets the last chunk and the trailer section; an
+/// HTTP/2 or HTTP/3 client the end-to-end trailers as the final HEADERS. Returns the body
+/// bytes sent (an HTTP/1.1 client's framing).
+pub fn decoded_end(c: &mut Client, stream: u32, trailers: &[h2::Field], framed: bool) -> u64 {
+    match &mut c.codec {
+        Codec::H1(_) if framed => h1::write_last_chunk(&mut c.out, trailers),
+        Codec::H1(_) => 0,
+        Codec::H2(h2) => {
+            let fields = super::super::h2_heads::decoded_trailer_fields(trailers);
+            if !fields.is_empty() {
+                h2.set_trailers(stream, fields);
+            }
+            0
+        }
+        Codec::H3(h3) => {
+            let fields = super::super::h2_heads::decoded_trailer_fields(trailers);
+            let pairs: Vec<(&[u8], &[u8])> = fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+            let mut out = Vec::new();
+            if !pairs.is_empty() && h3.h3.send_trailers(&mut out, &pairs).is_ok() {
+                h3.push(stream, &out);
+            }
+            0
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use super::super::fill::Origin;
 use super::super::h1::{self, ReplyTo};
 use super::super::lifecycle::ResponseFraming;
 use super::super::sticky_hook;
+use super::super::upstream::h2_pieces::{self, Piece};
 use super::super::upstream::Upstream;
 use super::sink::Sink;
 use super::{Step, MAX_INTERIM_RESPONSES};
@@ -65,28 +66,18 @@ impl HeadWriter<'_> {
         fwd: &mut Forward,
         to: &Recipient,
     ) -> Step {
-        let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
-        if input.is_empty() {
-            return if u.peer_closed {
-                Step::Lost { reused: u.reused }
-            } else {
-                Step::Wait
-            };
-        }
         let is_head = fwd.facts.method() == http1::Method::Head;
-        let (head, len) = match http1::parse_response(input, &self.rt.limits, is_head) {
-            Ok(Some(h)) => h,
-            Ok(None) if !u.peer_closed && !u.rbuf.as_mut().is_some_and(|b| b.is_full()) => {
-                return Step::Wait
-            }
-            Ok(None) | Err(_) => return Step::Bad { count: true },
+        let (head, taken) = match take_head(u, &self.rt.limits, is_head) {
+            Ok(taken) => taken,
+            Err(step) => return step,
         };
         fwd.head_received(head.status());
         // Decided for every head, interim, 304 to a revalidation and final alike, before any
         // of them is acted on.
+        let input = taken.bytes(u);
         fwd.resp
             .head_read(ResponseFraming::of(fwd.facts.method(), &head, input));
-        if let Some(step) = self.not_relayed_as_final(sink, u, fwd, to, (&head, len)) {
+        if let Some(step) = self.not_relayed_as_final(sink, u, fwd, to, (&head, &taken)) {
             return step;
         }
         // Judged before a byte of it is sent: a refused response is replaced, as in Tempesta.
@@ -99,7 +90,7 @@ impl HeadWriter<'_> {
                 return Step::Blocked(v);
             }
         }
-        let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+        let input = taken.bytes(u);
         let origin = Origin { head: &head, input };
         if self.start_response(sink, fwd, to, origin).is_err() {
             // The proxy's fields took the head over what a client parsing like this proxy
@@ -109,9 +100,7 @@ impl HeadWriter<'_> {
         // The upstream closes after a response without keep-alive: never pool it. A connection
         // opened for a WebSocket handshake that got an ordinary answer is not pooled either.
         u.keep_alive = head.keep_alive() && !fwd.facts.websocket();
-        if let Some(b) = u.rbuf.as_mut() {
-            b.consume(len);
-        }
+        taken.consume(u);
         Step::Moved
     }
 
@@ -125,32 +114,28 @@ impl HeadWriter<'_> {
         u: &mut Upstream,
         fwd: &mut Forward,
         to: &Recipient,
-        (head, len): (&http1::ResponseHead, usize),
+        (head, taken): (&http1::ResponseHead, &Taken),
     ) -> Option<Step> {
         let status = head.status();
-        let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+        let input = taken.bytes(u);
         // A server removed by a reload without grace time gets no new tunnel (`grace.rs`).
         if status == 101 && fwd.facts.websocket() && !(u.removed && u.retire_at.is_none()) {
             if let Some(out) = sink.client_out() {
                 let edits = response_edits(self.rt, to.vhost, to.location);
                 let switch = (head, input, edits, &self.rt.forward_limits);
                 if let Some(step) = switch_protocols(fwd, out, self.scratch, switch) {
-                    if let Some(b) = u.rbuf.as_mut() {
-                        b.consume(len);
-                    }
+                    taken.consume(u);
                     return Some(step);
                 }
             }
         }
         if (100..200).contains(&status) {
-            return Some(relay_interim(fwd, sink, u, (head, len), self.metrics));
+            return Some(relay_interim(fwd, sink, u, (head, taken), self.metrics));
         }
         let step = cache_instead(sink, head, input)?;
         if matches!(step, Step::NotModified(_)) {
             u.keep_alive = head.keep_alive();
-            if let Some(b) = u.rbuf.as_mut() {
-                b.consume(len);
-            }
+            taken.consume(u);
         }
         Some(step)
     }
@@ -257,7 +242,7 @@ fn relay_interim(
     fwd: &mut Forward,
     sink: &mut Sink<'_>,
     u: &mut Upstream,
-    (head, len): (&http1::ResponseHead, usize),
+    (head, taken): (&http1::ResponseHead, &Taken),
     metrics: &crate::metrics::Metrics,
 ) -> Step {
     let status = head.status();
@@ -269,14 +254,11 @@ fn relay_interim(
     }
     // The proxy answered `Expect: 100-continue` itself; an HTTP/1.0 client gets no interim
     // responses at all.
-    let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
     if fwd.facts.relays_interim(status) {
-        let to_client = sink.interim((head, input, len));
+        let to_client = sink.interim((head, taken.bytes(u), taken.raw_len()));
         fwd.resp.interim_relayed(to_client);
     }
-    if let Some(b) = u.rbuf.as_mut() {
-        b.consume(len);
-    }
+    taken.consume(u);
     Step::Moved
 }
 
@@ -291,4 +273,76 @@ fn cache_instead(sink: &mut Sink<'_>, head: &http1::ResponseHead, input: &[u8]) 
         return Some(Step::NotModified(fill.not_modified(&fields)));
     }
     fill.stale_instead(status).map(Step::Stale)
+}
+
+/// Where a response head came from: parsed from the first `len` bytes of the upstream's
+/// buffer (an HTTP/1.1 server's), or decoded by the upstream's HTTP/2 stream, assembled over
+/// a buffer of its own (`upstream/h2_pieces.rs`; no HTTP/1 text between).
+pub(super) enum Taken {
+    Parsed(usize),
+    Decoded(Vec<u8>),
+}
+
+impl Taken {
+    /// The bytes the head's spans refer to.
+    fn bytes<'a>(&'a self, u: &'a Upstream) -> &'a [u8] {
+        match self {
+            Taken::Parsed(_) => u.rbuf.as_ref().map_or(&[][..], |b| b.bytes()),
+            Taken::Decoded(buf) => buf,
+        }
+    }
+
+    /// The head's length as the server sent it, when it came as HTTP/1.1 text.
+    fn raw_len(&self) -> Option<usize> {
+        match self {
+            Taken::Parsed(len) => Some(*len),
+            Taken::Decoded(_) => None,
+        }
+    }
+
+    /// The head was acted on: a parsed one leaves the upstream's buffer (a decoded one left
+    /// its stream when it was taken).
+    fn consume(&self, u: &mut Upstream) {
+        if let (Taken::Parsed(len), Some(b)) = (self, u.rbuf.as_mut()) {
+            b.consume(*len);
+        }
+    }
+}
+
+/// The next response head of `u` (`is_head`: the request was HEAD), or the step to take
+/// instead (wait for more, the connection lost before a response, a bad head).
+fn take_head(
+    u: &mut Upstream,
+    limits: &http1::Limits,
+    is_head: bool,
+) -> Result<(http1::ResponseHead, Taken), Step> {
+    if let Some(piece) = h2_pieces::take(u) {
+        return match piece {
+            Some(Piece::Head(response)) => {
+                match crate::upstream_h2::response_head(&response, limits, is_head) {
+                    Ok((head, buf)) => Ok((head, Taken::Decoded(buf))),
+                    Err(_) => Err(Step::Bad { count: true }),
+                }
+            }
+            // The codec gives a head first: anything else is not a response.
+            Some(_) => Err(Step::Bad { count: true }),
+            None if u.peer_closed => Err(Step::Lost { reused: u.reused }),
+            None => Err(Step::Wait),
+        };
+    }
+    let input = u.rbuf.as_ref().map_or(&[][..], |b| b.bytes());
+    if input.is_empty() {
+        return Err(if u.peer_closed {
+            Step::Lost { reused: u.reused }
+        } else {
+            Step::Wait
+        });
+    }
+    match http1::parse_response(input, limits, is_head) {
+        Ok(Some((head, len))) => Ok((head, Taken::Parsed(len))),
+        Ok(None) if !u.peer_closed && !u.rbuf.as_mut().is_some_and(|b| b.is_full()) => {
+            Err(Step::Wait)
+        }
+        Ok(None) | Err(_) => Err(Step::Bad { count: true }),
+    }
 }

@@ -83,11 +83,18 @@ impl Worker {
         }
         loop {
             match self.relay_step(id, ui) {
-                Step::Wait => return moved,
+                Step::Wait => break,
                 Step::Moved => moved = true,
                 end => return self.end_relay(id, ui, end),
             }
         }
+        // An HTTP/2 origin's stream: the window of the body passed on goes back now, so that
+        // the origin sends on while this exchange waits (h2_conn.rs `give_back`).
+        super::upstream::h2_conn::give_back(&mut self.upstreams, ui);
+        if !self.upstreams.h2_woken.is_empty() {
+            super::h2_origin::wake(&mut self.upstreams, &mut self.dirty);
+        }
+        moved
     }
 
     /// One step of relaying exchange `id`'s response from upstream `ui`: its head, or as
@@ -125,6 +132,7 @@ impl Worker {
             return Step::Bad { count: false };
         };
         let step = match to {
+            None if u.h2.is_some() => body::step_decoded(&mut sink, u, fwd),
             None => body::step(&mut sink, u, fwd),
             Some(to) => {
                 let writer = HeadWriter {
@@ -344,6 +352,18 @@ impl Worker {
         if !super::tunnel::open(parts, &self.shared.metrics.tunnels, (start.client, ui), ws) {
             self.close_upstream(ui);
         }
+    }
+
+    /// `server_proto h2`: connection `ui` speaks HTTP/2 from now on (h2_origin.rs `start`).
+    pub(super) fn start_h2_origin(&mut self, ui: UpstreamId) -> bool {
+        super::h2_origin::start((&mut self.upstreams, &mut self.groups), &self.rt, ui)
+    }
+
+    /// `server_proto h2`: a connection of `group` (to `server` if given) with a free stream
+    /// (h2_conn.rs `find_conn`).
+    pub(super) fn shared_h2(&self, group: usize, server: Option<usize>) -> Option<UpstreamId> {
+        let parts = (&self.upstreams, &self.groups[..]);
+        super::upstream::h2_conn::find_conn(parts, (group, server), self.rt_gen)
     }
 
     /// `server_proto h2`: sends `forward` on a new stream of connection `conn`

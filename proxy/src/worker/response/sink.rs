@@ -88,9 +88,9 @@ impl<'a> Sink<'a> {
         }
     }
 
-    /// An interim (1xx, not 101) head, parsed from `input`'s first `len` bytes. True if a
-    /// client got it.
-    pub fn interim(&mut self, parsed: (&http1::ResponseHead, &[u8], usize)) -> bool {
+    /// An interim (1xx, not 101) head over `input` (parsed from its first `len` bytes, or
+    /// None: decoded by an HTTP/2 origin's stream). True if a client got it.
+    pub fn interim(&mut self, parsed: (&http1::ResponseHead, &[u8], Option<usize>)) -> bool {
         match self {
             Sink::Client { client, stream, .. } => codec::interim(client, *stream, parsed),
             Sink::FillOnly(_) => false,
@@ -169,6 +169,34 @@ impl<'a> Sink<'a> {
     pub fn trailers(&mut self, section: &[u8]) {
         if let Sink::Client { client, stream, .. } = self {
             codec::trailers(client, *stream, section);
+        }
+    }
+
+    /// Body data another codec decoded (an HTTP/2 origin's DATA), which the fill stores as
+    /// it is; `framed`: the client reads chunked framing, which its codec writes around it.
+    /// Returns the body bytes a client got.
+    pub fn decoded_body(&mut self, data: &[u8], framed: bool) -> u64 {
+        let sent = match self {
+            Sink::Client { client, stream, .. } => {
+                codec::decoded_body(client, *stream, data, framed)
+            }
+            Sink::FillOnly(_) => 0,
+        };
+        if let Some(fill) = self.fill_mut() {
+            fill.push_body(data);
+        }
+        sent
+    }
+
+    /// The end of a body another codec decoded, with its trailers (none: empty); `framed`
+    /// as for [`Sink::decoded_body`].
+    /// Returns the body bytes a client got (an HTTP/1.1 client's last chunk).
+    pub fn decoded_end(&mut self, trailers: &[h2::Field], framed: bool) -> u64 {
+        match self {
+            Sink::Client { client, stream, .. } => {
+                codec::decoded_end(client, *stream, trailers, framed)
+            }
+            Sink::FillOnly(_) => 0,
         }
     }
 }

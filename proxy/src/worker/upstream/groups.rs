@@ -25,6 +25,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 pub struct ServerState {
     idle: Vec<UpstreamId>,
+    /// Its HTTP/2 connections carrying exchanges (`server_proto h2`), in the order they
+    /// opened: where a request looks for a free stream (`h2_conn.rs` `find_conn`) without
+    /// going through the whole upstream table.
+    h2: Vec<UpstreamId>,
     open: usize,
     down_until: Option<Instant>,
     failures: u32,
@@ -40,6 +44,7 @@ impl ServerState {
     fn new() -> ServerState {
         ServerState {
             idle: Vec::new(),
+            h2: Vec::new(),
             open: 0,
             down_until: None,
             failures: 0,
@@ -59,10 +64,23 @@ impl ServerState {
         self.idle.push(ui);
     }
 
-    /// Connection `ui` closed: it leaves the count and the pool.
+    /// Connection `ui` closed: it leaves the count, the pool and the HTTP/2 list.
     pub fn closed(&mut self, ui: UpstreamId) {
         self.open = self.open.saturating_sub(1);
         self.idle.retain(|&i| i != ui);
+        if let Some(at) = self.h2.iter().position(|&i| i == ui) {
+            self.h2.remove(at);
+        }
+    }
+
+    /// Connection `ui` speaks HTTP/2 from now on: exchanges may share it.
+    pub fn h2_started(&mut self, ui: UpstreamId) {
+        self.h2.push(ui);
+    }
+
+    /// Its HTTP/2 connections carrying exchanges, oldest first.
+    pub fn h2_conns(&self) -> &[UpstreamId] {
+        &self.h2
     }
 
     /// The server failed (connect refused or timed out, a failed health check): it is out
@@ -185,43 +203,45 @@ pub fn pick(
     (key, avoid, fresh): (u64, Option<usize>, bool),
     now: Instant,
 ) -> Pick {
-    let up: Vec<usize> = (0..g.servers.len())
-        .filter(|&s| state.servers[s].is_up(now) && Some(s) != avoid)
-        .collect();
-    let primary: Vec<usize> = up
-        .iter()
-        .copied()
-        .filter(|&s| !g.servers[s].backup)
-        .collect();
-    let candidates = if primary.is_empty() { up } else { primary };
-    if candidates.is_empty() {
+    // The candidates are the servers up (but `avoid`), the primary ones if any is; of them,
+    // those with room are usable. Found by going over the servers again rather than by
+    // collecting them: no allocation per request.
+    let n = g.servers.len();
+    let up = |state: &GroupState, s: usize| state.servers[s].is_up(now) && Some(s) != avoid;
+    let any_primary = (0..n).any(|s| up(state, s) && !g.servers[s].backup);
+    let candidate =
+        |state: &GroupState, s: usize| up(state, s) && !(any_primary && g.servers[s].backup);
+    if !(0..n).any(|s| candidate(state, s)) {
         return Pick::Down;
     }
     let has_room =
         |s: usize, st: &ServerState| fresh || !st.idle.is_empty() || st.open < g.servers[s].conns_n;
-    let usable: Vec<usize> = candidates
-        .iter()
-        .copied()
-        .filter(|&s| has_room(s, &state.servers[s]))
-        .collect();
-    if usable.is_empty() {
+    let usable =
+        |state: &GroupState, s: usize| candidate(state, s) && has_room(s, &state.servers[s]);
+    let Some(first) = (0..n).find(|&s| usable(state, s)) else {
         return Pick::Full;
-    }
+    };
     let chosen = if g.hash {
         // Rendezvous hashing: the same key keeps going to the same server while it is up.
-        *usable
-            .iter()
-            .max_by_key(|&&s| mix(key, s as u64))
-            .unwrap_or(&usable[0])
+        (0..n)
+            .filter(|&s| usable(state, s))
+            .max_by_key(|&s| mix(key, s as u64))
+            .unwrap_or(first)
     } else {
-        let total: i64 = usable.iter().map(|&s| i64::from(g.servers[s].weight)).sum();
-        for &s in &usable {
-            state.servers[s].current += i64::from(g.servers[s].weight);
+        // Smooth weighted round robin over the usable servers (a server's room does not
+        // depend on its `current`, so the set is the same before and after the raise).
+        let mut total: i64 = 0;
+        for s in 0..n {
+            if usable(state, s) {
+                let weight = i64::from(g.servers[s].weight);
+                total += weight;
+                state.servers[s].current += weight;
+            }
         }
-        let best = *usable
-            .iter()
-            .max_by_key(|&&s| state.servers[s].current)
-            .unwrap_or(&usable[0]);
+        let best = (0..n)
+            .filter(|&s| usable(state, s))
+            .max_by_key(|&s| state.servers[s].current)
+            .unwrap_or(first);
         state.servers[best].current -= total;
         best
     };

@@ -4,17 +4,20 @@
 //! own, a stream entry: it is what the exchange's `Forward::up` names, so the rest of the
 //! pipeline works on it unchanged. Its `out` receives the request body as the client's
 //! side queues it (HTTP/1 framed: raw, or chunked), which the connection turns into DATA
-//! within the origin's windows; its `rbuf` receives the response rendered as HTTP/1.1 (a
-//! status line, the fields, the body raw under a Content-Length or else chunked with the
-//! trailers after the last chunk), which the one response relay reads as it reads any
-//! server's. A stream entry has no socket (the connection's entry has it). Its own timer is the
+//! within the origin's windows; its response is queued on it as decoded pieces (head, data,
+//! end with trailers: `h2_pieces.rs`), which the one response relay takes instead of reading
+//! the entry's `rbuf` (a health monitor's stream gets its answer rendered as HTTP/1.1 in its
+//! `rbuf` instead, `h2_render.rs`, for `worker/health.rs`). A stream entry has no socket (the connection's entry has it). Its own timer is the
 //! exchange's `server_forward_timeout`. Closing it resets its stream (CANCEL) if the stream
 //! is still open; it never goes to a pool and never counts against `conns_n`.
 
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use http1::{BodyDecoder, BodyFraming};
 
+use super::groups::GroupState;
+use super::h2_pieces::Piece;
 use super::h2_render::RenderTo;
 use super::{flush, read, Flushed, UpPhase, Upstream, UpstreamId, Upstreams};
 use crate::buf::BufPool;
@@ -32,6 +35,14 @@ pub struct H2Conn {
     pub client: h2::ClientConnection,
     /// Its stream entries, opened or waiting for a stream.
     pub streams: Vec<UpstreamId>,
+    /// The stream entries by their stream's id, once opened: an event finds its entry here.
+    by_id: HashMap<u32, UpstreamId>,
+    /// The stream entries whose request is not out whole yet (waiting for a stream, or
+    /// their body for the origin's windows), in the order they came: a turn sends theirs.
+    pub(super) sending: Vec<UpstreamId>,
+    /// Stream entries still holding their request (no stream opened for it yet): what the
+    /// origin's stream limit must leave room for.
+    pub(super) waiting: usize,
     /// The codec's deadline the connection's timer is armed for.
     armed: Option<Instant>,
     /// A health monitor's connection (`worker/health.rs`): it carries the monitor's stream
@@ -54,14 +65,24 @@ pub struct H2Stream {
     pub(super) body_end: bool,
     /// The request went out whole (head, body and END_STREAM).
     pub sent: bool,
-    /// The response as HTTP/1.1 that did not fit in `rbuf` yet.
+    /// The response's pieces not yet taken by the relay (an exchange's stream).
+    pub(super) pieces: VecDeque<Piece>,
+    /// A health monitor's stream: the response as HTTP/1.1 that did not fit in `rbuf` yet.
     overflow: Vec<u8>,
-    /// Response body bytes passed to `rbuf` whose window is not yet returned.
-    owed: usize,
+    /// Response body bytes passed on (taken by the relay, or to `rbuf`) whose window is not
+    /// yet returned.
+    pub(super) owed: usize,
     /// The request was HEAD: the response has no body whatever it says.
     head_request: bool,
     /// The response body is rendered chunked (no Content-Length).
     chunked: bool,
+}
+
+impl H2Conn {
+    /// Stream `id` was opened for stream entry `si`: its events go there.
+    pub(super) fn learn(&mut self, id: u32, si: UpstreamId) {
+        self.by_id.insert(id, si);
+    }
 }
 
 /// The HTTP/2 connection state of `u`, if it is a connection entry.
@@ -93,6 +114,9 @@ pub fn start_conn(u: &mut Upstream, limits: h2::Limits, now: Instant) -> Result<
     u.h2 = Some(H2Link::Conn(Box::new(H2Conn {
         client,
         streams: Vec::new(),
+        by_id: HashMap::new(),
+        sending: Vec::new(),
+        waiting: 0,
         armed: None,
         probe: false,
     })));
@@ -100,44 +124,33 @@ pub fn start_conn(u: &mut Upstream, limits: h2::Limits, now: Instant) -> Result<
 }
 
 /// Streams connection `c` can still take: what the origin allows less those waiting.
-fn room(c: &H2Conn, upstreams: &Upstreams) -> usize {
-    let waiting = c
-        .streams
-        .iter()
-        .filter(|&&s| {
-            upstreams
-                .get(s)
-                .and_then(|u| match u.h2.as_ref() {
-                    Some(H2Link::Stream(st)) => Some(st.id.is_none()),
-                    _ => None,
-                })
-                .unwrap_or(false)
-        })
-        .count();
-    c.client.available_streams().saturating_sub(waiting)
+fn room(c: &H2Conn) -> usize {
+    c.client.available_streams().saturating_sub(c.waiting)
 }
 
 /// A connection of `group` (to `server` if given) of configuration `rt_gen` that can take
-/// another stream now.
+/// another stream now: the oldest with room, from the servers' lists of their HTTP/2
+/// connections (`groups.rs` `ServerState::h2_conns`), never the whole upstream table.
 pub fn find_conn(
-    upstreams: &Upstreams,
+    (upstreams, groups): (&Upstreams, &[GroupState]),
     (group, server): (usize, Option<usize>),
     rt_gen: u64,
 ) -> Option<UpstreamId> {
-    upstreams
+    let servers = &groups.get(group)?.servers;
+    let servers = match server {
+        Some(s) => servers.get(s..=s)?,
+        None => &servers[..],
+    };
+    let usable = |u: &Upstream| u.rt_gen == rt_gen && !u.removed && !u.peer_closed;
+    servers
         .iter()
-        .filter(|(_, u)| {
-            u.group == group
-                && server.is_none_or(|s| s == u.server)
-                && u.rt_gen == rt_gen
-                && !u.removed
-                && !u.peer_closed
+        .flat_map(|st| st.h2_conns().iter().copied())
+        .find(|&ui| {
+            upstreams.get(ui).is_some_and(|u| {
+                usable(u)
+                    && matches!(u.h2.as_ref(), Some(H2Link::Conn(c)) if !c.probe && room(c) > 0)
+            })
         })
-        .find(|(_, u)| match u.h2.as_ref() {
-            Some(H2Link::Conn(c)) => !c.probe && room(c, upstreams) > 0,
-            _ => false,
-        })
-        .map(|(ui, _)| ui)
 }
 
 /// What a new stream carries: its request, the request body's decoder, whether it is HEAD.
@@ -170,6 +183,7 @@ pub fn open_stream(
         pending: Vec::new(),
         body_end: false,
         sent: false,
+        pieces: VecDeque::new(),
         overflow: Vec::new(),
         owed: 0,
         head_request: new.head_request,
@@ -206,6 +220,8 @@ pub fn open_stream(
     let si = upstreams.insert(entry);
     if let Some(c) = upstreams.get_mut(conn).and_then(conn_mut) {
         c.streams.push(si);
+        c.sending.push(si);
+        c.waiting += 1;
     }
     Ok(si)
 }
@@ -217,7 +233,12 @@ pub fn forget_stream(upstreams: &mut Upstreams, si: UpstreamId, stream: &H2Strea
         return;
     };
     c.streams.retain(|&s| s != si);
+    c.sending.retain(|&s| s != si);
+    if stream.request.is_some() {
+        c.waiting = c.waiting.saturating_sub(1);
+    }
     if let Some(id) = stream.id {
+        c.by_id.remove(&id);
         c.client.reset(id, h2::ErrorCode::CANCEL);
     }
     // A reset to write: the connection's next turn writes it.
@@ -251,6 +272,10 @@ pub fn orphan_streams(upstreams: &mut Upstreams, streams: &[UpstreamId]) -> Vec<
             continue;
         };
         let unsent = s.id.is_none();
+        // Its stream and request went with the connection: nothing of it is left for a
+        // connection that takes the slot next to reset or count.
+        s.id = None;
+        s.request = None;
         u.peer_closed = true;
         u.peer_failed = true;
         // A stream never opened was not processed by the origin: a retry is safe.
@@ -421,19 +446,15 @@ fn deliver(
             return;
         }
     };
-    let Some(streams) = upstreams
-        .get_mut(ui)
-        .and_then(conn_mut)
-        .map(|c| c.streams.clone())
-    else {
+    let Some(c) = upstreams.get_mut(ui).and_then(conn_mut) else {
         return;
     };
-    let found = streams.into_iter().find(|&si| {
-        upstreams
-            .get_mut(si)
-            .and_then(stream_mut)
-            .is_some_and(|s| s.id == Some(stream))
-    });
+    // A reset ends the stream: its entry learns it once, and its id names nothing after.
+    let found = if matches!(ev, E::Reset { .. }) {
+        c.by_id.remove(&stream)
+    } else {
+        c.by_id.get(&stream).copied()
+    };
     let Some(si) = found else {
         // A stream the exchange already gave up: its credit goes back at once.
         if let (E::Data { data, .. }, Some(c)) = (&ev, upstreams.get_mut(ui).and_then(conn_mut)) {
@@ -452,8 +473,16 @@ fn deliver(
             s.id = None;
             s.sent = true;
         }
-    } else if let Some(s) = stream_mut(u) {
-        super::h2_render::render(s.render_to(), ev);
+    } else {
+        // An exchange's response goes to the relay as pieces; a monitor's as HTTP/1.1.
+        let exchange = u.exchange.is_some();
+        if let Some(s) = stream_mut(u) {
+            if exchange {
+                super::h2_pieces::queue(&mut s.pieces, ev, s.head_request);
+            } else {
+                super::h2_render::render(s.render_to(), ev);
+            }
+        }
     }
     u.last_progress = Instant::now();
     woken.push(si);
@@ -471,9 +500,9 @@ fn count(ev: &h2::ClientEvent, seen: &mut H2ClientSeen) {
     }
 }
 
-/// Moves what stream entry `si`'s response left over into its read buffer, and returns the
-/// window for the body bytes passed so (the origin may send that much more). True if
-/// anything moved.
+/// Moves what a health monitor's stream entry `si` has of its answer into its read buffer,
+/// and gives the window back for the body bytes passed on ([`give_back`]). True if anything
+/// moved.
 pub fn refill(upstreams: &mut Upstreams, bufs: &mut BufPool, si: UpstreamId) -> bool {
     let Some(u) = upstreams.get_mut(si) else {
         return false;
@@ -489,22 +518,29 @@ pub fn refill(upstreams: &mut Upstreams, bufs: &mut BufPool, si: UpstreamId) -> 
         s.overflow.drain(..n);
         moved = n > 0;
     }
-    let owed = if s.overflow.is_empty() {
-        std::mem::take(&mut s.owed)
-    } else {
-        0
+    give_back(upstreams, si);
+    moved
+}
+
+/// Returns to the origin the window of stream entry `si`'s body bytes passed on (the origin
+/// may send that much more): what the relay took of its pieces, or what went into a
+/// monitor's read buffer.
+pub fn give_back(upstreams: &mut Upstreams, si: UpstreamId) {
+    let Some(H2Link::Stream(s)) = upstreams.get_mut(si).and_then(|u| u.h2.as_mut()) else {
+        return;
     };
+    if s.owed == 0 || !s.overflow.is_empty() {
+        return;
+    }
+    let owed = std::mem::take(&mut s.owed);
     let (conn, id) = (s.conn, s.id);
-    if owed > 0 {
-        if let (Some(id), Some(c)) = (id, upstreams.get_mut(conn).and_then(conn_mut)) {
-            c.client.consumed(id, owed);
-            // A WINDOW_UPDATE to write: the connection's next turn writes it.
-            if !c.client.output().is_empty() {
-                upstreams.h2_woken.push(conn);
-            }
+    if let (Some(id), Some(c)) = (id, upstreams.get_mut(conn).and_then(conn_mut)) {
+        c.client.consumed(id, owed);
+        // A WINDOW_UPDATE to write: the connection's next turn writes it.
+        if !c.client.output().is_empty() {
+            upstreams.h2_woken.push(conn);
         }
     }
-    moved
 }
 
 impl H2Stream {

@@ -1,5 +1,6 @@
-//! An HTTP/2 origin's response, rendered as HTTP/1.1 for the one response relay
-//! (`worker/response/`): the head as a status line (the reason left empty: the relay puts
+//! A health monitor's answer from an HTTP/2 origin, rendered as HTTP/1.1 for
+//! `worker/health.rs` to judge as it judges any server's (an exchange's response goes to
+//! the relay decoded instead: `h2_pieces.rs`): the head as a status line (the reason left empty: the relay puts
 //! the standard one) and the fields; the body raw under the origin's Content-Length, else
 //! chunked, its trailers (gRPC's `grpc-status`) as the chunked body's trailer section, which
 //! the relay hands to the client's codec; a response without a body by definition gets no

@@ -8,51 +8,85 @@ use super::{UpstreamId, Upstreams};
 use crate::outbox::Outbox;
 
 /// Opens the waiting streams of connection `ui` the origin has room for, and passes their
-/// request bodies on within the windows. True if anything moved.
+/// request bodies on within the windows. True if anything moved. Only the stream entries
+/// still sending are visited (`H2Conn::sending`): those whose request is out are not.
 pub(super) fn send_streams(
     upstreams: &mut Upstreams,
     ui: UpstreamId,
     woken: &mut Vec<UpstreamId>,
 ) -> bool {
-    let Some(streams) = upstreams
+    let Some(sending) = upstreams
         .get_mut(ui)
         .and_then(conn_mut)
-        .map(|c| c.streams.clone())
+        .map(|c| std::mem::take(&mut c.sending))
     else {
         return false;
     };
+    let mut still = Vec::with_capacity(sending.len());
     let mut moved = false;
-    for si in streams {
+    for si in sending {
         // The stream and the connection are two entries of one table: the stream's part is
         // taken out for the call and put back.
         let Some(mut link) = upstreams.get_mut(si).and_then(|u| u.h2.take()) else {
             continue;
         };
-        if let (H2Link::Stream(s), Some(u)) = (&mut link, upstreams.get_mut(si)) {
-            let out = std::mem::take(&mut u.out);
-            let (rest, step) = match upstreams.get_mut(ui).and_then(conn_mut) {
-                Some(c) => send_one(c, s, out),
-                None => (out, false),
-            };
-            if let Some(u) = upstreams.get_mut(si) {
-                u.out = rest;
-                if s.id.is_none() && s.request.is_none() {
-                    // Its request could not be sent: a reset nobody retries.
-                    u.peer_closed = true;
-                    u.peer_failed = true;
-                }
-                if step {
-                    u.last_progress = Instant::now();
-                    woken.push(si);
-                }
+        if let H2Link::Stream(s) = &mut link {
+            moved |= send_entry(upstreams, (ui, si), s, woken);
+            if !s.sent {
+                still.push(si);
             }
-            moved |= step;
         }
         if let Some(u) = upstreams.get_mut(si) {
             u.h2 = Some(link);
         }
     }
+    if let Some(c) = upstreams.get_mut(ui).and_then(conn_mut) {
+        // Entries added meanwhile (none: nothing here opens one) keep their place after.
+        still.append(&mut c.sending);
+        c.sending = still;
+    }
     moved
+}
+
+/// [`send_streams`] for stream entry `si` of connection `ui` (its part `s` taken out): sent
+/// what it can, its stream learnt by id once opened. True if anything moved.
+fn send_entry(
+    upstreams: &mut Upstreams,
+    (ui, si): (UpstreamId, UpstreamId),
+    s: &mut H2Stream,
+    woken: &mut Vec<UpstreamId>,
+) -> bool {
+    let Some(u) = upstreams.get_mut(si) else {
+        return false;
+    };
+    let out = std::mem::take(&mut u.out);
+    let had_request = s.request.is_some();
+    let (rest, step) = match upstreams.get_mut(ui).and_then(conn_mut) {
+        Some(c) => {
+            let (rest, step) = send_one(c, s, out);
+            if had_request && s.request.is_none() {
+                c.waiting = c.waiting.saturating_sub(1);
+                if let Some(id) = s.id {
+                    c.learn(id, si);
+                }
+            }
+            (rest, step)
+        }
+        None => (out, false),
+    };
+    if let Some(u) = upstreams.get_mut(si) {
+        u.out = rest;
+        if s.id.is_none() && s.request.is_none() {
+            // Its request could not be sent: a reset nobody retries.
+            u.peer_closed = true;
+            u.peer_failed = true;
+        }
+        if step {
+            u.last_progress = Instant::now();
+            woken.push(si);
+        }
+    }
+    step
 }
 
 /// [`send_streams`] for one stream: its HEADERS if it is waiting, then its body from `out`.

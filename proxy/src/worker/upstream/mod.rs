@@ -14,6 +14,7 @@ use ktls::IoStatus;
 mod conn;
 pub mod groups;
 pub mod h2_conn;
+pub mod h2_pieces;
 mod h2_render;
 mod h2_send;
 pub mod reuse;
