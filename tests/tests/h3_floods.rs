@@ -368,7 +368,8 @@ fn h3_crypto_frame_floods_are_closed() {
 
 /// A client that only resets its request streams (RESET_STREAM after HEADERS without FIN,
 /// never STOP_SENDING): each exchange is dropped and spends the reset budget, which runs out
-/// at 200: H3_EXCESSIVE_LOAD.
+/// at 200: H3_EXCESSIVE_LOAD. aioquic, then `http-perf --h3-flood reset-only` on 2
+/// connections.
 #[test]
 fn h3_reset_only_streams_spend_the_reset_budget() {
     let origin = origin();
@@ -383,6 +384,11 @@ fn h3_reset_only_streams_spend_the_reset_budget() {
         "grew {} bytes",
         resets.growth
     );
+    let report = flood_path(&site, ("reset-only", "/slow"), 2, 3);
+    assert!(report["resets"].as_u64() >= Some(200), "{report}");
+    let ends = report["ends"].to_string();
+    assert!(ends.contains("0x107"), "H3_EXCESSIVE_LOAD: {ends}");
+    assert_eq!(metric(&site, trips), 3);
     served(&site);
     no_panic(&site);
 }
