@@ -21,6 +21,35 @@ pub enum Refusal {
     Quic,
 }
 
+/// The QUIC side's own flood defences (beside the `h3` crate's kinds), each closing a
+/// connection with H3_EXCESSIVE_LOAD: `floods_total{kind}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuicFlood {
+    /// Exchanges stopped (STOP_SENDING) or abandoned (RESET_STREAM before the request was
+    /// complete) faster than they complete: the reset budget ran out (rapid reset).
+    StreamResets,
+    /// More ACK frames than the datagrams received allow (`quic/budget.rs`).
+    AckFrames,
+    /// More CRYPTO frames than a handshake needs (`quic/budget.rs`).
+    CryptoFrames,
+}
+
+impl QuicFlood {
+    pub const ALL: [QuicFlood; 3] = [
+        QuicFlood::StreamResets,
+        QuicFlood::AckFrames,
+        QuicFlood::CryptoFrames,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QuicFlood::StreamResets => "stream_resets",
+            QuicFlood::AckFrames => "ack_frames",
+            QuicFlood::CryptoFrames => "crypto_frames",
+        }
+    }
+}
+
 impl Refusal {
     const ALL: [Refusal; 3] = [Refusal::Frang, Refusal::Handshakes, Refusal::Quic];
 
@@ -55,8 +84,10 @@ pub struct QuicMetrics {
     /// Connection ends by reason and error code (a bounded label set: see `count_close`).
     closes: Mutex<BTreeMap<(&'static str, String), u64>>,
     floods: [AtomicU64; Flood::ALL.len()],
-    /// Connections closed for stopping exchanges faster than they complete (rapid reset).
-    pub reset_floods: AtomicU64,
+    /// Connections closed by the QUIC side's own defences, by [`QuicFlood::ALL`].
+    quic_floods: [AtomicU64; QuicFlood::ALL.len()],
+    /// ACK and CRYPTO frames received from clients, the two kinds `quic/budget.rs` bounds.
+    pub frames: [AtomicU64; 2],
 }
 
 impl QuicMetrics {
@@ -84,6 +115,13 @@ impl QuicMetrics {
     pub fn add_floods(&self, kind: Flood, times: u64) {
         if let Some(i) = Flood::ALL.iter().position(|k| *k == kind) {
             self.floods[i].fetch_add(times, Ordering::Relaxed);
+        }
+    }
+
+    /// A connection was closed by the QUIC side's `kind` defence.
+    pub fn quic_flood(&self, kind: QuicFlood) {
+        if let Some(i) = QuicFlood::ALL.iter().position(|k| *k == kind) {
+            self.quic_floods[i].fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -128,6 +166,15 @@ impl QuicMetrics {
             "counter",
             "Initials that returned a valid Retry token.",
             one(&self.validated),
+        );
+        let frames = ["ack", "crypto"].iter().zip(&self.frames);
+        family(
+            "ktls_proxy_quic_frames_received_total",
+            "counter",
+            "ACK and CRYPTO frames received from clients (each bounded per connection), by type.",
+            frames
+                .map(|(t, n)| (format!("{{type=\"{t}\"}}"), n.load(Ordering::Relaxed)))
+                .collect(),
         );
         self.render_ends(&mut family);
     }
@@ -186,12 +233,14 @@ impl QuicMetrics {
                 )
             })
             .collect();
-        let resets = self.reset_floods.load(Ordering::Relaxed);
-        floods.push(("{kind=\"stream_resets\"}".into(), resets));
+        for (kind, n) in QuicFlood::ALL.iter().zip(&self.quic_floods) {
+            let labels = format!("{{kind=\"{}\"}}", kind.name());
+            floods.push((labels, n.load(Ordering::Relaxed)));
+        }
         family(
             "ktls_proxy_quic_floods_total",
             "counter",
-            "HTTP/3 and QPACK flood defences that tripped (the h3 crate's kinds, and rapid reset), by kind.",
+            "HTTP/3, QPACK and QUIC flood defences that tripped (the h3 crate's kinds; rapid reset, ACK and CRYPTO frame floods), by kind.",
             floods,
         );
     }

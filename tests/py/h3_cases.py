@@ -72,7 +72,7 @@ class Client(QuicConnectionProtocol):
                 del self.waiting[ev.stream_id]
                 done.set_result(answer)
 
-    async def request(self, method, path, body=b"", extra=(), drop=()):
+    async def request(self, method, path, body=b"", extra=(), drop=(), trailers=()):
         sid = self._quic.get_next_available_stream_id()
         headers = [
             (b":method", method.encode()),
@@ -83,9 +83,11 @@ class Client(QuicConnectionProtocol):
         headers = [h for h in headers if h[0] not in drop] + list(extra)
         done = asyncio.get_event_loop().create_future()
         self.waiting[sid] = (Answer(), done)
-        self.h3.send_headers(sid, headers, end_stream=not body)
+        self.h3.send_headers(sid, headers, end_stream=not body and not trailers)
         if body:
-            self.h3.send_data(sid, body, end_stream=True)
+            self.h3.send_data(sid, body, end_stream=not trailers)
+        if trailers:
+            self.h3.send_headers(sid, list(trailers), end_stream=True)
         self.transmit()
         return await asyncio.wait_for(done, TIMEOUT)
 
@@ -193,6 +195,14 @@ async def case(client, name):
                                  extra=[(b":authority", CROSS.encode())])
         check(a.reset is not None or a.status in (400, 403, 421),
               "a request for another vhost than SNI chose is refused", a)
+    elif name == "trailer_kept":
+        a = await client.request("POST", "/echo", b"abc", trailers=[(b"x-checksum", b"1")])
+        check(a.status == 200 and bytes(a.body) == b"abc",
+              "request trailers that repeat no head field: served", a)
+    elif name == "trailer_split":
+        a = await client.request("POST", "/echo", b"abc", [(b"x-token", b"a")],
+                                 trailers=[(b"x-token", b"b")])
+        check(a.status == 403, "a trailer field the head has: frang block, 403", a)
     elif name == "post_blocked":
         a = await client.request("POST", "/echo", b"x", [(b"content-length", b"1")])
         check(a.status == 403, "a method frang does not allow: 403 (block_action attack reply)", a)

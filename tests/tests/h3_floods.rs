@@ -3,50 +3,20 @@
 //! handshakes in progress; at most three times the bytes received sent back before an
 //! address is validated, RFC 9000 §8.1; `h3_max_handshakes` refusing past the cap), held
 //! request streams (the stream credit), rapid reset, a QPACK table above the limit and too
-//! many blocked streams; stateless resets, from any worker, for a connection that is gone. Each
-//! must move its `ktls_proxy_quic_*` counter, keep the proxy's memory bounded, and leave a
-//! normal aioquic client served.
+//! many blocked streams; stateless resets, from any worker, for a connection that is gone.
+//! And by aioquic made to misbehave (tests/py/h3_attack.py), the frames http-perf's QUIC stack
+//! cannot send: ACK and CRYPTO frame floods, request streams only reset, a handshake that
+//! stalls. Each must move its `ktls_proxy_quic_*` counter, keep the proxy's memory bounded,
+//! and leave a normal aioquic client served.
 
-use std::net::{SocketAddr, UdpSocket};
+mod h3_common;
+
+use std::net::UdpSocket;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use e2e::origin::{Origin, Response};
-use e2e::proxy::{Proxy, Setup};
-use e2e::{bin_path, free_port, metric_sum, wait_for_port};
-
-/// The most a flood may grow the proxy's memory here (short runs of a few connections).
-const RSS_BOUND: u64 = 32 * 1024 * 1024;
-
-struct Site {
-    proxy: Proxy,
-    /// `proto="h2,h3"`: UDP for QUIC, TCP to know it listens.
-    h3: SocketAddr,
-    stats: SocketAddr,
-}
-
-fn origin() -> Origin {
-    Origin::start(|r| match r.path() {
-        "/slow" => Response::ok("slow").delay(Duration::from_millis(1500)),
-        _ => Response::ok("ok"),
-    })
-}
-
-fn start(origin: &Origin, tag: &str, extra: &str) -> Site {
-    let setup = Setup::new(tag);
-    let addr = || SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let (h3, stats) = (addr(), addr());
-    let conf = setup.config(
-        origin.addr(),
-        "",
-        &format!("listen {h3} proto=\"h2,h3\";\nstats_listen {stats};\n{extra}\n"),
-    );
-    let proxy = setup.start(&conf);
-    for a in [h3, stats] {
-        assert!(wait_for_port(a, Duration::from_secs(10)), "{a} listens");
-    }
-    Site { proxy, h3, stats }
-}
+use e2e::bin_path;
+use h3_common::*;
 
 /// `http-perf --h3-flood KIND -c CONNS -d SECS --json` against the site; its report.
 fn flood(site: &Site, kind: &str, conns: u32, secs: u32) -> serde_json::Value {
@@ -79,33 +49,6 @@ fn flood_path(site: &Site, (kind, path): (&str, &str), conns: u32, secs: u32) ->
     let growth = memory["growth"].as_u64().unwrap_or(u64::MAX);
     assert!(growth < RSS_BOUND, "{kind}: the proxy grew {growth} bytes");
     report
-}
-
-/// One GET with aioquic (tests/py/h3_fetch.py): the proxy still serves a normal client.
-fn served(site: &Site) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/h3_fetch.py");
-    let out_file = site.proxy.dir.join("fetched");
-    let out = Command::new("timeout")
-        .args(["30", "python3", script, &site.h3.port().to_string(), "/"])
-        .arg(&out_file)
-        .output()
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("status 200 length 2"),
-        "aioquic was not served: {stdout}\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        site.proxy.proc.logs()
-    );
-}
-
-fn metric(site: &Site, name: &str) -> u64 {
-    metric_sum(site.stats, name)
-}
-
-fn no_panic(site: &Site) {
-    let logs = site.proxy.proc.logs();
-    assert!(!logs.contains("panic"), "{logs}");
 }
 
 #[test]
@@ -301,5 +244,190 @@ fn h3_stateless_resets_carry_the_owners_token_from_any_worker() {
     socket.send(&datagram).expect("send");
     assert!(socket.recv(&mut [0u8; 1500]).is_err(), "no answer");
     assert_eq!(metric(&site, "ktls_proxy_quic_stateless_resets_total"), 12);
+    no_panic(&site);
+}
+
+/// Polls `name` until it reaches `want` (at most `secs` seconds); its last value.
+fn metric_reaches(site: &Site, name: &str, want: u64, secs: u64) -> u64 {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let got = metric(site, name);
+        if got >= want || Instant::now() >= until {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// ACK frames: 1-RTT packets packed with the smallest ACK frames (about 200 each) are over
+/// the budget (two per datagram received, plus 64) from the first one: the connection is
+/// closed with H3_EXCESSIVE_LOAD. An ACK for packets the proxy never sent is quinn-proto's
+/// PROTOCOL_VIOLATION (0xa) at once.
+#[test]
+fn h3_ack_frame_floods_are_closed() {
+    let origin = origin();
+    let site = start(&origin, "h3-ack-frames", "");
+    let packed = attack(&site, "ack-frames", 3, "/");
+    assert_eq!(packed.close_code(), Some(0x107), "{}", packed.report);
+    assert!(packed.count("frames") >= 150, "{}", packed.report);
+    let acks = "ktls_proxy_quic_frames_received_total{type=\"ack\"}";
+    assert!(
+        metric(&site, acks) >= 150,
+        "the flood's ACK frames reached the proxy"
+    );
+    let trips = "ktls_proxy_quic_floods_total{kind=\"ack_frames\"}";
+    assert_eq!(metric(&site, trips), 1);
+    let unsent = attack(&site, "ack-unsent", 3, "/");
+    assert_eq!(unsent.close_code(), Some(0xa), "{}", unsent.report);
+    let violations = "ktls_proxy_quic_closes_total{reason=\"transport_error\",code=\"0xa\"}";
+    assert_eq!(metric(&site, violations), 1);
+    served(&site);
+    no_panic(&site);
+}
+
+/// One ACK frame per datagram, each with as many one-packet ranges as a packet holds (about
+/// 550, every one a packet the proxy sent for a 3 MB answer): within the budget, so the
+/// connection lives on; the frames reach the proxy, its memory stays bounded, and the CPU it
+/// spends per datagram is set beside a PING flood's (the datagram's own cost).
+#[test]
+fn h3_ack_range_flood_is_bounded_per_datagram() {
+    let origin = origin();
+    let site = start(&origin, "h3-ack-ranges", "");
+    let ping = attack(&site, "ping", 3, "/");
+    let acks = "ktls_proxy_quic_frames_received_total{type=\"ack\"}";
+    let before = metric(&site, acks);
+    let ranges = attack(&site, "ack-ranges", 3, "/big");
+    assert_eq!(
+        ranges.report["get"]["length"], 3_000_000,
+        "{}",
+        ranges.report
+    );
+    assert!(ranges.count("ranges") >= 400, "{}", ranges.report);
+    assert_eq!(ranges.close_code(), None, "{}", ranges.report);
+    let received = metric(&site, acks) - before;
+    let sent = ranges.count("datagrams_sent");
+    // The kernel may drop what the proxy does not read in time; most must arrive.
+    assert!(
+        received * 4 >= sent,
+        "{received} ACK frames received of {sent} sent"
+    );
+    assert!(
+        ranges.growth < RSS_BOUND as i64,
+        "grew {} bytes",
+        ranges.growth
+    );
+    eprintln!(
+        "proxy CPU per datagram: ACK with {} ranges {:.1} us, PING {:.1} us",
+        ranges.count("ranges"),
+        ranges.cpu_per_datagram_us(),
+        ping.cpu_per_datagram_us()
+    );
+    served(&site);
+    no_panic(&site);
+}
+
+/// CRYPTO frames: 1-byte frames that never fill offset 0, packed in 1-RTT packets, pass the
+/// budget (256 in a connection's life) on the second packet: H3_EXCESSIVE_LOAD. One far past
+/// `h3_crypto_buffer` is quinn-proto's CRYPTO_BUFFER_EXCEEDED (0xd). Initials packed with
+/// repeated ClientHello bytes, the handshake never finished: closed the same way.
+#[test]
+fn h3_crypto_frame_floods_are_closed() {
+    let origin = origin();
+    let site = start(&origin, "h3-crypto-frames", "");
+    let trips = "ktls_proxy_quic_floods_total{kind=\"crypto_frames\"}";
+    let gaps = attack(&site, "crypto-gaps", 3, "/");
+    assert_eq!(gaps.close_code(), Some(0x107), "{}", gaps.report);
+    assert_eq!(metric(&site, trips), 1);
+    let crypto = "ktls_proxy_quic_frames_received_total{type=\"crypto\"}";
+    assert!(metric(&site, crypto) > 256);
+    let far = attack(&site, "crypto-far", 3, "/");
+    assert_eq!(far.close_code(), Some(0xd), "{}", far.report);
+    let initial = attack(&site, "crypto-initial", 3, "/");
+    assert!(
+        initial.count("datagrams_received") > 0,
+        "{}",
+        initial.report
+    );
+    assert!(
+        metric_reaches(&site, trips, 2, 5) >= 2,
+        "the Initial flood tripped"
+    );
+    let in_progress = "ktls_proxy_quic_handshakes_in_progress";
+    let until = Instant::now() + Duration::from_secs(10);
+    while metric(&site, in_progress) > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(
+        metric(&site, in_progress),
+        0,
+        "the flood's handshakes are gone"
+    );
+    served(&site);
+    no_panic(&site);
+}
+
+/// A client that only resets its request streams (RESET_STREAM after HEADERS without FIN,
+/// never STOP_SENDING): each exchange is dropped and spends the reset budget, which runs out
+/// at 200: H3_EXCESSIVE_LOAD. aioquic, then `http-perf --h3-flood reset-only` on 2
+/// connections.
+#[test]
+fn h3_reset_only_streams_spend_the_reset_budget() {
+    let origin = origin();
+    let site = start(&origin, "h3-reset-only", "");
+    let resets = attack(&site, "reset-only", 10, "/slow");
+    assert_eq!(resets.close_code(), Some(0x107), "{}", resets.report);
+    assert!(resets.count("resets") >= 200, "{}", resets.report);
+    let trips = "ktls_proxy_quic_floods_total{kind=\"stream_resets\"}";
+    assert_eq!(metric(&site, trips), 1);
+    assert!(
+        resets.growth < RSS_BOUND as i64,
+        "grew {} bytes",
+        resets.growth
+    );
+    let report = flood_path(&site, ("reset-only", "/slow"), 2, 3);
+    assert!(report["resets"].as_u64() >= Some(200), "{report}");
+    let ends = report["ends"].to_string();
+    assert!(ends.contains("0x107"), "H3_EXCESSIVE_LOAD: {ends}");
+    assert_eq!(metric(&site, trips), 3);
+    served(&site);
+    no_panic(&site);
+}
+
+/// A client that sends its ClientHello and nothing more is cut at TCP's client turn (10 s
+/// from the handshake's start), not at the idle timeout (60 s here), counted as
+/// `handshake_timeout`.
+#[test]
+fn h3_stalled_handshake_is_cut_at_the_client_turn() {
+    let origin = origin();
+    let site = start(&origin, "h3-handshake-deadline", "keepalive_timeout 60;");
+    let started = "ktls_proxy_quic_handshakes_total{state=\"started\"}";
+    let cut = "ktls_proxy_quic_closes_total{reason=\"handshake_timeout\"}";
+    std::thread::scope(|s| {
+        let client = s.spawn(|| attack(&site, "stall", 25, "/"));
+        // From the handshake's start (the client's interpreter may take seconds to start).
+        assert_eq!(
+            metric_reaches(&site, started, 1, 20),
+            1,
+            "a handshake began"
+        );
+        let began = Instant::now();
+        assert_eq!(
+            metric_reaches(&site, cut, 1, 20),
+            1,
+            "the handshake was cut"
+        );
+        let after = began.elapsed();
+        eprintln!("the stalled handshake was cut {after:?} after it began (+/- 0.25 s)");
+        assert!(after >= Duration::from_millis(9500), "{after:?}");
+        assert!(after <= Duration::from_secs(13), "{after:?}");
+        assert_eq!(metric(&site, "ktls_proxy_quic_handshakes_in_progress"), 0);
+        let stalled = client.join().expect("client");
+        assert!(
+            stalled.count("datagrams_received") > 0,
+            "{}",
+            stalled.report
+        );
+    });
+    served(&site);
     no_panic(&site);
 }

@@ -306,6 +306,23 @@ fn h3_requests_meet_frang_and_count_in_the_metrics() {
     assert!(metric_sum(stats, "ktls_proxy_blocks_total") >= 1);
 }
 
+/// frang's trailer-split check on HTTP/3 request trailers, as on HTTP/1.1 and HTTP/2: a
+/// trailer field the head also has is a block (`http_trailer_split_allowed` off: 403 with
+/// `block_action attack reply`); other trailers end the body and the request is served.
+#[test]
+fn h3_request_trailers_meet_the_trailer_split_check() {
+    let origin = origin();
+    let (proxy, both) = start(
+        &origin,
+        "h3-trailer-split",
+        "h2,h3",
+        "block_action attack reply;",
+    );
+    h3_cases(both.port(), &["trailer_kept", "trailer_split"], &proxy);
+    let logs = proxy.proc.logs();
+    assert!(!logs.contains("panic"), "{logs}");
+}
+
 /// A chunked origin response's trailer section goes to the HTTP/3 client as trailing
 /// HEADERS after the body: its end-to-end fields only (RFC 9110 §6.5: no framing,
 /// connection-specific, response control or cookie fields).

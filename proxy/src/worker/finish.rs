@@ -142,7 +142,10 @@ impl Worker {
             Due::Drain => self.close_client(ci, CloseReason::Error),
             Due::H2 => self.h2_timer(ci, now),
             Due::H3 => {
-                super::quic::timeout(&mut self.clients, ci, now);
+                // A QUIC handshake cut at its deadline counts as a TCP one does.
+                if let Some(ip) = super::quic::timeout(&mut self.quic, &mut self.clients, ci, now) {
+                    let _ = self.rt.frang.on_tls_incomplete(ip, now);
+                }
                 self.drive_client(ci);
             }
             Due::Tunnel => {

@@ -301,12 +301,7 @@ impl Worker {
         let Some(id) = self.h2_codec(ci).and_then(|h2| h2.exchange_of(stream)) else {
             return;
         };
-        let split = self.exchanges.get(id).and_then(|ex| {
-            let limits = vhost_frang(&self.rt.config, ex.vhost.unwrap_or(0), ex.location)?;
-            let head_names = ex.request.field_names();
-            check_trailers(limits, head_names, fields.iter().map(|f| &f.name[..])).err()
-        });
-        if let Some(v) = split {
+        if let Some(v) = self.trailer_split(id, &fields) {
             return self.frang_violation(ci, RefuseAt::Exchange(id), &v);
         }
         if let Some(h2) = self.h2_codec(ci) {
@@ -314,6 +309,38 @@ impl Worker {
             body.trailers = fields;
             body.end = true;
         }
+    }
+
+    /// An HTTP/3 request stream's trailers (`quic::Work::Trailers`): judged as an HTTP/2
+    /// stream's, then they end its body.
+    pub(super) fn h3_trailers(&mut self, ci: ClientId, stream: u32, fields: Vec<h2::Field>) {
+        let Some(Codec::H3(h3)) = self.clients.get(ci).map(|c| &c.codec) else {
+            return;
+        };
+        let Some(id) = h3.exchange_of(stream) else {
+            return;
+        };
+        if let Some(v) = self.trailer_split(id, &fields) {
+            return self.frang_violation(ci, RefuseAt::Exchange(id), &v);
+        }
+        if let Some(Codec::H3(h3)) = self.clients.get_mut(ci).map(|c| &mut c.codec) {
+            let body = &mut h3.stream_mut(stream).body;
+            body.trailers = fields;
+            body.end = true;
+        }
+    }
+
+    /// frang's trailer-split check (`http_trailer_split_allowed`) of exchange `id`'s request
+    /// head against its trailer `fields`: the violation, if any.
+    fn trailer_split(
+        &self,
+        id: ExchangeId,
+        fields: &[h2::Field],
+    ) -> Option<crate::frang::Violation> {
+        let ex = self.exchanges.get(id)?;
+        let limits = vhost_frang(&self.rt.config, ex.vhost.unwrap_or(0), ex.location)?;
+        let head_names = ex.request.field_names();
+        check_trailers(limits, head_names, fields.iter().map(|f| &f.name[..])).err()
     }
 
     /// Moves request bodies to their upstreams and waiting response bytes into windows;

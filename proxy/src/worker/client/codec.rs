@@ -162,11 +162,7 @@ pub fn decoded_end(c: &mut Client, stream: u32, trailers: &[h2::Field], framed: 
         }
         Codec::H3(h3) => {
             let fields = super::super::h2_heads::decoded_trailer_fields(trailers);
-            let pairs: Vec<(&[u8], &[u8])> = fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
-            let mut out = Vec::new();
-            if !pairs.is_empty() && h3.h3.send_trailers(&mut out, &pairs).is_ok() {
-                h3.push(stream, &out);
-            }
+            h3_reply::fields_as_trailers(h3, stream, &fields);
             0
         }
     }

@@ -32,6 +32,7 @@ use codec::Codec;
 pub(super) use conn::{adopt, close, handshake, open, readable, settle, write};
 pub(super) use conn::{Accepted, Conns, Handshake, Wrote};
 pub use end::End;
+pub use handshake_deadline::CLIENT_TURN;
 pub use table::{ClientId, Clients};
 pub use timer::idle_timeout;
 pub(super) use timer::Due;

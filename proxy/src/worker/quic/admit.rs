@@ -82,10 +82,11 @@ pub fn admit(
         ..h3::Limits::default()
     };
     let most = c.rt.config.max_concurrent_streams;
-    let Ok(codec) = H3Codec::new(conn, (handle, i, most), h3_limits) else {
+    let Ok(mut codec) = H3Codec::new(conn, (handle, i, most), h3_limits) else {
         c.rt.frang.on_close(peer.ip());
         return None;
     };
+    codec.handshake_deadline = Some(super::budget::handshake_deadline(Instant::now()));
     bump(&m.handshakes);
     m.handshaking.fetch_add(1, Ordering::Relaxed);
     let sock = crate::socket::Socket::Quic(ep.socket.clone());

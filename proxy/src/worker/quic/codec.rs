@@ -29,7 +29,8 @@ pub const STREAM_IN_MAX: usize = 64 * 1024;
 /// `reset_budget` (h2o's): every exchange the client stops (STOP_SENDING) before its
 /// response is complete spends one unit, every response completed gives one back, up to this
 /// cap; at zero the connection is closed with H3_EXCESSIVE_LOAD. Twice the default stream
-/// limit, as HTTP/2's.
+/// limit, as HTTP/2's. A request stream the client resets (RESET_STREAM) before its request
+/// is complete drops its exchange and spends a unit the same way.
 pub const RESET_BUDGET: u32 = 200;
 
 /// One request stream.
@@ -44,6 +45,9 @@ pub struct Stream {
     pub fin: bool,
     /// Reading stopped with body bytes held (`STREAM_IN_MAX`): read again once passed on.
     pub paused: bool,
+    /// The client reset its side (RESET_STREAM) before its request was complete: the
+    /// connection's turn decides what becomes of the exchange (`budget.rs` `reset_requests`).
+    pub reset: bool,
 }
 
 impl Stream {
@@ -84,6 +88,10 @@ impl Outgoing {
         *self = Outgoing::default();
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Bytes of this connection's own (frames, relayed bodies), not a stored body's.
     fn owned(&self) -> usize {
         let chunks = self.chunks.iter().zip(&self.shared);
@@ -110,6 +118,10 @@ pub struct H3Codec {
     /// `max_concurrent_streams` when the connection came: the most its request stream
     /// limit is widened to.
     pub max_streams: u64,
+    /// When the handshake is cut if it is not done (`budget.rs`); none once it is.
+    pub handshake_deadline: Option<Instant>,
+    /// The ACK and CRYPTO frames received already added to the metrics.
+    pub frames_counted: [u64; 2],
 }
 
 impl H3Codec {
@@ -129,6 +141,8 @@ impl H3Codec {
             floods_counted: [0; h3::Flood::ALL.len()],
             resets_left: RESET_BUDGET,
             max_streams: u64::from(max_streams),
+            handshake_deadline: None,
+            frames_counted: [0; 2],
         })
     }
 

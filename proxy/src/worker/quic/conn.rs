@@ -8,15 +8,12 @@ use std::time::Instant;
 use quinn_proto::{Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
 
 use super::codec::{H3Codec, RESET_BUDGET, STREAM_IN_MAX, STREAM_OUT_MAX};
-use super::{gso, send_to, Endpoint, Quic};
+use super::{budget, gso, send_to, Endpoint, Quic};
 use crate::metrics_quic::QuicMetrics;
 use crate::timers::Timers;
 use crate::worker::client::codec::Codec;
 use crate::worker::client::{ClientId, Clients};
 use crate::worker::exchange::ExchangeId;
-
-/// H3_EXCESSIVE_LOAD (RFC 9114 §8.1).
-const H3_EXCESSIVE_LOAD: u64 = 0x107;
 
 /// Datagrams sent per flush at most (the connection's congestion window bounds them too).
 const SEND_BATCH: usize = 256;
@@ -35,6 +32,9 @@ pub enum Work {
         data: Vec<u8>,
         end_stream: bool,
     },
+    /// A request stream's trailer section, which ends its body (frang's trailer-split check
+    /// first: `h2_serve.rs` `h3_trailers`).
+    Trailers { stream: u32, fields: Vec<h2::Field> },
     /// A request over the field section limits: answer `status` (431) on the stream.
     Refuse { stream: u32, status: u16 },
     /// An exchange whose stream was reset or broke a rule: drop it.
@@ -81,12 +81,30 @@ pub fn closing(quic: &mut Quic, clients: &mut Clients, ci: ClientId, now: Instan
     quic.forget(h3.endpoint, h3.handle);
 }
 
-/// The connection's deadline came due.
-pub fn timeout(clients: &mut Clients, ci: ClientId, now: Instant) {
-    if let Some(h3) = codec(clients, ci) {
-        h3.armed_at = None;
-        h3.quic.handle_timeout(now);
+/// The connection's deadline came due: QUIC's timers, and the handshake's deadline
+/// (`budget.rs`). A handshake cut now is closed (H3_NO_ERROR, counted as
+/// `handshake_timeout`) and no longer counts as in progress; its client's address is
+/// returned, for frang's `tls_incomplete_connection_rate` as a TCP one's.
+pub fn timeout(
+    quic: &mut Quic,
+    clients: &mut Clients,
+    ci: ClientId,
+    now: Instant,
+) -> Option<std::net::IpAddr> {
+    let peer = clients.get(ci)?.peer.ip();
+    let h3 = codec(clients, ci)?;
+    h3.armed_at = None;
+    h3.quic.handle_timeout(now);
+    let handshaking = h3.quic.is_handshaking() && !h3.quic.is_closed();
+    if !budget::handshake_overdue(h3.handshake_deadline, handshaking, now) {
+        return None;
     }
+    h3.handshake_deadline = None;
+    quic.metrics.quic.count_close("handshake_timeout", None);
+    let reason = bytes::Bytes::from_static(b"handshake not completed in time");
+    h3.quic.close(now, VarInt::from_u32(0x100), reason);
+    quic.handshake_over(h3.endpoint, h3.handle);
+    Some(peer)
 }
 
 /// Takes in what the connection received: its endpoint's bookkeeping, its streams' bytes
@@ -104,6 +122,7 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
             // chose with the one each request's authority routes to, as on TCP.
             Event::Connected => {
                 sni = server_name(h3);
+                h3.handshake_deadline = None;
                 quic.handshake_over(h3.endpoint, h3.handle);
                 crate::metrics::bump(&quic.metrics.quic.handshakes_done);
             }
@@ -139,9 +158,16 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
             read_stream(h3, StreamId::from(v));
         }
     }
-    spend_resets(h3, stopped, (&mut work, &quic.metrics.quic));
     h3_events(h3, &mut work, &quic.metrics.quic);
+    stopped += budget::reset_requests(h3, &mut work);
+    budget::spend_resets(h3, stopped, (&mut work, &quic.metrics.quic));
+    budget::spend_frames(h3, (&mut work, &quic.metrics.quic));
     count_floods(h3, &quic.metrics.quic);
+    // A connection closed during its handshake (a flood's budget) no longer holds a place
+    // among the handshakes in progress, though it lingers until drained.
+    if h3.quic.is_closed() {
+        quic.handshake_over(h3.endpoint, h3.handle);
+    }
     if h3.quic.is_drained() {
         work.push(Work::Gone);
     }
@@ -165,24 +191,6 @@ fn lost(reason: &quinn_proto::ConnectionError) -> (&'static str, Option<u64>) {
         E::LocallyClosed => ("proxy", None),
         E::CidsExhausted => ("cids_exhausted", None),
     }
-}
-
-/// `stopped` exchanges were stopped by the client: they spend its [`RESET_BUDGET`]; the
-/// connection is closed (H3_EXCESSIVE_LOAD) and its exchanges dropped when it runs out.
-fn spend_resets(h3: &mut H3Codec, stopped: u32, (work, m): (&mut Vec<Work>, &QuicMetrics)) {
-    if stopped == 0 {
-        return;
-    }
-    h3.resets_left = h3.resets_left.saturating_sub(stopped);
-    if h3.resets_left > 0 || h3.quic.is_closed() {
-        return;
-    }
-    crate::metrics::bump(&m.reset_floods);
-    m.count_close("h3_error", Some(H3_EXCESSIVE_LOAD));
-    let reason = bytes::Bytes::from_static(b"streams stopped faster than they complete");
-    let code = VarInt::from_u32(H3_EXCESSIVE_LOAD as u32);
-    h3.quic.close(Instant::now(), code, reason);
-    work.extend(h3.reset_all().into_iter().map(Work::Drop));
 }
 
 /// Adds the `h3` connection's flood trips since the last turn to the metrics.
@@ -261,6 +269,9 @@ fn read_stream(h3: &mut H3Codec, id: StreamId) {
             Err(ReadError::Blocked) => break,
             Err(ReadError::Reset(_)) => {
                 conn.stream_reset(raw);
+                if request {
+                    streams.entry(raw).or_default().reset = true;
+                }
                 break;
             }
         }
@@ -315,9 +326,8 @@ fn h3_events(h3: &mut H3Codec, work: &mut Vec<Work>, m: &QuicMetrics) {
                 }
             }
             h3::Event::Trailers { stream, fields } => {
-                if let Some(s) = h3.streams.get_mut(&stream) {
-                    s.body.trailers = fields;
-                    s.body.end = true;
+                if let Some(stream) = stream_of(stream) {
+                    work.push(Work::Trailers { stream, fields });
                 }
             }
             h3::Event::Refuse { stream, status } => {
@@ -365,7 +375,10 @@ pub fn flush(
         full = send_round(h3, (ep, &mut quic.send), now);
     }
     h3.release_idle();
-    let next = h3.quic.poll_timeout();
+    let next = match (h3.quic.poll_timeout(), h3.handshake_deadline) {
+        (Some(quic), Some(handshake)) => Some(quic.min(handshake)),
+        (quic, handshake) => quic.or(handshake),
+    };
     if next.is_some() && next != h3.armed_at {
         h3.armed_at = next;
         if let Some(at) = next {

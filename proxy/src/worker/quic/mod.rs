@@ -11,6 +11,7 @@
 
 mod admit;
 mod body;
+mod budget;
 pub mod codec;
 mod conn;
 mod gso;

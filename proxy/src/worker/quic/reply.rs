@@ -178,7 +178,11 @@ pub fn interim(c: &mut H3Codec, stream: u32, parsed: &http1::ResponseHead, input
 
 /// A relayed chunked body's trailer section: its end-to-end fields as trailing HEADERS.
 pub fn trailers(c: &mut H3Codec, stream: u32, section: &[u8]) {
-    let fields = trailer_fields(section);
+    fields_as_trailers(c, stream, &trailer_fields(section));
+}
+
+/// End-to-end trailer fields (an h2 origin's, decoded) as trailing HEADERS.
+pub fn fields_as_trailers(c: &mut H3Codec, stream: u32, fields: &[(Vec<u8>, Vec<u8>)]) {
     if fields.is_empty() {
         return;
     }

@@ -462,6 +462,9 @@ impl Worker {
                     data,
                     end_stream,
                 } => self.h3_data(ci, stream, data, end_stream),
+                super::quic::Work::Trailers { stream, fields } => {
+                    self.h3_trailers(ci, stream, fields)
+                }
                 super::quic::Work::Refuse { stream, status } => {
                     let at = super::finish::RefuseAt::Stream(stream);
                     self.refuse_at(ci, at, status, super::finish::Refusal::Error);

@@ -110,7 +110,7 @@ pub struct Args {
     /// with ALPN h2 for https URLs, h2c by prior knowledge for http).
     #[arg(long = "h2-flood", value_name = "KIND")]
     pub h2_flood: Option<crate::flood::FloodKind>,
-    /// HTTP/3 flood: handshake, streams, reset, qpack-table or qpack-blocked, from -c
+    /// HTTP/3 flood: handshake, streams, reset, reset-only, qpack-table or qpack-blocked, from -c
     /// sockets or connections for -d (an https URL; QUIC to its port over UDP).
     #[arg(long = "h3-flood", value_name = "KIND", conflicts_with_all = ["h2_flood", "h3", "hold"])]
     pub h3_flood: Option<crate::h3flood::H3FloodKind>,

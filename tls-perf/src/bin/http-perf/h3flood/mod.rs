@@ -28,6 +28,9 @@ pub enum H3FloodKind {
     /// Rapid reset over QUIC: a request, then RESET_STREAM and STOP_SENDING, stream after
     /// stream, as fast as the credit comes back.
     Reset,
+    /// Request streams that only reset: HEADERS without FIN, then RESET_STREAM, never
+    /// STOP_SENDING (the request can never complete; the server must still count it).
+    ResetOnly,
     /// A QPACK encoder stream setting the dynamic table far above the server's limit.
     QpackTable,
     /// Request streams whose field sections wait for QPACK inserts that never come, more
@@ -36,10 +39,11 @@ pub enum H3FloodKind {
 }
 
 impl H3FloodKind {
-    pub const ALL: [H3FloodKind; 5] = [
+    pub const ALL: [H3FloodKind; 6] = [
         H3FloodKind::Handshake,
         H3FloodKind::Streams,
         H3FloodKind::Reset,
+        H3FloodKind::ResetOnly,
         H3FloodKind::QpackTable,
         H3FloodKind::QpackBlocked,
     ];
@@ -49,6 +53,7 @@ impl H3FloodKind {
             H3FloodKind::Handshake => "handshake",
             H3FloodKind::Streams => "streams",
             H3FloodKind::Reset => "reset",
+            H3FloodKind::ResetOnly => "reset-only",
             H3FloodKind::QpackTable => "qpack-table",
             H3FloodKind::QpackBlocked => "qpack-blocked",
         }
