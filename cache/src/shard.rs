@@ -58,6 +58,8 @@ pub(crate) struct Shard {
     /// pushed it out, expired or not). A 64-bit hash collision would let one
     /// request of another key pass the cache: a chance of about n/2^64.
     passes: LruCache<u64, SystemTime>,
+    /// The most markers `passes` keeps; its own capacity is twice this (see `new`).
+    pass_cap: usize,
     pub pending: HashMap<u64, Pending>,
     bytes: usize,
     entries: usize,
@@ -82,11 +84,20 @@ fn slot_charge(key_bytes: usize) -> usize {
 impl Shard {
     /// A shard of `budget` bytes keeping up to `pass_markers` hit-for-pass markers.
     pub fn new(budget: usize, pass_markers: usize) -> Self {
-        let markers =
-            std::num::NonZeroUsize::new(pass_markers).unwrap_or(std::num::NonZeroUsize::MIN);
+        let pass_cap = pass_markers.max(1);
+        // The markers' table is made for twice the markers kept, so that all of its memory
+        // is taken here. Unique keys churn it: each marker pushed out leaves a deleted
+        // entry, and when those use up the table's room hashbrown rehashes it in place if
+        // it is at most half full, else allocates one twice the size. Made for just the
+        // markers kept, that second table came minutes into a stream of unique misses (a
+        // one-time step of 4.5 MB in RSS five minutes into the one-hour soak,
+        // docs/RELIABILITY.md); made for twice as many, it is never more than half full.
+        let table = std::num::NonZeroUsize::new(pass_cap.saturating_mul(2))
+            .unwrap_or(std::num::NonZeroUsize::MIN);
         Shard {
             lru: LruCache::unbounded(),
-            passes: LruCache::new(markers),
+            passes: LruCache::new(table),
+            pass_cap,
             pending: HashMap::new(),
             bytes: 0,
             entries: 0,
@@ -178,6 +189,11 @@ impl Shard {
 
     /// Records hit-for-pass for the key of `hash` until `until`.
     pub fn mark_pass(&mut self, hash: u64, until: SystemTime) {
+        // The least recently marked key is forgotten at `pass_cap`, before the table's own
+        // (twice larger) capacity.
+        if self.passes.len() >= self.pass_cap && !self.passes.contains(&hash) {
+            self.passes.pop_lru();
+        }
         self.passes.put(hash, until);
     }
 
