@@ -330,6 +330,18 @@ pub enum KeyKind {
     Rsa2048,
 }
 
+/// Fails loudly, with the install hint, where aioquic (the HTTP/3 client of the tests) is
+/// missing.
+pub fn need_aioquic() {
+    let probe = Command::new("python3")
+        .args(["-c", "import aioquic"])
+        .status();
+    assert!(
+        probe.is_ok_and(|s| s.success()),
+        "aioquic is missing: python3 -m pip install aioquic (tests/run.sh does)"
+    );
+}
+
 /// Makes a self-signed certificate for `names` (the first is the CN) with the real `openssl`
 /// tool; returns (certificate, key) paths inside `dir`.
 pub fn gen_cert(dir: &Path, stem: &str, kind: KeyKind, names: &[&str]) -> (PathBuf, PathBuf) {

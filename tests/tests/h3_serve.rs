@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
 use e2e::{free_port, metric_sum, wait_for_port, Proc};
-use e2e::{gen_cert, KeyKind};
+use e2e::{gen_cert, need_aioquic, KeyKind};
 
 fn origin() -> Origin {
     Origin::start(|r| {
@@ -66,17 +66,6 @@ fn start(origin: &Origin, tag: &str, protos: &str, extra: &str) -> (Proxy, Socke
 }
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/py/h3_cases.py");
-
-/// Fails loudly, with the install hint, without aioquic.
-fn need_aioquic() {
-    let probe = Command::new("python3")
-        .args(["-c", "import aioquic"])
-        .status();
-    assert!(
-        probe.is_ok_and(|s| s.success()),
-        "aioquic is missing: python3 -m pip install aioquic (tests/run.sh does)"
-    );
-}
 
 /// Runs `cases` of tests/py/h3_cases.py against UDP `port`.
 fn h3_cases(port: u16, cases: &[&str], proxy: &Proxy) -> String {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use e2e::origin::{pattern, Origin, Response};
 use e2e::proxy::{Proxy, Setup};
-use e2e::{bin_path, free_port, wait_for_port, Proc};
+use e2e::{bin_path, free_port, need_aioquic, wait_for_port, Proc};
 
 const PAGE: u64 = 26_624;
 
@@ -75,16 +75,6 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-fn need_aioquic() {
-    let probe = Command::new("python3")
-        .args(["-c", "import aioquic"])
-        .status();
-    assert!(
-        probe.is_ok_and(|s| s.success()),
-        "aioquic is missing: python3 -m pip install aioquic (tests/run.sh does)"
-    );
 }
 
 const PY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/py");

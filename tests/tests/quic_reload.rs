@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use e2e::origin::{Origin, Response};
 use e2e::proxy::Setup;
-use e2e::{free_port, gen_cert, wait_for_port, write_file, KeyKind};
+use e2e::{free_port, gen_cert, need_aioquic, wait_for_port, write_file, KeyKind};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/py/quic_cert.py");
 
@@ -26,13 +26,7 @@ struct HeldClient {
 
 impl HeldClient {
     fn start(port: u16) -> HeldClient {
-        let probe = Command::new("python3")
-            .args(["-c", "import aioquic"])
-            .status();
-        assert!(
-            probe.is_ok_and(|s| s.success()),
-            "aioquic is missing: python3 -m pip install aioquic (tests/run.sh does)"
-        );
+        need_aioquic();
         let mut child = Command::new("timeout")
             .args(["60", "python3", SCRIPT, &port.to_string()])
             .stdin(Stdio::piped())
@@ -93,7 +87,7 @@ fn fingerprint(cert: &Path) -> String {
 #[test]
 fn a_reload_serves_the_new_certificate_and_lets_open_quic_connections_finish() {
     let origin = Origin::start(|r| match r.path() {
-        "/slow" => Response::ok("slow").delay(Duration::from_secs(3)),
+        "/slow" => Response::ok("slow").delay(Duration::from_secs(5)),
         _ => Response::ok("up"),
     });
     let setup = Setup::new("quic-reload");
@@ -121,7 +115,7 @@ fn a_reload_serves_the_new_certificate_and_lets_open_quic_connections_finish() {
     let want = format!("cert {first} status 200 goaway no");
     assert_eq!(hello, want, "{}", proxy.proc.logs());
     assert_eq!(held.command("get"), "status 200 goaway no");
-    // A request in flight across the reload (the origin answers it in 3 s).
+    // A request in flight across the reload (the origin answers it in 5 s).
     assert_eq!(held.command("start"), "started");
 
     let renewed = conf
