@@ -1,4 +1,4 @@
-"""A slow network link for tests/tests/fleet.rs: a TCP relay from a loopback port to a real
+"""A slow network link for tests/tests/fleet_scale.rs: a TCP relay from a loopback port to a real
 Redis that carries at most RATE bytes per second in each direction, as a link to a Redis in
 another zone would. It changes no byte: the replies are Redis's own, only later, and a large
 pipeline takes longer than a small one in proportion to its size.
@@ -22,14 +22,24 @@ CHUNK = 1024
 
 
 def pump(src, dst):
-    """Copies src to dst, CHUNK bytes at a time, each chunk taking CHUNK / rate seconds."""
+    """Copies src to dst, CHUNK bytes at a time, at `rate` bytes per second.
+
+    Each chunk waits until the time its bytes are due on a clock that starts when the link
+    goes idle, not a fixed sleep after every chunk: on a loaded machine each wake-up comes
+    late, and late sleeps that add up made a 30 KB reply take twice its time (CI judged
+    Redis down on the link, not on the proxy)."""
     try:
+        due = time.monotonic()
         while True:
             data = src.recv(CHUNK)
             if not data:
                 break
+            # An idle link does not bank time for a later burst.
+            due = max(due, time.monotonic()) + len(data) / rate
             dst.sendall(data)
-            time.sleep(len(data) / rate)
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
     except OSError:
         pass
     for s in (src, dst):

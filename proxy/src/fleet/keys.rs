@@ -13,7 +13,7 @@ pub const BLOCKS: &str = "ktls:blocks";
 /// Entries the stream keeps (about: `MAXLEN ~`): the blocks a node starting up learns.
 pub const BLOCKS_KEPT: usize = 10_000;
 /// Entries read from the stream per `XREAD` (a turn reads again until caught up): about
-/// 30 KB of reply, as small as a pipeline of counts, so that the turn deadline judges
+/// 30 KB of reply, as small as a pipeline of counts, so that the pipeline deadline judges
 /// Redis's progress and not the length of the stream.
 pub const BLOCKS_PER_READ: usize = 250;
 /// Expiry of the operators' key of a block for ever (`ip_block on`): the stream entry is

@@ -121,7 +121,10 @@ fn left(deadline: Instant) -> io::Result<Duration> {
 fn late() -> io::Error {
     io::Error::new(
         io::ErrorKind::TimedOut,
-        "Redis did not answer within the turn's deadline",
+        format!(
+            "Redis did not answer a pipeline within {} ms",
+            super::link::PIPELINE_DEADLINE.as_millis()
+        ),
     )
 }
 
