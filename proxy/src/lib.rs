@@ -29,6 +29,7 @@ pub mod metrics_upstream;
 pub mod outbox;
 pub mod pid_file;
 pub mod process;
+pub mod quic_hello;
 pub mod resolve;
 pub mod router;
 pub mod runtime;

@@ -3,7 +3,8 @@
 //! contexts use (`tls_setup.rs`), with the same choice by server name: the vhost the client
 //! names, else (`tls_match_any_server_name`) the default vhost's or the first vhost's
 //! certificates, else the handshake is refused. ALPN `h3` only; 0-RTT off (no early data,
-//! no session tickets: every QUIC handshake is a full one).
+//! no session tickets: every QUIC handshake is a full one). rustls's sessions are wrapped
+//! to capture each client's ClientHello for the TLS fingerprints (`quic_hello.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -15,6 +16,8 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::quic_hello::Capturing;
 
 /// Bytes quinn-proto may buffer for one new connection before we decide on it. We decide
 /// in the same call that hands it to us (`quic::accept`), so little is ever held.
@@ -58,7 +61,7 @@ pub fn cid_key() -> u64 {
 /// another worker than the one that sent the Retry) and across reloads (a Retry sent just
 /// before one is answered after it): the first configuration made holds it, later ones are
 /// its copies with their own TLS settings.
-fn with_process_token_key(crypto: Arc<QuicServerConfig>) -> quinn_proto::ServerConfig {
+fn with_process_token_key(crypto: Arc<Capturing>) -> quinn_proto::ServerConfig {
     static FIRST: OnceLock<quinn_proto::ServerConfig> = OnceLock::new();
     let mut server = FIRST
         .get_or_init(|| quinn_proto::ServerConfig::with_crypto(crypto.clone()))
@@ -121,7 +124,7 @@ pub fn build(config: &Config) -> Result<Option<Arc<quinn_proto::ServerConfig>>, 
     tls.send_tls13_tickets = 0;
     let crypto = QuicServerConfig::try_from(tls)
         .map_err(|e| format!("QUIC cannot use the TLS settings: {e}"))?;
-    let mut server = with_process_token_key(Arc::new(crypto));
+    let mut server = with_process_token_key(Arc::new(Capturing::new(crypto)));
     // A client that moves to another address (NAT rebinding, migration) may reach another
     // worker's socket (SO_REUSEPORT hashes the address): that worker moves its datagrams to
     // the connection's owner by the connection ID (`worker/quic/route.rs`).

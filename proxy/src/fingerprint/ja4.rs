@@ -4,7 +4,7 @@
 //!
 //! `t13d1516h2_8daaf6152771_e5627efa2ab1`, in three parts:
 //!
-//! - `a`: `t` (TLS over TCP; the proxy serves no QUIC or DTLS), the highest version
+//! - `a`: `t` (TLS over TCP) or `q` (QUIC; the proxy serves no DTLS), the highest version
 //!   (`supported_versions` when sent, else `legacy_version`: `13`, `12`, `11`, `10`, `s3`, `s2`,
 //!   `s1`, otherwise `00`), `d` with a server name and `i` without, the number of cipher suites
 //!   and of extensions (two digits, at most 99), and the first and last characters of the first
@@ -33,8 +33,18 @@ impl Ja4 {
         std::str::from_utf8(&self.0).unwrap_or("")
     }
 
-    /// The fingerprint of `hello`.
+    /// The fingerprint of `hello`, sent over TCP.
     pub fn of(hello: &ClientHello) -> Ja4 {
+        Ja4::over('t', hello)
+    }
+
+    /// The fingerprint of `hello`, sent over QUIC.
+    pub fn of_quic(hello: &ClientHello) -> Ja4 {
+        Ja4::over('q', hello)
+    }
+
+    /// The fingerprint of `hello`, its transport's letter first.
+    fn over(transport: char, hello: &ClientHello) -> Ja4 {
         let ciphers: Vec<u16> = hello.cipher_suites().filter(|&v| !is_grease(v)).collect();
         let extensions: Vec<u16> = hello
             .extensions()
@@ -43,7 +53,7 @@ impl Ja4 {
             .collect();
         let (alpn_first, alpn_last) = alpn_chars(hello);
         let mut text = format!(
-            "t{}{}{:02}{:02}{}{}_",
+            "{transport}{}{}{:02}{:02}{}{}_",
             version_label(hello),
             if hello.extension(ext::SERVER_NAME).is_some() {
                 'd'

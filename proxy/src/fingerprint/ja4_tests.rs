@@ -153,3 +153,14 @@ fn grease_values() {
         assert!(!is_grease(v));
     }
 }
+
+#[test]
+fn over_quic_the_first_letter_is_q() {
+    // JA4.md: `q` for QUIC; the rest is computed as over TCP (here h3 is the first ALPN).
+    let types = [0x0000, 0x0010, 0x002b, 0x000d, 0x0039];
+    let h = hello(0x0303, &CIPHERS, &types, &[b"h3"], &SIGALGS, &[0x0304]);
+    let (tcp, quic) = (Ja4::of(&h), Ja4::of_quic(&h));
+    assert!(quic.as_str().starts_with("q13d1505h3_"), "{quic}");
+    assert_eq!(quic.as_str()[1..], tcp.as_str()[1..]);
+    assert!(tcp.as_str().starts_with('t'));
+}

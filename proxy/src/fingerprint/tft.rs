@@ -4,11 +4,12 @@
 //!
 //! | bits  | field |
 //! |-------|-------|
-//! | 0-2   | the ALPN protocols offered that the listener knows, each shifted in (`h2` = 2, `http/1.1` = 1), mod 8 |
+//! | 0-2   | the ALPN protocols offered that the listener knows, each shifted in (`h2` = 2, `http/1.1` = 1; over QUIC `h3` = 3, an extension), mod 8 |
 //! | 3     | the client offered a protocol the listener does not know |
 //! | 4     | the server name names a vhost |
 //! | 5     | the session was resumed |
 //! | 6     | TLS 1.3 (always 0: Tempesta leaves it so, issue #1031 there) |
+//! | 7     | QUIC (an extension: Tempesta has no QUIC), so that no QUIC client shares a value with a TCP one |
 //! | 16-31 | cipher suites, `h = h * 11 + suite` (u16, wrapping), the first 123 |
 //! | 32-47 | extension types in the client's order, the same way |
 //! | 48-63 | supported groups, the same way, as Tempesta's parser reads them (below) |
@@ -37,9 +38,14 @@ pub(super) fn acc16(hash: u16, value: u16) -> u16 {
     hash.wrapping_mul(11).wrapping_add(value)
 }
 
-/// Tempesta's ALPN ids (`TTLS_ALPN_ID_HTTP1`, `_HTTP2`).
+/// Tempesta's ALPN ids (`TTLS_ALPN_ID_HTTP1`, `_HTTP2`), and ours for HTTP/3 (Tempesta has
+/// none).
 const ALPN_HTTP1: u8 = 1;
 const ALPN_HTTP2: u8 = 2;
+const ALPN_HTTP3: u8 = 3;
+
+/// The QUIC bit (module documentation).
+const QUIC: u64 = 1 << 7;
 
 /// Cipher suites Tempesta stores (and hashes) before skipping the rest: its `css` array.
 const MAX_SUITES: usize = 123;
@@ -58,6 +64,8 @@ pub struct Handshake {
     pub vhost_found: bool,
     /// The handshake resumed a session.
     pub resumed: bool,
+    /// A QUIC handshake: the listener offers HTTP/3 (`h3`) only, and the QUIC bit is set.
+    pub quic: bool,
 }
 
 impl Tft {
@@ -67,7 +75,8 @@ impl Tft {
         let flags = u64::from(alpn & 0b111)
             | u64::from(unknown) << 3
             | u64::from(handshake.vhost_found) << 4
-            | u64::from(handshake.resumed) << 5;
+            | u64::from(handshake.resumed) << 5
+            | if handshake.quic { QUIC } else { 0 };
         let suites = hello.cipher_suites().take(MAX_SUITES).fold(0, acc16);
         let extensions = hello.extensions().map(|(kind, _)| kind).fold(0, acc16);
         Tft(flags
@@ -86,6 +95,7 @@ fn alpn_bits(hello: &ClientHello, handshake: Handshake) -> (u8, bool) {
         let id = match name {
             b"h2" if handshake.h2 => ALPN_HTTP2,
             b"http/1.1" if handshake.http1 => ALPN_HTTP1,
+            b"h3" if handshake.quic => ALPN_HTTP3,
             _ => {
                 unknown = true;
                 continue;

@@ -19,6 +19,15 @@ const BOTH: Handshake = Handshake {
     h2: true,
     vhost_found: false,
     resumed: false,
+    quic: false,
+};
+
+/// A QUIC listener (ALPN `h3` only).
+const QUIC: Handshake = Handshake {
+    http1: false,
+    h2: false,
+    quic: true,
+    ..BOTH
 };
 
 #[test]
@@ -120,4 +129,35 @@ fn a_short_group_list_reads_what_an_earlier_extension_left() {
     let hello = ClientHello::from_parts(0x0303, &[0x13, 0x01], [(0, &sni[..]), (10, &groups[..])]);
     let expected = super::acc16(super::acc16(0, 0x17), u16::from_be_bytes([1, b'a']));
     assert_eq!(super::supported_groups_hash(&hello), expected);
+}
+
+#[test]
+fn a_quic_handshake_never_shares_a_value_with_a_tcp_one() {
+    // The same ClientHello over QUIC and over TCP, whatever the TCP listener offers.
+    let curl = hello("curl_h2.bin");
+    let quic = Tft::of(&curl, QUIC).0;
+    assert_eq!(quic & 0x80, 0x80);
+    let listeners = [(true, true), (true, false), (false, true), (false, false)];
+    for (http1, h2) in listeners {
+        let tcp = Tft::of(&curl, Handshake { http1, h2, ..BOTH }).0;
+        assert_eq!(tcp & 0x80, 0);
+        assert_ne!(tcp, quic);
+        // Only the flags differ: the hashes are the hello's.
+        assert_eq!(tcp >> 16, quic >> 16);
+    }
+}
+
+#[test]
+fn over_quic_h3_is_the_protocol_the_listener_knows() {
+    let with_alpn = |list: &[u8]| {
+        let mut body = (list.len() as u16).to_be_bytes().to_vec();
+        body.extend_from_slice(list);
+        ClientHello::from_parts(0x0303, &[0x13, 0x01], [(16u16, &body[..])])
+    };
+    // h3 alone: ALPN 3, nothing unknown, the QUIC bit.
+    assert_eq!(Tft::of(&with_alpn(b"\x02h3"), QUIC).0 & 0xff, 0x83);
+    // h3 and a draft's name: the draft is unknown (bit 3).
+    assert_eq!(Tft::of(&with_alpn(b"\x02h3\x05h3-29"), QUIC).0 & 0xff, 0x8b);
+    // Over TCP, h3 is a protocol no listener knows.
+    assert_eq!(Tft::of(&with_alpn(b"\x02h3"), BOTH).0 & 0xff, 0x08);
 }

@@ -1,15 +1,19 @@
 //! What the worker asks of [`crate::fingerprint`] at three points, as functions of the parts
-//! they read (no `impl Worker`): when a TLS handshake completes (`on_handshake`: the
-//! connection's `tft`, its JA4 for the access log, and whether it may go on), when bytes arrive (`on_records`: the TLS
-//! records against its `tft`), and when a request reaches its vhost (`on_request`: its
-//! `tfh`). The decisions are `Fingerprints`'; the worker answers a refusal the way it answers
-//! frang's: a connection is reset, a request gets `block_action attack`'s answer, both
-//! counted as `blocks_total{limit="tft"|"tfh"}`.
+//! they read (no `impl Worker`): when a TLS handshake completes (`on_handshake` over TCP,
+//! `on_quic_handshake` over QUIC: the connection's `tft`, its JA4 for the access log, and
+//! whether it may go on), when bytes arrive (`on_records`: the TLS records against its
+//! `tft`), and when a request reaches its vhost (`on_request`: its `tfh`). The decisions are
+//! `Fingerprints`'; the worker answers a refusal the way it answers frang's: a connection is
+//! reset (a QUIC one closed with H3_EXCESSIVE_LOAD), a request gets `block_action attack`'s
+//! answer, both counted as `blocks_total{limit="tft"|"tfh"}`.
 
 use std::time::Instant;
 
+use ktls::hello::ClientHello;
 use openssl::ssl::SslRef;
+use quinn_proto::VarInt;
 
+use super::client::codec::Codec;
 use super::client::{Client, Stage};
 use super::request::Request;
 use crate::alpn::Alpn;
@@ -46,25 +50,65 @@ pub(super) fn on_handshake(ssl: &mut SslRef, rt: &Runtime, now: Instant) -> Hand
         };
     };
     let alpn = crate::alpn::policy(ssl);
-    let vhost_found = hello.server_name().is_some_and(|name| {
-        rt.vhosts
-            .iter()
-            .any(|v| v.name.as_bytes().eq_ignore_ascii_case(name))
-    });
-    let tft = Tft::of(
-        &hello,
-        Handshake {
-            http1: matches!(alpn, Alpn::Http1 | Alpn::Both),
-            h2: matches!(alpn, Alpn::H2 | Alpn::Both),
-            vhost_found,
-            resumed: ssl.session_reused(),
-        },
-    );
+    let handshake = Handshake {
+        http1: matches!(alpn, Alpn::Http1 | Alpn::Both),
+        h2: matches!(alpn, Alpn::H2 | Alpn::Both),
+        vhost_found: names_a_vhost(&hello, rt),
+        resumed: ssl.session_reused(),
+        quic: false,
+    };
+    let tft = Tft::of(&hello, handshake);
     HandshakePrints {
         tft: Some(tft),
         ja4: rt.config.access_log.enabled().then(|| Ja4::of(&hello)),
         verdict: rt.fingerprints.on_tls_connection(tft, now),
     }
+}
+
+/// HTTP/3's code for a connection refused by its fingerprint (RFC 9114 §8.1: "its peer is
+/// exhibiting a behavior that might be generating excessive load"; frang's limits are
+/// defences against load, and the flood budgets close with it too). TCP resets instead.
+const QUIC_REFUSED: u32 = 0x107;
+
+/// A QUIC connection's handshake completed (quic::Work::Connected) with `hello` captured
+/// (`quic_hello.rs`): its `tft` and JA4 (`q...`) kept on client `c` for the access log, as
+/// TCP's are, and whether it may go on. The ClientHello's listener offers `h3` only; there
+/// is no resumption (no tickets, no 0-RTT). A refused connection is closed here with
+/// [`QUIC_REFUSED`] (counted in `m`); the caller then ends its entry as a TCP refusal's.
+pub(super) fn on_quic_handshake(
+    c: &mut Client,
+    hello: Option<ClientHello>,
+    (rt, m): (&Runtime, &crate::metrics_quic::QuicMetrics),
+    now: Instant,
+) -> Verdict {
+    let Some(hello) = hello else {
+        return Ok(());
+    };
+    let handshake = Handshake {
+        http1: false,
+        h2: false,
+        vhost_found: names_a_vhost(&hello, rt),
+        resumed: false,
+        quic: true,
+    };
+    let tft = Tft::of(&hello, handshake);
+    c.tft = Some(tft);
+    c.ja4 = rt.config.access_log.enabled().then(|| Ja4::of_quic(&hello));
+    let verdict = rt.fingerprints.on_tls_connection(tft, now);
+    if let (Err(_), Codec::H3(h3)) = (&verdict, &mut c.codec) {
+        m.count_close("proxy", Some(u64::from(QUIC_REFUSED)));
+        (h3.quic).close(now, VarInt::from_u32(QUIC_REFUSED), bytes::Bytes::new());
+    }
+    verdict
+}
+
+/// Whether the server name `hello` sends is a vhost's.
+fn names_a_vhost(hello: &ClientHello, rt: &Runtime) -> bool {
+    hello.server_name().is_some_and(|name| {
+        rt.vhosts
+            .iter()
+            .any(|v| v.name.as_bytes().eq_ignore_ascii_case(name))
+    })
 }
 
 /// Bytes arrived on client `c`: the TLS records they came in against its `tft` (the proxy's

@@ -20,6 +20,11 @@ const SEND_BATCH: usize = 256;
 
 /// What a connection's turn leaves for the loop (the exchange pipeline) to do.
 pub enum Work {
+    /// The handshake completed, with the client's ClientHello if it was captured: the TLS
+    /// fingerprints' turn (`fingerprint_hook::on_quic_handshake`), before any request.
+    Connected {
+        hello: Option<ktls::hello::ClientHello>,
+    },
     /// A request stream's request: make its exchange.
     Request {
         stream: u32,
@@ -119,9 +124,12 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
     while let Some(event) = h3.quic.poll() {
         match event {
             // The name the client asked for: strict host checking compares the vhost it
-            // chose with the one each request's authority routes to, as on TCP.
+            // chose with the one each request's authority routes to, as on TCP. Its
+            // ClientHello goes to the fingerprints, before any request of the connection.
             Event::Connected => {
-                sni = server_name(h3);
+                let done = crate::quic_hello::completed(h3.quic.crypto_session());
+                sni = done.server_name;
+                work.push(Work::Connected { hello: done.hello });
                 h3.handshake_deadline = None;
                 quic.handshake_over(h3.endpoint, h3.handle);
                 crate::metrics::bump(&quic.metrics.quic.handshakes_done);
@@ -203,15 +211,6 @@ fn count_floods(h3: &mut H3Codec, m: &QuicMetrics) {
             *counted = now;
         }
     }
-}
-
-/// The server name of the connection's handshake (SNI), if the client sent one.
-fn server_name(h3: &H3Codec) -> Option<String> {
-    let data = h3.quic.crypto_session().handshake_data()?;
-    let data = data
-        .downcast::<quinn_proto::crypto::rustls::HandshakeData>()
-        .ok()?;
-    data.server_name
 }
 
 /// The endpoint's share of the connection's events (connection IDs, the end).

@@ -471,6 +471,14 @@ impl Worker {
                 }
                 super::quic::Work::Drop(id) => self.drop_exchange(id),
                 super::quic::Work::Gone => return self.close_client(ci, CloseReason::Client),
+                super::quic::Work::Connected { hello } => {
+                    let parts = (&*self.rt, &self.shared.metrics.quic);
+                    let client = self.clients.get_mut(ci);
+                    let hook = super::fingerprint_hook::on_quic_handshake;
+                    if let Some(Err(v)) = client.map(|c| hook(c, hello, parts, self.now)) {
+                        return self.refuse_connection(ci, &v);
+                    }
+                }
             }
         }
         let parts = (&mut self.clients, &mut self.exchanges, &mut self.upstreams);
