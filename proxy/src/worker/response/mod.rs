@@ -31,6 +31,8 @@ use sink::Sink;
 /// Interim (1xx) responses relayed for one request; a server sending more is broken or
 /// hostile, and each one would be copied to the client.
 pub(super) const MAX_INTERIM_RESPONSES: u32 = 8;
+const _: () =
+    assert!(super::upstream::h2_pieces::INTERIM_KEPT == MAX_INTERIM_RESPONSES as usize + 1);
 
 /// Why an exchange could not complete.
 pub enum Failure {
