@@ -11,7 +11,8 @@ KIND (after a handshake and one GET of /):
   pieces    a GET's HEADERS frame (and FIN) in ARG pieces, one datagram each, 60 ms apart;
             its response read
   unread    ARG GETs of /big on as many streams, the client granting no stream credit past
-            its first 16 KiB per stream (the responses are never read further)
+            its first 16 KiB per stream (the responses are never read further); a PING
+            every 0.3 s (a stateless reset in answer counts as the end)
 
 Runs for SECONDS or until the connection is closed, then prints one JSON line: what
 h3_attack.py reports (the close seen: error code and reason), plus per KIND: `head_bytes`
@@ -29,6 +30,7 @@ from h3_attack import Client  # noqa: E402
 try:
     from aioquic.h3.connection import FrameType, encode_frame
     from aioquic.quic.connection import QuicConnection
+    from aioquic.tls import Epoch
 except ImportError:
     print("aioquic is missing: python3 -m pip install aioquic (tests/run.sh does)")
     sys.exit(2)
@@ -98,11 +100,37 @@ def pieces(c, seconds, count):
     c.stats["status"] = c.responses.get(sid, [None])[0]
 
 
+def watch_for_reset(c):
+    """Counts a stateless reset (a short-header datagram ending in a reset token the proxy
+    gave with its connection IDs) as the connection's end: aioquic does not look for one."""
+    q = c.quic
+    receive = q.receive_datagram
+
+    def checked(data, addr, now):
+        ids = [q._peer_cid] + list(q._peer_cid_available)
+        tokens = {i.stateless_reset_token for i in ids if i.stateless_reset_token}
+        if data and (data[0] & 0xC0) == 0x40 and data[-16:] in tokens:
+            c.stats["close"] = {"code": None, "reason": "stateless reset"}
+            return None
+        return receive(data, addr, now=now)
+
+    q.receive_datagram = checked
+
+
 def unread(c, seconds, streams):
     # No MAX_STREAM_DATA ever: each response stops at the stream's first window.
     c.quic._write_stream_limits = lambda *args, **kwargs: None
+    watch_for_reset(c)
     sids = [c.request("/big") for _ in range(streams)]
-    closed_after(c, c.now(), seconds)
+    start = c.now()
+    # A PING now and then: a connection the proxy dropped without its CONNECTION_CLOSE
+    # getting out (its congestion window full) answers it with a stateless reset.
+    while c.stats["close"] is None and c.now() < start + seconds:
+        # Padded: a stateless reset must be smaller than the datagram it answers.
+        c.send(c.packet(Epoch.ONE_RTT, b"\x01" + bytes(1000)))
+        c.pump(0.3)
+    if c.stats["close"] is not None:
+        c.stats["cut_after"] = round(c.now() - start, 3)
     c.stats["received"] = sum(c.responses.get(s, [0, 0])[1] for s in sids)
 
 

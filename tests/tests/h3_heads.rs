@@ -4,7 +4,9 @@
 //! a head in more pieces than `http_header_chunk_cnt`, and a client whose responses the
 //! proxy holds past `client_mem` because it grants no stream credit. Each is closed with
 //! H3_EXCESSIVE_LOAD and counted (`blocks_total{limit}`, `quic_closes_total{reason="frang"}`),
-//! and a normal client is served meanwhile and after.
+//! and a normal client is served meanwhile and after (or, when QUIC's congestion window
+//! holds the close back, forgotten at once: the client's next datagram gets a stateless
+//! reset).
 
 mod h3_common;
 
@@ -55,8 +57,8 @@ fn cut_for(site: &Site, report: &serde_json::Value, limit: &str) {
 
 /// A head dribbled a byte every 0.25 s is cut at `client_header_timeout` (1 s), while a GET
 /// on another stream of the same connection is served during the dribble, and another
-/// connection during and after it. Before, the head was taken whole after ~10 s and
-/// answered 200.
+/// connection during and after it. Before, the head (8 bytes) was taken whole after 2 s
+/// and answered 200.
 #[test]
 fn h3_dribbled_head_is_cut_at_client_header_timeout() {
     let origin = origin();
@@ -137,7 +139,21 @@ fn h3_client_mem_cuts_a_connection_that_leaves_responses_unread() {
     let rss0 = rss_bytes(pid);
     let report = slow(&site, "unread", 8, "16");
     let growth = rss_bytes(pid) as i64 - rss0 as i64;
-    cut_for(&site, &report, "client_mem");
+    // The proxy's CONNECTION_CLOSE goes out only if QUIC's congestion window lets it
+    // (quinn-proto 0.11 holds a close back while stream data waits): else the connection
+    // is forgotten at once and the client's next PING gets a stateless reset.
+    assert!(
+        report["close"].is_object(),
+        "the connection is gone: {report}\n{}",
+        site.proxy.proc.logs()
+    );
+    if report["close"]["reason"] != "stateless reset" {
+        cut_for(&site, &report, "client_mem");
+    }
+    let blocks = "ktls_proxy_blocks_total{limit=\"client_mem\"}";
+    assert_eq!(metric(&site, blocks), 1, "{blocks}");
+    let closes = "ktls_proxy_quic_closes_total{reason=\"frang\",code=\"0x107\"}";
+    assert_eq!(metric(&site, closes), 1, "{closes}");
     assert!(growth < RSS_BOUND as i64, "the proxy grew {growth} bytes");
     big_served(&site);
     no_panic(&site);

@@ -480,7 +480,7 @@ impl Worker {
         let parts = (&mut self.clients, &mut self.exchanges, &mut self.upstreams);
         super::quic::pump_bodies(parts, &mut self.dirty, ci);
         let parts = (&mut self.clients, &mut self.timers);
-        let (woken, more) = super::quic::flush(&mut self.quic, parts, ci, now);
+        let (woken, more) = super::quic::flush(&mut self.quic, parts, ci, Instant::now());
         self.wake_upstreams(woken);
         if more {
             self.dirty.push_back(super::token::client_token(ci));
