@@ -109,6 +109,12 @@ impl FrameReader {
         }
     }
 
+    /// Bytes of a frame read and kept until it is whole (its header, a HEADERS or control
+    /// frame's payload; DATA is passed through).
+    pub fn buffered(&self) -> usize {
+        self.head_len + self.payload.len()
+    }
+
     /// True between frames: a stream may end only here (§7.1: a truncated last frame is
     /// H3_FRAME_ERROR).
     pub fn at_boundary(&self) -> bool {

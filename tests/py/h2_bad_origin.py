@@ -15,6 +15,10 @@ role: one connection at a time on 127.0.0.1:PORT, in one of these modes.
                without content-length, "hello " and "world" as two DATA frames, and the
                trailer x-checksum: abc; /empty a 200 without content-length ended with its
                HEADERS; anything else 404 with its HEADERS.
+  interim_flood N
+               answers /big with 16 MiB as `big` does; anything else, once the proxy has
+               given no window for a second, with N interim 103 heads (each with a 200-byte
+               field), then 200 "done"; prints "flooded N" once the heads are out.
 
 Usage: h2_bad_origin.py PORT MODE [N]. Runs until killed (the test kills it by pid)."""
 
@@ -106,20 +110,37 @@ def ping_flood(sock):
     print("goaway code %s" % goaway_code(got), flush=True)
 
 
-def big(sock, n):
+def big(sock, n, flood=None):
+    """`big N`; with `flood`, a request for anything but /big gets `interim_flood` once the
+    proxy has given no window for a second."""
     c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding=None))
     c.initiate_connection()
     sock.sendall(c.data_to_send())
     body = bytes(i % 251 for i in range(251)) * (n // 251 + 1)
     streams = {}
+    floods = []
     while True:
-        data = sock.recv(65536)
+        # A second without window from the proxy: its client has stopped reading, and the
+        # answers waiting get their floods.
+        sock.settimeout(1.0 if floods else None)
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            sock.settimeout(None)
+            while floods:
+                interim_flood(c, sock, floods.pop(0), flood)
+            continue
+        sock.settimeout(None)
         if not data:
             return
         for ev in c.receive_data(data):
-            if isinstance(ev, h2.events.RequestReceived):
-                c.send_headers(ev.stream_id, [(b":status", b"200"), (b"content-length", str(n).encode())])
-                streams[ev.stream_id] = 0
+            if not isinstance(ev, h2.events.RequestReceived):
+                continue
+            if flood is not None and dict(ev.headers).get(b":path") != b"/big":
+                floods.append(ev.stream_id)
+                continue
+            c.send_headers(ev.stream_id, [(b":status", b"200"), (b"content-length", str(n).encode())])
+            streams[ev.stream_id] = 0
         for sid in list(streams):
             sent = streams[sid]
             while sent < n:
@@ -135,6 +156,19 @@ def big(sock, n):
                 print("done", flush=True)
                 del streams[sid]
         sock.sendall(c.data_to_send())
+
+
+def interim_flood(c, sock, sid, n):
+    """N interim 103 heads on stream `sid`, each with a 200-byte field, then 200 "done"."""
+    pad = (b"x-pad", b"p" * 200)
+    for i in range(n):
+        c.send_headers(sid, [(b":status", b"103"), pad])
+        if i % 1000 == 999:
+            sock.sendall(c.data_to_send())
+    c.send_headers(sid, [(b":status", b"200"), (b"content-length", b"4")])
+    c.send_data(sid, b"done", end_stream=True)
+    sock.sendall(c.data_to_send())
+    print("flooded %d" % n, flush=True)
 
 
 def shapes(sock):
@@ -190,6 +224,8 @@ def main():
                 big(sock, int(sys.argv[3]))
             elif mode == "silent":
                 silent(sock)
+            elif mode == "interim_flood":
+                big(sock, 16 << 20, flood=int(sys.argv[3]))
             elif mode == "shapes":
                 shapes(sock)
             else:

@@ -8,6 +8,7 @@
 
 pub mod evil_origin;
 pub mod faults;
+pub mod h2frames;
 pub mod origin;
 pub mod pipeline_client;
 pub mod proxy;
@@ -422,6 +423,20 @@ pub fn metric_sum(stats: std::net::SocketAddr, name: &str) -> u64 {
         .filter_map(|l| l.strip_prefix(name))
         .filter_map(|rest| rest.rsplit(' ').next()?.trim().parse::<u64>().ok())
         .sum()
+}
+
+/// A process's resident memory now and at its peak (`VmRSS`, `VmHWM`), in KiB; zeros once
+/// it is gone.
+pub fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// An RFC 9110 IMF-fixdate, written here independently of the cache crate.

@@ -18,6 +18,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::thread;
 use std::time::Duration;
 
+use e2e::h2frames::{frame, get_block, END_STREAM_AND_HEADERS, HEADERS, PREFACE, SETTINGS};
 use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
 use e2e::{free_port, wait_for_port};
@@ -72,31 +73,17 @@ fn requests_after_abandon(site: &Site) -> usize {
     site.origin.total_requests()
 }
 
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len() as u32;
-    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-    f.extend_from_slice(&stream.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
-}
-
 /// An h2c connection with `REQUESTS` GETs for /slow sent, and the proxy's SETTINGS read (so
 /// that closing it sends a FIN, not a reset).
 fn h2_requests(addr: SocketAddr) -> TcpStream {
     let mut s = TcpStream::connect(addr).expect("connect h2c");
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("read timeout");
-    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    out.extend(frame(4, 0, 0, &[]));
-    // HPACK: :method GET, :scheme http (static 2, 6), :path and :authority as literals
-    // without indexing on static names 4 and 1.
-    let mut head = vec![0x82, 0x86, 0x04, 5];
-    head.extend_from_slice(b"/slow");
-    head.extend([0x01, 9]);
-    head.extend_from_slice(b"site.test");
+    let mut out = PREFACE.to_vec();
+    out.extend(frame(SETTINGS, 0, 0, &[]));
+    let head = get_block("/slow", "site.test");
     for n in 0..REQUESTS as u32 {
-        // END_STREAM | END_HEADERS
-        out.extend(frame(1, 0x5, 1 + 2 * n, &head));
+        out.extend(frame(HEADERS, END_STREAM_AND_HEADERS, 1 + 2 * n, &head));
     }
     s.write_all(&out).expect("send requests");
     let mut settings = [0u8; 9];

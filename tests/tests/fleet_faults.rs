@@ -70,19 +70,6 @@ fn a_redis_trickling_its_replies_counts_as_down_and_closed_refuses_meanwhile() {
     );
 }
 
-/// A process's resident memory: now and its peak (VmRSS, VmHWM), in KiB.
-fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
 #[test]
 fn a_redis_flooding_its_replies_cannot_grow_the_proxy_s_memory() {
     // 10 turns answered well, then XREAD answered by arrays of a million items each,
@@ -91,10 +78,10 @@ fn a_redis_flooding_its_replies_cannot_grow_the_proxy_s_memory() {
     let f = fleet_of(1, "fleet-flood", fake.addr, RATE, "");
     let pid = f.nodes[0].proc.pid();
     f.wait_redis_up(1, FLEET_WAIT);
-    let (before, _) = rss_kib(pid);
+    let (before, _) = e2e::rss_kib(pid);
     // The flood starts within a second; several reconnections (and floods) later:
     sleep(Duration::from_secs(4));
-    let (_, peak) = rss_kib(pid);
+    let (_, peak) = e2e::rss_kib(pid);
     let grown_mib = peak.saturating_sub(before) / 1024;
     assert!(
         grown_mib < 32,

@@ -14,10 +14,7 @@ use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
 use e2e::{free_port, metric_sum, raw_exchange, wait_for_port};
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const SETTINGS: u8 = 4;
-const GOAWAY: u8 = 7;
-const ACK: u8 = 1;
+use e2e::h2frames::{frame, ACK, GOAWAY, PREFACE, SETTINGS};
 
 struct Site {
     proxy: Proxy,
@@ -50,14 +47,6 @@ fn start(origin: &Origin, tag: &str) -> Site {
         h2c,
         stats,
     }
-}
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len() as u32;
-    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-    f.extend_from_slice(&stream.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
 }
 
 /// What an idle connection saw: whether a GOAWAY came, and when the proxy closed it
@@ -127,16 +116,6 @@ fn get_over_http1(addr: SocketAddr) -> String {
     String::from_utf8_lossy(&reply).into_owned()
 }
 
-fn rss_bytes(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .expect("proxy status")
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .expect("VmRSS")
-        * 1024
-}
-
 #[test]
 fn an_idle_h2_connection_gets_goaway_after_the_keepalive_timeout() {
     let origin = Origin::start(|_| Response::ok("ok"));
@@ -179,7 +158,7 @@ fn two_hundred_idle_h2_connections_close_while_http1_is_answered() {
     let pid = site.proxy.proc.pid();
     // The proxy's resident size once it has started and served one request.
     assert!(get_over_http1(site.http).starts_with("HTTP/1.1 200"));
-    let before = rss_bytes(pid);
+    let before = e2e::rss_kib(pid).0 * 1024;
     let h2c = site.h2c;
     let idlers: Vec<_> = (0..200)
         .map(|_| thread::spawn(move || idle_h2(h2c, Duration::from_secs(10))))
@@ -194,7 +173,7 @@ fn two_hundred_idle_h2_connections_close_while_http1_is_answered() {
             "HTTP/1.1 unanswered {:?} into the soak: {answer:?}",
             soak.elapsed()
         );
-        max_rss = max_rss.max(rss_bytes(pid));
+        max_rss = max_rss.max(e2e::rss_kib(pid).0 * 1024);
         thread::sleep(Duration::from_millis(100));
     }
     let ends: Vec<IdleEnd> = idlers

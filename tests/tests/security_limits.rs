@@ -24,16 +24,6 @@ const RSS_SLACK: u64 = 16 * MIB;
 /// How much the client pipelines, at most.
 const PIPELINED: u64 = 100 * MIB;
 
-/// Resident set size of `pid` in bytes, from /proc.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 /// How a pipelining run ended.
 struct Flood {
     written: u64,
@@ -49,7 +39,7 @@ struct Flood {
 /// after 60 s.
 fn flood(proxy: &Proxy, addr: SocketAddr, request: &[u8]) -> Flood {
     let pid = proxy.proc.pid();
-    let baseline = rss(pid);
+    let baseline = e2e::rss_kib(pid).0 * 1024;
     assert!(baseline > 0, "cannot read /proc/{pid}/status");
     let written = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -84,7 +74,7 @@ fn flood(proxy: &Proxy, addr: SocketAddr, request: &[u8]) -> Flood {
     let started = Instant::now();
     let mut peak = baseline;
     while !writer.is_finished() && started.elapsed() < Duration::from_secs(60) {
-        peak = peak.max(rss(pid));
+        peak = peak.max(e2e::rss_kib(pid).0 * 1024);
         if peak > baseline + 2 * RSS_SLACK {
             break;
         }
@@ -92,7 +82,7 @@ fn flood(proxy: &Proxy, addr: SocketAddr, request: &[u8]) -> Flood {
     }
     // A last look once the proxy has had time to act on what it read.
     thread::sleep(Duration::from_millis(300));
-    peak = peak.max(rss(pid));
+    peak = peak.max(e2e::rss_kib(pid).0 * 1024);
     stop.store(true, Ordering::Relaxed);
     let (sock, stalled) = writer.join().expect("writer thread");
     drop(sock);

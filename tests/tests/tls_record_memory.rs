@@ -16,17 +16,6 @@ use e2e::{bin_path, curl, free_port};
 
 const CONNECTIONS: u64 = 800;
 
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS");
-    kib * 1024
-}
-
 /// TLS connections the proxy has handed over after their handshake, whatever the path.
 fn handed_over(stats: SocketAddr) -> u64 {
     let (st, out, err) = curl(&[&format!("http://{stats}/metrics")], 5);
@@ -53,7 +42,7 @@ fn idle_bytes_per_connection(origin: &Origin, extra: &str) -> u64 {
     let proxy: Proxy = setup.start(&conf);
     let pid = proxy.proc.pid();
     let before = handed_over(stats);
-    let baseline = rss_bytes(pid);
+    let baseline = e2e::rss_kib(pid).0 * 1024;
     let client = Command::new(bin_path("http-perf"))
         .args([
             "--hold",
@@ -81,7 +70,7 @@ fn idle_bytes_per_connection(origin: &Origin, extra: &str) -> u64 {
     // The trim at the end of a burst may be put off by up to a second (DRAINED_INTERVAL in
     // ktls/src/offload/memory.rs); the hold lasts 3 s.
     thread::sleep(Duration::from_millis(1500));
-    let loaded = rss_bytes(pid);
+    let loaded = e2e::rss_kib(pid).0 * 1024;
     let out = wait(client, deadline + Duration::from_secs(30));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("http-perf: {e}\n{}", String::from_utf8_lossy(&out.stderr)));

@@ -270,15 +270,6 @@ fn the_idle_timeout_cuts_a_silent_tunnel_not_a_busy_one() {
     );
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// Bytes the kernel can hold for one loopback TCP connection at most, both ends' buffers:
 /// what a peer may have written without anyone reading, the proxy's buffers aside.
 fn socket_buffer_bound() -> u64 {
@@ -295,7 +286,7 @@ fn socket_buffer_bound() -> u64 {
 fn a_peer_that_does_not_read_bounds_what_the_proxy_holds() {
     let b = start("ws-slow", "");
     let pid = b.proxy.proc.pid();
-    let before = rss_kib(pid);
+    let before = e2e::rss_kib(pid).0;
     // Two connections each side of the proxy: at most twice the kernel's buffers, plus the
     // proxy's own bound per direction (a read buffer and an outbox: well under 1 MiB).
     let bound = 2 * socket_buffer_bound() + (1 << 20);
@@ -327,7 +318,7 @@ fn a_peer_that_does_not_read_bounds_what_the_proxy_holds() {
         sent < bound,
         "the client wrote {sent} bytes to an origin that reads nothing (bound {bound})"
     );
-    let grown = rss_kib(pid).saturating_sub(before);
+    let grown = e2e::rss_kib(pid).0.saturating_sub(before);
     eprintln!(
         "slow reader: origin wrote {flooded} B, client wrote {sent} B (bound {bound} B), \
          proxy RSS grew {grown} KiB"

@@ -182,6 +182,25 @@ impl Connection {
         self.requests.len()
     }
 
+    /// Whether request stream `stream` has sent bytes (or its end) and its request head is
+    /// not decoded yet: the caller's slow-head deadline runs while this holds.
+    pub fn awaiting_request(&self, stream: u64) -> bool {
+        self.requests
+            .get(&stream)
+            .is_some_and(|s| s.awaiting_request())
+    }
+
+    /// Bytes this connection holds for its peer (`client_mem`): frames and input of request
+    /// streams being read, partial unidirectional-stream input, the QPACK decoder's table
+    /// and buffers. Events not yet polled are the caller's as soon as it polls.
+    pub fn held_bytes(&self) -> usize {
+        let requests: usize = self.requests.values().map(|s| s.held_bytes()).sum();
+        let uni: usize = self.uni.values().map(Uni::held_bytes).sum();
+        requests
+            .saturating_add(uni)
+            .saturating_add(self.qpack.held_bytes())
+    }
+
     /// Field sections waiting for encoder-stream inserts.
     pub fn blocked_streams(&self) -> usize {
         self.qpack.blocked_streams()

@@ -64,6 +64,17 @@ impl RequestStream {
         matches!(self.phase, Phase::Head | Phase::Blocked { .. })
     }
 
+    /// Its request head is not decoded yet (bytes of it may have arrived, or it waits for
+    /// QPACK inserts): what a slow-head deadline measures. Trailers are not a head.
+    pub fn awaiting_request(&self) -> bool {
+        matches!(self.phase, Phase::Head | Phase::Blocked { trailers: false })
+    }
+
+    /// Bytes held for the stream: a frame being read, input behind a blocked section.
+    pub fn held_bytes(&self) -> usize {
+        self.reader.buffered() + self.held.len()
+    }
+
     /// Drops input from now on; true when the stream already ended (nothing is kept).
     pub fn discard(&mut self) -> bool {
         self.phase = Phase::Discard;

@@ -28,6 +28,17 @@ pub enum Uni {
     Ignored,
 }
 
+impl Uni {
+    /// Input held until it is whole (a type, a control frame, a decoder instruction).
+    pub fn held_bytes(&self) -> usize {
+        match self {
+            Uni::Opening(buf) | Uni::Decoder(buf) => buf.len(),
+            Uni::Control(c) => c.reader.buffered(),
+            Uni::Encoder | Uni::Ignored => 0,
+        }
+    }
+}
+
 pub struct ControlStream {
     reader: FrameReader,
     settings: bool,

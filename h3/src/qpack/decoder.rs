@@ -203,6 +203,17 @@ impl Decoder {
         }
     }
 
+    /// Bytes the decoder holds for the peer: its dynamic table's entries, a partial
+    /// encoder instruction, blocked sections, instructions not yet taken.
+    pub fn held_bytes(&self) -> usize {
+        let table = usize::try_from(self.table.size()).unwrap_or(usize::MAX);
+        let blocked: usize = self.blocked.iter().map(|b| b.block.len()).sum();
+        table
+            .saturating_add(self.encoder_buf.len())
+            .saturating_add(blocked)
+            .saturating_add(self.instructions.len())
+    }
+
     pub fn is_blocked(&self, stream: u64) -> bool {
         self.blocked.iter().any(|b| b.stream == stream)
     }

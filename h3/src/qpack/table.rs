@@ -35,6 +35,11 @@ impl DynamicTable {
         }
     }
 
+    /// The entries' size as §3.2.1 counts it (names, values, 32 bytes each).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
     /// The Insert Count (§3.2.4): entries ever inserted.
     pub fn insert_count(&self) -> u64 {
         self.evicted + self.entries.len() as u64

@@ -36,6 +36,12 @@ impl ConnLimits {
         }
     }
 
+    /// Whether a head is limited at all (`http_header_chunk_cnt` or `client_header_timeout`
+    /// set): HTTP/3 tracks its streams' heads only then (`worker/quic/heads.rs`).
+    pub fn limits_heads(&self) -> bool {
+        self.header_chunk_cnt.is_some() || self.header_timeout.is_some()
+    }
+
     /// After each read that carried bytes of the current request's head
     /// (including the read that completes it). `http_header_chunk_cnt`,
     /// and `client_header_timeout` measured from the head's first read.

@@ -71,6 +71,44 @@ fn rfc9204_2_1_2_blocked_request_resumes() {
     assert_eq!(c.open_streams(), 0);
 }
 
+/// What the proxy's slow-head deadline reads: a request stream awaits its request from its
+/// first byte until its head is decoded, through a QPACK block too (the client's encoder
+/// controls when it ends); and what the connection holds meanwhile.
+#[test]
+fn a_stream_awaits_its_request_until_the_head_is_decoded() {
+    let mut c = new_conn(Limits::default());
+    c.recv(CONTROL, &control(&[]), false);
+    assert!(!c.awaiting_request(0), "no byte yet");
+    let head = headers_with_dynamic_ref();
+    let (first, rest) = head.split_at(head.len() - 1);
+    c.recv(0, first, false);
+    assert!(c.awaiting_request(0));
+    // The frame's type and length (a byte each) are parsed; its payload so far is held.
+    assert_eq!(c.held_bytes(), first.len() - 2, "the frame read so far");
+    c.recv(0, rest, false);
+    assert!(
+        c.awaiting_request(0),
+        "blocked on an insert: still no request"
+    );
+    assert!(c.held_bytes() > 0, "the blocked section");
+    c.recv(ENCODER, &encoder_insert(), false);
+    assert!(matches!(&events(&mut c)[..], [Event::Request { .. }, ..]));
+    assert!(
+        !c.awaiting_request(0),
+        "the head is decoded; the body is not a head"
+    );
+    let table = c.held_bytes();
+    assert!(
+        table > 32,
+        "the inserted entry stays in the dynamic table: {table}"
+    );
+    c.recv(0, &data(b"body"), false);
+    assert!(!c.awaiting_request(0));
+    // A stream that ends before its head is an error, no longer awaited.
+    c.recv(4, &[], true);
+    assert!(!c.awaiting_request(4));
+}
+
 /// RFC 9204 §2.1.2: more blocked streams than QPACK_BLOCKED_STREAMS:
 /// QPACK_DECOMPRESSION_FAILED, counted.
 #[test]

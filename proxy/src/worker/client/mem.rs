@@ -11,8 +11,10 @@ use crate::frang::Violation;
 
 impl Client {
     /// Bytes held for this connection: read and not yet consumed, queued for the client,
-    /// and on HTTP/2 request bodies, waiting response bytes and frames. A stored body shared
-    /// from the cache is the cache's, not counted.
+    /// and on HTTP/2 request bodies, waiting response bytes and frames; on HTTP/3 per
+    /// stream the same, with the `h3` crate's partial frames, blocked sections and QPACK
+    /// table (`H3Codec::held_bytes`; accounted after each turn of the connection,
+    /// `drive_h3`). A stored body shared from the cache is the cache's, not counted.
     pub fn held_bytes(&self) -> u64 {
         let read = self.rbuf.as_ref().map_or(0, |b| b.len());
         let codec = match &self.codec {

@@ -87,6 +87,7 @@ pub fn admit(
         return None;
     };
     codec.handshake_deadline = Some(super::budget::handshake_deadline(Instant::now()));
+    codec.heads = super::heads::Heads::new(&c.rt.config.frang);
     bump(&m.handshakes);
     m.handshaking.fetch_add(1, Ordering::Relaxed);
     let sock = crate::socket::Socket::Quic(ep.socket.clone());

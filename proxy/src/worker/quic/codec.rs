@@ -122,6 +122,8 @@ pub struct H3Codec {
     pub handshake_deadline: Option<Instant>,
     /// The ACK and CRYPTO frames received already added to the metrics.
     pub frames_counted: [u64; 2],
+    /// frang's slow-head limits, per request stream whose head is incomplete.
+    pub heads: super::heads::Heads,
 }
 
 impl H3Codec {
@@ -143,6 +145,7 @@ impl H3Codec {
             max_streams: u64::from(max_streams),
             handshake_deadline: None,
             frames_counted: [0; 2],
+            heads: super::heads::Heads::default(),
         })
     }
 
@@ -169,6 +172,7 @@ impl H3Codec {
         if !self.streams.is_empty() {
             return;
         }
+        self.heads.release_idle();
         self.streams.shrink_to_fit();
         for (_, waiting) in self.uni.iter_mut() {
             if waiting.is_empty() {
@@ -258,12 +262,17 @@ impl H3Codec {
             .collect()
     }
 
-    /// Bytes this connection holds for its streams (a stored body shared from the cache is
-    /// the cache's, not counted).
+    /// Bytes this connection holds for its client (`client_mem`): per request stream the
+    /// response bytes not yet taken by quinn-proto (a stored body shared from the cache is
+    /// the cache's, not counted) and the request body not yet passed upstream; our
+    /// unidirectional streams' bytes waiting; the `h3` crate's frames being read, input
+    /// behind blocked sections and QPACK dynamic table. quinn-proto's own buffers are not
+    /// counted: they are bounded by `h3_*_window` (docs/HTTP3.md, "Limits").
     pub fn held_bytes(&self) -> usize {
-        self.streams
-            .values()
+        let streams: usize = (self.streams.values())
             .map(|s| s.out.owned() + s.body.data.len())
-            .sum()
+            .sum();
+        let uni: usize = self.uni.iter().map(|(_, waiting)| waiting.len()).sum();
+        streams + uni + self.h3.held_bytes()
     }
 }

@@ -18,6 +18,9 @@ use crate::worker::exchange::ExchangeId;
 /// Datagrams sent per flush at most (the connection's congestion window bounds them too).
 const SEND_BATCH: usize = 256;
 
+/// H3_EXCESSIVE_LOAD (RFC 9114 §8.1): a frang block's close.
+const H3_EXCESSIVE_LOAD: u64 = 0x107;
+
 /// What a connection's turn leaves for the loop (the exchange pipeline) to do.
 pub enum Work {
     /// The handshake completed, with the client's ClientHello if it was captured: the TLS
@@ -44,6 +47,9 @@ pub enum Work {
     Refuse { stream: u32, status: u16 },
     /// An exchange whose stream was reset or broke a rule: drop it.
     Drop(ExchangeId),
+    /// A request head broke frang's slow-head limits (`heads.rs`): the client is blocked
+    /// and the connection closed, as on HTTP/2; nothing else of this turn is served.
+    Block(crate::frang::Violation),
     /// The connection is over (closed, lost, drained): close the client entry.
     Gone,
 }
@@ -86,6 +92,29 @@ pub fn closing(quic: &mut Quic, clients: &mut Clients, ci: ClientId, now: Instan
     quic.forget(h3.endpoint, h3.handle);
 }
 
+/// Closes client `ci`'s connection for a frang block of `limit` (a slow head, `client_mem`):
+/// CONNECTION_CLOSE with H3_EXCESSIVE_LOAD and the limit as the reason, counted as
+/// `closes_total{reason="frang"}`. The loop then closes the client entry (`closing` sends
+/// the close). An HTTP/2 block ends its connection too (GOAWAY, or a reset under
+/// `block_action drop`); QUIC's CONNECTION_CLOSE carries the code itself.
+pub fn close_blocked(quic: &Quic, clients: &mut Clients, ci: ClientId, limit: &'static str) {
+    let Some(h3) = codec(clients, ci) else {
+        return;
+    };
+    if h3.quic.is_closed() {
+        return;
+    }
+    quic.metrics
+        .quic
+        .count_close("frang", Some(H3_EXCESSIVE_LOAD));
+    let code = VarInt::from_u32(H3_EXCESSIVE_LOAD as u32);
+    h3.quic.close(
+        Instant::now(),
+        code,
+        bytes::Bytes::from_static(limit.as_bytes()),
+    );
+}
+
 /// The connection's deadline came due: QUIC's timers, and the handshake's deadline
 /// (`budget.rs`). A handshake cut now is closed (H3_NO_ERROR, counted as
 /// `handshake_timeout`) and no longer counts as in progress; its client's address is
@@ -113,8 +142,9 @@ pub fn timeout(
 }
 
 /// Takes in what the connection received: its endpoint's bookkeeping, its streams' bytes
-/// (through the `h3` crate), and returns the requests, body data and ends for the loop.
-pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> {
+/// (through the `h3` crate), and returns the requests, body data and ends for the loop;
+/// frang's slow-head limits judged at `now` (`heads.rs`).
+pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId, now: Instant) -> Vec<Work> {
     let mut work = Vec::new();
     let (mut sni, mut stopped) = (None, 0u32);
     let Some(h3) = codec(clients, ci) else {
@@ -167,6 +197,7 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
         }
     }
     h3_events(h3, &mut work, &quic.metrics.quic);
+    judge_heads(h3, &mut work, now);
     stopped += budget::reset_requests(h3, &mut work);
     budget::spend_resets(h3, stopped, (&mut work, &quic.metrics.quic));
     budget::spend_frames(h3, (&mut work, &quic.metrics.quic));
@@ -183,6 +214,22 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId) -> Vec<Work> 
         cl.sni = Some(crate::server_name::ServerName::new(&name));
     }
     work
+}
+
+/// frang's slow-head limits after the turn's bytes: over one, nothing of the turn is served
+/// and the loop blocks the client ([`Work::Block`]).
+fn judge_heads(h3: &mut H3Codec, work: &mut Vec<Work>, now: Instant) {
+    let conn = &h3.h3;
+    let Err(v) = h3.heads.judge(|s| conn.awaiting_request(s), now) else {
+        return;
+    };
+    work.retain(|w| {
+        !matches!(
+            w,
+            Work::Request { .. } | Work::Data { .. } | Work::Trailers { .. } | Work::Refuse { .. }
+        )
+    });
+    work.push(Work::Block(v));
 }
 
 /// The `reason` label (and error code) of a connection QUIC ended.
@@ -243,6 +290,7 @@ fn read_stream(h3: &mut H3Codec, id: StreamId) {
         quic,
         h3: conn,
         streams,
+        heads,
         ..
     } = h3;
     let mut recv = quic.recv_stream(id);
@@ -260,6 +308,9 @@ fn read_stream(h3: &mut H3Codec, id: StreamId) {
             Ok(Some(chunk)) => {
                 got += chunk.bytes.len();
                 conn.recv(raw, &chunk.bytes, false);
+                if request {
+                    heads.read(raw);
+                }
             }
             Ok(None) => {
                 conn.recv(raw, &[], true);
@@ -374,10 +425,13 @@ pub fn flush(
         full = send_round(h3, (ep, &mut quic.send), now);
     }
     h3.release_idle();
-    let next = match (h3.quic.poll_timeout(), h3.handshake_deadline) {
-        (Some(quic), Some(handshake)) => Some(quic.min(handshake)),
-        (quic, handshake) => quic.or(handshake),
-    };
+    let deadlines = [h3.handshake_deadline, h3.heads.deadline()];
+    let next = deadlines
+        .into_iter()
+        .flatten()
+        .fold(h3.quic.poll_timeout(), |next, at| {
+            Some(next.map_or(at, |n| n.min(at)))
+        });
     if next.is_some() && next != h3.armed_at {
         h3.armed_at = next;
         if let Some(at) = next {

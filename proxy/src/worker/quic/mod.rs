@@ -15,6 +15,7 @@ mod budget;
 pub mod codec;
 mod conn;
 mod gso;
+mod heads;
 pub mod reply;
 pub mod route;
 
@@ -32,7 +33,7 @@ use super::client::{self, ClientId};
 use crate::metrics::Metrics;
 pub use body::pump as pump_bodies;
 pub use codec::H3Codec;
-pub use conn::{closing, drive, flush, timeout, Work};
+pub use conn::{close_blocked, closing, drive, flush, timeout, Work};
 
 /// Poll tokens of the QUIC sockets: QUIC_BASE + index.
 pub const QUIC_BASE: usize = 6 << 32;

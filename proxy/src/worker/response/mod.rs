@@ -31,6 +31,8 @@ use sink::Sink;
 /// Interim (1xx) responses relayed for one request; a server sending more is broken or
 /// hostile, and each one would be copied to the client.
 pub(super) const MAX_INTERIM_RESPONSES: u32 = 8;
+const _: () =
+    assert!(super::upstream::h2_pieces::INTERIM_KEPT == MAX_INTERIM_RESPONSES as usize + 1);
 
 /// Why an exchange could not complete.
 pub enum Failure {
@@ -442,10 +444,13 @@ impl Worker {
 
     /// HTTP/3 (`worker/quic/`): one turn of client `ci`'s QUIC connection. What arrived
     /// becomes exchange work here (requests through `stream_request`, body bytes, dropped
-    /// streams), request bodies move upstream, then responses and datagrams go out and the
-    /// streams with room again wake their upstreams.
+    /// streams, a slow head's block), request bodies move upstream, then responses and
+    /// datagrams go out and the streams with room again wake their upstreams; last, what the
+    /// connection holds is accounted (`client_mem`).
     pub(super) fn drive_h3(&mut self, ci: ClientId) {
-        let work = super::quic::drive(&mut self.quic, &mut self.clients, ci);
+        // The wall clock, not the turn's: a head's deadline fires by it (`fire_timers`).
+        let now = Instant::now();
+        let work = super::quic::drive(&mut self.quic, &mut self.clients, ci, now);
         for w in work {
             match w {
                 super::quic::Work::Request {
@@ -470,6 +475,7 @@ impl Worker {
                     self.refuse_at(ci, at, status, super::finish::Refusal::Error);
                 }
                 super::quic::Work::Drop(id) => self.drop_exchange(id),
+                super::quic::Work::Block(v) => return self.h3_block(ci, &v, true),
                 super::quic::Work::Gone => return self.close_client(ci, CloseReason::Client),
                 super::quic::Work::Connected { hello } => {
                     let parts = (&*self.rt, &self.shared.metrics.quic);
@@ -489,8 +495,30 @@ impl Worker {
         if more {
             self.dirty.push_back(super::token::client_token(ci));
         }
+        // As after a TCP connection's receive pass (`account_memory`).
+        let over = self.clients.get_mut(ci).map(|c| c.account_memory(now));
+        if let Some(Err(v)) = over {
+            return self.h3_block(ci, &v, false);
+        }
         // An idle connection closes once a graceful stop's last call is over.
         self.settle_client(ci);
+    }
+
+    /// HTTP/3 client `ci` broke frang limit `v`: a slow head (`record`: the block is
+    /// recorded as HTTP/2's slow head is, `blocks_total{limit}` and `ip_block`), or
+    /// `client_mem` (frang recorded it; counted as HTTP/2's is). The connection is closed
+    /// with H3_EXCESSIVE_LOAD at once, its exchanges dropped.
+    fn h3_block(&mut self, ci: ClientId, v: &crate::frang::Violation, record: bool) {
+        let told = (&*self.rt, &*self.shared.metrics);
+        if record {
+            let parts = (&mut self.clients, &self.exchanges);
+            let at = super::finish::RefuseAt::Connection;
+            super::limits::record_violation(parts, told, (ci, at), v);
+        } else if let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) {
+            super::limits::note_block(told, ip, v, "-");
+        }
+        super::quic::close_blocked(&self.quic, &mut self.clients, ci, v.limit);
+        self.close_client(ci, CloseReason::Frang);
     }
 
     /// Request body bytes on an HTTP/3 stream: counted by frang, kept for the exchange.

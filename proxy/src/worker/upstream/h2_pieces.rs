@@ -27,11 +27,21 @@ pub enum Piece {
     End(Vec<h2::Field>),
 }
 
+/// Interim heads a stream's queue holds at most: one more than the relay relays
+/// (`response::MAX_INTERIM_RESPONSES`), so that a flood of them still reaches its refusal
+/// (502). HEADERS have no flow control, so nothing else bounds this queue but the relay's
+/// taking them as they come, which it does today; the bound keeps that true whatever the
+/// relay becomes.
+pub const INTERIM_KEPT: usize = 9;
+
 /// Queues what event `ev` (any but a reset, window or connection one) says of the response
 /// for a stream whose request was HEAD or not (`head_request`).
 pub(super) fn queue(pieces: &mut VecDeque<Piece>, ev: ClientEvent, head_request: bool) {
     match ev {
-        ClientEvent::Interim { response, .. } => pieces.push_back(Piece::Head(response)),
+        // Before the final head every head queued is an interim one.
+        ClientEvent::Interim { response, .. } if interim_heads(pieces) < INTERIM_KEPT => {
+            pieces.push_back(Piece::Head(response));
+        }
         ClientEvent::Response {
             response,
             end_stream,
@@ -50,6 +60,13 @@ pub(super) fn queue(pieces: &mut VecDeque<Piece>, ev: ClientEvent, head_request:
         ClientEvent::Trailers { fields, .. } => pieces.push_back(Piece::End(fields)),
         _ => {}
     }
+}
+
+fn interim_heads(pieces: &VecDeque<Piece>) -> usize {
+    pieces
+        .iter()
+        .filter(|p| matches!(p, Piece::Head(_)))
+        .count()
 }
 
 /// The final head, and its end when it has no body (see the module's comment).
