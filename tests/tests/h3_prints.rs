@@ -255,6 +255,29 @@ fn a_tft_limit_refuses_the_second_quic_connection_within_a_second() {
     assert_eq!(site.quic(1), vec![Ok(200)]);
 }
 
+/// frang's TLS handshake rate counts QUIC handshakes as TCP ones: with one a second, the
+/// second QUIC connection within the second is refused and counted.
+#[test]
+fn tls_connection_rate_refuses_the_second_quic_handshake_within_a_second() {
+    let site = start("h3-prints-tls-rate");
+    let limited = format!("{}frang_limits {{ tls_connection_rate 1; }}\n", site.base);
+    let site = Site {
+        base: limited,
+        ..site
+    };
+    site.reload();
+    let blocks = "ktls_proxy_blocks_total{limit=\"tls_connection_rate\"}";
+    assert_eq!(site.metric(blocks), 0);
+    let two = site.quic(2);
+    assert_eq!(
+        two,
+        vec![Ok(200), Err(format!("closed 0x{REFUSED:x}"))],
+        "{}",
+        site.proxy.proc.logs()
+    );
+    assert_eq!(site.metric(blocks), 1, "{}", site.proxy.proc.logs());
+}
+
 #[test]
 fn a_blocklisted_http_fingerprint_is_refused_on_h3_requests_too() {
     let site = start("h3-prints-tfh");

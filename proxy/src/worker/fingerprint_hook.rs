@@ -65,14 +65,15 @@ pub(super) fn on_handshake(ssl: &mut SslRef, rt: &Runtime, now: Instant) -> Hand
     }
 }
 
-/// HTTP/3's code for a connection refused by its fingerprint (RFC 9114 §8.1: "its peer is
+/// HTTP/3's code for a connection refused by its fingerprint or frang's handshake rate (RFC 9114 §8.1: "its peer is
 /// exhibiting a behavior that might be generating excessive load"; frang's limits are
 /// defences against load, and the flood budgets close with it too). TCP resets instead.
 const QUIC_REFUSED: u32 = 0x107;
 
 /// A QUIC connection's handshake completed (quic::Work::Connected) with `hello` captured
 /// (`quic_hello.rs`): its `tft` and JA4 (`q...`) kept on client `c` for the access log, as
-/// TCP's are, and whether it may go on. The ClientHello's listener offers `h3` only; there
+/// TCP's are, and whether it may go on (the fingerprint's limits, then frang's
+/// `tls_connection_rate`/`burst`). The ClientHello's listener offers `h3` only; there
 /// is no resumption (no tickets, no 0-RTT). A refused connection is closed here with
 /// [`QUIC_REFUSED`] (counted in `m`); the caller then ends its entry as a TCP refusal's.
 pub(super) fn on_quic_handshake(
@@ -81,20 +82,24 @@ pub(super) fn on_quic_handshake(
     (rt, m): (&Runtime, &crate::metrics_quic::QuicMetrics),
     now: Instant,
 ) -> Verdict {
-    let Some(hello) = hello else {
-        return Ok(());
-    };
-    let handshake = Handshake {
-        http1: false,
-        h2: false,
-        vhost_found: names_a_vhost(&hello, rt),
-        resumed: false,
-        quic: true,
-    };
-    let tft = Tft::of(&hello, handshake);
-    c.tft = Some(tft);
-    c.ja4 = rt.config.access_log.enabled().then(|| Ja4::of_quic(&hello));
-    let verdict = rt.fingerprints.on_tls_connection(tft, now);
+    let prints = hello.map_or(Ok(()), |hello| {
+        let handshake = Handshake {
+            http1: false,
+            h2: false,
+            vhost_found: names_a_vhost(&hello, rt),
+            resumed: false,
+            quic: true,
+        };
+        let tft = Tft::of(&hello, handshake);
+        c.tft = Some(tft);
+        c.ja4 = rt.config.access_log.enabled().then(|| Ja4::of_quic(&hello));
+        rt.fingerprints.on_tls_connection(tft, now)
+    });
+    // frang's TLS handshake rate, as a TCP handshake's (`client/conn.rs`); QUIC resumes
+    // nothing here (no tickets), so every handshake is a full one.
+    let verdict = (rt.frang)
+        .on_tls_handshake(c.peer.ip(), false, now)
+        .and(prints);
     if let (Err(_), Codec::H3(h3)) = (&verdict, &mut c.codec) {
         m.count_close("proxy", Some(u64::from(QUIC_REFUSED)));
         (h3.quic).close(now, VarInt::from_u32(QUIC_REFUSED), bytes::Bytes::new());
