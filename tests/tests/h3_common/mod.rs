@@ -148,11 +148,5 @@ pub fn cpu_seconds(pid: u32) -> f64 {
 }
 
 pub fn rss_bytes(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
+    e2e::rss_kib(pid).0 * 1024
 }
