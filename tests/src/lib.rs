@@ -439,6 +439,79 @@ pub fn rss_kib(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// The Chromium binary installed (Debian's `chromium-headless-shell` or `chromium`), for
+/// the browser tests; `None` where there is none, which is a failure instead when
+/// `KTLS_PROXY_REQUIRE_CHROMIUM` is set. `what` names what goes unchecked without it.
+pub fn chromium(what: &str) -> Option<&'static str> {
+    let found = ["chromium-headless-shell", "chromium", "chromium-browser"]
+        .into_iter()
+        .find(|b| {
+            std::process::Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("KTLS_PROXY_REQUIRE_CHROMIUM").is_none(),
+            "KTLS_PROXY_REQUIRE_CHROMIUM is set but chromium is not installed"
+        );
+        eprintln!("{what} not checked in a browser: chromium is not installed");
+    }
+    found
+}
+
+/// Headless `chromium` fetching `https://site.test:PORT{path}` over QUIC only
+/// (`--origin-to-force-quic-on`, site.test mapped to 127.0.0.1), trusting the key of the
+/// certificate at `cert` (its SPKI pinned), with its profile in `profile`; at most 60 s.
+/// The page's DOM is on the output's stdout.
+pub fn chromium_over_quic(
+    chromium: &str,
+    (cert, profile): (&std::path::Path, &std::path::Path),
+    port: u16,
+    path: &str,
+) -> std::process::Output {
+    let spki = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl x509 -in {} -pubkey -noout | openssl pkey -pubin -outform der \
+             | openssl dgst -sha256 -binary | base64",
+            cert.display()
+        ))
+        .output()
+        .expect("openssl");
+    let spki = String::from_utf8_lossy(&spki.stdout).trim().to_string();
+    std::process::Command::new("timeout")
+        .args([
+            "60",
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--origin-to-force-quic-on=site.test:{port}"))
+        .arg("--host-resolver-rules=MAP site.test 127.0.0.1")
+        .arg(format!("--ignore-certificate-errors-spki-list={spki}"))
+        .args(["--dump-dom", &format!("https://site.test:{port}{path}")])
+        .output()
+        .expect("chromium")
+}
+
+/// The lines of the file at `path` once it has `n` of them, or what it has after `timeout`
+/// (an access log: lines are written as exchanges end).
+pub fn lines_once(path: &std::path::Path, n: usize, timeout: Duration) -> Vec<String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= n || Instant::now() > deadline {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// An RFC 9110 IMF-fixdate, written here independently of the cache crate.
 pub fn http_date(at: std::time::SystemTime) -> String {
     let secs = at

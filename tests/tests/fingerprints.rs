@@ -139,15 +139,7 @@ impl Site {
 
     /// The access log's lines, once it has `n` (lines are written as exchanges end).
     fn log_lines(&self, n: usize) -> Vec<String> {
-        let deadline = Instant::now() + T;
-        loop {
-            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let lines: Vec<String> = text.lines().map(str::to_string).collect();
-            if lines.len() >= n || Instant::now() > deadline {
-                return lines;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        e2e::lines_once(&self.log, n, T)
     }
 
     /// The `tft=` and `tfh=` values of access log line `i` (waiting for it).

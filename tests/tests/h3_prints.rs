@@ -106,15 +106,7 @@ impl Site {
 
     /// The access log's lines, once it has `n`.
     fn log_lines(&self, n: usize) -> Vec<String> {
-        let deadline = Instant::now() + T;
-        loop {
-            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let lines: Vec<String> = text.lines().map(str::to_string).collect();
-            if lines.len() >= n || Instant::now() > deadline {
-                return lines;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        e2e::lines_once(&self.log, n, T)
     }
 
     /// Line `i` of the access log (waiting for it).
@@ -302,52 +294,13 @@ fn a_blocklisted_http_fingerprint_is_refused_on_h3_requests_too() {
 /// (`KTLS_PROXY_REQUIRE_CHROMIUM=1` makes its absence a failure).
 #[test]
 fn chromium_gets_quic_fingerprints() {
-    let Some(chromium) = ["chromium-headless-shell", "chromium", "chromium-browser"]
-        .into_iter()
-        .find(|b| {
-            Command::new(b)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-    else {
-        assert!(
-            std::env::var_os("KTLS_PROXY_REQUIRE_CHROMIUM").is_none(),
-            "KTLS_PROXY_REQUIRE_CHROMIUM is set but chromium is not installed"
-        );
-        eprintln!("not checked in a browser: chromium is not installed");
+    let Some(chromium) = e2e::chromium("QUIC fingerprints") else {
         return;
     };
     let site = start("h3-prints-chromium");
     let cert = site.proxy.dir.join("site.crt");
-    let spki = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "openssl x509 -in {} -pubkey -noout | openssl pkey -pubin -outform der \
-             | openssl dgst -sha256 -binary | base64",
-            cert.display()
-        ))
-        .output()
-        .expect("openssl");
-    let spki = String::from_utf8_lossy(&spki.stdout).trim().to_string();
-    let out = Command::new("timeout")
-        .args([
-            "60",
-            chromium,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-        ])
-        .arg(format!(
-            "--user-data-dir={}",
-            site.proxy.dir.join("profile").display()
-        ))
-        .arg(format!("--origin-to-force-quic-on=site.test:{}", site.port))
-        .arg("--host-resolver-rules=MAP site.test 127.0.0.1")
-        .arg(format!("--ignore-certificate-errors-spki-list={spki}"))
-        .args(["--dump-dom", &format!("https://site.test:{}/", site.port)])
-        .output()
-        .expect("chromium");
+    let profile = site.proxy.dir.join("profile");
+    let out = e2e::chromium_over_quic(chromium, (&cert, &profile), site.port, "/");
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(dom.contains(">ok</pre>"), "{dom}");
     let line = site.line(0);

@@ -354,58 +354,19 @@ fn h3_response_trailers_follow_the_body() {
 /// absence a failure.
 #[test]
 fn chromium_fetches_over_h3() {
-    let Some(chromium) = ["chromium-headless-shell", "chromium", "chromium-browser"]
-        .into_iter()
-        .find(|b| {
-            Command::new(b)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-    else {
-        assert!(
-            std::env::var_os("KTLS_PROXY_REQUIRE_CHROMIUM").is_none(),
-            "KTLS_PROXY_REQUIRE_CHROMIUM is set but chromium is not installed"
-        );
-        eprintln!("HTTP/3 not checked in a browser: chromium is not installed");
+    let Some(chromium) = e2e::chromium("HTTP/3") else {
         return;
     };
     let origin = origin();
     let (proxy, both) = start(&origin, "h3-chromium", "h2,h3", "");
     // Setup's certificate, for site.test.
     let cert = proxy.dir.join("site.crt");
-    let spki = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "openssl x509 -in {} -pubkey -noout | openssl pkey -pubin -outform der \
-             | openssl dgst -sha256 -binary | base64",
-            cert.display()
-        ))
-        .output()
-        .expect("openssl");
-    let spki = String::from_utf8_lossy(&spki.stdout).trim().to_string();
-    let origin_arg = format!("--origin-to-force-quic-on=site.test:{}", both.port());
     let profile = proxy.dir.join("chrome-profile");
     for (path, want) in [
         ("/small", "ok".to_string()),
         ("/text/100000", "a".repeat(100_000)),
     ] {
-        let url = format!("https://site.test:{}{path}", both.port());
-        let out = Command::new("timeout")
-            .args([
-                "60",
-                chromium,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-            ])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .arg(&origin_arg)
-            .arg("--host-resolver-rules=MAP site.test 127.0.0.1")
-            .arg(format!("--ignore-certificate-errors-spki-list={spki}"))
-            .args(["--dump-dom", &url])
-            .output()
-            .expect("chromium");
+        let out = e2e::chromium_over_quic(chromium, (&cert, &profile), both.port(), path);
         let dom = String::from_utf8_lossy(&out.stdout);
         assert!(
             dom.contains(&format!(">{want}</pre>")),

@@ -426,15 +426,7 @@ fn statistics_serve_metrics_and_the_dashboard() {
     assert_eq!(missing, "404");
 
     // The page in a real browser: it scrapes /metrics and plots every panel.
-    let Some(chromium) = ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|b| Command::new(b).arg("--version").output().is_ok())
-    else {
-        assert!(
-            std::env::var_os("KTLS_PROXY_REQUIRE_CHROMIUM").is_none(),
-            "KTLS_PROXY_REQUIRE_CHROMIUM is set but chromium is not installed"
-        );
-        eprintln!("dashboard not checked in a browser: chromium is not installed");
+    let Some(chromium) = e2e::chromium("the dashboard") else {
         return;
     };
     let profile = TempDir::new("ops-chromium");

@@ -428,15 +428,7 @@ fn the_challenge_counts_cookies_too_early_or_too_late_and_passes_one_in_time() {
 /// it runs the challenge's script, waits, reloads with the cookie and reaches the origin.
 #[test]
 fn a_real_browser_passes_the_challenge() {
-    let Some(chromium) = ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|b| Command::new(b).arg("--version").output().is_ok())
-    else {
-        assert!(
-            std::env::var_os("KTLS_PROXY_REQUIRE_CHROMIUM").is_none(),
-            "KTLS_PROXY_REQUIRE_CHROMIUM is set but chromium is not installed"
-        );
-        eprintln!("challenge not checked in a browser: chromium is not installed");
+    let Some(chromium) = e2e::chromium("the challenge") else {
         return;
     };
     let origin = Origin::start(|_| {
