@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::{
     bin_path, free_port, gen_cert, wait_for_port, workspace_root, write_file, KeyKind, Proc,
@@ -22,6 +22,19 @@ impl Proxy {
     /// Starts `proxy -c CONFIG` where CONFIG is `text`; waits until `wait_addr` accepts.
     pub fn start(dir: TempDir, text: &str, wait_addr: SocketAddr) -> Proxy {
         Proxy::start_with_env(dir, text, wait_addr, &[])
+    }
+
+    /// Writes `text` as the configuration and reloads it (SIGHUP); returns once the proxy
+    /// logged one more "reloaded" than before (15 s at most, else the test fails).
+    pub fn reload(&self, text: &str) {
+        let before = self.proc.logs().matches("reloaded").count();
+        write_file(&self.config, text);
+        self.proc.signal(libc::SIGHUP);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while self.proc.logs().matches("reloaded").count() == before {
+            assert!(Instant::now() < deadline, "no reload\n{}", self.proc.logs());
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// `start` with extra environment variables for the proxy.

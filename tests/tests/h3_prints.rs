@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::origin::{Origin, Response};
 use e2e::proxy::{Proxy, Setup};
@@ -115,14 +115,7 @@ impl Site {
     }
 
     fn reload(&self) {
-        let before = self.proxy.proc.logs().matches("reloaded").count();
-        write_file(&self.proxy.config, &self.base);
-        self.proxy.proc.signal(libc::SIGHUP);
-        let deadline = Instant::now() + T;
-        while self.proxy.proc.logs().matches("reloaded").count() == before {
-            assert!(Instant::now() < deadline, "{}", self.proxy.proc.logs());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.proxy.reload(&self.base);
     }
 
     fn metric(&self, name: &str) -> u64 {

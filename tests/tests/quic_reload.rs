@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use e2e::origin::{Origin, Response};
 use e2e::proxy::Setup;
-use e2e::{free_port, gen_cert, need_aioquic, wait_for_port, write_file, KeyKind};
+use e2e::{free_port, gen_cert, need_aioquic, wait_for_port, KeyKind};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/py/quic_cert.py");
 
@@ -107,7 +107,7 @@ fn a_reload_serves_the_new_certificate_and_lets_open_quic_connections_finish() {
         1,
     );
     let (first_cert, first_key) = (setup.cert.clone(), setup.key.clone());
-    let mut proxy = setup.start(&conf);
+    let proxy = setup.start(&conf);
     assert!(wait_for_port(h3, Duration::from_secs(10)), "{h3} listens");
 
     let mut held = HeldClient::start(h3.port());
@@ -128,15 +128,7 @@ fn a_reload_serves_the_new_certificate_and_lets_open_quic_connections_finish() {
             &second_key.display().to_string(),
         );
     assert_ne!(renewed, conf);
-    write_file(&proxy.config, &renewed);
-    proxy.proc.signal(libc::SIGHUP);
-    assert!(
-        proxy
-            .proc
-            .wait_for_output("reloaded", Duration::from_secs(15)),
-        "{}",
-        proxy.proc.logs()
-    );
+    proxy.reload(&renewed);
 
     // A new connection gets the new certificate.
     let fresh = HeldClient::start(h3.port());
