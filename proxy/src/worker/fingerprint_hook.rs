@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use ktls::hello::ClientHello;
 use openssl::ssl::SslRef;
-use quinn_proto::VarInt;
 
 use super::client::codec::Codec;
 use super::client::{Client, Stage};
@@ -65,17 +64,13 @@ pub(super) fn on_handshake(ssl: &mut SslRef, rt: &Runtime, now: Instant) -> Hand
     }
 }
 
-/// HTTP/3's code for a connection refused by its fingerprint or frang's handshake rate (RFC 9114 §8.1: "its peer is
-/// exhibiting a behavior that might be generating excessive load"; frang's limits are
-/// defences against load, and the flood budgets close with it too). TCP resets instead.
-const QUIC_REFUSED: u32 = 0x107;
-
 /// A QUIC connection's handshake completed (quic::Work::Connected) with `hello` captured
 /// (`quic_hello.rs`): its `tft` and JA4 (`q...`) kept on client `c` for the access log, as
 /// TCP's are, and whether it may go on (the fingerprint's limits, then frang's
 /// `tls_connection_rate`/`burst`). The ClientHello's listener offers `h3` only; there
 /// is no resumption (no tickets, no 0-RTT). A refused connection is closed here with
-/// [`QUIC_REFUSED`] (counted in `m`); the caller then ends its entry as a TCP refusal's.
+/// H3_EXCESSIVE_LOAD, as the flood budgets close (frang's limits are defences against load;
+/// TCP resets instead), counted in `m`; the caller then ends its entry as a TCP refusal's.
 pub(super) fn on_quic_handshake(
     c: &mut Client,
     hello: Option<ClientHello>,
@@ -101,8 +96,7 @@ pub(super) fn on_quic_handshake(
         .on_tls_handshake(c.peer.ip(), false, now)
         .and(prints);
     if let (Err(_), Codec::H3(h3)) = (&verdict, &mut c.codec) {
-        m.count_close("proxy", Some(u64::from(QUIC_REFUSED)));
-        (h3.quic).close(now, VarInt::from_u32(QUIC_REFUSED), bytes::Bytes::new());
+        h3.close_excessive(m, ("proxy", ""), now);
     }
     verdict
 }

@@ -30,14 +30,11 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use quinn_proto::{ConnectionStats, VarInt};
+use quinn_proto::ConnectionStats;
 
 use super::codec::H3Codec;
 use super::conn::Work;
 use crate::metrics_quic::{QuicFlood, QuicMetrics};
-
-/// H3_EXCESSIVE_LOAD (RFC 9114 §8.1).
-const H3_EXCESSIVE_LOAD: u64 = 0x107;
 
 /// H3_REQUEST_INCOMPLETE (RFC 9114 §4.1.2): the client's stream ended before its request.
 const H3_REQUEST_INCOMPLETE: u64 = 0x10d;
@@ -133,13 +130,7 @@ fn excessive_load(
     (work, m): (&mut Vec<Work>, &QuicMetrics),
 ) {
     m.quic_flood(kind);
-    m.count_close("h3_error", Some(H3_EXCESSIVE_LOAD));
-    let code = VarInt::from_u32(H3_EXCESSIVE_LOAD as u32);
-    h3.quic.close(
-        Instant::now(),
-        code,
-        bytes::Bytes::from_static(why.as_bytes()),
-    );
+    h3.close_excessive(m, ("h3_error", why), Instant::now());
     work.retain(|w| {
         !matches!(
             w,

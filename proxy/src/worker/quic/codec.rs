@@ -262,6 +262,23 @@ impl H3Codec {
             .collect()
     }
 
+    /// Closes the connection with H3_EXCESSIVE_LOAD (RFC 9114 §8.1: the peer generates
+    /// excessive load), `reason` as the close's reason phrase, counted in `m` as
+    /// `closes_total{reason=label}`: a flood budget spent, a frang block, a refused
+    /// fingerprint.
+    pub fn close_excessive(
+        &mut self,
+        m: &crate::metrics_quic::QuicMetrics,
+        (label, reason): (&'static str, &'static str),
+        now: Instant,
+    ) {
+        let code = h3::ErrorCode::ExcessiveLoad as u16;
+        m.count_close(label, Some(u64::from(code)));
+        let reason = Bytes::from_static(reason.as_bytes());
+        self.quic
+            .close(now, quinn_proto::VarInt::from(u32::from(code)), reason);
+    }
+
     /// Bytes this connection holds for its client (`client_mem`): per request stream the
     /// response bytes not yet taken by quinn-proto (a stored body shared from the cache is
     /// the cache's, not counted) and the request body not yet passed upstream; our

@@ -18,9 +18,6 @@ use crate::worker::exchange::ExchangeId;
 /// Datagrams sent per flush at most (the connection's congestion window bounds them too).
 const SEND_BATCH: usize = 256;
 
-/// H3_EXCESSIVE_LOAD (RFC 9114 §8.1): a frang block's close.
-const H3_EXCESSIVE_LOAD: u64 = 0x107;
-
 /// What a connection's turn leaves for the loop (the exchange pipeline) to do.
 pub enum Work {
     /// The handshake completed, with the client's ClientHello if it was captured: the TLS
@@ -104,15 +101,7 @@ pub fn close_blocked(quic: &Quic, clients: &mut Clients, ci: ClientId, limit: &'
     if h3.quic.is_closed() {
         return;
     }
-    quic.metrics
-        .quic
-        .count_close("frang", Some(H3_EXCESSIVE_LOAD));
-    let code = VarInt::from_u32(H3_EXCESSIVE_LOAD as u32);
-    h3.quic.close(
-        Instant::now(),
-        code,
-        bytes::Bytes::from_static(limit.as_bytes()),
-    );
+    h3.close_excessive(&quic.metrics.quic, ("frang", limit), Instant::now());
 }
 
 /// The connection's deadline came due: QUIC's timers, and the handshake's deadline
