@@ -310,7 +310,7 @@ impl Worker {
                     h2.conn.go_away();
                 }
                 h2.flush_into(&mut c.out);
-                self.arm_h2_timer(ci);
+                super::h2_serve::arm_timer((&mut self.clients, &mut self.timers, &self.rt), ci);
                 self.dirty.push_back(client_token(ci));
                 return;
             }

@@ -17,6 +17,7 @@ use crate::frang::{check_request, RequestFacts, Violation};
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::timers::Timers;
+use http1::ParseError;
 
 /// The request-level frang limits of vhost index `vhost` (0: the default vhost) and its
 /// location, from the configuration.
@@ -322,4 +323,22 @@ pub(super) fn judge_response_status(
         return Ok(());
     }
     rt.frang.on_response(ip, status, rule, Instant::now())
+}
+
+/// The frang directive behind a parser limit error, when frang configured that limit.
+pub(super) fn frang_limit_of(config: &config::Config, e: &ParseError) -> Option<&'static str> {
+    let global = &config.frang;
+    let vhost = &config.default_vhost.frang;
+    match e {
+        // CONNECT is outside Tempesta's method list: frang's http_methods refuses it (403)
+        // unless `unknown` is listed; only then does the proxy say it does not tunnel.
+        ParseError::ConnectNotSupported if !crate::frang::method_allowed(vhost, b"CONNECT") => {
+            Some("http_methods")
+        }
+        ParseError::UriTooLong if vhost.http_uri_len.is_some() => Some("http_uri_len"),
+        ParseError::HeaderFieldTooLong if global.http_hdr_len.is_some() => Some("http_hdr_len"),
+        ParseError::TooManyHeaders if global.http_header_cnt.is_some() => Some("http_header_cnt"),
+        ParseError::BodyTooLarge if vhost.http_body_len.is_some() => Some("http_body_len"),
+        _ => None,
+    }
 }

@@ -341,7 +341,7 @@ impl Worker {
             return;
         };
         if h2c {
-            self.start_h2(ci, request::Scheme::Http);
+            h2_serve::start(&mut self.h2_parts(), ci, request::Scheme::Http);
         }
         self.dirty.push_back(client_token(ci));
     }
@@ -479,7 +479,9 @@ impl Worker {
         }
         if matches!(c.stage, client::Stage::Handshake(_)) {
             match client::handshake(&mut self.client_conns().0, ci) {
-                client::Handshake::Open { h2: true } => self.start_h2(ci, request::Scheme::Https),
+                client::Handshake::Open { h2: true } => {
+                    h2_serve::start(&mut self.h2_parts(), ci, request::Scheme::Https)
+                }
                 client::Handshake::Open { h2: false } => {}
                 client::Handshake::Pending => return,
                 client::Handshake::Close(why) => return self.close_client(ci, why),

@@ -2,7 +2,7 @@
 //! exchange is made for it, `http_chain` routes it (block, redirect, or a vhost), and a
 //! routed request is served from the cache or sent to the vhost's server group.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http1::ParseError;
 
@@ -13,10 +13,12 @@ use super::client::Stage as ConnStage;
 use super::exchange::{Arrival, ExchangeId, TierFallback};
 use super::finish::{Refusal, RefuseAt};
 use super::h1::{ConnState, Parsed, Reply};
+use super::h2::Unservable;
+use super::h2_serve::{self, Due, Next, StreamRefused};
 use super::limits;
 use super::request::{Request, Scheme};
 use super::request_body::{self, Pumped};
-use super::tier_hop::{from_peer, tier_owner};
+use super::tier_hop::{from_peer, peer_client, tier_owner};
 use super::token::client_token;
 use super::websocket::Upgrade;
 use super::Worker;
@@ -126,7 +128,9 @@ impl Worker {
     pub(super) fn parse_refused(&mut self, ci: ClientId, at: RefuseAt, e: &ParseError) {
         // A size limit set by frang_limits is a frang block (403, `block_action attack`,
         // ip_block), as in Tempesta; the parser's own defaults are plain errors.
-        if let Some(limit) = self.frang_limit_of(e).filter(|_| !self.is_peer_client(ci)) {
+        if let Some(limit) = limits::frang_limit_of(&self.rt.config, e)
+            .filter(|_| !peer_client(&self.clients, &self.rt, ci))
+        {
             let v = crate::frang::Violation {
                 limit,
                 detail: e.to_string(),
@@ -143,33 +147,100 @@ impl Worker {
         self.refuse_at(ci, at, e.status(), Refusal::Error);
     }
 
-    /// Whether client `ci` is a cache tier peer: its requests were judged by frang at the node
-    /// their clients reached, and a limit they break here (the fields that node added) must
-    /// not block the peer's address.
-    fn is_peer_client(&self, ci: ClientId) -> bool {
-        self.clients
-            .get(ci)
-            .is_some_and(|c| from_peer(self.rt.tier.as_ref(), (c.peer.ip(), &c.sock)))
+    /// The parts serving an HTTP/2 connection touches (h2_serve.rs).
+    pub(super) fn h2_parts(&mut self) -> h2_serve::Parts<'_> {
+        h2_serve::Parts {
+            clients: &mut self.clients,
+            exchanges: &mut self.exchanges,
+            upstreams: &mut self.upstreams,
+            timers: &mut self.timers,
+            dirty: &mut self.dirty,
+            rt: &self.rt,
+            metrics: &self.shared.metrics,
+            worker: self.id,
+            date: &mut self.date,
+            now: self.now,
+        }
     }
 
-    /// The frang directive behind a parser limit error, when frang configured that limit.
-    fn frang_limit_of(&self, e: &ParseError) -> Option<&'static str> {
-        let global = &self.rt.config.frang;
-        let vhost = &self.rt.config.default_vhost.frang;
-        match e {
-            // CONNECT is outside Tempesta's method list: frang's http_methods refuses it (403)
-            // unless `unknown` is listed; only then does the proxy say it does not tunnel.
-            ParseError::ConnectNotSupported if !crate::frang::method_allowed(vhost, b"CONNECT") => {
-                Some("http_methods")
-            }
-            ParseError::UriTooLong if vhost.http_uri_len.is_some() => Some("http_uri_len"),
-            ParseError::HeaderFieldTooLong if global.http_hdr_len.is_some() => Some("http_hdr_len"),
-            ParseError::TooManyHeaders if global.http_header_cnt.is_some() => {
-                Some("http_header_cnt")
-            }
-            ParseError::BodyTooLarge if vhost.http_body_len.is_some() => Some("http_body_len"),
-            _ => None,
+    /// Moves an HTTP/2 connection forward (h2_serve.rs), acting on what its events need of
+    /// the pipeline. True if anything changed.
+    fn process_h2(&mut self, ci: ClientId) -> bool {
+        let now = Instant::now();
+        let Some(read) = h2_serve::read(&mut self.clients, ci, (now, self.now)) else {
+            return false;
+        };
+        if let Err(v) = read.head_chunk {
+            // Nothing of the connection is served after a slow-head block.
+            self.frang_violation(ci, RefuseAt::Connection, &v);
+            self.flush_client(ci);
+            self.close_client(ci, CloseReason::Frang);
+            return true;
         }
+        let mut moved = read.moved || !read.events.is_empty();
+        for event in read.events {
+            match h2_serve::on_event(&mut self.h2_parts(), ci, event, now) {
+                Next::Nothing => {}
+                Next::Request(stream, converted) => self.stream_request(ci, stream, converted, now),
+                Next::Refuse(at, v) => self.frang_violation(ci, at, &v),
+                Next::Drop(id) => self.drop_exchange(id),
+                Next::DropAll(ids) => ids.into_iter().for_each(|id| self.drop_exchange(id)),
+            }
+        }
+        moved |= h2_serve::pump(&mut self.h2_parts(), ci);
+        if h2_serve::end_pass(&mut self.h2_parts(), ci, now) {
+            self.drop_response(ci, Refusal::Attack);
+        }
+        h2_serve::arm_timer((&mut self.clients, &mut self.timers, &self.rt), ci);
+        moved
+    }
+
+    /// A stream opened with a request, on HTTP/2 or HTTP/3 (`drive_h3`), as its codec
+    /// converted it: it enters as every request does (`enter_request`), or is answered on
+    /// the stream when it cannot become a request the rules can see.
+    pub(super) fn stream_request(
+        &mut self,
+        ci: ClientId,
+        stream: u32,
+        converted: Result<Request, Unservable>,
+        now: Instant,
+    ) {
+        let at = RefuseAt::Stream(stream);
+        let refused = match converted {
+            // The connection outlives its streams; closing is the codec's (GOAWAY). A
+            // request frang refuses has no exchange: refused on its stream.
+            Ok(request) => return self.enter_request(ci, (stream, true, at), request),
+            Err(refused) => h2_serve::unservable(&mut self.h2_parts(), ci, (stream, refused), now),
+        };
+        match refused {
+            Some(StreamRefused::Frang(v)) => self.frang_violation(ci, at, &v),
+            Some(StreamRefused::Parse(e)) => self.parse_refused(ci, at, &e),
+            None => {}
+        }
+    }
+
+    /// The client timer of an HTTP/2 connection (`h2_serve::timer`).
+    pub(super) fn h2_timer(&mut self, ci: ClientId, now: Instant) {
+        let draining = self.draining.is_some();
+        match h2_serve::timer(&mut self.h2_parts(), ci, now, draining) {
+            Due::Stalled => self.reset_stalled(ci),
+            Due::Head(limit) => self.deadline_violation(ci, None, limit),
+            Due::Process => {
+                self.process_h2(ci);
+                self.dirty.push_back(client_token(ci));
+            }
+        }
+    }
+
+    /// Client `ci` read nothing for `h2_stall_timeout` (`h2_floods::output_stalled`): reset
+    /// it; its streams end with it (their upstream requests are cancelled).
+    fn reset_stalled(&mut self, ci: ClientId) {
+        self.drop_response(ci, Refusal::Attack);
+        let dropped = self.clients.get_mut(ci).map(|c| c.codec.reset());
+        for id in dropped.unwrap_or_default() {
+            self.drop_exchange(id);
+        }
+        self.dirty.push_back(client_token(ci));
     }
 
     /// The one entry of a request on every protocol (`exchange::admit`): frang counts it,

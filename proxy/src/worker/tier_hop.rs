@@ -87,3 +87,16 @@ pub(super) fn tier_owner(
     }
     tier.owner_group(request.authority().unwrap_or_default(), request.path())
 }
+
+/// Whether client `ci` is a cache tier peer: its requests were judged by frang at the node
+/// their clients reached, and a limit they break here (the fields that node added) must not
+/// block the peer's address.
+pub(super) fn peer_client(
+    clients: &super::client::Clients,
+    rt: &crate::runtime::Runtime,
+    ci: super::client::ClientId,
+) -> bool {
+    clients
+        .get(ci)
+        .is_some_and(|c| from_peer(rt.tier.as_ref(), (c.peer.ip(), &c.sock)))
+}

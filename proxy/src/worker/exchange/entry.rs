@@ -1,5 +1,5 @@
 //! The one entry of a request, whatever protocol carried it: the HTTP/1.1 codec's requests
-//! (`route.rs` `try_request`) and the streams' of HTTP/2 and HTTP/3 (`h2_serve.rs`
+//! (`route.rs` `try_request`) and the streams' of HTTP/2 and HTTP/3 (`route.rs`
 //! `stream_request`) come here as the neutral `Request`. What differs by protocol comes as
 //! data ([`Arrival`]: the stream, the keep-alive decision, the codec's `begin`), not as a
 //! second copy of the steps.
@@ -8,7 +8,7 @@
 //! count, and only a counted request becomes an exchange. Counting first means a request
 //! over `request_rate` costs nothing but its refusal (no exchange, no access-log record, no
 //! body deadline), and a request that can never become an exchange (a stream the codec could
-//! not convert, `stream_unservable`) is counted at the same point as one that can: one
+//! not convert, `h2_serve.rs` `unservable`) is counted at the same point as one that can: one
 //! verdict per request, whatever the protocol (issue 30, item 7).
 
 use std::net::SocketAddr;

@@ -429,7 +429,10 @@ impl Worker {
         match super::client::write(&mut self.clients, ci) {
             Wrote::Nothing => false,
             Wrote::Stalled(ids) => {
-                self.wake_upstreams(ids);
+                super::h2_serve::wake_upstreams(
+                    (&self.exchanges, &self.upstreams, &mut self.dirty),
+                    ids,
+                );
                 true
             }
             Wrote::Sent(current) => {
@@ -468,7 +471,10 @@ impl Worker {
                     end_stream,
                 } => self.h3_data(ci, stream, data, end_stream),
                 super::quic::Work::Trailers { stream, fields } => {
-                    self.h3_trailers(ci, stream, fields)
+                    let parts = (&mut self.clients, &self.exchanges, &*self.rt);
+                    if let Some((at, v)) = super::h2_serve::h3_trailers(parts, ci, stream, fields) {
+                        self.frang_violation(ci, at, &v);
+                    }
                 }
                 super::quic::Work::Refuse { stream, status } => {
                     let at = super::finish::RefuseAt::Stream(stream);
@@ -491,7 +497,7 @@ impl Worker {
         super::quic::pump_bodies(parts, &mut self.dirty, ci);
         let parts = (&mut self.clients, &mut self.timers);
         let (woken, more) = super::quic::flush(&mut self.quic, parts, ci, Instant::now());
-        self.wake_upstreams(woken);
+        super::h2_serve::wake_upstreams((&self.exchanges, &self.upstreams, &mut self.dirty), woken);
         if more {
             self.dirty.push_back(super::token::client_token(ci));
         }
