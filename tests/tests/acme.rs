@@ -49,6 +49,23 @@ fn curl_gets_the_app_over_pebbles_certificate(https: SocketAddr) {
     assert!(err.contains("issuer: CN=Pebble Intermediate CA"), "{err}");
 }
 
+/// The issuer of the certificate the QUIC listener on `port` serves for `DOMAIN`, and the
+/// status of a GET over HTTP/3 (tests/py/h3_issuer.py, aioquic).
+fn h3_issuer(port: u16) -> (String, String) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/h3_issuer.py");
+    let out = Command::new("timeout")
+        .args(["30", "python3", script, &port.to_string(), DOMAIN])
+        .output()
+        .expect("python3");
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    let field = |name: &str| {
+        let line = out.lines().find_map(|l| l.strip_prefix(name));
+        line.unwrap_or_else(|| panic!("no {name}in h3_issuer.py's output: {out}"))
+            .to_string()
+    };
+    (field("issuer "), field("status "))
+}
+
 /// The state directory and the keys in it are private to the proxy's user.
 fn assert_private(state_dir: &Path) {
     use std::os::unix::fs::PermissionsExt;
@@ -64,7 +81,11 @@ fn a_vhost_gets_its_certificate_from_pebble_and_a_kept_connection_is_not_disturb
     let setup = Setup::new("acme-issue");
     let pebble = Pebble::start(&setup.dir, setup.http.port(), None);
     let state_dir = setup.dir.join("acme-state");
-    let conf = config(&setup, origin.addr(), &pebble, &state_dir);
+    // The TLS listener's address serves HTTP/3 on UDP too: after the swap the QUIC handshake
+    // must take the certificate issued, as TCP's does, without a reload (the endpoint was
+    // built with the temporary one).
+    let conf = config(&setup, origin.addr(), &pebble, &state_dir)
+        .replace("proto=https;", "proto=\"https,h3\";");
     let https = setup.https;
     let proxy = Proxy::start(setup.dir, &conf, setup.https);
     // A client connected before the certificate arrives, making requests throughout.
@@ -113,6 +134,12 @@ fn a_vhost_gets_its_certificate_from_pebble_and_a_kept_connection_is_not_disturb
         proxy.proc.logs()
     );
     curl_gets_the_app_over_pebbles_certificate(https);
+    let (quic_issuer, status) = h3_issuer(https.port());
+    assert!(
+        quic_issuer.contains("Pebble Intermediate CA") && status == "200",
+        "HTTP/3 after issuance: {quic_issuer}, {status}\n{}",
+        proxy.proc.logs()
+    );
     // A reload loads the certificate issued, not the temporary one.
     proxy.proc.signal(libc::SIGHUP);
     let deadline = Instant::now() + Duration::from_secs(10);
