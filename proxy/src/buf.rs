@@ -56,6 +56,7 @@ impl Buf {
         self.data.len() - self.end
     }
 
+    #[inline]
     pub fn is_full(&mut self) -> bool {
         self.spare() == 0
     }

@@ -46,6 +46,7 @@ pub(super) fn write_composed(
 
 /// The per-answer `Age` line that ends a stored head, written from the stack: a hit
 /// allocates nothing for its head.
+#[inline]
 pub(super) fn write_age(out: &mut Outbox, entry: &cache::Entry) {
     let mut age = [0u8; 40];
     let mut cursor = std::io::Cursor::new(&mut age[..]);
