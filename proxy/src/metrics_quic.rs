@@ -32,13 +32,17 @@ pub enum QuicFlood {
     AckFrames,
     /// More CRYPTO frames than a handshake needs (`quic/budget.rs`).
     CryptoFrames,
+    /// More datagrams that move the connection nowhere (PING, ACK only) than what we sent
+    /// and the time passed allow (`quic/budget.rs`).
+    IdleDatagrams,
 }
 
 impl QuicFlood {
-    pub const ALL: [QuicFlood; 3] = [
+    pub const ALL: [QuicFlood; 4] = [
         QuicFlood::StreamResets,
         QuicFlood::AckFrames,
         QuicFlood::CryptoFrames,
+        QuicFlood::IdleDatagrams,
     ];
 
     pub fn name(self) -> &'static str {
@@ -46,6 +50,7 @@ impl QuicFlood {
             QuicFlood::StreamResets => "stream_resets",
             QuicFlood::AckFrames => "ack_frames",
             QuicFlood::CryptoFrames => "crypto_frames",
+            QuicFlood::IdleDatagrams => "idle_datagrams",
         }
     }
 }

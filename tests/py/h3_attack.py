@@ -19,6 +19,12 @@ KIND (after a handshake and one GET of PATH, default "/", unless said otherwise)
   reset-only    request streams opened with HEADERS (no FIN) and reset (RESET_STREAM,
                 H3_REQUEST_CANCELLED) once the proxy has them, never STOP_SENDING
 
+Legitimate kinds (the proxy must not close them):
+  keepalive     after the GET, one small PING packet every 12.5 ms (80 a second)
+  download-acks the GET of PATH with one ACK-only packet more for every datagram received
+                (a client that acknowledges packet by packet), then 0.5 s of quiet
+  upload        a POST of 3 MB to PATH instead of the GET, then 0.5 s of quiet
+
 Sends for SECONDS or until the connection is closed, then prints one JSON line: datagrams
 and bytes sent and received, the frames added, the close seen (error code, reason) if any.
 """
@@ -59,8 +65,9 @@ class Client:
         self.stats = {"datagrams_sent": 0, "bytes_sent": 0, "datagrams_received": 0,
                       "bytes_received": 0, "frames": 0, "close": None}
         self.seen = set()  # 1-RTT packet numbers received (each the largest when it came)
-        self.responses = {}  # stream -> [status, body bytes, ended]
+        self.responses = {}  # stream -> [status, body bytes, ended, the body's first 16 bytes]
         self.connected = False
+        self.ack_each = False  # an ACK-only packet for every datagram received
 
     def now(self):
         return time.monotonic()
@@ -98,6 +105,10 @@ class Client:
                     space = self.quic._spaces.get(Epoch.ONE_RTT)
                     if space is not None and space.largest_received_packet >= 0:
                         self.seen.add(space.largest_received_packet)
+                        if self.ack_each and self.connected:
+                            ack = encode(0x02, space.largest_received_packet, 0, 0, 0)
+                            self.send(self.packet(Epoch.ONE_RTT, ack))
+                            self.stats["acks"] = self.stats.get("acks", 0) + 1
             if feed:
                 if timer is not None and timer <= self.now():
                     self.quic.handle_timer(now=self.now())
@@ -118,11 +129,12 @@ class Client:
     def h3_event(self, h):
         if getattr(h, "stream_id", None) is None:
             return
-        r = self.responses.setdefault(h.stream_id, [None, 0, False])
+        r = self.responses.setdefault(h.stream_id, [None, 0, False, b""])
         if isinstance(h, HeadersReceived) and r[0] is None:
             r[0] = int(dict(h.headers).get(b":status", b"0"))
         elif isinstance(h, DataReceived):
             r[1] += len(h.data)
+            r[3] = (r[3] + h.data)[:16]
         r[2] = r[2] or getattr(h, "stream_ended", False)
 
     def connect(self):
@@ -143,12 +155,22 @@ class Client:
         self.flush()
         return sid
 
-    def get(self, path):
-        sid = self.request(path)
+    def get(self, path, body=None):
+        sid = self.request(path) if body is None else self.post(path, body)
         deadline = self.now() + 20
         while not self.responses.get(sid, [0, 0, False])[2] and self.now() < deadline:
             self.pump(0.05)
         return self.responses.get(sid)
+
+    def post(self, path, body):
+        sid = self.quic.get_next_available_stream_id()
+        self.h3.send_headers(sid, [(b":method", b"POST"), (b":scheme", b"https"),
+                                   (b":authority", f"site.test:{self.addr[1]}".encode()),
+                                   (b":path", path.encode()),
+                                   (b"content-length", str(len(body)).encode())])
+        self.h3.send_data(sid, body, end_stream=True)
+        self.flush()
+        return sid
 
     def packet(self, epoch, frames):
         """One datagram of one packet of `epoch` holding `frames` (encoded frames)."""
@@ -231,6 +253,18 @@ def reset_only(c, seconds, path):
     c.stats["resets"] = resets
 
 
+def keepalive(c, seconds):
+    """A PING every 12.5 ms on a fixed schedule (one late is sent at once, so a slow machine
+    still sends 80 a second on average), the proxy's answers read and fed to aioquic."""
+    start = time.monotonic()
+    pings = 0
+    while pings < seconds * 80 and c.stats["close"] is None:
+        c.send(c.packet(Epoch.ONE_RTT, b"\x01" + bytes(3)))
+        pings += 1
+        c.pump(max(start + pings * 0.0125 - time.monotonic(), 0))
+    c.stats["pings"] = pings
+
+
 def main(port, kind, seconds, path):
     c = Client(port)
     if kind in ("stall", "crypto-initial"):
@@ -244,8 +278,11 @@ def main(port, kind, seconds, path):
         print(json.dumps(c.stats))
         return
     c.connect()
-    got = c.get(path)
-    c.stats["get"] = {"status": got and got[0], "length": got and got[1]}
+    c.ack_each = kind == "download-acks"
+    got = c.get(path, bytes(3_000_000) if kind == "upload" else None)
+    c.ack_each = False
+    c.stats["get"] = {"status": got and got[0], "length": got and got[1],
+                      "start": got and got[3].decode(errors="replace")}
     one_rtt = Epoch.ONE_RTT
     if kind == "ping":
         flood(c, seconds, one_rtt, b"\x01" + bytes(PAYLOAD - 1), 1)
@@ -265,7 +302,9 @@ def main(port, kind, seconds, path):
         flood(c, seconds, one_rtt, encode(0x06, 1 << 20, 1) + b"\x00", 1)
     elif kind == "reset-only":
         reset_only(c, seconds, path)
-    else:
+    elif kind == "keepalive":
+        keepalive(c, seconds)
+    elif kind not in ("download-acks", "upload"):
         raise SystemExit(f"unknown kind {kind}")
     c.pump(0.5)
     print(json.dumps(c.stats))

@@ -21,12 +21,13 @@ pub struct Site {
     pub stats: SocketAddr,
 }
 
-/// `/slow` answers in 1.5 s, `/big` is 3 MB (about 2 500 packets from the proxy), the rest
-/// is `ok`.
+/// `/slow` answers in 1.5 s, `/big` is 3 MB (about 2 500 packets from the proxy), `/upload`
+/// the length of the request body it received, the rest is `ok`.
 pub fn origin() -> Origin {
     Origin::start(|r| match r.path() {
         "/slow" => Response::ok("slow").delay(Duration::from_millis(1500)),
         "/big" => Response::pattern(3_000_000),
+        "/upload" => Response::ok(r.body.len().to_string()),
         _ => Response::ok("ok"),
     })
 }

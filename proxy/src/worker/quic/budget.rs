@@ -15,8 +15,18 @@
 //!   encryption level and drops what it has read already, but handles every frame, and each
 //!   one is ack-eliciting (an ACK back). A connection may send [`CRYPTO_FRAMES_MAX`] in its life.
 //!
-//! Over either budget the connection is closed with H3_EXCESSIVE_LOAD, as for rapid reset.
-//! Neither is configurable: no client that follows RFC 9000 comes near them.
+//! - **Idle datagrams.** A datagram that carries only PING, ACK, PADDING or other frames that
+//!   open, close and deliver nothing (no STREAM, CRYPTO, RESET_STREAM, STOP_SENDING or
+//!   CONNECTION_CLOSE frame) moves the connection nowhere, yet costs a datagram's work (a
+//!   decryption, an ACK back for a PING): 10 to 15 us each, so one connection sending them
+//!   without end could keep a worker busy. A client sends them in proportion to what we send
+//!   (it acknowledges our packets, at most one ACK-only datagram each), and a few more as
+//!   keep-alive: so each ack-eliciting datagram we send gives back [`IDLE_PER_SENT`], and time
+//!   gives back [`IDLE_PER_SECOND`] up to [`IDLE_BURST`] (HTTP/2's PING budget, the `h2`
+//!   crate's `max_pings_per_sec`). See [`IdleBudget`].
+//!
+//! Over any of these budgets the connection is closed with H3_EXCESSIVE_LOAD, as for rapid
+//! reset. None is configurable: no client that follows RFC 9000 comes near them.
 //!
 //! The reset budget (`codec.rs` `RESET_BUDGET`) is spent here too: by exchanges the client
 //! stops (STOP_SENDING) and by those whose request stream it resets (RESET_STREAM) before
@@ -30,7 +40,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use quinn_proto::ConnectionStats;
+use quinn_proto::{ConnectionStats, FrameStats};
 
 use super::codec::H3Codec;
 use super::conn::Work;
@@ -50,6 +60,22 @@ pub const ACK_SLACK: u64 = 64;
 /// with retransmissions).
 pub const CRYPTO_FRAMES_MAX: u64 = 256;
 
+/// Idle datagrams a connection may send before anything gives some back, and the most time
+/// gives back: a handshake's, a request's and their acknowledgements fit many times over, a
+/// flood is cut within a few hundred datagrams (a 3 s PING flood from one aioquic client:
+/// 0.04 CPU s of the proxy, 0.7 without the budget; docs/HTTP3.md).
+pub const IDLE_BURST: u64 = 256;
+
+/// Idle datagrams time gives back per second (up to [`IDLE_BURST`]): as HTTP/2's 100 PINGs a
+/// second. Keep-alive PINGs come every few seconds (Chromium's every 15 s); a connection
+/// that sends 100 a second costs a worker about 0.15 % of a core.
+pub const IDLE_PER_SECOND: u32 = 100;
+
+/// Idle datagrams each ack-eliciting datagram we send gives back: a client may acknowledge
+/// every packet it receives with an ACK-only datagram (RFC 9000 §13.2.2 asks for one every
+/// second one), twice that for its keep-alives and probes meanwhile.
+pub const IDLE_PER_SENT: u64 = 2;
+
 /// The time a QUIC client has to complete its handshake from the connection's accept: TCP's
 /// client turn (`client/handshake_deadline.rs`).
 pub const CLIENT_TURN: Duration = crate::worker::client::CLIENT_TURN;
@@ -68,6 +94,97 @@ pub fn frames_over(stats: &ConnectionStats) -> Option<QuicFlood> {
         return Some(QuicFlood::CryptoFrames);
     }
     None
+}
+
+/// A connection's budget of idle datagrams (the module's comment), kept from the
+/// connection's counters (`ConnectionStats`): quinn-proto does not say what each datagram
+/// carried, so the idle ones of a turn are the datagrams received beyond the frames that
+/// move the connection on (a datagram that is not idle holds one at least), and the
+/// ack-eliciting datagrams we sent are our datagrams, at most as many as our frames that
+/// elicit an ACK.
+pub struct IdleBudget {
+    left: u64,
+    /// The counts last taken: datagrams received, their frames that moved the connection
+    /// on, datagrams sent, our ack-eliciting frames.
+    seen: [u64; 4],
+    /// Up to when time has given back its share (none before the first turn).
+    refilled_to: Option<Instant>,
+}
+
+impl Default for IdleBudget {
+    fn default() -> IdleBudget {
+        IdleBudget {
+            left: IDLE_BURST,
+            seen: [0; 4],
+            refilled_to: None,
+        }
+    }
+}
+
+impl IdleBudget {
+    /// The connection's counts at `now`: what was sent and the time passed give back, the
+    /// idle datagrams received since the last call spend. False once they spent more than
+    /// was left.
+    pub fn spend(&mut self, stats: &ConnectionStats, now: Instant) -> bool {
+        let counts = [
+            stats.udp_rx.datagrams,
+            moving_frames(&stats.frame_rx),
+            stats.udp_tx.datagrams,
+            eliciting_frames(&stats.frame_tx),
+        ];
+        let mut new = [0; 4];
+        for ((n, seen), now) in new.iter_mut().zip(&mut self.seen).zip(counts) {
+            *n = now.saturating_sub(*seen);
+            *seen = now;
+        }
+        let [received, moving, sent, eliciting] = new;
+        let given = sent.min(eliciting).saturating_mul(IDLE_PER_SENT);
+        self.left = self.left.saturating_add(given);
+        self.refill(now);
+        let idle = received.saturating_sub(moving);
+        let within = idle <= self.left;
+        self.left = self.left.saturating_sub(idle);
+        within
+    }
+
+    /// Time's share, one datagram per 1/[`IDLE_PER_SECOND`] s passed, up to [`IDLE_BURST`]:
+    /// time kept at the cap gives nothing later (no banking while idle). What is short of a
+    /// whole datagram waits for the next call.
+    fn refill(&mut self, now: Instant) {
+        let from = *self.refilled_to.get_or_insert(now);
+        if self.left >= IDLE_BURST {
+            self.refilled_to = Some(now);
+            return;
+        }
+        let period = std::time::Duration::from_secs(1) / IDLE_PER_SECOND;
+        let periods = now.saturating_duration_since(from).as_nanos() / period.as_nanos();
+        let periods = u32::try_from(periods).unwrap_or(u32::MAX);
+        self.left = (self.left + u64::from(periods)).min(IDLE_BURST);
+        self.refilled_to = Some(match self.left >= IDLE_BURST {
+            true => now,
+            false => from + period * periods,
+        });
+    }
+}
+
+/// Frames received that move a connection on: stream data (new or not: see docs/HTTP3.md
+/// "Not done yet"), the handshake, a stream's or the connection's end. The CRYPTO and reset
+/// frames have budgets of their own.
+fn moving_frames(f: &FrameStats) -> u64 {
+    let ends = f.reset_stream + f.stop_sending + f.connection_close;
+    f.stream + f.crypto + ends
+}
+
+/// Frames we sent that elicit an ACK (all but ACK, PADDING, CONNECTION_CLOSE): a
+/// PATH_RESPONSE is not counted, since the client's PATH_CHALLENGE asked for it.
+fn eliciting_frames(f: &FrameStats) -> u64 {
+    let flow = f.max_data + f.max_stream_data + f.max_streams_bidi + f.max_streams_uni;
+    let blocked = f.data_blocked + f.stream_data_blocked;
+    let blocked = blocked + f.streams_blocked_bidi + f.streams_blocked_uni;
+    let ids = f.new_connection_id + f.retire_connection_id + f.new_token;
+    let streams = f.stream + f.reset_stream + f.stop_sending;
+    let other = f.crypto + f.ping + f.path_challenge + u64::from(f.handshake_done);
+    flow + blocked + ids + streams + other + f.datagram + f.ack_frequency + f.immediate_ack
 }
 
 /// The deadline of a handshake that started at `now`.
@@ -100,9 +217,14 @@ pub(super) fn spend_resets(
 }
 
 /// The connection's ACK and CRYPTO frames so far: the new ones counted
-/// (`frames_received_total`), all against their budgets; over one, the connection is closed
+/// (`frames_received_total`), all against their budgets, and its idle datagrams since the
+/// last turn against theirs at `now`; over one, the connection is closed
 /// (H3_EXCESSIVE_LOAD).
-pub(super) fn spend_frames(h3: &mut H3Codec, (work, m): (&mut Vec<Work>, &QuicMetrics)) {
+pub(super) fn spend_frames(
+    h3: &mut H3Codec,
+    now: Instant,
+    (work, m): (&mut Vec<Work>, &QuicMetrics),
+) {
     let stats = h3.quic.stats();
     let seen = [stats.frame_rx.acks, stats.frame_rx.crypto];
     for ((total, counted), now) in m.frames.iter().zip(&mut h3.frames_counted).zip(seen) {
@@ -112,11 +234,15 @@ pub(super) fn spend_frames(h3: &mut H3Codec, (work, m): (&mut Vec<Work>, &QuicMe
     if h3.quic.is_closed() {
         return;
     }
-    let Some(kind) = frames_over(&stats) else {
-        return;
+    let idle_within = h3.idle.spend(&stats, now);
+    let kind = match frames_over(&stats) {
+        Some(kind) => kind,
+        None if !idle_within => QuicFlood::IdleDatagrams,
+        None => return,
     };
     let why = match kind {
         QuicFlood::AckFrames => "more ACK frames than packets",
+        QuicFlood::IdleDatagrams => "more idle datagrams than the connection's work allows",
         _ => "more CRYPTO frames than a handshake takes",
     };
     excessive_load(h3, (kind, why), (work, m));
@@ -210,6 +336,68 @@ mod tests {
         assert_eq!(frames_over(&stats(10, 0, CRYPTO_FRAMES_MAX)), None);
         let over = stats(10_000, 0, CRYPTO_FRAMES_MAX + 1);
         assert_eq!(frames_over(&over), Some(QuicFlood::CryptoFrames));
+    }
+
+    /// A connection's counts: `rx` datagrams received, `moving` of them with a STREAM frame,
+    /// `tx` datagrams sent, each with a STREAM frame.
+    fn traffic(rx: u64, moving: u64, tx: u64) -> ConnectionStats {
+        let mut s = ConnectionStats::default();
+        s.udp_rx.datagrams = rx;
+        s.frame_rx.stream = moving;
+        s.frame_rx.acks = rx;
+        s.udp_tx.datagrams = tx;
+        s.frame_tx.stream = tx;
+        s
+    }
+
+    #[test]
+    fn keep_alive_pings_for_an_hour_are_within_the_budget() {
+        let (mut budget, t0) = (IdleBudget::default(), Instant::now());
+        // One PING every 20 ms (50 a second, far more than any keep-alive), a turn each.
+        for i in 0..180_000u32 {
+            let at = t0 + Duration::from_millis(20) * i;
+            assert!(budget.spend(&traffic(u64::from(i), 0, 0), at), "PING {i}");
+        }
+    }
+
+    #[test]
+    fn a_ping_flood_is_over_past_the_burst_and_times_share() {
+        let (mut budget, t0) = (IdleBudget::default(), Instant::now());
+        assert!(budget.spend(&traffic(IDLE_BURST, 0, 0), t0));
+        // 10 ms give one back: the next 2 datagrams are one too many.
+        let later = t0 + Duration::from_millis(10);
+        assert!(!budget.spend(&traffic(IDLE_BURST + 2, 0, 0), later));
+    }
+
+    #[test]
+    fn time_spent_idle_is_not_banked_past_the_burst() {
+        let (mut budget, t0) = (IdleBudget::default(), Instant::now());
+        assert!(budget.spend(&traffic(0, 0, 0), t0));
+        let hour = t0 + Duration::from_secs(3600);
+        assert!(!budget.spend(&traffic(IDLE_BURST + 1, 0, 0), hour));
+    }
+
+    #[test]
+    fn a_download_acknowledged_packet_by_packet_is_within_the_budget() {
+        let (mut budget, t0) = (IdleBudget::default(), Instant::now());
+        // 102 400 datagrams sent in 256-datagram rounds, each acknowledged by one ACK-only
+        // datagram in the next turn, no time passing.
+        for round in 1..=400u64 {
+            assert!(budget.spend(&traffic((round - 1) * 256, 0, round * 256), t0));
+        }
+        assert!(budget.spend(&traffic(400 * 256, 0, 400 * 256), t0));
+        // Datagrams of ours that elicit no ACK (ACK-only) give nothing back.
+        let mut acks_only = traffic(IDLE_BURST + 1, 0, 1000);
+        acks_only.frame_tx.stream = 0;
+        acks_only.frame_tx.acks = 1000;
+        assert!(!IdleBudget::default().spend(&acks_only, t0));
+    }
+
+    #[test]
+    fn an_upload_spends_nothing() {
+        let (mut budget, t0) = (IdleBudget::default(), Instant::now());
+        assert!(budget.spend(&traffic(1_000_000, 1_000_000, 0), t0));
+        assert_eq!(budget.left, IDLE_BURST);
     }
 
     #[test]

@@ -122,6 +122,8 @@ pub struct H3Codec {
     pub handshake_deadline: Option<Instant>,
     /// The ACK and CRYPTO frames received already added to the metrics.
     pub frames_counted: [u64; 2],
+    /// What is left of the budget of datagrams that move the connection nowhere (`budget.rs`).
+    pub idle: super::budget::IdleBudget,
     /// frang's slow-head limits, per request stream whose head is incomplete.
     pub heads: super::heads::Heads,
 }
@@ -145,6 +147,7 @@ impl H3Codec {
             max_streams: u64::from(max_streams),
             handshake_deadline: None,
             frames_counted: [0; 2],
+            idle: Default::default(),
             heads: super::heads::Heads::default(),
         })
     }

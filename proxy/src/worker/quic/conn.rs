@@ -189,7 +189,7 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId, now: Instant)
     judge_heads(h3, &mut work, now);
     stopped += budget::reset_requests(h3, &mut work);
     budget::spend_resets(h3, stopped, (&mut work, &quic.metrics.quic));
-    budget::spend_frames(h3, (&mut work, &quic.metrics.quic));
+    budget::spend_frames(h3, now, (&mut work, &quic.metrics.quic));
     count_floods(h3, &quic.metrics.quic);
     // A connection closed during its handshake (a flood's budget) no longer holds a place
     // among the handshakes in progress, though it lingers until drained.
