@@ -114,6 +114,7 @@ impl Shard {
     }
 
     /// The stored variant matching `accept` for `key`, marked most recently used.
+    #[inline]
     pub fn find(
         &mut self,
         hash: u64,
