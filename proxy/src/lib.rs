@@ -45,6 +45,7 @@ pub mod ticket_files;
 pub mod timers;
 pub mod tls_names;
 pub mod tls_quic;
+mod tls_quic_tickets;
 pub mod tls_setup;
 pub mod transport;
 pub mod upstream_h2;

@@ -15,7 +15,10 @@
 //! client's fingerprint, as a TCP client's first ClientHello is.
 //!
 //! The worker takes the parsed hello once the handshake completed ([`completed`], called at
-//! quinn-proto's `Connected`), through `handshake_data`, with the server name rustls read.
+//! quinn-proto's `Connected`), through `handshake_data`, with the server name rustls read
+//! and whether the session was resumed: rustls does not say so through quinn-proto, but its
+//! ServerHello does (a TLS 1.3 server accepts a ticket by answering with `pre_shared_key`,
+//! RFC 8446 §4.2.11), and the session sees it go out (`write_handshake`).
 
 use std::any::Any;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -93,6 +96,33 @@ fn message_len(bytes: &[u8]) -> Option<usize> {
     (len <= MAX_HELLO).then_some(len)
 }
 
+/// Whether `flight`, when it starts with a ServerHello, accepts a pre-shared key (the
+/// `pre_shared_key` extension, 41); None for anything else or a message cut short.
+fn accepts_psk(flight: &[u8]) -> Option<bool> {
+    const SERVER_HELLO: u8 = 2;
+    const PRE_SHARED_KEY: u16 = 41;
+    let u16_at = |at: usize| Some(u16::from_be_bytes([*flight.get(at)?, *flight.get(at + 1)?]));
+    if *flight.first()? != SERVER_HELLO {
+        return None;
+    }
+    // Header (4), legacy_version (2), random (32), then the legacy session id's length.
+    let session_id = usize::from(*flight.get(HEADER + 34)?);
+    // The session id, cipher suite (2), compression method (1), the extensions' length.
+    let mut at = HEADER + 35 + session_id + 3;
+    let end = at + 2 + usize::from(u16_at(at)?);
+    if end > flight.len() {
+        return None;
+    }
+    at += 2;
+    while at + 4 <= end {
+        if u16_at(at)? == PRE_SHARED_KEY {
+            return Some(true);
+        }
+        at += 4 + usize::from(u16_at(at + 2)?);
+    }
+    Some(false)
+}
+
 fn parsed(message: &[u8]) -> Capture {
     ClientHello::parse(message).map_or(Capture::Over, Capture::Parsed)
 }
@@ -127,6 +157,7 @@ impl crypto::ServerConfig for Capturing {
         Box::new(CapturingSession {
             inner: self.0.clone().start_session(version, params),
             hello: Mutex::new(Capture::Reading(Vec::new())),
+            resumed: false,
         })
     }
 }
@@ -137,6 +168,8 @@ impl crypto::ServerConfig for Capturing {
 pub struct CapturingSession {
     inner: Box<dyn crypto::Session>,
     hello: Mutex<Capture>,
+    /// The ServerHello sent accepted the client's ticket.
+    resumed: bool,
 }
 
 /// What a completed QUIC handshake's `handshake_data` holds ([`completed`]).
@@ -145,6 +178,8 @@ pub struct HandshakeData {
     pub server_name: Option<String>,
     /// The ClientHello: given out once, by the first call after the handshake completed.
     pub hello: Option<ClientHello>,
+    /// The handshake resumed a session (a ticket).
+    pub resumed: bool,
 }
 
 /// The server name and ClientHello of `session`'s completed handshake (the hello only on the
@@ -156,6 +191,7 @@ pub fn completed(session: &dyn crypto::Session) -> HandshakeData {
         None => HandshakeData {
             server_name: None,
             hello: None,
+            resumed: false,
         },
     }
 }
@@ -183,6 +219,7 @@ impl crypto::Session for CapturingSession {
         Some(Box::new(HandshakeData {
             server_name: tls.server_name,
             hello,
+            resumed: self.resumed,
         }))
     }
 
@@ -213,7 +250,14 @@ impl crypto::Session for CapturingSession {
     }
 
     fn write_handshake(&mut self, buf: &mut Vec<u8>) -> Option<Keys> {
-        self.inner.write_handshake(buf)
+        let before = buf.len();
+        let keys = self.inner.write_handshake(buf);
+        // The ServerHello is the first message of the server's first flight. (A
+        // HelloRetryRequest, which has its form, never carries `pre_shared_key`.)
+        if let Some(accepted) = buf.get(before..).and_then(accepts_psk) {
+            self.resumed = accepted;
+        }
+        keys
     }
 
     fn next_1rtt_keys(&mut self) -> Option<KeyPair<Box<dyn crypto::PacketKey>>> {

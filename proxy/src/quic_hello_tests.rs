@@ -3,7 +3,7 @@
 
 use ktls::hello::ClientHello;
 
-use super::{Capture, MAX_HELLO};
+use super::{accepts_psk, Capture, MAX_HELLO};
 
 /// curl's ClientHello as a handshake message (the record header cut off), and what follows
 /// it on the stream in a real handshake (a Finished message: type 20, 32 bytes).
@@ -278,8 +278,48 @@ mod through_rustls {
             let done = completed(&*server);
             assert_eq!(done.server_name.as_deref(), Some("site.test"));
             assert_eq!(done.hello, Some(want), "piece {piece}");
+            assert!(!done.resumed, "a full handshake");
             // Once.
             assert!(completed(&*server).hello.is_none());
         }
+    }
+}
+
+/// A ServerHello with a 32-byte session id and `extensions` (type, body).
+fn server_hello(extensions: &[(u16, &[u8])]) -> Vec<u8> {
+    let mut body = vec![3, 3];
+    body.extend([0u8; 32]);
+    body.push(32);
+    body.extend([9u8; 32]);
+    body.extend([0x13, 0x01, 0]);
+    let mut ext = Vec::new();
+    for (kind, data) in extensions {
+        ext.extend(kind.to_be_bytes());
+        ext.extend((data.len() as u16).to_be_bytes());
+        ext.extend(*data);
+    }
+    body.extend((ext.len() as u16).to_be_bytes());
+    body.extend(ext);
+    let mut message = vec![2, 0, 0, body.len() as u8];
+    message.extend(body);
+    message
+}
+
+#[test]
+fn a_serverhello_accepts_a_ticket_with_pre_shared_key_only() {
+    let versions: (u16, &[u8]) = (43, &[3, 4]);
+    let share: (u16, &[u8]) = (51, &[0; 36]);
+    let psk: (u16, &[u8]) = (41, &[0, 0]);
+    assert_eq!(accepts_psk(&server_hello(&[versions, share])), Some(false));
+    assert_eq!(
+        accepts_psk(&server_hello(&[versions, share, psk])),
+        Some(true)
+    );
+    assert_eq!(accepts_psk(&server_hello(&[psk, versions])), Some(true));
+    // Not a ServerHello, or cut short: no answer.
+    assert_eq!(accepts_psk(&[8, 0, 0, 2, 0, 0]), None);
+    let whole = server_hello(&[versions, psk]);
+    for len in [0, 1, 40, 75, whole.len() - 1] {
+        assert_ne!(accepts_psk(&whole[..len]), Some(true), "cut to {len}");
     }
 }

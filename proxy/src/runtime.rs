@@ -236,14 +236,22 @@ impl Runtime {
     /// certificates, compiles rules. Binds nothing.
     pub fn build(config: Config) -> Result<Arc<Runtime>, RuntimeError> {
         let acme_files = crate::acme::Stored::of(&config);
-        let tls = tls_setup::build(&config).map_err(RuntimeError::Tls)?;
+        let mut tls = tls_setup::build(&config).map_err(RuntimeError::Tls)?;
         let needs_tls = config.effective_listeners().iter().any(|l| l.is_tls());
         if needs_tls && tls.is_none() {
             return Err(RuntimeError::Tls(vec![TlsSetupError::NoCertificate]));
         }
         let quic = match config.effective_listeners().iter().any(|l| l.is_h3()) {
-            true => crate::tls_quic::build(&config)
-                .map_err(|reason| RuntimeError::Tls(vec![TlsSetupError::Quic(reason)]))?,
+            true => {
+                let mut files = Vec::new();
+                let quic = crate::tls_quic::build(&config, &mut files)
+                    .map_err(|reason| RuntimeError::Tls(vec![TlsSetupError::Quic(reason)]))?;
+                // QUIC has certificates only where TCP's contexts do.
+                if let Some(tls) = tls.as_mut() {
+                    tls.ticket_files.append(&mut files);
+                }
+                quic
+            }
             false => None,
         };
         let router = Router::new(&config).map_err(RuntimeError::Regex)?;

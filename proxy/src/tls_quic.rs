@@ -2,9 +2,10 @@
 //! built from the same certificates, keys and vhost names the TCP listeners' OpenSSL
 //! contexts use (`tls_setup.rs`), with the same choice by server name: the vhost the client
 //! names, else (`tls_match_any_server_name`) the default vhost's or the first vhost's
-//! certificates, else the handshake is refused. ALPN `h3` only; 0-RTT off (no early data,
-//! no session tickets: every QUIC handshake is a full one). rustls's sessions are wrapped
-//! to capture each client's ClientHello for the TLS fingerprints (`quic_hello.rs`).
+//! certificates, else the handshake is refused. ALPN `h3` only; 0-RTT off (no early data);
+//! session tickets as the start vhost's `tls_tickets` says (`tls_quic_tickets.rs`). rustls's
+//! sessions are wrapped to capture each client's ClientHello for the TLS fingerprints
+//! (`quic_hello.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -93,20 +94,26 @@ impl ResolvesServerCert for ByServerName {
     }
 }
 
-/// The QUIC server configuration for `config`: None when no vhost has a certificate.
+/// The QUIC server configuration for `config`: None when no vhost has a certificate. A key
+/// ring file its tickets take is added to `ticket_files` (watched as TCP's are).
 /// Err: the first file that rustls cannot read, in words.
-pub fn build(config: &Config) -> Result<Option<Arc<quinn_proto::ServerConfig>>, String> {
+pub fn build(
+    config: &Config,
+    ticket_files: &mut Vec<crate::ticket_files::Watched>,
+) -> Result<Option<Arc<quinn_proto::ServerConfig>>, String> {
     let mut by_name = HashMap::new();
-    let mut first: Option<Vec<Arc<CertifiedKey>>> = None;
+    // The start vhost (as TCP's accept context: the default vhost's, or the first vhost's
+    // with certificates) and its keys.
+    let mut first: Option<(&Vhost, Vec<Arc<CertifiedKey>>)> = None;
     for vhost in std::iter::once(&config.default_vhost).chain(config.vhosts.iter()) {
         if vhost.tls.certificates.is_empty() {
             continue;
         }
         let keys = vhost_keys(vhost)?;
-        first.get_or_insert_with(|| keys.clone());
+        first.get_or_insert_with(|| (vhost, keys.clone()));
         by_name.insert(vhost.name.to_ascii_lowercase(), keys);
     }
-    let Some(first) = first else {
+    let Some((start, first)) = first else {
         return Ok(None);
     };
     let resolver = ByServerName {
@@ -121,7 +128,16 @@ pub fn build(config: &Config) -> Result<Option<Arc<quinn_proto::ServerConfig>>, 
         .with_cert_resolver(Arc::new(resolver));
     tls.alpn_protocols = vec![b"h3".to_vec()];
     tls.max_early_data_size = 0;
-    tls.send_tls13_tickets = 0;
+    // Stateless tickets or nothing: no session cache grows with the clients.
+    tls.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    match ticketer(start, ticket_files)? {
+        Some(ticketer) => {
+            tls.ticketer = Arc::new(ticketer);
+            // One is enough to resume, as on TCP.
+            tls.send_tls13_tickets = 1;
+        }
+        None => tls.send_tls13_tickets = 0,
+    }
     let crypto = QuicServerConfig::try_from(tls)
         .map_err(|e| format!("QUIC cannot use the TLS settings: {e}"))?;
     let mut server = with_process_token_key(Arc::new(Capturing::new(crypto)));
@@ -185,4 +201,32 @@ fn vhost_keys(vhost: &Vhost) -> Result<Vec<Arc<CertifiedKey>>, String> {
         keys.push(Arc::new(CertifiedKey::new(chain, signing)));
     }
     Ok(keys)
+}
+
+/// The ticketer of `vhost`'s `tls_tickets` (tls_quic_tickets.rs); None when they are off.
+fn ticketer(
+    vhost: &Vhost,
+    ticket_files: &mut Vec<crate::ticket_files::Watched>,
+) -> Result<Option<crate::tls_quic_tickets::Ticketer>, String> {
+    let tickets = &vhost.tls.tickets;
+    if !tickets.enabled {
+        return Ok(None);
+    }
+    let ring = match &tickets.keys {
+        Some(path) => {
+            let (watched, ring) = crate::ticket_files::register(path)
+                .map_err(|e| format!("ticket key file {}: {e}", path.display()))?;
+            ticket_files.push(watched);
+            ring
+        }
+        // QUIC's own scope: a TCP ticket of the same secret never opens here.
+        None => {
+            let scope = format!("h3 {}", vhost.name.to_ascii_lowercase());
+            let secret = tickets.secret.as_deref().map(str::as_bytes);
+            ktls::tickets::register(secret, scope.as_bytes(), tickets.lifetime)
+                .map_err(|e| format!("cannot make ticket keys: {e}"))?
+        }
+    };
+    let ticketer = crate::tls_quic_tickets::Ticketer::new(ring, tickets.lifetime);
+    Ok(Some(ticketer))
 }

@@ -67,13 +67,14 @@ pub(super) fn on_handshake(ssl: &mut SslRef, rt: &Runtime, now: Instant) -> Hand
 /// A QUIC connection's handshake completed (quic::Work::Connected) with `hello` captured
 /// (`quic_hello.rs`): its `tft` and JA4 (`q...`) kept on client `c` for the access log, as
 /// TCP's are, and whether it may go on (the fingerprint's limits, then frang's
-/// `tls_connection_rate`/`burst`). The ClientHello's listener offers `h3` only; there
-/// is no resumption (no tickets, no 0-RTT). A refused connection is closed here with
+/// `tls_connection_rate`/`burst`). The ClientHello's listener offers `h3` only; a session
+/// `resumed` with a ticket sets the fingerprint's bit and is not counted by frang's TLS
+/// rate, as on TCP (there is no 0-RTT). A refused connection is closed here with
 /// H3_EXCESSIVE_LOAD, as the flood budgets close (frang's limits are defences against load;
 /// TCP resets instead), counted in `m`; the caller then ends its entry as a TCP refusal's.
 pub(super) fn on_quic_handshake(
     c: &mut Client,
-    hello: Option<ClientHello>,
+    (hello, resumed): (Option<ClientHello>, bool),
     (rt, m): (&Runtime, &crate::metrics_quic::QuicMetrics),
     now: Instant,
 ) -> Verdict {
@@ -82,7 +83,7 @@ pub(super) fn on_quic_handshake(
             http1: false,
             h2: false,
             vhost_found: names_a_vhost(&hello, rt),
-            resumed: false,
+            resumed,
             quic: true,
         };
         let tft = Tft::of(&hello, handshake);
@@ -90,10 +91,9 @@ pub(super) fn on_quic_handshake(
         c.ja4 = rt.config.access_log.enabled().then(|| Ja4::of_quic(&hello));
         rt.fingerprints.on_tls_connection(tft, now)
     });
-    // frang's TLS handshake rate, as a TCP handshake's (`client/conn.rs`); QUIC resumes
-    // nothing here (no tickets), so every handshake is a full one.
+    // frang's TLS handshake rate, as a TCP handshake's (`client/conn.rs`).
     let verdict = (rt.frang)
-        .on_tls_handshake(c.peer.ip(), false, now)
+        .on_tls_handshake(c.peer.ip(), resumed, now)
         .and(prints);
     if let (Err(_), Codec::H3(h3)) = (&verdict, &mut c.codec) {
         h3.close_excessive(m, ("proxy", ""), now);

@@ -24,6 +24,8 @@ pub enum Work {
     /// fingerprints' turn (`fingerprint_hook::on_quic_handshake`), before any request.
     Connected {
         hello: Option<ktls::hello::ClientHello>,
+        /// The handshake resumed a session with a ticket.
+        resumed: bool,
     },
     /// A request stream's request: make its exchange.
     Request {
@@ -148,7 +150,10 @@ pub fn drive(quic: &mut Quic, clients: &mut Clients, ci: ClientId, now: Instant)
             Event::Connected => {
                 let done = crate::quic_hello::completed(h3.quic.crypto_session());
                 sni = done.server_name;
-                work.push(Work::Connected { hello: done.hello });
+                work.push(Work::Connected {
+                    hello: done.hello,
+                    resumed: done.resumed,
+                });
                 h3.handshake_deadline = None;
                 quic.handshake_over(h3.endpoint, h3.handle);
                 crate::metrics::bump(&quic.metrics.quic.handshakes_done);

@@ -483,11 +483,12 @@ impl Worker {
                 super::quic::Work::Drop(id) => self.drop_exchange(id),
                 super::quic::Work::Block(v) => return self.h3_block(ci, &v, true),
                 super::quic::Work::Gone => return self.close_client(ci, CloseReason::Client),
-                super::quic::Work::Connected { hello } => {
+                super::quic::Work::Connected { hello, resumed } => {
                     let parts = (&*self.rt, &self.shared.metrics.quic);
                     let client = self.clients.get_mut(ci);
                     let hook = super::fingerprint_hook::on_quic_handshake;
-                    if let Some(Err(v)) = client.map(|c| hook(c, hello, parts, self.now)) {
+                    let done = (hello, resumed);
+                    if let Some(Err(v)) = client.map(|c| hook(c, done, parts, self.now)) {
                         return self.refuse_connection(ci, &v);
                     }
                 }
