@@ -16,12 +16,13 @@ pub mod codec;
 mod conn;
 mod gso;
 mod heads;
+mod recv;
 pub mod reply;
 pub mod route;
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,7 +59,8 @@ pub struct Bound {
     pub addr: SocketAddr,
 }
 
-/// Binds `addr` for QUIC: non-blocking, SO_REUSEPORT (each worker binds its own).
+/// Binds `addr` for QUIC: non-blocking, SO_REUSEPORT (each worker binds its own); a
+/// wildcard address learns each datagram's destination, to reply from it (`recv.rs`).
 pub fn bind(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
@@ -71,6 +73,9 @@ pub fn bind(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     // Best effort: a smaller buffer than asked is still a working socket.
     let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
     let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    if addr.ip().is_unspecified() {
+        recv::want_destination(&socket, addr)?;
+    }
     socket.bind(&addr.into())?;
     Ok(socket.into())
 }
@@ -82,6 +87,9 @@ struct Endpoint {
     config: Option<Arc<quinn_proto::ServerConfig>>,
     /// Datagrams are sent several per system call (`gso.rs`) until the kernel refuses.
     gso: bool,
+    /// Bound to a wildcard address: each read takes the datagram's destination, the
+    /// address its replies leave from (`recv.rs`); None when bound to one address.
+    control: Option<Vec<u8>>,
 }
 
 /// The worker's QUIC side.
@@ -134,6 +142,7 @@ impl Quic {
                 endpoint,
                 config: config.clone(),
                 gso: true,
+                control: b.addr.ip().is_unspecified().then(recv::control_buffer),
             });
         }
         Ok(Quic {
@@ -163,9 +172,10 @@ impl Quic {
     }
 }
 
-/// Sends one datagram; a full socket buffer drops it (QUIC's loss recovery sends again).
-fn send_to(socket: &mio::net::UdpSocket, bytes: &[u8], to: SocketAddr) {
-    let _ = socket.send_to(bytes, to);
+/// Sends one datagram where `t` says; a full socket buffer drops it (QUIC's loss recovery
+/// sends again).
+fn send_to(socket: &mio::net::UdpSocket, bytes: &[u8], t: &quinn_proto::Transmit) {
+    gso::send_one(socket, bytes, t);
 }
 
 /// What one round of [`recv`] did.
@@ -192,16 +202,18 @@ pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Received {
         ep.endpoint.set_server_config(ep.config.clone());
     }
     for _ in 0..RECV_BATCH {
-        let Some(ep) = quic.endpoints.get(i) else {
+        let Some(ep) = quic.endpoints.get_mut(i) else {
             return got;
         };
-        let (n, from) = match ep.socket.recv_from(&mut quic.recv) {
-            Ok(got) => got,
+        let datagram = match recv::recv_one(&ep.socket, &mut quic.recv, ep.control.as_mut()) {
+            Ok(Some(datagram)) => datagram,
+            Ok(None) => continue,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return got,
             // An ICMP error of an earlier send, say: the datagrams behind it still wait.
             Err(_) => continue,
         };
-        let data = bytes::BytesMut::from(quic.recv.get(..n).unwrap_or_default());
+        let (from, to) = (datagram.from, datagram.to);
+        let data = bytes::BytesMut::from(quic.recv.get(..datagram.len).unwrap_or_default());
         match route::owner(quic.cid_key, &data).filter(|&w| w != quic.worker) {
             Some(owner) => move_to(
                 quic,
@@ -209,10 +221,11 @@ pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Received {
                 route::Moved {
                     socket: i,
                     from,
+                    to,
                     data,
                 },
             ),
-            None => take_in(quic, c, (i, from, data), &mut got.touched),
+            None => take_in(quic, c, (i, (from, to), data), &mut got.touched),
         }
     }
     got.more = true;
@@ -223,7 +236,7 @@ pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Received {
 pub fn recv_moved(quic: &mut Quic, c: &mut client::Conns) -> Received {
     let mut touched = Vec::new();
     for m in quic.moves.take(quic.worker) {
-        take_in(quic, c, (m.socket, m.from, m.data), &mut touched);
+        take_in(quic, c, (m.socket, (m.from, m.to), m.data), &mut touched);
     }
     Received {
         touched,
@@ -240,11 +253,12 @@ fn move_to(quic: &Quic, owner: usize, moved: route::Moved) {
     }
 }
 
-/// One datagram of socket `i` into its endpoint.
+/// One datagram of socket `i` into its endpoint: from the client's address, to ours (a
+/// wildcard socket's: the address the connection's replies leave from).
 fn take_in(
     quic: &mut Quic,
     c: &mut client::Conns,
-    (i, from, data): (usize, SocketAddr, bytes::BytesMut),
+    (i, (from, to), data): (usize, (SocketAddr, Option<IpAddr>), bytes::BytesMut),
     touched: &mut Vec<ClientId>,
 ) {
     let Quic {
@@ -264,7 +278,7 @@ fn take_in(
     send.clear();
     match ep
         .endpoint
-        .handle(Instant::now(), from, None, None, data, send)
+        .handle(Instant::now(), from, to, None, data, send)
     {
         Some(DatagramEvent::ConnectionEvent(handle, event)) => {
             let Some(&ci) = conns.get(&(i, handle)) else {
@@ -291,11 +305,7 @@ fn take_in(
             if short {
                 crate::metrics::bump(&metrics.quic.stateless_resets);
             }
-            send_to(
-                &ep.socket,
-                send.get(..t.size).unwrap_or_default(),
-                t.destination,
-            );
+            send_to(&ep.socket, send.get(..t.size).unwrap_or_default(), &t);
         }
         None => {}
     }
