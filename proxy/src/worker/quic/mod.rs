@@ -39,10 +39,11 @@ pub use conn::{close_blocked, closing, drive, flush, timeout, Work};
 /// Poll tokens of the QUIC sockets: QUIC_BASE + index.
 pub const QUIC_BASE: usize = 6 << 32;
 
-/// Datagrams read per round at most. The poll is edge-triggered: a full round is followed by
-/// another one in the next turn, which polls without waiting (`Worker::quic_readable`); waiting for the next datagram's edge instead left what the
-/// round did not read until a peer's retransmission timer sent one (seconds, backing off:
-/// `h3_26k_rps` stalled 7 of 10 connections for 5 s that way).
+/// Datagrams read per round at most (`recv::SLOTS` per system call). The poll is
+/// edge-triggered: a full round is followed by another one in the next turn, which polls
+/// without waiting (`Worker::quic_readable`); waiting for the next datagram's edge instead
+/// left what the round did not read until a peer's retransmission timer sent one (seconds,
+/// backing off: `h3_26k_rps` stalled 7 of 10 connections for 5 s that way).
 const RECV_BATCH: usize = 256;
 
 /// Kernel buffers of a QUIC socket each way (capped by net.core.rmem_max/wmem_max): at the
@@ -50,7 +51,7 @@ const RECV_BATCH: usize = 256;
 /// it while the worker is busy, and each drop costs a retransmission.
 const SOCKET_BUFFER: usize = 4 << 20;
 
-/// The largest UDP payload read (QUIC's own maximum is 65527; clients send up to ~1500).
+/// The largest UDP payload written (QUIC's own maximum is 65527).
 const MAX_DATAGRAM: usize = 65_535;
 
 /// A UDP socket bound for one `h3` listener, before its worker takes it.
@@ -87,9 +88,9 @@ struct Endpoint {
     config: Option<Arc<quinn_proto::ServerConfig>>,
     /// Datagrams are sent several per system call (`gso.rs`) until the kernel refuses.
     gso: bool,
-    /// Bound to a wildcard address: each read takes the datagram's destination, the
-    /// address its replies leave from (`recv.rs`); None when bound to one address.
-    control: Option<Vec<u8>>,
+    /// Its receive buffers; on a wildcard address each read takes the datagram's
+    /// destination, the address its replies leave from (`recv.rs`).
+    batch: recv::Batch,
 }
 
 /// The worker's QUIC side.
@@ -107,8 +108,7 @@ pub struct Quic {
     worker: usize,
     cid_key: u64,
     moves: Arc<route::Moves>,
-    /// Datagrams read and written.
-    recv: Vec<u8>,
+    /// Datagrams written.
     send: Vec<u8>,
 }
 
@@ -142,7 +142,7 @@ impl Quic {
                 endpoint,
                 config: config.clone(),
                 gso: true,
-                control: b.addr.ip().is_unspecified().then(recv::control_buffer),
+                batch: recv::Batch::new(b.addr.ip().is_unspecified()),
             });
         }
         Ok(Quic {
@@ -153,7 +153,6 @@ impl Quic {
             worker,
             cid_key,
             moves,
-            recv: vec![0; MAX_DATAGRAM],
             send: Vec::with_capacity(MAX_DATAGRAM),
         })
     }
@@ -201,35 +200,55 @@ pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Received {
         ep.config = c.rt.quic.clone();
         ep.endpoint.set_server_config(ep.config.clone());
     }
-    for _ in 0..RECV_BATCH {
+    for _ in 0..RECV_BATCH / recv::SLOTS {
         let Some(ep) = quic.endpoints.get_mut(i) else {
             return got;
         };
-        let datagram = match recv::recv_one(&ep.socket, &mut quic.recv, ep.control.as_mut()) {
-            Ok(Some(datagram)) => datagram,
-            Ok(None) => continue,
+        let filled = match recv::recv_batch(&ep.socket, &mut ep.batch) {
+            Ok(filled) => filled,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return got,
             // An ICMP error of an earlier send, say: the datagrams behind it still wait.
             Err(_) => continue,
         };
-        let (from, to) = (datagram.from, datagram.to);
-        let data = bytes::BytesMut::from(quic.recv.get(..datagram.len).unwrap_or_default());
-        match route::owner(quic.cid_key, &data).filter(|&w| w != quic.worker) {
-            Some(owner) => move_to(
-                quic,
-                owner,
-                route::Moved {
-                    socket: i,
-                    from,
-                    to,
-                    data,
-                },
-            ),
-            None => take_in(quic, c, (i, (from, to), data), &mut got.touched),
+        for k in 0.. {
+            let Some((d, bytes)) = quic.endpoints.get(i).and_then(|ep| ep.batch.datagram(k)) else {
+                break;
+            };
+            let data = bytes::BytesMut::from(bytes);
+            take_or_move(quic, c, (i, (d.from, d.to), data), &mut got.touched);
+        }
+        if filled < recv::SLOTS {
+            return got;
         }
     }
     got.more = true;
     got
+}
+
+/// A datagram read from socket `i`: into its endpoint, or to the worker its connection ID
+/// names.
+fn take_or_move(
+    quic: &mut Quic,
+    c: &mut client::Conns,
+    (i, (from, to), data): (usize, (SocketAddr, Option<IpAddr>), bytes::BytesMut),
+    touched: &mut Vec<ClientId>,
+) {
+    match route::owner(quic.cid_key, &data).filter(|&w| w != quic.worker) {
+        Some(owner) => {
+            let socket = i;
+            move_to(
+                quic,
+                owner,
+                route::Moved {
+                    socket,
+                    from,
+                    to,
+                    data,
+                },
+            );
+        }
+        None => take_in(quic, c, (i, (from, to), data), touched),
+    }
 }
 
 /// The datagrams other workers moved here (this worker owns their connections).
