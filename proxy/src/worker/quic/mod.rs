@@ -235,17 +235,13 @@ fn take_or_move(
 ) {
     match route::owner(quic.cid_key, &data).filter(|&w| w != quic.worker) {
         Some(owner) => {
-            let socket = i;
-            move_to(
-                quic,
-                owner,
-                route::Moved {
-                    socket,
-                    from,
-                    to,
-                    data,
-                },
-            );
+            let moved = route::Moved {
+                socket: i,
+                from,
+                to,
+                data,
+            };
+            move_to(quic, owner, moved);
         }
         None => take_in(quic, c, (i, (from, to), data), touched),
     }
