@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """One HTTP/3 GET with aioquic (tests/tests/http_perf_h3.rs cross-checks http-perf --h3).
 
-Usage: h3_fetch.py PORT PATH OUT   GET https://site.test:PORT/PATH from 127.0.0.1:PORT (no
-certificate check), writes the body to OUT and prints "status N length L"; exits 1 on a
-timeout (10 s) or a reset.
+Usage: h3_fetch.py PORT PATH OUT [HOST]   GET https://site.test:PORT/PATH from HOST:PORT
+(default 127.0.0.1; no certificate check), writes the body to OUT and prints "status N length
+L"; exits 1 on a timeout (10 s) or a reset.
 """
 import asyncio
 import ssl
@@ -47,10 +47,10 @@ class Fetch(QuicConnectionProtocol):
         self.transmit()
 
 
-async def main(port, path, out):
+async def main(port, path, out, host="127.0.0.1"):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
                                server_name="site.test", verify_mode=ssl.CERT_NONE)
-    async with connect("127.0.0.1", port, configuration=config,
+    async with connect(host, port, configuration=config,
                        create_protocol=Fetch) as client:
         client.get(f"site.test:{port}", path)
         await asyncio.wait_for(client.done, 10)
@@ -60,4 +60,4 @@ async def main(port, path, out):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]), sys.argv[2], sys.argv[3]))
+    asyncio.run(main(int(sys.argv[1]), *sys.argv[2:5]))

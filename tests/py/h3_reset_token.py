@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Stateless resets from any worker (tests/tests/h3_floods.rs).
 
-Usage: h3_reset_token.py PORT N   One HTTP/3 GET with aioquic to 127.0.0.1:PORT, keeping the
+Usage: h3_reset_token.py PORT N [HOST]   One HTTP/3 GET with aioquic to HOST:PORT (default
+127.0.0.1; the sockets below are connected to it, so take answers from it only), keeping the
 connection IDs the server issued with their stateless reset tokens; the connection is
 closed; then N new UDP sockets (new source ports, so SO_REUSEPORT spreads them over the
 workers) each send a short-header datagram for one of those connection IDs. Prints
@@ -27,10 +28,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from h3_fetch import Fetch  # noqa: E402
 
 
-async def issued_ids(port):
+async def issued_ids(host, port):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
                                server_name="site.test", verify_mode=ssl.CERT_NONE)
-    async with connect("127.0.0.1", port, configuration=config,
+    async with connect(host, port, configuration=config,
                        create_protocol=Fetch) as client:
         client.get(f"site.test:{port}", "/")
         await asyncio.wait_for(client.done, 10)
@@ -39,8 +40,8 @@ async def issued_ids(port):
         return [(c.cid, c.stateless_reset_token) for c in ids if c.stateless_reset_token]
 
 
-def main(port, n):
-    ids = asyncio.run(issued_ids(port))
+def main(port, n, host="127.0.0.1"):
+    ids = asyncio.run(issued_ids(host, port))
     if not ids:
         print("no connection ID with a reset token")
         sys.exit(1)
@@ -51,7 +52,7 @@ def main(port, n):
         cid, token = ids[k % len(ids)]
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.settimeout(2)
-        s.connect(("127.0.0.1", port))
+        s.connect((host, port))
         s.send(bytes([0x41]) + cid + os.urandom(60))
         try:
             reply = s.recv(1500)
@@ -66,4 +67,4 @@ def main(port, n):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))
+    main(int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:4])

@@ -30,11 +30,7 @@ pub fn admit(
         match ep.endpoint.retry(incoming, send) {
             Ok(t) => {
                 bump(&m.retries);
-                send_to(
-                    &ep.socket,
-                    send.get(..t.size).unwrap_or_default(),
-                    t.destination,
-                );
+                send_to(&ep.socket, send.get(..t.size).unwrap_or_default(), &t);
             }
             Err(e) => ep.endpoint.ignore(e.into_incoming()),
         }
@@ -53,11 +49,7 @@ pub fn admit(
     if let Some(why) = refusal {
         m.refused(why);
         let t = ep.endpoint.refuse(incoming, send);
-        send_to(
-            &ep.socket,
-            send.get(..t.size).unwrap_or_default(),
-            t.destination,
-        );
+        send_to(&ep.socket, send.get(..t.size).unwrap_or_default(), &t);
         return None;
     }
     let accepted = ep.endpoint.accept(incoming, Instant::now(), send, None);
@@ -67,11 +59,7 @@ pub fn admit(
             c.rt.frang.on_close(peer.ip());
             m.refused(Refusal::Quic);
             if let Some(t) = e.response {
-                send_to(
-                    &ep.socket,
-                    send.get(..t.size).unwrap_or_default(),
-                    t.destination,
-                );
+                send_to(&ep.socket, send.get(..t.size).unwrap_or_default(), &t);
             }
             return None;
         }

@@ -79,11 +79,7 @@ pub fn closing(quic: &mut Quic, clients: &mut Clients, ci: ClientId, now: Instan
     if let Some(ep) = quic.endpoints.get_mut(h3.endpoint) {
         quic.send.clear();
         if let Some(t) = h3.quic.poll_transmit(now, 1, &mut quic.send) {
-            send_to(
-                &ep.socket,
-                quic.send.get(..t.size).unwrap_or_default(),
-                t.destination,
-            );
+            send_to(&ep.socket, quic.send.get(..t.size).unwrap_or_default(), &t);
         }
         let drained = quinn_proto::EndpointEvent::drained();
         let _ = ep.endpoint.handle_event(h3.handle, drained);
@@ -449,8 +445,8 @@ fn send_round(h3: &mut H3Codec, (ep, buf): (&mut Endpoint, &mut Vec<u8>), now: I
         let segment = t.segment_size.unwrap_or(t.size).max(1);
         sent += t.size.div_ceil(segment);
         if segment >= t.size {
-            send_to(&ep.socket, bytes, t.destination);
-        } else if gso::send(&ep.socket, bytes, segment, t.destination) == gso::Sent::Refused {
+            send_to(&ep.socket, bytes, &t);
+        } else if gso::send(&ep.socket, bytes, segment, &t) == gso::Sent::Refused {
             ep.gso = false;
         }
     }

@@ -16,12 +16,13 @@ pub mod codec;
 mod conn;
 mod gso;
 mod heads;
+mod recv;
 pub mod reply;
 pub mod route;
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -38,10 +39,11 @@ pub use conn::{close_blocked, closing, drive, flush, timeout, Work};
 /// Poll tokens of the QUIC sockets: QUIC_BASE + index.
 pub const QUIC_BASE: usize = 6 << 32;
 
-/// Datagrams read per round at most. The poll is edge-triggered: a full round is followed by
-/// another one in the next turn, which polls without waiting (`Worker::quic_readable`); waiting for the next datagram's edge instead left what the
-/// round did not read until a peer's retransmission timer sent one (seconds, backing off:
-/// `h3_26k_rps` stalled 7 of 10 connections for 5 s that way).
+/// Datagrams read per round at most (`recv::SLOTS` per system call). The poll is
+/// edge-triggered: a full round is followed by another one in the next turn, which polls
+/// without waiting (`Worker::quic_readable`); waiting for the next datagram's edge instead
+/// left what the round did not read until a peer's retransmission timer sent one (seconds,
+/// backing off: `h3_26k_rps` stalled 7 of 10 connections for 5 s that way).
 const RECV_BATCH: usize = 256;
 
 /// Kernel buffers of a QUIC socket each way (capped by net.core.rmem_max/wmem_max): at the
@@ -49,7 +51,7 @@ const RECV_BATCH: usize = 256;
 /// it while the worker is busy, and each drop costs a retransmission.
 const SOCKET_BUFFER: usize = 4 << 20;
 
-/// The largest UDP payload read (QUIC's own maximum is 65527; clients send up to ~1500).
+/// The largest UDP payload written (QUIC's own maximum is 65527).
 const MAX_DATAGRAM: usize = 65_535;
 
 /// A UDP socket bound for one `h3` listener, before its worker takes it.
@@ -58,7 +60,8 @@ pub struct Bound {
     pub addr: SocketAddr,
 }
 
-/// Binds `addr` for QUIC: non-blocking, SO_REUSEPORT (each worker binds its own).
+/// Binds `addr` for QUIC: non-blocking, SO_REUSEPORT (each worker binds its own); a
+/// wildcard address learns each datagram's destination, to reply from it (`recv.rs`).
 pub fn bind(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
@@ -71,6 +74,9 @@ pub fn bind(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     // Best effort: a smaller buffer than asked is still a working socket.
     let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
     let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    if addr.ip().is_unspecified() {
+        recv::want_destination(&socket, addr)?;
+    }
     socket.bind(&addr.into())?;
     Ok(socket.into())
 }
@@ -82,6 +88,9 @@ struct Endpoint {
     config: Option<Arc<quinn_proto::ServerConfig>>,
     /// Datagrams are sent several per system call (`gso.rs`) until the kernel refuses.
     gso: bool,
+    /// Its receive buffers; on a wildcard address each read takes the datagram's
+    /// destination, the address its replies leave from (`recv.rs`).
+    batch: recv::Batch,
 }
 
 /// The worker's QUIC side.
@@ -99,8 +108,7 @@ pub struct Quic {
     worker: usize,
     cid_key: u64,
     moves: Arc<route::Moves>,
-    /// Datagrams read and written.
-    recv: Vec<u8>,
+    /// Datagrams written.
     send: Vec<u8>,
 }
 
@@ -134,6 +142,7 @@ impl Quic {
                 endpoint,
                 config: config.clone(),
                 gso: true,
+                batch: recv::Batch::new(b.addr.ip().is_unspecified()),
             });
         }
         Ok(Quic {
@@ -144,7 +153,6 @@ impl Quic {
             worker,
             cid_key,
             moves,
-            recv: vec![0; MAX_DATAGRAM],
             send: Vec::with_capacity(MAX_DATAGRAM),
         })
     }
@@ -163,9 +171,10 @@ impl Quic {
     }
 }
 
-/// Sends one datagram; a full socket buffer drops it (QUIC's loss recovery sends again).
-fn send_to(socket: &mio::net::UdpSocket, bytes: &[u8], to: SocketAddr) {
-    let _ = socket.send_to(bytes, to);
+/// Sends one datagram where `t` says; a full socket buffer drops it (QUIC's loss recovery
+/// sends again).
+fn send_to(socket: &mio::net::UdpSocket, bytes: &[u8], t: &quinn_proto::Transmit) {
+    gso::send_one(socket, bytes, t);
 }
 
 /// What one round of [`recv`] did.
@@ -191,39 +200,58 @@ pub fn recv(quic: &mut Quic, c: &mut client::Conns, i: usize) -> Received {
         ep.config = c.rt.quic.clone();
         ep.endpoint.set_server_config(ep.config.clone());
     }
-    for _ in 0..RECV_BATCH {
-        let Some(ep) = quic.endpoints.get(i) else {
+    for _ in 0..RECV_BATCH / recv::SLOTS {
+        let Some(ep) = quic.endpoints.get_mut(i) else {
             return got;
         };
-        let (n, from) = match ep.socket.recv_from(&mut quic.recv) {
-            Ok(got) => got,
+        let filled = match recv::recv_batch(&ep.socket, &mut ep.batch) {
+            Ok(filled) => filled,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return got,
             // An ICMP error of an earlier send, say: the datagrams behind it still wait.
             Err(_) => continue,
         };
-        let data = bytes::BytesMut::from(quic.recv.get(..n).unwrap_or_default());
-        match route::owner(quic.cid_key, &data).filter(|&w| w != quic.worker) {
-            Some(owner) => move_to(
-                quic,
-                owner,
-                route::Moved {
-                    socket: i,
-                    from,
-                    data,
-                },
-            ),
-            None => take_in(quic, c, (i, from, data), &mut got.touched),
+        for k in 0.. {
+            let Some((d, bytes)) = quic.endpoints.get(i).and_then(|ep| ep.batch.datagram(k)) else {
+                break;
+            };
+            let data = bytes::BytesMut::from(bytes);
+            take_or_move(quic, c, (i, (d.from, d.to), data), &mut got.touched);
+        }
+        if filled < recv::SLOTS {
+            return got;
         }
     }
     got.more = true;
     got
 }
 
+/// A datagram read from socket `i`: into its endpoint, or to the worker its connection ID
+/// names.
+fn take_or_move(
+    quic: &mut Quic,
+    c: &mut client::Conns,
+    (i, (from, to), data): (usize, (SocketAddr, Option<IpAddr>), bytes::BytesMut),
+    touched: &mut Vec<ClientId>,
+) {
+    match route::owner(quic.cid_key, &data).filter(|&w| w != quic.worker) {
+        Some(owner) => {
+            let moved = route::Moved {
+                socket: i,
+                from,
+                to,
+                data,
+            };
+            move_to(quic, owner, moved);
+        }
+        None => take_in(quic, c, (i, (from, to), data), touched),
+    }
+}
+
 /// The datagrams other workers moved here (this worker owns their connections).
 pub fn recv_moved(quic: &mut Quic, c: &mut client::Conns) -> Received {
     let mut touched = Vec::new();
     for m in quic.moves.take(quic.worker) {
-        take_in(quic, c, (m.socket, m.from, m.data), &mut touched);
+        take_in(quic, c, (m.socket, (m.from, m.to), m.data), &mut touched);
     }
     Received {
         touched,
@@ -240,11 +268,12 @@ fn move_to(quic: &Quic, owner: usize, moved: route::Moved) {
     }
 }
 
-/// One datagram of socket `i` into its endpoint.
+/// One datagram of socket `i` into its endpoint: from the client's address, to ours (a
+/// wildcard socket's: the address the connection's replies leave from).
 fn take_in(
     quic: &mut Quic,
     c: &mut client::Conns,
-    (i, from, data): (usize, SocketAddr, bytes::BytesMut),
+    (i, (from, to), data): (usize, (SocketAddr, Option<IpAddr>), bytes::BytesMut),
     touched: &mut Vec<ClientId>,
 ) {
     let Quic {
@@ -264,7 +293,7 @@ fn take_in(
     send.clear();
     match ep
         .endpoint
-        .handle(Instant::now(), from, None, None, data, send)
+        .handle(Instant::now(), from, to, None, data, send)
     {
         Some(DatagramEvent::ConnectionEvent(handle, event)) => {
             let Some(&ci) = conns.get(&(i, handle)) else {
@@ -291,11 +320,7 @@ fn take_in(
             if short {
                 crate::metrics::bump(&metrics.quic.stateless_resets);
             }
-            send_to(
-                &ep.socket,
-                send.get(..t.size).unwrap_or_default(),
-                t.destination,
-            );
+            send_to(&ep.socket, send.get(..t.size).unwrap_or_default(), &t);
         }
         None => {}
     }

@@ -4,12 +4,13 @@
 //! hands to another worker (the client's address or port changed: NAT rebinding, migration)
 //! is recognised by its ID ([`owner`]) and moved to the owner's queue ([`Moves`]), which
 //! wakes it; the owner feeds it to its endpoint as if it had read it, and answers from its
-//! own socket of the same listener (same address and port). A bounded queue per worker (4096
+//! own socket of the same listener (same address and port; on a wildcard listener, from the
+//! address the datagram was sent to, which it carries). A bounded queue per worker (4096
 //! datagrams, 4 MiB): past it a moved datagram is dropped (QUIC's loss recovery sends again).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hasher;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -96,6 +97,8 @@ pub struct Moved {
     /// Which of the worker's QUIC sockets (listeners) it came in on.
     pub socket: usize,
     pub from: SocketAddr,
+    /// The address it was sent to, on a wildcard listener: the owner replies from it.
+    pub to: Option<IpAddr>,
     pub data: bytes::BytesMut,
 }
 
