@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""QUIC session resumption, seen by aioquic.
+"""QUIC session resumption, and the certificate served, seen by aioquic.
 
 Usage: h3_resume.py PORT [PORT2] [NAME]   a GET of / over HTTP/3 to 127.0.0.1:PORT for server
 name NAME (default site.test; no certificate check), keeping the session ticket the server
 sends; then, if there is one, a second connection to PORT2 (default PORT) offering it and a
-GET there. Prints "ticket yes|no", then "resumed True|False" and "status N" of the second
-connection; exits 1 on a timeout (10 s each).
+GET there. Prints "issuer ISSUER" (RFC 4514) of the certificate and "first status N" of
+the first connection, "ticket yes|no", then "resumed True|False" and "status N" of the
+second; exits 1 on a timeout (10 s each).
 """
 import asyncio
 import ssl
@@ -48,7 +49,10 @@ async def main(port, port2, name):
                                server_name=name, verify_mode=ssl.CERT_NONE)
     async with connect("127.0.0.1", port, configuration=config, create_protocol=Get,
                        session_ticket_handler=tickets.append) as client:
-        await client.get(f"{name}:{port}")
+        # aioquic keeps the peer's certificate on its TLS context; there is no public getter.
+        cert = client._quic.tls._peer_certificate
+        print(f"issuer {cert.issuer.rfc4514_string() if cert else '-'}")
+        print(f"first status {await client.get(f'{name}:{port}')}", flush=True)
         # The ticket comes after the handshake, usually with the first response.
         for _ in range(50):
             if tickets:

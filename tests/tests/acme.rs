@@ -50,20 +50,21 @@ fn curl_gets_the_app_over_pebbles_certificate(https: SocketAddr) {
 }
 
 /// The issuer of the certificate the QUIC listener on `port` serves for `DOMAIN`, and the
-/// status of a GET over HTTP/3 (tests/py/h3_issuer.py, aioquic).
+/// status of a GET over HTTP/3 (tests/py/h3_resume.py, aioquic).
 fn h3_issuer(port: u16) -> (String, String) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/h3_issuer.py");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/h3_resume.py");
+    let port = port.to_string();
     let out = Command::new("timeout")
-        .args(["30", "python3", script, &port.to_string(), DOMAIN])
+        .args(["30", "python3", script, &port, &port, DOMAIN])
         .output()
         .expect("python3");
     let out = String::from_utf8_lossy(&out.stdout).into_owned();
     let field = |name: &str| {
         let line = out.lines().find_map(|l| l.strip_prefix(name));
-        line.unwrap_or_else(|| panic!("no {name}in h3_issuer.py's output: {out}"))
+        line.unwrap_or_else(|| panic!("no {name}in h3_resume.py's output: {out}"))
             .to_string()
     };
-    (field("issuer "), field("status "))
+    (field("issuer "), field("first status "))
 }
 
 /// The state directory and the keys in it are private to the proxy's user.

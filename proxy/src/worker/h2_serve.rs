@@ -25,7 +25,7 @@ use super::h2::{H2Codec, Unservable};
 use super::head_chunks::head_chunks;
 use super::limits::vhost_frang;
 use super::request::{Request, Scheme};
-use super::request_body::{push_chunk, push_last_chunk};
+use super::request_body::{push_chunk, push_last_chunk_with};
 use super::token::upstream_token;
 use super::upstream::Upstreams;
 use crate::frang::{check_trailers, Violation};
@@ -434,11 +434,7 @@ fn pump_body(p: &mut Parts, ci: ClientId, stream: u32, id: ExchangeId) -> bool {
     }
     if body.data.is_empty() && body.end {
         if chunked {
-            let mut trailer = Vec::new();
-            for f in &body.trailers {
-                http1::write_field(&mut trailer, &f.name, &f.value);
-            }
-            push_last_chunk(&mut u.out, &trailer);
+            push_last_chunk_with(&mut u.out, &body.trailers);
         }
         fwd.sending.body_done();
         moved = true;

@@ -86,6 +86,16 @@ pub fn push_last_chunk(out: &mut Outbox, trailer: &[u8]) {
     out.push(http1::TRAILER_END);
 }
 
+/// The last chunk of a body that came over HTTP/2 or HTTP/3, with its trailer `fields`
+/// (as [`push_last_chunk`] keeps them).
+pub fn push_last_chunk_with(out: &mut Outbox, fields: &[h2::Field]) {
+    let mut trailer = Vec::new();
+    for f in fields {
+        http1::write_field(&mut trailer, &f.name, &f.value);
+    }
+    push_last_chunk(out, &trailer);
+}
+
 /// What a pass over the client's body bytes found ([`pump`]), and what the caller does.
 pub(super) enum Pumped {
     /// Nothing more to do; true if anything changed.

@@ -10,7 +10,7 @@ use super::codec::H3Codec;
 use crate::worker::client::codec::Codec;
 use crate::worker::client::{ClientId, Clients};
 use crate::worker::exchange::Exchanges;
-use crate::worker::request_body::{push_chunk, push_last_chunk};
+use crate::worker::request_body::{push_chunk, push_last_chunk_with};
 use crate::worker::token::upstream_token;
 use crate::worker::upstream::Upstreams;
 
@@ -54,11 +54,7 @@ pub fn pump(
         }
         if body.data.is_empty() && body.end {
             if chunked {
-                let mut trailer = Vec::new();
-                for f in &body.trailers {
-                    http1::write_field(&mut trailer, &f.name, &f.value);
-                }
-                push_last_chunk(&mut u.out, &trailer);
+                push_last_chunk_with(&mut u.out, &body.trailers);
             }
             fwd.sending.body_done();
             moved = true;
