@@ -5,13 +5,18 @@
 //! with the same secret resumes the others' sessions); `keys=FILE` takes the key ring file,
 //! re-read when it changes (`ticket_files.rs`); neither gives keys of this process only.
 //!
-//! The ring is QUIC's own (a derived ring's scope is `h3 NAME`), so a TCP ticket never opens
-//! as a QUIC one or the reverse. One ring serves every vhost of the QUIC listeners (rustls
-//! has one ticketer per configuration): a session resumes only under the server name it
-//! was made for, which rustls checks on resumption (RFC 6066 §3). 0-RTT stays off.
+//! The ring is QUIC's own (a derived ring's scope is `h3 NAME`; a key file's ring has the
+//! file's keys, as TCP's has, but the MAC of a QUIC ticket covers a label TCP's lack), so a
+//! TCP ticket never opens as a QUIC one or the reverse. One ring serves every vhost of the
+//! QUIC listeners (rustls has one ticketer per configuration): a session resumes only under
+//! the server name it was made for, which rustls checks on resumption (RFC 6066 §3). 0-RTT
+//! stays off.
 //!
-//! A ticket is `key name (16) | IV (16) | AES-CBC(state) | HMAC-SHA256(all before) (32)`,
-//! the layout OpenSSL gives TCP's tickets, with the key's AES and HMAC halves.
+//! A ticket is `key name (16) | IV (16) | AES-CBC(issued | state) | HMAC-SHA256(label | all
+//! before) (32)`, the layout OpenSSL gives TCP's tickets, with the key's AES and HMAC halves.
+//! `issued` (seconds since the epoch) bounds its age by `lifetime`, as OpenSSL's session
+//! timeout does on TCP: rustls does not check a ticket's age, and a key stays in a ring (a
+//! file's as long as it is listed, a derived one for two periods) longer than that.
 
 use std::time::Duration;
 
@@ -23,6 +28,14 @@ use openssl::symm::{Cipher, Crypter, Mode};
 
 const IV_LEN: usize = 16;
 const MAC_LEN: usize = 32;
+/// What a QUIC ticket's MAC covers before the ticket: TCP's tickets, sealed with the same
+/// keys from a key file, never pass as QUIC's.
+const MAC_LABEL: &[u8] = b"ktls-proxy QUIC ticket\0";
+/// The longest lifetime a ticket may announce (RFC 8446 §4.6.1: seven days).
+const LIFETIME_MAX: u64 = 7 * 24 * 3600;
+/// How far a ticket's issue time may be ahead of this node's clock (another node of the
+/// fleet issued it).
+const CLOCK_SKEW: u64 = 60;
 /// The longest ticket opened: rustls's session state is a few hundred bytes (a resumption
 /// secret, the server name, the ALPN, the certificate chain is not in it).
 const TICKET_MAX: usize = 4096;
@@ -41,6 +54,11 @@ impl Ticketer {
     }
 }
 
+fn now_secs() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |d| d.as_secs())
+}
+
 fn cipher(key: &TicketKey) -> Cipher {
     match key.cipher {
         ktls::tickets::TicketCipher::Aes256Cbc => Cipher::aes_256_cbc(),
@@ -51,6 +69,7 @@ fn cipher(key: &TicketKey) -> Cipher {
 fn mac(key: &TicketKey, sealed: &[u8]) -> Option<Vec<u8>> {
     let pkey = PKey::hmac(key.hmac_key()).ok()?;
     let mut signer = Signer::new(MessageDigest::sha256(), &pkey).ok()?;
+    signer.update(MAC_LABEL).ok()?;
     signer.update(sealed).ok()?;
     signer.sign_to_vec().ok()
 }
@@ -71,7 +90,7 @@ impl rustls::server::ProducesTickets for Ticketer {
     }
 
     fn lifetime(&self) -> u32 {
-        u32::try_from(self.lifetime.as_secs()).unwrap_or(u32::MAX)
+        u32::try_from(self.lifetime.as_secs().min(LIFETIME_MAX)).unwrap_or(u32::MAX)
     }
 
     fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
@@ -79,10 +98,13 @@ impl rustls::server::ProducesTickets for Ticketer {
         let key = ktls::tickets::current_key(self.ring.id())?;
         let mut iv = [0u8; IV_LEN];
         openssl::rand::rand_bytes(&mut iv).ok()?;
-        let mut ticket = Vec::with_capacity(KEY_NAME_LEN + IV_LEN + plain.len() + 16 + MAC_LEN);
+        let mut dated = Vec::with_capacity(8 + plain.len());
+        dated.extend_from_slice(&now_secs().to_be_bytes());
+        dated.extend_from_slice(plain);
+        let mut ticket = Vec::with_capacity(KEY_NAME_LEN + IV_LEN + dated.len() + 16 + MAC_LEN);
         ticket.extend_from_slice(&key.name);
         ticket.extend_from_slice(&iv);
-        ticket.extend_from_slice(&crypt(&key, Mode::Encrypt, &iv, plain)?);
+        ticket.extend_from_slice(&crypt(&key, Mode::Encrypt, &iv, &dated)?);
         let tag = mac(&key, &ticket)?;
         ticket.extend_from_slice(&tag);
         Some(ticket)
@@ -102,7 +124,15 @@ impl rustls::server::ProducesTickets for Ticketer {
             return None;
         }
         let iv = &sealed[KEY_NAME_LEN..KEY_NAME_LEN + IV_LEN];
-        crypt(&key, Mode::Decrypt, iv, &sealed[KEY_NAME_LEN + IV_LEN..])
+        let mut dated = crypt(&key, Mode::Decrypt, iv, &sealed[KEY_NAME_LEN + IV_LEN..])?;
+        let issued = u64::from_be_bytes(dated.get(..8)?.try_into().ok()?);
+        let now = now_secs();
+        let lifetime = self.lifetime.as_secs().min(LIFETIME_MAX);
+        if issued > now + CLOCK_SKEW || now.saturating_sub(issued) > lifetime {
+            return None;
+        }
+        dated.drain(..8);
+        Some(dated)
     }
 }
 
@@ -124,6 +154,23 @@ mod tests {
         assert_eq!(b.decrypt(&ticket).as_deref(), Some(&b"session state"[..]));
         assert_eq!(ticketer(b"other", b"h3 site").decrypt(&ticket), None);
         assert_eq!(ticketer(b"s", b"h3 other").decrypt(&ticket), None);
+    }
+
+    #[test]
+    fn a_ticket_older_than_its_lifetime_does_not_open() {
+        let lifetime = Duration::from_secs(1);
+        let ring = ktls::tickets::register(Some(b"s"), b"h3 site", lifetime).expect("ring");
+        let t = Ticketer::new(ring, lifetime);
+        let ticket = t.encrypt(b"state").expect("sealed");
+        assert!(t.decrypt(&ticket).is_some());
+        std::thread::sleep(Duration::from_millis(2100));
+        assert_eq!(t.decrypt(&ticket), None);
+        let week = Ticketer::new(
+            ktls::tickets::register(None, b"h3 site", Duration::from_secs(30 * 86400))
+                .expect("ring"),
+            Duration::from_secs(30 * 86400),
+        );
+        assert_eq!(week.lifetime(), 604_800);
     }
 
     #[test]
