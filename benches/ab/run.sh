@@ -51,7 +51,8 @@
 #       RSS growth over http-perf's baseline, sampled every 0.2 s by abstat.py and taken
 #       while the server is idle with every connection open, divided by the connections),
 #       h3_idle_conn_bytes (the same with http-perf --hold --h3: idle QUIC connections, each
-#       from its own UDP socket; the h3 servers only, as the h3_* rows above).
+#       from its own UDP socket; a handshake not done within 10 s counts as failed, so the
+#       ramp goes on; the h3 servers only, as the h3_* rows above).
 # Latency rows (with --latency, or named in --only): latency_keepalive_10b_at50/_at80 and
 #       latency_h2_10b_at50/_at80: http-perf --rate at 50 % / 80 % of nginx's median maximum
 #       in keepalive_10b_rps / h2_10b_rps of this run (measured first on nginx_static if the
@@ -80,7 +81,8 @@
 # AB_PERF [unset; 1: `perf record -g` the server during every run, into the run
 # directory, for diagnosis only: the profiler's cost lands in the numbers].
 #
-# Everything started here is stopped by pid on exit. The script refuses to run
+# Everything started here is stopped by pid on exit, the client running then too (a
+# `timeout` or SIGTERM of the script stops it at once). The script refuses to run
 # if a port it needs already answers (or if another process joins a port with
 # SO_REUSEPORT later), and stops at once (exit 1, with the log) if a server does
 # not start or dies. A run with errors (tls-perf errors, http-perf socket errors
@@ -226,10 +228,15 @@ OUT="$HERE/results/run-$STAMP"
 mkdir -p "$OUT"
 PIDS=()
 SERVER_PID=
+# The client command running now (abstat.py measure, or a warm-up's http-perf), if any.
+CLIENT_PID=
 # tree, stop_pids
 source "$ROOT/benches/lib/procs.sh"
 cleanup() {
     set +e
+    # The client first: abstat.py kills its client's process group on TERM (`timeout`
+    # puts the client in a group of its own, which a signal to ours does not reach).
+    [[ -n $CLIENT_PID ]] && stop_pids "$CLIENT_PID"
     [[ -n $SERVER_PID ]] && stop_pids "$SERVER_PID"
     [[ ${#PIDS[@]} -gt 0 ]] && stop_pids "${PIDS[@]}"
     # Keep the server logs with the raw results.
@@ -244,6 +251,19 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# client CMD...: runs a client command in the background and waits for it, its pid in
+# CLIENT_PID meanwhile. Bash acts on a trapped signal only once the foreground command has
+# ended, so a `timeout` or kill of this script would otherwise wait for the client's own
+# limit (400 s for a hold) and leave it running; `wait` returns at once.
+client() {
+    local rc=0
+    "$@" &
+    CLIENT_PID=$!
+    wait "$CLIENT_PID" || rc=$?
+    CLIENT_PID=
+    return "$rc"
+}
 
 answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 for p in "$PORT" "$PLAIN_PORT" "$ORIGIN_PORT"; do
@@ -436,7 +456,7 @@ measure() {
         PIDS+=("$stat_pid")
         sleep 0.3
     fi
-    python3 "$HERE/abstat.py" measure --pid "$SERVER_PID" --out "$RESULTS" --meta "$meta" -- "$@" ||
+    client python3 "$HERE/abstat.py" measure --pid "$SERVER_PID" --out "$RESULTS" --meta "$meta" -- "$@" ||
         FAILED=$((FAILED + 1))
     if [[ -n $stat_pid ]]; then kill -INT "$stat_pid" 2>/dev/null; wait "$stat_pid" 2>/dev/null || true; fi
     if [[ -n $perf_pid ]]; then kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid" 2>/dev/null || true; fi
@@ -510,7 +530,7 @@ latency_rate() {
 warm_up() {   # fills the caches, then checks each page once: status 200, whole body
     local url
     for url in "$URL_10B" "$URL_BIG"; do
-        timeout -s KILL 30 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json -c 4 -t 1 -d 1s \
+        client timeout -s KILL 30 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json -c 4 -t 1 -d 1s \
             --connect "127.0.0.1:$PORT" "$url" >"$WORK/warm.json" 2>"$WORK/warm.err" ||
             { cat "$WORK/warm.err" >&2; die "warm-up of $1 on $url failed"; }
     done
@@ -521,7 +541,7 @@ warm_up() {   # fills the caches, then checks each page once: status 200, whole 
     if [[ $ROW == h3_* ]]; then
         # The same pages over HTTP/3: the server's UDP side answers with the whole body.
         for url in "$URL_10B" "$URL_BIG"; do
-            timeout -s KILL 30 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json --h3 -c 1 \
+            client timeout -s KILL 30 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json --h3 -c 1 \
                 -t 1 -d 1s --connect "127.0.0.1:$PORT" "$url" >"$WORK/warm.json" 2>"$WORK/warm.err" ||
                 { cat "$WORK/warm.err" >&2; die "HTTP/3 warm-up of $1 on $url failed"; }
         done
