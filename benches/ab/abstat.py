@@ -8,6 +8,9 @@
         client's exit status, wall seconds, server CPU seconds and the client's
         JSON report (its stdout). Prints a one-line summary on stderr.
         Exit status: the client's, or 3 if its report is unusable or shows errors.
+        CMD runs in a process group of its own, which a TERM, INT or HUP of this
+        process kills (SIGKILL) before it exits: a benchmark stopped (timeout, kill,
+        Ctrl-C) leaves no client running.
 
     abstat.py report --results FILE --machine JSON --out-json F --out-svg F
         Medians of the runs per row and server, the advantages, the bound;
@@ -20,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -143,10 +147,36 @@ def idle_memory(samples):
     return int(statistics.median(best))
 
 
+def start_client(cmd):
+    """Starts the client in a process group of its own (`timeout` makes its own group
+    anyway, out of reach of a signal to ours), and makes a TERM, INT or HUP of this process
+    kill that group before exiting."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+    def stop(signum, _frame):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        sys.exit(128 + signum)
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, stop)
+    return proc
+
+
+def run_client(cmd):
+    """Runs the client to its end (start_client): its exit status and output."""
+    proc = start_client(cmd)
+    stdout, stderr = proc.communicate()
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
 def run_sampled(cmd, pid):
     """Runs cmd while sampling the server tree's (time, CPU ticks, RSS)."""
     samples = []
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_client(cmd)
     out = []
 
     def drain():
@@ -284,7 +314,7 @@ def cmd_measure(a):
         p, samples = run_sampled(cmd, a.pid)
         meta["idle_rss_bytes"] = idle_memory(samples)
     else:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = run_client(cmd)
     wall = time.monotonic() - t0
     cpu1 = tree_cpu_secs(a.pid)
     alive = os.path.exists(f"/proc/{a.pid}")

@@ -1,24 +1,29 @@
 """The fixed-rate latency rows of benches/ab (run.sh --latency), for abstat.py.
 
 Each row sends a constant rate, a share of nginx's measured maximum for the same kind of
-request, and reports every server's p50 / p99 / p99.9 latency: http-perf --rate, which
+request (over HTTP/3, which Debian's nginx 1.22 does not serve, Caddy's), and reports every server's p50 / p99 / p99.9 latency: http-perf --rate, which
 counts each request's latency from the time it was due (coordinated omission corrected,
 as wrk2 does) and paces its sends with a timerfd. The row's value is the p99, in µs.
 """
 import json
 import statistics
 
-# row: (the throughput row whose nginx maximum sets the rate, share of it, HTTP/2)
+# row: (the throughput row whose reference maximum sets the rate, share of it, protocol)
 ROWS = {
-    "latency_keepalive_10b_at50": ("keepalive_10b_rps", 0.5, False),
-    "latency_keepalive_10b_at80": ("keepalive_10b_rps", 0.8, False),
-    "latency_h2_10b_at50": ("h2_10b_rps", 0.5, True),
-    "latency_h2_10b_at80": ("h2_10b_rps", 0.8, True),
+    "latency_keepalive_10b_at50": ("keepalive_10b_rps", 0.5, "http1"),
+    "latency_keepalive_10b_at80": ("keepalive_10b_rps", 0.8, "http1"),
+    "latency_h2_10b_at50": ("h2_10b_rps", 0.5, "h2"),
+    "latency_h2_10b_at80": ("h2_10b_rps", 0.8, "h2"),
+    "latency_h3_10b_at50": ("h3_10b_rps", 0.5, "h3"),
+    "latency_h3_10b_at80": ("h3_10b_rps", 0.8, "h3"),
 }
 UNIT = "µs p99"
 PERCENTILES = ("p50", "p99", "p99.9")
-# The nginx whose maximum sets the rate (the first of these with a run in this run).
-RATE_FROM = ("nginx_static", "nginx_cache")
+# The server whose maximum sets the rate (the first of these with a run in this run), by
+# protocol: nginx, or for HTTP/3 Caddy (the peer; at a share of the proxy's maximum, several
+# times Caddy's, Caddy could not keep up at all).
+RATE_FROM = {"http1": ("nginx_static", "nginx_cache"), "h2": ("nginx_static", "nginx_cache"),
+             "h3": ("caddy", "caddy_proxy")}
 # Below this share of the rate asked for, a server did not keep up: its latencies cover
 # only what it answered, and the cell says so.
 KEPT_UP = 0.95
@@ -54,9 +59,9 @@ def summarize(runs):
 
 
 def rate_for(results, row):
-    """The rate of a latency row: its share of the median nginx maximum (ok runs of the base
-    row in the results file); None if no nginx has such a run yet."""
-    base, share, _ = ROWS[row]
+    """The rate of a latency row: its share of the reference server's median maximum (ok runs
+    of the base row in the results file); None if no reference has such a run yet."""
+    base, share, protocol = ROWS[row]
     by = {}
     with open(results) as f:
         for line in f:
@@ -65,7 +70,7 @@ def rate_for(results, row):
             r = json.loads(line)
             if r.get("row") == base and not r.get("problems") and r.get("value"):
                 by.setdefault(r["server"], []).append(r["value"])
-    for server in RATE_FROM:
+    for server in RATE_FROM[protocol]:
         if by.get(server):
             return max(1, int(statistics.median(by[server]) * share)), server
     return None

@@ -8,6 +8,7 @@
 #   benches/ab/run.sh --servers haproxy trafficserver --quick   # a subset of the servers
 #   benches/ab/run.sh --latency            # every row plus the fixed-rate latency rows
 #   benches/ab/run.sh --quick --only latency_keepalive_10b_at50 latency_h2_10b_at80
+#   benches/ab/run.sh --quick --only h3_10b_rps latency_h3_10b_at50 latency_h3_10b_at80 --servers proxy caddy
 #
 # Servers (one at a time, pinned to core 1 with 1 worker each, access logs off):
 #   proxy         target/release/proxy with etc/tempesta.conf's rules and `cache 1`
@@ -51,12 +52,17 @@
 #       RSS growth over http-perf's baseline, sampled every 0.2 s by abstat.py and taken
 #       while the server is idle with every connection open, divided by the connections),
 #       h3_idle_conn_bytes (the same with http-perf --hold --h3: idle QUIC connections, each
-#       from its own UDP socket; the h3 servers only, as the h3_* rows above).
+#       from its own UDP socket; a handshake not done within 10 s counts as failed, so the
+#       ramp goes on; the h3 servers only, as the h3_* rows above).
 # Latency rows (with --latency, or named in --only): latency_keepalive_10b_at50/_at80 and
 #       latency_h2_10b_at50/_at80: http-perf --rate at 50 % / 80 % of nginx's median maximum
 #       in keepalive_10b_rps / h2_10b_rps of this run (measured first on nginx_static if the
 #       run has none), keep-alive -c 100 or --h2 -c 10 --pipeline 100; p50/p99/p99.9 from
 #       each request's intended send time (coordinated omission corrected); value: p99.
+#       latency_h3_10b_at50/_at80: the same over HTTP/3 (--h3 -c 10 --pipeline 100, the
+#       h3_10b_rps shape) at 50 % / 80 % of Caddy's median maximum in h3_10b_rps of this run
+#       (nginx 1.22 has no HTTP/3; measured first on caddy if the run has none; caddy must
+#       be among the servers), on the h3 servers only.
 # Bench overrides, the same for every server: idle timeouts of 600 s (proxy
 # keepalive_timeout, nginx keepalive_timeout and client_header_timeout), above the idle
 # row's ramp (up to 240 s) plus its hold.
@@ -80,7 +86,8 @@
 # AB_PERF [unset; 1: `perf record -g` the server during every run, into the run
 # directory, for diagnosis only: the profiler's cost lands in the numbers].
 #
-# Everything started here is stopped by pid on exit. The script refuses to run
+# Everything started here is stopped by pid on exit, the client running then too (a
+# `timeout` or SIGTERM of the script stops it at once). The script refuses to run
 # if a port it needs already answers (or if another process joins a port with
 # SO_REUSEPORT later), and stops at once (exit 1, with the log) if a server does
 # not start or dies. A run with errors (tls-perf errors, http-perf socket errors
@@ -103,10 +110,11 @@ BASE_ROWS=(handshakes_full_tls12 handshakes_full_tls13 handshakes_resumed_tls13
            h3_idle_conn_bytes)
 # --latency: at 50 % and 80 % of nginx's maximum in keepalive_10b_rps / h2_10b_rps.
 LATENCY_ROWS=(latency_keepalive_10b_at50 latency_keepalive_10b_at80
-              latency_h2_10b_at50 latency_h2_10b_at80)
+              latency_h2_10b_at50 latency_h2_10b_at80 latency_h3_10b_at50 latency_h3_10b_at80)
 ALL_ROWS=("${BASE_ROWS[@]}" "${LATENCY_ROWS[@]}")
-# The servers that serve HTTP/3 (the h3_* rows); the others skip those rows.
+# The servers that serve HTTP/3 (the h3_* and latency_h3_* rows); the others skip those rows.
 H3_SERVERS=(proxy caddy caddy_proxy)
+h3_row_name() { [[ $1 == h3_* || $1 == latency_h3_* ]]; }
 KNOWN_SERVERS=(proxy nginx_static nginx_cache haproxy trafficserver caddy caddy_proxy proxy_openssl)
 # caddy_proxy (Caddy proxying every request to the origin: it has no cache) only on request.
 SERVERS=(proxy nginx_static nginx_cache haproxy trafficserver caddy)
@@ -226,10 +234,15 @@ OUT="$HERE/results/run-$STAMP"
 mkdir -p "$OUT"
 PIDS=()
 SERVER_PID=
+# The client command running now (abstat.py measure, or a warm-up's http-perf), if any.
+CLIENT_PID=
 # tree, stop_pids
 source "$ROOT/benches/lib/procs.sh"
 cleanup() {
     set +e
+    # The client first: abstat.py kills its client's process group on TERM (`timeout`
+    # puts the client in a group of its own, which a signal to ours does not reach).
+    [[ -n $CLIENT_PID ]] && stop_pids "$CLIENT_PID"
     [[ -n $SERVER_PID ]] && stop_pids "$SERVER_PID"
     [[ ${#PIDS[@]} -gt 0 ]] && stop_pids "${PIDS[@]}"
     # Keep the server logs with the raw results.
@@ -244,6 +257,19 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# client CMD...: runs a client command in the background and waits for it, its pid in
+# CLIENT_PID meanwhile. Bash acts on a trapped signal only once the foreground command has
+# ended, so a `timeout` or kill of this script would otherwise wait for the client's own
+# limit (400 s for a hold) and leave it running; `wait` returns at once.
+client() {
+    local rc=0
+    "$@" &
+    CLIENT_PID=$!
+    wait "$CLIENT_PID" || rc=$?
+    CLIENT_PID=
+    return "$rc"
+}
 
 answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 for p in "$PORT" "$PLAIN_PORT" "$ORIGIN_PORT"; do
@@ -374,7 +400,7 @@ start_server() {
     case $s in
         proxy|proxy_openssl)
             local conf="$WORK/$s.conf"
-            [[ $ROW == h3_* ]] && conf="$WORK/${s}_h3.conf"
+            h3_row_name "$ROW" && conf="$WORK/${s}_h3.conf"
             taskset -c "$SERVER_CPU" "$BIN_DIR/proxy" -c "$conf" >"$WORK/$s.log" 2>&1 &
             SERVER_PID=$!
             wait_listening "$SERVER_PID" "$PORT" "$s" "$WORK/$s.log" ;;
@@ -436,7 +462,7 @@ measure() {
         PIDS+=("$stat_pid")
         sleep 0.3
     fi
-    python3 "$HERE/abstat.py" measure --pid "$SERVER_PID" --out "$RESULTS" --meta "$meta" -- "$@" ||
+    client python3 "$HERE/abstat.py" measure --pid "$SERVER_PID" --out "$RESULTS" --meta "$meta" -- "$@" ||
         FAILED=$((FAILED + 1))
     if [[ -n $stat_pid ]]; then kill -INT "$stat_pid" 2>/dev/null; wait "$stat_pid" 2>/dev/null || true; fi
     if [[ -n $perf_pid ]]; then kill -INT "$perf_pid" 2>/dev/null; wait "$perf_pid" 2>/dev/null || true; fi
@@ -469,12 +495,13 @@ h2_row() {    # server row rep body url [h2load shape...]: by default as tempest
         --connect-to="127.0.0.1:$PORT" "$url"
 }
 # The fixed-rate latency rows: http-perf --rate (latency from each request's intended send
-# time), the 10-byte page, keep-alive with 100 connections or h2 with 10 connections of up
-# to 100 streams (h2_10b_rps's shape).
+# time), the 10-byte page, keep-alive with 100 connections, or h2 or h3 with 10 connections
+# of up to 100 streams (h2_10b_rps's and h3_10b_rps's shape).
 latency_row() {   # server row rep rate
-    local server=$1 row=$2 rep=$3 rate=$4 shape=(-c 100) h2=false
+    local server=$1 row=$2 rep=$3 rate=$4 shape=(-c 100) h2=false h3=false
     [[ $row == latency_h2_* ]] && { shape=(--h2 -c 10 --pipeline 100); h2=true; }
-    measure "$server" "$row" "$rep" http-perf 10 ",\"resp_bytes\":$RESP_10B,\"rate\":$rate,\"h2\":$h2" -- \
+    [[ $row == latency_h3_* ]] && { shape=(--h3 -c 10 --pipeline 100); h3=true; }
+    measure "$server" "$row" "$rep" http-perf 10 ",\"resp_bytes\":$RESP_10B,\"rate\":$rate,\"h2\":$h2,\"h3\":$h3" -- \
         timeout -s KILL $((DUR + 40)) taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json \
         -t 1 -d "${DUR}s" --timeout 5s --rate "$rate" --connect "127.0.0.1:$PORT" \
         --server-pid "$SERVER_PID" "${shape[@]}" "$URL_10B"
@@ -488,19 +515,26 @@ h3_row() {    # server row rep body url
         -c 10 --pipeline 100 -t 1 -d "${DUR}s" --timeout 5s --connect "127.0.0.1:$PORT" \
         --server-pid "$SERVER_PID" "$url"
 }
-# latency_rate ROW: sets RATE for a latency row, once per run: its share of nginx's median
-# maximum in this run's base row; measured first (a run of the base row on nginx_static,
-# recorded as rep 0) if no nginx has run it yet.
+# latency_rate ROW: sets RATE for a latency row, once per run: its share of the reference
+# server's median maximum in this run's base row (nginx's; over HTTP/3, Caddy's); measured
+# first (a run of the base row on nginx_static or caddy, recorded as rep 0) if no
+# reference has run it yet.
 declare -A LATENCY_RATE=()
 latency_rate() {
-    local row=$1 base found
-    case $row in latency_h2_*) base=h2_10b_rps ;; *) base=keepalive_10b_rps ;; esac
+    local row=$1 base found ref=nginx_static
+    case $row in
+        latency_h2_*) base=h2_10b_rps ;;
+        latency_h3_*) base=h3_10b_rps ref=caddy
+            [[ " ${SERVERS[*]} " == *" caddy "* ]] ||
+                die "$row: its rate is Caddy's h3_10b_rps maximum; add caddy to --servers" ;;
+        *) base=keepalive_10b_rps ;;
+    esac
     if [[ -z ${LATENCY_RATE[$row]:-} ]]; then
         if ! found=$(python3 "$HERE/abstat.py" latency-rate --results "$RESULTS" --row "$row"); then
-            echo "ab: $row: no nginx run of $base yet; measuring nginx_static's maximum first" >&2
-            run_row nginx_static "$base" 0 || return 1
+            echo "ab: $row: no $ref run of $base yet; measuring $ref's maximum first" >&2
+            run_row "$ref" "$base" 0 || return 1
             found=$(python3 "$HERE/abstat.py" latency-rate --results "$RESULTS" --row "$row") ||
-                die "$row: nginx_static's $base run failed; no rate to hold"
+                die "$row: $ref's $base run failed; no rate to hold"
         fi
         LATENCY_RATE[$row]=${found%% *}
         echo "ab: $row: ${LATENCY_RATE[$row]} requests/s (of ${found#* }'s $base)" >&2
@@ -510,7 +544,7 @@ latency_rate() {
 warm_up() {   # fills the caches, then checks each page once: status 200, whole body
     local url
     for url in "$URL_10B" "$URL_BIG"; do
-        timeout -s KILL 30 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json -c 4 -t 1 -d 1s \
+        client timeout -s KILL 30 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json -c 4 -t 1 -d 1s \
             --connect "127.0.0.1:$PORT" "$url" >"$WORK/warm.json" 2>"$WORK/warm.err" ||
             { cat "$WORK/warm.err" >&2; die "warm-up of $1 on $url failed"; }
     done
@@ -518,10 +552,10 @@ warm_up() {   # fills the caches, then checks each page once: status 200, whole 
         die "$1 does not serve the 10-byte page on $URL_10B"
     RESP_BIG=$(python3 "$HERE/abstat.py" probe --addr "127.0.0.1:$PORT" --host "$HOST" --path "/bytes/$BIG" --body "$BIG") ||
         die "$1 does not serve the $BIG-byte page on $URL_BIG"
-    if [[ $ROW == h3_* ]]; then
+    if h3_row_name "$ROW"; then
         # The same pages over HTTP/3: the server's UDP side answers with the whole body.
         for url in "$URL_10B" "$URL_BIG"; do
-            timeout -s KILL 30 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json --h3 -c 1 \
+            client timeout -s KILL 30 taskset -c "$CLIENT_CPU" "$BIN_DIR/http-perf" --json --h3 -c 1 \
                 -t 1 -d 1s --connect "127.0.0.1:$PORT" "$url" >"$WORK/warm.json" 2>"$WORK/warm.err" ||
                 { cat "$WORK/warm.err" >&2; die "HTTP/3 warm-up of $1 on $url failed"; }
         done
@@ -589,7 +623,7 @@ for rep in $(seq 1 "$RUNS"); do
         if [[ $row == latency_* ]]; then latency_rate "$row" || exit 1; fi
         for i in "${!SERVERS[@]}"; do
             s=${SERVERS[$(((i + k) % ${#SERVERS[@]}))]}
-            if [[ $row == h3_* && " ${H3_SERVERS[*]} " != *" $s "* ]]; then
+            if h3_row_name "$row" && [[ " ${H3_SERVERS[*]} " != *" $s "* ]]; then
                 echo "ab: run $rep/$RUNS: $row: $s skipped: it does not serve HTTP/3 here" >&2
                 [[ " ${NO_H3[*]} " == *" $s "* ]] || NO_H3+=("$s")
                 continue

@@ -91,6 +91,11 @@ pub struct Args {
     /// Hold mode: the ramp must finish within this time (PASS criterion).
     #[arg(long = "ramp-limit", default_value = "180s", value_parser = parse_duration)]
     pub ramp_limit: Duration,
+    /// Hold mode with --h3: a QUIC handshake not done within this time counts as failed
+    /// and the ramp goes on (a handshake whose packets the server lost for good would
+    /// otherwise wait for the ramp's limit).
+    #[arg(long = "handshake-timeout", default_value = "10s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
     /// Hold mode: time allowed for every response of one round.
     #[arg(long = "round-timeout", default_value = "60s", value_parser = parse_duration)]
     pub round_timeout: Duration,

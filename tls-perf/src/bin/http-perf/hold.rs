@@ -82,6 +82,8 @@ struct HoldJson<'a> {
     addrs: Vec<String>,
     established: u64,
     ramp_failed: u64,
+    /// Of `ramp_failed`: QUIC handshakes not done within --handshake-timeout.
+    handshake_timeouts: u64,
     ramp_secs: f64,
     idle_secs: u64,
     dropped: u64,
@@ -143,6 +145,7 @@ pub fn run(args: &Args) -> Result<bool, PerfError> {
         addrs: addr_list,
         established: report.ramp.established,
         ramp_failed: report.ramp.failed,
+        handshake_timeouts: report.ramp.timed_out,
         ramp_secs: report.ramp.secs,
         idle_secs: args.hold_secs,
         dropped: report.dropped,
@@ -164,8 +167,8 @@ pub fn run(args: &Args) -> Result<bool, PerfError> {
 
 fn print_text(j: &HoldJson) {
     println!(
-        "  Ramp:       {} established, {} failed in {:.2}s",
-        j.established, j.ramp_failed, j.ramp_secs
+        "  Ramp:       {} established, {} failed ({} QUIC handshakes timed out) in {:.2}s",
+        j.established, j.ramp_failed, j.handshake_timeouts, j.ramp_secs
     );
     println!("  Idle hold:  {}s, {} dropped", j.idle_secs, j.dropped);
     for (i, r) in j.rounds.iter().enumerate() {
@@ -200,8 +203,15 @@ fn print_text(j: &HoldJson) {
 fn judge(args: &Args, total: usize, r: &HoldReport, server: Option<ServerMemory>) -> Vec<String> {
     let mut fail = Vec::new();
     if r.ramp.established < total as u64 {
+        let cut = match r.ramp.timed_out {
+            0 => String::new(),
+            n => format!(
+                " ({n} QUIC handshakes not done within {:?})",
+                args.handshake_timeout
+            ),
+        };
         fail.push(format!(
-            "{} of {total} connections established",
+            "{} of {total} connections established{cut}",
             r.ramp.established
         ));
     }
@@ -273,11 +283,7 @@ fn run_children(
     let mut total = HoldReport::default();
     for c in children.iter_mut() {
         match read_line(c)? {
-            ChildLine::Ramped(r) => {
-                total.ramp.established += r.established;
-                total.ramp.failed += r.failed;
-                total.ramp.secs = total.ramp.secs.max(r.secs);
-            }
+            ChildLine::Ramped(r) => total.ramp.add(&r),
             ChildLine::Done(_) => return Err(PerfError::Child("finished before its ramp".into())),
         }
     }

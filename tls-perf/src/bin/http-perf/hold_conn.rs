@@ -29,6 +29,9 @@ pub struct HoldPlan {
     /// The ramp stops here; connections not established by then count as failed (there is
     /// no shorter per-handshake timeout: one may wait behind many in the server's backlog).
     pub ramp_deadline: Instant,
+    /// `--h3`: a QUIC handshake not done this long after it began failed (a datagram lost
+    /// for good, and QUIC would retransmit until the idle timeout, longer than the ramp).
+    pub quic_handshake_timeout: Duration,
     pub idle: Duration,
     pub rounds: usize,
     pub round_timeout: Duration,
@@ -40,7 +43,20 @@ pub struct HoldPlan {
 pub struct RampReport {
     pub established: u64,
     pub failed: u64,
+    /// Of the failed: QUIC handshakes cut at `quic_handshake_timeout`.
+    #[serde(default)]
+    pub timed_out: u64,
     pub secs: f64,
+}
+
+impl RampReport {
+    /// Adds another thread's or process's ramp to this one.
+    pub fn add(&mut self, r: &RampReport) {
+        self.established += r.established;
+        self.failed += r.failed;
+        self.timed_out += r.timed_out;
+        self.secs = self.secs.max(r.secs);
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]

@@ -52,6 +52,7 @@ pub fn run_group(
                 connections: connections / threads + usize::from(i < connections % threads),
                 handshakes: args.handshakes,
                 ramp_deadline,
+                quic_handshake_timeout: args.handshake_timeout,
                 idle: Duration::from_secs(args.hold_secs),
                 rounds: args.rounds,
                 round_timeout: args.round_timeout,
@@ -68,9 +69,7 @@ pub fn run_group(
     let mut ramp = RampReport::default();
     // Ends early if a thread fails before its ramp report (its sender is dropped).
     for r in rx.iter().take(threads) {
-        ramp.established += r.established;
-        ramp.failed += r.failed;
-        ramp.secs = ramp.secs.max(r.secs);
+        ramp.add(&r);
     }
     after_ramp(&ramp);
     go.store(true, Ordering::Release);

@@ -1,9 +1,11 @@
 //! `--hold N --h3`: one hold-mode thread over QUIC, as `hold_conn` is over TCP: ramp its
-//! connections (a bounded number of QUIC handshakes in flight), keep them idle while
+//! connections (a bounded number of QUIC handshakes in flight, each cut as failed after
+//! `--handshake-timeout`, so that the ramp goes on), keep them idle while
 //! serving their QUIC timers and watching for connections the server ends, then run
 //! rounds of one request on every connection. The report is the TCP hold's, so the gate,
 //! the JSON and the child processes are shared (`hold.rs`, `hold_group.rs`).
 
+use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
@@ -23,6 +25,9 @@ struct Thread<'a> {
     conns: Vec<Option<Box<H3Conn>>>,
     report: HoldReport,
     in_flight: usize,
+    /// The connections opened during the ramp, oldest first: those still handshaking
+    /// at their deadline are cut.
+    opened: VecDeque<usize>,
     /// Responses of the current round (2xx ones counted in `answered`).
     answered: u64,
     responses: u64,
@@ -47,6 +52,7 @@ pub fn run(
         conns: Vec::with_capacity(plan.connections),
         report: HoldReport::default(),
         in_flight: 0,
+        opened: VecDeque::new(),
         answered: 0,
         responses: 0,
         ramped: false,
@@ -95,6 +101,7 @@ impl Thread<'_> {
                 break;
             }
             self.watch(Instant::now() + Duration::from_millis(100))?;
+            self.cut_late_handshakes();
         }
         self.report.ramp.secs = started.elapsed().as_secs_f64();
         // Whatever is still handshaking at the deadline failed.
@@ -123,12 +130,41 @@ impl Thread<'_> {
         match opened {
             Ok(c) => {
                 self.in_flight += 1;
+                self.opened.push_back(i);
                 self.conns.push(Some(c));
             }
             Err(_) => {
                 self.report.ramp.failed += 1;
                 self.conns.push(None);
             }
+        }
+    }
+
+    /// Ends, as failed, the handshakes begun `quic_handshake_timeout` ago or more and not
+    /// done: a handshake whose datagram the server lost for good would otherwise wait for
+    /// the ramp's limit (its QUIC idle timeout is longer still).
+    fn cut_late_handshakes(&mut self) {
+        let now = Instant::now();
+        while let Some(&i) = self.opened.front() {
+            let late = match self.conns.get(i).and_then(Option::as_ref) {
+                Some(c) if c.state == State::Handshaking => {
+                    now.saturating_duration_since(c.since) >= self.plan.quic_handshake_timeout
+                }
+                // Established or ended: no longer in flight here.
+                _ => true,
+            };
+            if !late {
+                return;
+            }
+            self.opened.pop_front();
+            let Some(mut c) = self.conns[i].take_if(|c| c.state == State::Handshaking) else {
+                continue;
+            };
+            c.close();
+            let _ = self.poll.registry().deregister(&mut c.socket);
+            self.in_flight -= 1;
+            self.report.ramp.failed += 1;
+            self.report.ramp.timed_out += 1;
         }
     }
 

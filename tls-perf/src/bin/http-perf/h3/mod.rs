@@ -107,6 +107,9 @@ pub fn probe(addr: SocketAddr, plan: &H3Plan, timeout: Duration) -> Result<(), S
         conn.drive(&mut done)
             .map_err(|e| format!("QUIC handshake with udp {addr} failed: {e}"))?;
         if conn.state == conn::State::Ready {
+            // Our Finished first: closed without it, the server would count a handshake
+            // abandoned by the client (APPLICATION_ERROR) in every run.
+            conn.flush();
             conn.close();
             return Ok(());
         }
