@@ -300,6 +300,13 @@ def main(port, kind, seconds, path):
         flood(c, seconds, one_rtt, frames[:PAYLOAD], PAYLOAD // 5)
     elif kind == "crypto-far":
         flood(c, seconds, one_rtt, encode(0x06, 1 << 20, 1) + b"\x00", 1)
+    elif kind == "stream-dup":
+        # A request stream opened (HEADERS, no FIN), then its first byte sent again and
+        # again: STREAM frames that bring nothing new.
+        sid = c.request(path, fin=False)
+        c.pump(0.05)
+        frame = encode(0x0E, sid, 0, 1) + b"\x01"
+        flood(c, seconds, one_rtt, packed(frame), PAYLOAD // len(frame))
     elif kind == "reset-only":
         reset_only(c, seconds, path)
     elif kind == "keepalive":

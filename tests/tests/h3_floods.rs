@@ -288,7 +288,8 @@ fn h3_ack_frame_floods_are_closed() {
 
 /// Datagrams that move the connection nowhere: one PING each, then (after a 3 MB GET) one
 /// ACK frame each with as many one-packet ranges as a packet holds (about 550, every one a
-/// packet the proxy sent). Each is legal and cheap, but the connection may send only as
+/// packet the proxy sent), then STREAM frames repeating a request's first byte. Each is
+/// legal and cheap, but the connection may send only as
 /// many as the proxy's own ack-eliciting datagrams and the time passed allow
 /// (`quic/budget.rs` `IdleBudget`): closed with H3_EXCESSIVE_LOAD, `idle_datagrams`. The
 /// proxy's CPU time for the PING flood is printed (docs/HTTP3.md's table).
@@ -314,9 +315,18 @@ fn h3_idle_datagram_floods_are_closed() {
     assert!(ranges.count("ranges") >= 400, "{}", ranges.report);
     assert_eq!(ranges.close_code(), Some(0x107), "{}", ranges.report);
     assert_eq!(metric(&site, trips), 2);
+    // STREAM frames repeating a request's first byte: they read nothing new.
+    let dup = attack(&site, "stream-dup", 3, "/");
+    eprintln!(
+        "repeated STREAM flood: {} datagrams sent, proxy CPU {:.3} s",
+        dup.count("datagrams_sent"),
+        dup.cpu
+    );
+    assert_eq!(dup.close_code(), Some(0x107), "{}", dup.report);
+    assert_eq!(metric(&site, trips), 3);
     let ack_frames = "ktls_proxy_quic_floods_total{kind=\"ack_frames\"}";
     assert_eq!(metric(&site, ack_frames), 0, "one ACK frame per datagram");
-    for flood in [&ping, &ranges] {
+    for flood in [&ping, &ranges, &dup] {
         assert!(
             flood.growth < RSS_BOUND as i64,
             "grew {} bytes",

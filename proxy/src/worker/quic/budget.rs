@@ -23,7 +23,10 @@
 //!   (it acknowledges our packets, at most one ACK-only datagram each), and a few more as
 //!   keep-alive: so each ack-eliciting datagram we send gives back [`IDLE_PER_SENT`], and time
 //!   gives back [`IDLE_PER_SECOND`] up to [`IDLE_BURST`] (HTTP/2's PING budget, the `h2`
-//!   crate's `max_pings_per_sec`). See [`IdleBudget`].
+//!   crate's `max_pings_per_sec`). A datagram whose STREAM frames repeat bytes already
+//!   received moves nothing either: STREAM frames count as moving only as far as the stream
+//!   bytes the connection read can account for ([`STREAM_BYTES_PER_FRAME`], with
+//!   [`STREAM_FRAME_SLACK`] for what quinn-proto holds unread). See [`IdleBudget`].
 //!
 //! Over any of these budgets the connection is closed with H3_EXCESSIVE_LOAD, as for rapid
 //! reset. None is configurable: no client that follows RFC 9000 comes near them.
@@ -76,6 +79,17 @@ pub const IDLE_PER_SECOND: u32 = 100;
 /// second one), twice that for its keep-alives and probes meanwhile.
 pub const IDLE_PER_SENT: u64 = 2;
 
+/// Stream bytes read per STREAM frame counted as moving the connection on. A frame that
+/// brings new bytes brings one at least; clients write hundreds per frame (a datagram's
+/// worth while they have data). A client of tiny interactive writes is covered by the
+/// budget's refills; a flood of frames repeating old bytes reads nothing and is not.
+pub const STREAM_BYTES_PER_FRAME: u64 = 16;
+
+/// STREAM frames counted as moving before the bytes they brought are read: what quinn-proto
+/// may hold unread (`h3_connection_window`'s default, 2 MiB, at [`STREAM_BYTES_PER_FRAME`]),
+/// and the frames that end a stream with no data.
+pub const STREAM_FRAME_SLACK: u64 = (2 << 20) / STREAM_BYTES_PER_FRAME + 1024;
+
 /// The time a QUIC client has to complete its handshake from the connection's accept: TCP's
 /// client turn (`client/handshake_deadline.rs`).
 pub const CLIENT_TURN: Duration = crate::worker::client::CLIENT_TURN;
@@ -122,13 +136,14 @@ impl Default for IdleBudget {
 }
 
 impl IdleBudget {
-    /// The connection's counts at `now`: what was sent and the time passed give back, the
-    /// idle datagrams received since the last call spend. False once they spent more than
-    /// was left.
-    pub fn spend(&mut self, stats: &ConnectionStats, now: Instant) -> bool {
+    /// The connection's counts at `now` (and the stream bytes it read, `stream_bytes`):
+    /// what was sent and the time passed give back, the idle datagrams received since the
+    /// last call spend. False once they spent more than was left.
+    pub fn spend(&mut self, stats: &ConnectionStats, stream_bytes: u64, now: Instant) -> bool {
+        let read_for = stream_bytes / STREAM_BYTES_PER_FRAME + STREAM_FRAME_SLACK;
         let counts = [
             stats.udp_rx.datagrams,
-            moving_frames(&stats.frame_rx),
+            moving_frames(&stats.frame_rx) + stats.frame_rx.stream.min(read_for),
             stats.udp_tx.datagrams,
             eliciting_frames(&stats.frame_tx),
         ];
@@ -167,12 +182,12 @@ impl IdleBudget {
     }
 }
 
-/// Frames received that move a connection on: stream data (new or not: see docs/HTTP3.md
-/// "Not done yet"), the handshake, a stream's or the connection's end. The CRYPTO and reset
-/// frames have budgets of their own.
+/// Frames received that move a connection on, STREAM frames aside (`IdleBudget::spend`
+/// counts those by the bytes read): the handshake, a stream's or the connection's end. The
+/// CRYPTO and reset frames have budgets of their own.
 fn moving_frames(f: &FrameStats) -> u64 {
     let ends = f.reset_stream + f.stop_sending + f.connection_close;
-    f.stream + f.crypto + ends
+    f.crypto + ends
 }
 
 /// Frames we sent that elicit an ACK (all but ACK, PADDING, CONNECTION_CLOSE): a
@@ -234,7 +249,7 @@ pub(super) fn spend_frames(
     if h3.quic.is_closed() {
         return;
     }
-    let idle_within = h3.idle.spend(&stats, now);
+    let idle_within = h3.idle.spend(&stats, h3.stream_bytes_read, now);
     let kind = match frames_over(&stats) {
         Some(kind) => kind,
         None if !idle_within => QuicFlood::IdleDatagrams,
@@ -350,31 +365,39 @@ mod tests {
         s
     }
 
+    /// `budget` at `at`, each STREAM frame of `s` having brought a datagram's bytes.
+    fn spend(budget: &mut IdleBudget, s: &ConnectionStats, at: Instant) -> bool {
+        budget.spend(s, s.frame_rx.stream * 1200, at)
+    }
+
     #[test]
     fn keep_alive_pings_for_an_hour_are_within_the_budget() {
         let (mut budget, t0) = (IdleBudget::default(), Instant::now());
         // One PING every 20 ms (50 a second, far more than any keep-alive), a turn each.
         for i in 0..180_000u32 {
             let at = t0 + Duration::from_millis(20) * i;
-            assert!(budget.spend(&traffic(u64::from(i), 0, 0), at), "PING {i}");
+            assert!(
+                spend(&mut budget, &traffic(u64::from(i), 0, 0), at),
+                "PING {i}"
+            );
         }
     }
 
     #[test]
     fn a_ping_flood_is_over_past_the_burst_and_times_share() {
         let (mut budget, t0) = (IdleBudget::default(), Instant::now());
-        assert!(budget.spend(&traffic(IDLE_BURST, 0, 0), t0));
+        assert!(spend(&mut budget, &traffic(IDLE_BURST, 0, 0), t0));
         // 10 ms give one back: the next 2 datagrams are one too many.
         let later = t0 + Duration::from_millis(10);
-        assert!(!budget.spend(&traffic(IDLE_BURST + 2, 0, 0), later));
+        assert!(!spend(&mut budget, &traffic(IDLE_BURST + 2, 0, 0), later));
     }
 
     #[test]
     fn time_spent_idle_is_not_banked_past_the_burst() {
         let (mut budget, t0) = (IdleBudget::default(), Instant::now());
-        assert!(budget.spend(&traffic(0, 0, 0), t0));
+        assert!(spend(&mut budget, &traffic(0, 0, 0), t0));
         let hour = t0 + Duration::from_secs(3600);
-        assert!(!budget.spend(&traffic(IDLE_BURST + 1, 0, 0), hour));
+        assert!(!spend(&mut budget, &traffic(IDLE_BURST + 1, 0, 0), hour));
     }
 
     #[test]
@@ -383,21 +406,43 @@ mod tests {
         // 102 400 datagrams sent in 256-datagram rounds, each acknowledged by one ACK-only
         // datagram in the next turn, no time passing.
         for round in 1..=400u64 {
-            assert!(budget.spend(&traffic((round - 1) * 256, 0, round * 256), t0));
+            assert!(spend(
+                &mut budget,
+                &traffic((round - 1) * 256, 0, round * 256),
+                t0
+            ));
         }
-        assert!(budget.spend(&traffic(400 * 256, 0, 400 * 256), t0));
+        assert!(spend(&mut budget, &traffic(400 * 256, 0, 400 * 256), t0));
         // Datagrams of ours that elicit no ACK (ACK-only) give nothing back.
         let mut acks_only = traffic(IDLE_BURST + 1, 0, 1000);
         acks_only.frame_tx.stream = 0;
         acks_only.frame_tx.acks = 1000;
-        assert!(!IdleBudget::default().spend(&acks_only, t0));
+        assert!(!spend(&mut IdleBudget::default(), &acks_only, t0));
     }
 
     #[test]
     fn an_upload_spends_nothing() {
         let (mut budget, t0) = (IdleBudget::default(), Instant::now());
-        assert!(budget.spend(&traffic(1_000_000, 1_000_000, 0), t0));
+        assert!(spend(&mut budget, &traffic(1_000_000, 1_000_000, 0), t0));
         assert_eq!(budget.left, IDLE_BURST);
+    }
+
+    #[test]
+    fn stream_frames_that_bring_nothing_new_are_idle_past_the_slack() {
+        let (mut budget, t0) = (IdleBudget::default(), Instant::now());
+        // A request's 300 bytes read, then datagrams of STREAM frames repeating them.
+        let mut dup = traffic(0, 0, 0);
+        for datagrams in 1..=STREAM_FRAME_SLACK {
+            dup.udp_rx.datagrams = datagrams;
+            dup.frame_rx.stream = datagrams;
+            assert!(budget.spend(&dup, 300, t0), "{datagrams}");
+        }
+        dup.udp_rx.datagrams += IDLE_BURST + 100;
+        dup.frame_rx.stream += IDLE_BURST + 100;
+        assert!(!budget.spend(&dup, 300, t0));
+        // The same frames with their bytes read are an upload.
+        let mut upload = IdleBudget::default();
+        assert!(upload.spend(&dup, dup.frame_rx.stream * STREAM_BYTES_PER_FRAME, t0));
     }
 
     #[test]

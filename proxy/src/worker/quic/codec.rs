@@ -124,6 +124,9 @@ pub struct H3Codec {
     pub frames_counted: [u64; 2],
     /// What is left of the budget of datagrams that move the connection nowhere (`budget.rs`).
     pub idle: super::budget::IdleBudget,
+    /// Stream bytes read from the connection, every stream's (the idle budget's measure of
+    /// STREAM frames that brought something).
+    pub stream_bytes_read: u64,
     /// frang's slow-head limits, per request stream whose head is incomplete.
     pub heads: super::heads::Heads,
 }
@@ -148,6 +151,7 @@ impl H3Codec {
             handshake_deadline: None,
             frames_counted: [0; 2],
             idle: Default::default(),
+            stream_bytes_read: 0,
             heads: super::heads::Heads::default(),
         })
     }

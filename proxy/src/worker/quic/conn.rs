@@ -281,6 +281,7 @@ fn read_stream(h3: &mut H3Codec, id: StreamId) {
         h3: conn,
         streams,
         heads,
+        stream_bytes_read,
         ..
     } = h3;
     let mut recv = quic.recv_stream(id);
@@ -297,6 +298,7 @@ fn read_stream(h3: &mut H3Codec, id: StreamId) {
         match chunks.next(16 * 1024) {
             Ok(Some(chunk)) => {
                 got += chunk.bytes.len();
+                *stream_bytes_read += chunk.bytes.len() as u64;
                 conn.recv(raw, &chunk.bytes, false);
                 if request {
                     heads.read(raw);
