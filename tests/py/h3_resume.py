@@ -27,12 +27,17 @@ class Get(QuicConnectionProtocol):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.h3 = H3Connection(self._quic)
-        self.status = asyncio.get_running_loop().create_future()
+        self.status = None
+        self.done = asyncio.get_running_loop().create_future()
 
     def quic_event_received(self, event):
         for ev in self.h3.handle_event(event):
-            if isinstance(ev, HeadersReceived) and not self.status.done():
-                self.status.set_result(dict(ev.headers).get(b":status", b"?").decode())
+            if isinstance(ev, HeadersReceived) and self.status is None:
+                self.status = dict(ev.headers).get(b":status", b"?").decode()
+            # The whole response, not its head: a connection closed before the proxy
+            # finished the exchange would leave no access log line.
+            if getattr(ev, "stream_ended", False) and not self.done.done():
+                self.done.set_result(self.status)
 
     async def get(self, authority):
         sid = self._quic.get_next_available_stream_id()
@@ -40,7 +45,7 @@ class Get(QuicConnectionProtocol):
                                    (b":authority", authority.encode()),
                                    (b":path", b"/")], end_stream=True)
         self.transmit()
-        return await asyncio.wait_for(self.status, 10)
+        return await asyncio.wait_for(self.done, 10)
 
 
 async def main(port, port2, name):

@@ -50,6 +50,11 @@ fn a_quic_session_resumes_with_its_ticket() {
     );
     let lines = e2e::lines_once(&log, 2, std::time::Duration::from_secs(5));
     let _ = std::fs::remove_file(&log);
+    assert_eq!(
+        lines.len(),
+        2,
+        "one access log line per connection: {lines:?}"
+    );
     let (full, resumed) = (tft(&lines[0]), tft(&lines[1]));
     assert!(full & 0x20 == 0 && resumed & 0x20 == 0x20, "{lines:?}");
 }
