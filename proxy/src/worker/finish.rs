@@ -1,26 +1,39 @@
 //! The end of an exchange, written once. Whatever way an exchange ends (a relayed response,
 //! a cache hit, a 304, a stale answer, PURGE, a redirect, a block, an error page), it goes
-//! through [`Worker::finish`]: the access-log line with the status and body bytes the client
-//! got, the status counters, frang's response accounting, the upstream connection's reuse
+//! through [`finish`]: the access-log line with the status and body bytes the client got,
+//! the status counters, frang's response accounting, the upstream connection's reuse
 //! decision (`lifecycle.rs`), the client connection's continuation (the codec) and its idle
-//! timer. An exchange whose client went away goes through [`Worker::drop_exchange`] instead:
-//! nothing reaches anyone, so nothing is logged.
+//! timer. An exchange whose client went away goes through [`drop_exchange`] instead:
+//! nothing reaches anyone, so nothing is logged. A client connection's close ends its
+//! exchanges here too ([`end_client`]).
+//!
+//! These are functions over [`Parts`]. An exchange that ends frees its upstream connection
+//! (pooled, or closed): each function returns the group whose wait queue that moves
+//! ([`Freed`]), and the loop serves it (`Worker::serve_freed`) as soon as the call returns,
+//! before the connection it came from goes on, so a queued exchange gets the place first.
 
+use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Instant;
 
 use http1::BodyDecoder;
+use mio::Token;
 
 use super::client::codec::{self, Codec};
-use super::client::{ClientId, Due};
-use super::exchange::{ExchangeId, Forward, Stage};
+use super::client::refuse::{self, Answering};
+use super::client::{ClientId, Clients};
+use super::exchange::{ExchangeId, Exchanges, Forward, Stage};
 use super::h1::{self, Reply, ReplyTo};
 use super::limits;
 use super::token::client_token;
-use super::upstream::UpstreamEnd;
-use super::Worker;
+use super::upstream::{self, Freed, UpstreamEnd, UpstreamId};
 use crate::access_log::{CacheStatus, RequestRecord as AccessRecord};
 use crate::close_reason::CloseReason;
+use crate::date::DateCache;
 use crate::frang::Violation;
+use crate::runtime::Runtime;
+
+pub use super::client::refuse::Refusal;
 
 /// How an exchange ended.
 pub struct Outcome {
@@ -54,15 +67,6 @@ impl Outcome {
     }
 }
 
-/// What a refusal is, for `block_action`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// A malformed request (`block_action error`).
-    Error,
-    /// A blocked request (`block_action attack`).
-    Attack,
-}
-
 /// Where a refusal is answered.
 #[derive(Clone, Copy, Debug)]
 pub enum RefuseAt {
@@ -81,493 +85,421 @@ impl From<Option<ExchangeId>> for RefuseAt {
     }
 }
 
-impl Worker {
-    /// Records and answers a violation by client `ci`, refused at `at` (limits.rs decides and
-    /// records; the refusal is this file's).
-    pub(super) fn frang_violation(&mut self, ci: ClientId, at: RefuseAt, v: &Violation) {
-        let parts = (&mut self.clients, &self.exchanges);
-        if limits::record_violation(parts, (&self.rt, &self.shared.metrics), (ci, at), v) {
-            self.refuse_at(ci, at, v.status, Refusal::Attack);
+/// The parts ending an exchange touches: the client connections (the response's sink, the
+/// idle timer), the exchanges, the upstream connections (their reuse, the groups' queues;
+/// with the timers and the counters), the cache (a waiter's place), the configuration, the
+/// `Date` cache, and the loop's queue of connections to drive again.
+pub(super) struct Parts<'a> {
+    pub clients: &'a mut Clients,
+    pub exchanges: &'a mut Exchanges,
+    pub conns: upstream::Conns<'a>,
+    pub dirty: &'a mut VecDeque<Token>,
+    pub rt: &'a Runtime,
+    pub cache: &'a cache::Cache,
+    pub date: &'a mut DateCache,
+    /// The turn's clock (`Worker::now`).
+    pub now: Instant,
+    /// This worker's index.
+    pub worker: usize,
+}
+
+impl Parts<'_> {
+    /// The client table with the loop's queue, and what answering a refusal needs.
+    fn refusing(&mut self) -> ((&mut Clients, &mut VecDeque<Token>), Answering<'_>) {
+        let answering = Answering {
+            rt: self.rt,
+            date: self.date,
+            counts: &self.conns.metrics.workers[self.worker],
+        };
+        ((self.clients, self.dirty), answering)
+    }
+
+    /// The parts a client connection's close touches (client/conn.rs `close`).
+    fn client_conns(&mut self) -> super::client::Conns<'_> {
+        let metrics = self.conns.metrics;
+        super::client::Conns {
+            clients: self.clients,
+            timers: self.conns.timers,
+            bufs: self.conns.bufs,
+            rt: self.rt,
+            metrics,
+            worker: (&metrics.workers[self.worker], self.worker),
+            now: self.now,
         }
     }
+}
 
-    /// Resets client `ci` for `v`, a refusal of the connection itself (a `tft` limit on its
-    /// records).
-    pub(super) fn refuse_connection(&mut self, ci: ClientId, v: &Violation) {
-        let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
-            return;
-        };
-        limits::note_block((&self.rt, self.metrics()), ip, v, "-");
-        self.reset_client(ci, CloseReason::Frang);
+/// Records and answers a violation by client `ci`, refused at `at` (limits.rs decides and
+/// records; the refusal is this file's).
+pub(super) fn frang_violation(
+    p: &mut Parts<'_>,
+    ci: ClientId,
+    at: RefuseAt,
+    v: &Violation,
+) -> Freed {
+    let parts = (&mut *p.clients, &*p.exchanges);
+    if limits::record_violation(parts, (p.rt, p.conns.metrics), (ci, at), v) {
+        return refuse_at(p, ci, at, v.status, Refusal::Attack);
     }
+    Freed(None)
+}
 
-    /// Client `ci`'s head (`id` None) or exchange `id`'s body missed its deadline for `limit`.
-    pub(super) fn deadline_violation(
-        &mut self,
-        ci: ClientId,
-        id: Option<ExchangeId>,
-        limit: &'static str,
-    ) {
-        self.frang_violation(ci, id.into(), &limits::deadline_passed(limit));
-        self.flush_client(ci);
-        self.close_client(ci, CloseReason::Frang);
-    }
+/// `http_resp_code_block` refused the origin's response to exchange `id` before any of
+/// it was sent: as Tempesta does, the client gets 403 instead (per `block_action attack`)
+/// and the connection closes; the upstream connection, its response unread, is closed.
+pub(super) fn block_response(p: &mut Parts<'_>, id: ExchangeId, v: &Violation) -> Freed {
+    let parts = (&*p.exchanges, &*p.clients);
+    limits::record_response_block(parts, (p.rt, p.conns.metrics), id, v);
+    refuse_exchange(p, id, 403, Refusal::Attack)
+}
 
-    /// Exchange `id`'s timer fired while its body was arriving.
-    pub(super) fn body_deadline(&mut self, id: ExchangeId, now: Instant) {
-        let limits::Deadline::Passed(limit) =
-            self.exchanges.body_deadline(&mut self.timers, id, now)
-        else {
-            return;
-        };
-        if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
-            self.deadline_violation(ci, Some(id), limit);
+/// Ends exchange `id` with `outcome`.
+pub(super) fn finish(p: &mut Parts<'_>, id: ExchangeId, mut outcome: Outcome) -> Freed {
+    let Some(mut ex) = p.exchanges.remove(id) else {
+        return Freed(None);
+    };
+    let stage_forward = match ex.take_stage() {
+        Stage::Upstream(f) => Some(f),
+        Stage::Queued(f) => {
+            upstream::groups::unqueue(p.conns.groups, id);
+            Some(f)
         }
-    }
-
-    /// Client `ci`'s timer entry of generation `gen` came due: acts on what it is due for.
-    pub(super) fn client_timer(&mut self, ci: ClientId, gen: u64, now: Instant) {
-        let Some(due) = self.clients.timer_due(&mut self.timers, ci, gen, now) else {
-            return;
-        };
-        match due {
-            Due::Handshake => self.handshake_deadline_due(ci, now),
-            // A slowloris head (client_header_timeout) is cut by frang; otherwise this is an
-            // idle keep-alive client.
-            Due::Head => match self.clients.head_deadline(&mut self.timers, ci, now) {
-                limits::Deadline::None => self.close_client(ci, CloseReason::IdleTimeout),
-                limits::Deadline::Pending => {}
-                limits::Deadline::Passed(limit) => self.deadline_violation(ci, None, limit),
-            },
-            Due::Drain => self.close_client(ci, CloseReason::Error),
-            Due::H2 => self.h2_timer(ci, now),
-            Due::H3 => {
-                // A QUIC handshake cut at its deadline counts as a TCP one does.
-                if let Some(ip) = super::quic::timeout(&mut self.quic, &mut self.clients, ci, now) {
-                    let _ = self.rt.frang.on_tls_incomplete(ip, now);
-                }
-                self.drive_client(ci);
-            }
-            Due::Tunnel => {
-                let parts = (&mut self.clients, &mut self.timers);
-                let timeout = self.rt.config.client_ws_timeout;
-                if let Some(end) = super::tunnel::timer(parts, timeout, ci, now) {
-                    self.close_tunnel(ci, end);
-                }
-            }
+        Stage::CacheWait(ticket) => {
+            p.cache.cancel_wait(ticket);
+            None
         }
-    }
-
-    /// Client `ci`'s handshake deadline came due: process what already arrived, then cut
-    /// the handshake unless that finished it or moved it (which re-armed the deadline).
-    fn handshake_deadline_due(&mut self, ci: ClientId, now: Instant) {
-        let Some(gen) = self.clients.get(ci).map(|c| c.timer_gen) else {
-            return;
-        };
-        self.drive_client(ci);
-        let Some((ip, state)) = self.clients.handshake_overdue(ci, gen) else {
-            return;
-        };
-        self.metrics().count_handshake_timeout(state);
-        crate::metrics::bump(&self.metrics().handshakes_failed);
-        let _ = self.rt.frang.on_tls_incomplete(ip, now);
-        self.close_client(ci, CloseReason::HandshakeTimeout);
-    }
-
-    /// After a receive pass of client `ci`: its held bytes join its address's total
-    /// (`client_mem`); over the hard limit the connection is reset as a block.
-    pub(super) fn account_memory(&mut self, ci: ClientId) {
-        let now = self.now;
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        let Err(v) = c.account_memory(now) else {
-            return;
-        };
-        let ip = c.peer.ip();
-        limits::note_block((&self.rt, self.metrics()), ip, &v, "-");
-        self.drop_response(ci, Refusal::Attack);
-        self.close_client(ci, CloseReason::Frang);
-    }
-
-    /// After driving client `ci`: close it if it is finished (client/conn.rs `settle`).
-    pub(super) fn settle_client(&mut self, ci: ClientId) {
-        let last_call_over = super::drain::last_call_over(self.draining);
-        match super::client::settle(&mut self.clients, &mut self.bufs, ci, last_call_over) {
-            Some((why, true)) => self.reset_client(ci, why),
-            Some((why, false)) => self.close_client(ci, why),
-            None => {}
+        Stage::New => None,
+    };
+    let forward = outcome.forward.take().or(stage_forward);
+    let upstream_time = record_upstream_time(p, forward.as_deref());
+    let mut freed = Freed(None);
+    // The request body: what its forward did not read, or all of it (never forwarded).
+    let unread = match forward {
+        Some(f) => {
+            let end = outcome.upstream_end.unwrap_or(UpstreamEnd::ABANDONED);
+            freed = end_upstream(p, id, f.up, end);
+            f.unread_body()
         }
+        None => ex
+            .request
+            .has_body()
+            .then(|| BodyDecoder::new(ex.request.framing(), &p.rt.limits)),
+    };
+    let counts = &p.conns.metrics.workers[p.worker];
+    // A background revalidation answers no one: no status to count.
+    if outcome.status != 0 && ex.has_client() {
+        counts.count_status(outcome.status);
+        counts.request_duration.record_owned(ex.started.elapsed());
     }
-
-    /// Closes client connection `ci`, with close_notify (TLS) unless the client closed first.
-    pub(super) fn close_client(&mut self, ci: ClientId, why: CloseReason) {
-        self.end_client(ci, why, true);
+    if ex.log.is_some() {
+        let vhost_name = limits::vhost_name(p.rt, ex.vhost);
+        let answer = (outcome.status, outcome.bytes);
+        access_log(p.rt, ex.log.as_deref(), vhost_name, answer, upstream_time);
     }
-
-    /// Cuts client connection `ci` with a reset: no close_notify and no FIN, which a reader
-    /// of a close-delimited body would take for its clean end (RFC 9112 §8); what was not
-    /// sent yet is dropped.
-    pub(super) fn reset_client(&mut self, ci: ClientId, why: CloseReason) {
-        self.end_client(ci, why, false);
-    }
-
-    /// Closes client connection `ci` (client/conn.rs `close`), then its tunnel's upstream and
-    /// the exchanges it carried.
-    fn end_client(&mut self, ci: ClientId, why: CloseReason, orderly: bool) {
-        super::quic::closing(&mut self.quic, &mut self.clients, ci, self.now);
-        let conns = &mut self.client_conns().0;
-        let Some(closed) = super::client::close(conns, ci, why, orderly) else {
-            return;
-        };
-        if let Some((tunnel, unique)) = closed.tunnel {
-            let tunnels = &self.shared.metrics.tunnels;
-            let gone = super::tunnel::gone(&self.upstreams, tunnels, tunnel, (ci, unique), why);
-            if let Some(ui) = gone {
-                self.close_upstream(ui);
-            }
-        }
-        for id in closed.exchanges {
-            self.drop_exchange(id);
-        }
-    }
-
-    /// `http_resp_code_block` refused the origin's response to exchange `id` before any of
-    /// it was sent: as Tempesta does, the client gets 403 instead (per `block_action attack`)
-    /// and the connection closes; the upstream connection, its response unread, is closed.
-    pub(super) fn block_response(&mut self, id: ExchangeId, v: &Violation) {
-        let parts = (&self.exchanges, &self.clients);
-        limits::record_response_block(parts, (&self.rt, &self.shared.metrics), id, v);
-        self.refuse_exchange(id, 403, Refusal::Attack);
-    }
-
-    /// Ends exchange `id` with `outcome`.
-    pub(super) fn finish(&mut self, id: ExchangeId, mut outcome: Outcome) {
-        let Some(mut ex) = self.exchanges.remove(id) else {
-            return;
-        };
-        let stage_forward = match ex.take_stage() {
-            Stage::Upstream(f) => Some(f),
-            Stage::Queued(f) => {
-                super::upstream::groups::unqueue(&mut self.groups, id);
-                Some(f)
-            }
-            Stage::CacheWait(ticket) => {
-                self.shared.cache.cancel_wait(ticket);
-                None
-            }
-            Stage::New => None,
-        };
-        let forward = outcome.forward.take().or(stage_forward);
-        let upstream_time = self.record_upstream_time(forward.as_deref());
-        // The request body: what its forward did not read, or all of it (never forwarded).
-        let unread = match forward {
-            Some(f) => {
-                let end = outcome.upstream_end.unwrap_or(UpstreamEnd::ABANDONED);
-                self.end_upstream(Some(id), f.up, end);
-                f.unread_body()
-            }
-            None => ex
-                .request
-                .has_body()
-                .then(|| BodyDecoder::new(ex.request.framing(), &self.rt.limits)),
-        };
-        // A background revalidation answers no one: no status to count.
-        if outcome.status != 0 && ex.has_client() {
-            self.worker_metrics().count_status(outcome.status);
-            let took = ex.started.elapsed();
-            self.worker_metrics().request_duration.record_owned(took);
-        }
-        if ex.log.is_some() {
-            let vhost_name = limits::vhost_name(&self.rt, ex.vhost);
-            let answer = (outcome.status, outcome.bytes);
-            self.access_log(ex.log.as_deref(), vhost_name, answer, upstream_time);
-        }
-        let Some(ci) = self.clients.current(ex.client, ex.client_id) else {
-            return;
-        };
+    if let Some(ci) = p.clients.current(ex.client, ex.client_id) {
         if outcome.from_origin {
-            let metrics = &self.shared.metrics;
             let upgrade = (ci, outcome.status, ex.vhost.unwrap_or(0));
-            limits::judge_upgrade(&mut self.clients, (&self.rt, metrics), upgrade);
+            limits::judge_upgrade(p.clients, (p.rt, p.conns.metrics), upgrade);
         }
-        let idle = super::client::idle_timeout(&self.rt);
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        match &mut c.codec {
-            Codec::H1(h1) if h1.current() == Some(id) => {
-                let closing = outcome.close || c.end.closing();
-                c.end
-                    .close_after_flush_if(h1.exchange_done(unread, closing));
-            }
-            Codec::H1(_) => c.end.close_after_flush_if(outcome.close),
-            Codec::H2(h2) => {
-                h2.end(ex.stream);
-                h2.exchange_done(ex.stream);
-                if outcome.close {
-                    // A refused request ends the connection, after the streams in flight.
-                    h2.conn.go_away();
-                }
-                h2.flush_into(&mut c.out);
-                super::h2_serve::arm_timer((&mut self.clients, &mut self.timers, &self.rt), ci);
-                self.dirty.push_back(client_token(ci));
-                return;
-            }
-            Codec::H3(h3) => return h3.exchange_done(ex.stream, (&mut self.dirty, ci)),
+        client_goes_on(p, (ci, id, ex.stream), outcome.close, unread);
+    }
+    freed
+}
+
+/// Exchange `id` on `stream` of client `ci` ended (`close`: the connection closes after
+/// it; `unread`: what is left of its request body): the codec's continuation, and the
+/// connection's idle timer (HTTP/2's own timer).
+fn client_goes_on(
+    p: &mut Parts<'_>,
+    (ci, id, stream): (ClientId, ExchangeId, u32),
+    close: bool,
+    unread: Option<BodyDecoder>,
+) {
+    let idle = super::client::idle_timeout(p.rt);
+    let Some(c) = p.clients.get_mut(ci) else {
+        return;
+    };
+    match &mut c.codec {
+        Codec::H1(h1) if h1.current() == Some(id) => {
+            let closing = close || c.end.closing();
+            c.end
+                .close_after_flush_if(h1.exchange_done(unread, closing));
         }
-        self.clients
-            .extend_timer(&mut self.timers, ci, self.now + idle);
-        self.dirty.push_back(client_token(ci));
-    }
-
-    /// Forgets exchange `id` whose client is gone: its upstream connection (if any) is
-    /// closed mid-message, its queue place and cache wait released.
-    pub(super) fn drop_exchange(&mut self, id: ExchangeId) {
-        let Some(mut ex) = self.exchanges.remove(id) else {
-            return;
-        };
-        match ex.take_stage() {
-            Stage::Upstream(f) => self.end_upstream(Some(id), f.up, UpstreamEnd::ABANDONED),
-            Stage::Queued(_) => super::upstream::groups::unqueue(&mut self.groups, id),
-            Stage::CacheWait(ticket) => {
-                self.shared.cache.cancel_wait(ticket);
+        Codec::H1(_) => c.end.close_after_flush_if(close),
+        Codec::H2(h2) => {
+            h2.end(stream);
+            h2.exchange_done(stream);
+            if close {
+                // A refused request ends the connection, after the streams in flight.
+                h2.conn.go_away();
             }
-            Stage::New => {}
-        }
-    }
-
-    /// Answers exchange `id` with a response of the proxy's own and finishes it.
-    pub(super) fn answer(&mut self, id: ExchangeId, reply: Reply<'_>, close: bool) {
-        let (status, bytes) = self.write_reply(id, &reply, close);
-        self.finish(id, Outcome::local(status, bytes, close));
-    }
-
-    /// Answers exchange `id`, whose upstream side is `forward`, with a stored entry (a stale
-    /// one instead of an error, or the one a 304 refreshed) and finishes it; `upstream_end`
-    /// is what is known of the upstream connection (None: abandoned, or closed already).
-    pub(super) fn answer_stored(
-        &mut self,
-        id: ExchangeId,
-        forward: Box<Forward>,
-        entry: &std::sync::Arc<cache::Entry>,
-        upstream_end: Option<UpstreamEnd>,
-    ) {
-        let close = self.exchanges.get(id).is_none_or(|ex| !ex.keep_alive);
-        let answer = forward
-            .fill
-            .as_ref()
-            .map_or(cache::Answer::Stored(cache::ReplyKind::Full), |f| {
-                f.answer(entry)
-            });
-        let (status, bytes) = self.write_reply(id, &Reply::Stored { entry, answer }, close);
-        let outcome = Outcome {
-            upstream_end,
-            forward: Some(forward),
-            ..Outcome::local(status, bytes, close)
-        };
-        self.finish(id, outcome);
-    }
-
-    /// Writes `reply` to exchange `id`'s client; returns the status and body bytes sent.
-    pub(super) fn write_reply(
-        &mut self,
-        id: ExchangeId,
-        reply: &Reply<'_>,
-        close: bool,
-    ) -> (u16, u64) {
-        let status = reply.status();
-        let rt = self.rt.clone();
-        let page;
-        let reply = match reply {
-            Reply::Status(status) => {
-                page = Reply::status_page(*status, &rt.error_pages);
-                &page
-            }
-            other => other,
-        };
-        let Some(ex) = self.exchanges.get(id) else {
-            return (status, 0);
-        };
-        let to = ReplyTo {
-            http10: h1::is_http10(&ex.request),
-            close,
-        };
-        let (stream, head_only) = (ex.stream, ex.request.method() == http1::Method::Head);
-        let Some(ci) = self.exchanges.client_of(id, &self.clients) else {
-            return (status, 0);
-        };
-        let date = match reply {
-            Reply::Redirect { .. } | Reply::Local(_) => self.date.now().to_string(),
-            _ => String::new(),
-        };
-        let Some(c) = self.clients.get_mut(ci) else {
-            return (status, 0);
-        };
-        let bytes = codec::reply(c, stream, reply, to, &date, head_only);
-        (status, bytes)
-    }
-
-    /// Refuses exchange `id` per `block_action` (reply, or drop; an attack drop resets the
-    /// connection) and closes the connection after it.
-    pub(super) fn refuse_exchange(&mut self, id: ExchangeId, status: u16, kind: Refusal) {
-        let action = self.block_action(kind);
-        if action.reply {
-            let (status, bytes) = self.write_reply(id, &Reply::Status(status), true);
-            self.finish(id, Outcome::local(status, bytes, true));
-        } else {
-            if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
-                self.drop_response(ci, kind);
-            }
-            self.finish(id, Outcome::local(0, 0, true));
-        }
-    }
-
-    /// Refuses what client `ci` sent before any exchange exists (a malformed or oversized
-    /// head) per `block_action`, and closes the connection after it.
-    pub(super) fn refuse(&mut self, ci: ClientId, status: u16, kind: Refusal) {
-        let action = self.block_action(kind);
-        let (rt, date) = (self.rt.clone(), self.date.now().to_string());
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        if let Codec::H2(h2) = &mut c.codec {
-            if !action.reply {
-                return self.drop_response(ci, kind);
-            }
-            // No stream to answer on: the connection ends after the streams in flight.
-            h2.conn.go_away();
             h2.flush_into(&mut c.out);
+            super::h2_serve::arm_timer((p.clients, p.conns.timers, p.rt), ci);
+            p.dirty.push_back(client_token(ci));
             return;
         }
-        if let Codec::H3(h3) = &mut c.codec {
-            h3.h3.send_goaway();
-            return self.dirty.push_back(client_token(ci));
+        Codec::H3(h3) => return h3.exchange_done(stream, (p.dirty, ci)),
+    }
+    p.clients.extend_timer(p.conns.timers, ci, p.now + idle);
+    p.dirty.push_back(client_token(ci));
+}
+
+/// Exchange `id` is done with upstream connection `ui`: pooled or closed.
+fn end_upstream(p: &mut Parts<'_>, id: ExchangeId, ui: UpstreamId, end: UpstreamEnd) -> Freed {
+    upstream::end_of(&mut p.conns, (id, ui), end)
+}
+
+/// Forgets exchange `id` whose client is gone: its upstream connection (if any) is
+/// closed mid-message, its queue place and cache wait released.
+pub(super) fn drop_exchange(p: &mut Parts<'_>, id: ExchangeId) -> Freed {
+    let Some(mut ex) = p.exchanges.remove(id) else {
+        return Freed(None);
+    };
+    match ex.take_stage() {
+        Stage::Upstream(f) => return end_upstream(p, id, f.up, UpstreamEnd::ABANDONED),
+        Stage::Queued(_) => upstream::groups::unqueue(p.conns.groups, id),
+        Stage::CacheWait(ticket) => {
+            p.cache.cancel_wait(ticket);
         }
-        c.end.close_after_flush();
-        if action.reply {
-            let to = ReplyTo {
-                http10: false,
-                close: true,
-            };
-            let page = Reply::status_page(status, &rt.error_pages);
-            h1::write_reply(&mut c.out, &page, to, &date);
-            self.worker_metrics().count_status(status);
-        } else {
-            self.drop_response(ci, kind);
+        Stage::New => {}
+    }
+    Freed(None)
+}
+
+/// Closes client connection `ci` (client/conn.rs `close`; with close_notify over TLS unless
+/// the client closed first when `orderly`, else with a reset), then its tunnel's upstream
+/// and the exchanges it carried: the groups whose queues that frees.
+pub(super) fn end_client(
+    p: &mut Parts<'_>,
+    ci: ClientId,
+    why: CloseReason,
+    orderly: bool,
+) -> Vec<Freed> {
+    let Some(closed) = super::client::close(&mut p.client_conns(), ci, why, orderly) else {
+        return Vec::new();
+    };
+    let mut freed = Vec::new();
+    if let Some((tunnel, unique)) = closed.tunnel {
+        let tunnels = &p.conns.metrics.tunnels;
+        let gone = super::tunnel::gone(p.conns.upstreams, tunnels, tunnel, (ci, unique), why);
+        if let Some(ui) = gone {
+            freed.push(upstream::close(&mut p.conns, ui));
         }
     }
-
-    /// Refuses at `at` (see [`RefuseAt`]) with `status`, per `block_action`.
-    pub(super) fn refuse_at(&mut self, ci: ClientId, at: RefuseAt, status: u16, kind: Refusal) {
-        match at {
-            RefuseAt::Connection => self.refuse(ci, status, kind),
-            RefuseAt::Exchange(id) => self.refuse_exchange(id, status, kind),
-            RefuseAt::Stream(stream) => self.refuse_stream(ci, stream, status, kind),
-        }
+    for id in closed.exchanges {
+        freed.push(drop_exchange(p, id));
     }
+    freed
+}
 
-    /// Refuses the request on HTTP/2 stream `stream`, which has no exchange, per
-    /// `block_action`: `reply` answers `status` on the stream, and a block (as on HTTP/1.1)
-    /// also ends the connection with GOAWAY after the streams in flight; `drop` closes the
-    /// connection with nothing more sent.
-    fn refuse_stream(&mut self, ci: ClientId, stream: u32, status: u16, kind: Refusal) {
-        if !self.block_action(kind).reply {
-            return self.drop_response(ci, kind);
-        }
-        let (rt, date) = (self.rt.clone(), self.date.now().to_string());
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        let page = Reply::status_page(status, &rt.error_pages);
-        if let Codec::H3(_) = &c.codec {
-            super::client::codec::reply(c, stream, &page, ReplyTo::default(), &date, false);
-            self.worker_metrics().count_status(status);
-            self.dirty.push_back(client_token(ci));
-            return;
-        }
-        let Codec::H2(h2) = &mut c.codec else {
-            return;
-        };
-        h2.reply(stream, &page, &date, false);
-        if kind == Refusal::Attack {
-            h2.conn.go_away();
-        }
-        h2.flush_into(&mut c.out);
-        self.worker_metrics().count_status(status);
-        self.dirty.push_back(client_token(ci));
-    }
+/// Answers exchange `id` with a response of the proxy's own and finishes it.
+pub(super) fn answer(p: &mut Parts<'_>, id: ExchangeId, reply: Reply<'_>, close: bool) -> Freed {
+    let (status, bytes) = write_reply(p, id, &reply, close);
+    finish(p, id, Outcome::local(status, bytes, close))
+}
 
-    fn block_action(&self, kind: Refusal) -> config::BlockAction {
-        match kind {
-            Refusal::Error => self.rt.config.block_action.error,
-            Refusal::Attack => self.rt.config.block_action.attack,
-        }
-    }
-
-    /// `block_action ... drop`: nothing more is sent and nothing more is served. The client
-    /// is gone: the connection closes when this drive settles, every exchange of it ends
-    /// there (on HTTP/2, the other streams too, and requests read in the same pass are not
-    /// routed: `process_h2`), and a dropped attacker gets a reset, not a polite FIN.
-    pub(super) fn drop_response(&mut self, ci: ClientId, kind: Refusal) {
-        let Some(c) = self.clients.get_mut(ci) else {
-            return;
-        };
-        c.out.clear();
-        // Errors too, as Tempesta resets for both (fw/http.c, `tfw_h1_error_resp`: a drop
-        // is T_BLOCK_WITH_RST); and no close_notify over TLS, which a client reads as an
-        // orderly end (`settle_client` resets).
-        c.end.drop_with_reset(match kind {
-            Refusal::Attack => CloseReason::Frang,
-            Refusal::Error => CloseReason::Server,
+/// Answers exchange `id`, whose upstream side is `forward`, with a stored entry (a stale
+/// one instead of an error, or the one a 304 refreshed) and finishes it; `upstream_end`
+/// is what is known of the upstream connection (None: abandoned, or closed already).
+pub(super) fn answer_stored(
+    p: &mut Parts<'_>,
+    (id, forward): (ExchangeId, Box<Forward>),
+    entry: &Arc<cache::Entry>,
+    upstream_end: Option<UpstreamEnd>,
+) -> Freed {
+    let close = p.exchanges.get(id).is_none_or(|ex| !ex.keep_alive);
+    let answer = forward
+        .fill
+        .as_ref()
+        .map_or(cache::Answer::Stored(cache::ReplyKind::Full), |f| {
+            f.answer(entry)
         });
-        let _ = socket2::SockRef::from(&c.sock).set_linger(Some(std::time::Duration::ZERO));
-    }
+    let (status, bytes) = write_reply(p, id, &Reply::Stored { entry, answer }, close);
+    let outcome = Outcome {
+        upstream_end,
+        forward: Some(forward),
+        ..Outcome::local(status, bytes, close)
+    };
+    finish(p, id, outcome)
+}
 
-    /// Counts the time `forward`'s server took to answer in its group's histogram; returns
-    /// it for the access log.
-    fn record_upstream_time(&self, forward: Option<&Forward>) -> Option<std::time::Duration> {
-        let f = forward?;
-        let d = f.upstream_time?;
-        if let Some(group) = self.rt.groups.get(f.group) {
-            self.metrics()
-                .upstream
-                .record_response(self.id, &group.name, d);
+/// Answers exchange `id` from `entry` (a 304 to a revalidation, or a stale entry instead of
+/// an error) and finishes it; its upstream connection is pooled if the response was complete
+/// (`upstream_done`), else closed. None: the exchange is gone or has no upstream side.
+pub(super) fn answer_from_cache(
+    p: &mut Parts<'_>,
+    id: ExchangeId,
+    entry: &Arc<cache::Entry>,
+    upstream_done: bool,
+) -> Option<Freed> {
+    let forward = p.exchanges.get_mut(id)?.take_forward()?;
+    let end = forward.upstream_end(upstream_done);
+    Some(answer_stored(p, (id, forward), entry, Some(end)))
+}
+
+/// Writes `reply` to exchange `id`'s client; returns the status and body bytes sent.
+pub(super) fn write_reply(
+    p: &mut Parts<'_>,
+    id: ExchangeId,
+    reply: &Reply<'_>,
+    close: bool,
+) -> (u16, u64) {
+    let status = reply.status();
+    let page;
+    let reply = match reply {
+        Reply::Status(status) => {
+            page = Reply::status_page(*status, &p.rt.error_pages);
+            &page
         }
-        Some(d)
-    }
+        other => other,
+    };
+    let Some(ex) = p.exchanges.get(id) else {
+        return (status, 0);
+    };
+    let to = ReplyTo {
+        http10: h1::is_http10(&ex.request),
+        close,
+    };
+    let (stream, head_only) = (ex.stream, ex.request.method() == http1::Method::Head);
+    let Some(ci) = p.exchanges.client_of(id, p.clients) else {
+        return (status, 0);
+    };
+    let date = match reply {
+        Reply::Redirect { .. } | Reply::Local(_) => p.date.now(),
+        _ => "",
+    };
+    let Some(c) = p.clients.get_mut(ci) else {
+        return (status, 0);
+    };
+    let bytes = codec::reply(c, stream, reply, to, date, head_only);
+    (status, bytes)
+}
 
-    /// Notes in exchange `id`'s access log record (when the log is on) what the cache did.
-    pub(super) fn log_cache_status(&mut self, id: ExchangeId, status: CacheStatus) {
-        if let Some(log) = self.exchanges.get_mut(id).and_then(|ex| ex.log.as_mut()) {
-            log.cache = Some(status);
+/// Refuses exchange `id` per `block_action` (reply, or drop; an attack drop resets the
+/// connection) and closes the connection after it.
+pub(super) fn refuse_exchange(
+    p: &mut Parts<'_>,
+    id: ExchangeId,
+    status: u16,
+    kind: Refusal,
+) -> Freed {
+    if refuse::block_action(p.rt, kind).reply {
+        let (status, bytes) = write_reply(p, id, &Reply::Status(status), true);
+        return finish(p, id, Outcome::local(status, bytes, true));
+    }
+    if let Some(ci) = p.exchanges.client_of(id, p.clients) {
+        refuse::drop_response(p.clients, ci, kind);
+    }
+    finish(p, id, Outcome::local(0, 0, true))
+}
+
+/// Refuses at `at` (see [`RefuseAt`]) with `status`, per `block_action`.
+pub(super) fn refuse_at(
+    p: &mut Parts<'_>,
+    ci: ClientId,
+    at: RefuseAt,
+    status: u16,
+    kind: Refusal,
+) -> Freed {
+    match at {
+        RefuseAt::Connection => {
+            let (clients, answering) = p.refusing();
+            refuse::refuse(clients, answering, (ci, status, kind));
+        }
+        RefuseAt::Exchange(id) => return refuse_exchange(p, id, status, kind),
+        RefuseAt::Stream(stream) => {
+            let (clients, answering) = p.refusing();
+            refuse::refuse_stream(clients, answering, (ci, stream), (status, kind));
         }
     }
+    Freed(None)
+}
 
-    pub(super) fn access_log(
-        &self,
-        request: Option<&AccessRecord>,
-        vhost: &str,
-        (status, bytes): (u16, u64),
-        upstream_time: Option<std::time::Duration>,
-    ) {
-        let Some(request) = request else { return };
-        let entry = crate::access_log::Entry {
-            request,
-            vhost,
-            status,
-            bytes,
-            time: std::time::SystemTime::now(),
-            duration: request.started.elapsed(),
-            upstream_time,
+/// Answers `status` for exchange `id`, whose group gave `forward` no response: a stale
+/// entry if `cache_use_stale` allows one, else the error page.
+pub(super) fn answer_failure(
+    p: &mut Parts<'_>,
+    (id, mut forward): (ExchangeId, Box<Forward>),
+    status: u16,
+) -> Freed {
+    let Some(ex) = p.exchanges.get(id) else {
+        return Freed(None);
+    };
+    let close = !ex.keep_alive;
+    if let Some(entry) = forward.fill.as_mut().and_then(|f| f.stale_instead(status)) {
+        // The connection that failed is closed already.
+        log_cache_status(p.exchanges, id, CacheStatus::Stale);
+        return answer_stored(p, (id, forward), &entry, None);
+    }
+    let (status, bytes) = write_reply(p, id, &Reply::Status(status), close);
+    let outcome = Outcome {
+        forward: Some(forward),
+        ..Outcome::local(status, bytes, close)
+    };
+    finish(p, id, outcome)
+}
+
+/// A request of client `ci` was malformed or over a limit; it is refused at `at`.
+pub(super) fn parse_refused(
+    p: &mut Parts<'_>,
+    ci: ClientId,
+    at: RefuseAt,
+    e: &http1::ParseError,
+) -> Freed {
+    // A size limit set by frang_limits is a frang block (403, `block_action attack`,
+    // ip_block), as in Tempesta; the parser's own defaults are plain errors.
+    if let Some(limit) = limits::frang_limit_of(&p.rt.config, e)
+        .filter(|_| !super::tier_hop::peer_client(p.clients, p.rt, ci))
+    {
+        let v = Violation {
+            limit,
+            detail: e.to_string(),
+            status: crate::frang::FRANG_BLOCK_STATUS,
         };
-        crate::access_log::write(&self.rt.config.access_log, &entry);
+        return frang_violation(p, ci, at, &v);
     }
+    crate::metrics::bump(&p.conns.metrics.parse_errors);
+    if p.rt.config.block_action.error.log {
+        let peer = p.clients.get(ci).map(|c| c.peer);
+        crate::warn!("refused request from {:?}: {} ({})", peer, e, e.status());
+    }
+    refuse_at(p, ci, at, e.status(), Refusal::Error)
+}
 
-    /// Ends client `ci`'s tunnel for `end`: both connections close (tunnel.rs).
-    pub(super) fn close_tunnel(&mut self, ci: ClientId, end: crate::metrics_tunnel::TunnelEnd) {
-        if let Some(why) = super::tunnel::end(&mut self.clients, ci, end) {
-            self.close_client(ci, why);
-        }
+/// Counts the time `forward`'s server took to answer in its group's histogram; returns
+/// it for the access log.
+fn record_upstream_time(p: &Parts<'_>, forward: Option<&Forward>) -> Option<std::time::Duration> {
+    let f = forward?;
+    let d = f.upstream_time?;
+    if let Some(group) = p.rt.groups.get(f.group) {
+        (p.conns.metrics.upstream).record_response(p.worker, &group.name, d);
     }
+    Some(d)
+}
+
+/// Notes in exchange `id`'s access log record (when the log is on) what the cache did.
+pub(super) fn log_cache_status(exchanges: &mut Exchanges, id: ExchangeId, status: CacheStatus) {
+    if let Some(log) = exchanges.get_mut(id).and_then(|ex| ex.log.as_mut()) {
+        log.cache = Some(status);
+    }
+}
+
+fn access_log(
+    rt: &Runtime,
+    request: Option<&AccessRecord>,
+    vhost: &str,
+    (status, bytes): (u16, u64),
+    upstream_time: Option<std::time::Duration>,
+) {
+    let Some(request) = request else { return };
+    let entry = crate::access_log::Entry {
+        request,
+        vhost,
+        status,
+        bytes,
+        time: std::time::SystemTime::now(),
+        duration: request.started.elapsed(),
+        upstream_time,
+    };
+    crate::access_log::write(&rt.config.access_log, &entry);
 }

@@ -11,7 +11,6 @@ use super::caching::Fill;
 use super::client::ClientId;
 use super::exchange::{ExchangeId, Facts, Forward, Receiving, Sending, Stage, TierFallback};
 use super::finish::Refusal;
-use super::h1::Reply;
 use super::h2_origin;
 use super::token::{client_token, upstream_token};
 use super::upstream::groups::{self, request_key, Pick};
@@ -371,23 +370,8 @@ impl Worker {
             let TierFallback { pass, validators } = *fallback;
             return self.forward_via(id, pass, forward.fill.take(), validators, None);
         }
-        let Some(ex) = self.exchanges.get(id) else {
-            return;
-        };
-        let close = !ex.keep_alive;
-        if let Some(entry) = forward.fill.as_mut().and_then(|f| f.stale_instead(status)) {
-            // The connection that failed is closed already.
-            self.log_cache_status(id, crate::access_log::CacheStatus::Stale);
-            return self.answer_stored(id, forward, &entry, None);
-        }
-        let (status, bytes) = self.write_reply(id, &Reply::Status(status), close);
-        self.finish(
-            id,
-            super::finish::Outcome {
-                forward: Some(forward),
-                ..super::finish::Outcome::local(status, bytes, close)
-            },
-        );
+        let freed = super::finish::answer_failure(&mut self.ends(), (id, forward), status);
+        self.serve_freed(freed);
     }
 
     /// Gives freed capacity of `group` to its first waiting exchange (one still queued).

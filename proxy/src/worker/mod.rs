@@ -4,6 +4,7 @@
 
 mod background;
 mod caching;
+mod chain;
 mod client;
 mod drain;
 mod exchange;
@@ -57,6 +58,7 @@ use mio::{Events, Poll, Token, Waker};
 
 use crate::buf::BufPool;
 use crate::close_reason::CloseReason;
+use crate::frang;
 use crate::metrics::{bump, Metrics, WorkerMetrics};
 use crate::runtime::Runtime;
 use crate::timers::{Timers, ACCEPT_RETRY};
@@ -64,9 +66,8 @@ use crate::timers::{Timers, ACCEPT_RETRY};
 use client::{ClientId, Clients};
 use exchange::{ExchangeId, Exchanges, TimerDue};
 use upstream::groups::GroupState;
-use upstream::{UpPhase, UpstreamId};
 
-use token::{client_token, upstream_token};
+use token::client_token;
 use token::{kind, Kind, LISTENER_BASE, WAKER};
 
 pub struct Worker {
@@ -455,65 +456,6 @@ impl Worker {
         )
     }
 
-    /// Moves client `ci` forward as far as its socket allows: its tunnel, or its handshake
-    /// and then rounds of read, frang's count, its requests (route.rs), write.
-    fn drive_client(&mut self, ci: ClientId) {
-        let Some(c) = self.clients.get(ci) else {
-            return;
-        };
-        if let client::codec::Codec::H3(_) = c.codec {
-            return self.drive_h3(ci);
-        }
-        if c.codec.h1().is_some_and(|h1| h1.tunnel().is_some()) {
-            let io = tunnel::TunnelIo {
-                clients: &mut self.clients,
-                upstreams: &mut self.upstreams,
-                bufs: &mut self.bufs,
-                dirty: &mut self.dirty,
-                metrics: &self.shared.metrics.tunnels,
-            };
-            if let Some(end) = tunnel::drive(io, ci) {
-                self.close_tunnel(ci, end);
-            }
-            return;
-        }
-        if matches!(c.stage, client::Stage::Handshake(_)) {
-            match client::handshake(&mut self.client_conns().0, ci) {
-                client::Handshake::Open { h2: true } => {
-                    h2_serve::start(&mut self.h2_parts(), ci, request::Scheme::Https)
-                }
-                client::Handshake::Open { h2: false } => {}
-                client::Handshake::Pending => return,
-                client::Handshake::Close(why) => return self.close_client(ci, why),
-            }
-        }
-        for _ in 0..64 {
-            let read =
-                |c: &mut client::Client| client::read(c, ci, &mut self.bufs, &mut self.dirty);
-            let mut progressed = self.clients.get_mut(ci).is_some_and(read);
-            if progressed {
-                let parts = (&mut self.clients, &mut self.exchanges, &mut self.timers);
-                match limits::account_read(parts, &self.rt, ci, self.now) {
-                    limits::ReadVerdict::Within => {}
-                    limits::ReadVerdict::Reset(v) => self.refuse_connection(ci, &v),
-                    limits::ReadVerdict::Refuse(at, v) => self.frang_violation(ci, at, &v),
-                }
-            }
-            progressed |= self.process_client(ci);
-            progressed |= self.flush_client(ci);
-            if !self.clients.contains(ci) {
-                return;
-            }
-            if !progressed {
-                self.account_memory(ci);
-                return self.settle_client(ci);
-            }
-        }
-        self.account_memory(ci);
-        // Still moving after a full round: come back after the others (edge-triggered).
-        self.dirty.push_back(client_token(ci));
-    }
-
     /// The parts a client connection's life touches (client/conn.rs), and the poll registry.
     fn client_conns(&mut self) -> (client::Conns<'_>, &mio::Registry) {
         let metrics = &self.shared.metrics;
@@ -529,61 +471,116 @@ impl Worker {
         (conns, self.poll.registry())
     }
 
-    /// Drives upstream connection `ui` for what it is in: a tunnel's half (its client drives
-    /// it), a connect in progress, a health check, or an exchange's response to relay.
-    fn drive_upstream(&mut self, ui: UpstreamId) {
-        let Some(u) = self.upstreams.get(ui) else {
+    /// The parts ending an exchange touches (finish.rs).
+    fn ends(&mut self) -> finish::Parts<'_> {
+        let conns = upstream::Conns {
+            upstreams: &mut self.upstreams,
+            groups: &mut self.groups,
+            timers: &mut self.timers,
+            bufs: &mut self.bufs,
+            rt_gen: self.rt_gen,
+            metrics: &self.shared.metrics,
+        };
+        finish::Parts {
+            clients: &mut self.clients,
+            exchanges: &mut self.exchanges,
+            conns,
+            dirty: &mut self.dirty,
+            rt: &self.rt,
+            cache: &self.shared.cache,
+            date: &mut self.date,
+            now: self.now,
+            worker: self.id,
+        }
+    }
+
+    /// Ends exchange `id` with `outcome` (finish.rs).
+    fn finish(&mut self, id: ExchangeId, outcome: finish::Outcome) {
+        let freed = finish::finish(&mut self.ends(), id, outcome);
+        self.serve_freed(freed);
+    }
+
+    /// Answers exchange `id` with a response of the proxy's own and finishes it.
+    fn answer(&mut self, id: ExchangeId, reply: h1::Reply<'_>, close: bool) {
+        let freed = finish::answer(&mut self.ends(), id, reply, close);
+        self.serve_freed(freed);
+    }
+
+    /// Forgets exchange `id`, whose client is gone (finish.rs).
+    fn drop_exchange(&mut self, id: ExchangeId) {
+        let freed = finish::drop_exchange(&mut self.ends(), id);
+        self.serve_freed(freed);
+    }
+
+    /// Refuses exchange `id` per `block_action` (finish.rs).
+    fn refuse_exchange(&mut self, id: ExchangeId, status: u16, kind: finish::Refusal) {
+        let freed = finish::refuse_exchange(&mut self.ends(), id, status, kind);
+        self.serve_freed(freed);
+    }
+
+    /// Records and answers a violation by client `ci`, refused at `at` (finish.rs).
+    fn frang_violation(&mut self, ci: ClientId, at: finish::RefuseAt, v: &frang::Violation) {
+        let freed = finish::frang_violation(&mut self.ends(), ci, at, v);
+        self.serve_freed(freed);
+    }
+
+    /// Closes client connection `ci`, with close_notify (TLS) unless the client closed first.
+    fn close_client(&mut self, ci: ClientId, why: CloseReason) {
+        self.end_client(ci, why, true);
+    }
+
+    /// Cuts client connection `ci` with a reset: no close_notify and no FIN, which a reader
+    /// of a close-delimited body would take for its clean end (RFC 9112 §8); what was not
+    /// sent yet is dropped.
+    fn reset_client(&mut self, ci: ClientId, why: CloseReason) {
+        self.end_client(ci, why, false);
+    }
+
+    fn end_client(&mut self, ci: ClientId, why: CloseReason, orderly: bool) {
+        quic::closing(&mut self.quic, &mut self.clients, ci, self.now);
+        for freed in finish::end_client(&mut self.ends(), ci, why, orderly) {
+            self.serve_freed(freed);
+        }
+    }
+
+    /// Client `ci`'s timer entry of generation `gen` came due: acts on what it is due for.
+    fn client_timer(&mut self, ci: ClientId, gen: u64, now: Instant) {
+        let Some(due) = self.clients.timer_due(&mut self.timers, ci, gen, now) else {
             return;
         };
-        if let UpPhase::Tunnel { client, client_id } = u.phase {
-            return self.drive_tunnel_upstream(ui, (client, client_id));
-        }
-        let connecting = matches!(u.phase, UpPhase::Connecting | UpPhase::Probe);
-        if u.h2.is_some() && self.drive_h2(ui) {
-            return;
-        }
-        if connecting && !self.settle_connect(ui) {
-            return;
-        }
-        if (self.upstreams.get(ui)).is_some_and(|u| u.phase == UpPhase::Checking) {
-            return match self.checks().drive(ui) {
-                health::Checked::Judged(freed) => self.serve_freed(freed),
-                health::Checked::Waiting => {}
-                health::Checked::Again => self.dirty.push_back(upstream_token(ui)),
-            };
-        }
-        for _ in 0..64 {
-            let mut progressed = self.flush_upstream(ui);
-            progressed |= upstream::read_at(&mut self.upstreams, &mut self.bufs, ui);
-            let Some(u) = self.upstreams.get(ui) else {
-                return;
-            };
-            if let UpPhase::Tunnel { client, client_id } = u.phase {
-                // The response just relayed was a 101: the rest is the tunnel's.
-                return self.drive_tunnel_upstream(ui, (client, client_id));
-            }
-            let Some(id) = u.exchange else {
-                // An idle pooled connection that becomes readable was closed by the server
-                // (or sent something unasked): it cannot be used again.
-                if u.peer_closed || u.rbuf.as_ref().is_some_and(|b| !b.is_empty()) {
-                    self.close_upstream(ui);
+        match due {
+            client::Due::Handshake => self.handshake_deadline_due(ci, now),
+            // A slowloris head (client_header_timeout) is cut by frang; otherwise this is an
+            // idle keep-alive client.
+            client::Due::Head => match self.clients.head_deadline(&mut self.timers, ci, now) {
+                limits::Deadline::None => self.close_client(ci, CloseReason::IdleTimeout),
+                limits::Deadline::Pending => {}
+                limits::Deadline::Passed(limit) => self.deadline_violation(ci, None, limit),
+            },
+            client::Due::Drain => self.close_client(ci, CloseReason::Error),
+            client::Due::H2 => self.h2_timer(ci, now),
+            client::Due::H3 => {
+                // A QUIC handshake cut at its deadline counts as a TCP one does.
+                if let Some(ip) = quic::timeout(&mut self.quic, &mut self.clients, ci, now) {
+                    let _ = self.rt.frang.on_tls_incomplete(ip, now);
                 }
-                return;
-            };
-            if self.relay_response(id, ui) {
-                // Bytes for the client: flush them from its side.
-                if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
-                    self.dirty.push_back(client_token(ci));
-                }
-                progressed = true;
+                self.drive_client(ci);
             }
-            if !progressed || !self.upstreams.contains(ui) {
-                return;
+            client::Due::Tunnel => {
+                let parts = (&mut self.clients, &mut self.timers);
+                let timeout = self.rt.config.client_ws_timeout;
+                if let Some(end) = tunnel::timer(parts, timeout, ci, now) {
+                    self.close_tunnel(ci, end);
+                }
             }
         }
-        // Still moving after a full round: let other connections run, then come back (with
-        // edge-triggered readiness no new event would arrive for bytes already waiting).
-        self.dirty.push_back(upstream_token(ui));
+    }
+
+    /// Ends client `ci`'s tunnel for `end`: both connections close (tunnel.rs).
+    fn close_tunnel(&mut self, ci: ClientId, end: crate::metrics_tunnel::TunnelEnd) {
+        if let Some(why) = tunnel::end(&mut self.clients, ci, end) {
+            self.close_client(ci, why);
+        }
     }
 
     fn metrics(&self) -> &Metrics {

@@ -7,25 +7,28 @@ use std::time::{Duration, Instant};
 use http1::ParseError;
 
 use super::caching::CacheStep;
+use super::chain::Routed;
 use super::client::codec::Codec;
-use super::client::ClientId;
 use super::client::Stage as ConnStage;
+use super::client::{self, ClientId};
 use super::exchange::{Arrival, ExchangeId, TierFallback};
-use super::finish::{Refusal, RefuseAt};
+use super::finish::{self, Refusal, RefuseAt};
 use super::h1::{ConnState, Parsed, Reply};
 use super::h2::Unservable;
 use super::h2_serve::{self, Due, Next, StreamRefused};
 use super::limits;
-use super::request::{Request, Scheme};
+use super::request::{self, Request, Scheme};
 use super::request_body::{self, Pumped};
-use super::tier_hop::{from_peer, peer_client, tier_owner};
+use super::tier_hop::{from_peer, tier_owner};
 use super::token::client_token;
+use super::tunnel;
 use super::websocket::Upgrade;
 use super::Worker;
 use crate::close_reason::CloseReason;
-use crate::fleet::tier::{HOP_FIELD, PROBE};
+use crate::fleet::tier::HOP_FIELD;
+use crate::frang;
 use crate::metrics::{bump, WorkerMetrics};
-use crate::router::{CacheOverride, RequestView, Route};
+use crate::router::{CacheOverride, Route};
 use crate::transport::Transport;
 
 impl Worker {
@@ -118,33 +121,151 @@ impl Worker {
                 self.enter_request(ci, (0, keep_alive, RefuseAt::Connection), request);
             }
             Parsed::Partial => return false,
-            Parsed::TooLarge => self.refuse(ci, 431, Refusal::Error),
+            Parsed::TooLarge => {
+                let at = RefuseAt::Connection;
+                let _ = finish::refuse_at(&mut self.ends(), ci, at, 431, Refusal::Error);
+            }
             Parsed::Invalid(e) => self.parse_refused(ci, RefuseAt::Connection, &e),
         }
         true
     }
 
-    /// A request was malformed or over a limit; it is refused at `at`.
-    pub(super) fn parse_refused(&mut self, ci: ClientId, at: RefuseAt, e: &ParseError) {
-        // A size limit set by frang_limits is a frang block (403, `block_action attack`,
-        // ip_block), as in Tempesta; the parser's own defaults are plain errors.
-        if let Some(limit) = limits::frang_limit_of(&self.rt.config, e)
-            .filter(|_| !peer_client(&self.clients, &self.rt, ci))
-        {
-            let v = crate::frang::Violation {
-                limit,
-                detail: e.to_string(),
-                status: crate::frang::FRANG_BLOCK_STATUS,
+    /// Moves client `ci` forward as far as its socket allows: its tunnel, or its handshake
+    /// and then rounds of read, frang's count, its requests (route.rs), write.
+    pub(super) fn drive_client(&mut self, ci: ClientId) {
+        let Some(c) = self.clients.get(ci) else {
+            return;
+        };
+        if let client::codec::Codec::H3(_) = c.codec {
+            return self.drive_h3(ci);
+        }
+        if c.codec.h1().is_some_and(|h1| h1.tunnel().is_some()) {
+            let io = tunnel::TunnelIo {
+                clients: &mut self.clients,
+                upstreams: &mut self.upstreams,
+                bufs: &mut self.bufs,
+                dirty: &mut self.dirty,
+                metrics: &self.shared.metrics.tunnels,
             };
-            self.frang_violation(ci, at, &v);
+            if let Some(end) = tunnel::drive(io, ci) {
+                self.close_tunnel(ci, end);
+            }
             return;
         }
-        bump(&self.metrics().parse_errors);
-        if self.rt.config.block_action.error.log {
-            let peer = self.clients.get(ci).map(|c| c.peer);
-            crate::warn!("refused request from {:?}: {} ({})", peer, e, e.status());
+        if matches!(c.stage, client::Stage::Handshake(_)) {
+            match client::handshake(&mut self.client_conns().0, ci) {
+                client::Handshake::Open { h2: true } => {
+                    h2_serve::start(&mut self.h2_parts(), ci, request::Scheme::Https)
+                }
+                client::Handshake::Open { h2: false } => {}
+                client::Handshake::Pending => return,
+                client::Handshake::Close(why) => return self.close_client(ci, why),
+            }
         }
-        self.refuse_at(ci, at, e.status(), Refusal::Error);
+        for _ in 0..64 {
+            let read =
+                |c: &mut client::Client| client::read(c, ci, &mut self.bufs, &mut self.dirty);
+            let mut progressed = self.clients.get_mut(ci).is_some_and(read);
+            if progressed {
+                let parts = (&mut self.clients, &mut self.exchanges, &mut self.timers);
+                match limits::account_read(parts, &self.rt, ci, self.now) {
+                    limits::ReadVerdict::Within => {}
+                    limits::ReadVerdict::Reset(v) => self.refuse_connection(ci, &v),
+                    limits::ReadVerdict::Refuse(at, v) => self.frang_violation(ci, at, &v),
+                }
+            }
+            progressed |= self.process_client(ci);
+            progressed |= self.flush_client(ci);
+            if !self.clients.contains(ci) {
+                return;
+            }
+            if !progressed {
+                self.account_memory(ci);
+                return self.settle_client(ci);
+            }
+        }
+        self.account_memory(ci);
+        // Still moving after a full round: come back after the others (edge-triggered).
+        self.dirty.push_back(client_token(ci));
+    }
+
+    /// Client `ci`'s handshake deadline came due: process what already arrived, then cut
+    /// the handshake unless that finished it or moved it (which re-armed the deadline).
+    pub(super) fn handshake_deadline_due(&mut self, ci: ClientId, now: Instant) {
+        let Some(gen) = self.clients.get(ci).map(|c| c.timer_gen) else {
+            return;
+        };
+        self.drive_client(ci);
+        let Some((ip, state)) = self.clients.handshake_overdue(ci, gen) else {
+            return;
+        };
+        self.metrics().count_handshake_timeout(state);
+        bump(&self.metrics().handshakes_failed);
+        let _ = self.rt.frang.on_tls_incomplete(ip, now);
+        self.close_client(ci, CloseReason::HandshakeTimeout);
+    }
+
+    /// Client `ci`'s head (`id` None) or exchange `id`'s body missed its deadline for `limit`.
+    pub(super) fn deadline_violation(
+        &mut self,
+        ci: ClientId,
+        id: Option<ExchangeId>,
+        limit: &'static str,
+    ) {
+        self.frang_violation(ci, id.into(), &limits::deadline_passed(limit));
+        self.flush_client(ci);
+        self.close_client(ci, CloseReason::Frang);
+    }
+
+    /// Exchange `id`'s timer fired while its body was arriving.
+    pub(super) fn body_deadline(&mut self, id: ExchangeId, now: Instant) {
+        let deadline = self.exchanges.body_deadline(&mut self.timers, id, now);
+        let limits::Deadline::Passed(limit) = deadline else {
+            return;
+        };
+        if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
+            self.deadline_violation(ci, Some(id), limit);
+        }
+    }
+
+    /// Resets client `ci` for `v`, a refusal of the connection itself (a `tft` limit on its
+    /// records).
+    pub(super) fn refuse_connection(&mut self, ci: ClientId, v: &frang::Violation) {
+        let Some(ip) = self.clients.get(ci).map(|c| c.peer.ip()) else {
+            return;
+        };
+        limits::note_block((&self.rt, self.metrics()), ip, v, "-");
+        self.reset_client(ci, CloseReason::Frang);
+    }
+
+    /// After a receive pass of client `ci`: its held bytes join its address's total
+    /// (`client_mem`); over the hard limit the connection is reset as a block.
+    pub(super) fn account_memory(&mut self, ci: ClientId) {
+        let Some(c) = self.clients.get_mut(ci) else {
+            return;
+        };
+        if let Err(v) = c.account_memory(self.now) {
+            let ip = c.peer.ip();
+            limits::note_block((&self.rt, self.metrics()), ip, &v, "-");
+            client::refuse::drop_response(&mut self.clients, ci, finish::Refusal::Attack);
+            self.close_client(ci, CloseReason::Frang);
+        }
+    }
+
+    /// After driving client `ci`: close it if it is finished (client/conn.rs `settle`).
+    pub(super) fn settle_client(&mut self, ci: ClientId) {
+        let last_call_over = super::drain::last_call_over(self.draining);
+        match client::settle(&mut self.clients, &mut self.bufs, ci, last_call_over) {
+            Some((why, true)) => self.reset_client(ci, why),
+            Some((why, false)) => self.close_client(ci, why),
+            None => {}
+        }
+    }
+
+    /// A request was malformed or over a limit; it is refused at `at` (finish.rs).
+    pub(super) fn parse_refused(&mut self, ci: ClientId, at: RefuseAt, e: &ParseError) {
+        let freed = finish::parse_refused(&mut self.ends(), ci, at, e);
+        self.serve_freed(freed);
     }
 
     /// The parts serving an HTTP/2 connection touches (h2_serve.rs).
@@ -189,7 +310,7 @@ impl Worker {
         }
         moved |= h2_serve::pump(&mut self.h2_parts(), ci);
         if h2_serve::end_pass(&mut self.h2_parts(), ci, now) {
-            self.drop_response(ci, Refusal::Attack);
+            super::client::refuse::drop_response(&mut self.clients, ci, Refusal::Attack);
         }
         h2_serve::arm_timer((&mut self.clients, &mut self.timers, &self.rt), ci);
         moved
@@ -235,7 +356,7 @@ impl Worker {
     /// Client `ci` read nothing for `h2_stall_timeout` (`h2_floods::output_stalled`): reset
     /// it; its streams end with it (their upstream requests are cancelled).
     fn reset_stalled(&mut self, ci: ClientId) {
-        self.drop_response(ci, Refusal::Attack);
+        super::client::refuse::drop_response(&mut self.clients, ci, Refusal::Attack);
         let dropped = self.clients.get_mut(ci).map(|c| c.codec.reset());
         for id in dropped.unwrap_or_default() {
             self.drop_exchange(id);
@@ -283,131 +404,16 @@ impl Worker {
         }
     }
 
-    /// Applies `http_chain` to exchange `id`.
+    /// Applies `http_chain` to exchange `id` (chain.rs); a request routed to a vhost goes
+    /// on through the sticky cookie's gate to be served.
     pub(super) fn route(&mut self, id: ExchangeId) {
-        let rt = self.rt.clone();
-        let Some(ex) = self.exchanges.get(id) else {
-            return;
-        };
-        if !forwarded_for_is_address(&ex.request) {
-            return self.refuse_forwarded_for(id);
-        }
-        // A cache tier peer's probe (`fleet::tier::PROBE`): this node is alive and answers.
-        if ex.tier_hop && ex.request.header(HOP_FIELD) == Some(PROBE) {
-            let page = super::h1::LocalPage {
-                status: 204,
-                fields: &[],
-                body: &[],
-            };
-            return self.answer(id, Reply::Local(page), !ex.keep_alive);
-        }
-        // HTTP-01 (crate::acme): the ACME server asks a plain listener, whatever the chain says.
-        if ex.request.scheme() == Scheme::Http {
-            if let Some(body) = crate::acme::challenge_answer(ex.request.path()) {
-                let close = !ex.keep_alive || ex.request.has_body();
-                let page = super::h1::LocalPage {
-                    status: 200,
-                    fields: &[],
-                    body: &body,
-                };
-                return self.answer(id, Reply::Local(page), close);
-            }
-        }
-        match rt.router.route(&ex.request) {
-            Route::NoMatch => self.refuse_unrouted(id),
-            Route::Block => {
-                self.note_chain_refusal(id, "http_chain", rt.config.block_action.attack.log);
-                self.refuse_exchange(id, 403, Refusal::Attack);
-            }
-            Route::Redirect { status, url } => {
-                // `$host` keeps the port the client used.
-                let host = String::from_utf8_lossy(ex.request.authority().unwrap_or(b""));
-                let uri = String::from_utf8_lossy(ex.request.uri());
-                let location = url.render(&host, &uri);
-                let close = !ex.keep_alive || ex.request.has_body();
-                self.answer(
-                    id,
-                    Reply::Redirect {
-                        status,
-                        location: &location,
-                    },
-                    close,
-                );
-            }
-            Route::Vhost { vhost, cache } => {
-                let location = rt
-                    .vhosts
-                    .get(vhost)
-                    .and_then(|v| v.location(ex.request.path()).map(|l| (v, l)))
-                    .and_then(|(v, l)| v.locations.iter().position(|x| std::ptr::eq(x, l)));
-                if let Some(ex) = self.exchanges.get_mut(id) {
-                    ex.vhost = Some(vhost);
-                    ex.location = location;
-                }
+        match super::chain::route(&mut self.ends(), id) {
+            Routed::Ended(freed) => self.serve_freed(freed),
+            Routed::Vhost(cache) => {
                 if self.sticky_gate(id) {
                     self.serve(id, cache);
                 }
             }
-        }
-    }
-
-    /// Exchange `id`'s X-Forwarded-For does not start with an address: as Tempesta's
-    /// "incorrect X-Forwarded-For header" (fw/http.c, `tfw_http_req_client_link`, before the
-    /// request is routed), an error answered 400 with the connection kept, or dropped per
-    /// `block_action error drop`.
-    fn refuse_forwarded_for(&mut self, id: ExchangeId) {
-        bump(&self.metrics().parse_errors);
-        let Some(ex) = self.exchanges.get(id) else {
-            return;
-        };
-        if self.rt.config.block_action.error.log {
-            let peer = self.clients.get(ex.client).map(|c| c.peer);
-            crate::warn!("refused request from {peer:?}: X-Forwarded-For is not an address (400)");
-        }
-        if !self.rt.config.block_action.error.reply {
-            return self.refuse_exchange(id, 400, Refusal::Error);
-        }
-        // An unread body would be taken for the next request.
-        let close = !ex.keep_alive || ex.request.has_body();
-        self.answer(id, Reply::Status(400), close);
-    }
-
-    /// No `http_chain` rule matched exchange `id` (or its chain is empty): as Tempesta's
-    /// "cannot find appropriate virtual host", an error answered 403 whatever `block_action`
-    /// says, the connection kept (fw/http.c, tfw_http_send_err_resp); logged unless
-    /// `block_action error nolog`.
-    fn refuse_unrouted(&mut self, id: ExchangeId) {
-        let log = self.rt.config.block_action.error.log;
-        self.note_chain_refusal(id, "no_vhost", log);
-        let Some(ex) = self.exchanges.get(id) else {
-            return;
-        };
-        // An unread body would be taken for the next request.
-        let close = !ex.keep_alive || ex.request.has_body();
-        self.answer(id, Reply::Status(403), close);
-    }
-
-    /// Counts (`blocks_total{limit}`) and, if `log`, logs a refusal by `http_chain` with the
-    /// client's address, the Host it asked for and the URI.
-    fn note_chain_refusal(&self, id: ExchangeId, limit: &'static str, log: bool) {
-        self.metrics().count_block(limit);
-        let Some(ex) = self.exchanges.get(id) else {
-            return;
-        };
-        if log {
-            // The connection's address, not the access log's record: that one exists only
-            // while the access log is on.
-            let peer = self.clients.get(ex.client).map(|c| c.peer.ip());
-            let what = match limit {
-                "no_vhost" => "no http_chain rule for",
-                _ => "http_chain blocked",
-            };
-            crate::warn!(
-                "{what} {} host {:?} {:?}",
-                peer.map_or_else(String::new, |ip| ip.to_string()),
-                String::from_utf8_lossy(ex.request.host()),
-                String::from_utf8_lossy(ex.request.uri())
-            );
         }
     }
 
@@ -581,13 +587,4 @@ impl Worker {
             }
         }
     }
-}
-
-/// Whether `request` has no X-Forwarded-For or one whose first node is an IP address
-/// (http1's `forwarded_for_address`: why `1.1.1.1.1.1` is refused).
-fn forwarded_for_is_address(request: &Request) -> bool {
-    request
-        .head()
-        .forwarded_for(request.bytes())
-        .is_none_or(|value| http1::forwarded_for_address(value).is_some())
 }

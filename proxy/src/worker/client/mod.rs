@@ -4,8 +4,8 @@
 //! exchange pipeline: what a connection's life means for its exchanges is returned to the
 //! loop. The connections live in `table.rs` ([`Clients`], named by [`ClientId`]); their one
 //! timer is `timer.rs`, the handshake's deadline `handshake_deadline.rs`, the TLS session and
-//! its hand-over `tls.rs`, `client_mem` accounting `mem.rs`, and the codecs the exchange core
-//! writes responses through `codec.rs`.
+//! its hand-over `tls.rs`, `client_mem` accounting `mem.rs`, the codecs the exchange core
+//! writes responses through `codec.rs`, and refusals with no exchange `refuse.rs`.
 
 pub mod codec;
 mod conn;
@@ -13,6 +13,7 @@ mod drain;
 mod end;
 mod handshake_deadline;
 mod mem;
+pub(super) mod refuse;
 mod table;
 mod timer;
 mod tls;

@@ -5,11 +5,16 @@
 //! client back, as HTTP/2's window does.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use super::codec::H3Codec;
+use crate::frang::Violation;
+use crate::runtime::Runtime;
+use crate::timers::Timers;
 use crate::worker::client::codec::Codec;
 use crate::worker::client::{ClientId, Clients};
-use crate::worker::exchange::Exchanges;
+use crate::worker::exchange::{ExchangeId, Exchanges};
+use crate::worker::limits;
 use crate::worker::request_body::{push_chunk, push_last_chunk_with};
 use crate::worker::token::upstream_token;
 use crate::worker::upstream::Upstreams;
@@ -62,4 +67,35 @@ pub fn pump(
         }
     }
     moved
+}
+
+/// Request body bytes on client `ci`'s HTTP/3 stream `stream`: counted by frang, kept for the
+/// stream's exchange (passed on by [`pump`]), whose body deadline starts again. Err: the
+/// exchange broke a frang limit with them.
+pub fn take_data(
+    (clients, exchanges, timers): (&mut Clients, &mut Exchanges, &mut Timers),
+    rt: &Runtime,
+    (ci, stream, now): (ClientId, u32, Instant),
+    (data, end_stream): (Vec<u8>, bool),
+) -> Result<(), (ExchangeId, Violation)> {
+    let Some(Codec::H3(h3)) = clients.get_mut(ci).map(|c| &mut c.codec) else {
+        return Ok(());
+    };
+    let Some(id) = h3.exchange_of(stream) else {
+        return Ok(());
+    };
+    let Some(ex) = exchanges.get_mut(id) else {
+        return Ok(());
+    };
+    let frang = limits::vhost_frang(&rt.config, ex.vhost.unwrap_or(0), ex.location);
+    let chunk = ex
+        .limits
+        .on_body_chunk(now)
+        .and_then(|()| frang.map_or(Ok(()), |l| ex.limits.on_body_bytes(data.len() as u64, l)));
+    chunk.map_err(|v| (id, v))?;
+    let body = &mut h3.stream_mut(stream).body;
+    body.data.extend_from_slice(&data);
+    body.end |= end_stream;
+    exchanges.arm_body_deadline(timers, id, now);
+    Ok(())
 }

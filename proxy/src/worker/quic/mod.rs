@@ -32,7 +32,7 @@ use quinn_proto::{ConnectionHandle, DatagramEvent};
 use super::client::codec::Codec;
 use super::client::{self, ClientId};
 use crate::metrics::Metrics;
-pub use body::pump as pump_bodies;
+pub use body::{pump as pump_bodies, take_data};
 pub use codec::H3Codec;
 pub use conn::{close_blocked, closing, drive, flush, timeout, Work};
 

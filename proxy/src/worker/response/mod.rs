@@ -16,7 +16,9 @@ use super::client::codec::Codec;
 use super::client::{ClientId, Wrote};
 use super::exchange::{ExchangeId, Forward};
 use super::finish::Outcome;
-use super::upstream::UpstreamId;
+use super::health;
+use super::token::{client_token, upstream_token};
+use super::upstream::{self, UpPhase, UpstreamId};
 use super::Worker;
 use crate::close_reason::CloseReason;
 use crate::metrics::bump;
@@ -180,7 +182,10 @@ impl Worker {
             Step::Stale(entry) => return self.answer_from_cache(id, entry, false),
             Step::Complete => self.complete_exchange(id),
             Step::Switch => self.start_tunnel(id, ui),
-            Step::Blocked(violation) => self.block_response(id, &violation),
+            Step::Blocked(violation) => {
+                let freed = super::finish::block_response(&mut self.ends(), id, &violation);
+                self.serve_freed(freed);
+            }
             Step::Broken => {
                 bump(&self.metrics().upstream_errors);
                 self.close_upstream(ui);
@@ -288,18 +293,9 @@ impl Worker {
     /// 304 to a revalidation, or a stale entry instead of an error). The upstream connection
     /// is pooled if its response was complete, else closed. A fill-only exchange is only
     /// finished: the 304 freshened its entry, or the stale entry stays as it was.
-    fn answer_from_cache(
-        &mut self,
-        id: ExchangeId,
-        entry: Arc<cache::Entry>,
-        upstream_done: bool,
-    ) -> bool {
-        let Some(forward) = self.exchanges.get_mut(id).and_then(|ex| ex.take_forward()) else {
-            return false;
-        };
-        let end = forward.upstream_end(upstream_done);
-        self.answer_stored(id, forward, &entry, Some(end));
-        true
+    fn answer_from_cache(&mut self, id: ExchangeId, entry: Arc<cache::Entry>, done: bool) -> bool {
+        let answered = super::finish::answer_from_cache(&mut self.ends(), id, &entry, done);
+        answered.map(|freed| self.serve_freed(freed)).is_some()
     }
 
     /// Part of exchange `id`'s response is out and the rest will not come: the only honest
@@ -422,6 +418,63 @@ impl Worker {
         self.drive_upstream(ui);
     }
 
+    /// Drives upstream connection `ui` for what it is in: a tunnel's half (its client drives
+    /// it), a connect in progress, a health check, or an exchange's response to relay.
+    pub(super) fn drive_upstream(&mut self, ui: UpstreamId) {
+        let Some(u) = self.upstreams.get(ui) else {
+            return;
+        };
+        if let UpPhase::Tunnel { client, client_id } = u.phase {
+            return self.drive_tunnel_upstream(ui, (client, client_id));
+        }
+        let connecting = matches!(u.phase, UpPhase::Connecting | UpPhase::Probe);
+        if u.h2.is_some() && self.drive_h2(ui) {
+            return;
+        }
+        if connecting && !self.settle_connect(ui) {
+            return;
+        }
+        if (self.upstreams.get(ui)).is_some_and(|u| u.phase == UpPhase::Checking) {
+            return match self.checks().drive(ui) {
+                health::Checked::Judged(freed) => self.serve_freed(freed),
+                health::Checked::Waiting => {}
+                health::Checked::Again => self.dirty.push_back(upstream_token(ui)),
+            };
+        }
+        for _ in 0..64 {
+            let mut progressed = self.flush_upstream(ui);
+            progressed |= upstream::read_at(&mut self.upstreams, &mut self.bufs, ui);
+            let Some(u) = self.upstreams.get(ui) else {
+                return;
+            };
+            if let UpPhase::Tunnel { client, client_id } = u.phase {
+                // The response just relayed was a 101: the rest is the tunnel's.
+                return self.drive_tunnel_upstream(ui, (client, client_id));
+            }
+            let Some(id) = u.exchange else {
+                // An idle pooled connection that becomes readable was closed by the server
+                // (or sent something unasked): it cannot be used again.
+                if u.peer_closed || u.rbuf.as_ref().is_some_and(|b| !b.is_empty()) {
+                    self.close_upstream(ui);
+                }
+                return;
+            };
+            if self.relay_response(id, ui) {
+                // Bytes for the client: flush them from its side.
+                if let Some(ci) = self.exchanges.client_of(id, &self.clients) {
+                    self.dirty.push_back(client_token(ci));
+                }
+                progressed = true;
+            }
+            if !progressed || !self.upstreams.contains(ui) {
+                return;
+            }
+        }
+        // Still moving after a full round: let other connections run, then come back (with
+        // edge-triggered readiness no new event would arrive for bytes already waiting).
+        self.dirty.push_back(upstream_token(ui));
+    }
+
     /// Writes client `ci`'s queued bytes (client/conn.rs `write`). True if any went out.
     /// Room in the outbox lets the upstream side go on: every stream of an HTTP/2 client
     /// whose outbox had filled up, or the upstream of the HTTP/1 exchange being answered.
@@ -469,7 +522,14 @@ impl Worker {
                     stream,
                     data,
                     end_stream,
-                } => self.h3_data(ci, stream, data, end_stream),
+                } => {
+                    let parts = (&mut self.clients, &mut self.exchanges, &mut self.timers);
+                    let body = (ci, stream, self.now);
+                    let taken = super::quic::take_data(parts, &self.rt, body, (data, end_stream));
+                    if let Err((id, v)) = taken {
+                        self.frang_violation(ci, super::finish::RefuseAt::Exchange(id), &v);
+                    }
+                }
                 super::quic::Work::Trailers { stream, fields } => {
                     let parts = (&mut self.clients, &self.exchanges, &*self.rt);
                     if let Some((at, v)) = super::h2_serve::h3_trailers(parts, ci, stream, fields) {
@@ -478,7 +538,8 @@ impl Worker {
                 }
                 super::quic::Work::Refuse { stream, status } => {
                     let at = super::finish::RefuseAt::Stream(stream);
-                    self.refuse_at(ci, at, status, super::finish::Refusal::Error);
+                    let kind = super::finish::Refusal::Error;
+                    let _ = super::finish::refuse_at(&mut self.ends(), ci, at, status, kind);
                 }
                 super::quic::Work::Drop(id) => self.drop_exchange(id),
                 super::quic::Work::Block(v) => return self.h3_block(ci, &v, true),
@@ -526,32 +587,5 @@ impl Worker {
         }
         super::quic::close_blocked(&self.quic, &mut self.clients, ci, v.limit);
         self.close_client(ci, CloseReason::Frang);
-    }
-
-    /// Request body bytes on an HTTP/3 stream: counted by frang, kept for the exchange.
-    fn h3_data(&mut self, ci: ClientId, stream: u32, data: Vec<u8>, end_stream: bool) {
-        let Some(Codec::H3(h3)) = self.clients.get_mut(ci).map(|c| &mut c.codec) else {
-            return;
-        };
-        let Some(id) = h3.exchange_of(stream) else {
-            return;
-        };
-        let (rt, now) = (self.rt.clone(), self.now);
-        let Some(ex) = self.exchanges.get_mut(id) else {
-            return;
-        };
-        let limits = super::limits::vhost_frang(&rt.config, ex.vhost.unwrap_or(0), ex.location);
-        let chunk = ex.limits.on_body_chunk(now).and_then(|()| {
-            limits.map_or(Ok(()), |l| ex.limits.on_body_bytes(data.len() as u64, l))
-        });
-        if let Err(v) = chunk {
-            return self.frang_violation(ci, super::finish::RefuseAt::Exchange(id), &v);
-        }
-        if let Some(Codec::H3(h3)) = self.clients.get_mut(ci).map(|c| &mut c.codec) {
-            let body = &mut h3.stream_mut(stream).body;
-            body.data.extend_from_slice(&data);
-            body.end |= end_stream;
-        }
-        self.exchanges.arm_body_deadline(&mut self.timers, id, now);
     }
 }
