@@ -1,23 +1,23 @@
 //! `http_chain` applied to an exchange: a request is blocked, redirected, refused for want
 //! of a vhost or for a malformed X-Forwarded-For, answered by the proxy itself (a cache tier
 //! peer's probe, an ACME HTTP-01 challenge), or routed to a vhost and its location. A
-//! function over the parts ending an exchange touches (finish.rs `Parts`): every outcome but
+//! function over the pipeline's parts (parts.rs): every outcome but
 //! a vhost is an answer, and the vhost's is the caller's to serve (route.rs `route`).
 
 use super::exchange::ExchangeId;
-use super::finish::{self, Parts, Refusal};
+use super::finish::{self, Refusal};
 use super::h1::{LocalPage, Reply};
+use super::parts::Parts;
 use super::request::{Request, Scheme};
-use super::upstream::Freed;
 use crate::fleet::tier::{HOP_FIELD, PROBE};
 use crate::metrics::bump;
 use crate::router::{CacheOverride, RequestView, Route};
 
 /// What `http_chain` made of a request.
-#[must_use = "a routed request is served, an answered one frees its group's queue"]
+#[must_use = "a request routed to a vhost is served"]
 pub(super) enum Routed {
-    /// Answered or refused here (or gone): the group whose queue that frees.
-    Ended(Freed),
+    /// Answered or refused here (or gone).
+    Ended,
     /// Routed to a vhost (recorded in the exchange), with the rule's cache override.
     Vhost(CacheOverride),
 }
@@ -26,10 +26,11 @@ pub(super) enum Routed {
 pub(super) fn route(p: &mut Parts<'_>, id: ExchangeId) -> Routed {
     let rt = p.rt;
     let Some(ex) = p.exchanges.get(id) else {
-        return Routed::Ended(Freed(None));
+        return Routed::Ended;
     };
     if !forwarded_for_is_address(&ex.request) {
-        return Routed::Ended(refuse_forwarded_for(p, id));
+        refuse_forwarded_for(p, id);
+        return Routed::Ended;
     }
     let keep_alive = ex.keep_alive;
     // A cache tier peer's probe (`fleet::tier::PROBE`): this node is alive and answers.
@@ -39,7 +40,8 @@ pub(super) fn route(p: &mut Parts<'_>, id: ExchangeId) -> Routed {
             fields: &[],
             body: &[],
         };
-        return Routed::Ended(finish::answer(p, id, Reply::Local(page), !keep_alive));
+        finish::answer(p, id, Reply::Local(page), !keep_alive);
+        return Routed::Ended;
     }
     // An unread body would be taken for the next request.
     let close = !keep_alive || ex.request.has_body();
@@ -51,10 +53,11 @@ pub(super) fn route(p: &mut Parts<'_>, id: ExchangeId) -> Routed {
                 fields: &[],
                 body: &body,
             };
-            return Routed::Ended(finish::answer(p, id, Reply::Local(page), close));
+            finish::answer(p, id, Reply::Local(page), close);
+            return Routed::Ended;
         }
     }
-    let freed = match rt.router.route(&ex.request) {
+    match rt.router.route(&ex.request) {
         Route::NoMatch => refuse_unrouted(p, id),
         Route::Block => {
             note_chain_refusal(p, id, "http_chain", rt.config.block_action.attack.log);
@@ -83,18 +86,18 @@ pub(super) fn route(p: &mut Parts<'_>, id: ExchangeId) -> Routed {
             }
             return Routed::Vhost(cache);
         }
-    };
-    Routed::Ended(freed)
+    }
+    Routed::Ended
 }
 
 /// Exchange `id`'s X-Forwarded-For does not start with an address: as Tempesta's
 /// "incorrect X-Forwarded-For header" (fw/http.c, `tfw_http_req_client_link`, before the
 /// request is routed), an error answered 400 with the connection kept, or dropped per
 /// `block_action error drop`.
-fn refuse_forwarded_for(p: &mut Parts<'_>, id: ExchangeId) -> Freed {
+fn refuse_forwarded_for(p: &mut Parts<'_>, id: ExchangeId) {
     bump(&p.conns.metrics.parse_errors);
     let Some(ex) = p.exchanges.get(id) else {
-        return Freed(None);
+        return;
     };
     if p.rt.config.block_action.error.log {
         let peer = p.clients.get(ex.client).map(|c| c.peer);
@@ -112,11 +115,11 @@ fn refuse_forwarded_for(p: &mut Parts<'_>, id: ExchangeId) -> Freed {
 /// "cannot find appropriate virtual host", an error answered 403 whatever `block_action`
 /// says, the connection kept (fw/http.c, tfw_http_send_err_resp); logged unless
 /// `block_action error nolog`.
-fn refuse_unrouted(p: &mut Parts<'_>, id: ExchangeId) -> Freed {
+fn refuse_unrouted(p: &mut Parts<'_>, id: ExchangeId) {
     let log = p.rt.config.block_action.error.log;
     note_chain_refusal(p, id, "no_vhost", log);
     let Some(ex) = p.exchanges.get(id) else {
-        return Freed(None);
+        return;
     };
     // An unread body would be taken for the next request.
     let close = !ex.keep_alive || ex.request.has_body();

@@ -4,7 +4,7 @@
 //! current (HTTP/1.1 carries one at a time).
 //!
 //! The stage of an exchange changes only through the methods here, and an exchange leaves
-//! the slab only through `Worker::finish` (an answer was queued) or `Worker::drop_exchange`
+//! the slab only through finish.rs `finish` (an answer was queued) or `drop_exchange`
 //! (its client is gone).
 
 use std::time::{Duration, Instant};

@@ -7,29 +7,26 @@
 //! nothing reaches anyone, so nothing is logged. A client connection's close ends its
 //! exchanges here too ([`end_client`]).
 //!
-//! These are functions over [`Parts`]. An exchange that ends frees its upstream connection
-//! (pooled, or closed): each function returns the group whose wait queue that moves
-//! ([`Freed`]), and the loop serves it (`Worker::serve_freed`) as soon as the call returns,
-//! before the connection it came from goes on, so a queued exchange gets the place first.
+//! These are functions over the pipeline's parts (parts.rs). An exchange that ends frees
+//! its upstream connection (pooled, or closed): the group's wait queue is served at once
+//! (forward.rs `serve_freed`), so a queued exchange gets the place before any later one.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
 
 use http1::BodyDecoder;
-use mio::Token;
 
 use super::client::codec::{self, Codec};
-use super::client::refuse::{self, Answering};
-use super::client::{ClientId, Clients};
+use super::client::refuse;
+use super::client::ClientId;
 use super::exchange::{ExchangeId, Exchanges, Forward, Stage};
+use super::forward;
 use super::h1::{self, Reply, ReplyTo};
 use super::limits;
+use super::parts::Parts;
 use super::token::client_token;
-use super::upstream::{self, Freed, UpstreamEnd, UpstreamId};
+use super::upstream::{self, UpstreamEnd, UpstreamId};
 use crate::access_log::{CacheStatus, RequestRecord as AccessRecord};
 use crate::close_reason::CloseReason;
-use crate::date::DateCache;
 use crate::frang::Violation;
 use crate::runtime::Runtime;
 
@@ -85,78 +82,28 @@ impl From<Option<ExchangeId>> for RefuseAt {
     }
 }
 
-/// The parts ending an exchange touches: the client connections (the response's sink, the
-/// idle timer), the exchanges, the upstream connections (their reuse, the groups' queues;
-/// with the timers and the counters), the cache (a waiter's place), the configuration, the
-/// `Date` cache, and the loop's queue of connections to drive again.
-pub(super) struct Parts<'a> {
-    pub clients: &'a mut Clients,
-    pub exchanges: &'a mut Exchanges,
-    pub conns: upstream::Conns<'a>,
-    pub dirty: &'a mut VecDeque<Token>,
-    pub rt: &'a Runtime,
-    pub cache: &'a cache::Cache,
-    pub date: &'a mut DateCache,
-    /// The turn's clock (`Worker::now`).
-    pub now: Instant,
-    /// This worker's index.
-    pub worker: usize,
-}
-
-impl Parts<'_> {
-    /// The client table with the loop's queue, and what answering a refusal needs.
-    fn refusing(&mut self) -> ((&mut Clients, &mut VecDeque<Token>), Answering<'_>) {
-        let answering = Answering {
-            rt: self.rt,
-            date: self.date,
-            counts: &self.conns.metrics.workers[self.worker],
-        };
-        ((self.clients, self.dirty), answering)
-    }
-
-    /// The parts a client connection's close touches (client/conn.rs `close`).
-    fn client_conns(&mut self) -> super::client::Conns<'_> {
-        let metrics = self.conns.metrics;
-        super::client::Conns {
-            clients: self.clients,
-            timers: self.conns.timers,
-            bufs: self.conns.bufs,
-            rt: self.rt,
-            metrics,
-            worker: (&metrics.workers[self.worker], self.worker),
-            now: self.now,
-        }
-    }
-}
-
 /// Records and answers a violation by client `ci`, refused at `at` (limits.rs decides and
 /// records; the refusal is this file's).
-pub(super) fn frang_violation(
-    p: &mut Parts<'_>,
-    ci: ClientId,
-    at: RefuseAt,
-    v: &Violation,
-) -> Freed {
+pub(super) fn frang_violation(p: &mut Parts<'_>, ci: ClientId, at: RefuseAt, v: &Violation) {
     let parts = (&mut *p.clients, &*p.exchanges);
     if limits::record_violation(parts, (p.rt, p.conns.metrics), (ci, at), v) {
-        return refuse_at(p, ci, at, v.status, Refusal::Attack);
+        refuse_at(p, ci, at, v.status, Refusal::Attack)
     }
-    Freed(None)
 }
 
 /// `http_resp_code_block` refused the origin's response to exchange `id` before any of
 /// it was sent: as Tempesta does, the client gets 403 instead (per `block_action attack`)
 /// and the connection closes; the upstream connection, its response unread, is closed.
-pub(super) fn block_response(p: &mut Parts<'_>, id: ExchangeId, v: &Violation) -> Freed {
+pub(super) fn block_response(p: &mut Parts<'_>, id: ExchangeId, v: &Violation) {
     let parts = (&*p.exchanges, &*p.clients);
     limits::record_response_block(parts, (p.rt, p.conns.metrics), id, v);
     refuse_exchange(p, id, 403, Refusal::Attack)
 }
 
 /// Ends exchange `id` with `outcome`.
-pub(super) fn finish(p: &mut Parts<'_>, id: ExchangeId, mut outcome: Outcome) -> Freed {
+pub(super) fn finish(p: &mut Parts<'_>, id: ExchangeId, mut outcome: Outcome) {
     let Some(mut ex) = p.exchanges.remove(id) else {
-        return Freed(None);
+        return;
     };
     let stage_forward = match ex.take_stage() {
         Stage::Upstream(f) => Some(f),
@@ -172,12 +119,11 @@ pub(super) fn finish(p: &mut Parts<'_>, id: ExchangeId, mut outcome: Outcome) ->
     };
     let forward = outcome.forward.take().or(stage_forward);
     let upstream_time = record_upstream_time(p, forward.as_deref());
-    let mut freed = Freed(None);
     // The request body: what its forward did not read, or all of it (never forwarded).
     let unread = match forward {
         Some(f) => {
             let end = outcome.upstream_end.unwrap_or(UpstreamEnd::ABANDONED);
-            freed = end_upstream(p, id, f.up, end);
+            end_upstream(p, id, f.up, end);
             f.unread_body()
         }
         None => ex
@@ -203,7 +149,6 @@ pub(super) fn finish(p: &mut Parts<'_>, id: ExchangeId, mut outcome: Outcome) ->
         }
         client_goes_on(p, (ci, id, ex.stream), outcome.close, unread);
     }
-    freed
 }
 
 /// Exchange `id` on `stream` of client `ci` ended (`close`: the connection closes after
@@ -245,55 +190,48 @@ fn client_goes_on(
 }
 
 /// Exchange `id` is done with upstream connection `ui`: pooled or closed.
-fn end_upstream(p: &mut Parts<'_>, id: ExchangeId, ui: UpstreamId, end: UpstreamEnd) -> Freed {
-    upstream::end_of(&mut p.conns, (id, ui), end)
+fn end_upstream(p: &mut Parts<'_>, id: ExchangeId, ui: UpstreamId, end: UpstreamEnd) {
+    let freed = upstream::end_of(&mut p.conns, (id, ui), end);
+    forward::serve_freed(p, freed);
 }
 
 /// Forgets exchange `id` whose client is gone: its upstream connection (if any) is
 /// closed mid-message, its queue place and cache wait released.
-pub(super) fn drop_exchange(p: &mut Parts<'_>, id: ExchangeId) -> Freed {
+pub(super) fn drop_exchange(p: &mut Parts<'_>, id: ExchangeId) {
     let Some(mut ex) = p.exchanges.remove(id) else {
-        return Freed(None);
+        return;
     };
     match ex.take_stage() {
-        Stage::Upstream(f) => return end_upstream(p, id, f.up, UpstreamEnd::ABANDONED),
+        Stage::Upstream(f) => end_upstream(p, id, f.up, UpstreamEnd::ABANDONED),
         Stage::Queued(_) => upstream::groups::unqueue(p.conns.groups, id),
         Stage::CacheWait(ticket) => {
             p.cache.cancel_wait(ticket);
         }
         Stage::New => {}
     }
-    Freed(None)
 }
 
 /// Closes client connection `ci` (client/conn.rs `close`; with close_notify over TLS unless
 /// the client closed first when `orderly`, else with a reset), then its tunnel's upstream
 /// and the exchanges it carried: the groups whose queues that frees.
-pub(super) fn end_client(
-    p: &mut Parts<'_>,
-    ci: ClientId,
-    why: CloseReason,
-    orderly: bool,
-) -> Vec<Freed> {
+pub(super) fn end_client(p: &mut Parts<'_>, ci: ClientId, why: CloseReason, orderly: bool) {
     let Some(closed) = super::client::close(&mut p.client_conns(), ci, why, orderly) else {
-        return Vec::new();
+        return;
     };
-    let mut freed = Vec::new();
     if let Some((tunnel, unique)) = closed.tunnel {
         let tunnels = &p.conns.metrics.tunnels;
         let gone = super::tunnel::gone(p.conns.upstreams, tunnels, tunnel, (ci, unique), why);
         if let Some(ui) = gone {
-            freed.push(upstream::close(&mut p.conns, ui));
+            forward::close_upstream(p, ui);
         }
     }
     for id in closed.exchanges {
-        freed.push(drop_exchange(p, id));
+        drop_exchange(p, id);
     }
-    freed
 }
 
 /// Answers exchange `id` with a response of the proxy's own and finishes it.
-pub(super) fn answer(p: &mut Parts<'_>, id: ExchangeId, reply: Reply<'_>, close: bool) -> Freed {
+pub(super) fn answer(p: &mut Parts<'_>, id: ExchangeId, reply: Reply<'_>, close: bool) {
     let (status, bytes) = write_reply(p, id, &reply, close);
     finish(p, id, Outcome::local(status, bytes, close))
 }
@@ -306,7 +244,7 @@ pub(super) fn answer_stored(
     (id, forward): (ExchangeId, Box<Forward>),
     entry: &Arc<cache::Entry>,
     upstream_end: Option<UpstreamEnd>,
-) -> Freed {
+) {
     let close = p.exchanges.get(id).is_none_or(|ex| !ex.keep_alive);
     let answer = forward
         .fill
@@ -325,16 +263,19 @@ pub(super) fn answer_stored(
 
 /// Answers exchange `id` from `entry` (a 304 to a revalidation, or a stale entry instead of
 /// an error) and finishes it; its upstream connection is pooled if the response was complete
-/// (`upstream_done`), else closed. None: the exchange is gone or has no upstream side.
+/// (`upstream_done`), else closed. False: the exchange is gone or has no upstream side.
 pub(super) fn answer_from_cache(
     p: &mut Parts<'_>,
     id: ExchangeId,
     entry: &Arc<cache::Entry>,
     upstream_done: bool,
-) -> Option<Freed> {
-    let forward = p.exchanges.get_mut(id)?.take_forward()?;
+) -> bool {
+    let Some(forward) = p.exchanges.get_mut(id).and_then(|ex| ex.take_forward()) else {
+        return false;
+    };
     let end = forward.upstream_end(upstream_done);
-    Some(answer_stored(p, (id, forward), entry, Some(end)))
+    answer_stored(p, (id, forward), entry, Some(end));
+    true
 }
 
 /// Writes `reply` to exchange `id`'s client; returns the status and body bytes sent.
@@ -377,12 +318,7 @@ pub(super) fn write_reply(
 
 /// Refuses exchange `id` per `block_action` (reply, or drop; an attack drop resets the
 /// connection) and closes the connection after it.
-pub(super) fn refuse_exchange(
-    p: &mut Parts<'_>,
-    id: ExchangeId,
-    status: u16,
-    kind: Refusal,
-) -> Freed {
+pub(super) fn refuse_exchange(p: &mut Parts<'_>, id: ExchangeId, status: u16, kind: Refusal) {
     if refuse::block_action(p.rt, kind).reply {
         let (status, bytes) = write_reply(p, id, &Reply::Status(status), true);
         return finish(p, id, Outcome::local(status, bytes, true));
@@ -394,25 +330,18 @@ pub(super) fn refuse_exchange(
 }
 
 /// Refuses at `at` (see [`RefuseAt`]) with `status`, per `block_action`.
-pub(super) fn refuse_at(
-    p: &mut Parts<'_>,
-    ci: ClientId,
-    at: RefuseAt,
-    status: u16,
-    kind: Refusal,
-) -> Freed {
+pub(super) fn refuse_at(p: &mut Parts<'_>, ci: ClientId, at: RefuseAt, status: u16, kind: Refusal) {
     match at {
         RefuseAt::Connection => {
             let (clients, answering) = p.refusing();
             refuse::refuse(clients, answering, (ci, status, kind));
         }
-        RefuseAt::Exchange(id) => return refuse_exchange(p, id, status, kind),
+        RefuseAt::Exchange(id) => refuse_exchange(p, id, status, kind),
         RefuseAt::Stream(stream) => {
             let (clients, answering) = p.refusing();
             refuse::refuse_stream(clients, answering, (ci, stream), (status, kind));
         }
     }
-    Freed(None)
 }
 
 /// Answers `status` for exchange `id`, whose group gave `forward` no response: a stale
@@ -421,9 +350,9 @@ pub(super) fn answer_failure(
     p: &mut Parts<'_>,
     (id, mut forward): (ExchangeId, Box<Forward>),
     status: u16,
-) -> Freed {
+) {
     let Some(ex) = p.exchanges.get(id) else {
-        return Freed(None);
+        return;
     };
     let close = !ex.keep_alive;
     if let Some(entry) = forward.fill.as_mut().and_then(|f| f.stale_instead(status)) {
@@ -440,12 +369,7 @@ pub(super) fn answer_failure(
 }
 
 /// A request of client `ci` was malformed or over a limit; it is refused at `at`.
-pub(super) fn parse_refused(
-    p: &mut Parts<'_>,
-    ci: ClientId,
-    at: RefuseAt,
-    e: &http1::ParseError,
-) -> Freed {
+pub(super) fn parse_refused(p: &mut Parts<'_>, ci: ClientId, at: RefuseAt, e: &http1::ParseError) {
     // A size limit set by frang_limits is a frang block (403, `block_action attack`,
     // ip_block), as in Tempesta; the parser's own defaults are plain errors.
     if let Some(limit) = limits::frang_limit_of(&p.rt.config, e)

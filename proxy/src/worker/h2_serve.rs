@@ -60,7 +60,7 @@ pub(super) struct Parts<'a> {
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Next {
     Nothing,
-    /// A stream opened with a request, as the codec converted it (`Worker::stream_request`).
+    /// A stream opened with a request, as the codec converted it (`route.rs` `stream_request`).
     Request(u32, Result<Request, Unservable>),
     /// frang refused a body or trailers.
     Refuse(RefuseAt, Violation),
@@ -80,7 +80,7 @@ pub(super) enum StreamRefused {
 
 /// What the connection's timer came due for.
 pub(super) enum Due {
-    /// The client read nothing for `h2_stall_timeout`: reset it (`Worker::reset_stalled`).
+    /// The client read nothing for `h2_stall_timeout`: reset it (`drive.rs` `reset_stalled`).
     Stalled,
     /// A head begun and not finished in time (a slowloris over HTTP/2), for this limit.
     Head(&'static str),

@@ -7,6 +7,7 @@ mod caching;
 mod chain;
 mod client;
 mod drain;
+mod drive;
 mod exchange;
 mod fairness;
 mod fill;
@@ -28,6 +29,7 @@ pub use quic::{bind as bind_quic, Bound as QuicBound};
 pub mod lifecycle;
 mod limits;
 mod listener;
+mod parts;
 pub use listener::WorkerListener;
 mod reload;
 mod request;
@@ -151,7 +153,7 @@ impl Worker {
         let (registry, shared) = (worker.poll.registry(), (id, &*worker.shared, waker.clone()));
         worker.quic = quic::Quic::new(quic, registry, worker.rt.quic.clone(), shared)?;
         worker.groups = upstream::groups::group_states(&worker.rt);
-        worker.checks().health().schedule_checks();
+        worker.parts().checks().health().schedule_checks();
         listener::register_all(worker.poll.registry(), &mut worker.listeners)?;
         Ok((worker, waker))
     }
@@ -360,13 +362,13 @@ impl Worker {
             // Pooled connections belong to the old server list: close them; busy ones close
             // when their exchange ends (their generation no longer matches).
             for ui in upstream::unclaimed(&self.upstreams) {
-                self.close_upstream(ui);
+                forward::close_upstream(&mut self.parts(), ui);
             }
             let old_groups =
                 std::mem::replace(&mut self.groups, upstream::groups::group_states(&self.rt));
             self.carry_exchanges_over(&old, old_groups);
-            self.checks().health().publish();
-            self.checks().health().schedule_checks();
+            self.parts().checks().health().publish();
+            self.parts().checks().health().schedule_checks();
             // HTTP/2 clients reconnect to meet the new configuration.
             self.clients.go_away_all(&mut self.dirty);
         }
@@ -387,16 +389,16 @@ impl Worker {
         for &(key, gen) in &due {
             match kind(Token(key)) {
                 Kind::Client(ci) => self.guarded(ci, |w| w.client_timer(ci, gen, now)),
-                Kind::Upstream(ui) => self.upstream_timer(ui, gen, now),
+                Kind::Upstream(ui) => forward::upstream_timer(&mut self.parts(), ui, gen, now),
                 Kind::Probe(key) => {
                     let draining = self.draining.is_some();
-                    self.checks().probe(key, gen, draining);
+                    self.parts().checks().probe(key, gen, draining);
                 }
                 Kind::Exchange(index) => {
                     if let Some((id, due)) = self.exchanges.timer_due(index, gen) {
                         self.guarded_exchange(id, |w| match due {
-                            TimerDue::CacheWait => w.resume_after_wait(id),
-                            TimerDue::Queue => w.queue_expired(id),
+                            TimerDue::CacheWait => route::resume_after_wait(&mut w.parts(), id),
+                            TimerDue::Queue => forward::queue_expired(&mut w.parts(), id),
                             TimerDue::Body => w.body_deadline(id, now),
                         });
                     }
@@ -421,41 +423,6 @@ impl Worker {
         self.clients.go_away_all(&mut self.dirty);
     }
 
-    /// Health checks' parts (health.rs): upstream connections' and marking servers'.
-    #[inline]
-    fn checks(&mut self) -> health::Checks<'_> {
-        let worker = self.id;
-        let (conns, open) = self.conns();
-        health::Checks {
-            conns,
-            open,
-            worker,
-        }
-    }
-
-    /// The parts an upstream connection's life touches (upstream/conn.rs), and what opening
-    /// one needs besides.
-    #[inline]
-    fn conns(&mut self) -> (upstream::Conns<'_>, upstream::Opener<'_>) {
-        let conns = upstream::Conns {
-            upstreams: &mut self.upstreams,
-            groups: &mut self.groups,
-            timers: &mut self.timers,
-            bufs: &mut self.bufs,
-            rt_gen: self.rt_gen,
-            metrics: &self.shared.metrics,
-        };
-        let (rt, registry) = (&*self.rt, self.poll.registry());
-        (
-            conns,
-            upstream::Opener {
-                rt,
-                registry,
-                connector: &self.connector,
-            },
-        )
-    }
-
     /// The parts a client connection's life touches (client/conn.rs), and the poll registry.
     fn client_conns(&mut self) -> (client::Conns<'_>, &mio::Registry) {
         let metrics = &self.shared.metrics;
@@ -471,8 +438,8 @@ impl Worker {
         (conns, self.poll.registry())
     }
 
-    /// The parts ending an exchange touches (finish.rs).
-    fn ends(&mut self) -> finish::Parts<'_> {
+    /// The parts the exchange pipeline touches (parts.rs), lent for one call.
+    fn parts(&mut self) -> parts::Parts<'_> {
         let conns = upstream::Conns {
             upstreams: &mut self.upstreams,
             groups: &mut self.groups,
@@ -481,47 +448,36 @@ impl Worker {
             rt_gen: self.rt_gen,
             metrics: &self.shared.metrics,
         };
-        finish::Parts {
+        let open = upstream::Opener {
+            rt: &self.rt,
+            registry: self.poll.registry(),
+            connector: &self.connector,
+        };
+        parts::Parts {
             clients: &mut self.clients,
             exchanges: &mut self.exchanges,
             conns,
+            open,
             dirty: &mut self.dirty,
             rt: &self.rt,
+            metrics: &self.shared.metrics,
             cache: &self.shared.cache,
+            cache_waits: (&self.inbox, &self.waker),
             date: &mut self.date,
+            scratch: &mut self.scratch,
             now: self.now,
             worker: self.id,
         }
     }
 
-    /// Ends exchange `id` with `outcome` (finish.rs).
-    fn finish(&mut self, id: ExchangeId, outcome: finish::Outcome) {
-        let freed = finish::finish(&mut self.ends(), id, outcome);
-        self.serve_freed(freed);
-    }
-
-    /// Answers exchange `id` with a response of the proxy's own and finishes it.
-    fn answer(&mut self, id: ExchangeId, reply: h1::Reply<'_>, close: bool) {
-        let freed = finish::answer(&mut self.ends(), id, reply, close);
-        self.serve_freed(freed);
-    }
-
     /// Forgets exchange `id`, whose client is gone (finish.rs).
     fn drop_exchange(&mut self, id: ExchangeId) {
-        let freed = finish::drop_exchange(&mut self.ends(), id);
-        self.serve_freed(freed);
-    }
-
-    /// Refuses exchange `id` per `block_action` (finish.rs).
-    fn refuse_exchange(&mut self, id: ExchangeId, status: u16, kind: finish::Refusal) {
-        let freed = finish::refuse_exchange(&mut self.ends(), id, status, kind);
-        self.serve_freed(freed);
+        finish::drop_exchange(&mut self.parts(), id);
     }
 
     /// Records and answers a violation by client `ci`, refused at `at` (finish.rs).
     fn frang_violation(&mut self, ci: ClientId, at: finish::RefuseAt, v: &frang::Violation) {
-        let freed = finish::frang_violation(&mut self.ends(), ci, at, v);
-        self.serve_freed(freed);
+        finish::frang_violation(&mut self.parts(), ci, at, v);
     }
 
     /// Closes client connection `ci`, with close_notify (TLS) unless the client closed first.
@@ -538,9 +494,7 @@ impl Worker {
 
     fn end_client(&mut self, ci: ClientId, why: CloseReason, orderly: bool) {
         quic::closing(&mut self.quic, &mut self.clients, ci, self.now);
-        for freed in finish::end_client(&mut self.ends(), ci, why, orderly) {
-            self.serve_freed(freed);
-        }
+        finish::end_client(&mut self.parts(), ci, why, orderly);
     }
 
     /// Client `ci`'s timer entry of generation `gen` came due: acts on what it is due for.

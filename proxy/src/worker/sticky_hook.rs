@@ -1,6 +1,6 @@
 //! Where the sticky cookie, the JavaScript challenge and sticky sessions meet the request
 //! path (the logic is in `crate::sticky`): a routed request is checked (`gate`, from
-//! `route.rs` through `Worker::sticky_gate`); a forwarded one loses the proxy's cookie
+//! `route.rs` `sticky_gate`); a forwarded one loses the proxy's cookie
 //! (`request_edits`, from `forward.rs`) and goes to its session's server (`Scheduling::pick`, from `dispatch`); its
 //! response carries a new cookie and may name a session (`response_edits`, `learn`, from
 //! `response/head.rs`). Local answers go through the codec sink like every other reply.

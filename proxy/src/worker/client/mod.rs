@@ -103,7 +103,7 @@ impl Client {
 }
 
 /// Reads what client `ci`'s socket has, while there is room. True if bytes arrived.
-/// (Always inlined: it is on every request's path, from `Worker::drive_client`, as `flush`.)
+/// (Always inlined: it is on every request's path, from drive.rs `drive_client`, as `flush`.)
 #[inline(always)]
 pub(super) fn read(
     c: &mut Client,

@@ -40,7 +40,7 @@ pub(in crate::worker) struct Conns<'a> {
 }
 
 /// A group whose pool lost or regained a connection: its wait queue may move now. The loop
-/// serves it (`Worker::serve_freed`) at once, so a queued exchange gets the freed place
+/// serves it (`forward.rs` `serve_freed`) at once, so a queued exchange gets the freed place
 /// before any later one.
 #[must_use = "the freed group's wait queue is served by the loop"]
 pub(in crate::worker) struct Freed(pub Option<usize>);

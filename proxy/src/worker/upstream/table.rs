@@ -32,7 +32,7 @@ impl UpstreamId {
 pub struct Upstreams {
     slab: Slab<Upstream>,
     /// HTTP/2 stream entries that lost their connection as it closed: the loop drives them
-    /// next (`Worker::serve_freed`), so their exchanges fail or retry at once.
+    /// next (`forward.rs` `serve_freed`), so their exchanges fail or retry at once.
     pub h2_woken: Vec<UpstreamId>,
 }
 
