@@ -23,6 +23,7 @@ pub(super) enum Routed {
 }
 
 /// Applies `http_chain` to exchange `id`.
+#[inline]
 pub(super) fn route(p: &mut Parts<'_>, id: ExchangeId) -> Routed {
     let rt = p.rt;
     let Some(ex) = p.exchanges.get(id) else {

@@ -75,7 +75,7 @@ impl Worker {
                 }
             }
             progressed |= self.process_client(ci);
-            progressed |= super::response::flush_client(&mut self.parts(), ci);
+            progressed |= super::response::flush_client(self.client_side(), ci);
             if !self.clients.contains(ci) {
                 return;
             }
@@ -113,7 +113,7 @@ impl Worker {
         limit: &'static str,
     ) {
         self.frang_violation(ci, id.into(), &limits::deadline_passed(limit));
-        super::response::flush_client(&mut self.parts(), ci);
+        super::response::flush_client(self.client_side(), ci);
         self.close_client(ci, CloseReason::Frang);
     }
 
@@ -507,7 +507,7 @@ impl Worker {
         if let Err(v) = read.head_chunk {
             // Nothing of the connection is served after a slow-head block.
             self.frang_violation(ci, RefuseAt::Connection, &v);
-            super::response::flush_client(&mut self.parts(), ci);
+            super::response::flush_client(self.client_side(), ci);
             self.close_client(ci, CloseReason::Frang);
             return true;
         }

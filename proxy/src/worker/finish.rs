@@ -213,7 +213,9 @@ pub(super) fn drop_exchange(p: &mut Parts<'_>, id: ExchangeId) {
 
 /// Closes client connection `ci` (client/conn.rs `close`; with close_notify over TLS unless
 /// the client closed first when `orderly`, else with a reset), then its tunnel's upstream
-/// and the exchanges it carried: the groups whose queues that frees.
+/// and the exchanges it carried. An HTTP/3 client's QUIC connection is not here: the worker
+/// tells it first (mod.rs `close_client`); only a TCP client is closed from the pipeline
+/// directly (response/mod.rs `abort_response`).
 pub(super) fn end_client(p: &mut Parts<'_>, ci: ClientId, why: CloseReason, orderly: bool) {
     let Some(closed) = super::client::close(&mut p.client_conns(), ci, why, orderly) else {
         return;
@@ -231,6 +233,7 @@ pub(super) fn end_client(p: &mut Parts<'_>, ci: ClientId, why: CloseReason, orde
 }
 
 /// Answers exchange `id` with a response of the proxy's own and finishes it.
+#[inline]
 pub(super) fn answer(p: &mut Parts<'_>, id: ExchangeId, reply: Reply<'_>, close: bool) {
     let (status, bytes) = write_reply(p, id, &reply, close);
     finish(p, id, Outcome::local(status, bytes, close))

@@ -438,7 +438,15 @@ impl Worker {
         (conns, self.poll.registry())
     }
 
+    /// What a client's flush touches (response/mod.rs `flush_client`).
+    #[inline]
+    fn client_side(&mut self) -> response::ClientSide<'_> {
+        let (clients, exchanges) = (&mut self.clients, &self.exchanges);
+        (clients, exchanges, &self.upstreams, &mut self.dirty)
+    }
+
     /// The parts the exchange pipeline touches (parts.rs), lent for one call.
+    #[inline]
     fn parts(&mut self) -> parts::Parts<'_> {
         let conns = upstream::Conns {
             upstreams: &mut self.upstreams,

@@ -92,6 +92,7 @@ pub(super) fn enter_request(
 
 /// Applies `http_chain` to exchange `id` (chain.rs); a request routed to a vhost goes
 /// on through the sticky cookie's gate to be served.
+#[inline]
 pub(super) fn route(p: &mut Parts<'_>, id: ExchangeId) {
     match super::chain::route(p, id) {
         Routed::Ended => {}

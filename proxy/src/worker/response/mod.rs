@@ -394,22 +394,31 @@ pub(super) fn drive_h2(p: &mut Parts<'_>, ui: UpstreamId) -> bool {
 /// Writes client `ci`'s queued bytes (client/conn.rs `write`). True if any went out.
 /// Room in the outbox lets the upstream side go on: every stream of an HTTP/2 client
 /// whose outbox had filled up, or the upstream of the HTTP/1 exchange being answered.
-pub(super) fn flush_client(p: &mut Parts<'_>, ci: ClientId) -> bool {
-    match super::client::write(&mut *p.clients, ci) {
+pub(super) fn flush_client(
+    (clients, exchanges, upstreams, dirty): ClientSide<'_>,
+    ci: ClientId,
+) -> bool {
+    match super::client::write(clients, ci) {
         Wrote::Nothing => false,
         Wrote::Stalled(ids) => {
-            super::h2_serve::wake_upstreams(
-                (&*p.exchanges, &*p.conns.upstreams, &mut *p.dirty),
-                ids,
-            );
+            super::h2_serve::wake_upstreams((exchanges, upstreams, dirty), ids);
             true
         }
         Wrote::Sent(current) => {
-            let forward = current.and_then(|id| p.exchanges.get(id)?.forward());
+            let forward = current.and_then(|id| exchanges.get(id)?.forward());
             if let Some(ui) = forward.map(|f| f.up) {
-                p.dirty.push_back(super::token::upstream_token(ui));
+                dirty.push_back(super::token::upstream_token(ui));
             }
             true
         }
     }
 }
+
+/// What a client's flush touches: the client table, and the exchanges, upstream connections
+/// and queue of connections to drive again that room in its outbox wakes.
+pub(super) type ClientSide<'a> = (
+    &'a mut super::client::Clients,
+    &'a super::exchange::Exchanges,
+    &'a super::upstream::Upstreams,
+    &'a mut std::collections::VecDeque<mio::Token>,
+);
