@@ -214,7 +214,7 @@ pub(super) fn drop_exchange(p: &mut Parts<'_>, id: ExchangeId) {
 /// Closes client connection `ci` (client/conn.rs `close`; with close_notify over TLS unless
 /// the client closed first when `orderly`, else with a reset), then its tunnel's upstream
 /// and the exchanges it carried. An HTTP/3 client's QUIC connection is not here: the worker
-/// tells it first (mod.rs `close_client`); only a TCP client is closed from the pipeline
+/// tells it first (drive.rs `close_client`); only a TCP client is closed from the pipeline
 /// directly (response/mod.rs `abort_response`).
 pub(super) fn end_client(p: &mut Parts<'_>, ci: ClientId, why: CloseReason, orderly: bool) {
     let Some(closed) = super::client::close(&mut p.client_conns(), ci, why, orderly) else {

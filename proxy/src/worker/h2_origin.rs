@@ -2,7 +2,7 @@
 //! and the connections: an exchange placed on a stream of a connection (its request head
 //! rendered for HTTP/2 from the HTTP/1.1 head `forward.rs` wrote, the same pieces through
 //! `http1::RequestSink`), and the turns of connections and stream entries. The worker's
-//! steps that call these are in `response/mod.rs` (`attach_h2`, `drive_h2`).
+//! steps that call these are `forward.rs` `attach_h2` and `response/mod.rs` `drive_h2`.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

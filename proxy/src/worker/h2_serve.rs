@@ -6,7 +6,7 @@
 //!
 //! These are functions over the parts they touch ([`Parts`]), not steps of the worker: what
 //! needs the exchange pipeline (a request to enter, a frang block, exchanges to drop, a
-//! connection to refuse) is returned to the caller, `route.rs` `process_h2` and `h2_timer`,
+//! connection to refuse) is returned to the caller, drive.rs `process_h2` and `h2_timer`,
 //! which acts on it.
 
 use std::collections::VecDeque;

@@ -60,14 +60,14 @@ use mio::{Events, Poll, Token, Waker};
 
 use crate::buf::BufPool;
 use crate::close_reason::CloseReason;
-use crate::frang;
-use crate::metrics::{bump, Metrics, WorkerMetrics};
+use crate::metrics::{bump, WorkerMetrics};
 use crate::runtime::Runtime;
 use crate::timers::{Timers, ACCEPT_RETRY};
 
 use client::{ClientId, Clients};
 use exchange::{ExchangeId, Exchanges, TimerDue};
 use upstream::groups::GroupState;
+use upstream::UpstreamId;
 
 use token::client_token;
 use token::{kind, Kind, LISTENER_BASE, WAKER};
@@ -223,7 +223,7 @@ impl Worker {
         let (rt, clients) = (&self.rt, &self.clients);
         let blocked = ip_block::newly_blocked(&mut self.seen_blocks, &self.shared, rt, clients);
         for ci in blocked {
-            self.reset_client(ci, CloseReason::Frang);
+            drive::reset_client(&mut self.drive(), ci, CloseReason::Frang);
         }
         ktls::offload::memory::run_owed_trim(Instant::now());
         if self.shared.stopping.load(Ordering::Acquire) && self.draining.is_none() {
@@ -233,7 +233,7 @@ impl Worker {
             if !self.drain_idle_closed && drain::last_call_over(self.draining) {
                 self.drain_idle_closed = true;
                 for ci in drain::idle_to_close(&mut self.clients, &mut self.bufs, &mut self.dirty) {
-                    self.close_client(ci, CloseReason::Shutdown);
+                    drive::close_client(&mut self.drive(), ci, CloseReason::Shutdown);
                 }
                 self.drain_dirty();
             }
@@ -275,15 +275,15 @@ impl Worker {
             match kind(token) {
                 // A client past its drives this turn was deferred by `admit`.
                 Kind::Client(ci) if self.fair.admit(ci, token) => {
-                    self.guarded(ci, |w| w.drive_client(ci))
+                    self.guarded(ci, |w| drive::drive_client(&mut w.drive(), ci))
                 }
                 Kind::Quic(i) => self.quic_readable(Some(i)),
                 Kind::Upstream(ui) => {
                     let owner = (self.upstreams.get(ui))
                         .and_then(|u| self.exchanges.client_of_upstream(u, &self.clients));
                     match owner {
-                        Some(ci) => self.guarded(ci, |w| w.drive_upstream(ui)),
-                        None => self.drive_upstream(ui),
+                        Some(ci) => self.guarded(ci, |w| drive::drive_upstream(&mut w.drive(), ui)),
+                        None => drive::drive_upstream(&mut self.drive(), ui),
                     }
                 }
                 _ => {}
@@ -295,7 +295,7 @@ impl Worker {
     fn guarded_exchange(&mut self, id: ExchangeId, f: impl FnOnce(&mut Worker)) {
         match self.exchanges.client_of(id, &self.clients) {
             Some(ci) => self.guarded(ci, f),
-            None => self.drop_exchange(id),
+            None => finish::drop_exchange(&mut self.parts(), id),
         }
     }
 
@@ -307,7 +307,7 @@ impl Worker {
                 "worker {}: panic while serving a connection; closed it",
                 self.id
             );
-            self.close_client(ci, CloseReason::Error);
+            drive::close_client(&mut self.drive(), ci, CloseReason::Error);
         }
     }
 
@@ -344,7 +344,7 @@ impl Worker {
             return;
         };
         if h2c {
-            h2_serve::start(&mut self.h2_parts(), ci, request::Scheme::Http);
+            h2_serve::start(&mut self.parts().h2(), ci, request::Scheme::Http);
         }
         self.dirty.push_back(client_token(ci));
     }
@@ -388,7 +388,9 @@ impl Worker {
         );
         for &(key, gen) in &due {
             match kind(Token(key)) {
-                Kind::Client(ci) => self.guarded(ci, |w| w.client_timer(ci, gen, now)),
+                Kind::Client(ci) => {
+                    self.guarded(ci, |w| drive::client_timer(&mut w.drive(), ci, gen, now))
+                }
                 Kind::Upstream(ui) => forward::upstream_timer(&mut self.parts(), ui, gen, now),
                 Kind::Probe(key) => {
                     let draining = self.draining.is_some();
@@ -399,7 +401,7 @@ impl Worker {
                         self.guarded_exchange(id, |w| match due {
                             TimerDue::CacheWait => route::resume_after_wait(&mut w.parts(), id),
                             TimerDue::Queue => forward::queue_expired(&mut w.parts(), id),
-                            TimerDue::Body => w.body_deadline(id, now),
+                            TimerDue::Body => drive::body_deadline(&mut w.drive(), id, now),
                         });
                     }
                 }
@@ -418,7 +420,11 @@ impl Worker {
         drain::answer_with_close(&mut self.exchanges);
         // A tunnel has no request to finish: it would only hold the stop for its timeout.
         for ci in tunnel::clients(&self.clients) {
-            self.close_tunnel(ci, crate::metrics_tunnel::TunnelEnd::Shutdown);
+            drive::close_tunnel(
+                &mut self.drive(),
+                ci,
+                crate::metrics_tunnel::TunnelEnd::Shutdown,
+            );
         }
         self.clients.go_away_all(&mut self.dirty);
     }
@@ -438,16 +444,9 @@ impl Worker {
         (conns, self.poll.registry())
     }
 
-    /// What a client's flush touches (response/mod.rs `flush_client`).
+    /// What a drive touches (drive.rs), lent for one call.
     #[inline]
-    fn client_side(&mut self) -> response::ClientSide<'_> {
-        let (clients, exchanges) = (&mut self.clients, &self.exchanges);
-        (clients, exchanges, &self.upstreams, &mut self.dirty)
-    }
-
-    /// The parts the exchange pipeline touches (parts.rs), lent for one call.
-    #[inline]
-    fn parts(&mut self) -> parts::Parts<'_> {
+    fn drive(&mut self) -> drive::Drive<'_> {
         let conns = upstream::Conns {
             upstreams: &mut self.upstreams,
             groups: &mut self.groups,
@@ -461,7 +460,7 @@ impl Worker {
             registry: self.poll.registry(),
             connector: &self.connector,
         };
-        parts::Parts {
+        let p = parts::Parts {
             clients: &mut self.clients,
             exchanges: &mut self.exchanges,
             conns,
@@ -475,78 +474,78 @@ impl Worker {
             scratch: &mut self.scratch,
             now: self.now,
             worker: self.id,
-        }
-    }
-
-    /// Forgets exchange `id`, whose client is gone (finish.rs).
-    fn drop_exchange(&mut self, id: ExchangeId) {
-        finish::drop_exchange(&mut self.parts(), id);
-    }
-
-    /// Records and answers a violation by client `ci`, refused at `at` (finish.rs).
-    fn frang_violation(&mut self, ci: ClientId, at: finish::RefuseAt, v: &frang::Violation) {
-        finish::frang_violation(&mut self.parts(), ci, at, v);
-    }
-
-    /// Closes client connection `ci`, with close_notify (TLS) unless the client closed first.
-    fn close_client(&mut self, ci: ClientId, why: CloseReason) {
-        self.end_client(ci, why, true);
-    }
-
-    /// Cuts client connection `ci` with a reset: no close_notify and no FIN, which a reader
-    /// of a close-delimited body would take for its clean end (RFC 9112 §8); what was not
-    /// sent yet is dropped.
-    fn reset_client(&mut self, ci: ClientId, why: CloseReason) {
-        self.end_client(ci, why, false);
-    }
-
-    fn end_client(&mut self, ci: ClientId, why: CloseReason, orderly: bool) {
-        quic::closing(&mut self.quic, &mut self.clients, ci, self.now);
-        finish::end_client(&mut self.parts(), ci, why, orderly);
-    }
-
-    /// Client `ci`'s timer entry of generation `gen` came due: acts on what it is due for.
-    fn client_timer(&mut self, ci: ClientId, gen: u64, now: Instant) {
-        let Some(due) = self.clients.timer_due(&mut self.timers, ci, gen, now) else {
-            return;
         };
-        match due {
-            client::Due::Handshake => self.handshake_deadline_due(ci, now),
-            // A slowloris head (client_header_timeout) is cut by frang; otherwise this is an
-            // idle keep-alive client.
-            client::Due::Head => match self.clients.head_deadline(&mut self.timers, ci, now) {
-                limits::Deadline::None => self.close_client(ci, CloseReason::IdleTimeout),
-                limits::Deadline::Pending => {}
-                limits::Deadline::Passed(limit) => self.deadline_violation(ci, None, limit),
-            },
-            client::Due::Drain => self.close_client(ci, CloseReason::Error),
-            client::Due::H2 => self.h2_timer(ci, now),
-            client::Due::H3 => {
-                // A QUIC handshake cut at its deadline counts as a TCP one does.
-                if let Some(ip) = quic::timeout(&mut self.quic, &mut self.clients, ci, now) {
-                    let _ = self.rt.frang.on_tls_incomplete(ip, now);
+        drive::Drive {
+            p,
+            quic: &mut self.quic,
+            draining: self.draining,
+        }
+    }
+
+    /// The parts the exchange pipeline touches (parts.rs), lent for one call.
+    #[inline]
+    fn parts(&mut self) -> parts::Parts<'_> {
+        self.drive().p
+    }
+
+    /// Closes retiring upstream connections `due` and ends what they carried (grace.rs).
+    fn retire(&mut self, due: Vec<UpstreamId>) {
+        for ui in due {
+            match grace::carried(&self.upstreams, &self.clients, ui) {
+                Some(grace::Carried::Tunnel(ci)) => self.guarded(ci, |w| {
+                    drive::close_tunnel(
+                        &mut w.drive(),
+                        ci,
+                        crate::metrics_tunnel::TunnelEnd::ServerRemoved,
+                    )
+                }),
+                Some(grace::Carried::Exchange(id)) => {
+                    forward::close_upstream(&mut self.parts(), ui);
+                    let failure = response::Failure::ServerRemoved;
+                    self.guarded_exchange(id, |w| {
+                        response::exchange_failed(&mut w.parts(), id, failure)
+                    });
                 }
-                self.drive_client(ci);
-            }
-            client::Due::Tunnel => {
-                let parts = (&mut self.clients, &mut self.timers);
-                let timeout = self.rt.config.client_ws_timeout;
-                if let Some(end) = tunnel::timer(parts, timeout, ci, now) {
-                    self.close_tunnel(ci, end);
-                }
+                Some(grace::Carried::Nothing) => forward::close_upstream(&mut self.parts(), ui),
+                None => {}
             }
         }
     }
 
-    /// Ends client `ci`'s tunnel for `end`: both connections close (tunnel.rs).
-    fn close_tunnel(&mut self, ci: ClientId, end: crate::metrics_tunnel::TunnelEnd) {
-        if let Some(why) = tunnel::end(&mut self.clients, ci, end) {
-            self.close_client(ci, why);
+    /// A reload replaced `old`: its exchanges and queues carried over (reload.rs); those of a
+    /// group that is gone answered 502, then every queue served once through.
+    fn carry_exchanges_over(
+        &mut self,
+        old: &crate::runtime::Runtime,
+        old_groups: Vec<upstream::groups::GroupState>,
+    ) {
+        let both = (old, &*self.rt);
+        let (exchanges, groups) = (&mut self.exchanges, &mut self.groups);
+        for id in reload::carry_exchanges_over(exchanges, groups, both, old_groups) {
+            if !reload::queued(&self.exchanges, id) {
+                continue;
+            }
+            self.guarded_exchange(id, |w| {
+                if let Some(forward) = reload::take_queued(&mut w.exchanges, id) {
+                    forward::fail_exchange(&mut w.parts(), id, forward, 502);
+                }
+            });
+        }
+        for group in 0..self.groups.len() {
+            let waiting = self.groups.get(group).map_or(0, |g| g.queue.len());
+            for _ in 0..waiting {
+                forward::serve_queue(&mut self.parts(), group);
+            }
         }
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.shared.metrics
+    /// Parked exchanges whose fetch finished (caching.rs): served again.
+    fn drain_inbox(&mut self) {
+        for id in caching::take_inbox(&self.inbox) {
+            if caching::waiting(&self.exchanges, id) {
+                self.guarded_exchange(id, |w| route::resume_after_wait(&mut w.parts(), id));
+            }
+        }
     }
 
     /// This worker's own counters (only this thread writes them).

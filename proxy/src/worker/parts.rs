@@ -1,10 +1,12 @@
 //! What the exchange pipeline may touch: the client and upstream connections, the exchanges,
 //! the groups' pools and queues, the timers, the cache, the configuration, the loop's queue
-//! of connections to drive again, and the scratch buffers. The loop's own state (the poll
-//! and its listeners, the fairness of turns, a graceful stop, the waker and its inbox, the
-//! QUIC sockets) is not here, but for the inbox and waker a cache wait needs: a pipeline step cannot reach it. The worker lends these parts
-//! for one call (`Worker::parts`); a step lends narrower views of them to the functions it
-//! calls (the client side's `Conns`, health checks, the sticky scheduler, refusals).
+//! of connections to drive again, the scratch buffers, and the inbox and waker through
+//! which another worker's finished fetch resumes a cache wait. The loop's own state (the
+//! poll and its listeners, the fairness of turns, a graceful stop, the QUIC endpoints) is
+//! not here: a pipeline step cannot reach it. The worker lends these parts for one call
+//! (`Worker::parts`, or inside a drive's `Drive`, drive.rs); a step lends narrower views of
+//! them to the functions it calls (the client side's `Conns`, health checks, the sticky
+//! scheduler, HTTP/2's parts, refusals, a client's flush).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -111,6 +113,17 @@ impl Parts<'_> {
             date: self.date,
             now: self.now,
         }
+    }
+
+    /// What a client's flush touches (response/mod.rs `flush_client`).
+    #[inline]
+    pub fn client_side(&mut self) -> super::response::ClientSide<'_> {
+        (
+            self.clients,
+            self.exchanges,
+            self.conns.upstreams,
+            self.dirty,
+        )
     }
 
     /// The parts choosing a sticky exchange's connection touches (sticky_hook.rs).

@@ -13,7 +13,7 @@ use super::request::{Request, Scheme};
 /// peers connect from their own `self` address, `upstream/conn.rs` `connect`), whatever
 /// protocol carried it. Its scheme is then the one the field names (what the client used at the first node). A hop field
 /// anywhere else is ignored (and removed before any origin sees it, `forward.rs`). A peer's
-/// probe (the field's value `probe`) is a peer's request too, answered in `route.rs` `route`.
+/// probe (the field's value `probe`) is a peer's request too, answered in `chain.rs` `route`.
 pub(super) fn honour_hop(from_peer: bool, request: &mut Request) -> bool {
     // Without a peer, no field scan: this runs for every request.
     if !from_peer {

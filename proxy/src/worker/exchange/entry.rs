@@ -1,5 +1,5 @@
 //! The one entry of a request, whatever protocol carried it: the HTTP/1.1 codec's requests
-//! (`route.rs` `try_request`) and the streams' of HTTP/2 and HTTP/3 (`route.rs`
+//! (drive.rs `try_request`) and the streams' of HTTP/2 and HTTP/3 (`route.rs`
 //! `stream_request`) come here as the neutral `Request`. What differs by protocol comes as
 //! data ([`Arrival`]: the stream, the keep-alive decision, the codec's `begin`), not as a
 //! second copy of the steps.

@@ -7,7 +7,8 @@
 //! (`sink.rs`): a client's codec, plus the cache fill if any, or for a background
 //! revalidation the fill alone ("fill only": a 304 freshens the entry, a storable response
 //! replaces it, an error leaves it as it was). Functions over the pipeline's parts
-//! (parts.rs), as are an HTTP/2 origin's turn and a client's flush.
+//! (parts.rs), as is an HTTP/2 origin's turn; a client's flush takes only the client
+//! side's (`ClientSide`).
 
 use std::sync::Arc;
 use std::time::Instant;
