@@ -21,7 +21,7 @@ fn written_and_suppressed(logs: &str) -> (usize, usize) {
     let written = logs.matches("http_chain blocked").count();
     let suppressed = logs
         .lines()
-        .filter(|l| l.contains("more lines of the warning at") && l.contains("route.rs"))
+        .filter(|l| l.contains("more lines of the warning at") && l.contains("chain.rs"))
         .filter_map(|l| l.split_whitespace().nth(2)?.parse::<usize>().ok())
         .sum();
     (written, suppressed)

@@ -86,7 +86,7 @@ pub(super) fn drive_client(d: &mut Drive<'_>, ci: ClientId) {
                 &mut *d.p.exchanges,
                 &mut *d.p.conns.timers,
             );
-            match limits::account_read(parts, &*d.p.rt, ci, d.p.now) {
+            match limits::account_read(parts, d.p.rt, ci, d.p.now) {
                 limits::ReadVerdict::Within => {}
                 limits::ReadVerdict::Reset(v) => refuse_connection(d, ci, &v),
                 limits::ReadVerdict::Refuse(at, v) => finish::frang_violation(&mut d.p, ci, at, &v),
@@ -152,7 +152,7 @@ pub(super) fn refuse_connection(d: &mut Drive<'_>, ci: ClientId, v: &frang::Viol
     let Some(ip) = d.p.clients.get(ci).map(|c| c.peer.ip()) else {
         return;
     };
-    limits::note_block((&*d.p.rt, d.p.conns.metrics), ip, v, "-");
+    limits::note_block((d.p.rt, d.p.conns.metrics), ip, v, "-");
     reset_client(d, ci, CloseReason::Frang);
 }
 
@@ -164,7 +164,7 @@ pub(super) fn account_memory(d: &mut Drive<'_>, ci: ClientId) {
     };
     if let Err(v) = c.account_memory(d.p.now) {
         let ip = c.peer.ip();
-        limits::note_block((&*d.p.rt, d.p.conns.metrics), ip, &v, "-");
+        limits::note_block((d.p.rt, d.p.conns.metrics), ip, &v, "-");
         client::refuse::drop_response(&mut *d.p.clients, ci, finish::Refusal::Attack);
         close_client(d, ci, CloseReason::Frang);
     }
@@ -301,13 +301,13 @@ fn h3_work(d: &mut Drive<'_>, ci: ClientId, w: quic::Work) -> bool {
                 &mut *d.p.conns.timers,
             );
             let body = (ci, stream, d.p.now);
-            let taken = super::quic::take_data(parts, &*d.p.rt, body, (data, end_stream));
+            let taken = super::quic::take_data(parts, d.p.rt, body, (data, end_stream));
             if let Err((id, v)) = taken {
                 finish::frang_violation(&mut d.p, ci, super::finish::RefuseAt::Exchange(id), &v);
             }
         }
         quic::Work::Trailers { stream, fields } => {
-            let parts = (&mut *d.p.clients, &*d.p.exchanges, &*d.p.rt);
+            let parts = (&mut *d.p.clients, &*d.p.exchanges, d.p.rt);
             if let Some((at, v)) = super::h2_serve::h3_trailers(parts, ci, stream, fields) {
                 finish::frang_violation(&mut d.p, ci, at, &v);
             }
@@ -327,7 +327,7 @@ fn h3_work(d: &mut Drive<'_>, ci: ClientId, w: quic::Work) -> bool {
             return false;
         }
         quic::Work::Connected { hello, resumed } => {
-            let parts = (&*d.p.rt, &d.p.metrics.quic);
+            let parts = (d.p.rt, &d.p.metrics.quic);
             let client = d.p.clients.get_mut(ci);
             let hook = super::fingerprint_hook::on_quic_handshake;
             let done = (hello, resumed);
@@ -345,7 +345,7 @@ fn h3_work(d: &mut Drive<'_>, ci: ClientId, w: quic::Work) -> bool {
 /// `client_mem` (frang recorded it; counted as HTTP/2's is). The connection is closed
 /// with H3_EXCESSIVE_LOAD at once, its exchanges dropped.
 pub(super) fn h3_block(d: &mut Drive<'_>, ci: ClientId, v: &crate::frang::Violation, record: bool) {
-    let told = (&*d.p.rt, d.p.conns.metrics);
+    let told = (d.p.rt, d.p.conns.metrics);
     if record {
         let parts = (&mut *d.p.clients, &*d.p.exchanges);
         let at = super::finish::RefuseAt::Connection;
@@ -428,7 +428,7 @@ pub(super) fn try_request(d: &mut Drive<'_>, ci: ClientId) -> bool {
     let Codec::H1(h1) = &mut c.codec else {
         return false;
     };
-    let rt = &*d.p.rt;
+    let rt = d.p.rt;
     let parsed = match h1.next_request(rbuf, &rt.limits, scheme) {
         // A cache tier peer's request is parsed again, with the share of the fields the
         // node its client reached added (`fleet::tier::hop_limits`).
@@ -500,7 +500,7 @@ pub(super) fn process_h2(d: &mut Drive<'_>, ci: ClientId) -> bool {
     if h2_serve::end_pass(&mut d.p.h2(), ci, now) {
         super::client::refuse::drop_response(&mut *d.p.clients, ci, Refusal::Attack);
     }
-    h2_serve::arm_timer((&mut *d.p.clients, &mut *d.p.conns.timers, &*d.p.rt), ci);
+    h2_serve::arm_timer((&mut *d.p.clients, &mut *d.p.conns.timers, d.p.rt), ci);
     moved
 }
 
