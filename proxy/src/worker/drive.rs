@@ -1,12 +1,14 @@
-//! The loop's drives: what the worker does when a client or upstream connection is ready, a
-//! connection's timer comes due, or a reload retires servers. Each drive asks the
-//! connection's owner (`client/`, `upstream/`, `quic/`) what happened and hands the exchanges
-//! it concerns to the pipeline's functions. They take a [`Drive`]: the pipeline's parts
+//! The loop's drives: what the worker does when a client or upstream connection is ready or
+//! a connection's timer comes due. Each drive asks the connection's owner (`client/`,
+//! `upstream/`, `quic/`) what happened and hands the exchanges it concerns to the
+//! pipeline's functions. They take a [`Drive`]: the pipeline's parts
 //! (parts.rs), the QUIC owner (an HTTP/3 client is driven, and closed, through its
 //! endpoint), and whether a graceful stop drains the worker. What stays the loop's own
-//! (mod.rs: the poll and listeners, the fairness of turns, how far a stop got, the guard
-//! that closes a client whose drive panicked, a reload) is out of their reach.
+//! (mod.rs: the poll and listeners, the fairness of turns, how far a stop got, a reload) is
+//! out of their reach. The panic guard that closes a client whose drive panicked is here
+//! too ([`guarded`]); the HTTP/3 drive is drive_h3.rs.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 use super::client::codec::Codec;
@@ -46,12 +48,13 @@ pub(super) struct Drive<'a> {
 
 /// Moves client `ci` forward as far as its socket allows: its tunnel, or its handshake
 /// and then rounds of read, frang's count, its requests (route.rs), write.
+#[inline]
 pub(super) fn drive_client(d: &mut Drive<'_>, ci: ClientId) {
     let Some(c) = d.p.clients.get(ci) else {
         return;
     };
     if let client::codec::Codec::H3(_) = c.codec {
-        return drive_h3(d, ci);
+        return super::drive_h3::drive_h3(d, ci);
     }
     if c.codec.h1().is_some_and(|h1| h1.tunnel().is_some()) {
         let io = tunnel::TunnelIo {
@@ -235,126 +238,6 @@ pub(super) fn drive_upstream(d: &mut Drive<'_>, ui: UpstreamId) {
     // Still moving after a full round: let other connections run, then come back (with
     // edge-triggered readiness no new event would arrive for bytes already waiting).
     d.p.dirty.push_back(upstream_token(ui));
-}
-
-/// HTTP/3 (`worker/quic/`): one turn of client `ci`'s QUIC connection. What arrived
-/// becomes exchange work here (requests through `stream_request`, body bytes, dropped
-/// streams, a slow head's block), request bodies move upstream, then responses and
-/// datagrams go out and the streams with room again wake their upstreams; last, what the
-/// connection holds is accounted (`client_mem`).
-pub(super) fn drive_h3(d: &mut Drive<'_>, ci: ClientId) {
-    // The wall clock, not the turn's: a head's deadline fires by it (`fire_timers`).
-    let now = Instant::now();
-    let work = quic::drive(&mut *d.quic, &mut *d.p.clients, ci, now);
-    for w in work {
-        if !h3_work(d, ci, w) {
-            return;
-        }
-    }
-    let parts = (
-        &mut *d.p.clients,
-        &mut *d.p.exchanges,
-        &mut *d.p.conns.upstreams,
-    );
-    super::quic::pump_bodies(parts, &mut *d.p.dirty, ci);
-    let parts = (&mut *d.p.clients, &mut *d.p.conns.timers);
-    let (woken, more) = super::quic::flush(&mut *d.quic, parts, ci, Instant::now());
-    super::h2_serve::wake_upstreams(
-        (&*d.p.exchanges, &*d.p.conns.upstreams, &mut *d.p.dirty),
-        woken,
-    );
-    if more {
-        d.p.dirty.push_back(super::token::client_token(ci));
-    }
-    // As after a TCP connection's receive pass (`account_memory`).
-    let over = d.p.clients.get_mut(ci).map(|c| c.account_memory(now));
-    if let Some(Err(v)) = over {
-        return h3_block(d, ci, &v, false);
-    }
-    // An idle connection closes once a graceful stop's last call is over.
-    settle_client(d, ci);
-}
-
-/// Acts on one thing an HTTP/3 connection's turn found (`quic::Work`): a request, body
-/// bytes, trailers, a stream to refuse or drop, a block, the handshake's end. False when
-/// the connection ended with it.
-fn h3_work(d: &mut Drive<'_>, ci: ClientId, w: quic::Work) -> bool {
-    match w {
-        quic::Work::Request {
-            stream,
-            request,
-            end_stream,
-        } => {
-            let limits = &d.p.rt.limits;
-            let converted = super::quic::H3Codec::request(&request, end_stream, limits);
-            let now = d.p.now;
-            route::stream_request(&mut d.p, ci, stream, converted, now);
-        }
-        quic::Work::Data {
-            stream,
-            data,
-            end_stream,
-        } => {
-            let parts = (
-                &mut *d.p.clients,
-                &mut *d.p.exchanges,
-                &mut *d.p.conns.timers,
-            );
-            let body = (ci, stream, d.p.now);
-            let taken = super::quic::take_data(parts, d.p.rt, body, (data, end_stream));
-            if let Err((id, v)) = taken {
-                finish::frang_violation(&mut d.p, ci, super::finish::RefuseAt::Exchange(id), &v);
-            }
-        }
-        quic::Work::Trailers { stream, fields } => {
-            let parts = (&mut *d.p.clients, &*d.p.exchanges, d.p.rt);
-            if let Some((at, v)) = super::h2_serve::h3_trailers(parts, ci, stream, fields) {
-                finish::frang_violation(&mut d.p, ci, at, &v);
-            }
-        }
-        quic::Work::Refuse { stream, status } => {
-            let at = super::finish::RefuseAt::Stream(stream);
-            let kind = super::finish::Refusal::Error;
-            super::finish::refuse_at(&mut d.p, ci, at, status, kind);
-        }
-        quic::Work::Drop(id) => finish::drop_exchange(&mut d.p, id),
-        quic::Work::Block(v) => {
-            h3_block(d, ci, &v, true);
-            return false;
-        }
-        quic::Work::Gone => {
-            close_client(d, ci, CloseReason::Client);
-            return false;
-        }
-        quic::Work::Connected { hello, resumed } => {
-            let parts = (d.p.rt, &d.p.metrics.quic);
-            let client = d.p.clients.get_mut(ci);
-            let hook = super::fingerprint_hook::on_quic_handshake;
-            let done = (hello, resumed);
-            if let Some(Err(v)) = client.map(|c| hook(c, done, parts, d.p.now)) {
-                refuse_connection(d, ci, &v);
-                return false;
-            }
-        }
-    }
-    true
-}
-
-/// HTTP/3 client `ci` broke frang limit `v`: a slow head (`record`: the block is
-/// recorded as HTTP/2's slow head is, `blocks_total{limit}` and `ip_block`), or
-/// `client_mem` (frang recorded it; counted as HTTP/2's is). The connection is closed
-/// with H3_EXCESSIVE_LOAD at once, its exchanges dropped.
-pub(super) fn h3_block(d: &mut Drive<'_>, ci: ClientId, v: &crate::frang::Violation, record: bool) {
-    let told = (d.p.rt, d.p.conns.metrics);
-    if record {
-        let parts = (&mut *d.p.clients, &*d.p.exchanges);
-        let at = super::finish::RefuseAt::Connection;
-        super::limits::record_violation(parts, told, (ci, at), v);
-    } else if let Some(ip) = d.p.clients.get(ci).map(|c| c.peer.ip()) {
-        super::limits::note_block(told, ip, v, "-");
-    }
-    super::quic::close_blocked(&*d.quic, &mut *d.p.clients, ci, v.limit);
-    close_client(d, ci, CloseReason::Frang);
 }
 
 /// Upstream `ui` of a tunnel became ready: its client drives the tunnel (tunnel.rs), or
@@ -582,5 +465,25 @@ pub(super) fn client_timer(d: &mut Drive<'_>, ci: ClientId, gen: u64, now: Insta
 pub(super) fn close_tunnel(d: &mut Drive<'_>, ci: ClientId, end: crate::metrics_tunnel::TunnelEnd) {
     if let Some(why) = tunnel::end(d.p.clients, ci, end) {
         close_client(d, ci, why);
+    }
+}
+
+/// Runs `f` for client `ci`; a panic closes that client (and its upstream) only.
+#[inline]
+pub(super) fn guarded(d: &mut Drive<'_>, ci: ClientId, f: impl FnOnce(&mut Drive<'_>)) {
+    if catch_unwind(AssertUnwindSafe(|| f(d))).is_err() {
+        bump(&d.p.conns.metrics.panics);
+        let worker = d.p.worker;
+        crate::error!("worker {worker}: panic while serving a connection; closed it");
+        close_client(d, ci, CloseReason::Error);
+    }
+}
+
+/// Runs `f` for exchange `id`, guarded as its client is; an exchange whose client is gone
+/// is dropped instead.
+pub(super) fn guarded_exchange(d: &mut Drive<'_>, id: ExchangeId, f: impl FnOnce(&mut Drive<'_>)) {
+    match d.p.exchanges.client_of(id, d.p.clients) {
+        Some(ci) => guarded(d, ci, f),
+        None => finish::drop_exchange(&mut d.p, id),
     }
 }

@@ -130,6 +130,7 @@ pub(super) fn on_records(c: &mut Client, fingerprints: &Fingerprints, now: Insta
 
 /// A request reached its vhost: its `tfh` against the limits (computed only when a limit or
 /// the blocklist may judge it).
+#[inline]
 pub(super) fn on_request(fingerprints: &Fingerprints, request: &Request, now: Instant) -> Verdict {
     if !fingerprints.judges_requests() {
         return Ok(());

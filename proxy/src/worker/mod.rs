@@ -8,6 +8,7 @@ mod chain;
 mod client;
 mod drain;
 mod drive;
+mod drive_h3;
 mod exchange;
 mod fairness;
 mod fill;
@@ -51,7 +52,6 @@ mod websocket;
 
 use std::collections::VecDeque;
 use std::io;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,12 +60,12 @@ use mio::{Events, Poll, Token, Waker};
 
 use crate::buf::BufPool;
 use crate::close_reason::CloseReason;
-use crate::metrics::{bump, WorkerMetrics};
+use crate::metrics::WorkerMetrics;
 use crate::runtime::Runtime;
 use crate::timers::{Timers, ACCEPT_RETRY};
 
-use client::{ClientId, Clients};
-use exchange::{ExchangeId, Exchanges, TimerDue};
+use client::Clients;
+use exchange::{Exchanges, TimerDue};
 use upstream::groups::GroupState;
 use upstream::UpstreamId;
 
@@ -205,14 +205,18 @@ impl Worker {
             match kind(event.token()) {
                 Kind::Waker => {
                     self.drain_inbox();
-                    self.quic_readable(None);
+                    let (mut d, fair) = self.drive_and_fair();
+                    drive_h3::quic_readable(&mut d, fair, None);
                 }
                 Kind::Listener(i) => self.accept(i),
                 Kind::Client(_) | Kind::Upstream(_) => {
                     token::note_readiness(event, &mut self.clients, &mut self.upstreams);
                     self.dirty.push_back(event.token());
                 }
-                Kind::Quic(i) => self.quic_readable(Some(i)),
+                Kind::Quic(i) => {
+                    let (mut d, fair) = self.drive_and_fair();
+                    drive_h3::quic_readable(&mut d, fair, Some(i));
+                }
                 Kind::Probe(_) | Kind::Exchange(_) | Kind::Grace => {}
             }
         }
@@ -244,70 +248,36 @@ impl Worker {
         true
     }
 
-    /// QUIC socket `i` has datagrams (quic/mod.rs `recv`), or other workers moved some here
-    /// (None: `recv_moved`): their connections are driven; a full round reads again next turn
-    /// (polled without waiting), so that a datagram flood cannot hold up the loop.
-    fn quic_readable(&mut self, i: Option<usize>) {
-        let mut q = std::mem::take(&mut self.quic);
-        let got = match i {
-            Some(i) => quic::recv(&mut q, &mut self.client_conns().0, i),
-            None => quic::recv_moved(&mut q, &mut self.client_conns().0),
-        };
-        self.quic = q;
-        self.dirty.extend(got.touched.into_iter().map(client_token));
-        if let (true, Some(i)) = (got.more, i) {
-            self.fair.defer(Token(quic::QUIC_BASE + i));
-        }
-    }
-
     fn drain_dirty(&mut self) {
         // Each drive makes bounded progress and re-queues a peer only after moving bytes, and
         // a client is driven at most `DRIVES_PER_TURN` times per turn (`fairness`), so this
-        // ends even while clients keep sending; the budget is a last guard.
+        // ends even while clients keep sending; the budget is a last guard. The drives' parts
+        // are lent once for the whole drain.
+        let (mut d, fair) = self.drive_and_fair();
         let mut budget = 100_000usize;
-        while let Some(token) = self.dirty.pop_front() {
+        while let Some(token) = d.p.dirty.pop_front() {
             budget = budget.saturating_sub(1);
             if budget == 0 {
-                self.dirty.push_front(token);
-                self.fair.defer_all(&mut self.dirty);
+                d.p.dirty.push_front(token);
+                fair.defer_all(d.p.dirty);
                 break;
             }
             match kind(token) {
                 // A client past its drives this turn was deferred by `admit`.
-                Kind::Client(ci) if self.fair.admit(ci, token) => {
-                    self.guarded(ci, |w| drive::drive_client(&mut w.drive(), ci))
+                Kind::Client(ci) if fair.admit(ci, token) => {
+                    drive::guarded(&mut d, ci, |d| drive::drive_client(d, ci))
                 }
-                Kind::Quic(i) => self.quic_readable(Some(i)),
+                Kind::Quic(i) => drive_h3::quic_readable(&mut d, fair, Some(i)),
                 Kind::Upstream(ui) => {
-                    let owner = (self.upstreams.get(ui))
-                        .and_then(|u| self.exchanges.client_of_upstream(u, &self.clients));
+                    let owner = (d.p.conns.upstreams.get(ui))
+                        .and_then(|u| d.p.exchanges.client_of_upstream(u, d.p.clients));
                     match owner {
-                        Some(ci) => self.guarded(ci, |w| drive::drive_upstream(&mut w.drive(), ui)),
-                        None => drive::drive_upstream(&mut self.drive(), ui),
+                        Some(ci) => drive::guarded(&mut d, ci, |d| drive::drive_upstream(d, ui)),
+                        None => drive::drive_upstream(&mut d, ui),
                     }
                 }
                 _ => {}
             }
-        }
-    }
-
-    /// Runs `f` for exchange `id`, guarded as its client is.
-    fn guarded_exchange(&mut self, id: ExchangeId, f: impl FnOnce(&mut Worker)) {
-        match self.exchanges.client_of(id, &self.clients) {
-            Some(ci) => self.guarded(ci, f),
-            None => finish::drop_exchange(&mut self.parts(), id),
-        }
-    }
-
-    /// Runs `f` for client `ci`; a panic closes that client (and its upstream) only.
-    fn guarded(&mut self, ci: ClientId, f: impl FnOnce(&mut Worker)) {
-        if catch_unwind(AssertUnwindSafe(|| f(self))).is_err() {
-            bump(&self.shared.metrics.panics);
-            crate::error!(
-                "worker {}: panic while serving a connection; closed it",
-                self.id
-            );
-            drive::close_client(&mut self.drive(), ci, CloseReason::Error);
         }
     }
 
@@ -388,9 +358,9 @@ impl Worker {
         );
         for &(key, gen) in &due {
             match kind(Token(key)) {
-                Kind::Client(ci) => {
-                    self.guarded(ci, |w| drive::client_timer(&mut w.drive(), ci, gen, now))
-                }
+                Kind::Client(ci) => drive::guarded(&mut self.drive(), ci, |d| {
+                    drive::client_timer(d, ci, gen, now)
+                }),
                 Kind::Upstream(ui) => forward::upstream_timer(&mut self.parts(), ui, gen, now),
                 Kind::Probe(key) => {
                     let draining = self.draining.is_some();
@@ -398,10 +368,10 @@ impl Worker {
                 }
                 Kind::Exchange(index) => {
                     if let Some((id, due)) = self.exchanges.timer_due(index, gen) {
-                        self.guarded_exchange(id, |w| match due {
-                            TimerDue::CacheWait => route::resume_after_wait(&mut w.parts(), id),
-                            TimerDue::Queue => forward::queue_expired(&mut w.parts(), id),
-                            TimerDue::Body => drive::body_deadline(&mut w.drive(), id, now),
+                        drive::guarded_exchange(&mut self.drive(), id, |d| match due {
+                            TimerDue::CacheWait => route::resume_after_wait(&mut d.p, id),
+                            TimerDue::Queue => forward::queue_expired(&mut d.p, id),
+                            TimerDue::Body => drive::body_deadline(d, id, now),
                         });
                     }
                 }
@@ -447,6 +417,12 @@ impl Worker {
     /// What a drive touches (drive.rs), lent for one call.
     #[inline]
     fn drive(&mut self) -> drive::Drive<'_> {
+        self.drive_and_fair().0
+    }
+
+    /// [`Worker::drive`], and the fairness of turns beside it (`drain_dirty`).
+    #[inline]
+    fn drive_and_fair(&mut self) -> (drive::Drive<'_>, &mut fairness::FairTurns) {
         let conns = upstream::Conns {
             upstreams: &mut self.upstreams,
             groups: &mut self.groups,
@@ -475,11 +451,12 @@ impl Worker {
             now: self.now,
             worker: self.id,
         };
-        drive::Drive {
+        let d = drive::Drive {
             p,
             quic: &mut self.quic,
             draining: self.draining,
-        }
+        };
+        (d, &mut self.fair)
     }
 
     /// The parts the exchange pipeline touches (parts.rs), lent for one call.
@@ -492,18 +469,15 @@ impl Worker {
     fn retire(&mut self, due: Vec<UpstreamId>) {
         for ui in due {
             match grace::carried(&self.upstreams, &self.clients, ui) {
-                Some(grace::Carried::Tunnel(ci)) => self.guarded(ci, |w| {
-                    drive::close_tunnel(
-                        &mut w.drive(),
-                        ci,
-                        crate::metrics_tunnel::TunnelEnd::ServerRemoved,
-                    )
-                }),
+                Some(grace::Carried::Tunnel(ci)) => {
+                    let end = crate::metrics_tunnel::TunnelEnd::ServerRemoved;
+                    drive::guarded(&mut self.drive(), ci, |d| drive::close_tunnel(d, ci, end))
+                }
                 Some(grace::Carried::Exchange(id)) => {
                     forward::close_upstream(&mut self.parts(), ui);
                     let failure = response::Failure::ServerRemoved;
-                    self.guarded_exchange(id, |w| {
-                        response::exchange_failed(&mut w.parts(), id, failure)
+                    drive::guarded_exchange(&mut self.drive(), id, |d| {
+                        response::exchange_failed(&mut d.p, id, failure)
                     });
                 }
                 Some(grace::Carried::Nothing) => forward::close_upstream(&mut self.parts(), ui),
@@ -525,9 +499,9 @@ impl Worker {
             if !reload::queued(&self.exchanges, id) {
                 continue;
             }
-            self.guarded_exchange(id, |w| {
-                if let Some(forward) = reload::take_queued(&mut w.exchanges, id) {
-                    forward::fail_exchange(&mut w.parts(), id, forward, 502);
+            drive::guarded_exchange(&mut self.drive(), id, |d| {
+                if let Some(forward) = reload::take_queued(d.p.exchanges, id) {
+                    forward::fail_exchange(&mut d.p, id, forward, 502);
                 }
             });
         }
@@ -543,7 +517,8 @@ impl Worker {
     fn drain_inbox(&mut self) {
         for id in caching::take_inbox(&self.inbox) {
             if caching::waiting(&self.exchanges, id) {
-                self.guarded_exchange(id, |w| route::resume_after_wait(&mut w.parts(), id));
+                let resume = |d: &mut drive::Drive<'_>| route::resume_after_wait(&mut d.p, id);
+                drive::guarded_exchange(&mut self.drive(), id, resume);
             }
         }
     }

@@ -39,6 +39,7 @@ impl Codec {
 
     /// Exchange `id` is the request on `stream` (HTTP/1.1: the connection's current one;
     /// its stream is 0).
+    #[inline]
     pub fn begin(&mut self, stream: u32, id: ExchangeId) {
         match self {
             Codec::H1(h1) => h1.begin(id),

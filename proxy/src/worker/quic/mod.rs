@@ -41,7 +41,7 @@ pub const QUIC_BASE: usize = 6 << 32;
 
 /// Datagrams read per round at most (`recv::SLOTS` per system call). The poll is
 /// edge-triggered: a full round is followed by another one in the next turn, which polls
-/// without waiting (`Worker::quic_readable`); waiting for the next datagram's edge instead
+/// without waiting (drive_h3.rs `quic_readable`); waiting for the next datagram's edge instead
 /// left what the round did not read until a peer's retransmission timer sent one (seconds,
 /// backing off: `h3_26k_rps` stalled 7 of 10 connections for 5 s that way).
 const RECV_BATCH: usize = 256;
