@@ -35,7 +35,8 @@ use crate::frang;
 use crate::metrics::bump;
 use crate::transport::Transport;
 
-/// What a drive touches, lent by the loop for one call (`Worker::drive`).
+/// What a drive touches, lent by the loop (`Worker::drive` for one call, `drain_dirty` for
+/// a whole drain).
 pub(super) struct Drive<'a> {
     /// The pipeline's parts.
     pub p: Parts<'a>,
