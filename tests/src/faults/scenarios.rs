@@ -130,8 +130,12 @@ fn settled_sample(pid: u32, baseline: u64, notes: &mut Vec<String>) -> server::S
         thread::sleep(Duration::from_millis(100));
         sample = server::sample_tree(pid);
     }
-    if started.elapsed() >= Duration::from_millis(100) {
-        let waited = started.elapsed().as_millis();
+    let waited = started.elapsed().as_millis();
+    if sample.fds > baseline {
+        notes.push(format!(
+            "descriptors still above the baseline {waited} ms after the first end sample"
+        ));
+    } else if waited >= 100 {
         notes.push(format!(
             "descriptors settled {waited} ms after the first end sample"
         ));
